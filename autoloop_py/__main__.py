@@ -1,0 +1,5 @@
+"""Entry point for `python -m autoloop_py`."""
+
+from autoloop_py.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,151 @@
+"""Scheduling rules: which programs are due, which are skipped and why, and which one runs next."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Mapping, Protocol, Sequence
+
+from autoloop_py.errors import ProgramError
+from autoloop_py.program import Program
+
+PLATEAU_LENGTH = 5
+
+_UNITS = {"m": 1, "min": 1, "minute": 1, "minutes": 1, "h": 60, "hr": 60, "hour": 60, "hours": 60,
+          "d": 1440, "day": 1440, "days": 1440}
+_NAMED = {"hourly": timedelta(hours=1), "daily": timedelta(days=1), "weekly": timedelta(weeks=1)}
+_EVERY_RE = re.compile(r"^(?:every\s+)?(\d+)\s*([a-z]+)$")
+
+
+class MachineView(Protocol):
+    """The Machine State fields the scheduler reads (state.MachineState satisfies it)."""
+
+    last_run: datetime | None
+    paused: bool
+    pause_reason: str | None
+    completed: bool
+    recent_statuses: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Skip:
+    """A program that will not run now, with the reason and (for 'not due yet') when it will."""
+
+    name: str
+    reason: str
+    next_due: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The scheduler's answer.
+
+    Attributes:
+      selected: the program to run now (None when nothing is due).
+      due: every due program, most overdue first (selected first).
+      deferred: due programs that wait for a later run.
+      skipped: programs not run, each with its reason.
+      unconfigured: names of template programs.
+      forced: whether `selected` was named by the user.
+    """
+
+    selected: str | None
+    due: tuple[str, ...]
+    deferred: tuple[str, ...]
+    skipped: tuple[Skip, ...]
+    unconfigured: tuple[str, ...]
+    forced: bool = False
+
+
+def parse_schedule(text: str | None) -> timedelta | None:
+    """Returns the interval of a schedule (`every 6h`, `30 minutes`, `daily`...); None for no schedule."""
+    if text is None or not str(text).strip():
+        return None
+    value = " ".join(str(text).strip().lower().split())
+    if value in _NAMED:
+        return _NAMED[value]
+    match = _EVERY_RE.match(value)
+    if match and match.group(2) in _UNITS:
+        return timedelta(minutes=int(match.group(1)) * _UNITS[match.group(2)])
+    raise ValueError(f"unparseable schedule {text!r}; use `every N m|h|d`, `N hours`, `hourly`, `daily` or `weekly`")
+
+
+def as_utc(moment: datetime) -> datetime:
+    """Returns an aware UTC datetime (a naive one is taken as UTC)."""
+    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
+
+
+def next_due(program: Program, machine: MachineView | None) -> datetime | None:
+    """Returns when the program is next due (None: due now, never run or no schedule)."""
+    interval = parse_schedule(program.config.schedule)
+    if machine is None or machine.last_run is None or not interval:
+        return None
+    return as_utc(machine.last_run) + interval
+
+
+def is_due(program: Program, machine: MachineView | None, now: datetime) -> bool:
+    """Returns whether the schedule has elapsed; exactly on schedule counts as due."""
+    due_at = next_due(program, machine)
+    return due_at is None or as_utc(now) >= due_at
+
+
+def skip_reason(machine: MachineView | None) -> str | None:
+    """Returns why a program must not run (completed, paused, plateau), or None."""
+    if machine is None:
+        return None
+    if machine.completed:
+        return "completed: target metric reached"
+    if machine.paused:
+        return f"paused: {machine.pause_reason or 'unknown'}"
+    recent = machine.recent_statuses[-PLATEAU_LENGTH:]
+    if len(recent) == PLATEAU_LENGTH and all(s == "rejected" for s in recent):
+        return f"plateau: {PLATEAU_LENGTH} consecutive rejections"
+    return None
+
+
+def plan(
+    programs: Sequence[Program],
+    machines: Mapping[str, MachineView | None],
+    now: datetime,
+    forced: str | None = None,
+) -> Plan:
+    """Decides which program runs now; a forced name bypasses due and skip but not unknown/unconfigured."""
+    unconfigured = tuple(p.name for p in programs if p.unconfigured)
+    due: list[Program] = []
+    skipped: list[Skip] = []
+    for program in programs:
+        if program.unconfigured:
+            continue
+        machine = machines.get(program.name)
+        reason = skip_reason(machine)
+        if reason:
+            skipped.append(Skip(program.name, reason))
+        elif not is_due(program, machine, now):
+            skipped.append(Skip(program.name, "not due yet", next_due(program, machine)))
+        else:
+            due.append(program)
+    due.sort(key=lambda p: _overdue_key(machines.get(p.name)))
+    names = tuple(p.name for p in due)
+    if forced:
+        return _forced_plan(forced, programs, names, tuple(skipped), unconfigured)
+    selected = names[0] if names else None
+    return Plan(selected, names, names[1:], tuple(skipped), unconfigured)
+
+
+def _overdue_key(machine: MachineView | None) -> tuple[int, datetime]:
+    if machine is None or machine.last_run is None:
+        return (0, datetime.min.replace(tzinfo=timezone.utc))
+    return (1, as_utc(machine.last_run))
+
+
+def _forced_plan(
+    forced: str, programs: Sequence[Program], due: tuple[str, ...], skipped: tuple[Skip, ...], unconfigured: tuple[str, ...]
+) -> Plan:
+    available = [p.name for p in programs]
+    if forced not in available:
+        raise ProgramError(f"requested program '{forced}' not found. Available programs: {', '.join(available) or 'none'}")
+    if forced in unconfigured:
+        raise ProgramError(f"requested program '{forced}' is unconfigured (has placeholders); configure it first")
+    deferred = tuple(n for n in due if n != forced)
+    return Plan(forced, (forced, *deferred), deferred, tuple(s for s in skipped if s.name != forced), unconfigured, True)

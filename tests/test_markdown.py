@@ -1,0 +1,70 @@
+"""Tests for markdown.py: spans of headings, sections, tables, lists and code through mistune."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from autoloop_py import markdown as md
+
+DOC = """# Title
+
+intro
+
+## ⚙️ Machine State
+
+| Field | Value |
+|-------|-------|
+| **Last Run** | `2025-01-01T00:00:00Z` |
+| Iteration Count | 3 |
+
+## Code
+
+```python
+## not a heading
+```
+
+- **Status**: ✅ Accepted
+- **Change**: foo
+  - nested
+"""
+
+
+def test_headings_skip_code_blocks() -> None:
+    found = md.headings(DOC)
+    assert [(h.level, h.text, h.line) for h in found] == [(1, "Title", 0), (2, "⚙️ Machine State", 4), (2, "Code", 11)]
+
+
+def test_split_sections_cover_every_line() -> None:
+    sections = md.split_sections(DOC)
+    assert "".join(s.text for s in sections) == DOC
+    assert [s.key for s in sections] == ["", "title", "machine state", "code"]
+
+
+def test_tables_plain_cells_and_lines() -> None:
+    [table] = md.tables(DOC)
+    assert table.header == ("Field", "Value")
+    assert [(r.cells, r.line) for r in table.rows] == [
+        (("Last Run", "2025-01-01T00:00:00Z"), 8),
+        (("Iteration Count", "3"), 9),
+    ]
+
+
+def test_list_items_with_lines() -> None:
+    assert md.list_items(DOC) == [("Status: ✅ Accepted", 17), ("Change: foo", 18), ("nested", 19)]
+
+
+def test_fenced_code() -> None:
+    assert md.fenced_code(DOC) == [("python", "## not a heading\n", 13)]
+
+
+def test_normalize_heading_ignores_emoji_and_markup() -> None:
+    for text in ("⚙️ Machine State", "⚙ machine state", "**Machine State**", "`Machine`  State", "⚙\ufe0f MACHINE STATE"):
+        assert md.normalize_heading(text) == "machine state"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(["# A", "## B", "text", "", "```", "- item", "| a | b |", "### C"]), max_size=30))
+def test_split_sections_is_lossless(lines: list[str]) -> None:
+    text = "\n".join(lines) + "\n"
+    assert "".join(s.text for s in md.split_sections(text)) == text

@@ -1,0 +1,194 @@
+"""Tests for program.py: discovery, frontmatter, sections, Target allowlist and errors with lines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from autoloop_py.errors import ProgramError
+from autoloop_py.program import (
+    check_all,
+    discover,
+    glob_match,
+    load_program,
+    load_programs,
+    target_files,
+)
+
+PROGRAM = """\
+---
+schedule: every 6h
+target-metric: 1.4
+metric_direction: higher
+evaluation-timeout: 30
+repeats: 3
+min-delta: 0.001
+seed: 7
+proposer: tune
+custom-key: kept
+---
+
+# Demo
+
+## Goal
+
+Make it faster.
+
+## Target
+
+Only modify:
+- `code/search.py` — the search
+- `code/lib/*.py`
+
+Do NOT modify:
+- `code/evaluate.py`
+
+## Evaluation
+
+```bash
+python3 code/evaluate.py
+```
+
+The metric is `combined_score`.
+
+## Evolution Strategy
+
+Plain hill climbing.
+"""
+
+
+def write(root: Path, rel: str, text: str) -> Path:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    write(tmp_path, ".autoloop/programs/demo/program.md", PROGRAM)
+    write(tmp_path, ".autoloop/programs/demo/code/search.py", "x = 1\n")
+    write(tmp_path, ".autoloop/programs/demo/code/evaluate.py", "print('{}')\n")
+    write(tmp_path, ".autoloop/programs/demo/code/lib/util.py", "y = 2\n")
+    return tmp_path
+
+
+def test_parses_frontmatter_sections_and_target(repo: Path) -> None:
+    program = load_program(repo, Path(".autoloop/programs/demo/program.md"))
+    assert program.name == "demo"
+    assert program.goal == "Make it faster."
+    assert program.config.schedule == "every 6h"
+    assert program.config.target_metric == 1.4
+    assert program.config.repeats == 3 and program.config.seed == 7 and program.config.min_delta == 0.001
+    assert program.config.evaluation_timeout == 30.0
+    assert program.config.extra == {"custom-key": "kept"}
+    assert program.direction == "higher"
+    assert program.evaluation is not None
+    assert program.evaluation.command == "python3 code/evaluate.py"
+    assert program.evaluation.metric == "combined_score"
+    assert program.strategy_text == "Plain hill climbing."
+    assert program.target.include == (".autoloop/programs/demo/code/search.py", ".autoloop/programs/demo/code/lib/*.py")
+    assert program.target.exclude == (".autoloop/programs/demo/code/evaluate.py",)
+    assert not program.unconfigured
+
+
+def test_target_allows(repo: Path) -> None:
+    target = load_program(repo, Path(".autoloop/programs/demo/program.md")).target
+    assert target.allows(".autoloop/programs/demo/code/search.py")
+    assert target.allows(".autoloop/programs/demo/code/lib/new.py")
+    assert not target.allows(".autoloop/programs/demo/code/evaluate.py")
+    assert not target.allows(".autoloop/programs/demo/program.md")
+    assert not target.allows(".autoloop/programs/demo/code/lib/../../program.md")
+    assert not target.allows("/etc/passwd")
+    assert target_files(target, repo) == [
+        ".autoloop/programs/demo/code/lib/util.py",
+        ".autoloop/programs/demo/code/search.py",
+    ]
+
+
+def test_lower_is_better_from_prose(repo: Path) -> None:
+    text = PROGRAM.replace("metric_direction: higher\n", "").replace("`combined_score`.", "`loss`. Lower is better.")
+    write(repo, ".autoloop/programs/demo/program.md", text)
+    assert load_program(repo, Path(".autoloop/programs/demo/program.md")).direction == "lower"
+
+
+def test_nested_do_not_modify_list(repo: Path) -> None:
+    text = PROGRAM.replace("Do NOT modify:\n- `code/evaluate.py`", "- Do NOT modify:\n  - `code/evaluate.py`")
+    write(repo, ".autoloop/programs/demo/program.md", text)
+    target = load_program(repo, Path(".autoloop/programs/demo/program.md")).target
+    assert target.exclude == (".autoloop/programs/demo/code/evaluate.py",)
+
+
+def test_bare_program_paths_are_repo_relative(repo: Path) -> None:
+    write(repo, "src/app.py", "a = 1\n")
+    write(repo, ".autoloop/programs/bare.md", PROGRAM.replace("`code/search.py`", "`src/app.py`").replace("- `code/lib/*.py`\n", ""))
+    program = load_program(repo, Path(".autoloop/programs/bare.md"))
+    assert program.directory is None
+    assert program.target.include == ("src/app.py",)
+
+
+@pytest.mark.parametrize(
+    "edit, message, line",
+    [
+        (("repeats: 3", "repeats: three"), "frontmatter `repeats`: must be a whole number >= 1, got 'three'", 6),
+        (("metric_direction: higher", "metric_direction: sideways"), "must be `higher` or `lower`", 4),
+        (("schedule: every 6h", "schedule: [every"), "invalid YAML frontmatter", None),
+        (("The metric is `combined_score`.", "Score printed."), "does not name the metric", 28),
+        (("```bash\npython3 code/evaluate.py\n```", "run it"), "no ```bash code block", 28),
+        (("- `code/search.py` — the search", "- `code/nothing.py`"), "Target `code/nothing.py` matches nothing", 22),
+    ],
+)
+def test_errors_name_file_and_line(repo: Path, edit: tuple[str, str], message: str, line: int | None) -> None:
+    write(repo, ".autoloop/programs/demo/program.md", PROGRAM.replace(*edit))
+    _, problems = check_all(repo)
+    assert problems, "expected a problem"
+    assert message in problems[0].message
+    assert problems[0].path == Path(".autoloop/programs/demo/program.md")
+    if line is not None:
+        assert problems[0].line == line
+    assert str(problems[0]).startswith(".autoloop/programs/demo/program.md:")
+
+
+def test_missing_sections_all_reported(repo: Path) -> None:
+    write(repo, ".autoloop/programs/demo/program.md", "# Demo\n\nNothing here.\n")
+    _, problems = check_all(repo)
+    messages = " | ".join(p.message for p in problems)
+    assert "missing `## Target`" in messages
+    assert "missing `## Evaluation`" in messages
+    assert "missing `## Goal`" in messages
+
+
+def test_unconfigured_template(repo: Path) -> None:
+    write(repo, ".autoloop/programs/example.md", "<!-- AUTOLOOP:UNCONFIGURED -->\n# Example\n\n## Goal\n\nTODO\n")
+    programs, problems = check_all(repo)
+    assert not problems
+    assert [p.name for p in programs if p.unconfigured] == ["example"]
+
+
+def test_discovery_order_and_duplicate_names(repo: Path) -> None:
+    write(repo, ".autoloop/programs/alpha/program.md", PROGRAM)
+    write(repo, ".autoloop/programs/zeta.md", PROGRAM)
+    assert [p.as_posix() for p in discover(repo)] == [
+        ".autoloop/programs/alpha/program.md",
+        ".autoloop/programs/demo/program.md",
+        ".autoloop/programs/zeta.md",
+    ]
+    write(repo, ".autoloop/programs/demo.md", PROGRAM)
+    with pytest.raises(ProgramError, match="two programs are named 'demo'"):
+        load_programs(repo)
+
+
+@pytest.mark.parametrize(
+    "pattern, path, expected",
+    [
+        ("src/*.py", "src/a.py", True),
+        ("src/*.py", "src/sub/a.py", False),
+        ("src/**/*.py", "src/sub/a.py", True),
+        ("src/**/*.py", "src/a.py", True),
+        ("tests/**", "tests/x/y.txt", True),
+        ("a?.py", "ab.py", True),
+    ],
+)
+def test_glob_match(pattern: str, path: str, expected: bool) -> None:
+    assert glob_match(pattern, path) is expected
