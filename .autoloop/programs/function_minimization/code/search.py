@@ -1,0 +1,49 @@
+"""Search algorithm for the function-minimization example; only the EVOLVE-BLOCK may change.
+
+`objective(x, y)` is the function to minimise. The evaluator replaces it with a counting
+version, so every call a search makes is charged against its budget.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+
+def objective(x: float, y: float) -> float:
+    """Returns f(x, y) = sin(x)·cos(y) + sin(x·y) + (x² + y²)/20."""
+    return math.sin(x) * math.cos(y) + math.sin(x * y) + (x * x + y * y) / 20
+
+
+# EVOLVE-BLOCK-START
+iterations = 60
+restarts = 1
+step_size = 3.0
+cooling = 0.5
+initial_temperature = 2.0
+
+
+def search_algorithm(
+    rng: random.Random, bounds: tuple[tuple[float, float], tuple[float, float]]
+) -> tuple[float, float, float]:
+    """Returns (x, y, value): the best point found by simulated annealing with random restarts."""
+    (x_lo, x_hi), (y_lo, y_hi) = bounds
+    best = (x_lo, y_lo, math.inf)
+    for _ in range(restarts):
+        x, y = rng.uniform(x_lo, x_hi), rng.uniform(y_lo, y_hi)
+        value = objective(x, y)
+        temperature = initial_temperature
+        for _ in range(iterations):
+            nx = min(max(x + rng.uniform(-step_size, step_size), x_lo), x_hi)
+            ny = min(max(y + rng.uniform(-step_size, step_size), y_lo), y_hi)
+            new_value = objective(nx, ny)
+            # Metropolis rule written as a log-threshold: no division, so temperature may reach 0.
+            if new_value - value < -temperature * math.log1p(-rng.random()):
+                x, y, value = nx, ny, new_value
+            if value < best[2]:
+                best = (x, y, value)
+            temperature *= cooling
+    return best
+
+
+# EVOLVE-BLOCK-END

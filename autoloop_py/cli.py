@@ -1,0 +1,96 @@
+"""Command-line front end: `autoloop <command>`; one handler maps errors to exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Callable, Sequence
+
+from rich.console import Console
+from rich.logging import RichHandler
+
+from autoloop_py import __version__
+from autoloop_py.commands import check, pause, run, schedule, show, status
+from autoloop_py.errors import AutoloopError
+
+EXIT_ERROR = 1
+EXIT_CRASH = 3
+EXIT_INTERRUPT = 130
+
+_DESCRIPTION = """\
+Run an LLM-driven improvement loop over the programs in .autoloop/programs/.
+State lives as markdown on branch memory/autoloop; accepted candidates on autoloop/<program>.
+
+examples:
+  autoloop check                                   validate every program
+  autoloop run --program function_minimization --iterations 10
+  autoloop status                                  one line per program
+  autoloop state function_minimization             print its state file
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Returns the argument parser with one sub-parser per command."""
+    parser = argparse.ArgumentParser(
+        prog="autoloop", description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--version", action="version", version=f"autoloop {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module in (run, check, status, show, schedule, pause):
+        module.add_parser(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the command line; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "handler", None):
+        parser.print_help()
+        return EXIT_ERROR
+    console = Console(highlight=False, soft_wrap=True)
+    err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+    _setup_logging(getattr(args, "verbose", False), err_console)
+    return _handle(lambda: args.handler(args, console), err_console)
+
+
+def _handle(command: Callable[[], int], err_console: Console) -> int:
+    try:
+        return command()
+    except AutoloopError as err:
+        err_console.print(f"[bold red]error:[/] {err}", markup=True, highlight=False)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        err_console.print("interrupted")
+        return EXIT_INTERRUPT
+    except Exception as err:  # noqa: BLE001 - the one place that turns crashes into a report
+        log_path = _crash_log()
+        log_path.write_text(traceback.format_exc(), encoding="utf-8")
+        err_console.print(f"[bold red]An unexpected error occurred:[/] {type(err).__name__}: {err}")
+        err_console.print(f"The traceback was written to {log_path}; please include it in a bug report.")
+        return EXIT_CRASH
+
+
+def _crash_log() -> Path:
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "autoloop"
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        base = Path(os.environ.get("TMPDIR", "/tmp"))
+    return base / "autoloop.log"
+
+
+def _setup_logging(verbose: bool, console: Console) -> None:
+    root = logging.getLogger("autoloop_py")
+    root.handlers.clear()
+    root.setLevel(logging.DEBUG if verbose else logging.WARNING)
+    handler = RichHandler(console=console, show_time=False, show_path=False, markup=False)
+    root.addHandler(handler)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

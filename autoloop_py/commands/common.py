@@ -1,0 +1,76 @@
+"""Helpers shared by the commands: finding the repository and reading programs and their state."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import git
+
+from autoloop_py import state as statefile
+from autoloop_py.errors import AutoloopError, StateError
+from autoloop_py.iteration import parse_or_new, state_path
+from autoloop_py.memory import MemoryStore
+from autoloop_py.program import Program
+
+
+def add_common(parser: argparse.ArgumentParser) -> None:
+    """Adds --repo and --verbose."""
+    parser.add_argument("--repo", type=Path, default=None, help="the git repository (default: the current one)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show log messages")
+
+
+def subparser(commands: Any, name: str, summary: str, example: str) -> argparse.ArgumentParser:
+    """Returns a sub-parser whose help ends with an example."""
+    parser: argparse.ArgumentParser = commands.add_parser(
+        name,
+        help=summary,
+        description=f"{summary}\n\nexample:\n  {example}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_common(parser)
+    return parser
+
+
+def repo_root(path: Path | None) -> Path:
+    """Returns the top of the git repository containing path (default: the current directory)."""
+    start = (path or Path.cwd()).resolve()
+    try:
+        top = git.Repo(start, search_parent_directories=True).working_tree_dir
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        raise AutoloopError(f"{start} is not inside a git repository; run `git init` there or pass --repo") from None
+    if top is None:
+        raise AutoloopError(f"{start} is a bare repository; autoloop needs a checkout")
+    return Path(top)
+
+
+def read_states(root: Path, programs: list[Program], sync: bool = True) -> dict[str, statefile.StateFile | None]:
+    """Returns each program's parsed state file (None when it has none yet)."""
+    memory = MemoryStore(root)
+    if sync:
+        memory.sync()
+    states: dict[str, statefile.StateFile | None] = {}
+    for program in programs:
+        text = memory.read(state_path(program))
+        states[program.name] = parse_or_new(text, program, state_path(program)) if text else None
+    return states
+
+
+def machines(states: dict[str, statefile.StateFile | None]) -> dict[str, Any]:
+    """Returns each program's Machine State (None for never-run programs)."""
+    return {name: (s.machine if s is not None else None) for name, s in states.items()}
+
+
+def format_metric(value: float | None) -> str:
+    """Returns a metric for display ('—' when unknown)."""
+    return "—" if value is None else f"{value:.6g}"
+
+
+def format_time(moment: datetime | None) -> str:
+    """Returns a timestamp for display ('never' when absent)."""
+    return "never" if moment is None else moment.strftime("%Y-%m-%d %H:%M UTC")
+
+
+__all__ = ["StateError", "add_common", "subparser", "repo_root", "read_states", "machines"]

@@ -1,0 +1,51 @@
+"""`autoloop pause|resume PROGRAM`: stop or restart a program by editing its Machine State."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import Any
+
+from rich.console import Console
+
+from autoloop_py import state as statefile
+from autoloop_py.commands.common import repo_root, subparser
+from autoloop_py.iteration import parse_or_new, state_path
+from autoloop_py.memory import MemoryStore
+from autoloop_py.program import find_program, load_programs
+
+
+def add_parser(commands: Any) -> None:
+    """Registers `autoloop pause` and `autoloop resume`."""
+    pause = subparser(commands, "pause", "Pause a program until it is resumed.", 'autoloop pause circle_packing --reason "evaluator flaky"')
+    pause.add_argument("program", help="the program's name")
+    pause.add_argument("--reason", default="paused by a maintainer", help="why (shown by status and the scheduler)")
+    pause.set_defaults(handler=cmd_pause, paused=True)
+    resume = subparser(commands, "resume", "Resume a paused program (also clears a plateau).", "autoloop resume circle_packing")
+    resume.add_argument("program", help="the program's name")
+    resume.set_defaults(handler=cmd_pause, paused=False, reason=None)
+
+
+def cmd_pause(args: argparse.Namespace, console: Console) -> int:
+    """Sets or clears Paused in the program's state file and commits it to the memory branch."""
+    root = repo_root(args.repo)
+    program = find_program(load_programs(root), args.program)
+    memory = MemoryStore(root)
+    memory.sync()
+    path = state_path(program)
+
+    def change(text: str | None) -> str:
+        state = parse_or_new(text, program, path)
+        machine = state.machine
+        if args.paused:
+            machine = dataclasses.replace(machine, paused=True, pause_reason=args.reason)
+        else:
+            # A plateau is five rejections in a row; resuming forgets them so the program is due again.
+            statuses = tuple(s for s in machine.recent_statuses if s != "rejected")
+            machine = dataclasses.replace(machine, paused=False, pause_reason=None, consecutive_errors=0, recent_statuses=statuses)
+        return statefile.render_state(statefile.with_machine(state, machine))
+
+    verb = "paused" if args.paused else "resumed"
+    memory.update(path, change, f"[Autoloop: {program.name}] {verb}")
+    console.print(f"{program.name} {verb}" + (f": {args.reason}" if args.paused else ""))
+    return 0

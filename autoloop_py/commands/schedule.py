@@ -1,0 +1,60 @@
+"""`autoloop schedule`: which programs are due, as text, JSON or a GitHub Actions matrix."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from datetime import datetime, timezone
+from typing import Any
+
+from rich.console import Console
+
+from autoloop_py import schedule
+from autoloop_py.commands.common import machines, read_states, repo_root, subparser
+from autoloop_py.program import check_all
+
+
+def add_parser(commands: Any) -> None:
+    """Registers `autoloop schedule`."""
+    parser = subparser(commands, "schedule", "Show which programs are due now.", "autoloop schedule --matrix --max 4")
+    parser.add_argument("--json", action="store_true", help="print the plan as JSON")
+    parser.add_argument("--matrix", action="store_true", help="print a GitHub Actions matrix of the due programs")
+    parser.add_argument("--max", type=int, default=None, metavar="N", help="at most N programs in the matrix")
+    parser.add_argument("--program", help="force this program (env AUTOLOOP_PROGRAM)")
+    parser.set_defaults(handler=cmd_schedule)
+
+
+def cmd_schedule(args: argparse.Namespace, console: Console) -> int:
+    """Prints the plan; exit 0 when something is due, 1 when nothing is."""
+    root = repo_root(args.repo)
+    programs, _ = check_all(root)
+    forced = args.program or os.environ.get("AUTOLOOP_PROGRAM", "").strip() or None
+    plan = schedule.plan(programs, machines(read_states(root, programs)), datetime.now(timezone.utc), forced)
+    due = list(plan.due[: args.max] if args.max else plan.due)
+    if args.matrix:
+        console.out(json.dumps({"program": due}), highlight=False)
+    elif args.json:
+        console.out(json.dumps(_as_json(plan, due), indent=2), highlight=False)
+    else:
+        for name in due:
+            console.print(f"due      {name}")
+        for skip in plan.skipped:
+            when = f" (next due {skip.next_due:%Y-%m-%d %H:%M UTC})" if skip.next_due else ""
+            console.print(f"skipped  {skip.name}: {skip.reason}{when}")
+        for name in plan.unconfigured:
+            console.print(f"template {name}: unconfigured")
+    return 0 if due else 1
+
+
+def _as_json(plan: schedule.Plan, due: list[str]) -> dict[str, Any]:
+    return {
+        "selected": plan.selected,
+        "due": due,
+        "deferred": list(plan.deferred),
+        "skipped": [
+            {"name": s.name, "reason": s.reason, **({"next_due": s.next_due.isoformat()} if s.next_due else {})}
+            for s in plan.skipped
+        ],
+        "unconfigured": list(plan.unconfigured),
+    }

@@ -1,0 +1,41 @@
+"""`autoloop state PROGRAM`: print a program's state file from the memory branch."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rich.console import Console
+from rich.markdown import Markdown
+
+from autoloop_py.commands.common import repo_root, subparser
+from autoloop_py.errors import AutoloopError
+from autoloop_py.iteration import state_path
+from autoloop_py.memory import MemoryStore
+from autoloop_py.program import find_program, load_programs
+
+
+def add_parser(commands: Any) -> None:
+    """Registers `autoloop state`."""
+    parser = subparser(
+        commands, "state", "Print a program's state file from branch memory/autoloop.", "autoloop state function_minimization"
+    )
+    parser.add_argument("program", help="the program's name")
+    parser.add_argument("--pretty", action="store_true", help="render the markdown instead of printing it raw")
+    parser.set_defaults(handler=cmd_state)
+
+
+def cmd_state(args: argparse.Namespace, console: Console) -> int:
+    """Prints the state file; exit 1 when the program has none yet."""
+    root = repo_root(args.repo)
+    program = find_program(load_programs(root), args.program)
+    memory = MemoryStore(root)
+    memory.sync()
+    text = memory.read(state_path(program))
+    if text is None:
+        raise AutoloopError(f"{program.name} has no state file yet; run `autoloop run --program {program.name}` first")
+    if args.pretty:
+        console.print(Markdown(text))
+    else:
+        console.out(text, end="", highlight=False)
+    return 0

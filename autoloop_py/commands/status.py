@@ -1,0 +1,82 @@
+"""`autoloop status`: a table of every program's state, or one program's details."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime, timezone
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from autoloop_py import schedule
+from autoloop_py import state as statefile
+from autoloop_py.commands.common import format_metric, format_time, read_states, repo_root, subparser
+from autoloop_py.program import Program, check_all, find_program
+
+_SPARK = {"accepted": "✅", "rejected": "❌", "error": "⚠️", "pending-ci": "⏳", "ci-fix-exhausted": "🛑"}
+
+
+def add_parser(commands: Any) -> None:
+    """Registers `autoloop status`."""
+    parser = subparser(commands, "status", "Show what each program is doing.", "autoloop status function_minimization")
+    parser.add_argument("program", nargs="?", help="show one program's recent history too")
+    parser.set_defaults(handler=cmd_status)
+
+
+def cmd_status(args: argparse.Namespace, console: Console) -> int:
+    """Prints the dashboard table (and one program's history when named)."""
+    root = repo_root(args.repo)
+    programs, problems = check_all(root)
+    states = read_states(root, programs)
+    now = datetime.now(timezone.utc)
+    shown = [find_program(programs, args.program)] if args.program else programs
+    table = Table(title="autoloop programs")
+    for column in ("program", "status", "best", "initial", "iterations", "last run", "next due", "recent"):
+        table.add_column(column)
+    for program in shown:
+        table.add_row(*_row(program, states.get(program.name), now))
+    console.print(table)
+    for problem in problems:
+        console.print(f"[red]✗[/] {problem}")
+    if args.program:
+        _details(states.get(args.program), console)
+    return 0
+
+
+def _row(program: Program, state: statefile.StateFile | None, now: datetime) -> list[str]:
+    machine = state.machine if state else None
+    due = schedule.next_due(program, machine)
+    return [
+        program.name,
+        _status(program, machine),
+        format_metric(machine.best_metric if machine else None),
+        format_metric(machine.initial_metric if machine else None),
+        str(machine.iteration_count if machine else 0),
+        format_time(machine.last_run if machine else None),
+        "now" if due is None or due <= now else format_time(due),
+        "".join(_SPARK.get(s, "·") for s in (machine.recent_statuses if machine else ())) or "—",
+    ]
+
+
+def _status(program: Program, machine: statefile.MachineState | None) -> str:
+    if program.unconfigured:
+        return "📝 unconfigured"
+    if machine is None:
+        return "🟢 new"
+    if machine.completed:
+        return "✅ completed"
+    reason = schedule.skip_reason(machine)
+    if reason:
+        return f"⏸️ {reason}"
+    if machine.consecutive_errors:
+        return f"⚠️ {machine.consecutive_errors} error(s)"
+    return "🟢 active"
+
+
+def _details(state: statefile.StateFile | None, console: Console) -> None:
+    if state is None:
+        console.print("no iterations yet")
+        return
+    for entry in state.history[:10]:
+        console.print(entry.text.strip().splitlines()[0].lstrip("# "))

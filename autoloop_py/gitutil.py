@@ -1,0 +1,216 @@
+"""Git plumbing shared by memory.py and workspace.py: run a command, refs as compare-and-swap, remotes."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shlex
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, Iterable, Iterator, Mapping, cast
+
+import git
+
+from autoloop_py.errors import GitError
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_NAME = "autoloop"
+DEFAULT_EMAIL = "autoloop@users.noreply.github.com"
+
+
+@dataclass(frozen=True)
+class GitResult:
+    """The outcome of one git command.
+
+    Attributes:
+        args: the arguments after `git`.
+        status: the exit code.
+        stdout: raw standard output.
+        stderr: standard error, decoded, without its final newline.
+    """
+
+    args: tuple[str, ...]
+    status: int
+    stdout: bytes
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        """Returns whether the command exited with status 0."""
+        return self.status == 0
+
+    @property
+    def text(self) -> str:
+        """Returns stdout decoded, without trailing newlines."""
+        return self.stdout.decode("utf-8", "surrogateescape").rstrip("\n")
+
+
+def open_repo(root: Path) -> git.Repo:
+    """Opens the repository whose top-level directory is `root`."""
+    try:
+        return git.Repo(root)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError) as err:
+        raise GitError(f"not a git repository ({err}); run autoloop from a git checkout", path=root) from err
+
+
+def where(repo: git.Repo) -> Path:
+    """Returns the directory a repository's commands run in (its worktree, or git dir when bare)."""
+    return Path(repo.working_tree_dir or repo.git_dir)
+
+
+@contextlib.contextmanager
+def _stdin(data: bytes | None) -> Iterator[BinaryIO | None]:
+    """Yields a real file holding `data` (subprocess needs a file descriptor), or None."""
+    if data is None:
+        yield None
+        return
+    with tempfile.TemporaryFile() as handle:
+        handle.write(data)
+        handle.seek(0)
+        yield cast(BinaryIO, handle)
+
+
+def call(
+    repo: git.Repo, *args: str, env: Mapping[str, str] | None = None, stdin: bytes | None = None
+) -> GitResult:
+    """Runs `git <args>` in the repository and returns its outcome, whatever the exit code."""
+    command = [git.Git.GIT_PYTHON_GIT_EXECUTABLE or "git", *args]
+    try:
+        with _stdin(stdin) as handle:
+            outcome = repo.git.execute(
+                command,
+                istream=handle,
+                with_extended_output=True,
+                with_exceptions=False,
+                stdout_as_string=False,
+                strip_newline_in_stdout=False,
+                env=dict(env) if env else None,
+            )
+    except git.GitCommandNotFound as error:
+        raise GitError(f"cannot run git ({error}); install git and put it on PATH") from error
+    status, out, err = cast("tuple[int, bytes | str | None, str]", outcome)
+    stdout = out if isinstance(out, bytes) else str(out or "").encode()
+    return GitResult(tuple(args), int(status), stdout, str(err))
+
+
+def failure(result: GitResult, repo: git.Repo, hint: str = "") -> GitError:
+    """Returns the GitError for a failed command: the command, its stderr and the next step."""
+    command = shlex.join(["git", *result.args])
+    message = f"`{command}` failed (exit {result.status}): {result.stderr.strip() or 'no error output'}"
+    return GitError(f"{message}; {hint}" if hint else message, path=where(repo))
+
+
+def run(
+    repo: git.Repo,
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    stdin: bytes | None = None,
+    hint: str = "",
+) -> str:
+    """Runs `git <args>` and returns its stdout as text; raises GitError when it fails."""
+    result = call(repo, *args, env=env, stdin=stdin)
+    if not result.ok:
+        raise failure(result, repo, hint)
+    return result.text
+
+
+def rev_parse(repo: git.Repo, rev: str) -> str | None:
+    """Returns the commit sha `rev` names, or None when it names no commit."""
+    result = call(repo, "rev-parse", "-q", "--verify", f"{rev}^{{commit}}")
+    return result.text if result.ok else None
+
+
+def is_ancestor(repo: git.Repo, ancestor: str, descendant: str) -> bool:
+    """Returns whether commit `ancestor` is reachable from `descendant` (or equal to it)."""
+    result = call(repo, "merge-base", "--is-ancestor", ancestor, descendant)
+    if result.status in (0, 1):
+        return result.ok
+    raise failure(result, repo, "check that both commits exist locally")
+
+
+def update_ref(repo: git.Repo, ref: str, new: str, old: str | None, reason: str = "autoloop") -> bool:
+    """Moves `ref` to `new` only if it still points at `old` (None: must not exist); False if it moved."""
+    result = call(repo, "update-ref", "-m", reason, ref, new, old or "")
+    if result.ok:
+        return True
+    current = call(repo, "rev-parse", "-q", "--verify", ref)
+    if (current.text if current.ok else None) != old:
+        logger.debug("compare-and-swap on %s lost: expected %s", ref, old)
+        return False
+    raise failure(result, repo, f"check that {ref} is a valid, unlocked ref")
+
+
+def has_remote(repo: git.Repo, remote: str) -> bool:
+    """Returns whether the repository has a remote with this name."""
+    return remote in run(repo, "remote").split()
+
+
+def fetch_branches(repo: git.Repo, remote: str, branches: Iterable[str]) -> dict[str, str]:
+    """Fetches the branches the remote has into refs/remotes/<remote>/; returns branch → sha."""
+    wanted = {f"refs/heads/{branch}": branch for branch in branches}
+    hint = f"check that the remote '{remote}' is reachable and you may read it"
+    listing = run(repo, "ls-remote", remote, *wanted, hint=hint)
+    present = [wanted[ref] for ref in _listed_refs(listing) if ref in wanted]
+    if not present:
+        return {}
+    refspecs = [f"+refs/heads/{b}:refs/remotes/{remote}/{b}" for b in present]
+    run(repo, "fetch", "--quiet", "--no-tags", remote, *refspecs, hint=hint)
+    found = {b: rev_parse(repo, f"refs/remotes/{remote}/{b}") for b in present}
+    return {branch: sha for branch, sha in found.items() if sha}
+
+
+def push_branch(repo: git.Repo, remote: str, source: str, branch: str, lease: str | None = None) -> GitResult:
+    """Pushes `source` (sha or ref) to the remote's `branch`, leased when `lease` is given; updates tracking."""
+    force = [] if lease is None else [f"--force-with-lease=refs/heads/{branch}:{lease}"]
+    result = call(repo, "push", "--quiet", *force, remote, f"{source}:refs/heads/{branch}")
+    sha = rev_parse(repo, source) if result.ok else None
+    if sha is not None:
+        run(repo, "update-ref", "-m", "autoloop push", f"refs/remotes/{remote}/{branch}", sha)
+    return result
+
+
+def _listed_refs(listing: str) -> list[str]:
+    """Returns the ref names of `git ls-remote` output."""
+    return [line.split("\t", 1)[1] for line in listing.splitlines() if "\t" in line]
+
+
+def config_value(repo: git.Repo, key: str) -> str | None:
+    """Returns a git config value as git sees it (all levels), or None when unset."""
+    result = call(repo, "config", "--get", key)
+    return result.text if result.ok and result.text else None
+
+
+def identity_env(repo: git.Repo) -> dict[str, str]:
+    """Returns env vars that give commits autoloop's identity when the repository has none."""
+    if config_value(repo, "user.name") and config_value(repo, "user.email"):
+        return {}
+    return {
+        "GIT_AUTHOR_NAME": DEFAULT_NAME,
+        "GIT_AUTHOR_EMAIL": DEFAULT_EMAIL,
+        "GIT_COMMITTER_NAME": DEFAULT_NAME,
+        "GIT_COMMITTER_EMAIL": DEFAULT_EMAIL,
+    }
+
+
+def default_branch(repo_root: Path, remote: str = "origin") -> str:
+    """Returns the remote's HEAD branch if known, else `main`, else `master`, else the current branch."""
+    repo = open_repo(repo_root)
+    try:
+        head = call(repo, "symbolic-ref", "-q", f"refs/remotes/{remote}/HEAD")
+        if head.ok and head.text:
+            return head.text.removeprefix(f"refs/remotes/{remote}/")
+        for name in ("main", "master"):
+            if rev_parse(repo, f"refs/heads/{name}") or rev_parse(repo, f"refs/remotes/{remote}/{name}"):
+                return name
+        current = call(repo, "symbolic-ref", "-q", "--short", "HEAD")
+        if current.ok and current.text:
+            return current.text
+    finally:
+        repo.close()
+    raise GitError(
+        "cannot tell the default branch (no origin HEAD, no main or master, detached HEAD); "
+        "name the base branch explicitly",
+        path=repo_root,
+    )

@@ -1,0 +1,343 @@
+"""One iteration of a program, top to bottom: propose, check, evaluate, ratchet, commit, record."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import random
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Iterator, Mapping
+
+from autoloop_py import edits, state as statefile
+from autoloop_py.evaluate import EvaluationResult, evaluate
+from autoloop_py.memory import MemoryStore
+from autoloop_py.program import Program, target_files
+from autoloop_py.prompts import PromptContext, render_iteration_prompt
+from autoloop_py.proposers import get_proposer
+from autoloop_py.proposers.base import Proposal, ProposalRequest, Proposer
+from autoloop_py.workspace import Workspace
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How iterations run.
+
+    Attributes:
+      proposer: tune | llm | agent; None takes the program's `proposer:` or `tune`.
+      model: litellm model for the llm proposer (overrides nothing set in program.md).
+      agent_command: the external agent command for the agent proposer.
+      dry_run: propose and evaluate, but write no branch.
+      run_url: link to the CI run, written into history entries.
+      budget: byte budget of the state file.
+      base_branch: the default branch program branches start from (None: detect).
+      proposer_factory: builds a Proposer from its name (tests inject fakes here).
+    """
+
+    proposer: str | None = None
+    model: str | None = None
+    agent_command: str | None = None
+    dry_run: bool = False
+    run_url: str | None = None
+    budget: int = statefile.DEFAULT_BUDGET
+    base_branch: str | None = None
+    proposer_factory: Callable[..., Proposer] = get_proposer
+
+
+@dataclass(frozen=True)
+class IterationOutcome:
+    """What one iteration did.
+
+    Attributes:
+      program: the program's name.
+      iteration: the iteration number recorded.
+      status: accepted | rejected | error.
+      summary: the candidate's one-line summary.
+      metric: the candidate's metric (None on error).
+      best_before: the best metric before this iteration (the baseline on a first run).
+      commit: the accepted commit's sha.
+      reason: why it was rejected or errored.
+      timings: seconds spent per step.
+    """
+
+    program: str
+    iteration: int
+    status: str
+    summary: str
+    metric: float | None
+    best_before: float | None
+    commit: str | None = None
+    reason: str | None = None
+    timings: Mapping[str, float] = field(default_factory=dict)
+
+
+def run_iteration(root: Path, program: Program, options: RunOptions, now: datetime | None = None) -> IterationOutcome:
+    """Runs one iteration of program in the repository at root and records it on the memory branch."""
+    clock = _Clock()
+    memory = MemoryStore(root)
+    with clock("load state"):
+        memory.sync()
+        state = _load_state(memory, program)
+    iteration = state.machine.iteration_count + 1
+    rng = random.Random(f"{program.config.seed}:{program.name}:{iteration}")
+    proposer = _proposer(program, options)
+    with Workspace(root, program.name, base_branch=options.base_branch) as workspace:
+        with clock("prepare branch"):
+            workspace.prepare()
+        best, baseline, failure = _baseline(program, workspace.path, state, clock)
+        if failure is not None:
+            record = _error_record(now, "baseline", f"baseline evaluation failed: {failure}", options)
+        else:
+            record = _try_candidate(program, workspace, proposer, state, best, iteration, rng, options, clock, now)
+        record = _with_baseline(record, baseline)
+    if not options.dry_run:
+        with clock("record"):
+            _record(memory, program, record, options)
+    return IterationOutcome(
+        program=program.name,
+        iteration=iteration,
+        status=record.status,
+        summary=record.change,
+        metric=record.metric,
+        best_before=best,
+        commit=record.commit,
+        reason=record.notes if record.status != "accepted" else None,
+        timings=clock.timings,
+    )
+
+
+def _try_candidate(
+    program: Program,
+    workspace: Workspace,
+    proposer: Proposer,
+    state: statefile.StateFile,
+    best: float | None,
+    iteration: int,
+    rng: random.Random,
+    options: RunOptions,
+    clock: _Clock,
+    now: datetime | None,
+) -> statefile.IterationRecord:
+    """Proposes, checks, evaluates and ratchets one candidate; returns its record."""
+    with clock("propose"):
+        files = workspace.files(target_files(program.target, workspace.path))
+        prompt = render_iteration_prompt(_prompt_context(program, files, state, best, iteration))
+        proposal = proposer.propose(ProposalRequest(program, files, prompt, workspace.path, iteration), rng)
+    usage = _usage(proposal)
+    if proposal.failure:
+        return _error_record(now, proposal.summary or "no candidate", proposal.failure, options, **usage)
+    with clock("check"):
+        violations = _violations(program, files, proposal)
+        guarded = _protected_hashes(program, workspace.path)
+    if violations:
+        notes = "Rejected before evaluation: " + "; ".join(violations)
+        return _record_of("rejected", now, proposal.summary, None, notes, proposal.lesson, options, **usage)
+    workspace.write(proposal.files)
+    with clock("evaluate"):
+        result = evaluate(program, workspace.path)
+    tampered = _tampered(program, workspace.path, guarded)
+    if tampered:
+        return _error_record(now, proposal.summary, f"the candidate changed protected files: {tampered}", options, **usage)
+    if not result.ok or result.metric is None:
+        return _error_record(now, proposal.summary, f"evaluation failed: {result.error}", options, **usage)
+    return _ratchet(program, workspace, proposal, result, best, iteration, options, clock, now, usage)
+
+
+def _ratchet(
+    program: Program,
+    workspace: Workspace,
+    proposal: Proposal,
+    result: EvaluationResult,
+    best: float | None,
+    iteration: int,
+    options: RunOptions,
+    clock: _Clock,
+    now: datetime | None,
+    usage: dict[str, float | int | None],
+) -> statefile.IterationRecord:
+    """Keeps the candidate only when it improves on the best; commits and pushes it then."""
+    assert result.metric is not None
+    if not statefile.is_improvement(result.metric, best, program.direction, program.config.min_delta):
+        notes = _rejection_note(result.metric, best, program)
+        return _record_of("rejected", now, proposal.summary, result.metric, notes, proposal.lesson, options, **usage)
+    commit = None
+    if not options.dry_run:
+        with clock("commit"):
+            message = f"[Autoloop: {program.name}] Iteration {iteration}: {proposal.summary}"
+            if options.run_url:
+                message += f"\n\nRun: {options.run_url}"
+            commit = workspace.commit_candidate(message)
+            workspace.push()
+    notes = f"{program.evaluation.metric if program.evaluation else 'metric'} improved to {result.metric:g}"
+    return _record_of("accepted", now, proposal.summary, result.metric, notes, proposal.lesson, options, commit=commit, **usage)
+
+
+def _baseline(
+    program: Program, workdir: Path, state: statefile.StateFile, clock: _Clock
+) -> tuple[float | None, float | None, str | None]:
+    """Returns (best, baseline, failure): evaluates the unchanged code when no best is known yet."""
+    best = state.machine.best_metric
+    if best is not None:
+        return best, None, None
+    with clock("evaluate baseline"):
+        result = evaluate(program, workdir)
+    if not result.ok or result.metric is None:
+        return None, None, result.error or "no metric"
+    return result.metric, result.metric, None
+
+
+def _load_state(memory: MemoryStore, program: Program) -> statefile.StateFile:
+    path = state_path(program)
+    return parse_or_new(memory.read(path), program, path)
+
+
+def state_path(program: Program) -> str:
+    """Returns the state file's path on the memory branch."""
+    return f"{program.name}.md"
+
+
+def parse_or_new(text: str | None, program: Program, path: str) -> statefile.StateFile:
+    """Returns the parsed state file, or a fresh one when the program has none yet."""
+    if text is None or not text.strip():
+        metric = program.evaluation.metric if program.evaluation else "metric"
+        return statefile.new_state(program.name, program.goal, metric, program.direction, program.config.target_metric)
+    return statefile.parse_state(text, path)
+
+
+def _record(memory: MemoryStore, program: Program, record: statefile.IterationRecord, options: RunOptions) -> None:
+    """Applies the record to the freshest state file and commits it; re-applied on a concurrent update."""
+    path = state_path(program)
+
+    def change(text: str | None) -> str:
+        updated = statefile.apply_iteration(
+            parse_or_new(text, program, path),
+            record,
+            direction=program.direction,
+            target_metric=program.config.target_metric,
+            min_delta=program.config.min_delta,
+            budget=options.budget,
+        )
+        return statefile.render_state(updated)
+
+    metric = "—" if record.metric is None else f"{record.metric:g}"
+    memory.update(path, change, f"[Autoloop: {program.name}] {record.status} ({metric}): {record.change}"[:200])
+
+
+def _prompt_context(
+    program: Program, files: Mapping[str, str], state: statefile.StateFile, best: float | None, iteration: int
+) -> PromptContext:
+    return PromptContext(
+        program=program,
+        files=files,
+        best_metric=best,
+        iteration=iteration,
+        priorities=state.priorities,
+        lessons=state.lessons,
+        foreclosed=state.foreclosed,
+        recent_history=tuple(entry.text for entry in state.history[:5]),
+    )
+
+
+def _violations(program: Program, files: Mapping[str, str], proposal: Proposal) -> list[str]:
+    """Returns why the candidate may not be evaluated: paths outside Target, edits outside EVOLVE-BLOCKs."""
+    reasons = edits.check_paths(proposal.files.keys(), program.target.allows)
+    for path, content in proposal.files.items():
+        old = files.get(path)
+        if content is not None and old is not None:
+            violation = edits.evolve_block_violation(old, content)
+            if violation:
+                reasons.append(f"{path}: {violation}")
+    if not proposal.files:
+        reasons.append("the candidate changes nothing")
+    return reasons
+
+
+def _protected_hashes(program: Program, workdir: Path) -> dict[str, str]:
+    """Returns hashes of program.md and the program folder's non-Target files (evaluator, config)."""
+    base = workdir / program.base_dir
+    paths = [workdir / program.path]
+    if program.directory is not None:
+        paths += [p for p in base.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    hashes = {}
+    for path in paths:
+        rel = path.relative_to(workdir).as_posix()
+        if path.is_file() and (rel == program.path.as_posix() or not program.target.allows(rel)):
+            hashes[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return hashes
+
+
+def _tampered(program: Program, workdir: Path, before: Mapping[str, str]) -> str:
+    after = _protected_hashes(program, workdir)
+    changed = sorted(p for p in before if after.get(p) != before[p])
+    return ", ".join(changed)
+
+
+def _rejection_note(metric: float, best: float | None, program: Program) -> str:
+    if best is None:
+        return f"metric {metric:g}"
+    floor = f" by at least {program.config.min_delta:g}" if program.config.min_delta else ""
+    return f"metric {metric:g} did not improve on best {best:g}{floor} ({program.direction} is better)"
+
+
+def _usage(proposal: Proposal) -> dict[str, float | int | None]:
+    if proposal.usage is None:
+        return {}
+    tokens = proposal.usage.prompt_tokens + proposal.usage.completion_tokens
+    return {"tokens": tokens or None, "cost": proposal.usage.cost}
+
+
+def _record_of(
+    status: str,
+    now: datetime | None,
+    change: str,
+    metric: float | None,
+    notes: str,
+    lesson: str | None,
+    options: RunOptions,
+    **extra: object,
+) -> statefile.IterationRecord:
+    return statefile.IterationRecord(
+        status=status,
+        timestamp=now or datetime.now(timezone.utc),
+        change=(change or "(no summary)").strip().splitlines()[0] if (change or "").strip() else "(no summary)",
+        metric=metric,
+        notes=notes,
+        lesson=lesson,
+        run_url=options.run_url,
+        **extra,  # type: ignore[arg-type]
+    )
+
+
+def _error_record(now: datetime | None, change: str, reason: str, options: RunOptions, **extra: object) -> statefile.IterationRecord:
+    return _record_of("error", now, change, None, reason, None, options, **extra)
+
+
+def _with_baseline(record: statefile.IterationRecord, baseline: float | None) -> statefile.IterationRecord:
+    from dataclasses import replace
+
+    return replace(record, baseline=baseline) if baseline is not None else record
+
+
+def _proposer(program: Program, options: RunOptions) -> Proposer:
+    name = options.proposer or program.config.proposer or "tune"
+    return options.proposer_factory(name, model=options.model, agent_command=options.agent_command)
+
+
+class _Clock:
+    """Accumulates wall time per named step."""
+
+    def __init__(self) -> None:
+        self.timings: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, step: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[step] = self.timings.get(step, 0.0) + time.perf_counter() - start

@@ -1,0 +1,272 @@
+"""The memory branch: state files kept on `memory/autoloop`, read and written through git objects only.
+
+Nothing here touches the user's working tree, index or HEAD: blobs are written with
+`hash-object`, trees are built in a temporary index (GIT_INDEX_FILE), commits are made with
+`commit-tree`, and the branch moves only by compare-and-swap (`update-ref <ref> <new> <old>`).
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+import os
+import random
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Mapping
+
+from autoloop_py.errors import GitError, StateError
+from autoloop_py.gitutil import (
+    call,
+    failure,
+    fetch_branches,
+    has_remote,
+    identity_env,
+    is_ancestor,
+    open_repo,
+    push_branch,
+    rev_parse,
+    run,
+    update_ref,
+)
+
+logger = logging.getLogger(__name__)
+
+MEMORY_BRANCH = "memory/autoloop"
+ORPHANED_PREFIX = "refs/autoloop/orphaned/"
+
+Change = Callable[[str | None], str]
+Extra = Callable[[], Mapping[str, str | bytes]]
+
+
+@dataclass(frozen=True)
+class MemoryConfig:
+    """Where the memory branch lives and how hard update() tries.
+
+    Attributes:
+        branch: the branch holding state files (`<program>.md` at its root).
+        remote: the remote to sync and push to, when the repository has it.
+        max_attempts: read-modify-write attempts before update() gives up.
+        backoff: seconds before the first retry; doubles each retry, with jitter.
+    """
+
+    branch: str = MEMORY_BRANCH
+    remote: str = "origin"
+    max_attempts: int = 6
+    backoff: float = 0.2
+
+
+class _Retry(Exception):
+    """One update() attempt lost a race; `sha` is the commit it left on the local branch, if any."""
+
+    def __init__(self, reason: str, sha: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.sha = sha
+
+
+def _subject(message: str) -> str:
+    """Returns the first line of a commit message, for the reflog."""
+    return (message.splitlines() or ["autoloop memory"])[0]
+
+
+def check_path(path: str) -> None:
+    """Raises StateError unless `path` is a plain relative path inside the memory branch."""
+    parts = path.split("/")
+    if not path or path.startswith("/") or any(part in ("", ".", "..") for part in parts):
+        raise StateError(f"invalid memory path {path!r}; use a relative path such as 'name.md'")
+
+
+class MemoryStore:
+    """Files on the memory branch, with a concurrency-safe read-modify-write."""
+
+    def __init__(
+        self, repo_root: Path, config: MemoryConfig = MemoryConfig(), rng: random.Random | None = None
+    ) -> None:
+        self.repo_root = Path(repo_root)
+        self.config = config
+        self._repo = open_repo(self.repo_root)
+        self._ref = f"refs/heads/{config.branch}"
+        self._rng = rng if rng is not None else random.Random(os.getpid())
+
+    def has_remote(self) -> bool:
+        """Returns whether the configured remote exists in this repository."""
+        return has_remote(self._repo, self.config.remote)
+
+    def sync(self) -> None:
+        """Brings the local branch up to date with the remote; diverged local commits are kept aside."""
+        if not self.has_remote():
+            logger.debug("no remote %r; memory stays local", self.config.remote)
+            return
+        remote_tip = self._fetch()
+        local = self._tip()
+        if remote_tip is None or remote_tip == local:
+            return
+        if local is None or is_ancestor(self._repo, local, remote_tip):
+            self._move(remote_tip, local, "sync memory from remote")
+        elif is_ancestor(self._repo, remote_tip, local):
+            logger.info("%s is ahead of %s; keeping the local commits", self.config.branch, self.config.remote)
+        else:
+            kept = self._orphan(local)
+            self._move(remote_tip, local, "reset memory to remote")
+            logger.warning(
+                "%s diverged from %s; local commits kept at %s, branch reset to the remote",
+                self.config.branch,
+                self.config.remote,
+                kept,
+            )
+
+    def read(self, path: str) -> str | None:
+        """Returns the text of `path` at the branch tip (None if the branch or the file is absent)."""
+        check_path(path)
+        return self._read_at(self._tip(), path)
+
+    def list(self, prefix: str = "") -> builtins.list[str]:
+        """Returns the sorted paths of files at the branch tip that start with `prefix`."""
+        tip = self._tip()
+        if tip is None:
+            return []
+        raw = call(self._repo, "ls-tree", "-r", "-z", "--name-only", "--full-tree", tip).stdout
+        names = [name.decode("utf-8", "surrogateescape") for name in raw.split(b"\0") if name]
+        return sorted(name for name in names if name.startswith(prefix))
+
+    def commit(self, files: Mapping[str, str | bytes], message: str) -> str:
+        """Commits `files` on top of the local branch (a root commit if it is absent); returns the sha."""
+        for path in files:
+            check_path(path)
+        for _ in range(max(1, self.config.max_attempts)):
+            tip = self._tip()
+            sha = self._write_commit(tip, files, message)
+            if sha == tip or update_ref(self._repo, self._ref, sha, tip, _subject(message)):
+                return sha
+        raise GitError(
+            f"{self.config.branch} kept moving while committing; stop other autoloop runs and retry",
+            path=self.repo_root,
+        )
+
+    def update(self, path: str, change: Change, message: str, extra: Extra | None = None) -> str:
+        """Applies `change` to the text at `path`, commits and pushes, redoing it on fresh text if raced."""
+        check_path(path)
+        base = expected = self._tip()
+        mine: str | None = None
+        reason = "no attempt made"
+        for attempt in range(max(1, self.config.max_attempts)):
+            if attempt:
+                self._pause(attempt)
+                base, expected = self._rebase_point(base, mine)
+            try:
+                return self._attempt(base, expected, path, change, message, extra)
+            except _Retry as retry:
+                mine, reason = retry.sha, retry.reason
+                logger.info("memory update of %s, attempt %d: %s", path, attempt + 1, reason)
+        raise GitError(
+            f"could not record {path} on {self.config.branch} after {self.config.max_attempts} attempts "
+            f"({reason}); check access to '{self.config.remote}' and rerun",
+            path=self.repo_root,
+        )
+
+    def _attempt(
+        self, base: str | None, expected: str | None, path: str, change: Change, message: str, extra: Extra | None
+    ) -> str:
+        """Commits change(text at base) on base, moves the local branch from `expected`, and pushes."""
+        files = dict(extra() if extra else {})
+        for extra_path in files:
+            check_path(extra_path)
+        files[path] = change(self._read_at(base, path))
+        sha = self._write_commit(base, files, message)
+        if sha != expected and not update_ref(self._repo, self._ref, sha, expected, _subject(message)):
+            raise _Retry("the local branch moved during the update")
+        if self.has_remote():
+            pushed = push_branch(self._repo, self.config.remote, sha, self.config.branch)
+            if not pushed.ok:
+                raise _Retry(f"push rejected: {pushed.stderr.strip()}", sha)
+        return sha
+
+    def _rebase_point(self, prev_base: str | None, mine: str | None) -> tuple[str | None, str | None]:
+        """Returns (base, expected local tip) for a retry: the fresh remote tip, unless local is ahead."""
+        local = self._tip()
+        # Our own failed commit is replaced; only what it was built on could hold unpushed work.
+        keep = prev_base if mine is not None and local == mine else local
+        remote_tip = self._fetch() if self.has_remote() else None
+        if remote_tip is None or keep == remote_tip:
+            return keep, local
+        if keep is None or is_ancestor(self._repo, keep, remote_tip):
+            return remote_tip, local
+        if is_ancestor(self._repo, remote_tip, keep):
+            return keep, local
+        kept = self._orphan(keep)
+        logger.warning("unpushed memory commits diverged from the remote; kept at %s", kept)
+        return remote_tip, local
+
+    def _pause(self, attempt: int) -> None:
+        """Sleeps an exponential backoff with jitter before retry number `attempt`."""
+        delay = self.config.backoff * (2 ** (attempt - 1)) * (0.5 + self._rng.random())
+        time.sleep(delay)
+
+    def _tip(self) -> str | None:
+        """Returns the sha of the local branch, or None if it does not exist."""
+        return rev_parse(self._repo, self._ref)
+
+    def _fetch(self) -> str | None:
+        """Fetches the branch from the remote; returns the remote tip or None if the remote lacks it."""
+        return fetch_branches(self._repo, self.config.remote, [self.config.branch]).get(self.config.branch)
+
+    def _move(self, new: str, old: str | None, reason: str) -> None:
+        """Moves the local branch from `old` to `new`, or raises GitError if someone moved it first."""
+        if not update_ref(self._repo, self._ref, new, old, reason):
+            raise GitError(
+                f"{self.config.branch} moved while syncing (another autoloop run?); rerun", path=self.repo_root
+            )
+
+    def _orphan(self, sha: str) -> str:
+        """Keeps `sha` reachable under refs/autoloop/orphaned/<utc-timestamp>; returns that ref."""
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+        for suffix in range(100):
+            ref = ORPHANED_PREFIX + stamp + (f"-{suffix}" if suffix else "")
+            if update_ref(self._repo, ref, sha, None, "keep diverged memory commits"):
+                return ref
+        raise GitError(f"cannot create a ref under {ORPHANED_PREFIX}; prune old ones and rerun", path=self.repo_root)
+
+    def _read_at(self, commit: str | None, path: str) -> str | None:
+        """Returns the text of `path` in `commit` (None if commit or file is absent)."""
+        if commit is None:
+            return None
+        entry = call(self._repo, "ls-tree", "-z", "--full-tree", commit, "--", path).stdout.split(b"\0")[0]
+        meta = entry.split(b"\t", 1)[0].split()
+        if len(meta) != 3 or meta[1] != b"blob":
+            return None
+        blob = call(self._repo, "cat-file", "blob", meta[2].decode())
+        if not blob.ok:
+            raise failure(blob, self._repo, "the repository may be corrupt; run `git fsck`")
+        try:
+            return blob.stdout.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise StateError(f"not UTF-8 text on {self.config.branch}; fix or delete the file", path=path) from err
+
+    def _write_commit(self, parent: str | None, files: Mapping[str, str | bytes], message: str) -> str:
+        """Returns a new commit of `files` over parent's tree, or `parent` itself if nothing changes."""
+        tree = self._write_tree(parent, files)
+        if parent is not None and tree == run(self._repo, "rev-parse", f"{parent}^{{tree}}"):
+            return parent
+        parents = ["-p", parent] if parent else []
+        env = identity_env(self._repo)
+        return run(self._repo, "commit-tree", tree, *parents, "-m", message, env=env)
+
+    def _write_tree(self, parent: str | None, files: Mapping[str, str | bytes]) -> str:
+        """Returns the tree of `parent` with `files` written over it, built in a temporary index."""
+        with tempfile.TemporaryDirectory(prefix="autoloop-index-") as tmp:
+            env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+            run(self._repo, "read-tree", *([parent] if parent else ["--empty"]), env=env)
+            infos: list[str] = []
+            for path, content in files.items():
+                infos += ["--cacheinfo", f"100644,{self._write_blob(content)},{path}"]
+            run(self._repo, "update-index", "--add", "--replace", *infos, env=env)
+            return run(self._repo, "write-tree", env=env)
+
+    def _write_blob(self, content: str | bytes) -> str:
+        """Stores `content` as a blob and returns its sha."""
+        data = content.encode("utf-8") if isinstance(content, str) else content
+        return run(self._repo, "hash-object", "-w", "--stdin", stdin=data)

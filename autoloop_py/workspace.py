@@ -1,0 +1,304 @@
+"""The workspace: a program's branch `autoloop/<name>` checked out in a private, detached worktree.
+
+The user's own checkout is never touched, even when it has the program branch checked out:
+the branch moves only by compare-and-swap (`update-ref <ref> <new> <old>`), and every file
+operation happens in a worktree under the system temp directory.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from types import TracebackType
+from typing import Iterable, Mapping
+
+import git
+
+from autoloop_py.errors import AutoloopError, EditError, GitError
+from autoloop_py.gitutil import (
+    call,
+    default_branch,
+    failure,
+    fetch_branches,
+    has_remote,
+    identity_env,
+    is_ancestor,
+    open_repo,
+    push_branch,
+    rev_parse,
+    run,
+    update_ref,
+)
+
+__all__ = ["BranchSync", "Workspace", "default_branch"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BranchSync:
+    """How prepare() brought the program branch up to date with its base.
+
+    Attributes:
+        action: "created" (new branch), "fast-forwarded" (moved to the base or remote, nothing lost),
+            "merged" (the base merged in), "up-to-date", or "ahead" (has commits the base lacks).
+    """
+
+    action: str
+
+
+class Workspace:
+    """The program branch autoloop/<name> checked out in a private worktree."""
+
+    def __init__(
+        self, repo_root: Path, program: str, *, base_branch: str | None = None, remote: str = "origin"
+    ) -> None:
+        self.repo_root = Path(repo_root)
+        self.program = program
+        self.branch = f"autoloop/{program}"
+        self.remote = remote
+        self.base_branch = base_branch
+        self._repo = open_repo(self.repo_root)
+        self._ref = f"refs/heads/{self.branch}"
+        self._tmp: Path | None = None
+        self._worktree: git.Repo | None = None
+        self._tip: str | None = None
+
+    @property
+    def path(self) -> Path:
+        """Returns the worktree root; only valid between prepare() and close()."""
+        if self._worktree is None or self._tmp is None:
+            raise AutoloopError(f"the workspace of {self.branch} is not prepared; call prepare() first")
+        return self._tmp / "worktree"
+
+    def prepare(self) -> BranchSync:
+        """Brings the program branch up to date with the base and checks it out in a private worktree."""
+        self.close()
+        run(self._repo, "check-ref-format", self._ref, hint=f"rename program {self.program!r}")
+        base_name = self.base_branch or default_branch(self.repo_root, self.remote)
+        tips = fetch_branches(self._repo, self.remote, [base_name, self.branch]) if self._has_remote() else {}
+        base = self._base_sha(base_name, tips)
+        local = rev_parse(self._repo, self._ref)
+        start, action = self._start_point(local, tips.get(self.branch), base)
+        self._add_worktree(start)
+        try:
+            tip, action = self._catch_up(start, base, base_name, action)
+            self._move_branch(local, tip, "rerun; another run may be preparing this program")
+        except AutoloopError:
+            self.close()
+            raise
+        self._tip = tip
+        logger.info("%s %s (worktree %s)", self.branch, action, self.path)
+        return BranchSync(action)
+
+    def files(self, paths: Iterable[str]) -> dict[str, str]:
+        """Returns the current contents of those paths that exist as UTF-8 files in the worktree."""
+        contents: dict[str, str] = {}
+        for rel in paths:
+            target = self._checked(rel)
+            if not target.is_file():
+                continue
+            try:
+                contents[rel] = target.read_bytes().decode("utf-8")
+            except UnicodeDecodeError:
+                logger.warning("skipping %s: not UTF-8 text", rel)
+        return contents
+
+    def write(self, changes: Mapping[str, str | None]) -> None:
+        """Writes (str) or deletes (None) files in the worktree; refuses any path outside it."""
+        targets = {rel: self._checked(rel) for rel in changes}
+        for rel, content in changes.items():
+            target = targets[rel]
+            if content is None:
+                if target.is_symlink() or target.is_file():
+                    target.unlink()
+                elif target.exists():
+                    raise EditError(f"cannot delete {rel!r}: it is a directory; name the files inside it")
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(content.encode("utf-8"))
+
+    def changed_paths(self) -> list[str]:
+        """Returns the sorted paths changed versus the worktree's HEAD, tracked and untracked."""
+        raw = call(self._wt(), "status", "--porcelain=v1", "-z", "--untracked-files=all").stdout
+        return sorted(set(_status_paths(raw)))
+
+    def reset(self) -> None:
+        """Discards every change in the worktree, untracked and ignored files included."""
+        worktree = self._wt()
+        run(worktree, "reset", "--hard", "--quiet", "HEAD")
+        run(worktree, "clean", "-fdxq")
+
+    def commit_candidate(self, message: str) -> str:
+        """Commits all changes in the worktree, moves the program branch to it, and returns the sha."""
+        worktree = self._wt()
+        run(worktree, "add", "-A")
+        if call(worktree, "diff", "--cached", "--quiet").ok:
+            raise GitError(f"nothing to commit on {self.branch}; write a change first", path=self.path)
+        env = identity_env(worktree)
+        run(worktree, "commit", "--quiet", "--no-verify", "--no-gpg-sign", "-m", message, env=env)
+        sha = run(worktree, "rev-parse", "HEAD")
+        self._move_branch(self._tip, sha, f"the candidate is kept at {sha}; rerun prepare()")
+        self._tip = sha
+        return sha
+
+    def push(self) -> None:
+        """Pushes the program branch to the remote; force-with-lease only when nothing would be lost."""
+        if not self._has_remote():
+            logger.debug("no remote %r; %s stays local", self.remote, self.branch)
+            return
+        first = push_branch(self._repo, self.remote, self._ref, self.branch)
+        if first.ok:
+            return
+        remote_tip = fetch_branches(self._repo, self.remote, [self.branch]).get(self.branch)
+        local = rev_parse(self._repo, self._ref)
+        if local is None or (remote_tip is not None and not is_ancestor(self._repo, remote_tip, local)):
+            next_step = f"{self.remote} has commits {self.branch} lacks; rerun prepare() to merge them, then push"
+            raise failure(first, self._repo, next_step)
+        # An empty lease means "the remote branch must still not exist".
+        forced = push_branch(self._repo, self.remote, self._ref, self.branch, lease=remote_tip or "")
+        if not forced.ok:
+            raise failure(forced, self._repo, f"rerun prepare() and push {self.branch} again")
+
+    def close(self) -> None:
+        """Removes the private worktree, if any."""
+        if self._tmp is None:
+            return
+        if self._worktree is not None:
+            self._worktree.close()
+        removed = call(self._repo, "worktree", "remove", "--force", str(self._tmp / "worktree"))
+        if not removed.ok:
+            logger.debug("git worktree remove: %s", removed.stderr)
+        shutil.rmtree(self._tmp, ignore_errors=True)
+        call(self._repo, "worktree", "prune")
+        self._tmp = self._worktree = self._tip = None
+
+    def __enter__(self) -> Workspace:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def _has_remote(self) -> bool:
+        """Returns whether the configured remote exists."""
+        return has_remote(self._repo, self.remote)
+
+    def _wt(self) -> git.Repo:
+        """Returns the worktree's repository, or raises if prepare() has not run."""
+        if self._worktree is None:
+            raise AutoloopError(f"the workspace of {self.branch} is not prepared; call prepare() first")
+        return self._worktree
+
+    def _base_sha(self, base_name: str, tips: Mapping[str, str]) -> str:
+        """Returns the base branch tip: the remote's when it has one, else the local branch's."""
+        sha = tips.get(base_name) or rev_parse(self._repo, f"refs/heads/{base_name}")
+        if sha is None:
+            raise GitError(
+                f"base branch {base_name!r} exists neither locally nor on {self.remote!r}; "
+                "create it or name another base branch",
+                path=self.repo_root,
+            )
+        return sha
+
+    def _start_point(self, local: str | None, remote_tip: str | None, base: str) -> tuple[str, str | None]:
+        """Returns the commit the program branch starts from, and the action that took, if any."""
+        if local is None:
+            return (remote_tip or base), "created"
+        if remote_tip is None or remote_tip == local or is_ancestor(self._repo, remote_tip, local):
+            return local, None
+        if is_ancestor(self._repo, local, remote_tip):
+            return remote_tip, "fast-forwarded"
+        raise GitError(
+            f"{self.branch} and {self.remote}/{self.branch} have diverged; merge them "
+            f"(`git checkout {self.branch} && git pull {self.remote} {self.branch}`), push, and rerun",
+            path=self.repo_root,
+        )
+
+    def _catch_up(self, start: str, base: str, base_name: str, action: str | None) -> tuple[str, str]:
+        """Fast-forwards or merges the worktree onto the base; returns the new tip and the action."""
+        counts = run(self._repo, "rev-list", "--left-right", "--count", f"{base}...{start}")
+        behind, ahead = (int(n) for n in counts.split())
+        if behind == 0:
+            return start, action or ("ahead" if ahead else "up-to-date")
+        if ahead == 0:
+            run(self._wt(), "checkout", "--quiet", "--detach", base)
+            return base, "fast-forwarded"
+        return self._merge(base, base_name), "merged"
+
+    def _merge(self, base: str, base_name: str) -> str:
+        """Merges the base into the worktree's HEAD and returns the merge commit; aborts on conflict."""
+        worktree = self._wt()
+        message = f"Merge {base_name} into {self.branch}"
+        flags = ["--no-ff", "--no-edit", "--no-verify", "--no-gpg-sign"]
+        merged = call(worktree, "merge", *flags, "-m", message, base, env=identity_env(worktree))
+        if merged.ok:
+            return run(worktree, "rev-parse", "HEAD")
+        conflicts = run(worktree, "diff", "--name-only", "--diff-filter=U").split("\n")
+        call(worktree, "merge", "--abort")
+        if not any(conflicts):
+            raise failure(merged, worktree, f"merge {base_name} into {self.branch} by hand, then rerun")
+        raise GitError(
+            f"merging {base_name} into {self.branch} conflicts in {', '.join(conflicts)}; resolve it by hand "
+            f"(`git checkout {self.branch} && git merge {base_name}`, fix, commit, push) and rerun",
+            path=self.repo_root,
+        )
+
+    def _add_worktree(self, sha: str) -> None:
+        """Checks `sha` out, detached, in a new worktree under the system temp directory."""
+        run(self._repo, "worktree", "prune")
+        self._tmp = Path(tempfile.mkdtemp(prefix=f"autoloop-{_slug(self.program)}-"))
+        try:
+            run(self._repo, "worktree", "add", "--detach", str(self._tmp / "worktree"), sha)
+        except AutoloopError:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+            raise
+        self._worktree = git.Repo(self._tmp / "worktree")
+
+    def _move_branch(self, old: str | None, new: str, next_step: str) -> None:
+        """Moves the program branch from `old` to `new` by compare-and-swap, or raises GitError."""
+        if old == new:
+            return
+        if not update_ref(self._repo, self._ref, new, old, f"autoloop: {self.branch}"):
+            moved = f"{self.branch} moved meanwhile (another run or a manual commit?)"
+            raise GitError(f"{moved}; {next_step}", path=self.repo_root)
+
+    def _checked(self, rel: str) -> Path:
+        """Returns the worktree path for `rel`, or raises EditError if it escapes the worktree."""
+        root = self.path.resolve()
+        pure = PurePosixPath(rel)
+        if not rel or pure.is_absolute() or Path(rel).is_absolute() or pure.parts[:1] == (".git",):
+            raise EditError(f"refusing path {rel!r}: give a path relative to the repository root")
+        target = root / rel
+        resolved = target.resolve()
+        if resolved == root or root not in resolved.parents:
+            raise EditError(f"refusing path {rel!r}: it leads outside the worktree; name a file inside the repository")
+        return target
+
+
+def _slug(name: str) -> str:
+    """Returns `name` reduced to characters safe in a directory name."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "program"
+
+
+def _status_paths(raw: bytes) -> list[str]:
+    """Returns every path named by `git status --porcelain=v1 -z` output (both sides of renames)."""
+    fields = raw.split(b"\0")
+    paths: list[str] = []
+    index = 0
+    while index < len(fields):
+        entry = fields[index]
+        index += 1
+        if len(entry) < 4:
+            continue
+        paths.append(entry[3:].decode("utf-8", "surrogateescape"))
+        if entry[:1] in (b"R", b"C"):
+            paths.append(fields[index].decode("utf-8", "surrogateescape"))
+            index += 1
+    return paths

@@ -1,0 +1,78 @@
+"""Shared fixtures: real temporary git repositories, isolated from the user's git config."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+GitRunner = Callable[..., str]
+
+
+def _git(cwd: Path, *args: str) -> str:
+    """Runs git in `cwd` and returns its stripped stdout; fails the test on a non-zero exit."""
+    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)} failed in {cwd}: {done.stderr}")
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def run_git() -> GitRunner:
+    """Returns a function `run_git(cwd, *args) -> stdout` for arranging and inspecting repos."""
+    return _git
+
+
+@pytest.fixture
+def isolated_git_config(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hides the global and system git config (identity, signing, hooks) from git run by the test."""
+    empty = tmp_path_factory.mktemp("gitconfig") / "config"
+    empty.write_text("")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(empty))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    for name in ("AUTHOR", "COMMITTER"):
+        monkeypatch.delenv(f"GIT_{name}_NAME", raising=False)
+        monkeypatch.delenv(f"GIT_{name}_EMAIL", raising=False)
+
+
+def _identify(repo: Path) -> None:
+    """Configures a local user identity in `repo`."""
+    _git(repo, "config", "user.name", "Test User")
+    _git(repo, "config", "user.email", "test@example.invalid")
+
+
+@pytest.fixture
+def git_repo(tmp_path: Path, isolated_git_config: None) -> Path:
+    """Returns a repository with one commit (README.md) on `main` and a local user identity."""
+    repo = tmp_path / "repo"
+    _git(tmp_path, "init", "-q", "-b", "main", str(repo))
+    _identify(repo)
+    (repo / "README.md").write_text("# repo\n")
+    _git(repo, "add", "README.md")
+    _git(repo, "commit", "-q", "-m", "initial")
+    return repo
+
+
+@pytest.fixture
+def git_repo_with_origin(git_repo: Path, tmp_path: Path) -> Path:
+    """Returns `git_repo` with a bare `origin` (at tmp_path/origin.git) that main was pushed to."""
+    origin = tmp_path / "origin.git"
+    _git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
+    _git(git_repo, "remote", "add", "origin", str(origin))
+    _git(git_repo, "push", "-q", "-u", "origin", "main")
+    return git_repo
+
+
+@pytest.fixture
+def clone_origin(git_repo_with_origin: Path, tmp_path: Path) -> Callable[[str], Path]:
+    """Returns a function `clone_origin(name)` that clones origin into tmp_path/<name> with an identity."""
+
+    def clone(name: str) -> Path:
+        target = tmp_path / name
+        _git(tmp_path, "clone", "-q", str(tmp_path / "origin.git"), str(target))
+        _identify(target)
+        return target
+
+    return clone

@@ -1,0 +1,127 @@
+"""Tests for the example programs under `.autoloop/programs/`: they load, check clean and evaluate."""
+
+from __future__ import annotations
+
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+
+from autoloop_py.evaluate import evaluate
+from autoloop_py.program import check_all, load_program
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = {
+    "function_minimization": Path(".autoloop/programs/function_minimization/program.md"),
+    "circle_packing": Path(".autoloop/programs/circle_packing/program.md"),
+    "docstring_coverage": Path(".autoloop/programs/docstring_coverage.md"),
+}
+
+
+def _copy_example(tmp_path: Path, name: str) -> Path:
+    """Copies one folder example into a fresh repository under tmp_path; returns its code folder."""
+    shutil.copytree(ROOT / EXAMPLES[name].parent, tmp_path / EXAMPLES[name].parent)
+    return tmp_path / EXAMPLES[name].parent / "code"
+
+
+def test_examples_check_clean() -> None:
+    programs, problems = check_all(ROOT)
+    assert problems == []
+    assert set(EXAMPLES) <= {p.name for p in programs}
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_example_loads_configured(name: str) -> None:
+    program = load_program(ROOT, EXAMPLES[name])
+    assert not program.unconfigured
+    assert program.direction == "higher"
+    assert program.evaluation is not None and program.config.schedule
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_example_evaluates_to_a_finite_metric(name: str) -> None:
+    result = evaluate(load_program(ROOT, EXAMPLES[name]), ROOT)
+    assert result.ok, result.error
+    assert result.metric is not None and math.isfinite(result.metric)
+
+
+def test_function_minimization_is_deterministic_and_in_range() -> None:
+    program = load_program(ROOT, EXAMPLES["function_minimization"])
+    first, second = evaluate(program, ROOT), evaluate(program, ROOT)
+    assert first.stdout_tail == second.stdout_tail
+    assert first.metric is not None and 0.0 < first.metric < 1.5
+    assert set(first.metrics) >= {"combined_score", "avg_value", "avg_distance", "reliability"}
+
+
+def test_function_minimization_baseline_leaves_room_to_improve() -> None:
+    result = evaluate(load_program(ROOT, EXAMPLES["function_minimization"]), ROOT)
+    assert result.metric is not None and result.metric < 0.6
+
+
+def _run_edited(tmp_path: Path, name: str, file: str, old: str, new: str) -> str | None:
+    """Evaluates a copy of an example whose `file` has `old` replaced by `new`; returns its error."""
+    code = _copy_example(tmp_path, name)
+    source = (code / file).read_text()
+    assert old in source
+    (code / file).write_text(source.replace(old, new))
+    result = evaluate(load_program(tmp_path, EXAMPLES[name]), tmp_path)
+    assert not result.ok and result.metric is None
+    return result.error
+
+
+def test_function_minimization_budget_overrun_is_an_error(tmp_path: Path) -> None:
+    error = _run_edited(tmp_path, "function_minimization", "search.py", "iterations = 60", "iterations = 20000")
+    assert error is not None and "exited with status 1" in error and "BudgetExceeded" in error
+
+
+def test_function_minimization_crashing_search_is_an_error_not_zero(tmp_path: Path) -> None:
+    error = _run_edited(
+        tmp_path, "function_minimization", "search.py", "    (x_lo, x_hi), (y_lo, y_hi) = bounds\n",
+        "    raise RuntimeError('broken search')\n",
+    )  # fmt: skip
+    assert error == "exited with status 1: RuntimeError: broken search"
+
+
+def test_function_minimization_non_finite_point_is_an_error(tmp_path: Path) -> None:
+    error = _run_edited(
+        tmp_path, "function_minimization", "search.py", "    return best\n", "    return (math.nan, 0.0, 0.0)\n"
+    )
+    assert error is not None and "non-finite point" in error
+
+
+def test_function_minimization_better_constants_score_higher(tmp_path: Path) -> None:
+    code = _copy_example(tmp_path, "function_minimization")
+    source = (code / "search.py").read_text()
+    for old, new in [("iterations = 60", "iterations = 1000"), ("restarts = 1\n", "restarts = 10\n"),
+                     ("step_size = 3.0", "step_size = 1.0"), ("cooling = 0.5", "cooling = 0.99")]:
+        source = source.replace(old, new)
+    (code / "search.py").write_text(source)
+    baseline = evaluate(load_program(ROOT, EXAMPLES["function_minimization"]), ROOT)
+    tuned_result = evaluate(load_program(tmp_path, EXAMPLES["function_minimization"]), tmp_path)
+    assert tuned_result.ok and baseline.metric is not None and tuned_result.metric is not None
+    assert tuned_result.metric > baseline.metric + 0.5
+
+
+def test_circle_packing_reports_sum_of_radii() -> None:
+    result = evaluate(load_program(ROOT, EXAMPLES["circle_packing"]), ROOT)
+    assert result.metrics["validity"] == 1.0
+    assert result.metric == pytest.approx(result.metrics["sum_radii"] / 2.635, abs=1e-5)
+
+
+def test_circle_packing_overlap_is_an_error(tmp_path: Path) -> None:
+    error = _run_edited(
+        tmp_path, "circle_packing", "packing.py", "    return radii\n", "    return [r + 0.05 for r in radii]\n"
+    )
+    assert error is not None and error.startswith("exited with status 1: InvalidPacking")
+
+
+def test_circle_packing_wrong_count_is_an_error(tmp_path: Path) -> None:
+    error = _run_edited(tmp_path, "circle_packing", "packing.py", "circles = 26", "circles = 25")
+    assert error == "exited with status 1: InvalidPacking: expected 26 centres, got 25"
+
+
+def test_docstring_coverage_is_a_percentage() -> None:
+    result = evaluate(load_program(ROOT, EXAMPLES["docstring_coverage"]), ROOT)
+    assert result.metric is not None and 0.0 <= result.metric <= 100.0
+    assert result.metrics["public"] > 0
