@@ -21,11 +21,20 @@ _EVERY_RE = re.compile(r"^(?:every\s+)?(\d+)\s*([a-z]+)$")
 class MachineView(Protocol):
     """The Machine State fields the scheduler reads (state.MachineState satisfies it)."""
 
-    last_run: datetime | None
-    paused: bool
-    pause_reason: str | None
-    completed: bool
-    recent_statuses: tuple[str, ...]
+    @property
+    def last_run(self) -> datetime | None: ...
+
+    @property
+    def paused(self) -> bool: ...
+
+    @property
+    def pause_reason(self) -> str | None: ...
+
+    @property
+    def completed(self) -> bool: ...
+
+    @property
+    def recent_statuses(self) -> tuple[str, ...]: ...
 
 
 @dataclass(frozen=True)

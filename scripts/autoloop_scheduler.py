@@ -47,18 +47,21 @@ Differences from upstream:
      `**`/backticks; table separator rows are not keys; a 3-column row reads its first two cells.
   9. A paused program whose Pause Reason is `—` is skipped as `paused: unknown` (upstream: `paused: None`);
      `paused`/`completed` given as strings count only when they say `true`.
- 10. Frontmatter: quoted values, trailing `# comments`, `target_metric` and a closing `---` at the end
-     of the file are accepted; a NaN target is invalid. Other upstream rules are kept (line based,
+ 10. Frontmatter: quoted values, trailing `# comments`, `target_metric`, keys in any case and a closing
+     `---` at the end of the file are accepted; a NaN target is invalid. Other upstream rules are kept (line based,
      last occurrence wins, leading HTML comments skipped, `#`-commented keys ignored).
  11. A forced program is not also listed in `skipped`.
  12. The `example.md` bootstrap is not written when `.autoloop/program.md` or `program.md` exists, so
-     those fallbacks (which upstream only reads when nothing else is found) can be reached at all.
+     those fallbacks (which upstream only reads when nothing else is found) can be reached at all. Its
+     text is ours (`autoloop_py/templates/example_program.md.j2`); like upstream's it has the sentinel.
  13. The no-programs JSON carries the full key set (plus upstream's `due: []`).
  14. `select_program` takes an optional keyword `root` to re-read a forced program's frontmatter
      relative to the repository; `read_program_state`/`get_state_file_size` default to
      AUTOLOOP_MEMORY_DIR. `main(argv=None)` reads no command line unless given one; it raises
      SystemExit for a non-zero exit code as upstream, and returns normally for exit code 0 (upstream
      raises SystemExit(0) when there are no programs).
+ 15. `selected_file` is relative to the repository root (upstream: to the working directory, which is
+     the root in the workflow). The existing-PR lookup uses GITHUB_API_URL and stops after 50 pages.
 Kept as upstream: TODO/REPLACE anywhere marks a program unconfigured; `.autoloop/program.md` is named
 `.autoloop`; `consecutive_errors` is never a skip reason; a plateau skip is permanent.
 """
@@ -77,11 +80,11 @@ import urllib.request
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeAlias
 
 from autoloop_py import markdown as md
 from autoloop_py import schedule
-from autoloop_py.issue_programs import discover_issue_programs, slugify_issue_title
+from autoloop_py.issue_programs import IssueProgram, discover_issue_programs, slugify_issue_title
 from autoloop_py.program import UNCONFIGURED_SENTINEL, discover
 from autoloop_py.render import render
 
@@ -98,6 +101,8 @@ STATE_FILE_MAX_BYTES = 30720
 MAX_PR_PAGES = 50
 
 HttpGetJson = Callable[[str, Mapping[str, str]], "tuple[Any, str | None]"]
+# (selected, selected_file, selected_issue, target_metric, metric_direction, deferred, error)
+Selection: TypeAlias = "tuple[str | None, str | None, int | None, float | None, str, list[str], str | None]"
 
 __all__ = [
     "parse_machine_state",
@@ -396,18 +401,20 @@ def select_program(
     issue_programs: Mapping[str, Any] | None = None,
     *,
     root: str | os.PathLike[str] | None = None,
-) -> tuple[str | None, str | None, int | None, float | None, str, list[str], str | None]:
+) -> Selection:
     """Returns (selected, file, issue, target_metric, metric_direction, deferred, error)."""
     issues = issue_programs or {}
     if forced_program:
         return _select_forced(due, forced_program, all_programs or {}, list(unconfigured or []), issues, root)
     if not due:
-        return None, None, None, None, "higher", [], None
-    ordered = sorted(due, key=_overdue_key)
-    first = ordered[0]
-    direction = first.get("metric_direction") or "higher"
-    deferred = [p["name"] for p in ordered[1:]]
-    return first["name"], first["file"], _issue_number(issues, first["name"]), first.get("target_metric"), direction, deferred, None
+        return _unselected(None)
+    first, *rest = sorted(due, key=_overdue_key)
+    name, target, direction = first["name"], first.get("target_metric"), first.get("metric_direction") or "higher"
+    return name, first["file"], _issue_number(issues, name), target, direction, [p["name"] for p in rest], None
+
+
+def _unselected(error: str | None) -> Selection:
+    return None, None, None, None, "higher", [], error
 
 
 def _select_forced(
@@ -417,12 +424,11 @@ def _select_forced(
     unconfigured: list[str],
     issues: Mapping[str, Any],
     root: str | os.PathLike[str] | None,
-) -> tuple[str | None, str | None, int | None, float | None, str, list[str], str | None]:
+) -> Selection:
     if forced not in all_programs:
-        error = f"requested program '{forced}' not found. Available programs: {list(all_programs.keys())}"
-        return None, None, None, None, "higher", [], error
+        return _unselected(f"requested program '{forced}' not found. Available programs: {list(all_programs.keys())}")
     if forced in unconfigured:
-        return None, None, None, None, "higher", [], f"requested program '{forced}' is unconfigured (has placeholders)."
+        return _unselected(f"requested program '{forced}' is unconfigured (has placeholders).")
     entry = next((p for p in due if p["name"] == forced), {})
     target, direction = entry.get("target_metric"), entry.get("metric_direction")
     if target is None or direction is None:
@@ -569,7 +575,7 @@ def _collect_programs(settings: Settings) -> tuple[list[str], dict[str, dict[str
 
 
 def _fetch_issue_programs(settings: Settings, taken: set[str]) -> tuple[list[str], dict[str, dict[str, Any]]]:
-    """Writes each issue program's body to the issue folder; any API failure is only a warning."""
+    """Returns the issue programs' files and {slug: info}; any API failure is only a warning."""
     if not settings.token or not settings.repo:
         print("  GITHUB_TOKEN or GITHUB_REPOSITORY not set: not looking for issue-based programs")
         return [], {}
@@ -584,14 +590,21 @@ def _fetch_issue_programs(settings: Settings, taken: set[str]) -> tuple[list[str
             seconds_between_requests=None,
             lazy=True,
         )
-        programs = discover_issue_programs(client, settings.repo, taken)
-        settings.issue_dir.mkdir(parents=True, exist_ok=True)
+        return _write_issue_programs(discover_issue_programs(client, settings.repo, taken), settings.issue_dir)
     except Exception as err:  # noqa: BLE001 -- as upstream: an API failure must not block file programs
         print(f"  Warning: could not fetch issue-based programs: {err}")
         return [], {}
-    files, found = [], {}
+
+
+def _write_issue_programs(
+    programs: Sequence[IssueProgram], folder: Path
+) -> tuple[list[str], dict[str, dict[str, Any]]]:
+    """Writes each issue body to `{folder}/{slug}.md`; returns the files and upstream's {slug: info}."""
+    folder.mkdir(parents=True, exist_ok=True)
+    files: list[str] = []
+    found: dict[str, dict[str, Any]] = {}
     for program in programs:
-        path = settings.issue_dir / f"{program.slug}.md"
+        path = folder / f"{program.slug}.md"
         path.write_text(program.body, encoding="utf-8")
         files.append(str(path))
         found[program.slug] = {"issue_number": program.number, "file": str(path), "title": program.title}
@@ -726,8 +739,9 @@ def _select(settings: Settings, survey: Survey, issue_programs: dict[str, dict[s
         print(f"ERROR: requested program '{settings.forced}' has two program files "
               f"({', '.join(survey.duplicates[settings.forced])}); rename one.")
         return None
+    forced = settings.forced or None
     selected, selected_file, issue, target, direction, deferred, error = select_program(
-        survey.due, settings.forced or None, survey.all_programs, survey.unconfigured, issue_programs, root=settings.root
+        survey.due, forced, survey.all_programs, survey.unconfigured, issue_programs, root=settings.root
     )
     if error:
         print(f"ERROR: {error}")

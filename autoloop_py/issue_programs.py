@@ -1,0 +1,80 @@
+"""Issue programs: open GitHub issues labelled `autoloop-program` whose body is a program.md."""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable, Sequence
+
+if TYPE_CHECKING:
+    import github
+
+logger = logging.getLogger(__name__)
+
+PROGRAM_LABEL = "autoloop-program"
+# The program issue autoloop opens for a file program carries PROGRAM_LABEL too; reading it back as
+# a program would schedule `autoloop-x` beside `x` (upstream bug #50).
+OWN_ISSUE_PREFIX = "[Autoloop: "
+_NON_SLUG_RE = re.compile(r"[^a-z0-9]+")
+
+
+@dataclass(frozen=True)
+class IssueProgram:
+    """A program defined by a GitHub issue.
+
+    Attributes:
+      number: the issue number.
+      title: the issue title, as written.
+      slug: the program name derived from the title (unique among the programs found).
+      body: the issue body: the program.md text ('' when the issue has none).
+    """
+
+    number: int
+    title: str
+    slug: str
+    body: str
+
+
+def slugify_issue_title(title: str, number: int | None = None) -> str:
+    """Returns the program name for an issue title: lowercase runs of [a-z0-9] joined by single hyphens."""
+    slug = _NON_SLUG_RE.sub("-", (title or "").lower()).strip("-")
+    if slug:
+        return slug
+    return f"issue-{number}" if number is not None else "issue"
+
+
+def assign_slugs(issues: Sequence[tuple[int, str]], taken: Iterable[str] = ()) -> dict[int, str]:
+    """Returns a unique slug per issue number; a slug already used gets `-{number}` appended."""
+    used = set(taken)
+    slugs: dict[int, str] = {}
+    for number, title in issues:
+        base = slugify_issue_title(title, number)
+        slug = base
+        while slug in used:
+            slug = f"{slug}-{number}"
+        if slug != base:
+            logger.warning("program name '%s' of issue #%s is taken; using '%s'", base, number, slug)
+        used.add(slug)
+        slugs[number] = slug
+    return slugs
+
+
+def discover_issue_programs(
+    github: github.Github, repo_full_name: str, taken: Iterable[str] = ()
+) -> list[IssueProgram]:
+    """Returns the open `autoloop-program` issues of a repository as programs, in API order."""
+    repo = github.get_repo(repo_full_name)
+    issues = [issue for issue in repo.get_issues(state="open", labels=[PROGRAM_LABEL]) if _is_program(issue)]
+    slugs = assign_slugs([(issue.number, issue.title or "") for issue in issues], taken)
+    return [IssueProgram(i.number, i.title or "", slugs[i.number], i.body or "") for i in issues]
+
+
+def _is_program(issue: github.Issue.Issue) -> bool:
+    """Returns whether a listed issue is a program: not a pull request, not autoloop's own program issue."""
+    if (issue.title or "").startswith(OWN_ISSUE_PREFIX):
+        logger.info("skipping issue #%s: it is autoloop's program issue, not a program", issue.number)
+        return False
+    # Reading `issue.pull_request` makes PyGithub fetch every non-PR issue again; the listing's
+    # html_url already tells a pull request (`/pull/N`) from an issue (`/issues/N`).
+    return "/pull/" not in (issue.html_url or "")

@@ -1,0 +1,26 @@
+"""Proposers: where candidate changes come from (tune offline, an llm through litellm, or an external agent)."""
+
+from __future__ import annotations
+
+from autoloop_py.errors import AutoloopError
+from autoloop_py.proposers.agent import AgentProposer
+from autoloop_py.proposers.base import Proposal, ProposalRequest, Proposer, Usage
+from autoloop_py.proposers.llm import LLMProposer
+from autoloop_py.proposers.tune import TuneProposer
+
+PROPOSER_NAMES = ("tune", "llm", "agent")
+
+__all__ = ["PROPOSER_NAMES", "Proposal", "ProposalRequest", "Proposer", "Usage", "get_proposer"]
+
+
+def get_proposer(
+    name: str, *, model: str | None = None, agent_command: str | None = None, max_retries: int = 2
+) -> Proposer:
+    """Returns the proposer called name; raises an AutoloopError listing the valid names for an unknown one."""
+    if name == "tune":
+        return TuneProposer()
+    if name == "llm":
+        return LLMProposer(model=model, max_retries=max_retries)
+    if name == "agent":
+        return AgentProposer(command=agent_command)
+    raise AutoloopError(f"unknown proposer '{name}'; choose one of: {', '.join(PROPOSER_NAMES)}")

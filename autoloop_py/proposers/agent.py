@@ -1,0 +1,164 @@
+"""The agent proposer: an external coding agent edits the private worktree; its changes are the candidate."""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import shlex
+import tempfile
+from pathlib import Path
+from typing import Mapping
+
+import git
+
+from autoloop_py.edits import summary_and_lesson
+from autoloop_py.evaluate import CommandResult, run_command, scrub_environment
+from autoloop_py.proposers.base import Proposal, ProposalRequest
+
+logger = logging.getLogger(__name__)
+
+COMMAND_ENV = "AUTOLOOP_AGENT_COMMAND"
+TIMEOUT_ENV = "AUTOLOOP_AGENT_TIMEOUT"
+ALLOW_ENV = "AUTOLOOP_AGENT_ENV"
+PROMPT_FILE_ENV = "AUTOLOOP_PROMPT_FILE"
+REPLY_FILE_ENV = "AUTOLOOP_REPLY_FILE"
+DEFAULT_TIMEOUT = 1800.0
+NO_COMMAND = f"no agent command: set {COMMAND_ENV} (or pass --agent-command)"
+_TAIL_CHARS = 2000
+_FAILURE_LINES = 5
+_FAILURE_CHARS = 500
+
+
+class AgentProposer:
+    """Proposes candidates by running an external coding agent in the worktree."""
+
+    name = "agent"
+
+    def __init__(self, command: str | None = None, timeout: float | None = None) -> None:
+        self.command = command
+        self.timeout = timeout
+
+    def propose(self, request: ProposalRequest, rng: random.Random) -> Proposal:
+        """Runs the agent on the prompt and returns every file it changed, or why it failed."""
+        command = self.command or os.environ.get(COMMAND_ENV)
+        if not command:
+            return Proposal({}, "agent: no command", failure=NO_COMMAND)
+        timeout = self.timeout if self.timeout is not None else _env_timeout()
+        if timeout is None:
+            return Proposal({}, "agent: bad timeout", failure=f"{TIMEOUT_ENV} must be a number of seconds")
+        base = _head(request.workdir)
+        with tempfile.TemporaryDirectory(prefix="autoloop-agent-") as tmp:
+            prompt_file, reply_file = Path(tmp) / "prompt.md", Path(tmp) / "reply.md"
+            prompt_file.write_text(request.prompt, encoding="utf-8")
+            result = _run(command, request.workdir, prompt_file, reply_file, timeout)
+            reply = reply_file.read_text(encoding="utf-8", errors="replace") if reply_file.is_file() else ""
+        transcript = (("user", request.prompt), ("agent", _tail(result.stdout + result.stderr)))
+        if result.timed_out:
+            failure = f"the agent did not finish within {timeout:g} s; its process group was killed"
+            return Proposal({}, "agent: timed out", failure=failure, transcript=transcript)
+        if result.returncode != 0:
+            failure = f"the agent command exited with status {result.returncode}: {_last_lines(result)}"
+            return Proposal({}, "agent: command failed", failure=failure, transcript=transcript)
+        return _collect(request.workdir, base, reply, transcript)
+
+
+def _collect(workdir: Path, base: str | None, reply: str, transcript: tuple[tuple[str, str], ...]) -> Proposal:
+    """Returns the proposal made of the agent's changes in the worktree and its reply file."""
+    _undo_commits(workdir, base)
+    try:
+        files = changed_files(workdir)
+    except UnicodeDecodeError as err:
+        failure = f"the agent wrote a file that is not UTF-8 text ({err.reason}); only text files can be candidates"
+        return Proposal({}, "agent: binary change", failure=failure, transcript=transcript)
+    if not files:
+        return Proposal({}, "agent: no change", failure="the agent changed no files", transcript=transcript)
+    summary, lesson = summary_and_lesson(reply)
+    return Proposal(files, summary or "agent: changed " + ", ".join(sorted(files)), lesson, transcript=transcript)
+
+
+def _run(command: str, workdir: Path, prompt_file: Path, reply_file: Path, timeout: float) -> CommandResult:
+    """Runs the agent command in its own process group with a scrubbed environment."""
+    expanded = command.replace("{prompt_file}", shlex.quote(str(prompt_file)))
+    expanded = expanded.replace("{reply_file}", shlex.quote(str(reply_file)))
+    logger.info("agent: running %s in %s", expanded, workdir)
+    return run_command(expanded, workdir, timeout=timeout, env=agent_environment(os.environ, prompt_file, reply_file))
+
+
+def agent_environment(environ: Mapping[str, str], prompt_file: Path, reply_file: Path) -> dict[str, str]:
+    """Returns the agent's environment: scrubbed of secrets except those AUTOLOOP_AGENT_ENV names, plus file paths."""
+    allowed = [name.strip() for name in environ.get(ALLOW_ENV, "").split(",") if name.strip()]
+    env = scrub_environment(environ, allow=allowed)
+    env[PROMPT_FILE_ENV] = str(prompt_file)
+    env[REPLY_FILE_ENV] = str(reply_file)
+    return env
+
+
+def changed_files(workdir: Path) -> dict[str, str | None]:
+    """Returns every path changed in the worktree (tracked or untracked) -> new content, None if deleted."""
+    raw = git.Repo(workdir).git.status("--porcelain", "-z", "--untracked-files=all")
+    files: dict[str, str | None] = {}
+    for path in _status_paths(raw):
+        target = workdir / path
+        if target.is_file():
+            files[path] = target.read_bytes().decode("utf-8")
+        elif not target.exists():
+            files[path] = None
+    return files
+
+
+def _status_paths(raw: str) -> list[str]:
+    """Returns the paths of `git status --porcelain -z` output; a rename names both its sides."""
+    fields = raw.split("\0")
+    paths: list[str] = []
+    index = 0
+    while index < len(fields):
+        entry = fields[index]
+        index += 1
+        if len(entry) < 4:
+            continue
+        paths.append(entry[3:])
+        if entry[0] in "RC" and index < len(fields):
+            paths.append(fields[index])
+            index += 1
+    return paths
+
+
+def _head(workdir: Path) -> str | None:
+    """Returns the worktree's HEAD commit, or None when it has none."""
+    try:
+        return git.Repo(workdir).head.commit.hexsha
+    except (ValueError, git.GitError):
+        return None
+
+
+def _undo_commits(workdir: Path, base: str | None) -> None:
+    """Moves HEAD back to base when the agent committed, keeping its changes in the working tree."""
+    if base is None or _head(workdir) == base:
+        return
+    logger.info("agent: it committed on its own; moving HEAD back to %s and keeping its changes", base[:12])
+    git.Repo(workdir).git.reset("--mixed", "--quiet", base)
+
+
+def _env_timeout() -> float | None:
+    """Returns AUTOLOOP_AGENT_TIMEOUT in seconds (default 1800), or None when it is not a positive number."""
+    raw = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        return None
+    return value if value > 0 else None
+
+
+def _last_lines(result: CommandResult) -> str:
+    """Returns the last few lines of stderr (else stdout) on one line, for the iteration record."""
+    lines = [line.strip() for line in (result.stderr.strip() or result.stdout).splitlines() if line.strip()]
+    text = " / ".join(lines[-_FAILURE_LINES:]) or "no output"
+    return text if len(text) <= _FAILURE_CHARS else "..." + text[-_FAILURE_CHARS:]
+
+
+def _tail(text: str) -> str:
+    """Returns the last couple of thousand characters of text."""
+    return text if len(text) <= _TAIL_CHARS else "..." + text[-_TAIL_CHARS:]

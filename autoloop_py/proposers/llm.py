@@ -1,0 +1,186 @@
+"""The llm proposer: asks a model (through litellm) for edit blocks and retries with the failures shown.
+
+litellm is imported only when a proposal is made, so importing autoloop never pays for it
+and never makes it reach for the network.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from autoloop_py.edits import EditFailure, apply_reply, check_paths, parse_reply
+from autoloop_py.errors import EditError
+from autoloop_py.program import Program
+from autoloop_py.prompts import render_retry_prompt
+from autoloop_py.proposers.base import Proposal, ProposalRequest, Usage
+
+logger = logging.getLogger(__name__)
+
+NO_MODEL = "no model configured: set `model:` in program.md frontmatter or AUTOLOOP_MODEL"
+MODEL_ENV = "AUTOLOOP_MODEL"
+MOCK_ENV = "AUTOLOOP_MOCK_RESPONSE"
+NO_CHANGE = "the edits leave every file unchanged; propose a change that alters the code"
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """The outcome of applying one model reply.
+
+    Attributes:
+      summary: the reply's SUMMARY line.
+      lesson: the reply's LESSON line, if any.
+      kept: files whose new content was accepted from this reply.
+      failures: what could not be applied.
+      parse_error: the parse error when the reply could not be read at all.
+    """
+
+    summary: str = ""
+    lesson: str | None = None
+    kept: Mapping[str, str] = field(default_factory=dict)
+    failures: tuple[EditFailure, ...] = ()
+    parse_error: str | None = None
+
+
+class _Conversation:
+    """The messages exchanged with the model, with usage summed over every reply."""
+
+    def __init__(self, model: str, prompt: str) -> None:
+        self.model = model
+        self.messages: list[dict[str, str]] = [{"role": "user", "content": prompt}]
+        self.transcript: list[tuple[str, str]] = [("user", prompt)]
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.costs: list[float] = []
+
+    def add(self, role: str, text: str) -> None:
+        """Appends one message."""
+        self.messages.append({"role": role, "content": text})
+        self.transcript.append((role, text))
+
+    def count(self, response: Any, cost: float | None) -> None:
+        """Adds a response's tokens and cost to the totals."""
+        usage = getattr(response, "usage", None)
+        self.prompt_tokens += int(getattr(usage, "prompt_tokens", 0) or 0)
+        self.completion_tokens += int(getattr(usage, "completion_tokens", 0) or 0)
+        if cost is not None:
+            self.costs.append(cost)
+
+    def usage(self) -> Usage:
+        """Returns the usage so far."""
+        cost = sum(self.costs) if self.costs else None
+        return Usage(self.prompt_tokens, self.completion_tokens, cost, self.model)
+
+    def proposal(self, files: Mapping[str, str | None], summary: str, lesson: str | None = None,
+                 failure: str | None = None) -> Proposal:
+        """Returns a proposal carrying this conversation's usage and transcript."""
+        return Proposal(files, summary, lesson, self.usage(), failure, tuple(self.transcript))
+
+
+class LLMProposer:
+    """Proposes candidates by asking a litellm model for SEARCH/REPLACE edits."""
+
+    name = "llm"
+
+    def __init__(self, model: str | None = None, max_retries: int = 2, mock_responses: Sequence[str] = ()) -> None:
+        self.model = model
+        self.max_retries = max_retries
+        # Canned replies passed to litellm's `mock_response` (reply i answers call i; the last repeats).
+        self.mock_responses = tuple(mock_responses)
+
+    def propose(self, request: ProposalRequest, rng: random.Random) -> Proposal:
+        """Returns the model's candidate, retrying with the failures shown, or a failure."""
+        model = resolve_model(request.program, self.model)
+        if model is None:
+            return Proposal({}, "llm: no model", failure=NO_MODEL)
+        conversation = _Conversation(model, request.prompt)
+        working = dict(request.files)
+        summary, lesson, problem = "", None, ""
+        for call in range(self.max_retries + 1):
+            try:
+                text = self._complete(conversation, call)
+            except Exception as err:  # litellm raises provider-specific types; any of them ends the proposal
+                return conversation.proposal({}, summary or "llm: no reply", failure=f"{model}: {_one_line(err)}")
+            attempt = _apply(text, working, request)
+            working.update(attempt.kept)
+            summary, lesson = attempt.summary or summary, attempt.lesson or lesson
+            changed = {p: c for p, c in working.items() if request.files.get(p) != c}
+            failures = attempt.failures or (() if changed or attempt.parse_error else (EditFailure(None, NO_CHANGE),))
+            if not failures and attempt.parse_error is None:
+                return conversation.proposal(changed, summary or _default_summary(changed), lesson)
+            problem = attempt.parse_error or failures[0].reason
+            if call < self.max_retries:
+                conversation.add("user", render_retry_prompt(failures, list(attempt.kept), attempt.parse_error))
+        tries = self.max_retries + 1
+        reason = f"no applicable edit after {tries} {'reply' if tries == 1 else 'replies'}: {_one_line(problem)}"
+        return conversation.proposal({}, summary or "llm: no valid edit", failure=reason)
+
+    def _complete(self, conversation: _Conversation, call: int) -> str:
+        """Sends the conversation to the model, records the reply and its usage, and returns its text."""
+        litellm = _litellm()
+        kwargs: dict[str, Any] = {"model": conversation.model, "messages": list(conversation.messages)}
+        mock = self.mock_responses[min(call, len(self.mock_responses) - 1)] if self.mock_responses else None
+        mock = mock if mock is not None else os.environ.get(MOCK_ENV)
+        if mock is not None:
+            kwargs["mock_response"] = mock
+        logger.debug("llm: asking %s (call %d)", conversation.model, call + 1)
+        response = litellm.completion(**kwargs)
+        text = response.choices[0].message.content or ""
+        conversation.count(response, _cost(litellm, response))
+        conversation.add("assistant", text)
+        return text
+
+
+def resolve_model(program: Program, fallback: str | None) -> str | None:
+    """Returns the model: program.md's `model:`, else AUTOLOOP_MODEL, else the given fallback."""
+    return program.config.model or os.environ.get(MODEL_ENV) or fallback or None
+
+
+def _apply(text: str, working: Mapping[str, str], request: ProposalRequest) -> Attempt:
+    """Parses and applies one reply against the working files; disallowed paths become failures."""
+    try:
+        reply = parse_reply(text)
+    except EditError as err:
+        return Attempt(parse_error=str(err))
+    default = next(iter(request.files)) if len(request.files) == 1 else None
+    changed, failures = apply_reply(reply, working, default)
+    kept: dict[str, str] = {}
+    for path, content in changed.items():
+        reasons = check_paths([path], request.program.target.allows)
+        if reasons:
+            failures.append(EditFailure(path, f"changes to {path} were discarded: {reasons[0]}"))
+        else:
+            kept[path] = content
+    return Attempt(reply.summary, reply.lesson, kept, tuple(failures))
+
+
+def _litellm() -> Any:
+    """Imports litellm, making it use its bundled price list instead of fetching one."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    litellm.suppress_debug_info = True
+    return litellm
+
+
+def _cost(litellm: Any, response: Any) -> float | None:
+    """Returns the dollar cost of a response, or None when litellm does not know the model's price."""
+    try:
+        return float(litellm.completion_cost(completion_response=response))
+    except Exception:  # litellm raises assorted errors for models missing from its price list
+        return None
+
+
+def _one_line(error: object) -> str:
+    """Returns the first non-empty line of an error's text, shortened."""
+    text = str(error).strip()
+    line = next((part.strip() for part in text.splitlines() if part.strip()), type(error).__name__)
+    return line if len(line) <= 300 else line[:297] + "..."
+
+
+def _default_summary(changed: Mapping[str, str]) -> str:
+    """Returns a summary for a reply without a SUMMARY line."""
+    return "llm: changed " + ", ".join(sorted(changed))

@@ -1,0 +1,315 @@
+"""End to end: `python scripts/autoloop_scheduler.py` as a subprocess over a temporary repository.
+
+Paths come from the environment overrides, so nothing under /tmp/gh-aw is touched; without
+GITHUB_TOKEN no API call is made, and the issue-program runs talk to the loopback fake GitHub.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+TESTS = Path(__file__).resolve().parents[1]
+if str(TESTS) not in sys.path:
+    sys.path.insert(0, str(TESTS))
+
+from fakegithub import FakeGitHub  # noqa: E402
+
+SCRIPT = TESTS.parent / "scripts" / "autoloop_scheduler.py"
+UNSET = ("GITHUB_TOKEN", "GITHUB_REPOSITORY", "GITHUB_API_URL", "AUTOLOOP_PROGRAM")
+KEYS = [
+    "selected",
+    "selected_file",
+    "selected_issue",
+    "selected_target_metric",
+    "selected_metric_direction",
+    "state_file_size_bytes",
+    "state_file_max_bytes",
+    "issue_programs",
+    "deferred",
+    "skipped",
+    "unconfigured",
+    "no_programs",
+    "not_due",
+    "head_branch",
+    "existing_pr",
+]
+PROGRAM = """---
+schedule: every 6h
+{extra}---
+
+# {name}
+
+## Goal
+
+Make it faster.
+
+## Target
+
+- `code.py`
+
+## Evaluation
+
+```bash
+python code.py
+```
+
+The metric is `score`. Higher is better.
+"""
+
+
+@dataclass(frozen=True)
+class Run:
+    """One scheduler run: exit code, output streams and the JSON it left (None when none)."""
+
+    code: int
+    stdout: str
+    stderr: str
+    output: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """A repository plus the memory, output and issue folders the scheduler is pointed at."""
+
+    repo: Path
+    memory: Path
+    output: Path
+    issues: Path
+
+    def program(self, name: str, bare: bool = False, extra: str = "", text: str | None = None) -> Path:
+        """Writes a program (folder or bare `.md`) and returns its path."""
+        base = self.repo / ".autoloop" / "programs"
+        path = base / f"{name}.md" if bare else base / name / "program.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text if text is not None else PROGRAM.format(name=name, extra=extra), encoding="utf-8")
+        return path
+
+    def state(self, name: str, **fields: str) -> None:
+        """Writes an upstream-format state file with the given Machine State values."""
+        rows = {"Last Run": "—", "Iteration Count": "3", "Paused": "false", "Pause Reason": "—",
+                "Completed": "false", "Recent Statuses": "accepted", **fields}
+        table = "\n".join(f"| {key} | {value} |" for key, value in rows.items())
+        self.memory.mkdir(parents=True, exist_ok=True)
+        text = (
+            f"# Autoloop: {name}\n\n## ⚙️ Machine State\n\n| Field | Value |\n|-------|-------|\n{table}\n\n"
+            "## 📊 Iteration History\n"
+        )
+        (self.memory / f"{name}.md").write_text(text, encoding="utf-8")
+
+    def run(self, *args: str, cwd: Path | None = None, **env: str) -> Run:
+        """Runs the script and returns what it did."""
+        environ = {k: v for k, v in os.environ.items() if k not in UNSET}
+        environ.update(
+            AUTOLOOP_MEMORY_DIR=str(self.memory),
+            AUTOLOOP_OUTPUT=str(self.output),
+            AUTOLOOP_ISSUE_PROGRAMS_DIR=str(self.issues),
+            **env,
+        )
+        done = subprocess.run(
+            [sys.executable, str(SCRIPT), *args],
+            cwd=cwd or self.repo,
+            env=environ,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        output = json.loads(self.output.read_text()) if self.output.exists() else None
+        return Run(done.returncode, done.stdout, done.stderr, output)
+
+
+@pytest.fixture
+def box(tmp_path: Path) -> Sandbox:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    return Sandbox(repo, tmp_path / "memory", tmp_path / "out" / "autoloop.json", tmp_path / "issue-programs")
+
+
+def ago(hours: float) -> str:
+    return (datetime.now(timezone.utc) - timedelta(hours=hours)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_nothing_configured_bootstraps_an_unconfigured_example(box: Sandbox) -> None:
+    run = box.run()
+    assert run.code == 0, run.stderr
+    assert "BOOTSTRAPPED" in run.stdout
+    assert "AUTOLOOP:UNCONFIGURED" in (box.repo / ".autoloop/programs/example.md").read_text()
+    assert run.output is not None and list(run.output) == KEYS
+    assert run.output["unconfigured"] == ["example"]
+    assert (run.output["selected"], run.output["not_due"], run.output["no_programs"]) == (None, False, False)
+
+
+def test_empty_programs_folder_means_no_programs(box: Sandbox) -> None:
+    (box.repo / ".autoloop/programs").mkdir(parents=True)
+    run = box.run()
+    assert (run.code, "NO_PROGRAMS_FOUND" in run.stdout) == (0, True)
+    assert run.output is not None and run.output["no_programs"] is True and run.output["due"] == []
+    assert set(KEYS) <= set(run.output)
+
+
+def test_one_never_run_program_is_selected(box: Sandbox) -> None:
+    box.program("alpha", extra="target-metric: 0.95\nmetric_direction: lower\n")
+    run = box.run()
+    assert run.code == 0, run.stderr
+    assert run.output == {
+        "selected": "alpha",
+        "selected_file": ".autoloop/programs/alpha/program.md",
+        "selected_issue": None,
+        "selected_target_metric": 0.95,
+        "selected_metric_direction": "lower",
+        "state_file_size_bytes": 0,
+        "state_file_max_bytes": 30720,
+        "issue_programs": {},
+        "deferred": [],
+        "skipped": [],
+        "unconfigured": [],
+        "no_programs": False,
+        "not_due": False,
+        "head_branch": "autoloop/alpha",
+        "existing_pr": None,
+    }
+    assert "not looking for issue-based programs" in run.stdout
+
+
+def test_old_program_runs_fresh_one_waits_and_naive_timestamps_work(box: Sandbox, tmp_path: Path) -> None:
+    box.program("fresh")
+    box.program("old", bare=True)
+    box.program("older")
+    box.state("fresh", **{"Last Run": ago(1)})
+    box.state("old", **{"Last Run": ago(7)})
+    naive = (datetime.now(timezone.utc) - timedelta(hours=9)).strftime("%Y-%m-%dT%H:%M:%S")
+    box.state("older", **{"Last Run": naive})
+    run = box.run("--repo-root", str(box.repo), cwd=tmp_path)
+    assert run.code == 0, run.stderr
+    assert run.output is not None
+    assert (run.output["selected"], run.output["deferred"]) == ("older", ["old"])
+    assert run.output["state_file_size_bytes"] == (box.memory / "older.md").stat().st_size
+    [skip] = run.output["skipped"]
+    assert (skip["name"], skip["reason"]) == ("fresh", "not due yet")
+    assert datetime.fromisoformat(skip["next_due"]) > datetime.now(timezone.utc) + timedelta(hours=4)
+
+
+def test_unreadable_last_run_warns_and_counts_as_never_run(box: Sandbox) -> None:
+    box.program("alpha")
+    box.program("beta")
+    box.state("alpha", **{"Last Run": ago(30)})
+    box.state("beta", **{"Last Run": "last tuesday"})
+    run = box.run()
+    assert "beta: Last Run 'last tuesday' is not an ISO timestamp" in run.stderr
+    assert run.output is not None and (run.output["selected"], run.output["deferred"]) == ("beta", ["alpha"])
+
+
+def test_fallback_program_is_used_instead_of_bootstrapping(box: Sandbox) -> None:
+    (box.repo / ".autoloop").mkdir()
+    (box.repo / ".autoloop/program.md").write_text(PROGRAM.format(name="legacy", extra=""))
+    run = box.run()
+    assert run.code == 0, run.stderr
+    assert not (box.repo / ".autoloop/programs").exists()
+    assert run.output is not None
+    assert (run.output["selected"], run.output["selected_file"]) == (".autoloop", ".autoloop/program.md")
+
+
+def test_nothing_due_writes_not_due_and_exits_1(box: Sandbox) -> None:
+    box.program("fresh")
+    box.state("fresh", **{"Last Run": ago(1)})
+    run = box.run()
+    assert run.code == 1
+    assert "No programs due this run" in run.stdout
+    assert run.output is not None and (run.output["selected"], run.output["not_due"]) == (None, True)
+
+
+def test_paused_and_completed_programs_are_skipped(box: Sandbox) -> None:
+    box.program("held")
+    box.program("done")
+    box.state("held", Paused="true", **{"Pause Reason": "consecutive errors"})
+    box.state("done", Completed="true")
+    run = box.run()
+    assert run.code == 1
+    assert run.output is not None
+    assert run.output["skipped"] == [
+        {"name": "done", "reason": "completed: target metric reached"},
+        {"name": "held", "reason": "paused: consecutive errors"},
+    ]
+
+
+def test_forced_program_bypasses_pause(box: Sandbox) -> None:
+    box.program("held")
+    box.program("other")
+    box.state("held", Paused="true", **{"Pause Reason": "by hand"})
+    run = box.run(AUTOLOOP_PROGRAM=" held ")
+    assert run.code == 0, run.stderr
+    assert "FORCED: running program 'held' (manual dispatch)" in run.stdout
+    assert run.output is not None
+    assert (run.output["selected"], run.output["deferred"], run.output["skipped"]) == ("held", ["other"], [])
+
+
+def test_forced_unknown_program_fails_without_leaving_a_stale_output(box: Sandbox) -> None:
+    box.program("alpha")
+    box.output.parent.mkdir(parents=True)
+    box.output.write_text('{"selected": "stale"}')
+    run = box.run(AUTOLOOP_PROGRAM="nope")
+    assert run.code == 1
+    assert "ERROR: requested program 'nope' not found. Available programs: ['alpha']" in run.stdout
+    assert not box.output.exists()
+
+
+def test_forced_unconfigured_program_fails(box: Sandbox) -> None:
+    box.program("draft", bare=True, text="# Draft\n\nTODO: write the goal\n")
+    run = box.run(AUTOLOOP_PROGRAM="draft")
+    assert run.code == 1
+    assert "is unconfigured (has placeholders)" in run.stdout and run.output is None
+
+
+def test_two_programs_with_one_name_are_both_skipped(box: Sandbox) -> None:
+    box.program("twin")
+    box.program("twin", bare=True)
+    box.program("solo")
+    run = box.run()
+    assert run.code == 0
+    assert "ERROR: two programs named 'twin'" in run.stderr
+    assert run.output is not None and run.output["selected"] == "solo"
+    reason = ".autoloop/programs/twin/program.md, .autoloop/programs/twin.md"
+    assert run.output["skipped"] == [{"name": "twin", "reason": f"duplicate name: {reason}"}]
+
+
+@pytest.fixture
+def github_fake() -> Iterator[FakeGitHub]:
+    with FakeGitHub(token="tok") as fake:
+        yield fake
+
+
+def test_issue_programs_through_the_loopback_api(box: Sandbox, github_fake: FakeGitHub) -> None:
+    box.program("coverage")
+    box.state("coverage", **{"Last Run": ago(2)})
+    github_fake.add_issue("o/r", 5, "Reduce Latency", body="---\ntarget-metric: 20\n---\n# Latency\n")
+    github_fake.add_issue("o/r", 6, "Coverage", body="# Another coverage\n")
+    github_fake.add_issue("o/r", 7, "A pull request", pull_request=True)
+    github_fake.add_issue("o/r", 8, "[Autoloop: coverage]", body="status")
+    github_fake.add_pull("o/r", 12, "[Autoloop: reduce-latency] Iteration 1", "autoloop/reduce-latency")
+    run = box.run(GITHUB_TOKEN="tok", GITHUB_REPOSITORY="o/r", GITHUB_API_URL=github_fake.url)
+    assert run.code == 0, run.stdout + run.stderr
+    assert run.output is not None
+    assert run.output["issue_programs"] == {"reduce-latency": 5, "coverage-6": 6}
+    chosen = (run.output["selected"], run.output["selected_issue"], run.output["existing_pr"])
+    assert chosen == ("reduce-latency", 5, 12)
+    assert run.output["selected_file"] == str(box.issues / "reduce-latency.md")
+    assert run.output["selected_target_metric"] == 20.0
+    assert (box.issues / "coverage-6.md").read_text() == "# Another coverage\n"
+    [head_query] = [r.query["head"] for r in github_fake.requests_to("/repos/o/r/pulls")]
+    assert head_query == "o:autoloop/reduce-latency"
+
+
+def test_issue_api_failure_is_only_a_warning(box: Sandbox, github_fake: FakeGitHub) -> None:
+    box.program("alpha")
+    run = box.run(GITHUB_TOKEN="wrong", GITHUB_REPOSITORY="o/r", GITHUB_API_URL=github_fake.url)
+    assert run.code == 0, run.stderr
+    assert "Warning: could not fetch issue-based programs" in run.stdout
+    assert run.output is not None and (run.output["selected"], run.output["existing_pr"]) == ("alpha", None)

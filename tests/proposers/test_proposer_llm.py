@@ -1,0 +1,125 @@
+"""Tests for proposers/llm.py, with litellm's mock_response so no request leaves the machine."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autoloop_py.program import Evaluation, Program, ProgramConfig, Target
+from autoloop_py.proposers.base import ProposalRequest
+from autoloop_py.proposers.llm import NO_MODEL, LLMProposer
+
+CODE = "def score(x):\n    return x * 2\n"
+GOOD = (
+    "SUMMARY: triple the input instead of doubling it to raise the score\n"
+    "LESSON: larger multipliers raise linear scores\n\n"
+    "code/score.py\n<<<<<<< SEARCH\n    return x * 2\n=======\n    return x * 3\n>>>>>>> REPLACE\n"
+)
+WRONG = (
+    "SUMMARY: first try\n\n"
+    "code/score.py\n<<<<<<< SEARCH\n    return x + 2\n=======\n    return x * 3\n>>>>>>> REPLACE\n"
+)
+
+
+@pytest.fixture(autouse=True)
+def _no_model_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AUTOLOOP_MODEL", raising=False)
+    monkeypatch.delenv("AUTOLOOP_MOCK_RESPONSE", raising=False)
+
+
+def _request(model: str | None = "gpt-4o-mini") -> ProposalRequest:
+    program = Program(
+        name="demo",
+        path=Path("program.md"),
+        directory=None,
+        goal="g",
+        target=Target(("code/*.py",)),
+        evaluation=Evaluation("python eval.py", "score", 1),
+        strategy_text="",
+        config=ProgramConfig(model=model),
+        unconfigured=False,
+        text="",
+    )
+    return ProposalRequest(program, {"code/score.py": CODE}, "improve the score", Path("/nonexistent"), 1)
+
+
+def test_good_reply_is_applied_with_usage() -> None:
+    proposal = LLMProposer(mock_responses=[GOOD]).propose(_request(), random.Random(0))
+    assert proposal.failure is None
+    assert proposal.files == {"code/score.py": "def score(x):\n    return x * 3\n"}
+    assert proposal.summary == "triple the input instead of doubling it to raise the score"
+    assert proposal.lesson == "larger multipliers raise linear scores"
+    assert proposal.usage is not None and proposal.usage.model == "gpt-4o-mini"
+    assert proposal.usage.prompt_tokens > 0 and proposal.usage.completion_tokens > 0
+    assert proposal.transcript == (("user", "improve the score"), ("assistant", GOOD))
+
+
+def test_failed_search_is_retried_with_nearest_lines() -> None:
+    proposal = LLMProposer(mock_responses=[WRONG, GOOD]).propose(_request(), random.Random(0))
+    assert proposal.failure is None
+    assert proposal.files == {"code/score.py": "def score(x):\n    return x * 3\n"}
+    roles = [role for role, _ in proposal.transcript]
+    assert roles == ["user", "assistant", "user", "assistant"]
+    retry = proposal.transcript[2][1]
+    assert "starting `return x + 2`" in retry and "    return x * 2\n" in retry
+    one_reply = LLMProposer(mock_responses=[GOOD]).propose(_request(), random.Random(0)).usage
+    assert proposal.usage is not None and one_reply is not None
+    assert proposal.usage.completion_tokens > one_reply.completion_tokens
+
+
+def test_retries_exhausted_is_a_failure() -> None:
+    proposal = LLMProposer(max_retries=1, mock_responses=[WRONG]).propose(_request(), random.Random(0))
+    assert proposal.files == {}
+    assert proposal.failure is not None and proposal.failure.startswith("no applicable edit after 2 replies: ")
+    assert "matches no lines" in proposal.failure
+    assert [role for role, _ in proposal.transcript] == ["user", "assistant", "user", "assistant"]
+
+
+def test_malformed_reply_then_good_reply() -> None:
+    broken = "code/score.py\n<<<<<<< SEARCH\n    return x * 2\n>>>>>>> REPLACE\n"
+    proposal = LLMProposer(mock_responses=[broken, GOOD]).propose(_request(), random.Random(0))
+    assert proposal.failure is None
+    assert "^^^ Expected `=======`" in proposal.transcript[2][1]
+
+
+def test_edit_outside_target_is_refused() -> None:
+    outside = "SUMMARY: s\n\nsecrets.txt\n<<<<<<< SEARCH\n=======\nx\n>>>>>>> REPLACE\n"
+    proposal = LLMProposer(max_retries=0, mock_responses=[outside]).propose(_request(), random.Random(0))
+    assert proposal.files == {} and proposal.failure is not None and "Target" in proposal.failure
+
+
+def test_missing_model_is_a_failure() -> None:
+    proposal = LLMProposer().propose(_request(model=None), random.Random(0))
+    assert proposal.failure == NO_MODEL and proposal.files == {}
+
+
+def test_model_from_environment_and_mock_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AUTOLOOP_MODEL", "gpt-4o-mini")
+    monkeypatch.setenv("AUTOLOOP_MOCK_RESPONSE", GOOD)
+    proposal = LLMProposer(model="ignored-model").propose(_request(model=None), random.Random(0))
+    assert proposal.failure is None and proposal.usage is not None and proposal.usage.model == "gpt-4o-mini"
+
+
+def test_api_error_becomes_a_one_line_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # importing litellm must not fetch prices
+    import litellm
+
+    def refuse(**kwargs: Any) -> Any:
+        raise litellm.RateLimitError(message="slow down\nretry later", llm_provider="openai", model="gpt-4o-mini")
+
+    monkeypatch.setattr(litellm, "completion", refuse)
+    proposal = LLMProposer().propose(_request(), random.Random(0))
+    assert proposal.files == {}
+    assert proposal.failure is not None and proposal.failure.startswith("gpt-4o-mini: ")
+    assert "slow down" in proposal.failure and "\n" not in proposal.failure
+
+
+def test_importing_the_module_does_not_import_litellm() -> None:
+    code = "import sys, autoloop_py.proposers.llm, autoloop_py.proposers; print('litellm' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
