@@ -52,10 +52,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "handler", None):
         parser.print_help()
         return EXIT_ERROR
-    console = Console(highlight=False, soft_wrap=True)
-    err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+    console = _console()
+    err_console = _console(stderr=True)
     _setup_logging(getattr(args, "verbose", False), err_console)
     return _handle(lambda: args.handler(args, console), err_console)
+
+
+def _console(stderr: bool = False) -> Console:
+    console = Console(stderr=stderr, highlight=False, soft_wrap=True)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        # Piped output (CI logs, files) has no width; 80 columns would squeeze the tables.
+        console.width = 200
+    return console
 
 
 def _handle(command: Callable[[], int], err_console: Console) -> int:

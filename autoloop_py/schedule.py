@@ -107,7 +107,12 @@ def skip_reason(machine: MachineView | None) -> str | None:
         return "completed: target metric reached"
     if machine.paused:
         return f"paused: {machine.pause_reason or 'unknown'}"
-    recent = machine.recent_statuses[-PLATEAU_LENGTH:]
+    return plateau_reason(machine.recent_statuses)
+
+
+def plateau_reason(recent_statuses: Sequence[str]) -> str | None:
+    """Returns the plateau reason when the last five statuses are all rejections."""
+    recent = list(recent_statuses)[-PLATEAU_LENGTH:]
     if len(recent) == PLATEAU_LENGTH and all(s == "rejected" for s in recent):
         return f"plateau: {PLATEAU_LENGTH} consecutive rejections"
     return None

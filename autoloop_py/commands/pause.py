@@ -8,6 +8,7 @@ from typing import Any
 
 from rich.console import Console
 
+from autoloop_py import schedule
 from autoloop_py import state as statefile
 from autoloop_py.commands.common import repo_root, subparser
 from autoloop_py.iteration import parse_or_new, state_path
@@ -40,12 +41,26 @@ def cmd_pause(args: argparse.Namespace, console: Console) -> int:
         if args.paused:
             machine = dataclasses.replace(machine, paused=True, pause_reason=args.reason)
         else:
-            # A plateau is five rejections in a row; resuming forgets them so the program is due again.
-            statuses = tuple(s for s in machine.recent_statuses if s != "rejected")
-            machine = dataclasses.replace(machine, paused=False, pause_reason=None, consecutive_errors=0, recent_statuses=statuses)
+            machine = dataclasses.replace(
+                machine,
+                paused=False,
+                pause_reason=None,
+                consecutive_errors=0,
+                recent_statuses=_without_plateau(machine.recent_statuses),
+            )
         return statefile.render_state(statefile.with_machine(state, machine))
 
     verb = "paused" if args.paused else "resumed"
     memory.update(path, change, f"[Autoloop: {program.name}] {verb}")
     console.print(f"{program.name} {verb}" + (f": {args.reason}" if args.paused else ""))
     return 0
+
+
+def _without_plateau(statuses: tuple[str, ...]) -> tuple[str, ...]:
+    """Returns the statuses without a trailing plateau run of rejections (Iteration History keeps them)."""
+    if schedule.plateau_reason(statuses) is None:
+        return statuses
+    end = len(statuses)
+    while end and statuses[end - 1] == "rejected":
+        end -= 1
+    return statuses[:end]

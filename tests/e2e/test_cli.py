@@ -1,0 +1,162 @@
+"""End to end: the status, schedule, pause/resume, check and state commands on a real repository."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from autoloop_py import state as statefile
+from autoloop_py.cli import build_parser, main
+from autoloop_py.memory import MemoryStore
+
+PROGRAM = """\
+---
+schedule: every 6h
+{extra}---
+
+# {name}
+
+## Goal
+
+Improve {name}.
+
+## Target
+
+- `code/value.py`
+
+## Evaluation
+
+```bash
+python3 -c "print('{{\\"score\\": 1}}')"
+```
+
+The metric is `score`.
+"""
+
+NOW = datetime.now(timezone.utc)
+
+
+def _program(repo: Path, name: str, extra: str = "") -> None:
+    folder = repo / ".autoloop/programs" / name
+    (folder / "code").mkdir(parents=True)
+    (folder / "program.md").write_text(PROGRAM.format(name=name, extra=extra))
+    (folder / "code/value.py").write_text("x = 1\n")
+
+
+def _state(name: str, **machine: object) -> str:
+    state = statefile.new_state(name, f"Improve {name}.", "score", "higher", None)
+    return statefile.render_state(statefile.with_machine(state, dataclasses.replace(state.machine, **machine)))
+
+
+@pytest.fixture
+def fleet(git_repo: Path, run_git) -> Path:  # type: ignore[no-untyped-def]
+    """A repository with programs in every state the dashboard shows."""
+    for name in ("active", "brandnew", "completed", "erroring", "paused", "plateau", "fresh"):
+        _program(git_repo, name)
+    (git_repo / ".autoloop/programs/template.md").write_text("<!-- AUTOLOOP:UNCONFIGURED -->\n# Template\n")
+    run_git(git_repo, "add", "-A")
+    run_git(git_repo, "commit", "-qm", "programs")
+    old = NOW - timedelta(hours=8)
+    files = {
+        "active.md": _state("active", last_run=old, iteration_count=4, best_metric=0.8, initial_metric=0.5,
+                            recent_statuses=("accepted", "rejected", "error", "accepted")),
+        "completed.md": _state("completed", last_run=old, iteration_count=9, best_metric=1.0, completed=True,
+                               completed_reason="target metric 1 reached with value 1"),
+        "erroring.md": _state("erroring", last_run=old, iteration_count=2, consecutive_errors=2,
+                              recent_statuses=("error", "error")),
+        "paused.md": _state("paused", last_run=old, iteration_count=3, paused=True, pause_reason="evaluator flaky"),
+        "plateau.md": _state("plateau", last_run=old, iteration_count=5, recent_statuses=("rejected",) * 5),
+        "fresh.md": _state("fresh", last_run=NOW - timedelta(hours=1), iteration_count=1, recent_statuses=("accepted",)),
+    }
+    MemoryStore(git_repo).commit(files, "arrange states")
+    return git_repo
+
+
+def _rows(output: str) -> dict[str, str]:
+    return {line.split("│")[1].strip(): line for line in output.splitlines() if line.startswith("│")}
+
+
+def test_status_shows_each_state(fleet: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["status", "--repo", str(fleet)]) == 0
+    rows = _rows(capsys.readouterr().out)
+    assert "🟢 active" in rows["active"] and "0.8" in rows["active"] and "0.5" in rows["active"]
+    assert "✅❌⚠️✅" in rows["active"]
+    assert "🟢 new" in rows["brandnew"] and "never" in rows["brandnew"]
+    assert "✅ completed" in rows["completed"]
+    assert "⚠️ 2 error(s)" in rows["erroring"]
+    assert "⏸️ paused: evaluator flaky" in rows["paused"]
+    assert "⏸️ plateau: 5 consecutive rejections" in rows["plateau"]
+    assert "📝 unconfigured" in rows["template"]
+    due = (NOW - timedelta(hours=1) + timedelta(hours=6)).strftime("%Y-%m-%d %H:%M UTC")
+    assert due in rows["fresh"]
+
+
+def test_schedule_json_and_matrix(fleet: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["schedule", "--repo", str(fleet), "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["selected"] == "brandnew"
+    assert plan["due"] == ["brandnew", "active", "erroring"]
+    reasons = {s["name"]: s["reason"] for s in plan["skipped"]}
+    assert reasons == {
+        "completed": "completed: target metric reached",
+        "paused": "paused: evaluator flaky",
+        "plateau": "plateau: 5 consecutive rejections",
+        "fresh": "not due yet",
+    }
+    assert plan["unconfigured"] == ["template"]
+    assert main(["schedule", "--repo", str(fleet), "--matrix", "--max", "2"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"program": ["brandnew", "active"]}
+
+
+def test_pause_and_resume(fleet: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["pause", "active", "--repo", str(fleet), "--reason", "holiday"]) == 0
+    assert main(["status", "active", "--repo", str(fleet)]) == 0
+    assert "⏸️ paused: holiday" in _rows(capsys.readouterr().out)["active"]
+    assert main(["resume", "plateau", "--repo", str(fleet)]) == 0
+    assert main(["resume", "active", "--repo", str(fleet)]) == 0
+    assert main(["schedule", "--repo", str(fleet), "--json"]) == 0
+    out = capsys.readouterr().out
+    plan = json.loads(out[out.index("{"):])
+    assert "plateau" in plan["due"] and "active" in plan["due"]
+    memory = MemoryStore(fleet)
+    active = statefile.parse_state(memory.read("active.md") or "").machine
+    assert active.recent_statuses == ("accepted", "rejected", "error", "accepted")
+    assert not active.paused and active.pause_reason is None
+    assert statefile.parse_state(memory.read("plateau.md") or "").machine.recent_statuses == ()
+
+
+def test_state_prints_the_file(fleet: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["state", "paused", "--repo", str(fleet)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# Autoloop: paused\n")
+    assert "| Pause Reason | evaluator flaky |" in out
+    assert main(["state", "brandnew", "--repo", str(fleet)]) == 1
+    assert "brandnew has no state file yet" in capsys.readouterr().err
+
+
+def test_check_reports_file_and_line(fleet: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "--repo", str(fleet)]) == 0
+    program = fleet / ".autoloop/programs/active/program.md"
+    program.write_text(program.read_text().replace("every 6h", "every fortnight"))
+    assert main(["check", "--repo", str(fleet)]) == 1
+    out = capsys.readouterr().out
+    assert "✗ .autoloop/programs/active/program.md: frontmatter `schedule`: unparseable schedule 'every fortnight'" in out
+
+
+def test_bad_input_is_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["status", "--repo", str(tmp_path)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and "not inside a git repository" in err and "\n" not in err
+
+
+def test_every_command_has_help_with_an_example() -> None:
+    parser = build_parser()
+    commands = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    for name, sub in commands.items():
+        text = sub.format_help()
+        assert "example:" in text, name
+        assert "--repo" in text, name
