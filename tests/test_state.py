@@ -1,21 +1,16 @@
-"""Tests for autoloop_py.state: lossless parse/render, update paths, compaction, upstream compatibility."""
+"""Tests for autoloop_py.state: lossless parse/render of the whole file, apply_iteration, prose sections."""
 
 from __future__ import annotations
 
-import re
-from dataclasses import replace
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from autoloop_py import markdown as md
+from autoloop_py import markdown as md, state as statefile
 from autoloop_py.errors import StateError
 from autoloop_py.state import (
-    DEFAULT_BUDGET,
     HISTORY,
     LESSONS,
     MACHINE,
@@ -27,62 +22,25 @@ from autoloop_py.state import (
     StateFile,
     add_item,
     apply_iteration,
-    compact,
-    format_number,
-    is_improvement,
     load_state,
-    new_state,
     parse_state,
     render_state,
-    with_machine,
 )
-
-FIXTURE = Path(__file__).parent / "fixtures" / "upstream_state.md"
-T0 = datetime(2026, 11, 21, 16, 40, tzinfo=timezone.utc)
-
-
-def fresh(direction: str = "higher", target: float | None = None) -> StateFile:
-    return new_state("demo", "Make the solver faster.", "score", direction, target)
-
-
-def rec(status: str, i: int = 0, metric: float | None = None, **kw: Any) -> IterationRecord:
-    """Returns a record i hours after T0; accepted and rejected ones default to metric 0.5."""
-    if metric is None and status != "error":
-        metric = 0.5
-    return IterationRecord(status, T0 + timedelta(hours=i), f"change {i}", metric, **kw)
-
-
-def run(state: StateFile, records: list[IterationRecord], direction: str = "higher",
-        target: float | None = None, budget: int = DEFAULT_BUDGET) -> StateFile:
-    for record in records:
-        state = apply_iteration(state, record, direction=direction, target_metric=target, budget=budget)
-    return state
-
-
-def sections_by_key(text: str) -> dict[str, str]:
-    return {s.key: s.text for s in md.split_sections(text, 2)}
-
-
-def upstream_parse(text: str) -> dict[str, object]:
-    """Re-implements upstream's scheduler reading of the Machine State table."""
-    found = re.search(r"## ⚙️ Machine State.*?(?=\n## |\Z)", text, re.DOTALL)
-    if not found:
-        return {}
-    state: dict[str, object] = {}
-    for row in re.finditer(r"\|\s*(.+?)\s*\|\s*(.+?)\s*\|", found.group(0)):
-        key, value = row.group(1).strip().lower().replace(" ", "_"), row.group(2).strip()
-        if key == "field" or set(key) <= {"-"}:
-            continue
-        state[key] = None if value in ("—", "-", "") else value
-    state["iteration_count"] = int(state.get("iteration_count") or 0)  # type: ignore[call-overload]
-    state["paused"] = str(state.get("paused")).lower() == "true"
-    state["completed"] = str(state.get("completed")).lower() == "true"
-    raw = state.get("recent_statuses")
-    state["recent_statuses"] = [s.strip().lower() for s in str(raw).split(",")] if raw else []
-    return state
+from state_helpers import (
+    FIXTURE,
+    T0,
+    assert_parse_error,
+    fresh,
+    rec,
+    run,
+    sections_by_key,
+    table_file,
+    upstream_parse,
+)
 
 
 # ---------------------------------------------------------------- hand-written variants
+
 
 HAND_PLAIN = """# Autoloop: tuner
 
@@ -123,6 +81,7 @@ Text after the table.
 * second bullet
 
 A closing paragraph after the list."""
+
 
 HAND_EMOJI_VARIANTS = [
     HAND_PLAIN.replace("## **Machine State**", "## ⚙ Machine State"),
@@ -257,63 +216,18 @@ def test_update_of_upstream_fixture_touches_only_owned_regions() -> None:
 # ---------------------------------------------------------------- parse errors
 
 
-def _table(*rows: str) -> str:
-    return "# Autoloop: x\n\n## ⚙️ Machine State\n\n| Field | Value |\n|---|---|\n" + "".join(r + "\n" for r in rows)
-
-
 @pytest.mark.parametrize(
     ("text", "line", "words"),
     [
-        ("# Autoloop: x\n\n## ⚙️ Machine State\n\nnothing here\n", 3, "no `| Field | Value |` table"),
-        ("## Machine State\n\n| Field | Value |\n| Paused | true |\n", 4, "no `|-------|-------|` line"),
-        (_table("| Paused | true |", "| Iteration Count | 3 | extra |"), 8, "has 3 cells, expected 2"),
-        (_table("| Pause Reason |"), 7, "has 1 cells"),
-        ("## Machine State\n\n| Field | Value | Note |\n|---|---|---|\n", 3, "header has 3 cells"),
-        (_table("| Iteration Count | three |"), 7, "'Iteration Count' is 'three'"),
-        (_table("| Paused | false |", "| Consecutive Errors | -1 |"), 8, "'Consecutive Errors' is '-1'"),
-        (_table("| Best Metric | 0.5x |"), 7, "not a number"),
-        (_table("| Target Metric | nan |"), 7, "'Target Metric' is 'nan'"),
-        (_table("| Paused | yes |"), 7, "not `true` or `false`"),
-        (_table("| Completed | `maybe` |"), 7, "'Completed' is 'maybe'"),
-        (_table("| Last Run | last tuesday |"), 7, "not an ISO timestamp"),
-        (_table("| Recent Statuses | accepted, skipped |"), 7, "comma-separated list"),
-        (_table("| Metric Direction | sideways |"), 7, "`higher` or `lower`"),
-        (_table("| Paused | true |", "| **Paused** | false |"), 8, "appears twice"),
-        (_table("| Paused | true |") + "\n## ⚙️ Machine State\n\n| Field | Value |\n|---|---|\n", 9, "second"),
+        (table_file("| Paused | true |") + "\n## ⚙️ Machine State\n\n| Field | Value |\n|---|---|\n", 9, "second"),
         ("# Autoloop: x\n\n## Iteration History\n\n### Iteration 1\n", 1, "no '## ⚙️ Machine State' section"),
         ("just some words\n", 1, "no '## ⚙️ Machine State' section"),
         ("\n  \n", 1, "empty"),
-        (_table("| Paused | true |") + "\x0cmore\n", 8, "U+000C"),
+        (table_file("| Paused | true |") + "\x0cmore\n", 8, "U+000C"),
     ],
 )
 def test_parse_errors_name_the_line(text: str, line: int, words: str) -> None:
-    with pytest.raises(StateError) as caught:
-        parse_state(text, "demo.md")
-    assert caught.value.line == line
-    assert str(caught.value.path) == "demo.md"
-    assert words in caught.value.message
-    assert str(caught.value).startswith(f"demo.md:{line}: ")
-
-
-def test_tolerant_values() -> None:
-    state = parse_state(_table(
-        "| Last Run | 2026-01-02T10:00:00 |", "| best_metric | `-` |", "| PR | 12 |", "| Issue | #7 |",
-        "| Paused | TRUE |", "| Recent Statuses | Pending-CI, ci-fix-exhausted |", "| Metric Direction | Lower |",
-        "| Target Metric | |"))
-    machine = state.machine
-    assert machine.last_run == datetime(2026, 1, 2, 10, tzinfo=timezone.utc)
-    assert machine.best_metric is None and machine.target_metric is None
-    assert (machine.pr, machine.issue, machine.paused) == ("#12", "#7", True)
-    assert machine.recent_statuses == ("pending-ci", "ci-fix-exhausted")
-    assert machine.metric_direction == "lower"
-    assert machine.iteration_count == 0 and machine.consecutive_errors == 0
-
-
-def test_table_after_a_quote_without_blank_line() -> None:
-    text = "## Machine State\n> note\n| Field | Value |\n|---|---|\n| Paused | true |"
-    state = parse_state(text)
-    assert state.machine.paused is True
-    assert render_state(state) == text
+    assert_parse_error(text, line, words)
 
 
 def test_load_state_starts_fresh_only_for_absent_or_empty_files() -> None:
@@ -322,6 +236,11 @@ def test_load_state_starts_fresh_only_for_absent_or_empty_files() -> None:
     assert load_state(" \n", "demo.md", **args).path == "demo.md"  # type: ignore[arg-type]
     with pytest.raises(StateError):
         load_state("# Autoloop: demo\n\n## 📚 Lessons Learned\n", "demo.md", **args)  # type: ignore[arg-type]
+
+
+def test_public_names_stay_importable_from_state() -> None:
+    assert all(hasattr(statefile, name) for name in statefile.__all__)
+    assert {"MachineState", "IterationRecord", "compact", "is_improvement", "format_number"} <= set(statefile.__all__)
 
 
 # ---------------------------------------------------------------- apply_iteration
@@ -340,12 +259,6 @@ def test_accepted_path() -> None:
     assert "- **Status**: ✅ Accepted\n- **Change**: change 1\n- **Metric**: 0.5\n- **Commit**: abc1234\n" in entry
     assert "- **Cost**: 1234 tokens, $0.0021\n- **Notes**: ok\n" in entry
     assert "| Last Run | 2026-11-21T17:40:00Z |" in render_state(state)
-
-
-def test_accept_clears_pause() -> None:
-    paused = with_machine(fresh(), replace(fresh().machine, paused=True, pause_reason="manual"))
-    state = run(paused, [rec("accepted", 1, 0.7)])
-    assert state.machine.paused is False and state.machine.pause_reason is None
 
 
 def test_rejected_path_keeps_errors_and_best() -> None:
@@ -374,48 +287,34 @@ def test_error_path_pauses_at_three() -> None:
     assert upstream_parse(render_state(state))["paused"] is True
 
 
-def test_recent_statuses_capped_at_ten() -> None:
-    statuses = ["accepted", "rejected", "error"] * 4
-    state = run(fresh(), [rec(s, i, 0.1 * i) for i, s in enumerate(statuses)])
-    assert state.machine.recent_statuses == tuple(statuses[-10:])
-    assert state.machine.iteration_count == 12
+def test_invalid_records_are_refused() -> None:
+    with pytest.raises(ValueError):
+        apply_iteration(fresh(), rec("skipped"), direction="higher", target_metric=None)
+    with pytest.raises(ValueError):
+        apply_iteration(fresh(), IterationRecord("accepted", T0, "c", None), direction="higher", target_metric=None)
+    with pytest.raises(ValueError):
+        apply_iteration(fresh(), rec("accepted"), direction="up", target_metric=None)
 
 
-@pytest.mark.parametrize(("direction", "target", "metrics", "done"), [
-    ("higher", 0.9, [0.5, 0.95], "target metric 0.9 reached with value 0.95"),
-    ("higher", 0.9, [0.5, 0.9], "target metric 0.9 reached with value 0.9"),
-    ("higher", 0.9, [0.5, 0.89], None),
-    ("lower", 0.1, [0.5, 0.05], "target metric 0.1 reached with value 0.05"),
-    ("lower", 0.1, [0.5, 0.2], None),
-])
-def test_completion(direction: str, target: float, metrics: list[float], done: str | None) -> None:
-    state = run(fresh(direction, target), [rec("accepted", i, m) for i, m in enumerate(metrics)],
-                direction=direction, target=target)
-    assert state.machine.completed is (done is not None)
-    assert state.machine.completed_reason == done
-    assert upstream_parse(render_state(state))["completed"] is (done is not None)
+NASTY = ["```", "~~~", "<!--", "## ⚙️ Machine State", "### Iteration 99", "| a | b |", "---", "- nested", "1. item",
+         "> quote", "#", "<div>", "\\", "`code` *em* [a](b) &amp;", "*(none yet)*"]
 
 
-def test_delta_sign_for_lower_is_better() -> None:
-    state = run(fresh("lower"), [rec("accepted", 0, 0.5), rec("accepted", 1, 0.4)], direction="lower")
-    assert "- **Metric**: 0.4 (previous best: 0.5, delta: -0.1)" in state.history[0].text
-    assert state.machine.best_metric == 0.4
+@pytest.mark.parametrize("nasty", NASTY)
+def test_markdown_in_record_texts_cannot_break_the_file(nasty: str) -> None:
+    records = [IterationRecord(status, T0 + timedelta(hours=i), nasty, None if status == "error" else 0.1 * i,
+                               lesson=f"{nasty} {i}", notes=nasty, extra=((nasty, nasty),))
+               for i, status in enumerate(["accepted", "error", "error", "error", "rejected"])]
+    state = run(fresh(), records)
+    again = parse_state(render_state(state))
+    assert again.machine == state.machine
+    assert [(e.iteration, e.status) for e in again.history] == [(5, "rejected"), (4, "error"), (3, "error"),
+                                                                 (2, "error"), (1, "accepted")]
+    assert len(again.lessons) == 5
+    assert sections_by_key(render_state(again)).keys() == sections_by_key(render_state(fresh())).keys()
 
 
-def test_baseline_sets_initial_and_best() -> None:
-    state = run(fresh(), [rec("accepted", 0, 0.41, baseline=0.364237)])
-    machine = state.machine
-    assert (machine.initial_metric, machine.best_metric) == (0.364237, 0.41)
-    assert "(previous best: 0.364237, delta: +0.045763)" in state.history[0].text
-    state = run(fresh(), [rec("rejected", 0, 0.3, baseline=0.364237)])
-    assert (state.machine.initial_metric, state.machine.best_metric) == (0.364237, 0.364237)
-    state = run(state, [rec("accepted", 1, 0.5, baseline=0.2)])
-    assert state.machine.initial_metric == 0.364237
-
-
-def test_accepted_worse_than_recorded_best_keeps_best() -> None:
-    state = run(fresh(), [rec("accepted", 0, 0.8), rec("accepted", 1, 0.6)])
-    assert state.machine.best_metric == 0.8
+# ---------------------------------------------------------------- prose sections
 
 
 def test_lessons_dedup_and_placeholder() -> None:
@@ -440,7 +339,7 @@ def test_lesson_keeps_peoples_lines() -> None:
 
 
 def test_missing_sections_are_added() -> None:
-    text = _table("| Paused | false |")
+    text = table_file("| Paused | false |")
     state = apply_iteration(parse_state(text), rec("accepted", 0, 1.0, lesson="L1"), direction="higher",
                             target_metric=None)
     out = render_state(state)
@@ -458,170 +357,8 @@ def test_add_item_to_future_directions() -> None:
     assert add_item(state, "future directions", "try simulated annealing.") == state
 
 
-def test_with_machine_rewrites_only_the_table() -> None:
-    text = FIXTURE.read_text(encoding="utf-8")
-    state = parse_state(text)
-    resumed = with_machine(state, replace(state.machine, paused=False, pause_reason=None))
-    out = render_state(resumed)
-    old, new = sections_by_key(text), sections_by_key(out)
-    assert {k for k in old if old[k] != new[k]} == {MACHINE}
-    old_lines, new_lines = old[MACHINE].splitlines(), new[MACHINE].splitlines()
-    assert [line for line in old_lines if line not in new_lines] == [
-        "| Paused | true |", "| Pause Reason | paused by maintainer: reviewing PR #12 before more iterations |"]
-    assert [line for line in new_lines if line not in old_lines] == [
-        "| Initial Metric | — |", "| Paused | false |", "| Pause Reason | — |"]
-    assert parse_state(out).machine == replace(state.machine, paused=False, pause_reason=None)
-
-
-NASTY = ["```", "~~~", "<!--", "## ⚙️ Machine State", "### Iteration 99", "| a | b |", "---", "- nested", "1. item",
-         "> quote", "#", "<div>", "\\", "`code` *em* [a](b) &amp;", "*(none yet)*"]
-
-
-@pytest.mark.parametrize("nasty", NASTY)
-def test_markdown_in_record_texts_cannot_break_the_file(nasty: str) -> None:
-    records = [IterationRecord(status, T0 + timedelta(hours=i), nasty, None if status == "error" else 0.1 * i,
-                               lesson=f"{nasty} {i}", notes=nasty, extra=((nasty, nasty),))
-               for i, status in enumerate(["accepted", "error", "error", "error", "rejected"])]
-    state = run(fresh(), records)
-    again = parse_state(render_state(state))
-    assert again.machine == state.machine
-    assert [(e.iteration, e.status) for e in again.history] == [(5, "rejected"), (4, "error"), (3, "error"),
-                                                                 (2, "error"), (1, "accepted")]
-    assert len(again.lessons) == 5
-    assert sections_by_key(render_state(again)).keys() == sections_by_key(render_state(fresh())).keys()
-
-
-def test_reasons_with_pipes_survive() -> None:
-    state = with_machine(fresh(), replace(fresh().machine, paused=True, pause_reason="a | b"))
-    assert parse_state(render_state(state)).machine.pause_reason == "a | b"
-
-
-def test_invalid_records_are_refused() -> None:
-    with pytest.raises(ValueError):
-        apply_iteration(fresh(), rec("skipped"), direction="higher", target_metric=None)
-    with pytest.raises(ValueError):
-        apply_iteration(fresh(), IterationRecord("accepted", T0, "c", None), direction="higher", target_metric=None)
-    with pytest.raises(ValueError):
-        apply_iteration(fresh(), rec("accepted"), direction="up", target_metric=None)
-
-
-def test_is_improvement() -> None:
-    assert is_improvement(1.0, None, "higher")
-    assert is_improvement(1.1, 1.0, "higher") and not is_improvement(1.0, 1.0, "higher")
-    assert is_improvement(0.9, 1.0, "lower") and not is_improvement(1.1, 1.0, "lower")
-    assert not is_improvement(1.05, 1.0, "higher", min_delta=0.1)
-    assert is_improvement(1.2, 1.0, "higher", min_delta=0.1)
-
-
-def test_format_number() -> None:
-    assert [format_number(x) for x in (3.0, 0.364237, -2.5, 1e20, 1e-07)] == ["3", "0.364237", "-2.5", "1e+20", "1e-07"]
-
-
-def test_extra_bullets_render_before_notes() -> None:
-    state = run(fresh(), [rec("rejected", 0, notes="n", extra=(("Operator", "mutate"), ("Island", "2")))])
-    assert "- **Operator**: mutate\n- **Island**: 2\n- **Notes**: n\n" in state.history[0].text
-
-
-# ---------------------------------------------------------------- compaction
-
-STATUS_CYCLE = ["accepted", "rejected", "rejected", "error", "rejected"]
-
-
-def twenty_five() -> tuple[StateFile, list[IterationRecord]]:
-    records = [rec(STATUS_CYCLE[i % 5], i, 0.1 + 0.01 * i, notes="n" * 40) for i in range(25)]
-    return run(fresh(), records), records
-
-
-def test_compaction_keeps_ten_and_folds_one_range() -> None:
-    state, records = twenty_five()
-    history = state.history
-    assert [e.iteration for e in history if e.is_detailed] == list(range(25, 15, -1))
-    ranges = [e for e in history if e.is_range]
-    assert len(ranges) == 1 and history[-1] is ranges[0]
-    folded = ranges[0]
-    assert (folded.iteration, folded.last_iteration) == (1, 15)
-    assert folded.counts == (3, 9, 3)
-    assert (folded.first_metric, folded.metric) == (0.1, 0.2)
-    assert folded.summary == "change 0; change 5; change 10"
-    assert folded.text == "### Iters 1–15 — ✅ 3 / ❌ 9 / ⚠️ 3 (metric 0.1→0.2): change 0; change 5; change 10\n"
-    text = render_state(state)
-    assert len(text.encode()) < DEFAULT_BUDGET
-    assert render_state(parse_state(text)) == text
-    assert state.machine.iteration_count == 25 and state.machine.best_metric == 0.1 + 0.01 * 20
-
-
-def test_compaction_never_touches_prose() -> None:
-    base = render_state(fresh())
-    state, _ = twenty_five()
-    old, new = sections_by_key(base), sections_by_key(render_state(state))
-    for key in ("current priorities", "lessons learned", "foreclosed avenues", "future directions", "program info"):
-        assert new[key] == old[key]
-
-
-def test_compaction_above_eighty_percent_keeps_five() -> None:
-    state = run(fresh(), [rec(STATUS_CYCLE[i % 5], i, 0.1 + 0.01 * i, notes="n" * 200) for i in range(12)],
-                budget=10**9)
-    assert sum(e.is_detailed for e in state.history) == 10
-    size = len(render_state(state).encode())
-    tight = compact(state, budget=int(size / 0.85))
-    assert [e.iteration for e in tight.history if e.is_detailed] == [12, 11, 10, 9, 8]
-    folded = [e for e in tight.history if e.is_range]
-    assert len(folded) == 1 and (folded[0].iteration, folded[0].last_iteration) == (1, 7)
-    assert sum(folded[0].counts) == 7
-
-
-def test_compaction_merges_all_ranges_when_over_budget() -> None:
-    history = (
-        "## 📊 Iteration History\n\n"
-        "### Iteration 3 — 2026-01-03 10:00 UTC\n\n- **Status**: ✅ Accepted\n- **Change**: c3\n- **Metric**: 0.7\n\n"
-        "### Iters 20-29 — ✅ 2 / ❌ 7 / ⚠️ 1 (metric 0.5→0.6): newer\n\n"
-        "### A note from Ana\n\nWe reset the counter here.\n\n"
-        "### Iters 1–19 — ✅ (metrics 0.1→0.4): upstream summary\n"
-    )
-    state = parse_state(_table("| Paused | false |") + "\n" + history)
-    merged = compact(state, budget=10)
-    entries = merged.history
-    assert [e.is_range for e in entries] == [False, True, False]
-    assert (entries[1].iteration, entries[1].last_iteration, entries[1].counts) == (1, 29, (2, 7, 1))
-    assert (entries[1].first_metric, entries[1].metric) == (0.1, 0.6)
-    assert entries[1].summary == "upstream summary; newer"
-    assert entries[2].text == "### A note from Ana\n\nWe reset the counter here.\n\n"
-    assert render_state(parse_state(render_state(merged))) == render_state(merged)
-
-
-def test_range_headings_parse() -> None:
-    text = _table("| Paused | false |") + (
-        "\n## Iteration History\n\n### Iters 12-40 — ✅ 5 / ❌ 20 / ⚠️ 4 (metric 0.31→0.62): a: b\n"
-    )
-    entry = parse_state(text).history[0]
-    assert (entry.iteration, entry.last_iteration, entry.counts) == (12, 40, (5, 20, 4))
-    assert (entry.first_metric, entry.metric, entry.summary) == (0.31, 0.62, "a: b")
-
-
-def test_summary_is_trimmed() -> None:
-    records = [IterationRecord("accepted", T0 + timedelta(hours=i), f"change number {i} " + "w" * 30, 0.1 * (i + 1))
-               for i in range(20)]
-    folded = [e for e in run(fresh(), records).history if e.is_range][0]
-    assert len(folded.summary) <= 200 and folded.summary.startswith("…")
-    assert folded.summary.endswith("change number 9 " + "w" * 30)
-
-
-# ---------------------------------------------------------------- upstream compatibility
-
-
-def test_upstream_scheduler_reads_what_we_write() -> None:
-    state = run(fresh(), [rec("accepted", 0, 0.5), rec("error", 1), rec("error", 2), rec("error", 3)])
-    parsed = upstream_parse(render_state(state))
-    assert parsed["paused"] is True and parsed["completed"] is False
-    assert parsed["iteration_count"] == 4
-    assert parsed["recent_statuses"] == ["accepted", "error", "error", "error"]
-    assert parsed["last_run"] == "2026-11-21T19:40:00Z"
-    fresh_parsed = upstream_parse(render_state(fresh()))
-    assert fresh_parsed["paused"] is False and fresh_parsed["recent_statuses"] == []
-    assert fresh_parsed["iteration_count"] == 0
-
-
 # ---------------------------------------------------------------- properties
+
 
 MARKDOWN_BITS = ["-", "*", "+", "1.", "2)", "#", "##", "###", ">", "```", "~~~", "<!--", "-->", "|", "---", "***", "**",
                  "_", "`", "[a](b)", "<div>", "\\", "&amp;", "word", "*(none yet)*", "Iteration 3", "Iters 1-2", "✅ 4"]
@@ -708,7 +445,7 @@ def test_property_mutated_files_parse_or_raise_state_error(mutations: list[tuple
 @given(st.text(max_size=300))
 def test_property_random_text_parses_or_raises_state_error(text: str) -> None:
     check_parses_or_state_error(text)
-    check_parses_or_state_error(_table("| Paused | false |") + text)
+    check_parses_or_state_error(table_file("| Paused | false |") + text)
 
 
 def mutate(text: str, kind: str, where: float, chunk: str) -> str:
