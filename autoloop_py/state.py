@@ -84,6 +84,8 @@ __all__ = [
     "StateFile",
     "add_item",
     "add_lesson",
+    "with_section",
+    "POPULATION",
     "apply_iteration",
     "compact",
     "format_number",
@@ -106,6 +108,7 @@ LESSONS = "lessons learned"
 PRIORITIES = "current priorities"
 FORECLOSED = "foreclosed avenues"
 FUTURE = "future directions"
+POPULATION = "population"
 
 _SECTION_MACROS = {
     PRIORITIES: "priorities_section",
@@ -325,6 +328,20 @@ def _append_text(section: Section, suffix: str) -> Section:
     if isinstance(section, RawSection):
         return replace(section, text=section.text + suffix)
     return replace(section, tail=section.tail + suffix)
+
+
+def with_section(state: StateFile, key: str, text: str) -> StateFile:
+    """Returns the state with a runner-owned raw section (e.g. the Population) replaced, or appended when missing."""
+    sections = list(state.sections)
+    for index, section in enumerate(sections):
+        if section.key == key:
+            if not isinstance(section, RawSection):
+                raise ValueError(f"section {key!r} is not a raw section")
+            sections[index] = RawSection(key, text)
+            return replace(state, sections=tuple(sections))
+    sections[-1] = _append_text(sections[-1], _separator_after(sections[-1].text))
+    sections.append(RawSection(key, text))
+    return replace(state, sections=tuple(sections))
 
 
 # ---------------------------------------------------------------- prose sections

@@ -1,0 +1,1 @@
+"""Search strategies: the runner's deterministic bookkeeping for each playbook (AlphaEvolve, ...)."""

@@ -1,0 +1,64 @@
+"""The Strategy contract: decide what an iteration does; the runner does the rest."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Mapping, Protocol
+
+from autoloop_py.population import Candidate
+
+
+@dataclass(frozen=True)
+class StrategyContext:
+    """What a strategy sees when deciding.
+
+    Attributes:
+      population: the candidates, newest first (as in the state file).
+      recent_statuses: the Machine State's last statuses, oldest first.
+      best_metric: the branch's best raw metric (None before the baseline).
+      iteration: the iteration number being decided (Iteration Count + 1).
+      direction: "higher" or "lower".
+      next_id: the id the new candidate will get.
+    """
+
+    population: tuple[Candidate, ...]
+    recent_statuses: tuple[str, ...]
+    best_metric: float | None
+    iteration: int
+    direction: str
+    next_id: int
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What this iteration will do, computed before any LLM call.
+
+    Attributes:
+      operator: the operator chosen (exploitation, exploration, crossover, migration).
+      reason: why (an override rule or the sampled uniform and thresholds), for the prompt and history.
+      parents: the parent candidates (the one to edit first), possibly empty (from scratch).
+      island: the island the child belongs to.
+      new_island: True when the child opens an island nobody has used.
+      notes: extra lines for the prompt (e.g. "revisit unused domain knowledge").
+      uniforms: the random draws consumed, for replay.
+    """
+
+    operator: str
+    reason: str
+    parents: tuple[Candidate, ...] = ()
+    island: int | None = None
+    new_island: bool = False
+    notes: tuple[str, ...] = ()
+    uniforms: tuple[float, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+class Strategy(Protocol):
+    """A strategy decides each iteration deterministically from the state and a seeded RNG."""
+
+    name: str
+
+    def decide(self, context: StrategyContext, rng: random.Random) -> Decision:
+        """Returns the decision for this iteration."""
+        ...
