@@ -3,13 +3,25 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from autoloop_py.commands.common import repo_root, subparser
-from autoloop_py.program import check_all, discover
+from autoloop_py.errors import ProgramError
+from autoloop_py.playbook import (
+    customize_markers,
+    find_playbook,
+    load_config_yaml,
+    marker_problem,
+    playbook_problems,
+    playbook_warnings,
+)
+from autoloop_py.program import Program, check_all, discover
 from autoloop_py.schedule import parse_schedule
+from autoloop_py.strategies.alphaevolve_config import parse_alphaevolve_config
 
 
 def add_parser(commands: Any) -> None:
@@ -23,16 +35,45 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
     root = repo_root(args.repo)
     programs, problems = check_all(root)
     messages = [str(p) for p in problems]
+    failing: set[str] = set()
     for program in programs:
-        try:
-            parse_schedule(program.config.schedule)
-        except ValueError as err:
-            messages.append(f"{program.path}: frontmatter `schedule`: {err}")
+        found = _program_problems(program, root)
+        messages.extend(found)
+        if found:
+            failing.add(program.name)
     for message in messages:
-        console.print(f"[red]✗[/] {message}")
+        console.print(f"[red]✗[/] {escape(message)}", highlight=False)
+    for warning in (w for program in programs for w in playbook_warnings(program, root)):
+        console.print(f"[yellow]![/] {escape(str(warning))}", highlight=False)
     for program in programs:
-        note = " (unconfigured template)" if program.unconfigured else ""
-        console.print(f"[green]✓[/] {program.name}{note}")
+        if program.name not in failing:
+            note = " (unconfigured template)" if program.unconfigured else ""
+            console.print(f"[green]✓[/] {program.name}{note}")
     if not discover(root):
         console.print("no programs found under .autoloop/programs/")
     return 1 if messages else 0
+
+
+def _program_problems(program: Program, root: Path) -> list[str]:
+    """Returns a loaded program's schedule, marker and playbook problems."""
+    messages: list[str] = []
+    try:
+        parse_schedule(program.config.schedule)
+    except ValueError as err:
+        messages.append(f"{program.path}: frontmatter `schedule`: {err}")
+    messages.extend(str(marker_problem(m, program)) for m in customize_markers(program.text, program.path))
+    found = playbook_problems(program, root)
+    messages.extend(str(p) for p in found)
+    return messages + ([] if found else _tunable_problems(program, root))
+
+
+def _tunable_problems(program: Program, root: Path) -> list[str]:
+    """Returns why an AlphaEvolve playbook's tunables (or their config.yaml overrides) cannot be read."""
+    playbook = find_playbook(program, root)
+    if playbook is None or playbook.name != "alphaevolve":
+        return []
+    try:
+        parse_alphaevolve_config(playbook, load_config_yaml(program, root))
+    except ProgramError as err:
+        return [str(err)]
+    return []

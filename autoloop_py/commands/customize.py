@@ -1,0 +1,198 @@
+"""`autoloop customize NAME`: a model resolves the program's `<CUSTOMIZE…>` markers; review the diff, then --write.
+
+litellm is imported only when the model is asked, so the other commands never pay for it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+from rich.console import Console
+
+from autoloop_py.commands.common import repo_root, subparser
+from autoloop_py.commands.new import finish_program_md, strategy_templates
+from autoloop_py.errors import AutoloopError
+from autoloop_py.playbook import customize_markers, find_playbook
+from autoloop_py.program import PROGRAMS_DIR, Program, discover, load_program, program_name
+from autoloop_py.proposers.llm import MOCK_ENV, MODEL_ENV
+from autoloop_py.render import render
+
+MAX_CONTEXT_CHARS = 20_000
+ATTEMPTS = 2
+_FENCE_RE = re.compile(r"```(?:json)?\s*\n(.*?)\n```", re.DOTALL)
+
+
+def add_parser(commands: Any) -> None:
+    """Registers `autoloop customize`."""
+    parser = subparser(
+        commands,
+        "customize",
+        "Ask a model to resolve a program's <CUSTOMIZE…> markers; shows the diff, writes with --write.",
+        "autoloop customize perf_sort --model gpt-4o --write",
+    )
+    parser.add_argument("program", help="the program's name")
+    parser.add_argument("--model", help=f"litellm model (else `model:` in program.md, else {MODEL_ENV})")
+    parser.add_argument("--write", action="store_true", help="write the resolved files (default: only show the diff)")
+    parser.set_defaults(handler=cmd_customize)
+
+
+def cmd_customize(args: argparse.Namespace, console: Console) -> int:
+    """Shows the model's resolution of every marker as a diff; writes it with --write."""
+    root = repo_root(args.repo)
+    program = _load(root, args.program)
+    folder = program.base_dir
+    files = marker_files(root, folder)
+    if not files:
+        console.print(f"nothing to customize: {folder} has no <CUSTOMIZE…> markers", markup=False)
+        return 0
+    model = args.model or program.config.model or os.environ.get(MODEL_ENV)
+    if not model:
+        raise AutoloopError(f"no model configured: pass --model, set `model:` in {program.path} or {MODEL_ENV}")
+    prompt = render(
+        "customize_prompt.md.j2", name=program.name, guide=_guide(root, program),
+        context=_context(root, folder, files), files=files,
+    )
+    proposed = _ask(model, prompt, files)
+    current = {"program.md": (root / folder / "program.md").read_text(encoding="utf-8"), **files}
+    changed = {rel: text for rel, text in finish_program_md({**current, **proposed}).items() if current[rel] != text}
+    for rel, text in changed.items():
+        console.out(_diff(folder / rel, current[rel], text), end="", highlight=False)
+    if args.write:
+        for rel, text in changed.items():
+            (root / folder / rel).write_text(text, encoding="utf-8")
+        console.print(f"wrote {len(changed)} files; `autoloop check` validates the program", markup=False)
+    else:
+        console.print("nothing written: review the diff, then run again with --write to apply it", markup=False)
+    return 0
+
+
+def marker_files(root: Path, folder: Path) -> dict[str, str]:
+    """Returns program.md and the strategy/ markdown files that hold markers, program-folder relative."""
+    candidates = [root / folder / "program.md", *sorted((root / folder / "strategy").rglob("*.md"))]
+    found: dict[str, str] = {}
+    for path in candidates:
+        if path.is_file():
+            text = path.read_text(encoding="utf-8")
+            if customize_markers(text, path):
+                found[path.relative_to(root / folder).as_posix()] = text
+    return found
+
+
+def parse_customization(reply: str, files: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    """Returns the new content per file of a model's JSON reply, and what is wrong with the reply."""
+    data = _json_object(reply)
+    if not isinstance(data, dict):
+        return {}, ["the reply is not one JSON object mapping file paths to their full new content"]
+    proposed: dict[str, str] = {}
+    problems: list[str] = []
+    for key, value in data.items():
+        rel = _known_path(str(key), files)
+        if rel is None or not isinstance(value, str):
+            why = "is not one of the files to rewrite" if rel is None else "has no text as its value"
+            problems.append(f"`{key}` {why}")
+            continue
+        # Models often drop the final newline; keep the file's own ending.
+        proposed[rel] = value + "\n" if files[rel].endswith("\n") and not value.endswith("\n") else value
+    for rel in files:
+        left = customize_markers(proposed.get(rel, files[rel]), Path(rel))
+        problems.extend(f"{m.path}:{m.line} still has {m.preview}" for m in left)
+    return proposed, problems
+
+
+def _json_object(reply: str) -> Any:
+    """Returns the JSON value of a reply: the whole text, a fenced block, or the outermost braces."""
+    candidates = [reply.strip(), *_FENCE_RE.findall(reply)]
+    if "{" in reply and "}" in reply:
+        candidates.append(reply[reply.index("{") : reply.rindex("}") + 1])
+    for text in candidates:
+        try:
+            return json.loads(text)
+        except ValueError:
+            continue
+    return None
+
+
+def _known_path(key: str, files: Mapping[str, str]) -> str | None:
+    key = key.strip().removeprefix("./")
+    if key in files:
+        return key
+    matches = [rel for rel in files if key.endswith("/" + rel)]
+    return matches[0] if len(matches) == 1 else None
+
+
+def _ask(model: str, prompt: str, files: Mapping[str, str]) -> dict[str, str]:
+    """Returns the model's resolved files, asking once more with the problems shown when a reply is unusable."""
+    messages = [{"role": "user", "content": prompt}]
+    problems: list[str] = []
+    for _ in range(ATTEMPTS):
+        reply = _complete(model, messages)
+        proposed, problems = parse_customization(reply, files)
+        if not problems:
+            return proposed
+        messages += [
+            {"role": "assistant", "content": reply},
+            {"role": "user", "content": render("customize_retry.md.j2", problems=problems, files=files)},
+        ]
+    shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
+    raise AutoloopError(f"{model}'s reply could not be used ({shown}); run again or resolve the markers by hand")
+
+
+def _complete(model: str, messages: list[dict[str, str]]) -> str:
+    """Sends the messages to the model through litellm and returns the reply's text."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    litellm.suppress_debug_info = True
+    kwargs: dict[str, Any] = {"model": model, "messages": list(messages)}
+    if os.environ.get(MOCK_ENV) is not None:
+        kwargs["mock_response"] = os.environ[MOCK_ENV]
+    try:
+        response = litellm.completion(**kwargs)
+    except Exception as err:  # litellm raises provider-specific types; each ends the command
+        first = next((line for line in str(err).splitlines() if line.strip()), type(err).__name__)
+        raise AutoloopError(f"{model}: {first.strip()}") from None
+    return response.choices[0].message.content or ""
+
+
+def _load(root: Path, name: str) -> Program:
+    for rel in discover(root):
+        if program_name(rel) == name:
+            return load_program(root, rel)
+    names = ", ".join(program_name(rel) for rel in discover(root)) or "none"
+    raise AutoloopError(f"no program named '{name}' under {PROGRAMS_DIR}. Available programs: {names}")
+
+
+def _guide(root: Path, program: Program) -> str:
+    """Returns the CUSTOMIZE.md of the strategy the program points to ('' without one)."""
+    playbook = find_playbook(program, root)
+    template = strategy_templates(root).get(playbook.name) if playbook is not None else None
+    return template.guide if template is not None else ""
+
+
+def _context(root: Path, folder: Path, files: Mapping[str, str]) -> dict[str, str]:
+    """Returns program.md (unless it is to be rewritten) and the code/ files, each cut to a size a prompt can carry."""
+    paths = [root / folder / "program.md", *sorted((root / folder / "code").rglob("*"))]
+    context: dict[str, str] = {}
+    for path in paths:
+        rel = path.relative_to(root / folder).as_posix()
+        if rel in files or not path.is_file() or "__pycache__" in path.parts:
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue
+        context[rel] = text if len(text) <= MAX_CONTEXT_CHARS else text[:MAX_CONTEXT_CHARS] + "\n… (cut)\n"
+    return context
+
+
+def _diff(rel: Path, before: str, after: str) -> str:
+    lines = difflib.unified_diff(
+        before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{rel.as_posix()}", f"b/{rel.as_posix()}"
+    )
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)

@@ -1,0 +1,242 @@
+"""`autoloop new NAME --strategy S`: scaffold a program folder, optionally adopting a strategy template."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+import yaml
+from rich.console import Console
+
+from autoloop_py import markdown as md
+from autoloop_py.commands.common import repo_root, subparser
+from autoloop_py.errors import AutoloopError, ProgramError
+from autoloop_py.playbook import customize_markers, resolve_markers
+from autoloop_py.program import PROGRAMS_DIR, UNCONFIGURED_SENTINEL
+from autoloop_py.render import render
+
+if TYPE_CHECKING:
+    from importlib.abc import Traversable
+
+STRATEGIES_DIR = Path(".autoloop/strategies")
+NO_STRATEGY = "none"
+GUIDE = "CUSTOMIZE.md"
+PLAYBOOK_TEMPLATE = "strategy.md"
+TARGET = "solution.py"
+NOTE = (
+    "<!-- autoloop new: resolve every CUSTOMIZE marker (`autoloop customize {name}`, an --answers file, "
+    "or by hand; `autoloop check` lists them). These two lines go once none is left. -->"
+)
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_COPY_RE = re.compile(r"`([^`]+)`\s*→\s*`([^`]+)`")
+
+
+@dataclass(frozen=True)
+class StrategyTemplate:
+    """A reusable strategy: a playbook template, its creator guide and prompt files.
+
+    Attributes:
+      name: the folder name (e.g. alphaevolve); programs name their playbook after it.
+      origin: where it was read from, for messages.
+      files: template-relative POSIX path -> content, CUSTOMIZE.md included.
+    """
+
+    name: str
+    origin: str
+    files: Mapping[str, str]
+
+    @property
+    def guide(self) -> str:
+        """Returns CUSTOMIZE.md ('' when the template has none)."""
+        return self.files.get(GUIDE, "")
+
+
+def add_parser(commands: Any) -> None:
+    """Registers `autoloop new`."""
+    parser = subparser(
+        commands,
+        "new",
+        "Scaffold a program under .autoloop/programs/, optionally with a strategy playbook.",
+        "autoloop new perf_sort --strategy alphaevolve --answers answers.yaml",
+    )
+    parser.add_argument("name", help="the program's name (its folder under .autoloop/programs/)")
+    parser.add_argument(
+        "--strategy",
+        default=NO_STRATEGY,
+        help="a template of .autoloop/strategies/ or of autoloop itself (alphaevolve), or `none` (default)",
+    )
+    parser.add_argument("--answers", type=Path, help="YAML mapping marker text or file:line -> replacement text")
+    parser.set_defaults(handler=cmd_new)
+
+
+def cmd_new(args: argparse.Namespace, console: Console) -> int:
+    """Writes the program folder and lists the markers still to resolve."""
+    root = repo_root(args.repo)
+    name = _checked_name(root, args.name)
+    template = _pick_template(root, args.strategy)
+    files = scaffold(name, template)
+    files = fill_markers(files, {"program-name": name}, Path("(program name)"))
+    if args.answers is not None:
+        files = fill_markers(files, load_answers(args.answers), args.answers, strict=True)
+    files = finish_program_md(files)
+    folder = PROGRAMS_DIR / name
+    for rel, text in files.items():
+        (root / folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / folder / rel).write_text(text, encoding="utf-8")
+    console.print(f"created {folder}/: {', '.join(files)}", markup=False, highlight=False)
+    _report_markers(console, folder, files, name)
+    return 0
+
+
+def strategy_templates(root: Path) -> dict[str, StrategyTemplate]:
+    """Returns the strategy templates by name: the repository's `.autoloop/strategies/*/` over autoloop's own."""
+    found: dict[str, StrategyTemplate] = {}
+    package = resources.files("autoloop_py") / "templates" / "strategies"
+    if package.is_dir():
+        for entry in sorted(package.iterdir(), key=lambda e: e.name):
+            if entry.is_dir() and (entry / PLAYBOOK_TEMPLATE).is_file():
+                found[entry.name] = StrategyTemplate(entry.name, "autoloop", dict(_read_tree(entry, "")))
+    local = root / STRATEGIES_DIR
+    if local.is_dir():
+        for folder in sorted(p for p in local.iterdir() if (p / PLAYBOOK_TEMPLATE).is_file()):
+            files = {p.relative_to(folder).as_posix(): p.read_text(encoding="utf-8") for p in folder.rglob("*.md")}
+            found[folder.name] = StrategyTemplate(folder.name, str(STRATEGIES_DIR / folder.name), files)
+    return found
+
+
+def _read_tree(entry: Traversable, prefix: str) -> list[tuple[str, str]]:
+    """Returns (relative path, text) of every markdown file under a package folder."""
+    found: list[tuple[str, str]] = []
+    for child in sorted(entry.iterdir(), key=lambda e: e.name):
+        if child.is_dir():
+            found.extend(_read_tree(child, f"{prefix}{child.name}/"))
+        elif child.name.endswith(".md"):
+            found.append((prefix + child.name, child.read_text(encoding="utf-8")))
+    return found
+
+
+def scaffold(name: str, template: StrategyTemplate | None) -> dict[str, str]:
+    """Returns the new program's files (program-folder relative) before any marker is answered."""
+    files: dict[str, str] = {}
+    section = render("scaffold/prose_strategy.md.j2")
+    if template is not None:
+        plan = copy_plan(template)
+        files.update({dest: template.files[src] for src, dest in plan})
+        section = pointer_block(template, [dest for _, dest in plan])
+    program = render(
+        "scaffold/program.md.j2",
+        sentinel=UNCONFIGURED_SENTINEL,
+        note=NOTE.format(name=name),
+        name=name,
+        target=TARGET,
+        strategy_section=section,
+    )
+    code = {
+        f"code/{TARGET}": render("scaffold/solution.py.j2", name=name),
+        "code/evaluate.py": render("scaffold/evaluate.py.j2", target=TARGET),
+    }
+    return {"program.md": program, **code, **files}
+
+
+def copy_plan(template: StrategyTemplate) -> list[tuple[str, str]]:
+    """Returns (template file, program file) pairs: CUSTOMIZE.md's `a` → `b` list, else the naming convention."""
+    plan: list[tuple[str, str]] = []
+    lines = template.guide.splitlines()
+    for _, line in md.list_items(template.guide):
+        match = _COPY_RE.search(lines[line]) if line < len(lines) else None
+        if match and match.group(1) in template.files and match.group(1) != GUIDE:
+            plan.append((match.group(1), match.group(2)))
+    if plan:
+        return plan
+    playbook = f"strategy/{template.name}.md"
+    sources = [src for src in template.files if src != GUIDE]
+    return [(src, playbook if src == PLAYBOOK_TEMPLATE else f"strategy/{src}") for src in sources]
+
+
+def pointer_block(template: StrategyTemplate, copied: list[str]) -> str:
+    """Returns the `## Evolution Strategy` pointer block: CUSTOMIZE.md's example, else the package's template."""
+    for _, code, _ in md.fenced_code(template.guide):
+        if code.lstrip().startswith("## Evolution Strategy"):
+            return code
+    playbook = f"strategy/{template.name}.md"
+    support = [playbook, *sorted(p for p in copied if p != playbook)]
+    return render("scaffold/pointer.md.j2", title=template.name, playbook=playbook, support=support)
+
+
+def fill_markers(
+    files: Mapping[str, str], answers: Mapping[str, Any], source: Path, strict: bool = False
+) -> dict[str, str]:
+    """Returns files with the answered markers replaced; strict refuses answers that match no marker."""
+    resolved, unused = resolve_markers(files, answers, source)
+    if strict and unused:
+        listed = ", ".join(f"`{key}`" for key in unused)
+        raise ProgramError(f"{listed} matched no <CUSTOMIZE…> marker; use a marker's text or file:line", source)
+    return resolved
+
+
+def load_answers(path: Path) -> dict[str, Any]:
+    """Returns the answers file: a YAML mapping of marker text or `file:line` to replacement text."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise AutoloopError(f"cannot read the answers file: {err.strerror}", path) from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        raise ProgramError(f"invalid YAML: {getattr(err, 'problem', None) or err}", path, line) from None
+    if not isinstance(data, dict):
+        raise ProgramError('must be a mapping such as `program-name: sorter` or `"strategy/x.md:12": text`', path, 1)
+    return {str(key): value for key, value in data.items()}
+
+
+def finish_program_md(files: Mapping[str, str]) -> dict[str, str]:
+    """Returns files with program.md's UNCONFIGURED sentinel and note removed once no file holds a marker."""
+    if any(customize_markers(text, Path(rel)) for rel, text in files.items()):
+        return dict(files)
+    program = files.get("program.md", "")
+    kept = [line for line in program.splitlines(keepends=True) if not _is_scaffold_line(line)]
+    return {**files, "program.md": "".join(kept)} if "program.md" in files else dict(files)
+
+
+def _is_scaffold_line(line: str) -> bool:
+    stripped = line.strip()
+    return stripped == UNCONFIGURED_SENTINEL or stripped.startswith("<!-- autoloop new:")
+
+
+def _checked_name(root: Path, name: str) -> str:
+    if not _NAME_RE.match(name) or name.endswith(".md"):
+        raise AutoloopError(f"'{name}' is not a usable program name; use letters, digits, `_`, `-` and `.`")
+    for existing in (root / PROGRAMS_DIR / name, root / PROGRAMS_DIR / f"{name}.md"):
+        if existing.exists():
+            rel = existing.relative_to(root)
+            raise AutoloopError(f"program '{name}' already exists at {rel}; pick another name or remove it first")
+    return name
+
+
+def _pick_template(root: Path, strategy: str) -> StrategyTemplate | None:
+    if strategy == NO_STRATEGY:
+        return None
+    templates = strategy_templates(root)
+    if strategy not in templates:
+        choices = ", ".join([*templates, NO_STRATEGY])
+        raise AutoloopError(f"no strategy template named '{strategy}'; choose one of: {choices}")
+    return templates[strategy]
+
+
+def _report_markers(console: Console, folder: Path, files: Mapping[str, str], name: str) -> None:
+    markers = [m for rel, text in files.items() for m in customize_markers(text, folder / rel)]
+    if not markers:
+        console.print("every <CUSTOMIZE…> marker is resolved; `autoloop check` validates the program")
+        return
+    console.print(f"{len(markers)} <CUSTOMIZE…> markers are left to resolve:", markup=False)
+    for marker in markers:
+        console.print(f"  {marker.path}:{marker.line}: {marker.preview}", markup=False, highlight=False)
+    console.print(
+        f"Resolve them with `autoloop customize {name}` (a model drafts them for review), "
+        "with --answers, or by hand; `autoloop check` lists what is left.",
+        markup=False,
+    )
