@@ -1,0 +1,51 @@
+"""Regression pin: a program without `strategy/` keeps the exact state file and commits of the default flow.
+
+The fixture was recorded before the strategy system was wired into the iteration; any change to the
+default flow's output shows up here as a diff.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from autoloop_py.iteration import RunOptions, run_iteration
+from autoloop_py.memory import MemoryStore
+from autoloop_py.program import load_program
+
+FIXTURES = Path(__file__).parent.parent / "fixtures"
+EXAMPLE = Path(__file__).parents[2] / ".autoloop/programs/function_minimization"
+START = datetime(2026, 1, 2, 3, 4, tzinfo=timezone.utc)
+
+
+def run_default_flow(repo: Path, iterations: int = 6) -> tuple[str, list[str], str]:
+    """Returns the state file, the candidate commit subjects and the branch's search.py after the run."""
+    target = repo / ".autoloop/programs/function_minimization"
+    shutil.copytree(EXAMPLE, target, ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", "commit", "-qm", "program"], cwd=repo, check=True)
+    program = load_program(repo, Path(".autoloop/programs/function_minimization/program.md"))
+    for i in range(iterations):
+        run_iteration(repo, program, RunOptions(proposer="tune"), START + timedelta(minutes=i))
+    text = MemoryStore(repo).read("function_minimization.md") or ""
+    log = subprocess.run(
+        ["git", "log", "--format=%s", "main..autoloop/function_minimization"], cwd=repo, capture_output=True, text=True
+    ).stdout.splitlines()
+    source = subprocess.run(
+        ["git", "show", "autoloop/function_minimization:.autoloop/programs/function_minimization/code/search.py"],
+        cwd=repo, capture_output=True, text=True,
+    ).stdout
+    return text, log, source
+
+
+def test_default_flow_is_unchanged(git_repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for variable in ("GIT_AUTHOR_DATE", "GIT_COMMITTER_DATE"):
+        monkeypatch.setenv(variable, "2026-01-02T03:04:05+00:00")  # commit shas appear in the state file
+    text, log, source = run_default_flow(git_repo)
+    assert text == (FIXTURES / "default_flow_state.md").read_text()
+    assert log == (FIXTURES / "default_flow_commits.txt").read_text().splitlines()
+    assert source == (FIXTURES / "default_flow_search.py.txt").read_text()
