@@ -238,6 +238,16 @@ def _join(lines: Sequence[str]) -> str:
     return "".join(line + "\n" for line in lines)
 
 
+def reply_field(text: str, name: str) -> str | None:
+    """Returns the first `NAME: value` line of a reply (any case, markup around the name ignored), or None."""
+    pattern = re.compile(rf"^\W*{re.escape(name)}\W*:\s*(.*?)\s*$", re.IGNORECASE)
+    for line in text.split("\n"):
+        match = pattern.match(line)
+        if match and match.group(1).strip("*` "):
+            return match.group(1).strip("*` ")
+    return None
+
+
 def summary_and_lesson(text: str) -> tuple[str, str | None]:
     """Returns the first SUMMARY line ('' if none) and LESSON line (None if none) of a text."""
     lines = text.split("\n")

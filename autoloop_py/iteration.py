@@ -18,7 +18,11 @@ from autoloop_py.memory import MemoryStore
 from autoloop_py.program import Program, target_files
 from autoloop_py.prompts import PromptContext, render_iteration_prompt
 from autoloop_py.proposers import get_proposer
+from autoloop_py.population import Candidate
 from autoloop_py.proposers.base import Proposal, ProposalRequest, Proposer
+from autoloop_py.strategies import runner as strategy
+from autoloop_py.strategies.base import Decision
+from autoloop_py.strategies.runner import StrategyRunner
 from autoloop_py.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -83,6 +87,7 @@ def run_iteration(root: Path, program: Program, options: RunOptions, now: dateti
     with clock("load state"):
         memory.sync()
         state = _load_state(memory, program)
+        runner = strategy.load_runner(program, root)
     iteration = state.machine.iteration_count + 1
     rng = random.Random(f"{program.config.seed}:{program.name}:{iteration}")
     proposer = _proposer(program, options)
@@ -91,13 +96,14 @@ def run_iteration(root: Path, program: Program, options: RunOptions, now: dateti
             workspace.prepare()
         best, baseline, failure = _baseline(program, workspace.path, state, clock)
         if failure is not None:
-            record = _error_record(now, "baseline", f"baseline evaluation failed: {failure}", options)
+            attempt = _Attempt(_error_record(now, "baseline", f"baseline evaluation failed: {failure}", options))
         else:
-            record = _try_candidate(program, workspace, proposer, state, best, iteration, rng, options, clock, now)
-        record = _with_baseline(record, baseline)
+            context = _Context(program, workspace, proposer, state, best, iteration, rng, options, clock, now, runner, memory)
+            attempt = _try_candidate(context, root)
+        record = _with_baseline(attempt.record, baseline)
     if not options.dry_run:
         with clock("record"):
-            _record(memory, program, record, options)
+            _record(memory, program, record, options, runner, attempt)
     return IterationOutcome(
         program=program.name,
         iteration=iteration,
@@ -111,41 +117,91 @@ def run_iteration(root: Path, program: Program, options: RunOptions, now: dateti
     )
 
 
-def _try_candidate(
-    program: Program,
-    workspace: Workspace,
-    proposer: Proposer,
-    state: statefile.StateFile,
-    best: float | None,
-    iteration: int,
-    rng: random.Random,
-    options: RunOptions,
-    clock: _Clock,
-    now: datetime | None,
-) -> statefile.IterationRecord:
-    """Proposes, checks, evaluates and ratchets one candidate; returns its record."""
-    with clock("propose"):
+@dataclass(frozen=True)
+class _Context:
+    """Everything one candidate attempt needs, so the steps take one argument."""
+
+    program: Program
+    workspace: Workspace
+    proposer: Proposer
+    state: statefile.StateFile
+    best: float | None
+    iteration: int
+    rng: random.Random
+    options: RunOptions
+    clock: _Clock
+    now: datetime | None
+    runner: StrategyRunner | None
+    memory: MemoryStore
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    """What a candidate attempt produced: its history record, its Population entry and its prompt."""
+
+    record: statefile.IterationRecord
+    candidate: Candidate | None = None
+    prompt: str = ""
+
+
+def _try_candidate(ctx: _Context, root: Path) -> _Attempt:
+    """Proposes, checks, evaluates and ratchets one candidate; returns what to record."""
+    program, workspace, now, options = ctx.program, ctx.workspace, ctx.now, ctx.options
+    with ctx.clock("propose"):
         files = workspace.files(target_files(program.target, workspace.path))
-        prompt = render_iteration_prompt(_prompt_context(program, files, state, best, iteration))
-        proposal = proposer.propose(ProposalRequest(program, files, prompt, workspace.path, iteration), rng)
+        decision, files, prompt = _prepare_prompt(ctx, files, root)
+        request = ProposalRequest(program, files, prompt, workspace.path, ctx.iteration)
+        proposal = ctx.proposer.propose(request, ctx.rng)
     usage = _usage(proposal)
+    if decision is not None:
+        usage["extra"] = strategy.history_bullets(decision, None)
     if proposal.failure:
-        return _error_record(now, proposal.summary or "no candidate", proposal.failure, options, **usage)
-    with clock("check"):
+        return _Attempt(_error_record(now, proposal.summary or "no candidate", proposal.failure, options, **usage), prompt=prompt)
+    with ctx.clock("check"):
         violations = _violations(program, files, proposal)
         guarded = _protected_hashes(program, workspace.path)
     if violations:
         notes = "Rejected before evaluation: " + "; ".join(violations)
-        return _record_of("rejected", now, proposal.summary, None, notes, proposal.lesson, options, **usage)
+        record = _record_of("rejected", now, proposal.summary, None, notes, proposal.lesson, options, **usage)
+        return _Attempt(record, prompt=prompt)
     workspace.write(proposal.files)
-    with clock("evaluate"):
+    with ctx.clock("evaluate"):
         result = evaluate(program, workspace.path)
     tampered = _tampered(program, workspace.path, guarded)
     if tampered:
-        return _error_record(now, proposal.summary, f"the candidate changed protected files: {tampered}", options, **usage)
-    if not result.ok or result.metric is None:
-        return _error_record(now, proposal.summary, f"evaluation failed: {result.error}", options, **usage)
-    return _ratchet(program, workspace, proposal, result, best, iteration, options, clock, now, usage)
+        record = _error_record(now, proposal.summary, f"the candidate changed protected files: {tampered}", options, **usage)
+    elif not result.ok or result.metric is None:
+        record = _error_record(now, proposal.summary, f"evaluation failed: {result.error}", options, **usage)
+    else:
+        if decision is not None:
+            usage["extra"] = strategy.history_bullets(decision, result.metric)
+        record = _ratchet(program, workspace, proposal, result, ctx.best, ctx.iteration, options, ctx.clock, now, usage)
+    return _Attempt(record, _candidate(ctx, decision, record, proposal, files), prompt)
+
+
+def _prepare_prompt(ctx: _Context, files: dict[str, str], root: Path) -> tuple[Decision | None, dict[str, str], str]:
+    """Returns (strategy decision or None, Target files as the proposer sees them, the prompt)."""
+    if ctx.runner is None:
+        context = _prompt_context(ctx.program, files, ctx.state, ctx.best, ctx.iteration)
+        return None, files, render_iteration_prompt(context)
+    decision = strategy.decide(ctx.runner, ctx.state, ctx.best, ctx.iteration, ctx.program.direction, ctx.rng, ctx.memory.read)
+    placed = strategy.with_parent(ctx.runner, decision, files)
+    changed = {path: text for path, text in placed.items() if files.get(path) != text}
+    if changed:
+        ctx.workspace.write(changed)
+    prompt = strategy.render_prompt(ctx.runner, decision, ctx.program, placed, ctx.state, ctx.best, root)
+    return decision, placed, prompt
+
+
+def _candidate(
+    ctx: _Context, decision: Decision | None, record: statefile.IterationRecord, proposal: Proposal, files: Mapping[str, str]
+) -> Candidate | None:
+    """Returns the Population entry of an evaluated strategy candidate (None in the default flow)."""
+    if ctx.runner is None or decision is None:
+        return None
+    primary = ctx.runner.primary
+    source = proposal.files.get(primary) or files.get(primary, "")
+    return strategy.candidate_for(ctx.runner, decision, record, source, proposal.approach, ctx.iteration)
 
 
 def _ratchet(
@@ -158,7 +214,7 @@ def _ratchet(
     options: RunOptions,
     clock: _Clock,
     now: datetime | None,
-    usage: dict[str, float | int | None],
+    usage: dict[str, object],
 ) -> statefile.IterationRecord:
     """Keeps the candidate only when it improves on the best; commits and pushes it then."""
     assert result.metric is not None
@@ -209,9 +265,17 @@ def parse_or_new(text: str | None, program: Program, path: str) -> statefile.Sta
     return statefile.parse_state(text, path)
 
 
-def _record(memory: MemoryStore, program: Program, record: statefile.IterationRecord, options: RunOptions) -> None:
+def _record(
+    memory: MemoryStore,
+    program: Program,
+    record: statefile.IterationRecord,
+    options: RunOptions,
+    runner: StrategyRunner | None,
+    attempt: _Attempt,
+) -> None:
     """Applies the record to the freshest state file and commits it; re-applied on a concurrent update."""
     path = state_path(program)
+    kept: dict[str, str] = {}
 
     def change(text: str | None) -> str:
         updated = statefile.apply_iteration(
@@ -222,10 +286,18 @@ def _record(memory: MemoryStore, program: Program, record: statefile.IterationRe
             min_delta=program.config.min_delta,
             budget=options.budget,
         )
+        kept.clear()
+        iteration = updated.machine.iteration_count
+        if attempt.prompt:
+            kept[f"traces/{program.name}/prompts/{iteration}.md"] = attempt.prompt
+        if runner is not None and attempt.candidate is not None:
+            updated, candidate = strategy.record_candidate(updated, runner, attempt.candidate, program, options.budget)
+            kept[strategy.code_path(program, candidate)] = candidate.code or ""
         return statefile.render_state(updated)
 
     metric = "—" if record.metric is None else f"{record.metric:g}"
-    memory.update(path, change, f"[Autoloop: {program.name}] {record.status} ({metric}): {record.change}"[:200])
+    message = f"[Autoloop: {program.name}] {record.status} ({metric}): {record.change}"[:200]
+    memory.update(path, change, message, extra=lambda: dict(kept))
 
 
 def _prompt_context(
@@ -284,7 +356,7 @@ def _rejection_note(metric: float, best: float | None, program: Program) -> str:
     return f"metric {metric:g} did not improve on best {best:g}{floor} ({program.direction} is better)"
 
 
-def _usage(proposal: Proposal) -> dict[str, float | int | None]:
+def _usage(proposal: Proposal) -> dict[str, object]:
     if proposal.usage is None:
         return {}
     tokens = proposal.usage.prompt_tokens + proposal.usage.completion_tokens

@@ -172,10 +172,12 @@ class MemoryStore:
         self, base: str | None, expected: str | None, path: str, change: Change, message: str, extra: Extra | None
     ) -> str:
         """Commits change(text at base) on base, moves the local branch from `expected`, and pushes."""
+        text = change(self._read_at(base, path))
+        # extra() runs after change() so that files derived from the update (ids, iteration numbers) match it.
         files = dict(extra() if extra else {})
         for extra_path in files:
             check_path(extra_path)
-        files[path] = change(self._read_at(base, path))
+        files[path] = text
         sha = self._write_commit(base, files, message)
         if sha != expected and not update_ref(self._repo, self._ref, sha, expected, _subject(message)):
             raise _Retry("the local branch moved during the update")

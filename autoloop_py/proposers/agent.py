@@ -12,7 +12,7 @@ from typing import Mapping
 
 import git
 
-from autoloop_py.edits import summary_and_lesson
+from autoloop_py.edits import reply_field, summary_and_lesson
 from autoloop_py.evaluate import CommandResult, run_command, scrub_environment
 from autoloop_py.proposers.base import Proposal, ProposalRequest
 
@@ -74,7 +74,8 @@ def _collect(workdir: Path, base: str | None, reply: str, transcript: tuple[tupl
     if not files:
         return Proposal({}, "agent: no change", failure="the agent changed no files", transcript=transcript)
     summary, lesson = summary_and_lesson(reply)
-    return Proposal(files, summary or "agent: changed " + ", ".join(sorted(files)), lesson, transcript=transcript)
+    summary = summary or "agent: changed " + ", ".join(sorted(files))
+    return Proposal(files, summary, lesson, transcript=transcript, approach=reply_field(reply, "approach"))
 
 
 def _run(command: str, workdir: Path, prompt_file: Path, reply_file: Path, timeout: float) -> CommandResult:

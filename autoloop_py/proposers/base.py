@@ -57,6 +57,7 @@ class Proposal:
       usage: tokens and cost, for proposers that call a model.
       failure: set when no valid candidate could be produced (counts as an error).
       transcript: (role, text) of every prompt and reply, kept for traces.
+      approach: the reply's one-line APPROACH (the idea, not the code), for strategies' Population entries.
     """
 
     files: Mapping[str, str | None]
@@ -65,6 +66,7 @@ class Proposal:
     usage: Usage | None = None
     failure: str | None = None
     transcript: tuple[tuple[str, str], ...] = ()
+    approach: str | None = None
 
 
 class Proposer(Protocol):

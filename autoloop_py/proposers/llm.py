@@ -12,7 +12,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from autoloop_py.edits import EditFailure, apply_reply, check_paths, parse_reply
+from autoloop_py.edits import EditFailure, apply_reply, check_paths, parse_reply, reply_field
 from autoloop_py.errors import EditError
 from autoloop_py.program import Program
 from autoloop_py.prompts import render_retry_prompt
@@ -76,8 +76,10 @@ class _Conversation:
 
     def proposal(self, files: Mapping[str, str | None], summary: str, lesson: str | None = None,
                  failure: str | None = None) -> Proposal:
-        """Returns a proposal carrying this conversation's usage and transcript."""
-        return Proposal(files, summary, lesson, self.usage(), failure, tuple(self.transcript))
+        """Returns a proposal carrying this conversation's usage, transcript and the last reply's APPROACH."""
+        replies = [text for role, text in self.transcript if role == "assistant"]
+        approach = next((a for a in map(lambda t: reply_field(t, "approach"), reversed(replies)) if a), None)
+        return Proposal(files, summary, lesson, self.usage(), failure, tuple(self.transcript), approach)
 
 
 class LLMProposer:
