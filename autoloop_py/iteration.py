@@ -26,6 +26,7 @@ from autoloop_py.strategies.runner import StrategyRunner
 from autoloop_py.workspace import Workspace
 
 log = logging.getLogger(__name__)
+_UNLIMITED = 1 << 40
 
 
 @dataclass(frozen=True)
@@ -86,15 +87,15 @@ def run_iteration(root: Path, program: Program, options: RunOptions, now: dateti
     memory = MemoryStore(root)
     with clock("load state"):
         memory.sync()
-        state = _load_state(memory, program)
+        state = load_state(memory, program)
         runner = strategy.load_runner(program, root)
     iteration = state.machine.iteration_count + 1
-    rng = random.Random(f"{program.config.seed}:{program.name}:{iteration}")
+    rng = iteration_rng(program, iteration)
     proposer = _proposer(program, options)
     with Workspace(root, program.name, base_branch=options.base_branch) as workspace:
         with clock("prepare branch"):
             workspace.prepare()
-        best, baseline, failure = _baseline(program, workspace.path, state, clock)
+        best, baseline, failure = measure_baseline(program, workspace.path, state, clock)
         if failure is not None:
             attempt = _Attempt(_error_record(now, "baseline", f"baseline evaluation failed: {failure}", options))
         else:
@@ -103,7 +104,7 @@ def run_iteration(root: Path, program: Program, options: RunOptions, now: dateti
         record = _with_baseline(attempt.record, baseline)
     if not options.dry_run:
         with clock("record"):
-            _record(memory, program, record, options, runner, attempt)
+            record_iteration(memory, program, record, options.budget, runner, attempt.candidate, attempt.prompt)
     return IterationOutcome(
         program=program.name,
         iteration=iteration,
@@ -158,10 +159,10 @@ def _try_candidate(ctx: _Context, root: Path) -> _Attempt:
     if proposal.failure:
         return _Attempt(_error_record(now, proposal.summary or "no candidate", proposal.failure, options, **usage), prompt=prompt)
     with ctx.clock("check"):
-        violations = _violations(program, files, proposal)
+        problems = violations(program, files, proposal.files)
         guarded = _protected_hashes(program, workspace.path)
-    if violations:
-        notes = "Rejected before evaluation: " + "; ".join(violations)
+    if problems:
+        notes = "Rejected before evaluation: " + "; ".join(problems)
         record = _record_of("rejected", now, proposal.summary, None, notes, proposal.lesson, options, **usage)
         return _Attempt(record, prompt=prompt)
     workspace.write(proposal.files)
@@ -182,7 +183,7 @@ def _try_candidate(ctx: _Context, root: Path) -> _Attempt:
 def _prepare_prompt(ctx: _Context, files: dict[str, str], root: Path) -> tuple[Decision | None, dict[str, str], str]:
     """Returns (strategy decision or None, Target files as the proposer sees them, the prompt)."""
     if ctx.runner is None:
-        context = _prompt_context(ctx.program, files, ctx.state, ctx.best, ctx.iteration)
+        context = prompt_context(ctx.program, files, ctx.state, ctx.best, ctx.iteration)
         return None, files, render_iteration_prompt(context)
     decision = strategy.decide(ctx.runner, ctx.state, ctx.best, ctx.iteration, ctx.program.direction, ctx.rng, ctx.memory.read)
     placed = strategy.with_parent(ctx.runner, decision, files)
@@ -219,7 +220,7 @@ def _ratchet(
     """Keeps the candidate only when it improves on the best; commits and pushes it then."""
     assert result.metric is not None
     if not statefile.is_improvement(result.metric, best, program.direction, program.config.min_delta):
-        notes = _rejection_note(result.metric, best, program)
+        notes = rejection_note(result.metric, best, program)
         return _record_of("rejected", now, proposal.summary, result.metric, notes, proposal.lesson, options, **usage)
     commit = None
     if not options.dry_run:
@@ -233,21 +234,21 @@ def _ratchet(
     return _record_of("accepted", now, proposal.summary, result.metric, notes, proposal.lesson, options, commit=commit, **usage)
 
 
-def _baseline(
-    program: Program, workdir: Path, state: statefile.StateFile, clock: _Clock
+def measure_baseline(
+    program: Program, workdir: Path, state: statefile.StateFile, clock: _Clock | None = None
 ) -> tuple[float | None, float | None, str | None]:
     """Returns (best, baseline, failure): evaluates the unchanged code when no best is known yet."""
     best = state.machine.best_metric
     if best is not None:
         return best, None, None
-    with clock("evaluate baseline"):
+    with (clock or _Clock())("evaluate baseline"):
         result = evaluate(program, workdir)
     if not result.ok or result.metric is None:
         return None, None, result.error or "no metric"
     return result.metric, result.metric, None
 
 
-def _load_state(memory: MemoryStore, program: Program) -> statefile.StateFile:
+def load_state(memory: MemoryStore, program: Program) -> statefile.StateFile:
     path = state_path(program)
     return parse_or_new(memory.read(path), program, path)
 
@@ -265,13 +266,19 @@ def parse_or_new(text: str | None, program: Program, path: str) -> statefile.Sta
     return statefile.parse_state(text, path)
 
 
-def _record(
+def iteration_rng(program: Program, iteration: int) -> random.Random:
+    """Returns the random source of one iteration, seeded from (program seed, name, iteration)."""
+    return random.Random(f"{program.config.seed}:{program.name}:{iteration}")
+
+
+def record_iteration(
     memory: MemoryStore,
     program: Program,
     record: statefile.IterationRecord,
-    options: RunOptions,
-    runner: StrategyRunner | None,
-    attempt: _Attempt,
+    budget: int,
+    runner: StrategyRunner | None = None,
+    candidate: Candidate | None = None,
+    prompt: str = "",
 ) -> None:
     """Applies the record to the freshest state file and commits it; re-applied on a concurrent update."""
     path = state_path(program)
@@ -284,15 +291,16 @@ def _record(
             direction=program.direction,
             target_metric=program.config.target_metric,
             min_delta=program.config.min_delta,
-            budget=options.budget,
+            # With a Population, folding code comes before folding history (record_candidate compacts).
+            budget=budget if runner is None else _UNLIMITED,
         )
         kept.clear()
         iteration = updated.machine.iteration_count
-        if attempt.prompt:
-            kept[f"traces/{program.name}/prompts/{iteration}.md"] = attempt.prompt
-        if runner is not None and attempt.candidate is not None:
-            updated, candidate = strategy.record_candidate(updated, runner, attempt.candidate, program, options.budget)
-            kept[strategy.code_path(program, candidate)] = candidate.code or ""
+        if prompt:
+            kept[f"traces/{program.name}/prompts/{iteration}.md"] = prompt
+        if runner is not None and candidate is not None:
+            updated, recorded = strategy.record_candidate(updated, runner, candidate, program, budget)
+            kept[strategy.code_path(program, recorded)] = recorded.code or ""
         return statefile.render_state(updated)
 
     metric = "—" if record.metric is None else f"{record.metric:g}"
@@ -300,7 +308,7 @@ def _record(
     memory.update(path, change, message, extra=lambda: dict(kept))
 
 
-def _prompt_context(
+def prompt_context(
     program: Program, files: Mapping[str, str], state: statefile.StateFile, best: float | None, iteration: int
 ) -> PromptContext:
     return PromptContext(
@@ -315,16 +323,16 @@ def _prompt_context(
     )
 
 
-def _violations(program: Program, files: Mapping[str, str], proposal: Proposal) -> list[str]:
-    """Returns why the candidate may not be evaluated: paths outside Target, edits outside EVOLVE-BLOCKs."""
-    reasons = edits.check_paths(proposal.files.keys(), program.target.allows)
-    for path, content in proposal.files.items():
+def violations(program: Program, files: Mapping[str, str], changes: Mapping[str, str | None]) -> list[str]:
+    """Returns why a candidate may not be evaluated: paths outside Target, edits outside EVOLVE-BLOCKs, no change."""
+    reasons = edits.check_paths(changes.keys(), program.target.allows)
+    for path, content in changes.items():
         old = files.get(path)
         if content is not None and old is not None:
             violation = edits.evolve_block_violation(old, content)
             if violation:
                 reasons.append(f"{path}: {violation}")
-    if not proposal.files:
+    if not changes:
         reasons.append("the candidate changes nothing")
     return reasons
 
@@ -349,7 +357,7 @@ def _tampered(program: Program, workdir: Path, before: Mapping[str, str]) -> str
     return ", ".join(changed)
 
 
-def _rejection_note(metric: float, best: float | None, program: Program) -> str:
+def rejection_note(metric: float, best: float | None, program: Program) -> str:
     if best is None:
         return f"metric {metric:g}"
     floor = f" by at least {program.config.min_delta:g}" if program.config.min_delta else ""

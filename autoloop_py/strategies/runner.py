@@ -229,12 +229,14 @@ def record_candidate(
 def _fit(
     state: statefile.StateFile, population: pop.Population, runner: StrategyRunner, program: Program, budget: int
 ) -> statefile.StateFile:
-    """Returns the state with non-elite code folded into references, oldest first, until it fits the budget."""
+    """Returns the state with non-elite code folded into references, oldest first, until history fits beside it.
+
+    The target is 80 % of the budget: above that, compaction would keep only 5 detailed history entries.
+    """
     protected = {c.id for c in pop.elites(population.candidates, runner.config.archive_size, program.direction)}
-    protected |= {c.id for c in pop.cell_bests(population.candidates, program.direction).values()}
     foldable = sorted(c.id for c in population.candidates if c.id not in protected and c.code is not None)
     folded: set[int] = set()
-    while foldable and _size(state) > budget:
+    while foldable and _size(state) > budget * statefile.TIGHT_FRACTION:
         folded.add(foldable.pop(0))
         smaller = pop.fold_code(population, lambda c: c.id not in folded, lambda c: code_path(program, c))
         state = statefile.with_section(state, statefile.POPULATION, pop.render_population(smaller))

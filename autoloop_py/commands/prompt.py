@@ -1,0 +1,40 @@
+"""`autoloop prompt PROGRAM`: print the next iteration's prompt for an outside agent (no state is written)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rich.console import Console
+
+from autoloop_py import handoff
+from autoloop_py.commands.common import repo_root, subparser
+from autoloop_py.program import find_program, load_programs
+
+
+def add_parser(commands: Any) -> None:
+    """Registers `autoloop prompt`."""
+    parser = subparser(
+        commands,
+        "prompt",
+        "Print the next iteration's prompt (the strategy's decision included) for an outside agent.",
+        "autoloop prompt groupby_evolve --place-parent > prompt.md",
+    )
+    parser.add_argument("program", help="the program's name")
+    parser.add_argument(
+        "--place-parent",
+        action="store_true",
+        help="write the chosen parent's code into the Target file of the working tree",
+    )
+    parser.set_defaults(handler=cmd_prompt)
+
+
+def cmd_prompt(args: argparse.Namespace, console: Console) -> int:
+    """Prints the prompt; notes placed parent code on stderr."""
+    root = repo_root(args.repo)
+    program = find_program(load_programs(root), args.program)
+    result = handoff.prepare(root, program, place_parent=args.place_parent)
+    console.out(result.prompt, end="" if result.prompt.endswith("\n") else "\n", highlight=False)
+    if result.placed:
+        Console(stderr=True).print(f"placed the parent's code in {', '.join(result.placed)}")
+    return 0

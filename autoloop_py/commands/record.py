@@ -1,0 +1,55 @@
+"""`autoloop record PROGRAM`: judge and record the candidate an outside agent left in the working tree."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rich.console import Console
+
+from autoloop_py import handoff
+from autoloop_py.commands.common import format_metric, repo_root, subparser
+from autoloop_py.errors import AutoloopError
+from autoloop_py.program import find_program, load_programs
+
+
+def add_parser(commands: Any) -> None:
+    """Registers `autoloop record`."""
+    parser = subparser(
+        commands,
+        "record",
+        "Record the outcome of an iteration whose change an outside agent made in the working tree.",
+        'autoloop record groupby_evolve --evaluate --summary "bincount for narrow key ranges" --lesson "..."',
+    )
+    parser.add_argument("program", help="the program's name")
+    how = parser.add_mutually_exclusive_group(required=True)
+    how.add_argument("--evaluate", action="store_true", help="run the program's evaluation on the working tree")
+    how.add_argument("--metric", type=float, help="the metric the agent measured")
+    how.add_argument("--error", help="the candidate failed: why")
+    parser.add_argument("--summary", required=True, help="what the change does, 10–20 words")
+    parser.add_argument("--approach", help="the idea in one line (Population entry)")
+    parser.add_argument("--lesson", help="a transferable heuristic for Lessons Learned")
+    parser.add_argument("--commit", help="the commit holding the candidate, if already made")
+    parser.set_defaults(handler=cmd_record)
+
+
+def cmd_record(args: argparse.Namespace, console: Console) -> int:
+    """Records the outcome and prints `status: …`; exit 0 whatever the status."""
+    root = repo_root(args.repo)
+    program = find_program(load_programs(root), args.program)
+    if not args.summary.strip():
+        raise AutoloopError("--summary must not be empty")
+    outcome = handoff.Outcome(
+        summary=args.summary,
+        approach=args.approach,
+        lesson=args.lesson,
+        metric=args.metric,
+        error=args.error,
+        evaluate=args.evaluate,
+        commit=args.commit,
+    )
+    entry = handoff.record(root, program, outcome)
+    console.print(f"status: {entry.status}")
+    console.print(f"metric: {format_metric(entry.metric)}")
+    console.print(f"notes: {entry.notes}")
+    return 0

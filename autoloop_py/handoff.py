@@ -1,0 +1,203 @@
+"""Hand-off iterations: an outside agent proposes; `autoloop prompt` renders the decision, `autoloop record` writes the outcome.
+
+Both sides recompute the same decision from the state file and the seeded RNG, so nothing has to be
+carried between them and no table is ever edited by the agent.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from autoloop_py import state as statefile
+from autoloop_py.evaluate import evaluate
+from autoloop_py.gitutil import call, open_repo, run
+from autoloop_py.iteration import (
+    iteration_rng,
+    load_state,
+    measure_baseline,
+    prompt_context,
+    record_iteration,
+    rejection_note,
+    violations,
+)
+from autoloop_py.memory import MemoryStore
+from autoloop_py.program import Program, target_files
+from autoloop_py.prompts import render_iteration_prompt
+from autoloop_py.strategies import runner as strategy
+from autoloop_py.strategies.base import Decision
+from autoloop_py.workspace import Workspace
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Handoff:
+    """The prompt of the next iteration and what was decided.
+
+    Attributes:
+      iteration: the iteration number the prompt is for.
+      prompt: the rendered prompt.
+      decision: the strategy's decision (None in the default flow).
+      placed: Target files rewritten with the chosen parent's code (with place_parent).
+    """
+
+    iteration: int
+    prompt: str
+    decision: Decision | None
+    placed: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the agent reports after editing the working tree.
+
+    Attributes:
+      summary: the 10–20-word summary of the change.
+      approach: the one-line approach (for the Population).
+      lesson: a transferable heuristic, if any.
+      metric: the metric the agent measured (ignored with evaluate).
+      error: why the candidate failed, when it did.
+      evaluate: run the program's evaluation here instead of trusting a reported metric.
+      commit: the commit holding the candidate, when already made.
+    """
+
+    summary: str
+    approach: str | None = None
+    lesson: str | None = None
+    metric: float | None = None
+    error: str | None = None
+    evaluate: bool = False
+    commit: str | None = None
+
+
+def prepare(root: Path, program: Program, place_parent: bool = False) -> Handoff:
+    """Returns the next iteration's prompt; with place_parent the chosen parent's code is written to the Target file."""
+    memory = MemoryStore(root)
+    memory.sync()
+    state = load_state(memory, program)
+    iteration = state.machine.iteration_count + 1
+    files = _target_texts(root, program)
+    best = state.machine.best_metric
+    runner = strategy.load_runner(program, root)
+    if runner is None:
+        prompt = render_iteration_prompt(prompt_context(program, files, state, best, iteration))
+        return Handoff(iteration, prompt, None)
+    decision = strategy.decide(runner, state, best, iteration, program.direction, iteration_rng(program, iteration), memory.read)
+    placed = strategy.with_parent(runner, decision, files)
+    changed = tuple(path for path, text in placed.items() if files.get(path) != text)
+    if place_parent:
+        for path in changed:
+            (root / path).write_text(placed[path], encoding="utf-8")
+    prompt = strategy.render_prompt(runner, decision, program, placed, state, best, root)
+    return Handoff(iteration, prompt, decision, changed if place_parent else ())
+
+
+def record(root: Path, program: Program, outcome: Outcome, budget: int = statefile.DEFAULT_BUDGET) -> statefile.IterationRecord:
+    """Judges the working tree's candidate against the best, records it, and returns the record."""
+    memory = MemoryStore(root)
+    memory.sync()
+    state = load_state(memory, program)
+    iteration = state.machine.iteration_count + 1
+    runner = strategy.load_runner(program, root)
+    decision = None
+    if runner is not None:
+        rng = iteration_rng(program, iteration)
+        decision = strategy.decide(runner, state, state.machine.best_metric, iteration, program.direction, rng, memory.read)
+    best, baseline = _best_or_baseline(root, program, state)
+    result = _judge(root, program, outcome, best)
+    extra = strategy.history_bullets(decision, result.metric) if decision is not None else ()
+    entry = statefile.IterationRecord(
+        status=result.status,
+        timestamp=datetime.now(timezone.utc),
+        change=outcome.summary,
+        metric=result.metric,
+        commit=outcome.commit if result.status == "accepted" else None,
+        notes=result.notes,
+        lesson=outcome.lesson if result.status != "error" else None,
+        baseline=baseline,
+        extra=extra,
+    )
+    candidate = None
+    if runner is not None and decision is not None and result.evaluated:
+        source = (root / runner.primary).read_text(encoding="utf-8")
+        candidate = strategy.candidate_for(runner, decision, entry, source, outcome.approach, iteration)
+    record_iteration(memory, program, entry, budget, runner, candidate)
+    return entry
+
+
+@dataclass(frozen=True)
+class _Judgement:
+    status: str
+    metric: float | None
+    notes: str
+    evaluated: bool
+
+
+def _judge(root: Path, program: Program, outcome: Outcome, best: float | None) -> _Judgement:
+    """Returns the candidate's status: rejected before evaluation, error, accepted or rejected."""
+    changed = _changed_paths(root)
+    before = {path: text for path in changed if (text := _at_head(root, path)) is not None}
+    after = {path: _read(root / path) for path in changed}
+    problems = violations(program, before, after)
+    if problems:
+        return _Judgement("rejected", None, "Rejected before evaluation: " + "; ".join(problems), False)
+    metric, error = outcome.metric, outcome.error
+    if outcome.evaluate:
+        result = evaluate(program, root)
+        metric, error = (result.metric, None) if result.ok else (None, result.error or "no metric")
+    if error is not None or metric is None:
+        return _Judgement("error", None, f"evaluation failed: {error or 'no metric reported'}", True)
+    if statefile.is_improvement(metric, best, program.direction, program.config.min_delta):
+        name = program.evaluation.metric if program.evaluation else "metric"
+        return _Judgement("accepted", metric, f"{name} improved to {metric:g}", True)
+    return _Judgement("rejected", metric, rejection_note(metric, best, program), True)
+
+
+def _best_or_baseline(root: Path, program: Program, state: statefile.StateFile) -> tuple[float | None, float | None]:
+    """Returns (best, baseline): on a first run the unchanged code is evaluated in a private worktree."""
+    if state.machine.best_metric is not None:
+        return state.machine.best_metric, None
+    with Workspace(root, program.name) as workspace:
+        workspace.prepare()
+        best, baseline, failure = measure_baseline(program, workspace.path, state)
+    if failure:
+        log.warning("%s: the baseline evaluation failed (%s); the candidate becomes the baseline", program.name, failure)
+    return best, baseline
+
+
+def _changed_paths(root: Path) -> list[str]:
+    """Returns the repo-relative paths the working tree changed against HEAD (tracked and untracked)."""
+    listing = run(open_repo(root), "status", "--porcelain", "--untracked-files=all", "-z")
+    paths = []
+    entries = listing.split("\0")
+    skip = False
+    for entry in entries:
+        if skip or len(entry) < 4:
+            skip = False
+            continue
+        paths.append(entry[3:])
+        skip = entry[0] == "R"  # a rename is followed by its source path
+    return paths
+
+
+def _at_head(root: Path, path: str) -> str | None:
+    """Returns a file's text at HEAD (None when HEAD does not have it)."""
+    result = call(open_repo(root), "show", f"HEAD:{path}")
+    return result.stdout.decode("utf-8", "replace") if result.ok else None
+
+
+def _read(path: Path) -> str | None:
+    return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
+
+
+def _target_texts(root: Path, program: Program) -> dict[str, str]:
+    texts = {}
+    for path in target_files(program.target, root):
+        try:
+            texts[path] = (root / path).read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            log.warning("%s is not UTF-8 text; left out of the prompt", path)
+    return texts
