@@ -12,7 +12,10 @@ from rich.table import Table
 from autoloop_py import schedule
 from autoloop_py import state as statefile
 from autoloop_py.commands.common import format_metric, format_time, read_states, repo_root, subparser
+from autoloop_py import population as pop
+from autoloop_py.playbook import find_playbook
 from autoloop_py.program import Program, check_all, find_program
+from autoloop_py.strategies.runner import population_of
 
 _SPARK = {"accepted": "✅", "rejected": "❌", "error": "⚠️", "pending-ci": "⏳", "ci-fix-exhausted": "🛑"}
 
@@ -32,10 +35,11 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
     now = datetime.now(timezone.utc)
     shown = [find_program(programs, args.program)] if args.program else programs
     table = Table(title="autoloop programs")
-    for column in ("program", "status", "best", "initial", "iterations", "last run", "next due", "recent"):
+    for column in ("program", "strategy", "status", "best", "initial", "iterations", "last run", "next due", "recent"):
         table.add_column(column)
     for program in shown:
-        table.add_row(*_row(program, states.get(program.name), now))
+        playbook = find_playbook(program, root)
+        table.add_row(program.name, playbook.name if playbook else "default", *_row(program, states.get(program.name), now))
     console.print(table)
     for problem in problems:
         console.print(f"[red]✗[/] {problem}")
@@ -48,7 +52,6 @@ def _row(program: Program, state: statefile.StateFile | None, now: datetime) -> 
     machine = state.machine if state else None
     due = schedule.next_due(program, machine)
     return [
-        program.name,
         _status(program, machine),
         format_metric(machine.best_metric if machine else None),
         format_metric(machine.initial_metric if machine else None),
@@ -78,5 +81,29 @@ def _details(state: statefile.StateFile | None, console: Console) -> None:
     if state is None:
         console.print("no iterations yet")
         return
+    console.print("\n[bold]Recent iterations[/]")
     for entry in state.history[:10]:
-        console.print(entry.text.strip().splitlines()[0].lstrip("# "))
+        if entry.is_range:
+            console.print("  " + entry.text.strip().splitlines()[0].lstrip("# "))
+            continue
+        mark = _SPARK.get(entry.status or "", "·")
+        console.print(f"  {entry.iteration:>4} {mark} {entry.status or '?':<9} {format_metric(entry.metric):>10}  {entry.change}")
+    if state.section_text(statefile.POPULATION) is not None:
+        _population_summary(population_of(state), state.machine.metric_direction, console)
+
+
+def _population_summary(population: pop.Population, direction: str, console: Console) -> None:
+    """Prints the population's size and, per island, its member count and best candidate."""
+    candidates = population.candidates
+    scored = [c for c in candidates if pop.oriented(c.fitness, direction) is not None]
+    console.print(f"\n[bold]Population[/]: {len(candidates)} candidates, {len(scored)} scored, next id {population.next_id}")
+    table = Table()
+    for column in ("island", "members", "best", "best fitness", "cells"):
+        table.add_column(column)
+    for island in sorted({c.island for c in candidates}, key=lambda i: -1 if i is None else i):
+        members = [c for c in candidates if c.island == island]
+        best = max(members, key=lambda c: (pop.oriented(c.fitness, direction) or float("-inf"), c.id))
+        cells = sorted({" · ".join(c.cell) for c in members if c.cell})
+        table.add_row("—" if island is None else str(island), str(len(members)), f"#{best.id}",
+                      format_metric(best.fitness), ", ".join(cells))
+    console.print(table)
