@@ -15,7 +15,7 @@ from autoloop_py import state as statefile
 from autoloop_py.errors import ProgramError
 from autoloop_py.playbook import Playbook, load_config_yaml, runnable_playbook
 from autoloop_py.program import Program, target_files
-from autoloop_py.strategies import alphaevolve
+from autoloop_py.strategies import alphaevolve, alphaevolve_prompt
 from autoloop_py.strategies.alphaevolve_config import AlphaEvolveConfig, parse_alphaevolve_config
 from autoloop_py.strategies.base import Decision, StrategyContext
 
@@ -155,7 +155,7 @@ def render_prompt(
     """Returns the strategy's prompt, with the framing file the operator needs (and only that one)."""
     framing_path = root / runner.playbook.framing_path(decision.operator)
     framing = framing_path.read_text(encoding="utf-8") if framing_path.is_file() else ""
-    return alphaevolve.render_prompt(
+    return alphaevolve_prompt.render_prompt(
         decision,
         runner.config,
         program=program,
@@ -229,17 +229,28 @@ def record_candidate(
 def _fit(
     state: statefile.StateFile, population: pop.Population, runner: StrategyRunner, program: Program, budget: int
 ) -> statefile.StateFile:
-    """Returns the state with non-elite code folded into references, oldest first, until history fits beside it.
+    """Returns the state with code folded into memory-branch references until it fits.
 
-    The target is 80 % of the budget: above that, compaction would keep only 5 detailed history entries.
+    Non-elite code folds first, oldest first, down to 80 % of the budget (above that, compaction keeps
+    only 5 detailed history entries); past the budget the elites' code folds too, worst first, but the
+    best candidate's code always stays. Every source stays on the memory branch, so nothing is lost.
     """
-    protected = {c.id for c in pop.elites(population.candidates, runner.config.archive_size, program.direction)}
-    foldable = sorted(c.id for c in population.candidates if c.id not in protected and c.code is not None)
+    direction = program.direction
+    elites = sorted(
+        pop.elites(population.candidates, runner.config.archive_size, direction),
+        key=lambda c: (pop.oriented(c.fitness, direction) or float("-inf"), c.id),
+    )
+    elite_ids = {c.id for c in elites}
+    others = sorted(c.id for c in population.candidates if c.id not in elite_ids and c.code is not None)
+    stages = ((others, budget * statefile.TIGHT_FRACTION), ([c.id for c in elites[:-1] if c.code is not None], budget))
     folded: set[int] = set()
-    while foldable and _size(state) > budget * statefile.TIGHT_FRACTION:
-        folded.add(foldable.pop(0))
-        smaller = pop.fold_code(population, lambda c: c.id not in folded, lambda c: code_path(program, c))
-        state = statefile.with_section(state, statefile.POPULATION, pop.render_population(smaller))
+    for order, limit in stages:
+        for candidate_id in order:
+            if _size(state) <= limit:
+                break
+            folded.add(candidate_id)
+            smaller = pop.fold_code(population, lambda c: c.id not in folded, lambda c: code_path(program, c))
+            state = statefile.with_section(state, statefile.POPULATION, pop.render_population(smaller))
     return state
 
 
