@@ -21,12 +21,17 @@ from autoloop_py.state_parts import (
     utc,
 )
 
-RECORD_STATUSES = ("accepted", "rejected", "error")
+RECORD_STATUSES = ("accepted", "rejected", "error", "pending-ci")
 KEEP_DETAILED = 10
 KEEP_DETAILED_TIGHT = 5
 TIGHT_FRACTION = 0.8
 
-_STATUS_LABELS = {"accepted": "✅ Accepted", "rejected": "❌ Rejected", "error": "⚠️ Error"}
+_STATUS_LABELS = {
+    "accepted": "✅ Accepted",
+    "rejected": "❌ Rejected",
+    "error": "⚠️ Error",
+    "pending-ci": "⏳ Pending CI",
+}
 _NO_ACCEPTED = "no accepted changes"
 _NO_ITERATIONS_RE = re.compile(r"^\s*[*_]*\(?\s*no iterations yet\.?\s*\)?[*_]*\s*$", re.IGNORECASE)
 _ITERATION_RE = re.compile(r"^iteration\s+#?(\d{1,9})\b", re.IGNORECASE)
@@ -34,6 +39,10 @@ _RANGE_RE = re.compile(r"^iters?\s+#?(\d{1,9})\s*[-–—]\s*#?(\d{1,9})\b(.*)$"
 _WHEN_RE = re.compile(r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2})(?::(\d{2}))?")
 _NUMBER_RE = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 _RANGE_METRIC_RE = re.compile(r"\(\s*metrics?\s+([^()]*?)\s*(?:→|->)\s*([^()]*?)\s*\)\s*:?", re.IGNORECASE)
+_STATUS_BULLET_RE = re.compile(
+    r"^([ \t]*[-*+][ \t]+(?:\*\*|__)?status(?:\*\*|__)?[ \t]*:(?:\*\*|__)?[ \t]*)(.*?)([ \t]*\r?)$",
+    re.IGNORECASE | re.MULTILINE,
+)
 _COUNT_RES = tuple(re.compile(p + r"\s*(\d{1,9})") for p in ("✅", "❌", "⚠\ufe0f?"))
 
 
@@ -103,11 +112,11 @@ class IterationRecord:
     """The outcome of one iteration, as the runner records it.
 
     Attributes:
-      status: accepted, rejected or error.
+      status: accepted, rejected, error, or pending-ci (kept, awaiting the commit's CI checks).
       timestamp: when the iteration finished (aware UTC; naive is read as UTC).
       change: a one-line summary of the change.
       metric: the candidate's metric (None on error).
-      commit: the accepted commit's (short) sha.
+      commit: the accepted (or pending-ci) commit's sha.
       notes: what the iteration revealed, or the error.
       lesson: a transferable heuristic to append to Lessons Learned.
       run_url: the CI run, linked from the entry heading.
@@ -236,6 +245,20 @@ def prepend_entry(history: HistorySection, entry_text: str) -> HistorySection:
     return replace(history, head=head, entries=(parse_entry(text), *history.entries))
 
 
+def relabel_entry(history: HistorySection, iteration: int, label: str) -> HistorySection:
+    """Returns the section with the Status bullet of `Iteration N` set to `label`; the rest stays byte-identical.
+
+    Unchanged when no detailed entry for N (or no Status bullet in it) is left, e.g. after a hand edit.
+    """
+    for index, entry in enumerate(history.entries):
+        if entry.is_detailed and entry.iteration == iteration:
+            text = _STATUS_BULLET_RE.sub(lambda m: m.group(1) + one_line(label) + m.group(3), entry.text, count=1)
+            entries = list(history.entries)
+            entries[index] = parse_entry(text)
+            return replace(history, entries=tuple(entries))
+    return history
+
+
 def render_entry(record: IterationRecord, iteration: int, previous_best: float | None) -> str:
     """Renders the `### Iteration N` entry of a record, its metric shown against the previous best."""
     return render(
@@ -246,7 +269,7 @@ def render_entry(record: IterationRecord, iteration: int, previous_best: float |
         status_label=_STATUS_LABELS[record.status],
         change=one_line(record.change) or "—",
         metric=_metric_text(record.metric, previous_best),
-        commit=record.commit if record.status == "accepted" else None,
+        commit=record.commit if record.status in ("accepted", "pending-ci") else None,
         cost=_cost_text(record.tokens, record.cost),
         extra=[(one_line(label), one_line(value)) for label, value in record.extra],
         notes=one_line(record.notes),

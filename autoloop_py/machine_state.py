@@ -353,15 +353,19 @@ def advance(
     )
     if record.status == "accepted":
         assert record.metric is not None
-        return _accept(machine, record.metric, direction, target, min_delta)
+        return accept_metric(machine, record.metric, direction, target, min_delta)
+    if record.status == "pending-ci":
+        # The best metric moves only once CI passes (ci_gate.reconcile); the candidate itself ran fine.
+        return replace(machine, consecutive_errors=0)
     if record.status == "error":
         return _count_error(machine, record)
     return machine
 
 
-def _accept(
-    machine: MachineState, metric: float, direction: str, target: float | None, min_delta: float
+def accept_metric(
+    machine: MachineState, metric: float, direction: str, target: float | None, min_delta: float = 0.0
 ) -> MachineState:
+    """Returns the values after accepting `metric`: best moved if it improves, errors and pause cleared, completion."""
     best = machine.best_metric
     if is_improvement(metric, best, direction, min_delta):
         best = metric

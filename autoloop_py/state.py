@@ -28,6 +28,7 @@ from autoloop_py.history import (
     compact_entries,
     parse_history_section,
     prepend_entry,
+    relabel_entry,
     render_entry,
 )
 from autoloop_py.machine_state import (
@@ -95,6 +96,7 @@ __all__ = [
     "parse_state",
     "render_state",
     "target_reached",
+    "with_entry_status",
     "with_machine",
 ]
 
@@ -393,11 +395,23 @@ def apply_iteration(
 def _check_record(record: IterationRecord) -> None:
     if record.status not in RECORD_STATUSES:
         raise ValueError(f"record status {record.status!r} is not one of {RECORD_STATUSES}")
-    if record.status == "accepted" and record.metric is None:
-        raise ValueError("an accepted record needs its metric")
+    if record.status in ("accepted", "pending-ci") and record.metric is None:
+        raise ValueError(f"record status {record.status!r} needs its metric")
     for value in (record.metric, record.baseline):
         if value is not None and not math.isfinite(value):
             raise ValueError(f"metric {value!r} is not a finite number")
+
+
+def with_entry_status(state: StateFile, iteration: int, label: str) -> StateFile:
+    """Returns the state with the Status bullet of history entry `Iteration N` set to `label` (entry-level edit)."""
+    index = _history_index(state)
+    if index is None:
+        return state
+    history = _get_history(state)
+    updated = relabel_entry(history, iteration, label)
+    if updated == history:
+        logger.info("%s: no Iteration %d entry with a Status bullet to set to %r", state.path, iteration, label)
+    return _set_history(state, updated)
 
 
 def _prepend_entry(state: StateFile, entry_text: str) -> StateFile:

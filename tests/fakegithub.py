@@ -18,9 +18,10 @@ import json
 import re
 import threading
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
-from urllib.parse import parse_qs, urlencode, urlsplit
+from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
 REPO = r"(?P<repo>[^/]+/[^/]+)"
 DEFAULT_PER_PAGE = 30
@@ -73,6 +74,7 @@ class FakeGitHub:
         self.route("GET", rf"/repos/{REPO}/issues/(?P<number>\d+)", _get_issue)
         self.route("GET", rf"/repos/{REPO}/pulls", _list_pulls)
         self.route("GET", rf"/repos/{REPO}/pulls/(?P<number>\d+)", _get_pull)
+        self._install_thread_routes()
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -193,6 +195,122 @@ class FakeGitHub:
     def _page_url(self, request: Request, page: int) -> str:
         return f"{self.url}{request.path}?{urlencode({**request.query, 'page': str(page)})}"
 
+    # -- program thread API (github.py): comments, labels, issue/PR writes, checks, permissions ---
+
+    def _install_thread_routes(self) -> None:
+        """Adds the endpoints autoloop_py/github.py uses and the data they serve."""
+        self.comments: dict[str, dict[int, list[dict[str, Any]]]] = {}
+        self.labels: dict[str, list[dict[str, Any]]] = {}
+        self.check_runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self.statuses: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self.permissions: dict[tuple[str, str], str] = {}
+        # Every created object gets the next minute of this clock; tests may set it.
+        self.now = datetime(2025, 1, 1, tzinfo=timezone.utc)
+        self._next_id = 5000
+        number = r"(?P<number>\d+)"
+        self.route("POST", rf"/repos/{REPO}/issues", _create_issue)
+        self.route("PATCH", rf"/repos/{REPO}/issues/{number}", _edit_issue)
+        self.route("GET", rf"/repos/{REPO}/issues/{number}/comments", _list_comments)
+        self.route("POST", rf"/repos/{REPO}/issues/{number}/comments", _create_comment)
+        self.route("PATCH", rf"/repos/{REPO}/issues/comments/(?P<id>\d+)", _edit_comment)
+        self.route("POST", rf"/repos/{REPO}/issues/{number}/labels", _add_labels)
+        self.route("DELETE", rf"/repos/{REPO}/issues/{number}/labels/(?P<name>[^/]+)", _remove_label)
+        self.route("GET", rf"/repos/{REPO}/labels", _list_labels)
+        self.route("POST", rf"/repos/{REPO}/labels", _create_label)
+        self.route("POST", rf"/repos/{REPO}/pulls", _create_pull)
+        self.route("PATCH", rf"/repos/{REPO}/pulls/{number}", _edit_pull)
+        self.route("GET", rf"/repos/{REPO}/commits/(?P<ref>[^/]+)/check-runs", _list_check_runs)
+        self.route("GET", rf"/repos/{REPO}/commits/(?P<ref>[^/]+)/status", _combined_status)
+        self.route("GET", rf"/repos/{REPO}/collaborators/(?P<user>[^/]+)/permission", _permission)
+
+    def tick(self) -> str:
+        """Returns the fake clock as GitHub writes times, then advances it one minute."""
+        stamp = self.now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        self.now += timedelta(minutes=1)
+        return stamp
+
+    def next_number(self, repo: str) -> int:
+        """Returns the next issue/PR number of a repository (they share one sequence, as on GitHub)."""
+        taken = [i["number"] for i in self.issues.get(repo, [])] + [p["number"] for p in self.pulls.get(repo, [])]
+        return max(taken, default=0) + 1
+
+    def find_issue(self, repo: str, number: int) -> dict[str, Any] | None:
+        """Returns the stored issue (not a PR's issue entry) with this number."""
+        return next((i for i in self.issues.get(repo, []) if i["number"] == number), None)
+
+    def add_comment(
+        self,
+        repo: str,
+        number: int,
+        body: str,
+        login: str = "octocat",
+        association: str = "NONE",
+        created_at: str | None = None,
+        user_type: str = "User",
+    ) -> dict[str, Any]:
+        """Stores a comment on issue `number` (created now, or at `created_at` as `YYYY-MM-DDTHH:MM:SSZ`)."""
+        self._next_id += 1
+        when = created_at or self.tick()
+        comment: dict[str, Any] = {
+            "id": self._next_id,
+            "body": body,
+            "user": {"login": login, "id": abs(hash(login)) % 10**6, "type": user_type},
+            "author_association": association,
+            "created_at": when,
+            "updated_at": when,
+            "url": f"{self.url}/repos/{repo}/issues/comments/{self._next_id}",
+            "html_url": f"https://github.com/{repo}/issues/{number}#issuecomment-{self._next_id}",
+            "issue_url": f"{self.url}/repos/{repo}/issues/{number}",
+        }
+        self.comments.setdefault(repo, {}).setdefault(number, []).append(comment)
+        return comment
+
+    def add_check_run(
+        self,
+        repo: str,
+        ref: str,
+        name: str,
+        status: str = "completed",
+        conclusion: str | None = "success",
+        summary: str | None = None,
+        text: str | None = None,
+    ) -> dict[str, Any]:
+        """Stores a check run of commit `ref`."""
+        self._next_id += 1
+        run: dict[str, Any] = {
+            "id": self._next_id,
+            "name": name,
+            "head_sha": ref,
+            "status": status,
+            "conclusion": conclusion,
+            "url": f"{self.url}/repos/{repo}/check-runs/{self._next_id}",
+            "html_url": f"https://github.com/{repo}/runs/{self._next_id}",
+            "details_url": f"https://github.com/{repo}/runs/{self._next_id}",
+            "output": {"title": None, "summary": summary, "text": text, "annotations_count": 0},
+        }
+        self.check_runs.setdefault((repo, ref), []).append(run)
+        return run
+
+    def add_status(
+        self, repo: str, ref: str, context: str, state: str, description: str = "", target_url: str | None = None
+    ) -> dict[str, Any]:
+        """Stores a commit status (the older statuses API) of commit `ref`."""
+        self._next_id += 1
+        status = {
+            "id": self._next_id,
+            "context": context,
+            "state": state,
+            "description": description,
+            "target_url": target_url,
+        }
+        self.statuses.setdefault((repo, ref), []).append(status)
+        return status
+
+    def labels_of(self, repo: str, number: int) -> list[str]:
+        """Returns the label names of an issue."""
+        issue = self.find_issue(repo, number)
+        return [label["name"] for label in issue["labels"]] if issue else []
+
 
 def _neighbours(page: int, last: int) -> list[tuple[str, int]]:
     found = []
@@ -257,6 +375,154 @@ def _get_pull(fake: FakeGitHub, request: Request, match: re.Match[str]) -> Respo
         if pull["number"] == int(match["number"]):
             return Response(200, pull)
     return Response(404, {"message": "Not Found"})
+
+# -- program thread API handlers (see FakeGitHub._install_thread_routes) ------------------------
+
+
+def _label(fake: FakeGitHub, repo: str, name: str, color: str = "ededed") -> dict[str, Any]:
+    """Returns the repository label `name`, creating it as GitHub does when a label is applied."""
+    known = fake.labels.setdefault(repo, [])
+    for label in known:
+        if label["name"] == name:
+            return label
+    label = {"id": len(known) + 1, "name": name, "color": color, "url": f"{fake.url}/repos/{repo}/labels/{name}"}
+    known.append(label)
+    return label
+
+
+def _create_issue(fake: FakeGitHub, request: Request, match: re.Match[str]) -> Response:
+    body = request.body or {}
+    if not body.get("title"):
+        return Response(422, {"message": "Validation Failed", "errors": [{"field": "title", "code": "missing"}]})
+    repo = match["repo"]
+    names = [_label(fake, repo, name)["name"] for name in body.get("labels", [])]
+    issue = fake.add_issue(repo, fake.next_number(repo), body["title"], body.get("body"), labels=tuple(names))
+    issue["created_at"] = issue["updated_at"] = fake.tick()
+    return Response(201, issue)
+
+
+def _edit_issue(fake: FakeGitHub, request: Request, match: re.Match[str]) -> Response:
+    issue = fake.find_issue(match["repo"], int(match["number"]))
+    if issue is None:
+        return Response(404, {"message": "Not Found"})
+    for key in ("title", "body", "state"):
+        if key in (request.body or {}):
+            issue[key] = request.body[key]
+    if "labels" in (request.body or {}):
+        issue["labels"] = [_label(fake, match["repo"], name) for name in request.body["labels"]]
+    return Response(200, issue)
+
+
+def _list_comments(fake: FakeGitHub, request: Request, match: re.Match[str]) -> Response:
+    if fake.find_issue(match["repo"], int(match["number"])) is None:
+        return Response(404, {"message": "Not Found"})
+    since = request.query.get("since", "")
+    # GitHub's `since` keeps comments *updated* at or after the time; ISO-8601 Z strings sort as times.
+    found = [c for c in fake.comments.get(match["repo"], {}).get(int(match["number"]), []) if c["updated_at"] >= since]
+    return fake.paginate(request, found)
+
+
+def _create_comment(fake: FakeGitHub, request: Request, match: re.Match[str]) -> Response:
+    if fake.find_issue(match["repo"], int(match["number"])) is None:
+        return Response(404, {"message": "Not Found"})
+    body = (request.body or {}).get("body")
+    if not body:
+        return Response(422, {"message": "Validation Failed", "errors": [{"field": "body", "code": "missing"}]})
+    comment = fake.add_comment(match["repo"], int(match["number"]), body, "autoloop-bot", "NONE", user_type="Bot")
+    return Response(201, comment)
+
+
+def _edit_comment(fake: FakeGitHub, request: Request, match: re.Match[str]) -> Response:
+    for comments in fake.comments.get(match["repo"], {}).values():
+        for comment in comments:
+            if comment["id"] == int(match["id"]):
+                comment["body"] = (request.body or {}).get("body", comment["body"])
+                comment["updated_at"] = fake.tick()
+                return Response(200, comment)
+    return Response(404, {"message": "Not Found"})
+
+
+def _add_labels(fake: FakeGitHub, request: Request, match: re.Match[str]) -> Response:
+    issue = fake.find_issue(match["repo"], int(match["number"]))
+    if issue is None:
+        return Response(404, {"message": "Not Found"})
+    # The API takes a bare list or {"labels": [...]}; PyGithub sends the bare list.
+    names = request.body.get("labels", []) if isinstance(request.body, dict) else request.body or []
+    for name in names:
+        if name not in fake.labels_of(match["repo"], issue["number"]):
+            issue["labels"].append(_label(fake, match["repo"], name))
+    return Response(200, issue["labels"])
+
+
+def _remove_label(fake: FakeGitHub, request: Request, match: re.Match[str]) -> Response:
+    issue = fake.find_issue(match["repo"], int(match["number"]))
+    name = unquote(match["name"])
+    if issue is None or name not in fake.labels_of(match["repo"], issue["number"]):
+        return Response(404, {"message": "Label does not exist"})
+    issue["labels"] = [label for label in issue["labels"] if label["name"] != name]
+    return Response(200, issue["labels"])
+
+
+def _list_labels(fake: FakeGitHub, request: Request, match: re.Match[str]) -> Response:
+    return fake.paginate(request, fake.labels.get(match["repo"], []))
+
+
+def _create_label(fake: FakeGitHub, request: Request, match: re.Match[str]) -> Response:
+    body = request.body or {}
+    if any(label["name"] == body.get("name") for label in fake.labels.get(match["repo"], [])):
+        return Response(422, {"message": "Validation Failed", "errors": [{"code": "already_exists"}]})
+    return Response(201, _label(fake, match["repo"], body["name"], body.get("color", "ededed")))
+
+
+def _create_pull(fake: FakeGitHub, request: Request, match: re.Match[str]) -> Response:
+    repo, body = match["repo"], request.body or {}
+    owner = repo.split("/", 1)[0]
+    head = body.get("head", "").split(":")[-1]
+    if any(p["state"] == "open" and p["head"]["ref"] == head for p in fake.pulls.get(repo, [])):
+        message = f"A pull request already exists for {owner}:{head}."
+        errors = [{"resource": "PullRequest", "code": "custom", "message": message}]
+        return Response(422, {"message": "Validation Failed", "errors": errors})
+    number = fake.next_number(repo)
+    pull = fake.add_pull(repo, number, body.get("title", ""), head, draft=bool(body.get("draft")))
+    pull["base"] = {"ref": body.get("base", "main"), "label": f"{owner}:{body.get('base', 'main')}"}
+    pull["body"] = body.get("body")
+    # GitHub lists every PR in the issues API too.
+    fake.add_issue(repo, number, pull["title"], pull["body"], labels=(), pull_request=True)
+    return Response(201, pull)
+
+
+def _edit_pull(fake: FakeGitHub, request: Request, match: re.Match[str]) -> Response:
+    repo, number = match["repo"], int(match["number"])
+    pull = next((p for p in fake.pulls.get(repo, []) if p["number"] == number), None)
+    if pull is None:
+        return Response(404, {"message": "Not Found"})
+    for key in ("title", "body", "state"):
+        if key in (request.body or {}):
+            pull[key] = request.body[key]
+            for issue in fake.issues.get(repo, []):
+                if issue["number"] == number:
+                    issue[key] = request.body[key]
+    return Response(200, pull)
+
+
+def _list_check_runs(fake: FakeGitHub, request: Request, match: re.Match[str]) -> Response:
+    runs = fake.check_runs.get((match["repo"], match["ref"]), [])
+    page = fake.paginate(request, runs)
+    return Response(page.status, {"total_count": len(runs), "check_runs": page.body}, page.headers)
+
+
+def _combined_status(fake: FakeGitHub, request: Request, match: re.Match[str]) -> Response:
+    statuses = fake.statuses.get((match["repo"], match["ref"]), [])
+    states = {s["state"] for s in statuses}
+    # As on GitHub: "pending" also when there are no statuses at all.
+    state = "failure" if states & {"failure", "error"} else "success" if states == {"success"} else "pending"
+    body = {"state": state, "sha": match["ref"], "total_count": len(statuses), "statuses": statuses}
+    return Response(200, body)
+
+
+def _permission(fake: FakeGitHub, request: Request, match: re.Match[str]) -> Response:
+    permission = fake.permissions.get((match["repo"], match["user"]), "none")
+    return Response(200, {"permission": permission, "user": {"login": match["user"]}})
 
 
 def _handler_class(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from autoloop_py.history import IterationRecord
+from autoloop_py import markdown as md
+from autoloop_py.history import IterationRecord, parse_history_section, relabel_entry
 from autoloop_py.state import DEFAULT_BUDGET, StateFile, compact, parse_state, render_state
 from state_helpers import T0, fresh, rec, run, sections_by_key, table_file
 
@@ -21,6 +22,17 @@ def test_delta_sign_for_lower_is_better() -> None:
 def test_extra_bullets_render_before_notes() -> None:
     state = run(fresh(), [rec("rejected", 0, notes="n", extra=(("Operator", "mutate"), ("Island", "2")))])
     assert "- **Operator**: mutate\n- **Island**: 2\n- **Notes**: n\n" in state.history[0].text
+
+
+def test_relabel_entry_rewrites_only_the_status_bullet() -> None:
+    text = render_state(run(fresh(), [rec("accepted", 0, 0.5), rec("rejected", 1, 0.4)])).replace("\n", "\r\n")
+    found = next(s for s in md.split_sections(text, 2) if s.key == "iteration history")
+    history = parse_history_section(found)
+    relabelled = relabel_entry(history, 1, "✅ Accepted  (CI\npassed)")
+    assert relabelled.text == history.text.replace("- **Status**: ✅ Accepted\r\n",
+                                                   "- **Status**: ✅ Accepted (CI passed)\r\n")
+    assert relabelled.entries[1].status == "accepted" and relabelled.entries[0] == history.entries[0]
+    assert relabel_entry(history, 7, "x") == history
 
 
 # ---------------------------------------------------------------- compaction
