@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.logging import RichHandler
 
 from autoloop_py import __version__
-from autoloop_py.commands import check, prompt, record, customize, new, pause, run, schedule, show, status
+from autoloop_py.commands import check, prompt, record, customize, init, new, pause, run, schedule, show, status
 from autoloop_py.errors import AutoloopError
 
 EXIT_ERROR = 1
@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"autoloop {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (run, check, status, show, schedule, pause, new, customize, prompt, record):
+    for module in (run, check, status, show, schedule, pause, new, customize, prompt, record, init):
         module.add_parser(commands)
     return parser
 

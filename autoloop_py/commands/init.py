@@ -1,0 +1,263 @@
+"""`autoloop init`: install the workflows, the strategy templates and a sample program into a repository."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shlex
+from dataclasses import dataclass, field
+from datetime import timedelta
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+
+from autoloop_py import __version__
+from autoloop_py.commands.common import repo_root, subparser
+from autoloop_py.commands.new import STRATEGIES_DIR, TARGET, fill_markers, finish_program_md, scaffold
+from autoloop_py.errors import AutoloopError
+from autoloop_py.program import PROGRAMS_DIR
+from autoloop_py.render import render
+from autoloop_py.schedule import parse_schedule
+
+if TYPE_CHECKING:
+    from importlib.abc import Traversable
+
+WORKFLOWS_DIR = Path(".github/workflows")
+ACTIONS_WORKFLOW = WORKFLOWS_DIR / "autoloop.yml"
+AGENTIC_WORKFLOW = WORKFLOWS_DIR / "autoloop.md"
+SAMPLE_PROGRAM = "example"
+PROPOSERS = ("llm", "agent", "tune")
+DEFAULT_EVERY = "6h"
+DEFAULT_PIP_SPEC = f"autoloop-py=={__version__}"
+# GitHub's scheduler is busiest (and drops runs) at the top of the hour.
+CRON_MINUTE = 17
+CRON_HOUR = 3
+# Divisors of an hour and of a day: cron steps that keep every gap the same length.
+MINUTE_STEPS = (5, 6, 10, 12, 15, 20, 30)
+HOUR_STEPS = (1, 2, 3, 4, 6, 8, 12)
+# GitHub-hosted runners stop any job after six hours.
+MAX_TIMEOUT_MINUTES = 360
+_SPEC_RE = re.compile(r"^[^\s-]\S*$")
+_MODEL_RE = re.compile(r"^[\w.:/@+-]+$")
+
+
+@dataclass(frozen=True)
+class InitOptions:
+    """What `autoloop init` writes into the workflows.
+
+    Attributes:
+      interval: how often the plain workflow wakes up (a step cron repeats evenly).
+      max_parallel: how many programs iterate at once (`strategy.max-parallel`).
+      max_programs: at most this many due programs per wake-up (None: all of them).
+      pip_spec: the one requirement the jobs install autoloop from.
+      proposer: llm, agent or tune, passed to `autoloop run --proposer`.
+      model: the litellm model used when the AUTOLOOP_MODEL variable is unset (None: none).
+      timeout_minutes: the iterate job's time limit, also told to the run.
+    """
+
+    interval: timedelta = field(default_factory=lambda: timedelta(hours=6))
+    max_parallel: int = 4
+    max_programs: int | None = None
+    pip_spec: str = DEFAULT_PIP_SPEC
+    proposer: str = "tune"
+    model: str | None = None
+    timeout_minutes: int = 45
+
+
+def add_parser(commands: Any) -> None:
+    """Registers `autoloop init`."""
+    parser = subparser(
+        commands,
+        "init",
+        "Install the autoloop workflows, the strategy templates and a sample program into this repository.",
+        "autoloop init --every 6h --max-parallel 4 --model gpt-4o-mini",
+    )
+    parser.add_argument("--every", default=DEFAULT_EVERY, help="how often the workflow wakes up (default 6h)")
+    parser.add_argument("--max-parallel", type=int, default=4, metavar="N", help="programs iterating at once")
+    parser.add_argument("--max-programs", type=int, metavar="N", help="at most N due programs per wake-up")
+    parser.add_argument("--pip-spec", default=DEFAULT_PIP_SPEC, help=f"what CI installs (default {DEFAULT_PIP_SPEC})")
+    parser.add_argument("--proposer", choices=PROPOSERS, help="default: llm with --model, else tune")
+    parser.add_argument("--model", help="litellm model when the AUTOLOOP_MODEL repository variable is unset")
+    parser.add_argument("--timeout-minutes", type=int, default=45, metavar="N", help="job time limit (default 45)")
+    parser.add_argument("--force", action="store_true", help="overwrite files that exist already")
+    parser.set_defaults(handler=cmd_init)
+
+
+def cmd_init(args: argparse.Namespace, console: Console) -> int:
+    """Writes the files (refusing to overwrite without --force) and prints the next steps."""
+    root = repo_root(args.repo)
+    options = options_from(args)
+    files = install_files(options)
+    existing = [rel for rel in files if (root / rel).exists()]
+    if existing and not args.force:
+        listed = "".join(f"\n  {rel}" for rel in existing)
+        raise AutoloopError(f"nothing written; these files exist already (pass --force to overwrite them):{listed}")
+    if options.interval != parse_schedule(args.every):
+        every = interval_words(options.interval)
+        console.print(f"note: the workflow wakes up every {every}, the closest even cron step")
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
+        console.print(f"{'overwrote' if rel in existing else 'wrote'} {rel}", markup=False, highlight=False)
+    console.out(next_steps(options), highlight=False, end="")
+    return 0
+
+
+def options_from(args: argparse.Namespace) -> InitOptions:
+    """Returns the checked options of `autoloop init`; raises AutoloopError naming the bad flag."""
+    if args.max_parallel < 1 or (args.max_programs is not None and args.max_programs < 1):
+        raise AutoloopError("--max-parallel and --max-programs must be at least 1")
+    if not 1 <= args.timeout_minutes <= MAX_TIMEOUT_MINUTES:
+        raise AutoloopError(f"--timeout-minutes must be 1–{MAX_TIMEOUT_MINUTES} (GitHub stops jobs after 6 hours)")
+    if not _SPEC_RE.match(args.pip_spec):
+        raise AutoloopError(f"--pip-spec {args.pip_spec!r} must be one requirement, e.g. {DEFAULT_PIP_SPEC}")
+    if args.model is not None and not _MODEL_RE.match(args.model):
+        raise AutoloopError(f"--model {args.model!r} is not a litellm model name such as openai/gpt-4o-mini")
+    return InitOptions(
+        interval=wake_interval(args.every),
+        max_parallel=args.max_parallel,
+        max_programs=args.max_programs,
+        pip_spec=args.pip_spec,
+        proposer=args.proposer or ("llm" if args.model else "tune"),
+        model=args.model,
+        timeout_minutes=args.timeout_minutes,
+    )
+
+
+def wake_interval(every: str) -> timedelta:
+    """Returns the workflow's wake-up interval: `every` rounded down to a cron step that repeats evenly."""
+    try:
+        interval = parse_schedule(every)
+    except ValueError as err:
+        raise AutoloopError(f"--every: {err}") from None
+    if interval is None:
+        raise AutoloopError("--every needs an interval such as 30m, 6h or 1d")
+    minutes = int(interval.total_seconds() // 60)
+    if minutes < MINUTE_STEPS[0]:
+        raise AutoloopError(f"--every {every!r} is under 5 minutes, GitHub's shortest schedule; use 5m or more")
+    if minutes < 60:
+        return timedelta(minutes=max(step for step in MINUTE_STEPS if step <= minutes))
+    if minutes < 24 * 60:
+        return timedelta(hours=max(step for step in HOUR_STEPS if step <= minutes // 60))
+    return timedelta(days=min(minutes // (24 * 60), 7))
+
+
+def cron_schedule(interval: timedelta) -> str:
+    """Returns the cron line of a wake-up interval, a few minutes past the hour."""
+    minutes = int(interval.total_seconds() // 60)
+    if minutes < 60:
+        return f"{CRON_MINUTE % minutes}-59/{minutes} * * * *"
+    if minutes < 24 * 60:
+        hours = minutes // 60
+        return f"{CRON_MINUTE} {'*' if hours == 1 else f'*/{hours}'} * * *"
+    days = minutes // (24 * 60)
+    if days >= 7:
+        return f"{CRON_MINUTE} {CRON_HOUR} * * 1"
+    return f"{CRON_MINUTE} {CRON_HOUR} {'*' if days == 1 else f'*/{days}'} * *"
+
+
+def agentic_schedule(interval: timedelta) -> str:
+    """Returns the interval as a GitHub Agentic Workflows schedule phrase (`every 6h`, `daily`...)."""
+    minutes = int(interval.total_seconds() // 60)
+    if minutes < 60:
+        return f"every {minutes} minutes"
+    if minutes < 24 * 60:
+        return "hourly" if minutes == 60 else f"every {minutes // 60}h"
+    days = minutes // (24 * 60)
+    return {1: "daily", 7: "weekly"}.get(days, f"every {days} days")
+
+
+def interval_words(interval: timedelta) -> str:
+    """Returns the interval as `--every` takes it: 15m, 6h or 2d."""
+    minutes = int(interval.total_seconds() // 60)
+    if minutes % (24 * 60) == 0:
+        return f"{minutes // (24 * 60)}d"
+    return f"{minutes // 60}h" if minutes % 60 == 0 else f"{minutes}m"
+
+
+def init_command(options: InitOptions) -> str:
+    """Returns the `autoloop init` command line that writes these options again."""
+    words = ["autoloop", "init", "--every", interval_words(options.interval)]
+    words += ["--max-parallel", str(options.max_parallel)]
+    if options.max_programs is not None:
+        words += ["--max-programs", str(options.max_programs)]
+    words += ["--pip-spec", options.pip_spec, "--proposer", options.proposer]
+    if options.model:
+        words += ["--model", options.model]
+    words += ["--timeout-minutes", str(options.timeout_minutes)]
+    return " ".join(shlex.quote(word) for word in words)
+
+
+def render_workflows(options: InitOptions) -> dict[Path, str]:
+    """Returns the plain Actions workflow and the agentic variant, by repository path."""
+    actions = render(
+        "workflows/autoloop.yml.j2",
+        command=init_command(options),
+        cron=cron_schedule(options.interval),
+        every=interval_words(options.interval),
+        pip_spec=json.dumps(options.pip_spec),
+        max_programs=options.max_programs,
+        max_parallel=options.max_parallel,
+        timeout_minutes=options.timeout_minutes,
+        proposer=options.proposer,
+        model=options.model,
+    )
+    agentic = render(
+        "workflows/autoloop.md.j2",
+        schedule=agentic_schedule(options.interval),
+        timeout_minutes=options.timeout_minutes,
+        pip_spec=shlex.quote(options.pip_spec),
+    )
+    return {ACTIONS_WORKFLOW: actions, AGENTIC_WORKFLOW: agentic}
+
+
+def bundled_strategies() -> dict[Path, str]:
+    """Returns autoloop's own strategy templates, verbatim, under `.autoloop/strategies/<name>/`."""
+    package = resources.files("autoloop_py") / "templates" / "strategies"
+    files: dict[Path, str] = {}
+    for entry in sorted(package.iterdir(), key=lambda e: e.name):
+        if entry.is_dir() and not entry.name.startswith(("_", ".")):
+            files.update(_package_tree(entry, STRATEGIES_DIR / entry.name))
+    return files
+
+
+def _package_tree(entry: Traversable, base: Path) -> dict[Path, str]:
+    """Returns the text files under a package folder, keyed by their path under base."""
+    files: dict[Path, str] = {}
+    for child in sorted(entry.iterdir(), key=lambda e: e.name):
+        if child.name.startswith(("_", ".")):
+            continue
+        if child.is_dir():
+            files.update(_package_tree(child, base / child.name))
+        else:
+            files[base / child.name] = child.read_text(encoding="utf-8")
+    return files
+
+
+def sample_program() -> dict[Path, str]:
+    """Returns the sample program's files: `autoloop new`'s scaffold with its goal written."""
+    goal = render("scaffold/example_goal.md.j2", target=TARGET).strip()
+    files = scaffold(SAMPLE_PROGRAM, None)
+    files = fill_markers(files, {"goal": goal}, Path("(autoloop init sample goal)"), strict=True)
+    files = finish_program_md(files)
+    return {PROGRAMS_DIR / SAMPLE_PROGRAM / rel: text for rel, text in files.items()}
+
+
+def install_files(options: InitOptions) -> dict[Path, str]:
+    """Returns every file `autoloop init` writes, by repository-relative path."""
+    return {**render_workflows(options), **bundled_strategies(), **sample_program()}
+
+
+def next_steps(options: InitOptions) -> str:
+    """Returns the advice printed after the files are written."""
+    return render(
+        "workflows/next_steps.txt.j2",
+        sample=SAMPLE_PROGRAM,
+        proposer=options.proposer,
+        model=options.model,
+        cron=cron_schedule(options.interval),
+        agentic=AGENTIC_WORKFLOW.as_posix(),
+    )

@@ -1,0 +1,118 @@
+"""End to end: `autoloop init` in a fresh git repository, then `autoloop check` on what it wrote."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from importlib import resources
+from pathlib import Path
+
+import pytest
+import yaml
+
+from autoloop_py.cli import main
+from autoloop_py.commands.init import DEFAULT_PIP_SPEC
+
+WORKFLOWS = (".github/workflows/autoloop.yml", ".github/workflows/autoloop.md")
+SAMPLE = (
+    ".autoloop/programs/example/program.md",
+    ".autoloop/programs/example/code/solution.py",
+    ".autoloop/programs/example/code/evaluate.py",
+)
+
+
+def bundled_strategy_files() -> dict[str, str]:
+    """Returns autoloop's strategy templates as `.autoloop/strategies/...` path -> text."""
+    root = Path(str(resources.files("autoloop_py") / "templates" / "strategies"))
+    return {
+        f".autoloop/strategies/{p.relative_to(root).as_posix()}": p.read_text(encoding="utf-8")
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+
+
+def written(repo: Path) -> set[str]:
+    """Returns the files under .github and .autoloop, repository-relative."""
+    found = [p for base in (".github", ".autoloop") for p in (repo / base).rglob("*") if p.is_file()]
+    return {p.relative_to(repo).as_posix() for p in found}
+
+
+def test_init_installs_workflows_strategies_and_a_sample_that_check_accepts(
+    git_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["init", "--repo", str(git_repo)]) == 0
+    out = capsys.readouterr().out
+    strategies = bundled_strategy_files()
+    assert ".autoloop/strategies/alphaevolve/strategy.md" in strategies
+    assert written(git_repo) == {*WORKFLOWS, *SAMPLE, *strategies}
+    for rel in (*WORKFLOWS, *SAMPLE, *strategies):
+        assert f"wrote {rel}\n" in out
+    for rel, text in strategies.items():
+        assert (git_repo / rel).read_text(encoding="utf-8") == text
+    assert "Next steps:" in out and "OPENAI_API_KEY" in out and "autoloop check" in out and "git commit" in out
+    workflow = yaml.safe_load((git_repo / WORKFLOWS[0]).read_text())
+    assert workflow["env"] == {"AUTOLOOP_PIP_SPEC": DEFAULT_PIP_SPEC}
+    assert workflow.get("on", workflow.get(True))["schedule"] == [{"cron": "17 */6 * * *"}]
+
+    assert main(["check", "--repo", str(git_repo)]) == 0
+    assert capsys.readouterr().out == "✓ example\n"
+
+
+def test_the_sample_evaluator_prints_its_score(git_repo: Path) -> None:
+    assert main(["init", "--repo", str(git_repo)]) == 0
+    folder = git_repo / ".autoloop/programs/example"
+    done = subprocess.run([sys.executable, "code/evaluate.py"], cwd=folder, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == {"score": -1.5}
+    text = (folder / "program.md").read_text()
+    assert "CUSTOMIZE" not in text and "AUTOLOOP:UNCONFIGURED" not in text
+
+
+def test_a_second_init_refuses_without_force_and_overwrites_with_it(
+    git_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["init", "--repo", str(git_repo)]) == 0
+    workflow = git_repo / WORKFLOWS[0]
+    original = workflow.read_text()
+    workflow.write_text("# edited by hand\n")
+    capsys.readouterr()
+
+    assert main(["init", "--repo", str(git_repo), "--every", "1d"]) == 1
+    err = capsys.readouterr().err
+    assert "nothing written; these files exist already (pass --force to overwrite them):" in err
+    for rel in (*WORKFLOWS, *SAMPLE):
+        assert f"  {rel}\n" in err
+    assert workflow.read_text() == "# edited by hand\n"
+
+    assert main(["init", "--repo", str(git_repo), "--force"]) == 0
+    assert f"overwrote {WORKFLOWS[0]}\n" in capsys.readouterr().out
+    assert workflow.read_text() == original
+
+
+def test_init_options_reach_the_workflow(git_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["init", "--repo", str(git_repo), "--every", "45m", "--model", "openai/gpt-4o-mini"]
+    argv += ["--max-parallel", "2", "--timeout-minutes", "30", "--pip-spec", "git+https://github.com/o/r@main"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "note: the workflow wakes up every 30m, the closest even cron step\n" in out
+    assert "AUTOLOOP_MODEL names the litellm model (default openai/gpt-4o-mini)" in out
+    workflow = yaml.safe_load((git_repo / WORKFLOWS[0]).read_text())
+    iterate = workflow["jobs"]["iterate"]
+    assert workflow.get("on", workflow.get(True))["schedule"] == [{"cron": "17-59/30 * * * *"}]
+    assert (iterate["strategy"]["max-parallel"], iterate["timeout-minutes"]) == (2, 30)
+    assert iterate["steps"][-1]["run"].endswith("--ci --proposer llm")
+    assert workflow["env"]["AUTOLOOP_PIP_SPEC"] == "git+https://github.com/o/r@main"
+    assert "  schedule: every 30 minutes\n" in (git_repo / WORKFLOWS[1]).read_text()
+
+
+def test_init_outside_a_repository_or_with_bad_flags_writes_nothing(
+    tmp_path: Path, git_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert main(["init", "--repo", str(plain)]) == 1
+    assert "is not inside a git repository" in capsys.readouterr().err
+    assert main(["init", "--repo", str(git_repo), "--every", "1m"]) == 1
+    assert "--every '1m' is under 5 minutes" in capsys.readouterr().err
+    assert not (git_repo / ".github").exists() and not (git_repo / ".autoloop").exists()
