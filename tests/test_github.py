@@ -1,4 +1,7 @@
-"""Tests for github.py: the real PyGithub client against the loopback GitHub, checked through its request log."""
+"""Tests for github.py: the real PyGithub client against the loopback GitHub, checked through its request log.
+
+The bodies themselves are tested in test_github_render.py.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +15,8 @@ from github import Auth
 from hypothesis import given
 from hypothesis import strategies as st
 
+import autoloop_py.github as autoloop_github
+from autoloop_py import github_render
 from autoloop_py.errors import AutoloopError
 from autoloop_py.github import (
     COMPLETED_LABEL,
@@ -30,12 +35,9 @@ from autoloop_py.github import (
     connect,
     first_error_line,
     from_environment,
-    improvement_text,
     parse_command,
-    pr_title,
     reduce_checks,
     render_completion,
-    render_issue,
     render_iteration,
     render_pull_request,
     render_status,
@@ -290,11 +292,6 @@ def test_refuses_a_pr_from_any_other_branch(fake: FakeGitHub) -> None:
     assert fake.requests == []
 
 
-def test_pr_title_is_prefixed_once() -> None:
-    assert pr_title("speed", "Improve") == "[Autoloop: speed] Improve"
-    assert pr_title("speed", "[Autoloop: speed] Improve") == "[Autoloop: speed] Improve"
-
-
 # ---------------------------------------------------------------- completion
 
 
@@ -440,54 +437,10 @@ def test_comments_need_an_issue_first(fake: FakeGitHub) -> None:
         thread(fake).post_iteration("text")
 
 
-# ---------------------------------------------------------------- rendering
+# ---------------------------------------------------------------- the module's surface
 
 
-def test_every_body_carries_the_disclosure() -> None:
-    bodies = [
-        render_issue(PROGRAM, "Make it faster."),
-        render_status(status_view(3, 0.8, 11)),
-        render_iteration(IterationView(3, "pending-ci", "cache", 0.8, 0.7, "abc1234")),
-        render_pull_request(PullRequestView(PROGRAM, "score", "higher", 0.8, 0.5, "cache", 3, 4)),
-        render_completion(CompletionView(PROGRAM, "score", 0.97, 0.95)),
-    ]
-    assert all(body.count(DISCLOSURE) == 1 and body.endswith("\n") for body in bodies)
-
-
-def test_status_dashboard_table() -> None:
-    view = StatusView(PROGRAM, "paused: ci-fix-exhausted: tests | lint", 7, "latency_ms", "lower", 80.0, 100.0, 50.0,
-                      datetime(2025, 1, 2, 3, 4, tzinfo=timezone.utc), ("accepted", "rejected", "pending-ci"), 11,
-                      "https://github.com/octo/widgets/actions/runs/9")
-    text = render_status(view)
-    assert text.startswith(STATUS_MARKER + "\n")
-    for row in ("| Status | paused: ci-fix-exhausted: tests \\| lint |", "| Iterations | 7 |",
-                "| Best metric | 80 |", "| Initial metric | 100 |", "| Improvement | -20 (-20.0%), better |",
-                "| Target metric | 50 |", "| Last run | 2025-01-02 03:04 UTC |", "| Recent statuses | ✅ ❌ ⏳ |",
-                "| Pull request | #11 |", "| Run | [Run](https://github.com/octo/widgets/actions/runs/9) |"):
-        assert row in text
-
-
-def test_iteration_comment_shows_metric_delta_and_commit() -> None:
-    text = render_iteration(IterationView(4, "accepted", "use a\ncache", 0.52, 0.49, "abc1234", "https://run/4"))
-    assert "### ✅ Iteration 4: Accepted" in text
-    assert "- **Change**: use a cache" in text
-    assert "- **Metric**: 0.52 (previous best: 0.49, delta: +0.03)" in text
-    assert "- **Commit**: abc1234" in text and "[Run](https://run/4)" in text
-    failed = render_iteration(IterationView(5, "error", "x", notes="Traceback: boom"))
-    assert "- **Metric**: —" in failed and "Commit" not in failed and "Traceback: boom" in failed
-
-
-def test_pr_body_and_completion_text() -> None:
-    body = render_pull_request(PullRequestView(PROGRAM, "score", "higher", 0.9, 0.6, "vectorize", 5, 4, None))
-    assert "| Current metric | 0.9 |" in body and "| Initial metric | 0.6 |" in body
-    assert "| Latest accepted change | Iteration 5: vectorize |" in body and "| Program issue | #4 |" in body
-    done = render_completion(CompletionView(PROGRAM, "score", 0.97, 0.95, 8, 11))
-    assert done.startswith("🎉 **Target metric reached!**")
-    assert "`score` is 0.97 (target 0.95) at iteration 8" in done and "#11" in done
-
-
-def test_improvement_text() -> None:
-    assert improvement_text(None, 1.0, "higher") == "—"
-    assert improvement_text(0.5, 0.5, "higher") == "0 (unchanged)"
-    assert improvement_text(0.5, 0.4, "higher") == "-0.1 (-20.0%), worse"
-    assert improvement_text(0.0, 0.3, "higher") == "+0.3, better"
+def test_rendering_names_stay_importable_from_github() -> None:
+    assert set(github_render.__all__) <= set(autoloop_github.__all__)
+    assert all(getattr(autoloop_github, name) is getattr(github_render, name) for name in github_render.__all__)
+    assert all(hasattr(autoloop_github, name) for name in autoloop_github.__all__)
