@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterator, Mapping
 
-from autoloop_py import edits, state as statefile
+from autoloop_py import ci_gate, edits, state as statefile
 from autoloop_py.evaluate import EvaluationResult, evaluate
 from autoloop_py.memory import MemoryStore
 from autoloop_py.program import Program, target_files
@@ -42,6 +42,8 @@ class RunOptions:
       budget: byte budget of the state file.
       base_branch: the default branch program branches start from (None: detect).
       proposer_factory: builds a Proposer from its name (tests inject fakes here).
+      ci_gate: keep an improving candidate as `pending-ci` until its commit's checks pass.
+      directives: steering for this iteration (people's comments, a CI fix request), quoted as data.
     """
 
     proposer: str | None = None
@@ -52,6 +54,8 @@ class RunOptions:
     budget: int = statefile.DEFAULT_BUDGET
     base_branch: str | None = None
     proposer_factory: Callable[..., Proposer] = get_proposer
+    ci_gate: bool = False
+    directives: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -183,14 +187,16 @@ def _try_candidate(ctx: _Context, root: Path) -> _Attempt:
 def _prepare_prompt(ctx: _Context, files: dict[str, str], root: Path) -> tuple[Decision | None, dict[str, str], str]:
     """Returns (strategy decision or None, Target files as the proposer sees them, the prompt)."""
     if ctx.runner is None:
-        context = prompt_context(ctx.program, files, ctx.state, ctx.best, ctx.iteration)
+        context = prompt_context(ctx.program, files, ctx.state, ctx.best, ctx.iteration, ctx.options.directives)
         return None, files, render_iteration_prompt(context)
     decision = strategy.decide(ctx.runner, ctx.state, ctx.best, ctx.iteration, ctx.program.direction, ctx.rng, ctx.memory.read)
     placed = strategy.with_parent(ctx.runner, decision, files)
     changed = {path: text for path, text in placed.items() if files.get(path) != text}
     if changed:
         ctx.workspace.write(changed)
-    prompt = strategy.render_prompt(ctx.runner, decision, ctx.program, placed, ctx.state, ctx.best, root)
+    prompt = strategy.render_prompt(
+        ctx.runner, decision, ctx.program, placed, ctx.state, ctx.best, root, ctx.options.directives
+    )
     return decision, placed, prompt
 
 
@@ -231,6 +237,9 @@ def _ratchet(
             commit = workspace.commit_candidate(message)
             workspace.push()
     notes = f"{program.evaluation.metric if program.evaluation else 'metric'} improved to {result.metric:g}"
+    if options.ci_gate and commit is not None:
+        notes += "; kept until the commit's CI checks pass"
+        return _record_of("pending-ci", now, proposal.summary, result.metric, notes, proposal.lesson, options, commit=commit, **usage)
     return _record_of("accepted", now, proposal.summary, result.metric, notes, proposal.lesson, options, commit=commit, **usage)
 
 
@@ -285,7 +294,8 @@ def record_iteration(
     kept: dict[str, str] = {}
 
     def change(text: str | None) -> str:
-        updated = statefile.apply_iteration(
+        apply = ci_gate.record_pending if record.status == "pending-ci" else statefile.apply_iteration
+        updated = apply(
             parse_or_new(text, program, path),
             record,
             direction=program.direction,
@@ -309,7 +319,12 @@ def record_iteration(
 
 
 def prompt_context(
-    program: Program, files: Mapping[str, str], state: statefile.StateFile, best: float | None, iteration: int
+    program: Program,
+    files: Mapping[str, str],
+    state: statefile.StateFile,
+    best: float | None,
+    iteration: int,
+    directives: tuple[str, ...] = (),
 ) -> PromptContext:
     return PromptContext(
         program=program,
@@ -320,6 +335,7 @@ def prompt_context(
         lessons=state.lessons,
         foreclosed=state.foreclosed,
         recent_history=tuple(entry.text for entry in state.history[:5]),
+        directives=directives,
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -12,13 +13,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from autoloop_py import schedule
+from autoloop_py import ci, github, schedule
 from autoloop_py.commands.common import format_metric, machines, read_states, repo_root, subparser
 from autoloop_py.errors import AutoloopError
 from autoloop_py.iteration import IterationOutcome, RunOptions, run_iteration
 from autoloop_py.program import Program, check_all, find_program, program_name
 
-_MARKS = {"accepted": "✅", "rejected": "❌", "error": "⚠️"}
+_MARKS = {"accepted": "✅", "rejected": "❌", "error": "⚠️", "pending-ci": "⏳"}
 
 
 def add_parser(commands: Any) -> None:
@@ -40,6 +41,12 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--agent-command", help="command for --proposer agent (else AUTOLOOP_AGENT_COMMAND)")
     parser.add_argument("--dry-run", action="store_true", help="propose and evaluate, but record nothing")
     parser.add_argument("--base-branch", help="branch program branches start from (default: origin's HEAD or main)")
+    parser.add_argument(
+        "--ci",
+        action="store_true",
+        help="run as a GitHub Actions job: CI-gated acceptance, program issue, status comment, draft PR "
+        "(needs GITHUB_REPOSITORY and GITHUB_TOKEN)",
+    )
     parser.set_defaults(handler=cmd_run)
 
 
@@ -62,27 +69,64 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         run_url=_run_url(),
         base_branch=args.base_branch,
     )
-    outcomes = _loop(root, programs, forced, args.iterations, options, console)
+    settings = github.from_environment(os.environ) if args.ci else None
+    if args.ci and settings is None:
+        raise AutoloopError("--ci needs GITHUB_REPOSITORY and GITHUB_TOKEN in the environment")
+    outcomes = _loop(root, programs, forced, args.iterations, options, console, settings)
     _summary(outcomes, console)
-    return 0 if outcomes else 1
+    # In CI, waiting for checks or a CI pause is a normal end of the job, not a failure.
+    return 0 if outcomes or args.ci else 1
 
 
 def _loop(
-    root: Path, programs: list[Program], forced: str | None, count: int, options: RunOptions, console: Console
+    root: Path,
+    programs: list[Program],
+    forced: str | None,
+    count: int,
+    options: RunOptions,
+    console: Console,
+    settings: github.GitHubSettings | None = None,
 ) -> list[IterationOutcome]:
     outcomes: list[IterationOutcome] = []
+    deadline = _deadline()
     with _progress(console, count) as progress:
         task = progress.add_task("iterating", total=count)
         for i in range(count):
+            if deadline is not None and time.monotonic() > deadline:
+                console.print("stopping: the job's time is nearly up")
+                break
             program = _pick(root, programs, forced, first=(i == 0), console=console)
             if program is None:
                 break
             progress.update(task, description=f"{program.name} · iteration")
-            outcome = run_iteration(root, program, options, datetime.now(timezone.utc))
+            outcome = _one(root, program, options, settings, console)
+            if outcome is None:
+                break
             outcomes.append(outcome)
             console.print(_line(outcome))
             progress.advance(task)
     return outcomes
+
+
+def _one(
+    root: Path, program: Program, options: RunOptions, settings: github.GitHubSettings | None, console: Console
+) -> IterationOutcome | None:
+    """Runs one iteration, through the GitHub flow when settings are given."""
+    if settings is None:
+        return run_iteration(root, program, options, datetime.now(timezone.utc))
+    result = ci.run_ci(root, program, options, settings)
+    if result.message:
+        console.print(f"CI: {result.message}")
+    return result.outcome
+
+
+def _deadline() -> float | None:
+    """Returns when to stop starting iterations: 5 minutes before AUTOLOOP_JOB_TIMEOUT_MINUTES runs out."""
+    minutes = os.environ.get("AUTOLOOP_JOB_TIMEOUT_MINUTES", "").strip()
+    try:
+        return time.monotonic() + max(0.0, float(minutes) - 5) * 60 if minutes else None
+    except ValueError:
+        raise AutoloopError(f"AUTOLOOP_JOB_TIMEOUT_MINUTES must be a number of minutes, got {minutes!r}") from None
 
 
 def _pick(root: Path, programs: list[Program], forced: str | None, first: bool, console: Console) -> Program | None:

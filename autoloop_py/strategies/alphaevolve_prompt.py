@@ -122,6 +122,7 @@ def render_prompt(
     lessons: tuple[str, ...],
     best_metric: float | None,
     direction: str,
+    directives: tuple[str, ...] = (),
 ) -> str:
     """Returns the AlphaEvolve iteration prompt: the decision, parents' code, framing, islands and reply format."""
     # The iteration number is not shown: the decision already says what this iteration does.
@@ -143,7 +144,7 @@ def render_prompt(
         validity_checks=config.validity_checks,
         full_rewrite=config.diff_style != "minimal_diff",
         name_new_island=_opens_unlisted_island(decision, config),
-        data=_data_blocks(foreclosed, lessons),
+        data=_data_blocks(foreclosed, lessons, directives),
         files=base.files,
         include=base.include,
         exclude=base.exclude,
@@ -192,10 +193,17 @@ def _island_views(decision: Decision, config: AlphaEvolveConfig) -> tuple[Island
     return tuple(shown[i] for i in sorted(shown))
 
 
-def _data_blocks(foreclosed: tuple[str, ...], lessons: tuple[str, ...]) -> tuple[DataBlock, ...]:
-    """Returns the non-empty Foreclosed Avenues and Lessons sections, bulleted and fenced as data."""
+def _data_blocks(
+    foreclosed: tuple[str, ...], lessons: tuple[str, ...], directives: tuple[str, ...] = ()
+) -> tuple[DataBlock, ...]:
+    """Returns the non-empty Foreclosed Avenues, Lessons and steering sections, bulleted and fenced as data."""
     blocks = []
-    for title, items in (("Foreclosed avenues (already shown not to work)", foreclosed), ("Lessons", lessons)):
+    sections = (
+        ("Foreclosed avenues (already shown not to work)", foreclosed),
+        ("Lessons", lessons),
+        ("Steering from people", directives),
+    )
+    for title, items in sections:
         texts = [item.strip() for item in items if item.strip()]
         if texts:
             body = "\n".join(f"- {t}" for t in texts) + "\n"

@@ -151,6 +151,7 @@ def render_prompt(
     state: statefile.StateFile,
     best: float | None,
     root: Path,
+    directives: tuple[str, ...] = (),
 ) -> str:
     """Returns the strategy's prompt, with the framing file the operator needs (and only that one)."""
     framing_path = root / runner.playbook.framing_path(decision.operator)
@@ -165,6 +166,7 @@ def render_prompt(
         lessons=state.lessons,
         best_metric=best,
         direction=program.direction,
+        directives=directives,
     )
 
 

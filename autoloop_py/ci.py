@@ -1,0 +1,199 @@
+"""An iteration in GitHub Actions: reconcile pending CI, steer from the program issue, publish the result.
+
+Local runs never come here; `autoloop run --ci` (or GITHUB_REPOSITORY and a token in the environment)
+does. The order is: settle the candidate waiting for CI, read people's steering comments, run the
+iteration, then update the program issue, its status comment, the one draft PR and the Machine
+State's PR/Issue rows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from autoloop_py import ci_gate, github
+from autoloop_py import state as statefile
+from autoloop_py.iteration import IterationOutcome, RunOptions, load_state, parse_or_new, run_iteration, state_path
+from autoloop_py.memory import MemoryStore
+from autoloop_py.program import Program
+from autoloop_py.render import render
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CiOutcome:
+    """What a CI run of one program did.
+
+    Attributes:
+      outcome: the iteration, when one ran (None while waiting for CI or after a CI pause).
+      message: the CI gate's one line ('' when nothing was pending).
+      issue: the program issue's number.
+      pr: the draft PR's number, once there is one.
+    """
+
+    outcome: IterationOutcome | None
+    message: str
+    issue: int | None
+    pr: int | None
+
+
+def run_ci(
+    root: Path,
+    program: Program,
+    options: RunOptions,
+    settings: github.GitHubSettings,
+    thread: github.ProgramThread | None = None,
+    now: datetime | None = None,
+) -> CiOutcome:
+    """Runs one iteration of program as a GitHub Actions job and publishes it."""
+    memory = MemoryStore(root)
+    memory.sync()
+    known = _number(load_state(memory, program).machine.issue)
+    thread = thread or github.ProgramThread(
+        github.connect(settings), settings.repository, program.name, issue_number=known
+    )
+    thread.ensure_issue(program.goal)
+    gate = ci_gate.ci_gate_enabled(program)
+    settled = _settle_pending(memory, program, thread, now) if gate else None
+    message = settled.message if settled else ""
+    outcome = None
+    if settled is None or settled.proceeds:
+        since = load_state(memory, program).machine.last_run
+        directives = tuple(d.text for d in thread.directives(since))
+        if settled is not None and settled.fix is not None:
+            directives = (render("ci_fix_directive.md.j2", fix=settled.fix).strip(), *directives)
+        run_options = dataclasses.replace(options, ci_gate=gate, directives=directives, run_url=settings.run_url)
+        outcome = run_iteration(root, program, run_options, now)
+    issue, pr = _publish(memory, program, thread, outcome, settings)
+    return CiOutcome(outcome, message, issue, pr)
+
+
+def _settle_pending(
+    memory: MemoryStore, program: Program, thread: github.ProgramThread, now: datetime | None
+) -> ci_gate.Reconciliation | None:
+    """Reads the checks of the candidate waiting for CI and writes the verdict; None when none waits."""
+    state = load_state(memory, program)
+    pending = ci_gate.read_pending(state)
+    if pending is None:
+        return None
+    summary = thread.checks(pending.commit)
+    result = ci_gate.CheckResult(summary.state, summary.failing, summary.first_error)
+    verdicts: list[ci_gate.Reconciliation] = []
+
+    def change(text: str | None) -> str:
+        fresh = parse_or_new(text, program, state_path(program))
+        verdict = ci_gate.reconcile(
+            fresh,
+            result,
+            direction=program.direction,
+            target_metric=program.config.target_metric,
+            now=now or datetime.now(timezone.utc),
+        )
+        verdicts.append(verdict)
+        return statefile.render_state(verdict.state)
+
+    first = ci_gate.reconcile(
+        state, result, direction=program.direction, target_metric=program.config.target_metric,
+        now=now or datetime.now(timezone.utc),
+    )
+    if not first.changed:
+        log.info("%s: %s", program.name, first.message)
+        return first
+    memory.update(state_path(program), change, f"[Autoloop: {program.name}] CI {first.action}: {first.message}"[:200])
+    return verdicts[-1]
+
+
+def _publish(
+    memory: MemoryStore,
+    program: Program,
+    thread: github.ProgramThread,
+    outcome: IterationOutcome | None,
+    settings: github.GitHubSettings,
+) -> tuple[int, int | None]:
+    """Updates the program issue, the draft PR and the comments; records their numbers in the Machine State."""
+    state = load_state(memory, program)
+    machine = state.machine
+    issue = thread.ensure_issue(program.goal)
+    metric = program.evaluation.metric if program.evaluation else "metric"
+    pr = _number(machine.pr)
+    if outcome is not None and outcome.commit:
+        view = github.PullRequestView(
+            program=program.name,
+            metric_name=metric,
+            direction=program.direction,
+            current_metric=outcome.metric,
+            initial_metric=machine.initial_metric,
+            latest_change=outcome.summary,
+            latest_iteration=outcome.iteration,
+            issue=issue,
+        )
+        pr = thread.ensure_pr(f"autoloop/{program.name}", f"improve {metric}", github.render_pull_request(view))
+    if outcome is not None:
+        thread.post_iteration(github.render_iteration(github.IterationView(
+            iteration=outcome.iteration,
+            status=outcome.status,
+            change=outcome.summary,
+            metric=outcome.metric,
+            previous_best=outcome.best_before,
+            commit=outcome.commit,
+            run_url=settings.run_url,
+            notes=outcome.reason or "",
+        )))
+    thread.update_status(github.render_status(_status_view(program, machine, metric, pr, settings)))
+    if outcome is not None and machine.completed and outcome.status == "accepted" and machine.best_metric is not None:
+        target = program.config.target_metric if program.config.target_metric is not None else machine.best_metric
+        thread.complete(github.render_completion(github.CompletionView(
+            program=program.name, metric_name=metric, value=machine.best_metric, target=target,
+            iteration=outcome.iteration, pr=pr, run_url=settings.run_url,
+        )))
+    _remember_numbers(memory, program, issue, pr)
+    return issue, pr
+
+
+def _status_view(
+    program: Program, machine: statefile.MachineState, metric: str, pr: int | None, settings: github.GitHubSettings
+) -> github.StatusView:
+    if machine.completed:
+        status = "completed"
+    elif machine.paused:
+        status = f"paused: {machine.pause_reason or 'unknown'}"
+    else:
+        status = "active"
+    return github.StatusView(
+        program=program.name,
+        status=status,
+        iterations=machine.iteration_count,
+        metric_name=metric,
+        direction=program.direction,
+        best_metric=machine.best_metric,
+        initial_metric=machine.initial_metric,
+        target_metric=program.config.target_metric,
+        last_run=machine.last_run,
+        recent_statuses=machine.recent_statuses,
+        pr=pr,
+        run_url=settings.run_url,
+    )
+
+
+def _remember_numbers(memory: MemoryStore, program: Program, issue: int, pr: int | None) -> None:
+    """Writes the PR and Issue rows of the Machine State when they changed."""
+    wanted = (f"#{pr}" if pr else None, f"#{issue}")
+    machine = load_state(memory, program).machine
+    if (machine.pr, machine.issue) == wanted:
+        return
+
+    def change(text: str | None) -> str:
+        state = parse_or_new(text, program, state_path(program))
+        updated = dataclasses.replace(state.machine, pr=wanted[0] or state.machine.pr, issue=wanted[1])
+        return statefile.render_state(statefile.with_machine(state, updated))
+
+    memory.update(state_path(program), change, f"[Autoloop: {program.name}] issue #{issue}" + (f", PR #{pr}" if pr else ""))
+
+
+def _number(value: str | None) -> int | None:
+    digits = (value or "").lstrip("#")
+    return int(digits) if digits.isdigit() else None
