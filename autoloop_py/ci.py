@@ -52,7 +52,7 @@ def run_ci(
     """Runs one iteration of program as a GitHub Actions job and publishes it."""
     memory = MemoryStore(root)
     memory.sync()
-    known = _number(load_state(memory, program).machine.issue)
+    known = program.issue or _number(load_state(memory, program).machine.issue)
     thread = thread or github.ProgramThread(
         github.connect(settings), settings.repository, program.name, issue_number=known
     )

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import os
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Sequence
+
+from autoloop_py.errors import ProgramError
+from autoloop_py.program import Program, load_program
 
 if TYPE_CHECKING:
     import github
@@ -78,3 +84,23 @@ def _is_program(issue: github.Issue.Issue) -> bool:
     # Reading `issue.pull_request` makes PyGithub fetch every non-PR issue again; the listing's
     # html_url already tells a pull request (`/pull/N`) from an issue (`/issues/N`).
     return "/pull/" not in (issue.html_url or "")
+
+
+def materialize(root: Path, found: Sequence[IssueProgram], cache: Path) -> tuple[list[Program], list[ProgramError]]:
+    """Returns the issue programs loaded as bare programs (bodies written under cache) and their problems.
+
+    Their Target paths are relative to the repository root, like any bare `.md` program's.
+    """
+    cache.mkdir(parents=True, exist_ok=True)
+    programs: list[Program] = []
+    problems: list[ProgramError] = []
+    for issue in found:
+        path = cache / f"{issue.slug}.md"
+        path.write_text(issue.body, encoding="utf-8")
+        try:
+            program = load_program(root, Path(os.path.relpath(path, root)))
+        except ProgramError as err:
+            problems.append(ProgramError(f"issue #{issue.number}: {err.message}", err.path, err.line))
+            continue
+        programs.append(dataclasses.replace(program, issue=issue.number))
+    return programs, problems

@@ -106,6 +106,7 @@ class Program:
       config: frontmatter settings.
       unconfigured: the file is a template (sentinel or placeholder text).
       text: the whole program.md.
+      issue: the GitHub issue that defines the program (issue programs only).
     """
 
     name: str
@@ -118,6 +119,7 @@ class Program:
     config: ProgramConfig
     unconfigured: bool
     text: str
+    issue: int | None = None
 
     @property
     def base_dir(self) -> Path:

@@ -7,13 +7,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import os
+
 import git
 
+from autoloop_py import github, gitutil, issue_programs
 from autoloop_py import state as statefile
 from autoloop_py.errors import AutoloopError, StateError
 from autoloop_py.iteration import parse_or_new, state_path
 from autoloop_py.memory import MemoryStore
-from autoloop_py.program import Program
+from autoloop_py.errors import ProgramError
+from autoloop_py.program import Program, check_all
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:
@@ -44,6 +48,19 @@ def repo_root(path: Path | None) -> Path:
     if top is None:
         raise AutoloopError(f"{start} is a bare repository; autoloop needs a checkout")
     return Path(top)
+
+
+def load_all(root: Path, with_issues: bool = False) -> tuple[list[Program], list[ProgramError]]:
+    """Returns the file programs and, in GitHub (with_issues and its environment), the issue programs too."""
+    programs, problems = check_all(root)
+    settings = github.from_environment(os.environ) if with_issues else None
+    if settings is None:
+        return programs, problems
+    found = issue_programs.discover_issue_programs(github.connect(settings), settings.repository, [p.name for p in programs])
+    cache = Path(gitutil.run(gitutil.open_repo(root), "rev-parse", "--git-common-dir"))
+    cache = (cache if cache.is_absolute() else root / cache) / "autoloop" / "issue-programs"
+    more, more_problems = issue_programs.materialize(root, found, cache)
+    return programs + more, problems + more_problems
 
 
 def read_states(root: Path, programs: list[Program], sync: bool = True) -> dict[str, statefile.StateFile | None]:

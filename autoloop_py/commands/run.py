@@ -14,10 +14,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 
 from autoloop_py import ci, github, schedule
-from autoloop_py.commands.common import format_metric, machines, read_states, repo_root, subparser
+from autoloop_py.commands.common import format_metric, load_all, machines, read_states, repo_root, subparser
 from autoloop_py.errors import AutoloopError
 from autoloop_py.iteration import IterationOutcome, RunOptions, run_iteration
-from autoloop_py.program import Program, check_all, find_program, program_name
+from autoloop_py.program import Program, find_program, program_name
 
 _MARKS = {"accepted": "✅", "rejected": "❌", "error": "⚠️", "pending-ci": "⏳"}
 
@@ -55,7 +55,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     if args.iterations < 1:
         raise AutoloopError("--iterations must be at least 1")
     root = repo_root(args.repo)
-    programs, problems = check_all(root)
+    programs, problems = load_all(root, with_issues=args.ci)
     forced = args.program or os.environ.get("AUTOLOOP_PROGRAM", "").strip() or None
     for problem in problems:
         if forced and problem.path is not None and program_name(problem.path) == forced:

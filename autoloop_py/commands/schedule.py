@@ -11,8 +11,7 @@ from typing import Any
 from rich.console import Console
 
 from autoloop_py import schedule
-from autoloop_py.commands.common import machines, read_states, repo_root, subparser
-from autoloop_py.program import check_all
+from autoloop_py.commands.common import load_all, machines, read_states, repo_root, subparser
 
 
 def add_parser(commands: Any) -> None:
@@ -28,7 +27,7 @@ def add_parser(commands: Any) -> None:
 def cmd_schedule(args: argparse.Namespace, console: Console) -> int:
     """Prints the plan; exit 0 when something is due, 1 when nothing is."""
     root = repo_root(args.repo)
-    programs, _ = check_all(root)
+    programs, _ = load_all(root, with_issues=True)
     forced = args.program or os.environ.get("AUTOLOOP_PROGRAM", "").strip() or None
     plan = schedule.plan(programs, machines(read_states(root, programs)), datetime.now(timezone.utc), forced)
     due = list(plan.due[: args.max] if args.max else plan.due)

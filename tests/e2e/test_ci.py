@@ -193,3 +193,50 @@ def test_two_ci_runs_at_once(counter_repo: Path, fake: FakeGitHub, tmp_path: Pat
     log = _git(reader, "log", "--format=%s", "memory/autoloop").splitlines()
     assert sum("job 0" in line or "job 1" in line for line in log) == 2
     assert json.dumps(log)  # the history is readable text
+
+
+ISSUE_PROGRAM = """\
+---
+evaluation-timeout: 5
+ci-gate: false
+---
+
+# Speed up value
+
+## Goal
+
+Make `x` in src/value.py as large as possible.
+
+## Target
+
+- `src/value.py`
+
+## Evaluation
+
+```bash
+python3 -c "import runpy; print('{\\"score\\": %r}' % runpy.run_path('src/value.py')['x'])"
+```
+
+The metric is `score`.
+"""
+
+
+def test_issue_program_uses_its_source_issue(counter_repo: Path, fake: FakeGitHub, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    (counter_repo / "src").mkdir()
+    (counter_repo / "src/value.py").write_text("x = 1.0\n")
+    _git(counter_repo, "add", "-A")
+    _git(counter_repo, "commit", "-qm", "src")
+    _git(counter_repo, "push", "-q", "origin", "main")
+    source = fake.add_issue(REPO, 41, "Speed up value!", ISSUE_PROGRAM, labels=("autoloop-program",))
+    fake.add_issue(REPO, 42, "[Autoloop: counter]", "autoloop's own program issue", labels=("autoloop-program",))
+    assert main(["schedule", "--repo", str(counter_repo), "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert "speed-up-value" in plan["due"] and "autoloop-counter" not in plan["due"]
+    step = {"write": {"src/value.py": "x = 5.0\n"}, "summary": "raise x"}
+    assert main(["run", "--repo", str(counter_repo), "--program", "speed-up-value", "--proposer", "agent",
+                 "--agent-command", _plan(tmp_path, [step]), "--ci"]) == 0
+    assert _writes(fake, "POST", f"/repos/{REPO}/issues") == 0  # no new program issue: the source issue is used
+    assert any("<!-- AUTOLOOP:STATUS -->" in c["body"] for c in fake.comments[REPO][source["number"]])
+    machine = statefile.parse_state(MemoryStore(counter_repo).read("speed-up-value.md") or "").machine
+    assert machine.best_metric == 5.0 and machine.issue == "#41"
