@@ -214,3 +214,34 @@ def default_branch(repo_root: Path, remote: str = "origin") -> str:
         "name the base branch explicitly",
         path=repo_root,
     )
+
+
+def changed_paths(repo: git.Repo) -> list[str]:
+    """Returns the sorted paths the working tree changed against HEAD, tracked or untracked (both sides of renames)."""
+    raw = run_bytes(repo, "status", "--porcelain=v1", "-z", "--untracked-files=all")
+    return sorted(set(status_paths(raw)))
+
+
+def run_bytes(repo: git.Repo, *args: str) -> bytes:
+    """Runs `git <args>` and returns its raw stdout; raises GitError when it fails."""
+    result = call(repo, *args)
+    if not result.ok:
+        raise failure(result, repo)
+    return result.stdout
+
+
+def status_paths(raw: bytes) -> list[str]:
+    """Returns every path named by `git status --porcelain=v1 -z` output (both sides of renames)."""
+    fields = raw.split(b"\0")
+    paths: list[str] = []
+    index = 0
+    while index < len(fields):
+        entry = fields[index]
+        index += 1
+        if len(entry) < 4:
+            continue
+        paths.append(entry[3:].decode("utf-8", "surrogateescape"))
+        if entry[:1] in (b"R", b"C") and index < len(fields):
+            paths.append(fields[index].decode("utf-8", "surrogateescape"))
+            index += 1
+    return paths

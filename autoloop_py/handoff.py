@@ -13,7 +13,7 @@ from pathlib import Path
 
 from autoloop_py import state as statefile
 from autoloop_py.evaluate import evaluate
-from autoloop_py.gitutil import call, open_repo, run
+from autoloop_py.gitutil import call, changed_paths, open_repo
 from autoloop_py.iteration import (
     iteration_rng,
     load_state,
@@ -138,7 +138,7 @@ class _Judgement:
 
 def _judge(root: Path, program: Program, outcome: Outcome, best: float | None) -> _Judgement:
     """Returns the candidate's status: rejected before evaluation, error, accepted or rejected."""
-    changed = _changed_paths(root)
+    changed = changed_paths(open_repo(root))
     before = {path: text for path in changed if (text := _at_head(root, path)) is not None}
     after = {path: _read(root / path) for path in changed}
     problems = violations(program, before, after)
@@ -166,21 +166,6 @@ def _best_or_baseline(root: Path, program: Program, state: statefile.StateFile) 
     if failure:
         log.warning("%s: the baseline evaluation failed (%s); the candidate becomes the baseline", program.name, failure)
     return best, baseline
-
-
-def _changed_paths(root: Path) -> list[str]:
-    """Returns the repo-relative paths the working tree changed against HEAD (tracked and untracked)."""
-    listing = run(open_repo(root), "status", "--porcelain", "--untracked-files=all", "-z")
-    paths = []
-    entries = listing.split("\0")
-    skip = False
-    for entry in entries:
-        if skip or len(entry) < 4:
-            skip = False
-            continue
-        paths.append(entry[3:])
-        skip = entry[0] == "R"  # a rename is followed by its source path
-    return paths
 
 
 def _at_head(root: Path, path: str) -> str | None:

@@ -21,6 +21,7 @@ import git
 from autoloop_py.errors import AutoloopError, EditError, GitError
 from autoloop_py.gitutil import (
     call,
+    changed_paths,
     default_branch,
     failure,
     fetch_branches,
@@ -124,8 +125,7 @@ class Workspace:
 
     def changed_paths(self) -> list[str]:
         """Returns the sorted paths changed versus the worktree's HEAD, tracked and untracked."""
-        raw = call(self._wt(), "status", "--porcelain=v1", "-z", "--untracked-files=all").stdout
-        return sorted(set(_status_paths(raw)))
+        return changed_paths(self._wt())
 
     def reset(self) -> None:
         """Discards every change in the worktree, untracked and ignored files included."""
@@ -285,20 +285,3 @@ class Workspace:
 def _slug(name: str) -> str:
     """Returns `name` reduced to characters safe in a directory name."""
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "program"
-
-
-def _status_paths(raw: bytes) -> list[str]:
-    """Returns every path named by `git status --porcelain=v1 -z` output (both sides of renames)."""
-    fields = raw.split(b"\0")
-    paths: list[str] = []
-    index = 0
-    while index < len(fields):
-        entry = fields[index]
-        index += 1
-        if len(entry) < 4:
-            continue
-        paths.append(entry[3:].decode("utf-8", "surrogateescape"))
-        if entry[:1] in (b"R", b"C"):
-            paths.append(fields[index].decode("utf-8", "surrogateescape"))
-            index += 1
-    return paths

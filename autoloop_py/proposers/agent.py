@@ -12,6 +12,7 @@ from typing import Mapping
 
 import git
 
+from autoloop_py.gitutil import changed_paths, open_repo
 from autoloop_py.edits import reply_field, summary_and_lesson
 from autoloop_py.evaluate import CommandResult, run_command, scrub_environment
 from autoloop_py.proposers.base import Proposal, ProposalRequest
@@ -97,32 +98,14 @@ def agent_environment(environ: Mapping[str, str], prompt_file: Path, reply_file:
 
 def changed_files(workdir: Path) -> dict[str, str | None]:
     """Returns every path changed in the worktree (tracked or untracked) -> new content, None if deleted."""
-    raw = git.Repo(workdir).git.status("--porcelain", "-z", "--untracked-files=all")
     files: dict[str, str | None] = {}
-    for path in _status_paths(raw):
+    for path in changed_paths(open_repo(workdir)):
         target = workdir / path
         if target.is_file():
             files[path] = target.read_bytes().decode("utf-8")
         elif not target.exists():
             files[path] = None
     return files
-
-
-def _status_paths(raw: str) -> list[str]:
-    """Returns the paths of `git status --porcelain -z` output; a rename names both its sides."""
-    fields = raw.split("\0")
-    paths: list[str] = []
-    index = 0
-    while index < len(fields):
-        entry = fields[index]
-        index += 1
-        if len(entry) < 4:
-            continue
-        paths.append(entry[3:])
-        if entry[0] in "RC" and index < len(fields):
-            paths.append(fields[index])
-            index += 1
-    return paths
 
 
 def _head(workdir: Path) -> str | None:
