@@ -23,6 +23,7 @@ from autoloop_py.iteration import (
     rejection_note,
     violations,
 )
+from autoloop_py.lock import program_lock
 from autoloop_py.memory import MemoryStore
 from autoloop_py.program import Program, target_files
 from autoloop_py.prompts import render_iteration_prompt
@@ -97,6 +98,11 @@ def prepare(root: Path, program: Program, place_parent: bool = False) -> Handoff
 
 def record(root: Path, program: Program, outcome: Outcome, budget: int = statefile.DEFAULT_BUDGET) -> statefile.IterationRecord:
     """Judges the working tree's candidate against the best, records it, and returns the record."""
+    with program_lock(root, program.name):
+        return _record_locked(root, program, outcome, budget)
+
+
+def _record_locked(root: Path, program: Program, outcome: Outcome, budget: int) -> statefile.IterationRecord:
     memory = MemoryStore(root)
     memory.sync()
     state = load_state(memory, program)

@@ -14,6 +14,7 @@ from typing import Callable, Iterator, Mapping
 
 from autoloop_py import ci_gate, edits, state as statefile
 from autoloop_py.evaluate import EvaluationResult, evaluate
+from autoloop_py.lock import program_lock
 from autoloop_py.memory import MemoryStore
 from autoloop_py.program import Program, target_files
 from autoloop_py.prompts import PromptContext, render_iteration_prompt
@@ -87,6 +88,12 @@ class IterationOutcome:
 
 def run_iteration(root: Path, program: Program, options: RunOptions, now: datetime | None = None) -> IterationOutcome:
     """Runs one iteration of program in the repository at root and records it on the memory branch."""
+    with program_lock(root, program.name):
+        return _run_locked(root, program, options, now)
+
+
+def _run_locked(root: Path, program: Program, options: RunOptions, now: datetime | None) -> IterationOutcome:
+    """Runs the iteration while holding the program's lock."""
     clock = _Clock()
     memory = MemoryStore(root)
     with clock("load state"):

@@ -1,0 +1,42 @@
+"""Tests for lock.py: one run of a program at a time per repository."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from autoloop_py.errors import AutoloopError
+from autoloop_py.lock import program_lock
+
+
+def test_second_holder_waits_for_the_first(git_repo: Path) -> None:
+    events: list[str] = []
+
+    def second() -> None:
+        with program_lock(git_repo, "demo", wait=5, poll=0.01):
+            events.append("second in")
+
+    with program_lock(git_repo, "demo") as path:
+        thread = threading.Thread(target=second)
+        thread.start()
+        time.sleep(0.2)
+        events.append("first out")
+        assert path.name == "demo.lock" and ".git" in path.parts
+    thread.join(5)
+    assert events == ["first out", "second in"]
+
+
+def test_gives_up_with_a_clear_error(git_repo: Path) -> None:
+    with program_lock(git_repo, "demo"):
+        with pytest.raises(AutoloopError, match="another autoloop run of 'demo' holds .* for more than 0.1 s"):
+            with program_lock(git_repo, "demo", wait=0.1, poll=0.02):
+                pass
+
+
+def test_other_programs_do_not_wait(git_repo: Path) -> None:
+    with program_lock(git_repo, "one"):
+        with program_lock(git_repo, "two", wait=0):
+            pass
