@@ -170,7 +170,7 @@ def _try_candidate(ctx: _Context, root: Path) -> _Attempt:
     if proposal.failure:
         return _Attempt(_error_record(now, proposal.summary or "no candidate", proposal.failure, options, **usage), prompt=prompt)
     with ctx.clock("check"):
-        problems = violations(program, files, proposal.files)
+        problems = violations(program, files, proposal.files) + _links(workspace.path, proposal.files)
         guarded = _protected_hashes(program, workspace.path)
     if problems:
         notes = "Rejected before evaluation: " + "; ".join(problems)
@@ -358,6 +358,12 @@ def violations(program: Program, files: Mapping[str, str], changes: Mapping[str,
     if not changes:
         reasons.append("the candidate changes nothing")
     return reasons
+
+
+def _links(workdir: Path, changes: Mapping[str, str | None]) -> list[str]:
+    """Returns a reason for every changed path that is a symbolic link (an agent could point one outside)."""
+    return [f"{path} is a symbolic link; candidates may only write regular files" for path in changes
+            if (workdir / path).is_symlink()]
 
 
 def _protected_hashes(program: Program, workdir: Path) -> dict[str, str]:

@@ -101,7 +101,10 @@ def changed_files(workdir: Path) -> dict[str, str | None]:
     files: dict[str, str | None] = {}
     for path in changed_paths(open_repo(workdir)):
         target = workdir / path
-        if target.is_file():
+        if target.is_symlink():
+            # Never read through a link the agent made: it may point anywhere. The runner rejects it.
+            files[path] = f"<symbolic link to {os.readlink(target)}>"
+        elif target.is_file():
             files[path] = target.read_bytes().decode("utf-8")
         elif not target.exists():
             files[path] = None

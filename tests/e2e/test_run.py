@@ -199,3 +199,14 @@ def test_repo_origin_main_untouched(counter_repo: Path, tmp_path: Path) -> None:
     _git(counter_repo, "fetch", "-q", "origin")
     assert _git(counter_repo, "rev-parse", "origin/main") == before
     assert git.Repo(counter_repo).active_branch.name == "main"
+
+
+def test_symlink_out_of_the_worktree_is_rejected(counter_repo: Path, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("do not read me")
+    agent = tmp_path / "link_agent.sh"
+    agent.write_text(f"rm {PROG}/code/value.py && ln -s {secret} {PROG}/code/value.py\n")
+    assert _run(counter_repo, f"bash {agent}", 1) == 0
+    text = _git(counter_repo, "show", "memory/autoloop:counter.md")
+    assert "code/value.py is a symbolic link" in text and "do not read me" not in text
+    assert _state(counter_repo).machine.recent_statuses == ("rejected",)
