@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Mapping
 
 from autoloop_py import ci_gate, edits, state as statefile
+from autoloop_py.errors import GitError
 from autoloop_py.evaluate import EvaluationResult, evaluate
 from autoloop_py.lock import program_lock
 from autoloop_py.memory import MemoryStore
@@ -242,7 +243,13 @@ def _ratchet(
             if options.run_url:
                 message += f"\n\nRun: {options.run_url}"
             commit = workspace.commit_candidate(message)
-            workspace.push()
+            try:
+                workspace.push()
+            except GitError as err:
+                kept = workspace.withdraw(commit)
+                notes = (f"another run advanced autoloop/{program.name} first, so this candidate was judged against a "
+                         f"stale best; it is kept at {kept} ({err.message.splitlines()[0][:120]})")
+                return _record_of("rejected", now, proposal.summary, result.metric, notes, proposal.lesson, options, **usage)
     notes = f"{program.evaluation.metric if program.evaluation else 'metric'} improved to {result.metric:g}"
     if options.ci_gate and commit is not None:
         notes += "; kept until the commit's CI checks pass"

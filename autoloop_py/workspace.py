@@ -146,6 +146,19 @@ class Workspace:
         self._tip = sha
         return sha
 
+    def withdraw(self, sha: str) -> str:
+        """Moves the program branch back to the candidate's parent; keeps the candidate under refs/autoloop/orphaned/.
+
+        Used when another run advanced the remote branch first: the candidate was judged against a
+        stale best, so it is not kept, but nothing is lost. Returns the ref that holds it.
+        """
+        parent = run(self._wt(), "rev-parse", f"{sha}^")
+        keep = f"refs/autoloop/orphaned/{_slug(self.branch)}-{sha[:12]}"
+        update_ref(self._repo, keep, sha, None, "autoloop: withdrawn candidate")
+        self._move_branch(sha, parent, f"the candidate stays at {keep}")
+        self._tip = parent
+        return keep
+
     def push(self) -> None:
         """Pushes the program branch to the remote; force-with-lease only when nothing would be lost."""
         if not self._has_remote():

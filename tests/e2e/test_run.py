@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import git
@@ -210,3 +211,43 @@ def test_symlink_out_of_the_worktree_is_rejected(counter_repo: Path, tmp_path: P
     text = _git(counter_repo, "show", "memory/autoloop:counter.md")
     assert "code/value.py is a symbolic link" in text and "do not read me" not in text
     assert _state(counter_repo).machine.recent_statuses == ("rejected",)
+
+
+def test_same_program_race_keeps_one_candidate_and_both_records(counter_repo: Path, tmp_path: Path) -> None:
+    origin = counter_repo.parent / "origin.git"
+    clones = []
+    for name in ("slow", "fast"):
+        clone = tmp_path / name
+        _git(tmp_path, "clone", "-q", str(origin), str(clone))
+        _git(clone, "config", "user.name", name)
+        _git(clone, "config", "user.email", f"{name}@example.invalid")
+        clones.append(clone)
+    slow_agent = tmp_path / "slow.sh"
+    slow_agent.write_text(f"sleep 4\nprintf '{VALUE.format(x=5.0)}' > {PROG}/code/value.py\n")
+    fast_agent = tmp_path / "fast.sh"
+    fast_agent.write_text(f"printf '{VALUE.format(x=3.0)}' > {PROG}/code/value.py\n")
+
+    def spawn(clone: Path, agent: Path) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "autoloop_py", "run", "--repo", str(clone), "--program", "counter",
+             "--proposer", "agent", "--agent-command", f"bash {agent}"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+
+    slow = spawn(clones[0], slow_agent)
+    time.sleep(2)  # the slow run has prepared its branch and is inside its agent
+    fast = spawn(clones[1], fast_agent)
+    for run in (fast, slow):
+        out, err = run.communicate(timeout=60)
+        assert run.returncode == 0, err.decode()
+    reader = tmp_path / "reader"
+    _git(tmp_path, "clone", "-q", str(origin), str(reader))
+    _git(reader, "fetch", "-q", "origin", "memory/autoloop:memory/autoloop")
+    state = statefile.parse_state(_git(reader, "show", "memory/autoloop:counter.md") + "\n")
+    assert state.machine.iteration_count == 2
+    assert sorted(state.machine.recent_statuses) == ["accepted", "rejected"]
+    assert state.machine.best_metric == 3.0
+    assert "another run advanced autoloop/counter first" in state.history[0].text
+    assert "x = 3.0" in _git(reader, "show", f"origin/autoloop/counter:{PROG}/code/value.py")
+    kept = _git(clones[0], "for-each-ref", "--format=%(refname)", "refs/autoloop/orphaned/")
+    assert kept.startswith("refs/autoloop/orphaned/autoloop-counter-")
