@@ -12,9 +12,10 @@ from typing import Callable, Sequence
 
 from rich.console import Console
 from rich.logging import RichHandler
+from rich.markup import escape
 
 from autoloop_py import __version__
-from autoloop_py.commands import check, prompt, record, customize, init, new, pause, run, schedule, show, status
+from autoloop_py.commands import analyze, check, prompt, record, customize, init, new, pause, run, schedule, show, status, trace
 from autoloop_py.errors import AutoloopError
 
 EXIT_ERROR = 1
@@ -40,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"autoloop {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (run, check, status, show, schedule, pause, new, customize, prompt, record, init):
+    for module in (run, check, status, show, schedule, pause, new, customize, prompt, record, init, analyze, trace):
         module.add_parser(commands)
     return parser
 
@@ -70,7 +71,7 @@ def _handle(command: Callable[[], int], err_console: Console) -> int:
     try:
         return command()
     except AutoloopError as err:
-        err_console.print(f"[bold red]error:[/] {err}", markup=True, highlight=False)
+        err_console.print(f"[bold red]error:[/] {escape(str(err))}", markup=True, highlight=False)
         return EXIT_ERROR
     except KeyboardInterrupt:
         err_console.print("interrupted")
@@ -78,7 +79,7 @@ def _handle(command: Callable[[], int], err_console: Console) -> int:
     except Exception as err:  # noqa: BLE001 - the one place that turns crashes into a report
         log_path = _crash_log()
         log_path.write_text(traceback.format_exc(), encoding="utf-8")
-        err_console.print(f"[bold red]An unexpected error occurred:[/] {type(err).__name__}: {err}")
+        err_console.print(f"[bold red]An unexpected error occurred:[/] {type(err).__name__}: {escape(str(err))}")
         err_console.print(f"The traceback was written to {log_path}; please include it in a bug report.")
         return EXIT_CRASH
 

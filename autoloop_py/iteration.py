@@ -12,8 +12,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterator, Mapping
 
-from autoloop_py import ci_gate, edits, state as statefile
-from autoloop_py.errors import GitError
+from autoloop_py import ci_gate, edits, trace, state as statefile
+from autoloop_py.errors import GitError, ProgramError
 from autoloop_py.evaluate import EvaluationResult, evaluate
 from autoloop_py.lock import program_lock
 from autoloop_py.memory import MemoryStore
@@ -108,15 +108,21 @@ def _run_locked(root: Path, program: Program, options: RunOptions, now: datetime
         with clock("prepare branch"):
             workspace.prepare()
         best, baseline, failure = measure_baseline(program, workspace.path, state, clock)
+        seed = _seed(program, workspace.path, baseline)
         if failure is not None:
             attempt = _Attempt(_error_record(now, "baseline", f"baseline evaluation failed: {failure}", options))
         else:
-            context = _Context(program, workspace, proposer, state, best, iteration, rng, options, clock, now, runner, memory)
+            tip = "seed" if seed is not None else (memory.read(trace.tip_path(program.name)) or "").strip() or None
+            context = _Context(
+                program, workspace, proposer, state, best, iteration, rng, options, clock, now, runner, memory, tip
+            )
             attempt = _try_candidate(context, root)
         record = _with_baseline(attempt.record, baseline)
     if not options.dry_run:
         with clock("record"):
-            record_iteration(memory, program, record, options.budget, runner, attempt.candidate, attempt.prompt)
+            record_iteration(
+                memory, program, record, options.budget, runner, attempt.candidate, attempt.prompt, attempt.evaluated, seed
+            )
     return IterationOutcome(
         program=program.name,
         iteration=iteration,
@@ -146,15 +152,17 @@ class _Context:
     now: datetime | None
     runner: StrategyRunner | None
     memory: MemoryStore
+    tip: str | None = None
 
 
 @dataclass(frozen=True)
 class _Attempt:
-    """What a candidate attempt produced: its history record, its Population entry and its prompt."""
+    """What a candidate attempt produced: its history record, Population entry, prompt and trace data."""
 
     record: statefile.IterationRecord
     candidate: Candidate | None = None
     prompt: str = ""
+    evaluated: trace.Evaluated | None = None
 
 
 def _try_candidate(ctx: _Context, root: Path) -> _Attempt:
@@ -181,6 +189,7 @@ def _try_candidate(ctx: _Context, root: Path) -> _Attempt:
     with ctx.clock("evaluate"):
         result = evaluate(program, workspace.path)
     tampered = _tampered(program, workspace.path, guarded)
+    evaluated = _evaluated(ctx, decision, proposal, result.metrics, prompt)
     if tampered:
         record = _error_record(now, proposal.summary, f"the candidate changed protected files: {tampered}", options, **usage)
     elif not result.ok or result.metric is None:
@@ -189,7 +198,7 @@ def _try_candidate(ctx: _Context, root: Path) -> _Attempt:
         if decision is not None:
             usage["extra"] = strategy.history_bullets(decision, result.metric)
         record = _ratchet(program, workspace, proposal, result, ctx.best, ctx.iteration, options, ctx.clock, now, usage)
-    return _Attempt(record, _candidate(ctx, decision, record, proposal, files), prompt)
+    return _Attempt(record, _candidate(ctx, decision, record, proposal, files), prompt, evaluated)
 
 
 def _prepare_prompt(ctx: _Context, files: dict[str, str], root: Path) -> tuple[Decision | None, dict[str, str], str]:
@@ -206,6 +215,47 @@ def _prepare_prompt(ctx: _Context, files: dict[str, str], root: Path) -> tuple[D
         ctx.runner, decision, ctx.program, placed, ctx.state, ctx.best, root, ctx.options.directives
     )
     return decision, placed, prompt
+
+
+def _primary(program: Program, workdir: Path) -> str | None:
+    """Returns the Target file whose source a trace row keeps (None when the Target has no file yet)."""
+    try:
+        return strategy.primary_target(program, workdir)
+    except ProgramError:
+        return None
+
+
+def _evaluated(
+    ctx: _Context, decision: Decision | None, proposal: Proposal, metrics: Mapping[str, object], prompt: str
+) -> trace.Evaluated:
+    """Returns the trace data of an evaluated candidate."""
+    primary = ctx.runner.primary if ctx.runner else _primary(ctx.program, ctx.workspace.path)
+    path = ctx.workspace.path / primary if primary else None
+    source = path.read_text(encoding="utf-8", errors="replace") if path and path.is_file() else ""
+    parent = str(decision.parents[0].id) if decision is not None and decision.parents else ctx.tip
+    usage = proposal.usage
+    return trace.Evaluated(
+        source=source,
+        metrics=dict(metrics),
+        prompt=prompt,
+        replies=tuple(text for role, text in proposal.transcript if role in ("assistant", "agent")),
+        parent_id=parent,
+        operator=decision.operator if decision is not None else None,
+        model=usage.model if usage else None,
+        tokens=(usage.prompt_tokens + usage.completion_tokens) or None if usage else None,
+        cost=usage.cost if usage else None,
+        language=strategy.language_of(primary or ""),
+    )
+
+
+def _seed(program: Program, workdir: Path, baseline: float | None) -> trace.Evaluated | None:
+    """Returns the trace data of the unchanged code when this iteration measured the baseline."""
+    if baseline is None:
+        return None
+    primary = _primary(program, workdir)
+    source = (workdir / primary).read_text(encoding="utf-8", errors="replace") if primary else ""
+    metric = program.evaluation.metric if program.evaluation else "metric"
+    return trace.Evaluated(source=source, metrics={metric: baseline}, language=strategy.language_of(primary or ""))
 
 
 def _candidate(
@@ -302,6 +352,8 @@ def record_iteration(
     runner: StrategyRunner | None = None,
     candidate: Candidate | None = None,
     prompt: str = "",
+    evaluated: trace.Evaluated | None = None,
+    seed: trace.Evaluated | None = None,
 ) -> None:
     """Applies the record to the freshest state file and commits it; re-applied on a concurrent update."""
     path = state_path(program)
@@ -322,9 +374,16 @@ def record_iteration(
         iteration = updated.machine.iteration_count
         if prompt:
             kept[f"traces/{program.name}/prompts/{iteration}.md"] = prompt
+        row_id = f"it{iteration}"
         if runner is not None and candidate is not None:
             updated, recorded = strategy.record_candidate(updated, runner, candidate, program, budget)
             kept[strategy.code_path(program, recorded)] = recorded.code or ""
+            row_id = str(recorded.id)
+        stamp = record.timestamp.isoformat()
+        if seed is not None:
+            kept.update(trace.iteration_files(program, seed, "seed", 0, "accepted", stamp, "the unchanged code"))
+        if evaluated is not None:
+            kept.update(trace.iteration_files(program, evaluated, row_id, iteration, record.status, stamp, record.change))
         return statefile.render_state(updated)
 
     metric = "—" if record.metric is None else f"{record.metric:g}"

@@ -193,7 +193,7 @@ def candidate_for(
         status=record.status,
         notes=record.lesson or record.notes,
         code=code,
-        language=_language(runner.primary),
+        language=language_of(runner.primary),
     )
 
 
@@ -265,7 +265,7 @@ def _size(state: statefile.StateFile) -> int:
     return len(statefile.render_state(state).encode("utf-8"))
 
 
-def _language(path: str) -> str:
+def language_of(path: str) -> str:
     suffix = Path(path).suffix.lstrip(".")
     return {"py": "python", "js": "javascript", "ts": "typescript", "rs": "rust"}.get(suffix, suffix or "text")
 

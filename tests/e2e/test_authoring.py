@@ -107,8 +107,9 @@ def test_new_refuses_to_overwrite_and_names_bad_input(
     assert main(["new", "x", "--repo", str(git_repo)]) == 0
     assert main(["new", "x", "--strategy", "alphaevolve", "--repo", str(git_repo)]) == 1
     assert "program 'x' already exists at .autoloop/programs/x; pick another name" in capsys.readouterr().err
-    assert main(["new", "y", "--strategy", "funsearch", "--repo", str(git_repo)]) == 1
-    assert "no strategy template named 'funsearch'; choose one of: alphaevolve, none" in capsys.readouterr().err
+    assert main(["new", "y", "--strategy", "evolution", "--repo", str(git_repo)]) == 1
+    assert ("no strategy template named 'evolution'; choose one of: adaevolve, alphaevolve, funsearch, none"
+            in capsys.readouterr().err)
     answers = tmp_path / "answers.yaml"
     answers.write_text("program-name: y\nno such marker: text\n")
     assert main(["new", "y", "--strategy", "alphaevolve", "--answers", str(answers), "--repo", str(git_repo)]) == 1
@@ -138,7 +139,7 @@ def test_strategy_templates_come_from_the_repository_first(git_repo: Path, capsy
     assert "- `strategy/prompts/only.md`" in (folder / "program.md").read_text()
     capsys.readouterr()
     assert main(["new", "u", "--strategy", "nope", "--repo", str(git_repo)]) == 1
-    assert "choose one of: alphaevolve, tiny, none" in capsys.readouterr().err
+    assert "choose one of: adaevolve, alphaevolve, funsearch, tiny, none" in capsys.readouterr().err
 
 
 def test_customize_shows_a_diff_and_writes_only_with_write(

@@ -1,0 +1,434 @@
+"""Cycling: added lines that re-introduce deleted ones (literal, tuning, trivial), run-wide and per lineage.
+
+Line extraction, skeletons and the run-wide classifier follow EvoReplay's `classify_cycles.py`; the
+lineage-restricted variant counts only deletions on the child's own ancestry, as the paper describes.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import statistics
+from dataclasses import dataclass
+from typing import Iterable, Mapping, NamedTuple, Sequence
+
+from autoloop_py.analysis import Node
+
+NUMBER = re.compile(r"[0-9]+\.?[0-9]*(?:[eE][+-]?[0-9]+)?")
+_LINE_COMMENT = re.compile(r"//.*$")
+_BLOCK_COMMENT = re.compile(r"/\*.*?\*/")
+_NUMERIC_PUNCTUATION = re.compile(r"[=+\-*/()<>,;:{}.|&!~^%?\[\]\s]")
+_TRIVIAL_LINES = frozenset({"{", "}", "};", "});", "else {", "else{", "return;"})
+_COMMENT_PREFIXES = ("/*", "*/", "*", "//", "#")
+_WHITESPACE = re.compile(r"\s+")
+MIN_LENGTH = 5
+KINDS = ("literal", "tuning", "trivial")
+SPAN_BINS: tuple[tuple[str, int, int | None], ...] = (
+    ("1", 1, 1), ("2-5", 2, 5), ("6-10", 6, 10), ("11-20", 11, 20), ("21-50", 21, 50), ("51+", 51, None)
+)
+ROLLING_WINDOW = 5
+
+
+@dataclass(frozen=True)
+class Edit:
+    """One parent→child edit with its normalized, filtered lines (lines under MIN_LENGTH kept).
+
+    Attributes:
+        child_id: the child program.
+        parent_id: its parent.
+        iteration: the child's iteration_found.
+        removed: normalized lines the edit removed, in diff order.
+        added: normalized lines the edit added, in diff order.
+    """
+
+    child_id: str
+    parent_id: str
+    iteration: int
+    removed: tuple[str, ...]
+    added: tuple[str, ...]
+
+    def removed_counted(self) -> tuple[str, ...]:
+        """Returns the removed lines the three-way classifier counts (at least MIN_LENGTH characters)."""
+        return tuple(line for line in self.removed if len(line) >= MIN_LENGTH)
+
+    def added_counted(self) -> tuple[str, ...]:
+        """Returns the added lines the three-way classifier counts (at least MIN_LENGTH characters)."""
+        return tuple(line for line in self.added if len(line) >= MIN_LENGTH)
+
+
+@dataclass(frozen=True)
+class RecycleEvent:
+    """An added line that re-introduces an earlier removal with the same skeleton.
+
+    Attributes:
+        child_id: the program whose edit added the line.
+        iteration: the child's iteration.
+        kind: literal, tuning or trivial.
+        line: the added line (normalized).
+        removed_line: the earlier removed line it matched.
+        removed_in: the program whose edit removed it.
+        span: the child's iteration minus the removal's.
+    """
+
+    child_id: str
+    iteration: int
+    kind: str
+    line: str
+    removed_line: str
+    removed_in: str
+    span: int
+
+
+class _Removal(NamedTuple):
+    iteration: int
+    line: str
+    node_id: str
+
+
+def diff_lines(parent: str, child: str) -> tuple[list[str], list[str]]:
+    """Returns the raw (removed, added) lines of a zero-context unified diff from parent to child."""
+    diff = list(difflib.unified_diff(parent.splitlines(), child.splitlines(), n=0, lineterm=""))
+    removed: list[str] = []
+    added: list[str] = []
+    # The two header lines are dropped by position: a removed C++ line `--i;` would look like a header.
+    for line in diff[2:]:
+        if line.startswith("-"):
+            removed.append(line[1:])
+        elif line.startswith("+"):
+            added.append(line[1:])
+    return removed, added
+
+
+def normalize(line: str) -> str:
+    """Returns the line without `//` and one-line `/*…*/` comments, stripped (Python `#` comments stay)."""
+    return _BLOCK_COMMENT.sub("", _LINE_COMMENT.sub("", line)).strip()
+
+
+def skeleton(line: str) -> str:
+    """Returns the line with every number (also digits inside identifiers) replaced by `#`."""
+    return NUMBER.sub("#", line)
+
+
+def is_noise(line: str) -> bool:
+    """Returns whether a normalized line is too trivial to count (short, a brace, an include, numbers only)."""
+    if len(line) <= 2 or line in _TRIVIAL_LINES or line.startswith("#include"):
+        return True
+    return not _NUMERIC_PUNCTUATION.sub("", NUMBER.sub("", line))
+
+
+def is_comment(line: str) -> bool:
+    """Returns whether a normalized line is (the start or inside of) a comment."""
+    return line.startswith(_COMMENT_PREFIXES)
+
+
+def classify_pair(added: str, removed: str) -> str:
+    """Returns how an added line re-introduces a removed line of the same skeleton."""
+    if added == removed:
+        return "literal"
+    if is_comment(added) or is_comment(removed):
+        return "trivial"
+    if _WHITESPACE.sub("", added) == _WHITESPACE.sub("", removed):
+        return "trivial"
+    return "tuning"
+
+
+def edit_lines(parent: str, child: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Returns the normalized (removed, added) lines of an edit, noise dropped."""
+    removed, added = diff_lines(parent, child)
+    return _clean(removed), _clean(added)
+
+
+def edits_of(nodes: Sequence[Node]) -> tuple[Edit, ...]:
+    """Returns the edits of a run: children whose parent is in the run and both sources are known."""
+    by_id = {node.id: node for node in nodes}
+    edits: list[Edit] = []
+    for node in sorted(nodes, key=lambda n: (n.iteration, n.id)):
+        parent = by_id.get(node.parent_id) if node.parent_id is not None else None
+        if parent is None or parent.source is None or node.source is None or parent.id == node.id:
+            continue
+        removed, added = edit_lines(parent.source, node.source)
+        edits.append(Edit(node.id, parent.id, node.iteration, removed, added))
+    return tuple(edits)
+
+
+def classify_run_wide(edits: Sequence[Edit]) -> tuple[RecycleEvent, ...]:
+    """Returns recycling events where the matching removal may lie on any branch (EvoReplay's classifier)."""
+    history: dict[str, list[_Removal]] = {}
+    events: list[RecycleEvent] = []
+    for edit in sorted(edits, key=lambda e: (e.iteration, e.child_id)):
+        for line in edit.removed_counted():
+            history.setdefault(skeleton(line), []).append(_Removal(edit.iteration, line, edit.child_id))
+        credited: set[str] = set()
+        for line in edit.added_counted():
+            key = skeleton(line)
+            removal = _latest_before(history.get(key, ()), edit.iteration)
+            if key in credited or removal is None:
+                continue
+            credited.add(key)
+            events.append(_event(edit, line, removal, classify_pair(line, removal.line)))
+    return tuple(events)
+
+
+def classify_lineage(edits: Sequence[Edit], nodes: Sequence[Node]) -> tuple[RecycleEvent, ...]:
+    """Returns recycling events where the removal lies on the child's own lineage (D(parent))."""
+    deleted = _DeletionSets(edits, nodes)
+    events: list[RecycleEvent] = []
+    for edit in sorted(edits, key=lambda e: (e.iteration, e.child_id)):
+        lines, skeletons = deleted.of(edit.parent_id)
+        credited: set[str] = set()
+        for line in edit.added_counted():
+            key = skeleton(line)
+            removal = lines.get(line) or skeletons.get(key)
+            if key in credited or removal is None:
+                continue
+            credited.add(key)
+            events.append(_event(edit, line, removal, classify_pair(line, removal.line)))
+    return tuple(events)
+
+
+def raw_events(edits: Sequence[Edit], collapse_numbers: bool = False) -> tuple[int, int]:
+    """Returns (recycled, added) lines by the raw detector: an identical line removed anywhere earlier."""
+    key = skeleton if collapse_numbers else (lambda line: line)
+    removed_at: dict[str, int] = {}
+    recycled = added = 0
+    for edit in sorted(edits, key=lambda e: (e.iteration, e.child_id)):
+        for line in edit.removed:
+            removed_at.setdefault(key(line), edit.iteration)
+        added += len(edit.added)
+        # The raw detector applies the minimum length to events only, not to the added-line count.
+        recycled += sum(
+            1 for line in edit.added if len(line) >= MIN_LENGTH and removed_at.get(key(line), edit.iteration) < edit.iteration
+        )
+    return recycled, added
+
+
+def kind_counts(events: Iterable[RecycleEvent]) -> dict[str, int]:
+    """Returns events per kind, plus `any`."""
+    counts = {kind: 0 for kind in KINDS}
+    for event in events:
+        counts[event.kind] += 1
+    counts["any"] = sum(counts[kind] for kind in KINDS)
+    return counts
+
+
+def span_stats(events: Sequence[RecycleEvent]) -> dict[str, object]:
+    """Returns n, median, mean, min and max of the spans and their counts per bin."""
+    spans = [event.span for event in events]
+    bins = {label: sum(1 for s in spans if s >= low and (high is None or s <= high)) for label, low, high in SPAN_BINS}
+    if not spans:
+        return {"n": 0, "median": None, "mean": None, "min": None, "max": None, "bins": bins}
+    return {"n": len(spans), "median": statistics.median(spans), "mean": statistics.fmean(spans),
+            "min": min(spans), "max": max(spans), "bins": bins}
+
+
+def _clean(lines: Iterable[str]) -> tuple[str, ...]:
+    normalized = (normalize(line) for line in lines)
+    return tuple(line for line in normalized if not is_noise(line))
+
+
+def _latest_before(removals: Sequence[_Removal], iteration: int) -> _Removal | None:
+    """Returns the most recent removal at an iteration strictly below `iteration`."""
+    for removal in reversed(removals):
+        if removal.iteration < iteration:
+            return removal
+    return None
+
+
+def _event(edit: Edit, line: str, removal: _Removal, kind: str) -> RecycleEvent:
+    return RecycleEvent(edit.child_id, edit.iteration, kind, line, removal.line, removal.node_id,
+                        edit.iteration - removal.iteration)
+
+
+_Deleted = tuple[Mapping[str, _Removal], Mapping[str, _Removal]]
+
+
+class _DeletionSets:
+    """D(v): the lines removed on the edges from the root to v, by line and by skeleton (latest wins)."""
+
+    def __init__(self, edits: Sequence[Edit], nodes: Sequence[Node]) -> None:
+        self._edits = {edit.child_id: edit for edit in edits}
+        self._parents = {node.id: node.parent_id for node in nodes}
+        self._memo: dict[str, _Deleted] = {}
+
+    def of(self, node_id: str) -> _Deleted:
+        """Returns D(node_id), computed iteratively from the nearest known ancestor down."""
+        chain: list[str] = []
+        current: str | None = node_id
+        while current is not None and current in self._parents and current not in self._memo and current not in chain:
+            chain.append(current)
+            current = self._parents[current]
+        base: _Deleted = self._memo.get(current, ({}, {})) if current is not None else ({}, {})
+        for node in reversed(chain):
+            base = self._memo[node] = self._extend(base, self._edits.get(node))
+        return self._memo.get(node_id, ({}, {}))
+
+    @staticmethod
+    def _extend(base: _Deleted, edit: Edit | None) -> _Deleted:
+        if edit is None or not edit.removed_counted():
+            return base
+        lines, skeletons = dict(base[0]), dict(base[1])
+        for line in edit.removed_counted():
+            removal = _Removal(edit.iteration, line, edit.child_id)
+            lines[line] = removal
+            skeletons[skeleton(line)] = removal
+        return lines, skeletons
+
+
+@dataclass(frozen=True)
+class IterationRate:
+    """Recycling among the lines added by the edits of one child iteration.
+
+    Attributes:
+        iteration: the child iteration.
+        added: counted lines added at that iteration.
+        counts: events per kind and `any`.
+        fractions: counts divided by max(added, 1), per kind and `any`.
+        rolling_any: the trailing mean of fractions['any'] over ROLLING_WINDOW iterations with edits.
+    """
+
+    iteration: int
+    added: int
+    counts: Mapping[str, int]
+    fractions: Mapping[str, float]
+    rolling_any: float
+
+
+@dataclass(frozen=True)
+class CyclingSummary:
+    """Per-run and per-edit recycling shares of one classifier variant.
+
+    Attributes:
+        variant: run_wide or lineage.
+        n_edits: parent→child edits with both sources.
+        n_added_lines: counted added lines over all edits.
+        counts: events per kind and `any`.
+        share_of_added_lines: counts / n_added_lines (0 when nothing was added).
+        median_per_edit_ratios: the median over edits of events / added lines (edits adding nothing count 0).
+        spans: span statistics and bins (1, 2-5, 6-10, 11-20, 21-50, 51+).
+        per_iteration: the rate per child iteration.
+        slopes: OLS slope of the per-iteration fraction against iteration, per kind and `any` (None if < 2 points).
+    """
+
+    variant: str
+    n_edits: int
+    n_added_lines: int
+    counts: Mapping[str, int]
+    share_of_added_lines: Mapping[str, float]
+    median_per_edit_ratios: Mapping[str, float]
+    spans: Mapping[str, object]
+    per_iteration: tuple[IterationRate, ...]
+    slopes: Mapping[str, float | None]
+
+
+def summarize(variant: str, edits: Sequence[Edit], events: Sequence[RecycleEvent]) -> CyclingSummary:
+    """Returns the per-run, per-edit and per-iteration recycling statistics of one variant."""
+    added = sum(len(edit.added_counted()) for edit in edits)
+    counts = kind_counts(events)
+    by_child: dict[str, list[RecycleEvent]] = {}
+    for event in events:
+        by_child.setdefault(event.child_id, []).append(event)
+    ratios = {kind: [_ratio(kind_counts(by_child.get(e.child_id, []))[kind], len(e.added_counted())) for e in edits]
+              for kind in (*KINDS, "any")}
+    series = per_iteration(edits, events)
+    return CyclingSummary(
+        variant=variant,
+        n_edits=len(edits),
+        n_added_lines=added,
+        counts=counts,
+        share_of_added_lines={kind: _ratio(count, added) for kind, count in counts.items()},
+        median_per_edit_ratios={kind: statistics.median(values) if values else 0.0 for kind, values in ratios.items()},
+        spans=span_stats(events),
+        per_iteration=series,
+        slopes={kind: ols_slope([r.iteration for r in series], [r.fractions[kind] for r in series])
+                for kind in (*KINDS, "any")},
+    )
+
+
+def per_iteration(edits: Sequence[Edit], events: Sequence[RecycleEvent]) -> tuple[IterationRate, ...]:
+    """Returns the recycling fraction per child iteration, with a trailing rolling mean of `any`."""
+    added: dict[int, int] = {}
+    for edit in edits:
+        added[edit.iteration] = added.get(edit.iteration, 0) + len(edit.added_counted())
+    rates: list[IterationRate] = []
+    for iteration in sorted(added):
+        counts = kind_counts(e for e in events if e.iteration == iteration)
+        fractions = {kind: count / max(added[iteration], 1) for kind, count in counts.items()}
+        window = [r.fractions["any"] for r in rates[-(ROLLING_WINDOW - 1):]] + [fractions["any"]]
+        rates.append(IterationRate(iteration, added[iteration], counts, fractions, statistics.fmean(window)))
+    return tuple(rates)
+
+
+def ols_slope(xs: Sequence[float], ys: Sequence[float]) -> float | None:
+    """Returns the least-squares slope of ys on xs (None with fewer than two distinct xs)."""
+    if len(set(xs)) < 2:
+        return None
+    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
+    spread = sum((x - mean_x) ** 2 for x in xs)
+    return sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys)) / spread
+
+
+def around(series: Sequence[IterationRate], iteration: int, width: int = 5) -> dict[str, float | None]:
+    """Returns the mean `any` fraction over [iteration − width, iteration) and (iteration, iteration + width]."""
+    before = [r.fractions["any"] for r in series if iteration - width <= r.iteration < iteration]
+    after = [r.fractions["any"] for r in series if iteration < r.iteration <= iteration + width]
+    return {"before": statistics.fmean(before) if before else None,
+            "after": statistics.fmean(after) if after else None}
+
+
+@dataclass(frozen=True)
+class EditTuning:
+    """How much of one edit only changes numbers.
+
+    Attributes:
+        child_id: the child program.
+        iteration: its iteration.
+        tuning: code lines in removed/added pairs with equal skeletons and different text (2 per pair).
+        structural: every other changed code line.
+        share: tuning / (tuning + structural).
+        bucket: pure-tuning, mostly-tuning, mixed, mostly-structural or pure-structural.
+    """
+
+    child_id: str
+    iteration: int
+    tuning: int
+    structural: int
+    share: float
+    bucket: str
+
+
+def edit_tuning(edit: Edit) -> EditTuning | None:
+    """Returns the tuning share of an edit's code lines (None when it changes no code line)."""
+    removed = [line for line in edit.removed_counted() if not is_comment(line)]
+    added = [line for line in edit.added_counted() if not is_comment(line)]
+    if not removed and not added:
+        return None
+    free = [(skeleton(line), line) for line in added]
+    pairs = 0
+    # Greedy, in diff order: each removed line takes the first unpaired added line of its skeleton.
+    for line in removed:
+        key = skeleton(line)
+        match = next((i for i, (k, text) in enumerate(free) if k == key and text != line), None)
+        if match is not None:
+            free.pop(match)
+            pairs += 1
+    tuning = 2 * pairs
+    structural = len(removed) + len(added) - tuning
+    share = tuning / (tuning + structural)
+    return EditTuning(edit.child_id, edit.iteration, tuning, structural, share, tuning_bucket(share))
+
+
+def tuning_bucket(share: float) -> str:
+    """Returns the bucket of a tuning share: ≥.9, ≥.6, ≤.1, ≤.4, else mixed."""
+    if share >= 0.9:
+        return "pure-tuning"
+    if share >= 0.6:
+        return "mostly-tuning"
+    if share <= 0.1:
+        return "pure-structural"
+    if share <= 0.4:
+        return "mostly-structural"
+    return "mixed"
+
+
+def _ratio(count: int, total: int) -> float:
+    return count / total if total else 0.0
