@@ -130,7 +130,7 @@ def _record_locked(root: Path, program: Program, outcome: Outcome, budget: int) 
     if runner is not None and decision is not None and result.evaluated:
         source = (root / runner.primary).read_text(encoding="utf-8")
         candidate = strategy.candidate_for(runner, decision, entry, source, outcome.approach, iteration)
-    record_iteration(memory, program, entry, budget, runner, candidate)
+    record_iteration(memory, program, entry, budget, runner, candidate, decision=decision)
     return entry
 
 

@@ -23,7 +23,7 @@ from autoloop_py.proposers import get_proposer
 from autoloop_py.population import Candidate
 from autoloop_py.proposers.base import Proposal, ProposalRequest, Proposer
 from autoloop_py.strategies import runner as strategy
-from autoloop_py.strategies.base import Decision
+from autoloop_py.strategies.engine import DecisionLike
 from autoloop_py.strategies.runner import StrategyRunner
 from autoloop_py.workspace import Workspace
 
@@ -121,7 +121,8 @@ def _run_locked(root: Path, program: Program, options: RunOptions, now: datetime
     if not options.dry_run:
         with clock("record"):
             record_iteration(
-                memory, program, record, options.budget, runner, attempt.candidate, attempt.prompt, attempt.evaluated, seed
+                memory, program, record, options.budget, runner, attempt.candidate, attempt.prompt, attempt.evaluated,
+                seed, attempt.decision,
             )
     return IterationOutcome(
         program=program.name,
@@ -163,6 +164,7 @@ class _Attempt:
     candidate: Candidate | None = None
     prompt: str = ""
     evaluated: trace.Evaluated | None = None
+    decision: object = None
 
 
 def _try_candidate(ctx: _Context, root: Path) -> _Attempt:
@@ -198,10 +200,10 @@ def _try_candidate(ctx: _Context, root: Path) -> _Attempt:
         if decision is not None:
             usage["extra"] = strategy.history_bullets(decision, result.metric)
         record = _ratchet(program, workspace, proposal, result, ctx.best, ctx.iteration, options, ctx.clock, now, usage)
-    return _Attempt(record, _candidate(ctx, decision, record, proposal, files), prompt, evaluated)
+    return _Attempt(record, _candidate(ctx, decision, record, proposal, files), prompt, evaluated, decision)
 
 
-def _prepare_prompt(ctx: _Context, files: dict[str, str], root: Path) -> tuple[Decision | None, dict[str, str], str]:
+def _prepare_prompt(ctx: _Context, files: dict[str, str], root: Path) -> tuple[DecisionLike | None, dict[str, str], str]:
     """Returns (strategy decision or None, Target files as the proposer sees them, the prompt)."""
     if ctx.runner is None:
         context = prompt_context(ctx.program, files, ctx.state, ctx.best, ctx.iteration, ctx.options.directives)
@@ -226,7 +228,7 @@ def _primary(program: Program, workdir: Path) -> str | None:
 
 
 def _evaluated(
-    ctx: _Context, decision: Decision | None, proposal: Proposal, metrics: Mapping[str, object], prompt: str
+    ctx: _Context, decision: DecisionLike | None, proposal: Proposal, metrics: Mapping[str, object], prompt: str
 ) -> trace.Evaluated:
     """Returns the trace data of an evaluated candidate."""
     primary = ctx.runner.primary if ctx.runner else _primary(ctx.program, ctx.workspace.path)
@@ -259,7 +261,7 @@ def _seed(program: Program, workdir: Path, baseline: float | None) -> trace.Eval
 
 
 def _candidate(
-    ctx: _Context, decision: Decision | None, record: statefile.IterationRecord, proposal: Proposal, files: Mapping[str, str]
+    ctx: _Context, decision: DecisionLike | None, record: statefile.IterationRecord, proposal: Proposal, files: Mapping[str, str]
 ) -> Candidate | None:
     """Returns the Population entry of an evaluated strategy candidate (None in the default flow)."""
     if ctx.runner is None or decision is None:
@@ -354,6 +356,7 @@ def record_iteration(
     prompt: str = "",
     evaluated: trace.Evaluated | None = None,
     seed: trace.Evaluated | None = None,
+    decision: object = None,
 ) -> None:
     """Applies the record to the freshest state file and commits it; re-applied on a concurrent update."""
     path = state_path(program)
@@ -376,7 +379,10 @@ def record_iteration(
             kept[f"traces/{program.name}/prompts/{iteration}.md"] = prompt
         row_id = f"it{iteration}"
         if runner is not None and candidate is not None:
-            updated, recorded = strategy.record_candidate(updated, runner, candidate, program, budget)
+            metrics = evaluated.metrics if evaluated is not None else {}
+            updated, recorded = strategy.record_candidate(
+                updated, runner, candidate, program, budget, decision, metrics, iteration
+            )
             kept[strategy.code_path(program, recorded)] = recorded.code or ""
             row_id = str(recorded.id)
         stamp = record.timestamp.isoformat()

@@ -7,7 +7,7 @@ import logging
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from autoloop_py import edits
 from autoloop_py import population as pop
@@ -15,13 +15,11 @@ from autoloop_py import state as statefile
 from autoloop_py.errors import ProgramError
 from autoloop_py.playbook import Playbook, load_config_yaml, runnable_playbook
 from autoloop_py.program import Program, target_files
-from autoloop_py.strategies import alphaevolve, alphaevolve_prompt
-from autoloop_py.strategies.alphaevolve_config import AlphaEvolveConfig, parse_alphaevolve_config
-from autoloop_py.strategies.base import Decision, StrategyContext
+from autoloop_py.strategies.base import StrategyContext
+from autoloop_py.strategies.engine import DecisionLike, Engine
 
 log = logging.getLogger(__name__)
 
-SUPPORTED = ("alphaevolve",)
 CANDIDATES_DIR = "candidates"
 
 
@@ -31,15 +29,24 @@ class StrategyRunner:
 
     Attributes:
       playbook: the customised playbook the program points to.
-      config: its tunables (playbook tables overridden by code/config.yaml).
-      engine: the pure decision engine.
+      engine: the strategy's bookkeeping (decide, prompt, record).
       primary: the repo-relative Target file whose evolved block the population records.
     """
 
     playbook: Playbook
-    config: AlphaEvolveConfig
-    engine: alphaevolve.AlphaEvolve
+    engine: Engine
     primary: str
+
+
+def _alphaevolve(program: Program, playbook: Playbook, root: Path) -> Engine:
+    from autoloop_py.strategies.alphaevolve_config import parse_alphaevolve_config
+    from autoloop_py.strategies.alphaevolve_engine import AlphaEvolveEngine
+
+    return AlphaEvolveEngine(parse_alphaevolve_config(playbook, load_config_yaml(program, root)))
+
+
+# Each strategy's engine is built from the program's playbook and config.yaml.
+ENGINES: dict[str, Callable[[Program, Playbook, Path], Engine]] = {"alphaevolve": _alphaevolve}
 
 
 def load_runner(program: Program, root: Path) -> StrategyRunner | None:
@@ -47,10 +54,11 @@ def load_runner(program: Program, root: Path) -> StrategyRunner | None:
     playbook = runnable_playbook(program, root)
     if playbook is None:
         return None
-    if playbook.name not in SUPPORTED:
-        raise ProgramError(f"strategy '{playbook.name}' is not supported; available: {', '.join(SUPPORTED)}", playbook.path)
-    config = parse_alphaevolve_config(playbook, load_config_yaml(program, root))
-    return StrategyRunner(playbook, config, alphaevolve.AlphaEvolve(config), primary_target(program, root))
+    build = ENGINES.get(playbook.name)
+    if build is None:
+        available = ", ".join(sorted(ENGINES))
+        raise ProgramError(f"strategy '{playbook.name}' cannot run yet; runnable strategies: {available}", playbook.path)
+    return StrategyRunner(playbook, build(program, playbook, root), primary_target(program, root))
 
 
 def primary_target(program: Program, root: Path) -> str:
@@ -89,7 +97,7 @@ def decide(
     direction: str,
     rng: random.Random,
     load_code: Callable[[str], str | None],
-) -> Decision:
+) -> Any:
     """Returns this iteration's decision, with every parent's code loaded (folded code read back)."""
     population = population_of(state)
     context = StrategyContext(
@@ -100,9 +108,9 @@ def decide(
         direction=direction,
         next_id=population.next_id,
     )
-    decision = runner.engine.decide(context, rng)
+    decision = runner.engine.decide(population, context, rng)
     parents = tuple(_with_code(p, load_code) for p in decision.parents)
-    return dataclasses.replace(decision, parents=parents)
+    return runner.engine.with_parents(decision, parents)
 
 
 def _with_code(candidate: pop.Candidate, load_code: Callable[[str], str | None]) -> pop.Candidate:
@@ -114,7 +122,7 @@ def _with_code(candidate: pop.Candidate, load_code: Callable[[str], str | None])
     return dataclasses.replace(candidate, code=code)
 
 
-def with_parent(runner: StrategyRunner, decision: Decision, files: Mapping[str, str]) -> dict[str, str]:
+def with_parent(runner: StrategyRunner, decision: DecisionLike, files: Mapping[str, str]) -> dict[str, str]:
     """Returns the Target files with the first parent's code in the evolved block (unchanged without a parent)."""
     current = dict(files)
     if not decision.parents or decision.parents[0].code is None or runner.primary not in current:
@@ -145,7 +153,7 @@ def evolved_code(text: str) -> str:
 
 def render_prompt(
     runner: StrategyRunner,
-    decision: Decision,
+    decision: DecisionLike,
     program: Program,
     files: Mapping[str, str],
     state: statefile.StateFile,
@@ -153,26 +161,18 @@ def render_prompt(
     root: Path,
     directives: tuple[str, ...] = (),
 ) -> str:
-    """Returns the strategy's prompt, with the framing file the operator needs (and only that one)."""
-    framing_path = root / runner.playbook.framing_path(decision.operator)
-    framing = framing_path.read_text(encoding="utf-8") if framing_path.is_file() else ""
-    return alphaevolve_prompt.render_prompt(
-        decision,
-        runner.config,
-        program=program,
-        files=files,
-        framing=framing,
-        foreclosed=state.foreclosed,
-        lessons=state.lessons,
-        best_metric=best,
-        direction=program.direction,
-        directives=directives,
+    """Returns the strategy's prompt, with the framing file the decision needs (and only that one)."""
+    name = runner.engine.framing_file(decision)
+    framing_path = root / runner.playbook.path.parent / "prompts" / name if name else None
+    framing = framing_path.read_text(encoding="utf-8") if framing_path and framing_path.is_file() else ""
+    return runner.engine.prompt(
+        decision, program=program, files=files, framing=framing, state=state, best=best, directives=directives
     )
 
 
 def candidate_for(
     runner: StrategyRunner,
-    decision: Decision,
+    decision: DecisionLike,
     record: statefile.IterationRecord,
     source: str,
     approach: str | None,
@@ -180,24 +180,10 @@ def candidate_for(
 ) -> pop.Candidate:
     """Returns the population entry of an evaluated candidate (its id is assigned when recorded)."""
     code = evolved_code(source)
-    island = alphaevolve.find_island(runner.config, decision.island)
-    return pop.Candidate(
-        id=0,
-        island=decision.island,
-        fitness=record.metric if record.status != "error" else None,
-        gen=iteration,
-        operator=decision.operator,
-        parents=tuple(p.id for p in decision.parents),
-        cell=alphaevolve.cell_for(island, code, runner.config),
-        approach=approach or record.change,
-        status=record.status,
-        notes=record.lesson or record.notes,
-        code=code,
-        language=language_of(runner.primary),
-    )
+    return runner.engine.candidate(decision, record, code, approach, iteration, language_of(runner.primary))
 
 
-def history_bullets(decision: Decision, metric: float | None) -> tuple[tuple[str, str], ...]:
+def history_bullets(decision: DecisionLike, metric: float | None) -> tuple[tuple[str, str], ...]:
     """Returns the extra Iteration History bullets a strategy iteration carries."""
     parents = ", ".join(str(p.id) for p in decision.parents) or "—"
     island = "—" if decision.island is None else str(decision.island)
@@ -215,14 +201,15 @@ def record_candidate(
     candidate: pop.Candidate,
     program: Program,
     budget: int,
+    decision: Any = None,
+    metrics: Mapping[str, Any] | None = None,
+    iteration: int = 0,
 ) -> tuple[statefile.StateFile, pop.Candidate]:
     """Returns the state with the candidate added to the Population (capped, code folded to fit) and its id."""
-    population = population_of(state)
-    candidate = dataclasses.replace(candidate, id=population.next_id)
-    population = pop.add_candidate(population, candidate)
-    population, evicted = pop.evict(population, runner.config.population_size, runner.config.archive_size, program.direction)
-    if evicted:
-        log.info("%s: evicted candidate(s) %s", program.name, ", ".join(str(c.id) for c in evicted))
+    rng = random.Random(f"{program.config.seed}:{program.name}:{iteration}:record")
+    population, candidate = runner.engine.record(
+        population_of(state), candidate, decision, metrics or {}, direction=program.direction, iteration=iteration, rng=rng
+    )
     state = statefile.with_section(state, statefile.POPULATION, pop.render_population(population))
     state = _fit(state, population, runner, program, budget)
     return statefile.compact(state, budget), candidate
@@ -237,14 +224,10 @@ def _fit(
     only 5 detailed history entries); past the budget the elites' code folds too, worst first, but the
     best candidate's code always stays. Every source stays on the memory branch, so nothing is lost.
     """
-    direction = program.direction
-    elites = sorted(
-        pop.elites(population.candidates, runner.config.archive_size, direction),
-        key=lambda c: (pop.oriented(c.fitness, direction) or float("-inf"), c.id),
-    )
-    elite_ids = {c.id for c in elites}
-    others = sorted(c.id for c in population.candidates if c.id not in elite_ids and c.code is not None)
-    stages = ((others, budget * statefile.TIGHT_FRACTION), ([c.id for c in elites[:-1] if c.code is not None], budget))
+    inline = runner.engine.keep_inline(population, program.direction)
+    with_code = {c.id for c in population.candidates if c.code is not None}
+    others = sorted(i for i in with_code if i not in set(inline))
+    stages = ((others, budget * statefile.TIGHT_FRACTION), ([i for i in inline[:-1] if i in with_code], budget))
     folded: set[int] = set()
     for order, limit in stages:
         for candidate_id in order:

@@ -1,0 +1,110 @@
+"""AlphaEvolve as an Engine: the decision engine, its prompt, the MAP-Elites cell and the capped Population."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import random
+from typing import Any, Mapping
+
+from autoloop_py import population as pop
+from autoloop_py import state as statefile
+from autoloop_py.program import Program
+from autoloop_py.strategies import alphaevolve, alphaevolve_prompt
+from autoloop_py.strategies.alphaevolve_config import AlphaEvolveConfig
+from autoloop_py.strategies.base import Decision, StrategyContext
+
+log = logging.getLogger(__name__)
+
+
+class AlphaEvolveEngine:
+    """The runner's view of AlphaEvolve."""
+
+    name = "alphaevolve"
+
+    def __init__(self, config: AlphaEvolveConfig) -> None:
+        self.config = config
+        self._engine = alphaevolve.AlphaEvolve(config)
+
+    def decide(self, population: pop.Population, context: StrategyContext, rng: random.Random) -> Decision:
+        """Returns the operator, parents and island (strategies.md §1.2)."""
+        return self._engine.decide(context, rng)
+
+    def with_parents(self, decision: Decision, parents: tuple[pop.Candidate, ...]) -> Decision:
+        """Returns the decision with parents replaced."""
+        return dataclasses.replace(decision, parents=parents)
+
+    def framing_file(self, decision: Decision) -> str:
+        """Returns mutation.md or crossover.md."""
+        return alphaevolve_prompt.framing_file(decision.operator)
+
+    def prompt(
+        self,
+        decision: Decision,
+        *,
+        program: Program,
+        files: Mapping[str, str],
+        framing: str,
+        state: statefile.StateFile,
+        best: float | None,
+        directives: tuple[str, ...],
+    ) -> str:
+        """Returns the AlphaEvolve prompt."""
+        return alphaevolve_prompt.render_prompt(
+            decision,
+            self.config,
+            program=program,
+            files=files,
+            framing=framing,
+            foreclosed=state.foreclosed,
+            lessons=state.lessons,
+            best_metric=best,
+            direction=program.direction,
+            directives=directives,
+        )
+
+    def candidate(
+        self, decision: Decision, record: statefile.IterationRecord, code: str, approach: str | None, iteration: int,
+        language: str,
+    ) -> pop.Candidate:
+        """Returns the seed schema's entry with the island and feature cell."""
+        island = alphaevolve.find_island(self.config, decision.island)
+        return pop.Candidate(
+            id=0,
+            island=decision.island,
+            fitness=record.metric if record.status != "error" else None,
+            gen=iteration,
+            operator=decision.operator,
+            parents=tuple(p.id for p in decision.parents),
+            cell=alphaevolve.cell_for(island, code, self.config),
+            approach=approach or record.change,
+            status=record.status,
+            notes=record.lesson or record.notes,
+            code=code,
+            language=language,
+        )
+
+    def record(
+        self,
+        population: pop.Population,
+        candidate: pop.Candidate,
+        decision: Decision,
+        metrics: Mapping[str, Any],
+        *,
+        direction: str,
+        iteration: int,
+        rng: random.Random,
+    ) -> tuple[pop.Population, pop.Candidate]:
+        """Appends the candidate and evicts past the cap (never a cell's best nor an elite)."""
+        candidate = dataclasses.replace(candidate, id=population.next_id)
+        population = pop.add_candidate(population, candidate)
+        population, evicted = pop.evict(population, self.config.population_size, self.config.archive_size, direction)
+        if evicted:
+            log.info("evicted candidate(s) %s", ", ".join(str(c.id) for c in evicted))
+        return population, candidate
+
+    def keep_inline(self, population: pop.Population, direction: str) -> list[int]:
+        """Returns the elite archive, worst first."""
+        elites = pop.elites(population.candidates, self.config.archive_size, direction)
+        ranked = sorted(elites, key=lambda c: (pop.oriented(c.fitness, direction) or float("-inf"), c.id))
+        return [c.id for c in ranked]

@@ -1,0 +1,84 @@
+"""The Engine contract: what the runner asks of a strategy's bookkeeping during an iteration."""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Mapping, Protocol, Sequence
+
+from autoloop_py import population as pop
+from autoloop_py import state as statefile
+from autoloop_py.program import Program
+from autoloop_py.strategies.base import StrategyContext
+
+
+class DecisionLike(Protocol):
+    """What the runner reads of any strategy's decision (strategies.base.Decision satisfies it)."""
+
+    @property
+    def operator(self) -> str: ...
+
+    @property
+    def reason(self) -> str: ...
+
+    @property
+    def parents(self) -> Sequence[pop.Candidate]: ...
+
+    @property
+    def island(self) -> int | None: ...
+
+
+class Engine(Protocol):
+    """A strategy's deterministic bookkeeping; every method is pure given its inputs and the rng."""
+
+    name: str
+
+    def decide(self, population: pop.Population, context: StrategyContext, rng: random.Random) -> Any:
+        """Returns the iteration's decision (a DecisionLike; parents' code may still be folded)."""
+        ...
+
+    def with_parents(self, decision: Any, parents: tuple[pop.Candidate, ...]) -> Any:
+        """Returns the decision with its parents replaced (their folded code loaded back)."""
+        ...
+
+    def framing_file(self, decision: Any) -> str:
+        """Returns the file under the playbook's prompts/ folder this decision's prompt needs ('' for none)."""
+        ...
+
+    def prompt(
+        self,
+        decision: Any,
+        *,
+        program: Program,
+        files: Mapping[str, str],
+        framing: str,
+        state: statefile.StateFile,
+        best: float | None,
+        directives: tuple[str, ...],
+    ) -> str:
+        """Returns the rendered prompt."""
+        ...
+
+    def candidate(
+        self, decision: Any, record: statefile.IterationRecord, code: str, approach: str | None, iteration: int,
+        language: str,
+    ) -> pop.Candidate:
+        """Returns the Population entry of an evaluated candidate (id 0: assigned when recorded)."""
+        ...
+
+    def record(
+        self,
+        population: pop.Population,
+        candidate: pop.Candidate,
+        decision: Any,
+        metrics: Mapping[str, Any],
+        *,
+        direction: str,
+        iteration: int,
+        rng: random.Random,
+    ) -> tuple[pop.Population, pop.Candidate]:
+        """Returns the Population after the candidate (id assigned, caps and strategy state applied) and the entry."""
+        ...
+
+    def keep_inline(self, population: pop.Population, direction: str) -> list[int]:
+        """Returns the ids whose code stays inline longest, least important first (the last one never folds)."""
+        ...
