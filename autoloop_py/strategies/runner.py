@@ -45,8 +45,24 @@ def _alphaevolve(program: Program, playbook: Playbook, root: Path) -> Engine:
     return AlphaEvolveEngine(parse_alphaevolve_config(playbook, load_config_yaml(program, root)))
 
 
+def _adaevolve(program: Program, playbook: Playbook, root: Path) -> Engine:
+    from autoloop_py.strategies.adaevolve_engine import build
+
+    return build(program, playbook, root)
+
+
+def _funsearch(program: Program, playbook: Playbook, root: Path) -> Engine:
+    from autoloop_py.strategies.funsearch_engine import build
+
+    return build(program, playbook, root)
+
+
 # Each strategy's engine is built from the program's playbook and config.yaml.
-ENGINES: dict[str, Callable[[Program, Playbook, Path], Engine]] = {"alphaevolve": _alphaevolve}
+ENGINES: dict[str, Callable[[Program, Playbook, Path], Engine]] = {
+    "alphaevolve": _alphaevolve,
+    "adaevolve": _adaevolve,
+    "funsearch": _funsearch,
+}
 
 
 def load_runner(program: Program, root: Path) -> StrategyRunner | None:
