@@ -56,7 +56,14 @@ from autoloop_py.iteration import iteration_rng, parse_or_new, rejection_note, s
 from autoloop_py.program import Program, load_program, target_files  # noqa: E402
 from autoloop_py.strategies import runner as strategy  # noqa: E402
 from autoloop_py.strategies.base import Decision  # noqa: E402
+from autoloop_py.strategies.alphaevolve_config import AlphaEvolveConfig  # noqa: E402
+from autoloop_py.strategies.alphaevolve_engine import AlphaEvolveEngine  # noqa: E402
 from autoloop_py.strategies.runner import StrategyRunner  # noqa: E402
+
+
+def _config(runner: StrategyRunner) -> AlphaEvolveConfig:
+    assert isinstance(runner.engine, AlphaEvolveEngine)
+    return runner.engine.config
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = Path(".autoloop/programs/groupby_evolve/program.md")
@@ -293,8 +300,10 @@ class Run:
 
 def start_run(program: Program, runner: StrategyRunner, n: int, source: str) -> Run:
     """Returns a fresh run whose runner caps the population at n (archive n/4)."""
-    config = dataclasses.replace(runner.config, population_size=n, archive_size=max(2, n // 4))
-    runner = dataclasses.replace(runner, config=config, engine=type(runner.engine)(config))
+    engine = runner.engine
+    assert isinstance(engine, AlphaEvolveEngine)
+    config = dataclasses.replace(engine.config, population_size=n, archive_size=max(2, n // 4))
+    runner = dataclasses.replace(runner, engine=AlphaEvolveEngine(config))
     state = parse_or_new(None, program, state_path(program))
     return Run(program, runner, state, {}, source)
 
@@ -493,7 +502,7 @@ def measure(program: Program, runner: StrategyRunner, n: int, samples: int, seed
     _progress(f"N={n}: done in {time.perf_counter() - started:.1f} s")
     return Row(
         n=n,
-        archive=run.runner.config.archive_size,
+        archive=_config(run.runner).archive_size,
         ours=ours,
         operators=operators,
         parts_unfolded=_medians([parts for parts, _ in full]),
