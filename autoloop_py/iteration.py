@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import random
@@ -19,7 +20,7 @@ from autoloop_py.lock import program_lock
 from autoloop_py.memory import MemoryStore
 from autoloop_py.program import Program, target_files
 from autoloop_py.prompts import PromptContext, render_iteration_prompt
-from autoloop_py.proposers import get_proposer
+from autoloop_py.proposers import get_proposer, llm
 from autoloop_py.population import Candidate
 from autoloop_py.proposers.base import Proposal, ProposalRequest, Proposer
 from autoloop_py.strategies import runner as strategy
@@ -187,6 +188,11 @@ def _try_candidate(ctx: _Context, root: Path) -> _Attempt:
         notes = "Rejected before evaluation: " + "; ".join(problems)
         record = _record_of("rejected", now, proposal.summary, None, notes, proposal.lesson, options, **usage)
         return _Attempt(record, prompt=prompt)
+    twin = _duplicate(ctx, proposal, files)
+    if twin is not None:
+        notes = f"duplicate of candidate {twin.id}, not evaluated"
+        record = _record_of("rejected", now, proposal.summary, None, notes, proposal.lesson, options, **usage)
+        return _Attempt(record, prompt=prompt)
     workspace.write(proposal.files)
     with ctx.clock("evaluate"):
         result = evaluate(program, workspace.path)
@@ -203,12 +209,25 @@ def _try_candidate(ctx: _Context, root: Path) -> _Attempt:
     return _Attempt(record, _candidate(ctx, decision, record, proposal, files), prompt, evaluated, decision)
 
 
+def _duplicate(ctx: _Context, proposal: Proposal, files: Mapping[str, str]) -> Candidate | None:
+    """Returns the evaluated candidate whose code the proposal repeats, for engines with a `duplicate_of` hook."""
+    hook = getattr(ctx.runner.engine, "duplicate_of", None) if ctx.runner is not None else None
+    if hook is None or ctx.runner is None:
+        return None
+    primary = ctx.runner.primary
+    source = proposal.files.get(primary) or files.get(primary, "")
+    return hook(strategy.population_of(ctx.state), strategy.evolved_code(source))
+
+
 def _prepare_prompt(ctx: _Context, files: dict[str, str], root: Path) -> tuple[DecisionLike | None, dict[str, str], str]:
     """Returns (strategy decision or None, Target files as the proposer sees them, the prompt)."""
     if ctx.runner is None:
         context = prompt_context(ctx.program, files, ctx.state, ctx.best, ctx.iteration, ctx.options.directives)
         return None, files, render_iteration_prompt(context)
-    decision = strategy.decide(ctx.runner, ctx.state, ctx.best, ctx.iteration, ctx.program.direction, ctx.rng, ctx.memory.read)
+    decision = strategy.decide(
+        ctx.runner, ctx.state, ctx.best, ctx.iteration, ctx.program.direction, ctx.rng, ctx.memory.read,
+        guide_for(ctx.program, ctx.options),
+    )
     placed = strategy.with_parent(ctx.runner, decision, files)
     changed = {path: text for path, text in placed.items() if files.get(path) != text}
     if changed:
@@ -381,7 +400,7 @@ def record_iteration(
         if runner is not None and candidate is not None:
             metrics = evaluated.metrics if evaluated is not None else {}
             updated, recorded = strategy.record_candidate(
-                updated, runner, candidate, program, budget, decision, metrics, iteration
+                updated, runner, candidate, program, budget, decision, metrics, iteration, memory.read, kept
             )
             kept[strategy.code_path(program, recorded)] = recorded.code or ""
             row_id = str(recorded.id)
@@ -502,6 +521,14 @@ def _with_baseline(record: statefile.IterationRecord, baseline: float | None) ->
     from dataclasses import replace
 
     return replace(record, baseline=baseline) if baseline is not None else record
+
+
+def guide_for(program: Program, options: RunOptions) -> Callable[[str], str] | None:
+    """Returns a one-prompt LLM call for a strategy's guide (None unless the llm proposer has a model)."""
+    if (options.proposer or program.config.proposer or "tune") != "llm":
+        return None
+    model = llm.resolve_model(program, options.model)
+    return None if model is None else functools.partial(llm.complete, model)
 
 
 def _proposer(program: Program, options: RunOptions) -> Proposer:

@@ -136,6 +136,17 @@ class LLMProposer:
         return text
 
 
+def complete(model: str, prompt: str) -> str:
+    """Returns a model's reply to one prompt (AUTOLOOP_MOCK_RESPONSE, when set, answers instead of the model)."""
+    litellm = _litellm()
+    kwargs: dict[str, Any] = {"model": model, "messages": [{"role": "user", "content": prompt}]}
+    mock = os.environ.get(MOCK_ENV)
+    if mock is not None:
+        kwargs["mock_response"] = mock
+    response = litellm.completion(**kwargs)
+    return response.choices[0].message.content or ""
+
+
 def resolve_model(program: Program, fallback: str | None) -> str | None:
     """Returns the model: program.md's `model:`, else AUTOLOOP_MODEL, else the given fallback."""
     return program.config.model or os.environ.get(MODEL_ENV) or fallback or None

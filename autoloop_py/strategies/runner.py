@@ -113,9 +113,16 @@ def decide(
     direction: str,
     rng: random.Random,
     load_code: Callable[[str], str | None],
+    guide: Callable[[str], str] | None = None,
 ) -> Any:
-    """Returns this iteration's decision, with every parent's code loaded (folded code read back)."""
+    """Returns this iteration's decision, with every parent's code loaded (folded code read back).
+
+    An engine with a `refresh(population, guide)` method (AdaEvolve's paradigm call) may consult the
+    guide LLM first; its reply goes to `decide` as `guide_reply`, so the decision itself stays pure.
+    """
     population = population_of(state)
+    if getattr(runner.engine, "needs_all_code", False):
+        population = with_all_code(population, load_code)
     context = StrategyContext(
         population=population.candidates,
         recent_statuses=state.machine.recent_statuses,
@@ -124,9 +131,19 @@ def decide(
         direction=direction,
         next_id=population.next_id,
     )
-    decision = runner.engine.decide(population, context, rng)
+    refresh = getattr(runner.engine, "refresh", None)
+    reply = refresh(population, guide) if refresh is not None else None
+    if reply is None:
+        decision = runner.engine.decide(population, context, rng)
+    else:
+        decision = runner.engine.decide(population, context, rng, guide_reply=reply)  # type: ignore[call-arg]
     parents = tuple(_with_code(p, load_code) for p in decision.parents)
     return runner.engine.with_parents(decision, parents)
+
+
+def with_all_code(population: pop.Population, load_code: Callable[[str], str | None]) -> pop.Population:
+    """Returns the Population with every folded source read back from the memory branch."""
+    return dataclasses.replace(population, candidates=tuple(_with_code(c, load_code) for c in population.candidates))
 
 
 def _with_code(candidate: pop.Candidate, load_code: Callable[[str], str | None]) -> pop.Candidate:
@@ -220,12 +237,26 @@ def record_candidate(
     decision: Any = None,
     metrics: Mapping[str, Any] | None = None,
     iteration: int = 0,
+    load_code: Callable[[str], str | None] | None = None,
+    sources: dict[str, str] | None = None,
 ) -> tuple[statefile.StateFile, pop.Candidate]:
-    """Returns the state with the candidate added to the Population (capped, code folded to fit) and its id."""
+    """Returns the state with the candidate added to the Population (capped, code folded to fit) and its id.
+
+    An engine with `needs_all_code` set gets every folded source loaded back first (load_code); the code of
+    every other entry the engine adds (AdaEvolve's seed, spawn and migration copies) goes into sources.
+    """
     rng = random.Random(f"{program.config.seed}:{program.name}:{iteration}:record")
+    before = population_of(state)
+    if load_code is not None and getattr(runner.engine, "needs_all_code", False):
+        before = with_all_code(before, load_code)
     population, candidate = runner.engine.record(
-        population_of(state), candidate, decision, metrics or {}, direction=program.direction, iteration=iteration, rng=rng
+        before, candidate, decision, metrics or {}, direction=program.direction, iteration=iteration, rng=rng
     )
+    if sources is not None:
+        known = {c.id for c in before.candidates} | {candidate.id}
+        for added in population.candidates:
+            if added.id not in known and added.code is not None:
+                sources[code_path(program, added)] = added.code
     state = statefile.with_section(state, statefile.POPULATION, pop.render_population(population))
     state = _fit(state, population, runner, program, budget)
     return statefile.compact(state, budget), candidate

@@ -1,0 +1,219 @@
+"""End to end: AdaEvolve on function_minimization through the real CLI and run_iteration, offline.
+
+Checks the strategy state after every iteration (ids, the islands' counters, a migration and a spawn),
+a paradigm installed from a recorded guide reply, and that a person's edit of an island's G in the
+state file changes the intensity of the next decision.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from autoloop_py import population as pop
+from autoloop_py import state as statefile
+from autoloop_py.cli import main
+from autoloop_py.iteration import RunOptions, run_iteration
+from autoloop_py.memory import MemoryStore
+from autoloop_py.playbook import marker_spans
+from autoloop_py.program import load_program
+from autoloop_py.proposers.tune import TuneProposer
+from autoloop_py.strategies import adaevolve
+from autoloop_py.strategies.adaevolve_archive import archive_status
+from autoloop_py.strategies.adaevolve_config import AdaEvolveConfig
+from autoloop_py.strategies.adaevolve_state import AdaEvolveState, intensity
+from autoloop_py.strategies.runner import population_of
+
+REPO = Path(__file__).parents[2]
+NAME = "function_minimization"
+PROGRAM = f".autoloop/programs/{NAME}"
+PLAYBOOK = ".autoloop/strategies/adaevolve"
+STATE = f"{NAME}.md"
+MIGRATION_INTERVAL = 6
+POINTER = """## Evolution Strategy
+
+This program uses the **AdaEvolve** strategy. On every iteration, read `strategy/adaevolve.md` and follow it literally.
+
+Support files:
+- `strategy/prompts/solution.md`
+- `strategy/prompts/paradigm.md`
+"""
+GUIDE_REPLY = """```json
+{"ideas": [
+  {"idea": "Nelder-Mead polish of the annealing result", "description": "Run a simplex polish from the best point.",
+   "approach_type": "scipy.optimize.minimize", "what_to_optimize": "combined_score"},
+  {"idea": "Grid seeding of restarts", "description": "Start restarts from a coarse grid's best cells.",
+   "approach_type": "itertools.product"}
+]}
+```"""
+
+
+def _customised(text: str) -> str:
+    """Returns text with every `<CUSTOMIZE…>` marker replaced by a short program-specific answer."""
+    out, cursor = [], 0
+    for start, end in marker_spans(text):
+        out.append(text[cursor:start] + "function minimization of a two-dimensional multimodal function")
+        cursor = end
+    return "".join(out) + text[cursor:]
+
+
+def _install(repo: Path, run_git, config: str) -> Path:  # type: ignore[no-untyped-def]
+    program = repo / PROGRAM
+    shutil.copytree(REPO / PROGRAM, program, ignore=shutil.ignore_patterns("__pycache__"))
+    strategy = program / "strategy"
+    shutil.copytree(REPO / PLAYBOOK, strategy)
+    (strategy / "CUSTOMIZE.md").unlink()
+    (strategy / "strategy.md").rename(strategy / "adaevolve.md")
+    for path in strategy.rglob("*.md"):
+        path.write_text(_customised(path.read_text(encoding="utf-8")), encoding="utf-8")
+    text = (program / "program.md").read_text(encoding="utf-8")
+    head = text[: text.index("## Evolution Strategy")]
+    (program / "program.md").write_text(head + POINTER, encoding="utf-8")
+    (program / "code" / "config.yaml").write_text(config, encoding="utf-8")
+    run_git(repo, "add", "-A")
+    run_git(repo, "commit", "-qm", "adaevolve program")
+    return repo
+
+
+@pytest.fixture
+def ada_repo(git_repo: Path, run_git) -> Path:  # type: ignore[no-untyped-def]
+    config = (
+        f"migration_interval: {MIGRATION_INTERVAL}\nmigration_count: 2\nspawn_cooldown_iterations: 12\n"
+        "spawn_productivity_threshold: 0.9\nmax_islands: 3\npopulation_size: 8\n"
+    )
+    return _install(git_repo, run_git, config)
+
+
+def _config(repo: Path) -> AdaEvolveConfig:
+    from autoloop_py.strategies.runner import load_runner
+
+    runner = load_runner(load_program(repo, Path(PROGRAM) / "program.md"), repo)
+    assert runner is not None and runner.engine.name == "adaevolve"
+    return runner.engine.config  # type: ignore[attr-defined, no-any-return]
+
+
+def _read(memory: MemoryStore, config: AdaEvolveConfig, ours: bool = True) -> tuple[statefile.StateFile, AdaEvolveState]:
+    state = statefile.parse_state(memory.read(STATE) or "", STATE)
+    population = population_of(state)
+    block = population.strategy_state
+    strategy = adaevolve.parse_state_block(block, STATE, 0, config)
+    # A block autoloop wrote reads back and renders identically (a person's edit leaves derived cells stale).
+    assert not ours or adaevolve.render_state_block(strategy, config, population.candidates) == block
+    return state, strategy
+
+
+def _code(memory: MemoryStore, candidate: pop.Candidate) -> str | None:
+    """Returns a candidate's source, inline or folded to the memory branch (every entry has one)."""
+    code = candidate.code if candidate.code is not None else memory.read(candidate.code_ref or "")
+    assert code, f"candidate {candidate.id} has no source"
+    return code
+
+
+def _run(repo: Path) -> None:
+    assert main(["run", "--repo", str(repo), "--program", NAME, "--iterations", "1"]) == 0
+
+
+def test_forty_iterations_migrate_and_spawn(ada_repo: Path) -> None:
+    memory = MemoryStore(ada_repo)
+    config = _config(ada_repo)
+    islands_seen: list[int] = []
+    for iteration in range(1, 41):
+        _run(ada_repo)
+        state, strategy = _read(memory, config)
+        population = population_of(state)
+        ids = [c.id for c in population.candidates]
+        assert len(ids) == len(set(ids))
+        assert strategy.iteration == state.machine.iteration_count == iteration
+        assert 0 <= strategy.current_island < len(strategy.islands)
+        islands_seen.append(len(strategy.islands))
+        migrants = [c for c in population.candidates if c.operator == "migration"]
+        if iteration % MIGRATION_INTERVAL == 0:
+            arrived = [c for c in migrants if c.gen == iteration]
+            assert arrived, f"no migrant admitted at iteration {iteration}"
+            for migrant in arrived:
+                source = next(c for c in population.candidates if c.id == migrant.parents[0])
+                assert migrant.island == ((source.island or 0) + 1) % len(strategy.islands)
+                assert _code(memory, migrant) == _code(memory, source) and migrant.fitness == source.fitness
+        else:
+            assert not [c for c in migrants if c.gen == iteration]
+        for candidate in population.candidates:
+            _code(memory, candidate)
+        # An island never holds more admitted programs than its capacity.
+        for k in range(len(strategy.islands)):
+            admitted = [c for c in population.candidates if c.island == k and archive_status(c) == "admitted"]
+            assert len(admitted) <= config.population_size
+    # Spawns happened (productivity stays below 0.9), one cooldown apart, with copies of the best programs.
+    assert islands_seen[-1] == config.max_islands
+    spawned_at = [i + 1 for i in range(1, len(islands_seen)) if islands_seen[i] > islands_seen[i - 1]]
+    assert len(spawned_at) == config.max_islands - config.num_islands
+    assert all(b - a >= config.spawn_cooldown_iterations for a, b in zip(spawned_at, spawned_at[1:]))
+    assert strategy.last_spawn == spawned_at[-1]
+    for k, t in enumerate(spawned_at, start=config.num_islands):
+        copies = [c for c in population.candidates if c.operator == "spawn" and c.island == k]
+        assert copies and all(c.gen == t for c in copies)
+        assert strategy.islands[k].preset in {p.name for p in config.presets}
+    assert sum(i.evaluations for i in strategy.islands) >= 1
+    detailed = [e for e in state.history if e.is_detailed]
+    assert all("**Island**" in e.text and "**Operator**" in e.text for e in detailed)
+    prompt = memory.read(f"traces/{NAME}/prompts/40.md") or ""
+    assert "function minimization of a two-dimensional multimodal function" in prompt
+
+
+def _set_g(text: str, island: int, g: str) -> str:
+    """Returns the state file with island's G cell replaced (as a person would edit it)."""
+    pattern = re.compile(rf"^(\| {island} \| \w+ \| )([^|]+)( \|)", re.MULTILINE)
+    assert pattern.search(text)
+    return pattern.sub(lambda m: m.group(1) + g + m.group(3), text, count=1)
+
+
+def _last_reason(memory: MemoryStore) -> str:
+    state = statefile.parse_state(memory.read(STATE) or "", STATE)
+    newest = max((e for e in state.history if e.is_detailed), key=lambda e: e.iteration)
+    found = re.search(r"G (\S+) gives I = ([0-9.]+)", newest.text)
+    assert found, newest.text
+    return found.group(0)
+
+
+def test_edited_g_changes_next_intensity(ada_repo: Path) -> None:
+    memory = MemoryStore(ada_repo)
+    config = _config(ada_repo)
+    for _ in range(3):
+        _run(ada_repo)
+    _, strategy = _read(memory, config)
+    k = strategy.current_island
+    memory.update(STATE, lambda text: _set_g(text or "", k, "25"), "a person raises G")
+    _, edited = _read(memory, config, ours=False)
+    assert edited.islands[k].g == 25.0
+    _run(ada_repo)
+    assert _last_reason(memory) == f"G 25 gives I = {intensity(25.0, config):.4f}"
+    assert intensity(25.0, config) < intensity(strategy.islands[k].g, config)
+
+
+def test_paradigm_installed_from_recorded_guide_reply(
+    git_repo: Path, run_git, monkeypatch: pytest.MonkeyPatch  # type: ignore[no-untyped-def]
+) -> None:
+    config_text = "paradigm_window_size: 2\nparadigm_improvement_threshold: 0.6\nuse_dynamic_islands: false\n"
+    repo = _install(git_repo, run_git, config_text)
+    monkeypatch.setenv("AUTOLOOP_MOCK_RESPONSE", GUIDE_REPLY)
+    program = load_program(repo, Path(PROGRAM) / "program.md")
+    # The llm proposer's name (so a guide is built, answered by litellm's mock_response), tune's proposals.
+    options = RunOptions(proposer="llm", model="gpt-4o-mini", proposer_factory=lambda name, **_: TuneProposer())
+    memory = MemoryStore(repo)
+    config = _config(repo)
+    installed_at = None
+    for iteration in range(1, 16):
+        run_iteration(repo, program, options)
+        _, strategy = _read(memory, config)
+        if strategy.paradigms and installed_at is None:
+            installed_at = iteration
+            assert [p.idea for p in strategy.paradigms] == [
+                "Nelder-Mead polish of the annealing result", "Grid seeding of restarts"]
+            assert strategy.paradigms[0].approach_type == "scipy.optimize.minimize"
+            assert strategy.paradigms[0].uses == 1 and strategy.current_paradigm == 1
+            prompt = memory.read(f"traces/{NAME}/prompts/{iteration}.md") or ""
+            assert "Nelder-Mead polish of the annealing result" in prompt
+            assert "paradigm 1 is active" in (statefile.parse_state(memory.read(STATE) or "", STATE).history[0].text)
+    assert installed_at is not None, "the stagnant window never asked the guide"
