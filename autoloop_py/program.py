@@ -200,7 +200,10 @@ def _check_unique(paths: list[Path]) -> None:
 
 
 def _parse(root: Path, rel: Path) -> tuple[Program | None, list[ProgramError]]:
-    text = (root / rel).read_text(encoding="utf-8")
+    try:
+        text = (root / rel).read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        return None, [ProgramError(f"not UTF-8 text (byte {err.start}); save the file as UTF-8", rel)]
     problems: list[ProgramError] = []
     name = program_name(rel)
     directory = rel.parent if rel.name == "program.md" else None

@@ -412,3 +412,15 @@ def test_an_unreadable_next_id_is_ignored_with_its_file_line(caplog: pytest.LogC
     assert population.next_id == 13
     line = text.splitlines().index("| next_id | soon |")
     assert f"tsb.md:{10 + line + 1}: next_id 'soon'" in caplog.text
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.text(max_size=600))
+def test_random_text_after_the_heading_parses_or_raises_state_error(body: str) -> None:
+    text = "## 🧬 Population\n\n" + body
+    try:
+        population = parse_population(text, "fuzz.md")
+    except StateError as err:
+        assert err.line is not None
+        return
+    assert render_population(population) == text

@@ -192,3 +192,40 @@ def test_discovery_order_and_duplicate_names(repo: Path) -> None:
 )
 def test_glob_match(pattern: str, path: str, expected: bool) -> None:
     assert glob_match(pattern, path) is expected
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_PIECES = st.sampled_from(
+    ["---\n", "schedule: every 6h\n", "repeats: [\n", "## Goal\n", "## Target\n", "- `code/search.py`\n",
+     "## Evaluation\n", "```bash\n", "```\n", "The metric is `x`.\n", "Do NOT modify:\n", "<!-- AUTOLOOP:UNCONFIGURED -->\n",
+     "\x00\x01\xff", "\r\n", "# Title\n", "|a|b|\n"]
+)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.one_of(st.text(max_size=400), st.lists(_PIECES, max_size=25).map("".join)))
+def test_random_program_text_parses_or_names_the_problem(tmp_path: Path, text: str) -> None:
+    write(tmp_path, ".autoloop/programs/fuzz/code/search.py", "x = 1\n")
+    write(tmp_path, ".autoloop/programs/fuzz/program.md", text)
+    programs, problems = check_all(tmp_path)
+    assert all(isinstance(p, ProgramError) for p in problems)
+    assert len(programs) + len({str(p.path) for p in problems}) >= 1
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.binary(max_size=300))
+def test_random_bytes_give_a_program_error(tmp_path: Path, data: bytes) -> None:
+    path = tmp_path / ".autoloop/programs/fuzz/program.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    _, problems = check_all(tmp_path)
+    assert all(isinstance(p, ProgramError) and p.path is not None for p in problems)
+
+
+def test_binary_program_md_is_reported(tmp_path: Path) -> None:
+    write(tmp_path, ".autoloop/programs/fuzz/code/x.py", "")
+    (tmp_path / ".autoloop/programs/fuzz/program.md").write_bytes(b"# T\n\xff\xfe\x00junk")
+    _, problems = check_all(tmp_path)
+    assert [str(p) for p in problems] == [".autoloop/programs/fuzz/program.md: not UTF-8 text (byte 4); save the file as UTF-8"]
