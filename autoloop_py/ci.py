@@ -16,9 +16,10 @@ from pathlib import Path
 
 from autoloop_py import ci_gate, github
 from autoloop_py import state as statefile
-from autoloop_py.iteration import IterationOutcome, RunOptions, load_state, parse_or_new, run_iteration, state_path
+from autoloop_py.iteration import IterationOutcome, RunOptions, run_iteration
 from autoloop_py.memory import MemoryStore
 from autoloop_py.program import Program
+from autoloop_py.recording import load_state, parse_or_new, state_path
 from autoloop_py.render import render
 
 log = logging.getLogger(__name__)

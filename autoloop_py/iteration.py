@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 import logging
 import random
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Callable, Iterator, Mapping
 
-from autoloop_py import ci_gate, edits, trace, state as statefile
+from autoloop_py import checks, trace, state as statefile
 from autoloop_py.errors import GitError, ProgramError
 from autoloop_py.evaluate import EvaluationResult, evaluate
 from autoloop_py.lock import program_lock
@@ -23,13 +22,32 @@ from autoloop_py.prompts import PromptContext, render_iteration_prompt
 from autoloop_py.proposers import get_proposer, llm
 from autoloop_py.population import Candidate
 from autoloop_py.proposers.base import Proposal, ProposalRequest, Proposer
+from autoloop_py.checks import violations
+from autoloop_py.recording import (
+    error_record,
+    load_state,
+    parse_or_new,
+    record_iteration,
+    record_of,
+    rejection_note,
+    state_path,
+    usage_of,
+    with_baseline,
+)
 from autoloop_py.strategies import runner as strategy
 from autoloop_py.strategies.engine import DecisionLike
 from autoloop_py.strategies.runner import StrategyRunner
 from autoloop_py.workspace import Workspace
 
+# load_state, parse_or_new, record_iteration, rejection_note, state_path and violations are re-exported
+# from their own modules for callers that import them from here.
+__all__ = [
+    "IterationOutcome", "RunOptions", "guide_for", "iteration_rng", "measure_baseline", "prompt_context",
+    "run_iteration",
+    "load_state", "parse_or_new", "record_iteration", "rejection_note", "state_path", "violations",
+]
+
 log = logging.getLogger(__name__)
-_UNLIMITED = 1 << 40
 
 
 @dataclass(frozen=True)
@@ -111,14 +129,14 @@ def _run_locked(root: Path, program: Program, options: RunOptions, now: datetime
         best, baseline, failure = measure_baseline(program, workspace.path, state, clock)
         seed = _seed(program, workspace.path, baseline)
         if failure is not None:
-            attempt = _Attempt(_error_record(now, "baseline", f"baseline evaluation failed: {failure}", options))
+            attempt = _Attempt(error_record(now, "baseline", f"baseline evaluation failed: {failure}", options.run_url))
         else:
             tip = "seed" if seed is not None else (memory.read(trace.tip_path(program.name)) or "").strip() or None
             context = _Context(
                 program, workspace, proposer, state, best, iteration, rng, options, clock, now, runner, memory, tip
             )
             attempt = _try_candidate(context, root)
-        record = _with_baseline(attempt.record, baseline)
+        record = with_baseline(attempt.record, baseline)
     if not options.dry_run:
         with clock("record"):
             record_iteration(
@@ -171,52 +189,43 @@ class _Attempt:
 def _try_candidate(ctx: _Context, root: Path) -> _Attempt:
     """Proposes, checks, evaluates and ratchets one candidate; returns what to record."""
     program, workspace, now, options = ctx.program, ctx.workspace, ctx.now, ctx.options
+    run_url = options.run_url
     with ctx.clock("propose"):
         files = workspace.files(target_files(program.target, workspace.path))
         decision, files, prompt = _prepare_prompt(ctx, files, root)
         request = ProposalRequest(program, files, prompt, workspace.path, ctx.iteration)
         proposal = ctx.proposer.propose(request, ctx.rng)
-    usage = _usage(proposal)
+    usage = usage_of(proposal)
     if decision is not None:
         usage["extra"] = strategy.history_bullets(decision, None)
     if proposal.failure:
-        return _Attempt(_error_record(now, proposal.summary or "no candidate", proposal.failure, options, **usage), prompt=prompt)
+        return _Attempt(error_record(now, proposal.summary or "no candidate", proposal.failure, run_url, **usage), prompt=prompt)
     with ctx.clock("check"):
-        problems = violations(program, files, proposal.files) + _links(workspace.path, proposal.files)
-        guarded = _protected_hashes(program, workspace.path)
+        problems = violations(program, files, proposal.files) + checks.links(workspace.path, proposal.files)
+        guarded = checks.protected_hashes(program, workspace.path)
     if problems:
         notes = "Rejected before evaluation: " + "; ".join(problems)
-        record = _record_of("rejected", now, proposal.summary, None, notes, proposal.lesson, options, **usage)
+        record = record_of("rejected", now, proposal.summary, None, notes, proposal.lesson, run_url, **usage)
         return _Attempt(record, prompt=prompt)
-    twin = _duplicate(ctx, proposal, files)
+    twin = checks.duplicate_of(ctx.runner, ctx.state, proposal, files)
     if twin is not None:
         notes = f"duplicate of candidate {twin.id}, not evaluated"
-        record = _record_of("rejected", now, proposal.summary, None, notes, proposal.lesson, options, **usage)
+        record = record_of("rejected", now, proposal.summary, None, notes, proposal.lesson, run_url, **usage)
         return _Attempt(record, prompt=prompt)
     workspace.write(proposal.files)
     with ctx.clock("evaluate"):
         result = evaluate(program, workspace.path)
-    tampered = _tampered(program, workspace.path, guarded)
+    tampered = checks.tampered(program, workspace.path, guarded)
     evaluated = _evaluated(ctx, decision, proposal, result.metrics, prompt)
     if tampered:
-        record = _error_record(now, proposal.summary, f"the candidate changed protected files: {tampered}", options, **usage)
+        record = error_record(now, proposal.summary, f"the candidate changed protected files: {tampered}", run_url, **usage)
     elif not result.ok or result.metric is None:
-        record = _error_record(now, proposal.summary, f"evaluation failed: {result.error}", options, **usage)
+        record = error_record(now, proposal.summary, f"evaluation failed: {result.error}", run_url, **usage)
     else:
         if decision is not None:
             usage["extra"] = strategy.history_bullets(decision, result.metric)
         record = _ratchet(program, workspace, proposal, result, ctx.best, ctx.iteration, options, ctx.clock, now, usage)
     return _Attempt(record, _candidate(ctx, decision, record, proposal, files), prompt, evaluated, decision)
-
-
-def _duplicate(ctx: _Context, proposal: Proposal, files: Mapping[str, str]) -> Candidate | None:
-    """Returns the evaluated candidate whose code the proposal repeats, for engines with a `duplicate_of` hook."""
-    hook = getattr(ctx.runner.engine, "duplicate_of", None) if ctx.runner is not None else None
-    if hook is None or ctx.runner is None:
-        return None
-    primary = ctx.runner.primary
-    source = proposal.files.get(primary) or files.get(primary, "")
-    return hook(strategy.population_of(ctx.state), strategy.evolved_code(source))
 
 
 def _prepare_prompt(ctx: _Context, files: dict[str, str], root: Path) -> tuple[DecisionLike | None, dict[str, str], str]:
@@ -304,9 +313,10 @@ def _ratchet(
 ) -> statefile.IterationRecord:
     """Keeps the candidate only when it improves on the best; commits and pushes it then."""
     assert result.metric is not None
+    run_url = options.run_url
     if not statefile.is_improvement(result.metric, best, program.direction, program.config.min_delta):
         notes = rejection_note(result.metric, best, program)
-        return _record_of("rejected", now, proposal.summary, result.metric, notes, proposal.lesson, options, **usage)
+        return record_of("rejected", now, proposal.summary, result.metric, notes, proposal.lesson, run_url, **usage)
     commit = None
     if not options.dry_run:
         with clock("commit"):
@@ -320,12 +330,12 @@ def _ratchet(
                 kept = workspace.withdraw(commit)
                 notes = (f"another run advanced autoloop/{program.name} first, so this candidate was judged against a "
                          f"stale best; it is kept at {kept} ({err.message.splitlines()[0][:120]})")
-                return _record_of("rejected", now, proposal.summary, result.metric, notes, proposal.lesson, options, **usage)
+                return record_of("rejected", now, proposal.summary, result.metric, notes, proposal.lesson, run_url, **usage)
     notes = f"{program.evaluation.metric if program.evaluation else 'metric'} improved to {result.metric:g}"
     if options.ci_gate and commit is not None:
         notes += "; kept until the commit's CI checks pass"
-        return _record_of("pending-ci", now, proposal.summary, result.metric, notes, proposal.lesson, options, commit=commit, **usage)
-    return _record_of("accepted", now, proposal.summary, result.metric, notes, proposal.lesson, options, commit=commit, **usage)
+        return record_of("pending-ci", now, proposal.summary, result.metric, notes, proposal.lesson, run_url, commit=commit, **usage)
+    return record_of("accepted", now, proposal.summary, result.metric, notes, proposal.lesson, run_url, commit=commit, **usage)
 
 
 def measure_baseline(
@@ -342,78 +352,9 @@ def measure_baseline(
     return result.metric, result.metric, None
 
 
-def load_state(memory: MemoryStore, program: Program) -> statefile.StateFile:
-    path = state_path(program)
-    return parse_or_new(memory.read(path), program, path)
-
-
-def state_path(program: Program) -> str:
-    """Returns the state file's path on the memory branch."""
-    return f"{program.name}.md"
-
-
-def parse_or_new(text: str | None, program: Program, path: str) -> statefile.StateFile:
-    """Returns the parsed state file, or a fresh one when the program has none yet."""
-    if text is None or not text.strip():
-        metric = program.evaluation.metric if program.evaluation else "metric"
-        return statefile.new_state(program.name, program.goal, metric, program.direction, program.config.target_metric)
-    return statefile.parse_state(text, path)
-
-
 def iteration_rng(program: Program, iteration: int) -> random.Random:
     """Returns the random source of one iteration, seeded from (program seed, name, iteration)."""
     return random.Random(f"{program.config.seed}:{program.name}:{iteration}")
-
-
-def record_iteration(
-    memory: MemoryStore,
-    program: Program,
-    record: statefile.IterationRecord,
-    budget: int,
-    runner: StrategyRunner | None = None,
-    candidate: Candidate | None = None,
-    prompt: str = "",
-    evaluated: trace.Evaluated | None = None,
-    seed: trace.Evaluated | None = None,
-    decision: object = None,
-) -> None:
-    """Applies the record to the freshest state file and commits it; re-applied on a concurrent update."""
-    path = state_path(program)
-    kept: dict[str, str] = {}
-
-    def change(text: str | None) -> str:
-        apply = ci_gate.record_pending if record.status == "pending-ci" else statefile.apply_iteration
-        updated = apply(
-            parse_or_new(text, program, path),
-            record,
-            direction=program.direction,
-            target_metric=program.config.target_metric,
-            min_delta=program.config.min_delta,
-            # With a Population, folding code comes before folding history (record_candidate compacts).
-            budget=budget if runner is None else _UNLIMITED,
-        )
-        kept.clear()
-        iteration = updated.machine.iteration_count
-        if prompt:
-            kept[f"traces/{program.name}/prompts/{iteration}.md"] = prompt
-        row_id = f"it{iteration}"
-        if runner is not None and candidate is not None:
-            metrics = evaluated.metrics if evaluated is not None else {}
-            updated, recorded = strategy.record_candidate(
-                updated, runner, candidate, program, budget, decision, metrics, iteration, memory.read, kept
-            )
-            kept[strategy.code_path(program, recorded)] = recorded.code or ""
-            row_id = str(recorded.id)
-        stamp = record.timestamp.isoformat()
-        if seed is not None:
-            kept.update(trace.iteration_files(program, seed, "seed", 0, "accepted", stamp, "the unchanged code"))
-        if evaluated is not None:
-            kept.update(trace.iteration_files(program, evaluated, row_id, iteration, record.status, stamp, record.change))
-        return statefile.render_state(updated)
-
-    metric = "—" if record.metric is None else f"{record.metric:g}"
-    message = f"[Autoloop: {program.name}] {record.status} ({metric}): {record.change}"[:200]
-    memory.update(path, change, message, extra=lambda: dict(kept))
 
 
 def prompt_context(
@@ -435,92 +376,6 @@ def prompt_context(
         recent_history=tuple(entry.text for entry in state.history[:5]),
         directives=directives,
     )
-
-
-def violations(program: Program, files: Mapping[str, str], changes: Mapping[str, str | None]) -> list[str]:
-    """Returns why a candidate may not be evaluated: paths outside Target, edits outside EVOLVE-BLOCKs, no change."""
-    reasons = edits.check_paths(changes.keys(), program.target.allows)
-    for path, content in changes.items():
-        old = files.get(path)
-        if content is not None and old is not None:
-            violation = edits.evolve_block_violation(old, content)
-            if violation:
-                reasons.append(f"{path}: {violation}")
-    if not changes:
-        reasons.append("the candidate changes nothing")
-    return reasons
-
-
-def _links(workdir: Path, changes: Mapping[str, str | None]) -> list[str]:
-    """Returns a reason for every changed path that is a symbolic link (an agent could point one outside)."""
-    return [f"{path} is a symbolic link; candidates may only write regular files" for path in changes
-            if (workdir / path).is_symlink()]
-
-
-def _protected_hashes(program: Program, workdir: Path) -> dict[str, str]:
-    """Returns hashes of program.md and the program folder's non-Target files (evaluator, config)."""
-    base = workdir / program.base_dir
-    paths = [workdir / program.path]
-    if program.directory is not None:
-        paths += [p for p in base.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
-    hashes = {}
-    for path in paths:
-        rel = path.relative_to(workdir).as_posix()
-        if path.is_file() and (rel == program.path.as_posix() or not program.target.allows(rel)):
-            hashes[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return hashes
-
-
-def _tampered(program: Program, workdir: Path, before: Mapping[str, str]) -> str:
-    after = _protected_hashes(program, workdir)
-    changed = sorted(p for p in before if after.get(p) != before[p])
-    return ", ".join(changed)
-
-
-def rejection_note(metric: float, best: float | None, program: Program) -> str:
-    if best is None:
-        return f"metric {metric:g}"
-    floor = f" by at least {program.config.min_delta:g}" if program.config.min_delta else ""
-    return f"metric {metric:g} did not improve on best {best:g}{floor} ({program.direction} is better)"
-
-
-def _usage(proposal: Proposal) -> dict[str, object]:
-    if proposal.usage is None:
-        return {}
-    tokens = proposal.usage.prompt_tokens + proposal.usage.completion_tokens
-    return {"tokens": tokens or None, "cost": proposal.usage.cost}
-
-
-def _record_of(
-    status: str,
-    now: datetime | None,
-    change: str,
-    metric: float | None,
-    notes: str,
-    lesson: str | None,
-    options: RunOptions,
-    **extra: object,
-) -> statefile.IterationRecord:
-    return statefile.IterationRecord(
-        status=status,
-        timestamp=now or datetime.now(timezone.utc),
-        change=(change or "(no summary)").strip().splitlines()[0] if (change or "").strip() else "(no summary)",
-        metric=metric,
-        notes=notes,
-        lesson=lesson,
-        run_url=options.run_url,
-        **extra,  # type: ignore[arg-type]
-    )
-
-
-def _error_record(now: datetime | None, change: str, reason: str, options: RunOptions, **extra: object) -> statefile.IterationRecord:
-    return _record_of("error", now, change, None, reason, None, options, **extra)
-
-
-def _with_baseline(record: statefile.IterationRecord, baseline: float | None) -> statefile.IterationRecord:
-    from dataclasses import replace
-
-    return replace(record, baseline=baseline) if baseline is not None else record
 
 
 def guide_for(program: Program, options: RunOptions) -> Callable[[str], str] | None:

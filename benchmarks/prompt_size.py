@@ -6,7 +6,7 @@ synthetic iterations is decided by the real AlphaEvolve engine (`strategy.decide
 code is a seeded variant of the parent's evolved block (other constants, helper functions added,
 dropped or taken from a second parent), and the record goes through `statefile.apply_iteration` and
 `strategy.record_candidate`, so non-elite code is folded into `memory/autoloop` references under the
-30720-byte budget exactly as `iteration.record_iteration` does. A dict stands in for the memory
+30720-byte budget exactly as `recording.record_iteration` does. A dict stands in for the memory
 branch. The population cap is raised to N (archive N/4) so the populations really reach N.
 
 It then runs `--samples` further iterations (each adds a candidate and evicts one, so the
@@ -52,8 +52,9 @@ import litellm  # noqa: E402  (must follow the environment variable above)
 
 from autoloop_py import population as pop  # noqa: E402
 from autoloop_py import state as statefile  # noqa: E402
-from autoloop_py.iteration import iteration_rng, parse_or_new, rejection_note, state_path  # noqa: E402
+from autoloop_py.iteration import iteration_rng  # noqa: E402
 from autoloop_py.program import Program, load_program, target_files  # noqa: E402
+from autoloop_py.recording import parse_or_new, rejection_note, state_path  # noqa: E402
 from autoloop_py.strategies import runner as strategy  # noqa: E402
 from autoloop_py.strategies.base import Decision  # noqa: E402
 from autoloop_py.strategies.alphaevolve_config import AlphaEvolveConfig  # noqa: E402
@@ -330,7 +331,7 @@ def step(run: Run, iteration: int, base: str, seed: int) -> str:
 
 
 def _record_iteration(run: Run, record: statefile.IterationRecord, candidate: pop.Candidate) -> None:
-    """Applies the record and the candidate as iteration.record_iteration does, keeping the code in memory."""
+    """Applies the record and the candidate as recording.record_iteration does, keeping the code in memory."""
     program = run.program
     state = statefile.apply_iteration(
         run.state,

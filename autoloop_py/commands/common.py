@@ -14,10 +14,10 @@ import git
 from autoloop_py import github, gitutil, issue_programs
 from autoloop_py import state as statefile
 from autoloop_py.errors import AutoloopError, StateError
-from autoloop_py.iteration import parse_or_new, state_path
 from autoloop_py.memory import MemoryStore
 from autoloop_py.errors import ProgramError
 from autoloop_py.program import Program, check_all
+from autoloop_py.recording import parse_or_new, state_path
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:

@@ -11,9 +11,9 @@ from rich.console import Console
 from autoloop_py import schedule
 from autoloop_py import state as statefile
 from autoloop_py.commands.common import repo_root, subparser
-from autoloop_py.iteration import parse_or_new, state_path
 from autoloop_py.memory import MemoryStore
 from autoloop_py.program import find_program, load_programs
+from autoloop_py.recording import parse_or_new, state_path
 
 
 def add_parser(commands: Any) -> None:

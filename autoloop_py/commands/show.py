@@ -10,9 +10,9 @@ from rich.markdown import Markdown
 
 from autoloop_py.commands.common import repo_root, subparser
 from autoloop_py.errors import AutoloopError
-from autoloop_py.iteration import state_path
 from autoloop_py.memory import MemoryStore
 from autoloop_py.program import find_program, load_programs
+from autoloop_py.recording import state_path
 
 
 def add_parser(commands: Any) -> None:

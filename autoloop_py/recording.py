@@ -1,0 +1,137 @@
+"""Recording: the state file on the memory branch and the IterationRecord entries written into it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timezone
+
+from autoloop_py import ci_gate, trace, state as statefile
+from autoloop_py.memory import MemoryStore
+from autoloop_py.population import Candidate
+from autoloop_py.program import Program
+from autoloop_py.proposers.base import Proposal
+from autoloop_py.strategies import runner as strategy
+from autoloop_py.strategies.runner import StrategyRunner
+
+_UNLIMITED = 1 << 40
+
+
+def load_state(memory: MemoryStore, program: Program) -> statefile.StateFile:
+    """Returns the program's state file as the memory branch holds it (a fresh one when it has none)."""
+    path = state_path(program)
+    return parse_or_new(memory.read(path), program, path)
+
+
+def state_path(program: Program) -> str:
+    """Returns the state file's path on the memory branch."""
+    return f"{program.name}.md"
+
+
+def parse_or_new(text: str | None, program: Program, path: str) -> statefile.StateFile:
+    """Returns the parsed state file, or a fresh one when the program has none yet."""
+    if text is None or not text.strip():
+        metric = program.evaluation.metric if program.evaluation else "metric"
+        return statefile.new_state(program.name, program.goal, metric, program.direction, program.config.target_metric)
+    return statefile.parse_state(text, path)
+
+
+def record_iteration(
+    memory: MemoryStore,
+    program: Program,
+    record: statefile.IterationRecord,
+    budget: int,
+    runner: StrategyRunner | None = None,
+    candidate: Candidate | None = None,
+    prompt: str = "",
+    evaluated: trace.Evaluated | None = None,
+    seed: trace.Evaluated | None = None,
+    decision: object = None,
+) -> None:
+    """Applies the record to the freshest state file and commits it; re-applied on a concurrent update."""
+    path = state_path(program)
+    kept: dict[str, str] = {}
+
+    def change(text: str | None) -> str:
+        apply = ci_gate.record_pending if record.status == "pending-ci" else statefile.apply_iteration
+        updated = apply(
+            parse_or_new(text, program, path),
+            record,
+            direction=program.direction,
+            target_metric=program.config.target_metric,
+            min_delta=program.config.min_delta,
+            # With a Population, folding code comes before folding history (record_candidate compacts).
+            budget=budget if runner is None else _UNLIMITED,
+        )
+        kept.clear()
+        iteration = updated.machine.iteration_count
+        if prompt:
+            kept[f"traces/{program.name}/prompts/{iteration}.md"] = prompt
+        row_id = f"it{iteration}"
+        if runner is not None and candidate is not None:
+            metrics = evaluated.metrics if evaluated is not None else {}
+            updated, recorded = strategy.record_candidate(
+                updated, runner, candidate, program, budget, decision, metrics, iteration, memory.read, kept
+            )
+            kept[strategy.code_path(program, recorded)] = recorded.code or ""
+            row_id = str(recorded.id)
+        stamp = record.timestamp.isoformat()
+        if seed is not None:
+            kept.update(trace.iteration_files(program, seed, "seed", 0, "accepted", stamp, "the unchanged code"))
+        if evaluated is not None:
+            kept.update(trace.iteration_files(program, evaluated, row_id, iteration, record.status, stamp, record.change))
+        return statefile.render_state(updated)
+
+    metric = "—" if record.metric is None else f"{record.metric:g}"
+    message = f"[Autoloop: {program.name}] {record.status} ({metric}): {record.change}"[:200]
+    memory.update(path, change, message, extra=lambda: dict(kept))
+
+
+def rejection_note(metric: float, best: float | None, program: Program) -> str:
+    """Returns the history note of a candidate that did not improve on the best."""
+    if best is None:
+        return f"metric {metric:g}"
+    floor = f" by at least {program.config.min_delta:g}" if program.config.min_delta else ""
+    return f"metric {metric:g} did not improve on best {best:g}{floor} ({program.direction} is better)"
+
+
+def usage_of(proposal: Proposal) -> dict[str, object]:
+    """Returns the record fields (tokens, cost) of the proposal's model usage."""
+    if proposal.usage is None:
+        return {}
+    tokens = proposal.usage.prompt_tokens + proposal.usage.completion_tokens
+    return {"tokens": tokens or None, "cost": proposal.usage.cost}
+
+
+def record_of(
+    status: str,
+    now: datetime | None,
+    change: str,
+    metric: float | None,
+    notes: str,
+    lesson: str | None,
+    run_url: str | None,
+    **extra: object,
+) -> statefile.IterationRecord:
+    """Returns the history record of one iteration, its change cut to the summary's first line."""
+    return statefile.IterationRecord(
+        status=status,
+        timestamp=now or datetime.now(timezone.utc),
+        change=(change or "(no summary)").strip().splitlines()[0] if (change or "").strip() else "(no summary)",
+        metric=metric,
+        notes=notes,
+        lesson=lesson,
+        run_url=run_url,
+        **extra,  # type: ignore[arg-type]
+    )
+
+
+def error_record(
+    now: datetime | None, change: str, reason: str, run_url: str | None, **extra: object
+) -> statefile.IterationRecord:
+    """Returns the history record of an iteration that errored."""
+    return record_of("error", now, change, None, reason, None, run_url, **extra)
+
+
+def with_baseline(record: statefile.IterationRecord, baseline: float | None) -> statefile.IterationRecord:
+    """Returns the record carrying the baseline this iteration measured (unchanged when it measured none)."""
+    return replace(record, baseline=baseline) if baseline is not None else record
