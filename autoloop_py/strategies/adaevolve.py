@@ -14,6 +14,7 @@ from typing import Any, Mapping, Sequence
 
 from autoloop_py import population as pop
 from autoloop_py.population import Candidate, Population, oriented
+from autoloop_py.strategies.base import DrawRecorder
 from autoloop_py.strategies.adaevolve_archive import (
     Scored,
     UniformSource,
@@ -63,19 +64,6 @@ __all__ = [
     "render_state_block", "spawn_choices", "spawn_due", "tick", "use_paradigm", "wants_paradigms",
 ]
 
-
-class _Recorder:
-    """Wraps a uniform source and keeps every draw, so a decision can be replayed and counted."""
-
-    def __init__(self, source: UniformSource) -> None:
-        self.source = source
-        self.draws: list[float] = []
-
-    def random(self) -> float:
-        """Returns the source's next uniform and records it."""
-        value = self.source.random()
-        self.draws.append(value)
-        return value
 
 
 @dataclass(frozen=True)
@@ -165,7 +153,7 @@ def pick_mode(i: float, u: float) -> str:
 def decide(state: AdaEvolveState, population: Sequence[Candidate], config: AdaEvolveConfig, rng: UniformSource,
            previous_error: str | None = None) -> AdaEvolveDecision:
     """Returns one attempt's island, mode, parent and context; each attempt draws afresh (§2.2 step 2)."""
-    draws = _Recorder(rng)
+    draws = DrawRecorder(rng)
     k = state.current_island
     level = intensity(state.islands[k].g, config)
     everyone = archive_of(population, None, config.direction)
@@ -380,7 +368,7 @@ def migration_due(t: int, islands: int, config: AdaEvolveConfig) -> bool:
 def end_iteration(state: AdaEvolveState, population: Population, config: AdaEvolveConfig, rng: UniformSource,
                   iteration: int) -> Step:
     """Returns the state after iteration t's end: spawn check, next island by UCB, then migration (§2.2 step 4)."""
-    draws = _Recorder(rng)
+    draws = DrawRecorder(rng)
     state = replace(state, iteration=iteration)
     has_programs = bool(archive_of(population.candidates, None, config.direction))
     if spawn_due(state, has_programs, iteration, config):

@@ -12,10 +12,11 @@ import re
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import lru_cache
-from typing import Iterable, Protocol, Sequence
+from typing import Iterable, Sequence
 
 from autoloop_py.population import Candidate, oriented
 from autoloop_py.strategies.adaevolve_config import AdaEvolveConfig
+from autoloop_py.strategies.base import UniformSource
 
 Scored = tuple[Candidate, float]
 BALANCED_SPLIT = 0.5
@@ -35,13 +36,6 @@ _FLAGS = (
     ("lambda", re.compile(r"\blambda\b")),
 )
 
-
-class UniformSource(Protocol):
-    """Anything that draws uniforms in [0, 1) like `random.Random.random` (tests pass a fake)."""
-
-    def random(self) -> float:
-        """Returns the next uniform in [0, 1)."""
-        ...
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import random
 from fractions import Fraction
-from typing import Callable, Iterable, Mapping, Protocol, Sequence, Union
+from typing import Callable, Iterable, Mapping, Sequence, Union
 
 from autoloop_py.population import (
     OPERATORS,
@@ -19,7 +19,7 @@ from autoloop_py.population import (
     oriented,
 )
 from autoloop_py.strategies.alphaevolve_config import AlphaEvolveConfig, Island
-from autoloop_py.strategies.base import Decision, StrategyContext
+from autoloop_py.strategies.base import Decision, DrawRecorder, StrategyContext, UniformSource
 
 logger = logging.getLogger(__name__)
 
@@ -32,26 +32,6 @@ Weights = Union[Sequence[tuple[str, Fraction]], Mapping[str, Fraction]]
 _Scored = tuple[float, Candidate]
 
 
-class UniformSource(Protocol):
-    """Anything that draws uniforms in [0, 1) like `random.Random.random` (tests pass a fake)."""
-
-    def random(self) -> float:
-        """Returns the next uniform in [0, 1)."""
-        ...
-
-
-class _Recorder:
-    """Wraps a uniform source and keeps every draw, so a Decision can be replayed."""
-
-    def __init__(self, source: UniformSource) -> None:
-        self.source = source
-        self.draws: list[float] = []
-
-    def random(self) -> float:
-        """Returns the source's next uniform and records it."""
-        value = self.source.random()
-        self.draws.append(value)
-        return value
 
 
 class AlphaEvolve:
@@ -64,7 +44,7 @@ class AlphaEvolve:
 
     def decide(self, context: StrategyContext, rng: random.Random) -> Decision:
         """Returns this iteration's operator, parents and child island (§1.2 steps 1–3)."""
-        draws = _Recorder(rng)
+        draws = DrawRecorder(rng)
         population = tuple(sorted(context.population, key=lambda c: c.id, reverse=True))
         chosen = override(population, context.recent_statuses, self.config.islands)
         if chosen is None:

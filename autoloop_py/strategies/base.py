@@ -54,6 +54,28 @@ class Decision:
     labels: Mapping[str, str] = field(default_factory=dict)
 
 
+class UniformSource(Protocol):
+    """Anything that draws uniforms in [0, 1) like `random.Random.random` (tests pass a fake)."""
+
+    def random(self) -> float:
+        """Returns the next uniform in [0, 1)."""
+        ...
+
+
+class DrawRecorder:
+    """Wraps a uniform source and keeps every draw, so a decision can be replayed and counted."""
+
+    def __init__(self, source: UniformSource) -> None:
+        self.source = source
+        self.draws: list[float] = []
+
+    def random(self) -> float:
+        """Returns the source's next uniform and records it."""
+        value = self.source.random()
+        self.draws.append(value)
+        return value
+
+
 class Strategy(Protocol):
     """A strategy decides each iteration deterministically from the state and a seeded RNG."""
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
 from autoloop_py.population import Candidate, format_fitness
-from autoloop_py.strategies.base import Decision
+from autoloop_py.strategies.base import Decision, DrawRecorder
 from autoloop_py.strategies.funsearch_code import function_length
 from autoloop_py.strategies.funsearch_config import FunSearchConfig
 from autoloop_py.strategies.funsearch_islands import (
@@ -75,19 +75,6 @@ MIN_TEMPERATURE = 1e-6  # Fork: below this the cluster choice turns uniform
 SHRINK = 0.9  # Fork: T shrinks by this factor until some cluster is offered
 LENGTH_EPSILON = 1e-6
 
-
-class _Recorder:
-    """Wraps a uniform source and keeps every draw, so a decision can be replayed."""
-
-    def __init__(self, source: UniformSource) -> None:
-        self.source = source
-        self.draws: list[float] = []
-
-    def random(self) -> float:
-        """Returns the source's next uniform and records it."""
-        value = self.source.random()
-        self.draws.append(value)
-        return value
 
 
 @dataclass(frozen=True)
@@ -200,7 +187,7 @@ def decide(
     state: FunSearchState, population: Sequence[Candidate], config: FunSearchConfig, rng: UniformSource
 ) -> FunSearchDecision:
     """Returns the island and the earlier versions to prompt with (§4.2 steps 1–6), or the seed decision."""
-    draws = _Recorder(rng)
+    draws = DrawRecorder(rng)
     by_id = {c.id: c for c in population}
     offered = [(island, clusters) for island in state.islands if (clusters := _offered(island, by_id))]
     if not offered:
@@ -383,7 +370,7 @@ def record(
     rng: UniformSource,
 ) -> FunSearchState:
     """Returns the state after registering the evaluated child (its id already assigned) (§4.2 steps 8–10)."""
-    draws = _Recorder(rng)
+    draws = DrawRecorder(rng)
     outcome = classify(state, decision, candidate, metrics, config)
     state = replace(state, rng_draws=state.rng_draws + len(decision.uniforms))
     if outcome.disposition != "stored":

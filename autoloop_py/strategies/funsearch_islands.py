@@ -6,8 +6,9 @@ import logging
 import math
 from dataclasses import replace
 from statistics import NormalDist
-from typing import Any, Protocol
+from typing import Any
 
+from autoloop_py.strategies.base import UniformSource
 from autoloop_py.strategies.funsearch_config import FunSearchConfig
 from autoloop_py.strategies.funsearch_state import (
     Cluster,
@@ -23,13 +24,6 @@ logger = logging.getLogger(__name__)
 
 NOISE_SIGMA = 1e-6  # Ref: the noise that breaks ties between island bests before a reset
 
-
-class UniformSource(Protocol):
-    """Anything that draws uniforms in [0, 1) like `random.Random.random` (tests pass a fake)."""
-
-    def random(self) -> float:
-        """Returns the next uniform in [0, 1)."""
-        ...
 
 
 def oriented(value: float, config: FunSearchConfig) -> float:
