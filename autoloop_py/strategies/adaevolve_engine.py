@@ -24,6 +24,7 @@ from autoloop_py.strategies.adaevolve_config import AdaEvolveConfig, parse_adaev
 from autoloop_py.strategies.adaevolve_paradigms import GuideReplyError
 from autoloop_py.strategies.adaevolve_state import AdaEvolveState, Paradigm
 from autoloop_py.strategies.base import StrategyContext
+from autoloop_py.strategies.engine import entry_for
 
 log = logging.getLogger(__name__)
 
@@ -138,19 +139,7 @@ class AdaEvolveEngine:
         iteration: int, language: str,
     ) -> pop.Candidate:
         """Returns the Population entry of an evaluated candidate (archive bullets are added when recorded)."""
-        return pop.Candidate(
-            id=0,
-            island=decision.island,
-            fitness=record.metric if record.status != "error" else None,
-            gen=iteration,
-            operator=decision.operator,
-            parents=tuple(p.id for p in decision.parents),
-            approach=approach or record.change,
-            status=record.status,
-            notes=record.lesson or record.notes,
-            code=code,
-            language=language,
-        )
+        return entry_for(decision, record, code, approach, iteration, language)
 
     def record(
         self,

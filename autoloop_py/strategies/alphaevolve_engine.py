@@ -13,6 +13,7 @@ from autoloop_py.program import Program
 from autoloop_py.strategies import alphaevolve, alphaevolve_prompt
 from autoloop_py.strategies.alphaevolve_config import AlphaEvolveConfig
 from autoloop_py.strategies.base import Decision, StrategyContext
+from autoloop_py.strategies.engine import entry_for
 
 log = logging.getLogger(__name__)
 
@@ -69,20 +70,8 @@ class AlphaEvolveEngine:
     ) -> pop.Candidate:
         """Returns the seed schema's entry with the island and feature cell."""
         island = alphaevolve.find_island(self.config, decision.island)
-        return pop.Candidate(
-            id=0,
-            island=decision.island,
-            fitness=record.metric if record.status != "error" else None,
-            gen=iteration,
-            operator=decision.operator,
-            parents=tuple(p.id for p in decision.parents),
-            cell=alphaevolve.cell_for(island, code, self.config),
-            approach=approach or record.change,
-            status=record.status,
-            notes=record.lesson or record.notes,
-            code=code,
-            language=language,
-        )
+        cell = alphaevolve.cell_for(island, code, self.config)
+        return entry_for(decision, record, code, approach, iteration, language, cell)
 
     def record(
         self,

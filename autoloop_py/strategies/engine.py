@@ -82,3 +82,33 @@ class Engine(Protocol):
     def keep_inline(self, population: pop.Population, direction: str) -> list[int]:
         """Returns the ids whose code stays inline longest, least important first (the last one never folds)."""
         ...
+
+
+def entry_for(
+    decision: DecisionLike,
+    record: statefile.IterationRecord,
+    code: str,
+    approach: str | None,
+    iteration: int,
+    language: str,
+    cell: tuple[str, str] | None = None,
+    parents: tuple[int, ...] | None = None,
+) -> pop.Candidate:
+    """Returns the seed-schema Population entry of an evaluated candidate (id 0: assigned when recorded).
+
+    `parents` overrides the decision's parent ids, for strategies that list them in another order.
+    """
+    return pop.Candidate(
+        id=0,
+        island=decision.island,
+        fitness=record.metric if record.status != "error" else None,
+        gen=iteration,
+        operator=decision.operator,
+        parents=parents if parents is not None else tuple(p.id for p in decision.parents),
+        cell=cell,
+        approach=approach or record.change,
+        status=record.status,
+        notes=record.lesson or record.notes,
+        code=code,
+        language=language,
+    )

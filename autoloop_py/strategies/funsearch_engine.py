@@ -25,6 +25,7 @@ from autoloop_py.render import render
 from autoloop_py.strategies import funsearch as fs
 from autoloop_py.strategies import funsearch_prompt
 from autoloop_py.strategies.base import StrategyContext
+from autoloop_py.strategies.engine import entry_for
 from autoloop_py.strategies.funsearch_config import SKELETON_FILE, FunSearchConfig, parse_funsearch_config
 from autoloop_py.strategies.funsearch_state import FunSearchState
 from autoloop_py.strategies.runner import evolved_code, primary_target
@@ -149,19 +150,8 @@ class FunSearchEngine:
         language: str,
     ) -> pop.Candidate:
         """Returns the entry of an evaluated candidate (its FunSearch bullets are added when recorded)."""
-        return pop.Candidate(
-            id=0,
-            island=decision.island,
-            fitness=record.metric if record.status != "error" else None,
-            gen=iteration,
-            operator=decision.operator,
-            parents=tuple(p.id for p in decision.inner.parents),
-            approach=approach or record.change,
-            status=record.status,
-            notes=record.lesson or record.notes,
-            code=code,
-            language=language,
-        )
+        shown = tuple(p.id for p in decision.inner.parents)  # v0 first, as the prompt lists them
+        return entry_for(decision, record, code, approach, iteration, language, parents=shown)
 
     def record(
         self,
