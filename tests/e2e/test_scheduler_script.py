@@ -105,8 +105,8 @@ class Sandbox:
         )
         (self.memory / f"{name}.md").write_text(text, encoding="utf-8")
 
-    def run(self, *args: str, cwd: Path | None = None, **env: str) -> Run:
-        """Runs the script and returns what it did."""
+    def run(self, *args: str, cwd: Path | None = None, module: bool = False, **env: str) -> Run:
+        """Runs the script (or, with module, `python -m autoloop_py.agentic_scheduler`) and returns what it did."""
         environ = {k: v for k, v in os.environ.items() if k not in UNSET}
         environ.update(
             AUTOLOOP_MEMORY_DIR=str(self.memory),
@@ -115,7 +115,7 @@ class Sandbox:
             **env,
         )
         done = subprocess.run(
-            [sys.executable, str(SCRIPT), *args],
+            [sys.executable, *(("-m", "autoloop_py.agentic_scheduler") if module else (str(SCRIPT),)), *args],
             cwd=cwd or self.repo,
             env=environ,
             capture_output=True,
@@ -145,6 +145,14 @@ def test_nothing_configured_bootstraps_an_unconfigured_example(box: Sandbox) -> 
     assert run.output is not None and list(run.output) == KEYS
     assert run.output["unconfigured"] == ["example"]
     assert (run.output["selected"], run.output["not_due"], run.output["no_programs"]) == (None, False, False)
+
+
+def test_the_packaged_module_is_the_same_scheduler(box: Sandbox) -> None:
+    box.program("alpha")
+    by_module, by_script = box.run(module=True), box.run()
+    assert by_module.code == by_script.code == 0, by_module.stderr
+    assert by_module.output == by_script.output and by_module.output is not None
+    assert by_module.output["selected"] == "alpha"
 
 
 def test_empty_programs_folder_means_no_programs(box: Sandbox) -> None:

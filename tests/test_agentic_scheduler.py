@@ -1,4 +1,5 @@
-"""Tests for scripts/autoloop_scheduler.py: upstream's helper API, return shapes and the bugs we fix."""
+"""Tests for autoloop_py/agentic_scheduler.py through upstream's path scripts/autoloop_scheduler.py: helper API,
+return shapes and the bugs we fix."""
 
 from __future__ import annotations
 
@@ -25,6 +26,14 @@ def _load_script() -> ModuleType:
 
 
 sched = _load_script()
+
+
+def test_the_script_exposes_the_package_module() -> None:
+    from autoloop_py import agentic_scheduler
+
+    assert sched.select_program is agentic_scheduler.select_program
+    assert sched.parse_schedule is agentic_scheduler.parse_schedule
+    assert sched.main is agentic_scheduler.main
 
 STATE = """# Autoloop: alpha
 
