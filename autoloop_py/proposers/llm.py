@@ -136,15 +136,25 @@ class LLMProposer:
         return text
 
 
-def complete(model: str, prompt: str) -> str:
-    """Returns a model's reply to one prompt (AUTOLOOP_MOCK_RESPONSE, when set, answers instead of the model)."""
+def complete(model: str, prompt: str, *, system: str = "", **params: Any) -> str:
+    """Returns a model's reply to one prompt (AUTOLOOP_MOCK_RESPONSE, when set, answers instead of the model).
+
+    system: an optional system message; params: extra litellm arguments (temperature, max_tokens…).
+    """
     litellm = _litellm()
-    kwargs: dict[str, Any] = {"model": model, "messages": [{"role": "user", "content": prompt}]}
+    messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
+    kwargs: dict[str, Any] = {"model": model, "messages": messages, **params}
     mock = os.environ.get(MOCK_ENV)
     if mock is not None:
         kwargs["mock_response"] = mock
-    response = litellm.completion(**kwargs)
-    return response.choices[0].message.content or ""
+    message = litellm.completion(**kwargs).choices[0].message
+    # Reasoning models may leave `content` empty and put the answer in `reasoning_content`.
+    return str(message.content or getattr(message, "reasoning_content", None) or "")
+
+
+def litellm_module() -> Any:
+    """Returns litellm, imported with its bundled price list (for provider and key checks)."""
+    return _litellm()
 
 
 def resolve_model(program: Program, fallback: str | None) -> str | None:

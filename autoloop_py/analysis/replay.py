@@ -1,0 +1,255 @@
+"""Same-prompt replay, pure part: the event to replay, applying a replayed reply, and the measures over trials.
+
+A replay re-sends the exact prompt that produced a candidate and asks of each replayed child: does the
+reply parse and apply to the parent, does the child evaluate, is it the original program byte for
+byte, and how does its score compare with the original's (EvoReplay's counterfactual replay).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping, Sequence
+
+from autoloop_py.analysis import nodes_of, oriented
+from autoloop_py.analysis.lineage import record_holders
+from autoloop_py.edits import Reply, apply_reply, parse_reply
+from autoloop_py.errors import AutoloopError, EditError
+from autoloop_py.trace import Trace, TraceRow
+
+BEST = "best"
+# Other frameworks keep planner calls next to the generating prompt; those are not the candidate's prompt.
+_SKIPPED_KEYS = ("planner", "strategy_sampling")
+NO_CHANGE = "the reply leaves the parent unchanged"
+NO_EDIT = "the reply contains no edit"
+TOLERANCE = 1e-3
+CLASSES = ("better", "similar", "still_improves_parent", "worse", "not_evaluated", "eval_failed", "parse_failed")
+
+
+@dataclass(frozen=True)
+class ReplayEvent:
+    """A candidate whose generating prompt can be re-sent.
+
+    Attributes:
+        id: the candidate's row id.
+        iteration: its iteration_found.
+        parent_id: the row id of its parent (the program the reply is applied to).
+        prompt_key: the key of the prompts payload entry that is re-sent.
+        system: the system prompt ('' when there was none).
+        user: the user prompt.
+        response: the model's original first reply, None when the trace kept none.
+        source: the candidate's full source (what an exact match must equal).
+        parent_source: the parent's full source.
+        score: the candidate's primary score, None when it was not valid.
+        parent_score: the parent's primary score, None when unknown.
+        model: the model recorded in the row, None when the trace names none.
+    """
+
+    id: str
+    iteration: int
+    parent_id: str
+    prompt_key: str
+    system: str
+    user: str
+    response: str | None
+    source: str
+    parent_source: str
+    score: float | None
+    parent_score: float | None
+    model: str | None
+
+
+@dataclass(frozen=True)
+class Applied:
+    """A replayed reply applied to the parent's files.
+
+    Attributes:
+        changed: repo-relative path -> new content of every file the reply changed.
+        error: why the reply does not count as parsed (unreadable, an edit failed, nothing changed), else None.
+    """
+
+    changed: Mapping[str, str] = field(default_factory=dict)
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One replay of an event.
+
+    Attributes:
+        reply: the model's reply ('' when the call failed).
+        parse_error: why the reply could not be applied to the parent, None when it was.
+        source: the replayed child's primary source, None when the reply was not applied.
+        eval_ok: whether the child evaluated; None when no evaluation was available (a bare trace directory).
+        eval_error: why the evaluation failed, None otherwise.
+        score: the child's metric when it evaluated.
+    """
+
+    reply: str
+    parse_error: str | None
+    source: str | None = None
+    eval_ok: bool | None = None
+    eval_error: str | None = None
+    score: float | None = None
+
+    @property
+    def parsed(self) -> bool:
+        """Returns whether the reply applied to the parent and changed it."""
+        return self.parse_error is None
+
+
+@dataclass(frozen=True)
+class ReplayMeasures:
+    """What the replays of one event show.
+
+    Attributes:
+        repeats: how many replays were made.
+        parse_success_rate: share of replies that applied to the parent and changed it.
+        evaluation_success_rate: share of replays whose child evaluated (None without an evaluation).
+        exact_solution_match_rate: share of children equal to the original program byte for byte.
+        exact_response_match_rate: share of replies equal to the original reply (None when none was kept).
+        score_mean: mean score of the children that evaluated (None when none did).
+        score_median: their median score.
+        score_std: their population standard deviation.
+        score_ratio: score_mean / the original score ("Replay/Orig."); None when either is unknown or it is 0.
+        classes: trial class -> count (better, similar, still_improves_parent, worse, not_evaluated,
+            eval_failed, parse_failed), against the original score within 1e-3 × max(|original|, 1).
+    """
+
+    repeats: int
+    parse_success_rate: float
+    evaluation_success_rate: float | None
+    exact_solution_match_rate: float
+    exact_response_match_rate: float | None
+    score_mean: float | None
+    score_median: float | None
+    score_std: float | None
+    score_ratio: float | None
+    classes: Mapping[str, int]
+
+
+def prompt_entry(prompts: Mapping[str, Any] | None) -> tuple[str, Mapping[str, Any]] | None:
+    """Returns (key, entry) of the generating prompt in a prompts payload, skipping planner entries."""
+    for key, entry in (prompts or {}).items():
+        if any(skipped in key for skipped in _SKIPPED_KEYS) or not isinstance(entry, Mapping):
+            continue
+        if isinstance(entry.get("user"), str) and entry["user"]:
+            return key, entry
+    return None
+
+
+def best_row(trace: Trace) -> TraceRow | None:
+    """Returns the row of the run's final best (the first to reach the best score), None if none is valid."""
+    holders = record_holders(nodes_of(trace), trace.direction)
+    if not holders:
+        return None
+    return next(row for row in trace.rows if row.id == holders[-1].id)
+
+
+def choose_event(trace: Trace, which: str) -> ReplayEvent:
+    """Returns the event `which` names (`best` or a row id); raises when it cannot be replayed."""
+    row = best_row(trace) if which == BEST else next((r for r in trace.rows if r.id == which), None)
+    if row is None:
+        known = ", ".join(r.id for r in trace.rows[-8:]) or "none"
+        what = "no program of the run has a valid score" if which == BEST else f"no row has id '{which}'"
+        raise AutoloopError(f"{what}; pass --event with one of the run's ids (last ones: {known})", path=trace.directory)
+    return _event_of(trace, row)
+
+
+def _event_of(trace: Trace, row: TraceRow) -> ReplayEvent:
+    """Returns the replay event of a row, or raises naming what the trace lacks."""
+    hint = "pick another candidate with --event ID (`autoloop analyze` lists the best-so-far events)"
+    parent = next((r for r in trace.rows if r.id == row.parent_id), None) if row.parent_id else None
+    entry = prompt_entry(trace.prompts(row))
+    source = trace.source(row)
+    parent_source = trace.source(parent) if parent is not None else None
+    if parent is None or parent_source is None:
+        raise AutoloopError(f"candidate '{row.id}' has no parent with a saved source to apply a reply to; {hint}",
+                            path=trace.directory)
+    if entry is None or source is None:
+        raise AutoloopError(f"candidate '{row.id}' has no saved prompt or source; {hint}", path=trace.directory)
+    key, prompt = entry
+    system = prompt.get("system")
+    responses = prompt.get("responses")
+    response = responses[0] if isinstance(responses, list) and responses and isinstance(responses[0], str) else None
+    return ReplayEvent(
+        id=row.id, iteration=row.iteration_found, parent_id=parent.id, prompt_key=key,
+        system=system if isinstance(system, str) else "", user=prompt["user"],
+        response=response, source=source, parent_source=parent_source, score=trace.score(row),
+        parent_score=trace.score(parent), model=row.model or row.model_name,
+    )
+
+
+def apply_text(
+    text: str, files: Mapping[str, str], primary: str, allows: Callable[[str], bool] | None = None
+) -> Applied:
+    """Parses a reply and applies it to files as the llm proposer does; allows=None maps every edit to `primary`."""
+    try:
+        reply = parse_reply(text)
+    except EditError as err:
+        return Applied(error=str(err))
+    if not reply.blocks and not reply.rewrites:
+        return Applied(error=NO_EDIT)
+    if allows is None:
+        reply = _onto(reply, primary)
+    default = primary if len(files) == 1 or allows is None else None
+    changed, failures = apply_reply(reply, files, default)
+    refused = [path for path in changed if allows is not None and not allows(path)]
+    if failures or refused:
+        return Applied(error=failures[0].reason if failures else f"the reply changes {refused[0]}, outside the Target")
+    return Applied(changed) if changed else Applied(error=NO_CHANGE)
+
+
+def _onto(reply: Reply, primary: str) -> Reply:
+    """Returns the reply with every edit aimed at `primary` (a trace keeps one source, whatever the paths said)."""
+    blocks = tuple(replace(block, path=None) for block in reply.blocks)
+    rewrites = tuple(replace(rewrite, path=primary) for rewrite in reply.rewrites)
+    return replace(reply, blocks=blocks, rewrites=rewrites)
+
+
+def classify(trial: Trial, event: ReplayEvent, direction: str, tolerance: float = TOLERANCE) -> str:
+    """Returns the trial's class against the original score (and the parent's, for a worse child)."""
+    if not trial.parsed:
+        return "parse_failed"
+    if trial.eval_ok is False:
+        return "eval_failed"
+    if trial.score is None or event.score is None:
+        return "not_evaluated"
+    slack = tolerance * max(abs(event.score), 1.0)
+    gain = oriented(trial.score, direction) - oriented(event.score, direction)
+    if gain > slack:
+        return "better"
+    if gain >= -slack:
+        return "similar"
+    if event.parent_score is not None and oriented(trial.score, direction) > oriented(event.parent_score, direction) + slack:
+        return "still_improves_parent"
+    return "worse"
+
+
+def measure(trials: Sequence[Trial], event: ReplayEvent, direction: str) -> ReplayMeasures:
+    """Returns the replay measures of an event's trials."""
+    count = max(len(trials), 1)
+    scores = [t.score for t in trials if t.eval_ok and t.score is not None]
+    mean = statistics.fmean(scores) if scores else None
+    evaluated = [t for t in trials if t.eval_ok is not None]
+    classes = {name: 0 for name in CLASSES}
+    for trial in trials:
+        classes[classify(trial, event, direction)] += 1
+    return ReplayMeasures(
+        repeats=len(trials),
+        parse_success_rate=sum(t.parsed for t in trials) / count,
+        evaluation_success_rate=sum(bool(t.eval_ok) for t in trials) / count if evaluated else None,
+        exact_solution_match_rate=sum(t.source == event.source for t in trials) / count,
+        exact_response_match_rate=None if event.response is None else sum(t.reply == event.response for t in trials) / count,
+        score_mean=mean,
+        score_median=statistics.median(scores) if scores else None,
+        score_std=statistics.pstdev(scores) if scores else None,
+        score_ratio=mean / event.score if mean is not None and event.score else None,
+        classes=classes,
+    )
+
+
+__all__ = [
+    "Applied", "BEST", "CLASSES", "ReplayEvent", "ReplayMeasures", "Trial",
+    "apply_text", "best_row", "choose_event", "classify", "measure", "prompt_entry",
+]

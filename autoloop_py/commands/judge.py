@@ -1,0 +1,130 @@
+"""`autoloop judge`: label every parent→child edit of a run with the nine-label edit taxonomy, an LLM as judge."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from autoloop_py.analysis.judge import (
+    KEYS,
+    JudgeSettings,
+    VerdictCache,
+    default_cache_dir,
+    edits_of,
+    judge_all,
+    judgement_dict,
+    summarize,
+)
+from autoloop_py.commands.common import format_metric, subparser
+from autoloop_py.commands.replay import opened
+from autoloop_py.errors import AutoloopError
+from autoloop_py.proposers import llm
+from autoloop_py.replaying import check_credentials
+from autoloop_py.trace import Trace
+
+_SUMMARY = "Label each parent→child edit of a run with the nine-label edit taxonomy, using an LLM as judge."
+NO_MODEL = ("no judge model: pass --model with a litellm model name (for example --model deepseek/deepseek-chat), "
+            "or set AUTOLOOP_MODEL")
+MAX_TOKENS = 800
+
+
+def add_parser(commands: Any) -> None:
+    """Registers `autoloop judge`."""
+    parser = subparser(commands, "judge", _SUMMARY, "autoloop judge function_minimization --model deepseek/deepseek-chat")
+    parser.add_argument("target", help="a program's name (its trace on memory/autoloop) or an EvoTrace run directory")
+    parser.add_argument("--model", help="litellm model that judges (default: AUTOLOOP_MODEL, else the run's own model)")
+    parser.add_argument("--concurrency", type=int, default=4, metavar="N", help="edits judged at once (default 4)")
+    parser.add_argument("--limit", type=int, metavar="N", help="judge only the first N edits, in iteration order")
+    parser.add_argument("--retries", type=int, default=3, metavar="N",
+                        help="extra attempts after a failed call (with exponential backoff) or an invalid reply (default 3)")
+    parser.add_argument("--cache", type=Path, metavar="DIR",
+                        help="where valid verdicts are kept, keyed by sha256(model, prompt) (default ~/.cache/autoloop/judge)")
+    parser.add_argument("--show-scores", action="store_true",
+                        help="tell the judge each edit's score change (off by default: EvoReplay's judge never sees scores)")
+    parser.add_argument("--json", action="store_true", help="print the summary and every edit's labels as JSON")
+    parser.epilog = "labels: " + ", ".join(KEYS)
+    parser.set_defaults(handler=cmd_judge)
+
+
+def cmd_judge(args: argparse.Namespace, console: Console) -> int:
+    """Judges the run's edits and prints per-label prevalence and score changes (tables or JSON)."""
+    _check_numbers(args)
+    with opened(args.target, args.repo) as target:
+        model = args.model or os.environ.get(llm.MODEL_ENV) or recorded_model(target.trace)
+        if not model:
+            raise AutoloopError(NO_MODEL)
+        edits = edits_of(target.trace)[: args.limit]
+        if edits:
+            check_credentials(model)
+        settings = JudgeSettings(model, retries=args.retries, concurrency=args.concurrency, show_scores=args.show_scores)
+        judgements = judge_all(edits, settings, ask_judge, VerdictCache(args.cache or default_cache_dir()))
+        report = {"run": target.label, "model": model, "summary": summarize(judgements),
+                  "edits": [judgement_dict(j) for j in judgements]}
+    if args.json:
+        console.out(json.dumps(report, indent=2, ensure_ascii=False), highlight=False)
+    else:
+        print_report(report, console)
+    return 0
+
+
+def _check_numbers(args: argparse.Namespace) -> None:
+    if args.concurrency < 1:
+        raise AutoloopError("--concurrency must be at least 1")
+    if args.limit is not None and args.limit < 1:
+        raise AutoloopError("--limit must be at least 1")
+    if args.retries < 0:
+        raise AutoloopError("--retries must be 0 or more")
+
+
+def recorded_model(trace: Trace) -> str | None:
+    """Returns the model that proposed most of the run's candidates, None when the trace names none."""
+    models = Counter(row.model or row.model_name for row in trace.rows if row.model or row.model_name)
+    return models.most_common(1)[0][0] if models else None
+
+
+def ask_judge(model: str, prompt: str) -> str:
+    """Returns the judge's reply at temperature 0 (AUTOLOOP_MOCK_RESPONSE, when set, answers instead).
+
+    drop_params: models that refuse `temperature` (reasoning models) get the call without it.
+    """
+    return llm.complete(model, prompt, temperature=0, max_tokens=MAX_TOKENS, drop_params=True)
+
+
+def print_report(report: dict[str, Any], console: Console) -> None:
+    """Prints the label table, the common label pairs and the edits that got no verdict."""
+    summary = report["summary"]
+    console.print(f"[bold]Judged[/] {summary['n_judged']} of {summary['n_edits']} edits of {escape(report['run'])} "
+                  f"with {escape(report['model'])} ({summary['n_cache_hits']} from the cache, "
+                  f"{summary['n_failed']} without a verdict)")
+    if not summary["n_edits"]:
+        console.print("no parent→child edit has both sources in the trace; nothing to judge")
+        return
+    table = Table(title="edit labels (score change: positive is better)")
+    for column in ("label", "edits", "prevalence", "mean change", "median change", "odds ratio (improves)"):
+        table.add_column(column)
+    for key, row in sorted(summary["labels"].items(), key=lambda item: -item[1]["count"]):
+        odds = row["odds_ratio_positive"]
+        table.add_row(key, str(row["count"]), _percent(row["prevalence"]), format_metric(row["mean_change"]),
+                      format_metric(row["median_change"]), "—" if odds is None else f"{odds:.2f}")
+    console.print(table)
+    if summary["multi_label_share"] is not None:
+        console.print(f"{_percent(summary['multi_label_share'])} of edits carry more than one label; "
+                      f"{summary['mean_labels']:.2f} labels per edit")
+    for pair in summary["co_occurrence"]:
+        console.print(f"  {pair['count']}× {' + '.join(pair['labels'])}")
+    for edit in report["edits"]:
+        if edit["error"]:
+            console.print(f"[yellow]no verdict[/] for {escape(edit['program_id'])}: {escape(edit['error'])}")
+
+
+def _percent(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1%}"
+
