@@ -15,7 +15,9 @@ from rich.logging import RichHandler
 from rich.markup import escape
 
 from autoloop_py import __version__
-from autoloop_py.commands import analyze, check, prompt, record, customize, init, new, pause, run, schedule, show, status, trace
+from autoloop_py.commands import (
+    analyze, check, customize, init, judge, new, pause, prompt, record, replay, run, schedule, show, status, trace, tune,
+)
 from autoloop_py.errors import AutoloopError
 
 EXIT_ERROR = 1
@@ -31,6 +33,8 @@ examples:
   autoloop run --program function_minimization --iterations 10
   autoloop status                                  one line per program
   autoloop state function_minimization             print its state file
+  autoloop analyze function_minimization           cycling, lineage and best-so-far of its trace
+  autoloop tune function_minimization              the tuning gap of its best candidate
 """
 
 
@@ -41,7 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"autoloop {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (run, check, status, show, schedule, pause, new, customize, prompt, record, init, analyze, trace):
+    for module in (run, check, status, show, schedule, pause, new, customize, prompt, record, init, analyze, trace,
+                   replay, judge, tune):
         module.add_parser(commands)
     return parser
 

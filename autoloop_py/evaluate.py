@@ -291,7 +291,13 @@ def run_command(
     out, err = _CappedBuffer(output_cap), _CappedBuffer(output_cap)
     stop = threading.Event()
     readers = [_start_reader(process.stdout, out, stop), _start_reader(process.stderr, err, stop)]
-    timed_out = not _wait_exited(process, started + timeout)
+    try:
+        timed_out = not _wait_exited(process, started + timeout)
+    except BaseException:
+        # Ctrl-C (or any error) while waiting must not leave the evaluation running on its own.
+        _kill_group(process.pid)
+        process.wait()
+        raise
     # The shell is still unreaped here, so its pid (the group id) cannot have been reused.
     _kill_group(process.pid)
     returncode = process.wait()

@@ -344,3 +344,20 @@ def test_evaluation_result_is_frozen() -> None:
     result = EvaluationResult(True, 1.0, {}, None, (1.0,), "", "", 0.0)
     with pytest.raises(dataclasses.FrozenInstanceError):
         result.ok = False  # type: ignore[misc]
+
+
+@needs_proc
+def test_run_command_interrupted_kills_the_group_before_raising(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import autoloop_py.evaluate as evaluate_module
+
+    pid_file = tmp_path / "pid"
+
+    def interrupted(process: object, deadline: float) -> bool:
+        while not pid_file.exists() or not pid_file.read_text().strip():
+            time.sleep(0.01)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(evaluate_module, "_wait_exited", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_command("sleep 100 & echo $! > pid; wait", tmp_path, timeout=30, env=ENV)
+    assert not _alive(int(pid_file.read_text()))
