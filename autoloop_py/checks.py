@@ -4,8 +4,10 @@ files, repeat an evaluated candidate."""
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
-from typing import Mapping
+import os
+import tempfile
+from pathlib import Path, PurePosixPath
+from typing import Callable, Mapping
 
 from autoloop_py import edits, state as statefile
 from autoloop_py.population import Candidate
@@ -27,6 +29,58 @@ def violations(program: Program, files: Mapping[str, str], changes: Mapping[str,
     if not changes:
         reasons.append("the candidate changes nothing")
     return reasons
+
+
+def case_insensitive(directory: Path) -> bool:
+    """Returns whether the file system at `directory` treats names that differ only in case as one name."""
+    for entry in directory.iterdir():
+        swapped = directory / entry.name.swapcase()
+        if swapped.name != entry.name:
+            return swapped.exists() and os.path.samefile(entry, swapped)
+    with tempfile.NamedTemporaryFile(prefix="autoloop-case-Probe-", dir=directory) as probe:
+        swapped = Path(probe.name).with_name(Path(probe.name).name.swapcase())
+        return swapped.exists()
+
+
+def real_paths(
+    workdir: Path, changes: Mapping[str, str | None], insensitive: Callable[[Path], bool] | None = None
+) -> tuple[dict[str, str | None], list[str]]:
+    """Returns the changes keyed by the names the file system really uses, and the paths that name one file twice.
+
+    On a case-insensitive file system `Code/Solution.py` is the existing `code/solution.py`, so
+    the Target and EVOLVE-BLOCK checks must see that name; elsewhere names are kept as written.
+    """
+    if not changes or not (insensitive or case_insensitive)(workdir):
+        return dict(changes), []
+    real: dict[str, str | None] = {}
+    spelled: dict[str, str] = {}
+    clashes = []
+    for path, content in changes.items():
+        name = _real_name(workdir, path)
+        if name.casefold() in spelled:
+            clashes.append(f"{path} and {spelled[name.casefold()]} name the same file on this case-insensitive file system")
+            continue
+        spelled[name.casefold()] = path
+        real[name] = content
+    return real, clashes
+
+
+def _real_name(workdir: Path, path: str) -> str:
+    """Returns `path` with each existing component spelled as its directory lists it."""
+    parts = PurePosixPath(path).parts
+    if not parts or PurePosixPath(path).is_absolute() or ".." in parts:
+        return path  # check_paths refuses these as written
+    current = workdir
+    named: list[str] = []
+    for index, part in enumerate(parts):
+        if not current.is_dir():
+            return "/".join([*named, *parts[index:]])
+        match = next((e.name for e in current.iterdir() if e.name.casefold() == part.casefold()), None)
+        if match is None:
+            return "/".join([*named, *parts[index:]])
+        named.append(match)
+        current = current / match
+    return "/".join(named)
 
 
 def links(workdir: Path, changes: Mapping[str, str | None]) -> list[str]:

@@ -293,17 +293,14 @@ def run_command(
     readers = [_start_reader(process.stdout, out, stop), _start_reader(process.stderr, err, stop)]
     try:
         timed_out = not _wait_exited(process, started + timeout)
-    except BaseException:
-        # Ctrl-C (or any error) while waiting must not leave the evaluation running on its own.
+    finally:
+        # Also on Ctrl-C: the evaluation must not go on running on its own.
+        # The shell is still unreaped here, so its pid (the group id) cannot have been reused.
         _kill_group(process.pid)
-        process.wait()
-        raise
-    # The shell is still unreaped here, so its pid (the group id) cannot have been reused.
-    _kill_group(process.pid)
-    returncode = process.wait()
-    _stop_readers(readers, stop)
-    process.stdout.close()
-    process.stderr.close()
+        returncode = process.wait()
+        _stop_readers(readers, stop)
+        process.stdout.close()
+        process.stderr.close()
     return CommandResult(returncode, out.text(), err.text(), timed_out, time.monotonic() - started)
 
 

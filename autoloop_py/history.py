@@ -22,6 +22,8 @@ from autoloop_py.state_parts import (
 )
 
 RECORD_STATUSES = ("accepted", "rejected", "error", "pending-ci")
+# The trailer that carries an iteration's idempotency key in commit messages.
+KEY_TRAILER = "Autoloop-Key"
 KEEP_DETAILED = 10
 KEEP_DETAILED_TIGHT = 5
 TIGHT_FRACTION = 0.8
@@ -44,6 +46,7 @@ _STATUS_BULLET_RE = re.compile(
     re.IGNORECASE | re.MULTILINE,
 )
 _COUNT_RES = tuple(re.compile(p + r"\s*(\d{1,9})") for p in ("✅", "❌", "⚠\ufe0f?"))
+_KEY_RE = re.compile(r"<!--\s*autoloop-key:\s*([A-Za-z0-9_.:-]+)\s*-->")
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,7 @@ class HistoryEntry:
       change: the Change bullet of a detailed entry.
       counts: accepted, rejected and other outcomes folded into a range.
       summary: a range's summary of accepted changes.
+      key: the iteration's idempotency key, from the entry's hidden `<!-- autoloop-key: … -->` line.
     """
 
     iteration: int | None
@@ -73,6 +77,7 @@ class HistoryEntry:
     change: str | None = None
     counts: tuple[int, int, int] = (0, 0, 0)
     summary: str = ""
+    key: str | None = None
 
     @property
     def is_range(self) -> bool:
@@ -124,6 +129,7 @@ class IterationRecord:
       tokens: model tokens spent, when known.
       cost: model cost in dollars, when known.
       extra: further (label, value) bullets, rendered before Notes.
+      key: the iteration's idempotency key, so a retried or re-run record is not added twice.
     """
 
     status: str
@@ -138,6 +144,7 @@ class IterationRecord:
     tokens: int | None = None
     cost: float | None = None
     extra: tuple[tuple[str, str], ...] = ()
+    key: str | None = None
 
 
 # ---------------------------------------------------------------- parsing
@@ -175,6 +182,7 @@ def parse_entry(text: str, title: str | None = None) -> HistoryEntry:
         timestamp=_read_when(title),
         metric=_first_number(bullets.get("metric", "")),
         change=bullets.get("change"),
+        key=_read_key(text),
     )
 
 
@@ -217,6 +225,11 @@ def _read_status(text: str) -> str | None:
         if mark in text:
             return status
     return None
+
+
+def _read_key(text: str) -> str | None:
+    found = _KEY_RE.search(text)
+    return found.group(1) if found else None
 
 
 def _read_when(title: str) -> datetime | None:
@@ -273,6 +286,7 @@ def render_entry(record: IterationRecord, iteration: int, previous_best: float |
         cost=_cost_text(record.tokens, record.cost),
         extra=[(one_line(label), one_line(value)) for label, value in record.extra],
         notes=one_line(record.notes),
+        key=record.key if record.key and _KEY_RE.fullmatch(f"<!-- autoloop-key: {record.key} -->") else None,
     )
 
 

@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Mapping
 
+from autoloop_py import faults
 from autoloop_py.errors import GitError, StateError
 from autoloop_py.gitutil import (
     call,
@@ -119,6 +120,19 @@ class MemoryStore:
                 kept,
             )
 
+    def publish(self) -> bool:
+        """Pushes local commits the remote lacks (an interrupted run's); returns whether it pushed any."""
+        if not self.has_remote():
+            return False
+        local = self._tip()
+        remote_tip = rev_parse(self._repo, f"refs/remotes/{self.config.remote}/{self.config.branch}")
+        if local is None or local == remote_tip or (remote_tip and not is_ancestor(self._repo, remote_tip, local)):
+            return False
+        pushed = push_branch(self._repo, self.config.remote, local, self.config.branch)
+        if not pushed.ok:
+            logger.warning("could not push %s: %s; the next update retries", self.config.branch, pushed.stderr.strip())
+        return pushed.ok
+
     def read(self, path: str) -> str | None:
         """Returns the text of `path` at the branch tip (None if the branch or the file is absent)."""
         check_path(path)
@@ -181,6 +195,7 @@ class MemoryStore:
         sha = self._write_commit(base, files, message)
         if sha != expected and not update_ref(self._repo, self._ref, sha, expected, _subject(message)):
             raise _Retry("the local branch moved during the update")
+        faults.checkpoint("after-state-commit")
         if self.has_remote():
             pushed = push_branch(self._repo, self.config.remote, sha, self.config.branch)
             if not pushed.ok:

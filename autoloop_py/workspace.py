@@ -7,14 +7,17 @@ operation happens in a worktree under the system temp directory.
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
 import re
 import shutil
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from types import TracebackType
-from typing import Iterable, Mapping
+from typing import Iterable, Iterator, Mapping
 
 import git
 
@@ -33,11 +36,15 @@ from autoloop_py.gitutil import (
     rev_parse,
     run,
     update_ref,
+    where,
 )
 
 __all__ = ["BranchSync", "Workspace", "default_branch"]
 
 logger = logging.getLogger(__name__)
+
+# Beside each worktree, the id of the process that owns it: a later run removes worktrees whose owner died.
+OWNER_FILE = "autoloop-owner"
 
 
 @dataclass(frozen=True)
@@ -183,11 +190,12 @@ class Workspace:
             return
         if self._worktree is not None:
             self._worktree.close()
-        removed = call(self._repo, "worktree", "remove", "--force", str(self._tmp / "worktree"))
-        if not removed.ok:
-            logger.debug("git worktree remove: %s", removed.stderr)
-        shutil.rmtree(self._tmp, ignore_errors=True)
-        call(self._repo, "worktree", "prune")
+        with worktree_admin(self._repo):
+            removed = call(self._repo, "worktree", "remove", "--force", str(self._tmp / "worktree"))
+            if not removed.ok:
+                logger.debug("git worktree remove: %s", removed.stderr)
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            call(self._repo, "worktree", "prune")
         self._tmp = self._worktree = self._tip = None
 
     def __enter__(self) -> Workspace:
@@ -264,10 +272,12 @@ class Workspace:
 
     def _add_worktree(self, sha: str) -> None:
         """Checks `sha` out, detached, in a new worktree under the system temp directory."""
-        run(self._repo, "worktree", "prune")
         self._tmp = Path(tempfile.mkdtemp(prefix=f"autoloop-{_slug(self.program)}-"))
+        (self._tmp / OWNER_FILE).write_text(f"{os.getpid()}\n", encoding="utf-8")
         try:
-            run(self._repo, "worktree", "add", "--detach", str(self._tmp / "worktree"), sha)
+            with worktree_admin(self._repo):
+                run(self._repo, "worktree", "prune")
+                run(self._repo, "worktree", "add", "--detach", str(self._tmp / "worktree"), sha)
         except AutoloopError:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
@@ -293,6 +303,24 @@ class Workspace:
         if resolved == root or root not in resolved.parents:
             raise EditError(f"refusing path {rel!r}: it leads outside the worktree; name a file inside the repository")
         return target
+
+
+@contextmanager
+def worktree_admin(repo: git.Repo) -> Iterator[None]:
+    """Holds the repository's lock on worktree bookkeeping for the block.
+
+    Runs of different programs share one repository: a `git worktree prune` deletes the empty
+    `worktrees` folder that a concurrent `git worktree add` is about to fill, so these commands take turns.
+    """
+    common = Path(run(repo, "rev-parse", "--git-common-dir"))
+    path = (common if common.is_absolute() else where(repo) / common) / "autoloop" / "locks" / "worktrees.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(handle)  # closing the descriptor releases the flock
 
 
 def _slug(name: str) -> str:

@@ -1,0 +1,199 @@
+"""End to end: `autoloop run` killed with SIGKILL at each step of an iteration, then run again.
+
+Each case runs the CLI as a subprocess with `AUTOLOOP_FAULT=<step>`, checks that the process died
+by SIGKILL at that step (and that the step's effect is visible), runs it again without the fault
+(in process), and checks the repository: every iteration recorded once, every accepted commit on
+`autoloop/counter` in the Iteration History, no duplicated key or iteration number, the memory
+branch pushed, no lock held and no worktree left behind.
+
+The evaluation rewards any change (commits on HEAD, plus one for a dirty Target), so every
+candidate of the offline `tune` proposer is accepted and the commit steps are really reached.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autoloop_py import recovery
+from autoloop_py import state as statefile
+from autoloop_py.cli import main
+from autoloop_py.lock import program_lock
+
+PROG = ".autoloop/programs/counter"
+
+PROGRAM_MD = """\
+---
+evaluation-timeout: 30
+---
+
+# Counter
+
+## Goal
+
+Change anything: every change scores higher.
+
+## Target
+
+- `code/value.py`
+
+Do NOT modify:
+- `code/evaluate.py`
+
+## Evaluation
+
+```bash
+python3 code/evaluate.py
+```
+
+The metric is `score`. Higher is better.
+"""
+
+VALUE = "# EVOLVE-BLOCK-START\nx = 1.5\ny = 2.5\n# EVOLVE-BLOCK-END\n"
+
+EVALUATE = """\
+import json, subprocess
+def git(*args):
+    return subprocess.run(["git", *args], capture_output=True, text=True, check=True).stdout.strip()
+dirty = git("status", "--porcelain", "--", "code/value.py")
+print(json.dumps({"score": int(git("rev-list", "--count", "HEAD")) + (1 if dirty else 0)}))
+"""
+
+
+def _git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
+    assert done.returncode == 0, f"git {' '.join(args)}: {done.stderr}"
+    return done.stdout.strip()
+
+
+def _maybe(cwd: Path, *args: str) -> str | None:
+    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+@pytest.fixture
+def counter_repo(git_repo_with_origin: Path) -> Path:
+    """Returns a repository with the counter program on main, pushed to its bare origin."""
+    folder = git_repo_with_origin / PROG
+    (folder / "code").mkdir(parents=True)
+    (folder / "program.md").write_text(PROGRAM_MD)
+    (folder / "code/value.py").write_text(VALUE)
+    (folder / "code/evaluate.py").write_text(EVALUATE)
+    _git(git_repo_with_origin, "add", "-A")
+    _git(git_repo_with_origin, "commit", "-qm", "counter program")
+    _git(git_repo_with_origin, "push", "-q", "origin", "main")
+    return git_repo_with_origin
+
+
+def _run(repo: Path, iterations: int = 1, fault: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "AUTOLOOP_FAULT"}
+    if fault:
+        env["AUTOLOOP_FAULT"] = fault
+    command = [sys.executable, "-m", "autoloop_py", "run", "--repo", str(repo), "--program", "counter",
+               "--proposer", "tune", "--iterations", str(iterations)]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+
+
+def _keyed_commits(repo: Path, ref: str) -> dict[str, str]:
+    """Returns key → sha of the candidate commits on `ref` (empty when it does not exist)."""
+    log = _maybe(repo, "log", "--format=%H%x1f%B%x1e", f"main..{ref}") or ""
+    found = {}
+    for entry in log.split("\x1e"):
+        sha, _, message = entry.strip().partition("\x1f")
+        key = recovery.read_trailers(message).get(recovery.KEY)
+        if key:
+            found[key] = sha
+    return found
+
+
+def _memory_keys(repo: Path, ref: str) -> set[str]:
+    text = _maybe(repo, "show", f"{ref}:counter.md")
+    return recovery.recorded_keys(statefile.parse_state(text + "\n")) if text else set()
+
+
+def _worktrees(repo: Path) -> list[str]:
+    return [line for line in _git(repo, "worktree", "list", "--porcelain").splitlines() if line.startswith("worktree ")]
+
+
+def _effect_of(step: str, repo: Path) -> None:
+    """Asserts that the killed run got as far as `step` and no further."""
+    _git(repo, "fetch", "-q", "origin")
+    local, pushed = _keyed_commits(repo, "autoloop/counter"), _keyed_commits(repo, "origin/autoloop/counter")
+    recorded_local, recorded_origin = _memory_keys(repo, "memory/autoloop"), _memory_keys(repo, "origin/memory/autoloop")
+    if step in ("after-propose", "during-evaluation"):
+        assert local == {} and recorded_local == set()
+    elif step == "after-candidate-commit":
+        assert len(local) == 1 and pushed == {} and recorded_local == set()
+    elif step == "after-candidate-push":
+        assert len(pushed) == 1 and not set(pushed) & recorded_origin
+    else:
+        assert len(recorded_local - recorded_origin) == 1
+        assert set(local) <= recorded_local
+
+
+def _assert_consistent(repo: Path, iterations: int) -> statefile.StateFile:
+    """Asserts the invariants of a consistent repository and returns origin's state file."""
+    origin = repo.parent / "origin.git"
+    text = _git(origin, "show", "memory/autoloop:counter.md")
+    state = statefile.parse_state(text + "\n")
+    entries = [e for e in state.history if e.is_detailed]
+    assert state.machine.iteration_count == iterations == len(entries)
+    assert sorted(e.iteration for e in entries) == list(range(1, iterations + 1))
+    keys = [e.key for e in entries]
+    assert None not in keys and len(set(keys)) == len(keys)
+    branch = _keyed_commits(origin, "autoloop/counter")
+    by_key = {e.key: e for e in entries}
+    for key, sha in branch.items():  # every accepted commit is in the history, as accepted, with its sha
+        assert key in by_key and by_key[key].status == "accepted" and sha in by_key[key].text
+    accepted = [e for e in entries if e.status == "accepted"]
+    assert len(accepted) == len(branch)
+    assert _git(repo, "rev-parse", "memory/autoloop") == _git(origin, "rev-parse", "memory/autoloop")
+    assert _git(repo, "rev-parse", "autoloop/counter") == _git(origin, "rev-parse", "autoloop/counter")
+    assert _git(origin, "rev-list", "--merges", "memory/autoloop") == ""
+    with program_lock(repo, "counter", wait=0):
+        pass
+    assert len(_worktrees(repo)) == 1
+    return state
+
+
+@pytest.mark.parametrize(
+    "fault, before, after",
+    [
+        ("after-propose", 1, 1),
+        ("during-evaluation", 1, 1),
+        ("after-candidate-commit", 1, 1),
+        ("after-candidate-push", 1, 1),
+        ("after-state-commit", 1, 1),
+        ("after-candidate-push@2", 2, 2),
+    ],
+)
+def test_killed_at_each_step_the_next_run_continues_consistently(
+    counter_repo: Path, fault: str, before: int, after: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    step = fault.split("@")[0]
+    killed = _run(counter_repo, iterations=before, fault=fault)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert f"killing the runner at {step}" in killed.stderr
+    with program_lock(counter_repo, "counter", wait=0):  # the kernel released the dead run's flock
+        pass
+    left = _worktrees(counter_repo)[1:]
+    assert len(left) == (0 if step == "after-state-commit" else 1)  # the dead run's worktree is still registered
+    if before == 1:
+        _effect_of(step, counter_repo)
+
+    monkeypatch.delenv("AUTOLOOP_FAULT", raising=False)
+    assert main(["run", "--repo", str(counter_repo), "--program", "counter", "--proposer", "tune",
+                 "--iterations", str(after)]) == 0
+    reached_commit = step in ("after-candidate-commit", "after-candidate-push", "after-state-commit")
+    state = _assert_consistent(counter_repo, before - 1 + after + (1 if reached_commit else 0))
+    assert not any(Path(line.removeprefix("worktree ")).exists() for line in left)
+    recovered = [e.iteration for e in state.history if e.is_detailed and recovery.RECOVERED_NOTE in e.text]
+    assert recovered == ([before] if step in ("after-candidate-commit", "after-candidate-push") else [])
+    assert all(e.status == "accepted" for e in state.history if e.is_detailed)
+    if recovered and before == 1:  # the baseline the killed run measured is kept
+        assert state.machine.initial_metric is not None
