@@ -21,11 +21,13 @@ from autoloop_py.memory import MemoryStore
 from autoloop_py.program import Program, target_files
 from autoloop_py.prompts import render_iteration_prompt
 from autoloop_py.recording import load_state, record_iteration, rejection_note
+from autoloop_py.render import render
 from autoloop_py.strategies import runner as strategy
 from autoloop_py.strategies.base import Decision
 from autoloop_py.workspace import Workspace
 
 log = logging.getLogger(__name__)
+_DISPLAY_NAMES = {"adaevolve": "AdaEvolve", "evox": "EvoX"}
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,21 @@ def prepare(root: Path, program: Program, place_parent: bool = False) -> Handoff
         for path in changed:
             (root / path).write_text(placed[path], encoding="utf-8")
     prompt = strategy.render_prompt(runner, decision, program, placed, state, best, root)
+    note = _guide_note(runner, state, program)
+    if note:
+        prompt = prompt.rstrip("\n") + "\n\n" + note
     return Handoff(iteration, prompt, decision, changed if place_parent else ())
+
+
+def _guide_note(runner: strategy.StrategyRunner, state: statefile.StateFile, program: Program) -> str:
+    """Returns the note that the strategy would consult its guide LLM, which the hand-off has not ('' when not)."""
+    reason = strategy.guide_wanted(runner, state)
+    if reason is None:
+        return ""
+    log.warning("%s: %s would consult its guide LLM (%s); the hand-off has none", program.name, runner.playbook.name, reason)
+    max_uses = getattr(getattr(runner.engine, "config", None), "paradigm_max_uses", 2)
+    name = _DISPLAY_NAMES.get(runner.engine.name, runner.engine.name)
+    return render("handoff_guide_note.md.j2", strategy=name, reason=reason, program=program.name, max_uses=max_uses)
 
 
 def record(root: Path, program: Program, outcome: Outcome, budget: int = statefile.DEFAULT_BUDGET) -> statefile.IterationRecord:

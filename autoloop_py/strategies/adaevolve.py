@@ -58,7 +58,8 @@ SPAWN_SEEDS = 5
 # The state block's parse/render pair and the paradigm entry points are re-exported, so that the
 # runner drives the whole strategy through this one module (the prompts are in adaevolve_prompt.py).
 __all__ = [
-    "AdaEvolveDecision", "Step", "active_paradigm", "decide", "end_iteration", "eval_failed", "external_update",
+    "AdaEvolveDecision", "Step", "active_paradigm", "advance", "attempted", "decide", "end_iteration", "eval_failed",
+    "external_update",
     "global_best", "improvement", "initial_state", "install_paradigms", "local_update", "migration_due",
     "mode_cutoffs", "next_island", "parse_paradigms", "parse_state_block", "pick_mode", "productivity", "record",
     "render_state_block", "spawn_choices", "spawn_due", "tick", "use_paradigm", "wants_paradigms",
@@ -253,12 +254,35 @@ def eval_failed(metrics: Mapping[str, Any]) -> bool:
     return isinstance(score, (int, float)) and not isinstance(score, bool) and score == 0 and "error" in metrics
 
 
-def record(state: AdaEvolveState, decision: AdaEvolveDecision, candidate: Candidate, metrics: Mapping[str, Any],
-           population: Population, config: AdaEvolveConfig) -> Step:
-    """Returns the state and Population after an attempt: the paradigm use, then admission of a scored child."""
+def attempted(state: AdaEvolveState, decision: AdaEvolveDecision, config: AdaEvolveConfig, attempts: int = 1
+              ) -> AdaEvolveState:
+    """Returns the state after an iteration's attempts: their draws, and a use of the paradigm for each attempt.
+
+    Every attempt counts a use, failed ones included (§2.2 step 2); an idea used up meanwhile is not used further.
+    """
     state = replace(state, rng_draws=state.rng_draws + len(decision.uniforms))
-    if decision.paradigm_index is not None:
-        state = use_paradigm(state, decision.paradigm_index, config)
+    index = decision.paradigm_index
+    for _ in range(attempts if index is not None else 0):
+        assert index is not None
+        if index < len(state.paradigms) and _usable(state.paradigms[index], config):
+            state = use_paradigm(state, index, config)
+    return state
+
+
+def _usable(paradigm: Paradigm, config: AdaEvolveConfig) -> bool:
+    return not paradigm.retired and paradigm.uses < config.paradigm_max_uses
+
+
+def advance(state: AdaEvolveState, decision: AdaEvolveDecision, population: Population, config: AdaEvolveConfig,
+            rng: UniformSource, iteration: int, attempts: int = 1) -> Step:
+    """Returns the step of an iteration whose attempts gave no candidate: the paradigm uses, then end_iteration."""
+    return end_iteration(attempted(state, decision, config, attempts), population, config, rng, iteration)
+
+
+def record(state: AdaEvolveState, decision: AdaEvolveDecision, candidate: Candidate, metrics: Mapping[str, Any],
+           population: Population, config: AdaEvolveConfig, attempts: int = 1) -> Step:
+    """Returns the state and Population after an iteration's attempts: paradigm uses, then admission of the child."""
+    state = attempted(state, decision, config, attempts)
     f = None if eval_failed(metrics) else oriented(candidate.fitness, config.direction)
     child = replace(candidate, id=max(candidate.id, population.next_id), island=decision.island,
                     operator=decision.mode, parents=tuple(p.id for p in decision.parents), raw=None)

@@ -38,12 +38,14 @@ class EngineDecision:
     """An AdaEvolve attempt as the runner sees it.
 
     Attributes:
-      inner: the pure module's decision (island, mode, parent, context, paradigm).
+      inner: the pure module's decision (island, mode, parent, context, paradigm, previous error).
       guide_reply: the guide LLM's reply text this iteration installed ideas from (None: no guide call).
+      attempt: the attempts of the iteration so far, this one included (1 + retries after errors).
     """
 
     inner: adaevolve.AdaEvolveDecision
     guide_reply: str | None = None
+    attempt: int = 1
 
     @property
     def operator(self) -> str:
@@ -100,6 +102,16 @@ class AdaEvolveEngine:
         log.info("adaevolve: the search stagnates; asked the guide for %d ideas", self.config.paradigm_num_to_generate)
         return reply
 
+    def guide_wanted(self, population: pop.Population) -> str | None:
+        """Returns why the next iteration asks the guide for paradigms (None when it does not)."""
+        state = self.state_of(population)
+        if not adaevolve.wants_paradigms(state, self.config):
+            return None
+        found, size = sum(state.window), len(state.window)
+        return (f"the last {size} iterations found {found} new global best(s), a rate of {found / size:.2f}, below "
+                f"paradigm_improvement_threshold {self.config.paradigm_improvement_threshold:g}, and no paradigm "
+                "is active")
+
     def decide(
         self, population: pop.Population, context: StrategyContext, rng: random.Random, guide_reply: str | None = None
     ) -> EngineDecision:
@@ -107,6 +119,16 @@ class AdaEvolveEngine:
         state = self._installed(self.state_of(population), guide_reply)
         inner = adaevolve.decide(state, population.candidates, self.config, rng)
         return EngineDecision(inner, guide_reply)
+
+    def retry(self, decision: EngineDecision, error: str) -> EngineDecision | None:
+        """Returns the next attempt after a failed one (same island, mode and parent; the error shown), or None.
+
+        The iteration makes at most 1 + max_error_retries attempts (none retried when enable_error_retry is off).
+        """
+        if decision.attempt >= self.config.attempts:
+            return None
+        inner = dataclasses.replace(decision.inner, previous_error=error)
+        return dataclasses.replace(decision, inner=inner, attempt=decision.attempt + 1)
 
     def with_parents(self, decision: EngineDecision, parents: tuple[pop.Candidate, ...]) -> EngineDecision:
         """Returns the decision with its parent replaced (its folded code loaded back)."""
@@ -155,10 +177,22 @@ class AdaEvolveEngine:
         """Returns the Population after admission and the end of iteration (spawn, next island, migration)."""
         state = self._installed(self.state_of(population), decision.guide_reply)
         child_id = max(candidate.id, population.next_id)
-        step = adaevolve.record(state, decision.inner, candidate, metrics, population, self.config)
+        step = adaevolve.record(state, decision.inner, candidate, metrics, population, self.config, decision.attempt)
         step = adaevolve.end_iteration(step.state, step.population, self.config, rng, iteration)
         child = next(c for c in step.population.candidates if c.id == child_id)
         return step.population, child
+
+    def advance(self, population: pop.Population, decision: EngineDecision, *, iteration: int) -> pop.Population:
+        """Returns the Population after an iteration without a candidate: paradigm uses, then the end of iteration.
+
+        A proposal that failed or was rejected before evaluation teaches the archive nothing, but the attempts
+        still use the paradigm and the iteration still ends (spawn, next island, migration), as §2.2 has it.
+        """
+        state = self._installed(self.state_of(population), decision.guide_reply)
+        # Seeded as the runner seeds `record`'s draws, so an iteration ends alike with or without a candidate.
+        rng = random.Random(f"{self.program.config.seed}:{self.program.name}:{iteration}:record")
+        step = adaevolve.advance(state, decision.inner, population, self.config, rng, iteration, decision.attempt)
+        return step.population
 
     def keep_inline(self, population: pop.Population, direction: str) -> list[int]:
         """Returns the islands' archive members, worst first: novelty and admission need their code."""

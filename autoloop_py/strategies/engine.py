@@ -28,7 +28,27 @@ class DecisionLike(Protocol):
 
 
 class Engine(Protocol):
-    """A strategy's deterministic bookkeeping; every method is pure given its inputs and the rng."""
+    """A strategy's deterministic bookkeeping; every method is pure given its inputs and the rng.
+
+    Optional members, looked up with getattr by strategies/runner.py (an engine without them does without):
+      needs_all_code: bool, every folded source is loaded back before `decide`, `record` and `advance`.
+      refresh(population, guide) -> str | None: consults the guide LLM before `decide` (its reply goes to
+        `decide` as `guide_reply`).
+      guide_wanted(population) -> str | None: why the next iteration would consult the guide (None: it
+        would not); the hand-off, which has no LLM, says so in its prompt.
+      advance(population, decision, *, iteration) -> Population: the bookkeeping of an iteration that had
+        a decision but produced no Population entry (the proposal failed, or it was rejected before
+        evaluation).
+      retry(decision, error) -> decision | None: the decision of the next attempt of the same iteration
+        after a failed one (the proposal failed or its evaluation did), with the error for its prompt;
+        None when no attempt is left. The engine counts the attempts in the decision, and the decision
+        may carry `attempt: int`, the attempts used, for the history.
+      evaluates_as_is(decision) -> bool: the decision records the Target as it is, without a proposal
+        (FunSearch's seed).
+
+    An engine parses its `### ⚙️ Strategy State` block with first_line 0, so a StateError it raises
+    numbers the block's lines from 1; the runner moves it to the state file's line.
+    """
 
     name: str
 

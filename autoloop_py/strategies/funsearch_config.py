@@ -38,6 +38,9 @@ class FunSearchConfig:
       length_normalization: `range` divides by max − min + 1e-6 (Fork), `max` by max + 1e-6 (Ref).
       deduplicate: discard a program whose output hash is already on its island (Fork; only when the
         evaluator reports an `output_hash`).
+      max_population: the Population entries kept in the state file (AL; the spec has no cap): past it the
+        entries outside every cluster go first, then the weakest cluster members, never an island's
+        best nor the newest entry; their code stays on the memory branch.
       direction: the program's metric direction; scores are oriented with it (not a playbook setting).
     """
 
@@ -51,6 +54,7 @@ class FunSearchConfig:
     cluster_sampling: str = "without_replacement"
     length_normalization: str = "range"
     deduplicate: bool = True
+    max_population: int = 20
     direction: str = "higher"
 
     def temperature(self, num_programs: int) -> float:
@@ -122,6 +126,7 @@ SETTINGS: dict[str, Convert] = {
     "cluster_sampling": _choice(CLUSTER_SAMPLINGS),
     "length_normalization": _choice(LENGTH_NORMALIZATIONS),
     "deduplicate": _flag,
+    "max_population": _whole(1),
 }
 
 

@@ -2,8 +2,9 @@
 
 The proposers stay as they are: the runner places the best prompted version's code in the Target's
 EVOLVE-BLOCK, and the prompt asks for the block back in the standard reply format with the new
-version of the function in place. A seed decision (no island yet) prompts with the Target's own
-function; its candidate founds every island.
+version of the function in place. A seed decision (no island yet) is evaluated as it is, with no
+proposal (`evaluates_as_is`); its candidate founds every island. Past `max_population` entries the
+weakest leave the Population table (their code stays on the memory branch).
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from autoloop_py.strategies import funsearch_prompt
 from autoloop_py.strategies.base import StrategyContext
 from autoloop_py.strategies.engine import entry_for
 from autoloop_py.strategies.funsearch_config import SKELETON_FILE, FunSearchConfig, parse_funsearch_config
+from autoloop_py.strategies.funsearch_islands import evictions, without_members
 from autoloop_py.strategies.funsearch_state import FunSearchState
-from autoloop_py.strategies.runner import evolved_code, primary_target
+from autoloop_py.strategies.runner import primary_target
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +98,10 @@ class FunSearchEngine:
         """Returns the island and the versions to prompt with, or the seed decision (§4.2 steps 1–5)."""
         decision = fs.decide(self.state_of(population), population.candidates, self.config, rng)
         return step_of(decision)
+
+    def evaluates_as_is(self, decision: FunSearchStep) -> bool:
+        """Returns whether the decision is the seed: the Target's own function, evaluated without an LLM call (§4.2)."""
+        return decision.inner.mode == fs.SEED
 
     def with_parents(self, decision: FunSearchStep, parents: tuple[pop.Candidate, ...]) -> FunSearchStep:
         """Returns the decision with its parents (and the picks showing them) replaced by id."""
@@ -175,9 +181,20 @@ class FunSearchEngine:
         if not population.candidates and not population.strategy_state:
             population = dataclasses.replace(pop.empty_population("FunSearch"), next_id=population.next_id)
         population = pop.add_candidate(population, candidate)
+        population, after = self._capped(population, after)
         population = pop.with_strategy_state(population, fs.render_state_block(after, self.config))
         log.info("funsearch: candidate %d %s", candidate.id, fs.describe(outcome))
         return population, candidate
+
+    def _capped(self, population: pop.Population, state: FunSearchState) -> tuple[pop.Population, FunSearchState]:
+        """Returns the Population cut to max_population entries, and the state without the evicted members."""
+        gone = set(evictions(state, population.candidates, self.config.max_population, self.config))
+        if not gone:
+            return population, state
+        log.info("funsearch: candidate(s) %s leave the Population (max_population %d); their code stays on the "
+                 "memory branch", ", ".join(str(i) for i in sorted(gone)), self.config.max_population)
+        kept = tuple(c for c in population.candidates if c.id not in gone)
+        return dataclasses.replace(population, candidates=kept), without_members(state, gone)
 
     def _entry(self, candidate: pop.Candidate, decision: FunSearchStep, outcome: fs.Outcome) -> pop.Candidate:
         """Returns the entry with the reduced score as fitness and the FunSearch bullets."""

@@ -6,8 +6,9 @@ import logging
 import math
 from dataclasses import replace
 from statistics import NormalDist
-from typing import Any
+from typing import Any, Sequence
 
+from autoloop_py.population import Candidate
 from autoloop_py.strategies.base import UniformSource
 from autoloop_py.strategies.funsearch_config import FunSearchConfig
 from autoloop_py.strategies.funsearch_state import (
@@ -125,3 +126,39 @@ def _refounded(island: Island, donor: Island, config: FunSearchConfig) -> Island
         )
         return fresh
     return register(fresh, member, cluster.signature, cluster.score, config)
+
+
+def evictions(state: FunSearchState, candidates: Sequence[Candidate], cap: int, config: FunSearchConfig) -> list[int]:
+    """Returns the ids to drop so that at most cap entries stay, in the order they go (AL: the spec has no cap).
+
+    Entries outside every cluster (failed, duplicates, programs of reset islands) go first, then cluster
+    members; each group weakest first, oldest first on ties. An island's best and the newest entry stay.
+    """
+    over = len(candidates) - cap
+    if over <= 0:
+        return []
+    clustered = {m.id for i in state.islands for c in i.clusters for m in c.members}
+    kept = {i.best_id for i in state.islands} | {max(c.id for c in candidates)}
+
+    def weakness(candidate: Candidate) -> tuple[bool, float, int]:
+        fitness = candidate.fitness
+        score = oriented(fitness, config) if fitness is not None and math.isfinite(fitness) else -math.inf
+        return candidate.id in clustered, score, candidate.id
+
+    return [c.id for c in sorted((c for c in candidates if c.id not in kept), key=weakness)[:over]]
+
+
+def without_members(state: FunSearchState, ids: set[int]) -> FunSearchState:
+    """Returns the state with those programs taken out of every cluster (emptied clusters dropped).
+
+    An island's `Programs` count stays: it counts registrations, which set the temperature.
+    """
+    islands = []
+    for island in state.islands:
+        clusters = tuple(
+            replace(c, members=kept)
+            for c in island.clusters
+            if (kept := tuple(m for m in c.members if m.id not in ids))
+        )
+        islands.append(replace(island, clusters=clusters))
+    return replace(state, islands=tuple(islands), evicted=state.evicted + len(ids))

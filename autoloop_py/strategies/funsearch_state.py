@@ -87,6 +87,8 @@ class FunSearchState:
       version_mismatch: programs discarded because their island was reset after their prompt.
       rng_seed: the seed of the run's random draws, as the runner sets it (None when unset).
       rng_draws: uniforms drawn by decide and record so far.
+      evicted: entries dropped from the Population past max_population (their code stays on the memory
+        branch); the field is written only once it is above 0.
     """
 
     islands: tuple[Island, ...] = ()
@@ -98,6 +100,7 @@ class FunSearchState:
     version_mismatch: int = 0
     rng_seed: int | None = None
     rng_draws: int = 0
+    evicted: int = 0
 
     def island(self, index: int | None) -> Island | None:
         """Returns the island with that index, or None."""
@@ -134,6 +137,7 @@ def render_state_block(state: FunSearchState, config: FunSearchConfig) -> str:
         ("registrations_since_reset", str(state.registrations_since_reset)),
         ("last_reset_at", _optional(state.last_reset_at)),
         *((name, str(getattr(state, name))) for name in COUNTERS),
+        *((("evicted", str(state.evicted)),) if state.evicted else ()),
         ("rng_seed", _optional(state.rng_seed)),
         ("rng_draws", str(state.rng_draws)),
     ]
@@ -213,7 +217,7 @@ def _read_fields(table: md.Table, where: _Where) -> FunSearchState:
     """Returns the initial state with the `| Field | Value |` rows applied."""
     values: dict[str, Any] = {}
     optional = ("last_reset_at", "rng_seed")
-    known = ("registrations_since_reset", "last_reset_at", *COUNTERS, "rng_seed", "rng_draws")
+    known = ("registrations_since_reset", "last_reset_at", *COUNTERS, "evicted", "rng_seed", "rng_draws")
     for row in table.rows:
         name = "_".join(md.normalize_heading(row.cells[0]).split())
         if name not in known:

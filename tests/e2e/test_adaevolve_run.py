@@ -7,6 +7,7 @@ state file changes the intensity of the next decision.
 
 from __future__ import annotations
 
+import random
 import re
 import shutil
 from pathlib import Path
@@ -20,18 +21,20 @@ from autoloop_py.iteration import RunOptions, run_iteration
 from autoloop_py.memory import MemoryStore
 from autoloop_py.playbook import marker_spans
 from autoloop_py.program import load_program
+from autoloop_py.proposers.base import Proposal, ProposalRequest
 from autoloop_py.proposers.tune import TuneProposer
 from autoloop_py.strategies import adaevolve
 from autoloop_py.strategies.adaevolve_archive import archive_status
 from autoloop_py.strategies.adaevolve_config import AdaEvolveConfig
 from autoloop_py.strategies.adaevolve_state import AdaEvolveState, intensity
-from autoloop_py.strategies.runner import population_of
+from autoloop_py.strategies.runner import guide_wanted, load_runner, place_code, population_of
 
 REPO = Path(__file__).parents[2]
 NAME = "function_minimization"
 PROGRAM = f".autoloop/programs/{NAME}"
 PLAYBOOK = ".autoloop/strategies/adaevolve"
 STATE = f"{NAME}.md"
+PRIMARY = f"{PROGRAM}/code/search.py"
 MIGRATION_INTERVAL = 6
 POINTER = """## Evolution Strategy
 
@@ -88,8 +91,6 @@ def ada_repo(git_repo: Path, run_git) -> Path:  # type: ignore[no-untyped-def]
 
 
 def _config(repo: Path) -> AdaEvolveConfig:
-    from autoloop_py.strategies.runner import load_runner
-
     runner = load_runner(load_program(repo, Path(PROGRAM) / "program.md"), repo)
     assert runner is not None and runner.engine.name == "adaevolve"
     return runner.engine.config  # type: ignore[attr-defined, no-any-return]
@@ -217,3 +218,82 @@ def test_paradigm_installed_from_recorded_guide_reply(
             assert "Nelder-Mead polish of the annealing result" in prompt
             assert "paradigm 1 is active" in (statefile.parse_state(memory.read(STATE) or "", STATE).history[0].text)
     assert installed_at is not None, "the stagnant window never asked the guide"
+
+
+class _Scripted:
+    """Proposes from a script: `crash` (code that fails to evaluate), `fail` (no usable edit) or `tune`."""
+
+    name = "scripted"
+
+    def __init__(self, script: list[str]) -> None:
+        self.script = script
+        self.requests: list[ProposalRequest] = []
+
+    def propose(self, request: ProposalRequest, rng: random.Random) -> Proposal:
+        self.requests.append(request)
+        step = self.script.pop(0)
+        if step == "fail":
+            return Proposal({}, "no edit", failure="the reply had no usable edit block")
+        if step == "crash":
+            placed = request.files[PRIMARY]
+            return Proposal({PRIMARY: place_code(placed, 'raise RuntimeError("boom in attempt 1")\n')}, "crash")
+        return TuneProposer().propose(request, rng)
+
+
+def test_failed_attempts_are_retried_with_the_same_decision_then_the_iteration_ends(ada_repo: Path) -> None:
+    memory = MemoryStore(ada_repo)
+    config = _config(ada_repo)
+    program = load_program(ada_repo, Path(PROGRAM) / "program.md")
+    for _ in range(2):
+        _run(ada_repo)
+    # A candidate that fails to evaluate is retried with the same island, mode and parent, its error shown.
+    scripted = _Scripted(["crash", "tune"])
+    run_iteration(ada_repo, program, RunOptions(proposer_factory=lambda name, **_: scripted))
+    first, second = scripted.requests
+    assert first.files == second.files and "The previous attempt failed" not in first.prompt
+    assert "The previous attempt failed" in second.prompt and "boom in attempt 1" in second.prompt
+    state, strategy = _read(memory, config)
+    assert "- **Attempts**: 2" in state.history[0].text and strategy.iteration == 3
+    assert max(c.gen for c in population_of(state).candidates) == 3
+    # When no attempt gives a candidate, the iteration still ends: no entry, but the strategy's iteration moves.
+    before = [c.id for c in population_of(state).candidates if c.gen < 4]
+    scripted = _Scripted(["fail"] * config.attempts)
+    outcome = run_iteration(ada_repo, program, RunOptions(proposer_factory=lambda name, **_: scripted))
+    assert outcome.status == "error" and len(scripted.requests) == config.attempts
+    assert "the reply had no usable edit block" in scripted.requests[-1].prompt
+    state, strategy = _read(memory, config)
+    assert strategy.iteration == state.machine.iteration_count == 4
+    assert f"- **Attempts**: {config.attempts}" in state.history[0].text
+    assert [c.id for c in population_of(state).candidates if c.gen < 4] == before
+
+
+def test_the_hand_off_prompt_says_when_a_paradigm_is_wanted(
+    git_repo: Path, run_git, capsys: pytest.CaptureFixture[str]  # type: ignore[no-untyped-def]
+) -> None:
+    config_text = "paradigm_window_size: 2\nparadigm_improvement_threshold: 0.6\nuse_dynamic_islands: false\n"
+    repo = _install(git_repo, run_git, config_text)
+    program = load_program(repo, Path(PROGRAM) / "program.md")
+    runner = load_runner(program, repo)
+    assert runner is not None
+    memory = MemoryStore(repo)
+    wanted = None
+    for _ in range(8):
+        assert main(["prompt", NAME, "--repo", str(repo)]) == 0
+        prompt = capsys.readouterr().out
+        wanted = guide_wanted(runner, statefile.parse_state(memory.read(STATE) or "", STATE)) if memory.read(STATE) else None
+        if wanted:
+            break
+        assert "guide was not consulted" not in prompt
+        _run(repo)
+    assert wanted is not None, "the window never stagnated"
+    assert main(["prompt", NAME, "--repo", str(repo)]) == 0
+    prompt = capsys.readouterr().out
+    assert "## Note: the AdaEvolve guide was not consulted" in prompt and wanted in prompt
+    assert f"autoloop run --program {NAME} --proposer llm" in prompt and "1. [uses 0/2] <idea>" in prompt
+    assert "\n\n## Note: the AdaEvolve guide" in prompt
+    # Following the note's advice, a person writes an idea into the state file: the next prompt applies it.
+    idea = "1. [uses 0/2] Polish the best point with Nelder-Mead — scipy.optimize.minimize\n"
+    memory.update(STATE, lambda text: (text or "").replace("Active ideas: none.\n", idea), "a person adds an idea")
+    assert main(["prompt", NAME, "--repo", str(repo)]) == 0
+    prompt = capsys.readouterr().out
+    assert "guide was not consulted" not in prompt and "Polish the best point with Nelder-Mead" in prompt

@@ -3,8 +3,10 @@
 The test's copy of the program gets a wrapper evaluator that prints per-trial `scores` and an
 `output_hash`, a fully customised FunSearch playbook (4 islands, a reset every 6 stored programs) and
 the pointer to it. One iteration runs with a proposer that replays an earlier candidate's code, so a
-duplicate is discarded before evaluation. After every iteration the Strategy State tables must agree
-with the Population; after a reset the reset islands hold only the donor's best.
+duplicate is discarded before evaluation; the seed iteration runs with a proposer that must not be
+called. After every iteration the Strategy State tables must agree with the Population, and the state
+file stays within its byte budget (entries past max_population leave it); after a reset the reset
+islands hold only the donor's best.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from autoloop_py.program import load_program
 from autoloop_py.proposers import get_proposer
 from autoloop_py.proposers.base import Proposal, ProposalRequest, Proposer
 from autoloop_py.strategies import funsearch as fs
+from autoloop_py.strategies.funsearch_config import FunSearchConfig
 from autoloop_py.strategies.runner import evolved_code, place_code, population_of
 
 REPO = Path(__file__).parents[2]
@@ -35,6 +38,7 @@ ITERATIONS = 40
 REPLAY_AT = 12
 ISLANDS, RESET_EVERY = 4, 6
 PRIMARY = f"{PROGRAM}/code/search.py"
+MAX_POPULATION = FunSearchConfig("f").max_population
 
 WRAPPER = '''"""Runs the program's evaluator and adds per-trial scores and a hash of the returned points."""
 
@@ -141,7 +145,23 @@ def _state(memory: MemoryStore) -> statefile.StateFile:
     return statefile.parse_state(memory.read(f"{NAME}.md") or "", f"{NAME}.md")
 
 
+class _Refuse:
+    """A proposer the seed iteration must not call: the seed is the Target as it is."""
+
+    name = "refuse"
+
+    def propose(self, request: ProposalRequest, rng: random.Random) -> Proposal:
+        raise AssertionError("the seed iteration called the proposer")
+
+
 def _run(repo: Path, iteration: int, memory: MemoryStore) -> None:
+    if iteration == 1:
+        program = load_program(repo, Path(PROGRAM) / "program.md")
+        outcome = run_iteration(repo, program, RunOptions(proposer_factory=lambda name, **_: _Refuse()))
+        assert outcome.summary == "seed: the Target as it is" and outcome.metric == outcome.best_before
+        (seed,) = population_of(_state(memory)).candidates
+        assert (seed.operator, seed.fitness, seed.code) == ("seed", outcome.metric, evolved_code((repo / PRIMARY).read_text()))
+        return
     if iteration != REPLAY_AT:
         assert main(["run", "--repo", str(repo), "--program", NAME, "--iterations", "1"]) == 0
         return
@@ -152,7 +172,7 @@ def _run(repo: Path, iteration: int, memory: MemoryStore) -> None:
     program = load_program(repo, Path(PROGRAM) / "program.md")
     outcome = run_iteration(repo, program, RunOptions(proposer_factory=factory))
     assert outcome.status == "rejected"
-    assert outcome.reason is not None and re.fullmatch(r"duplicate of candidate \d+, not evaluated", outcome.reason)
+    assert outcome.reason is not None and re.fullmatch(r"not evaluated: identical to candidate \d+ \(its result stands\)", outcome.reason)
 
 
 def _check_tables(state: fs.FunSearchState, population: pop.Population) -> None:
@@ -162,13 +182,15 @@ def _check_tables(state: fs.FunSearchState, population: pop.Population) -> None:
     for island in state.islands:
         members = [m for c in island.clusters for m in c.members]
         assert {m.id for m in members} <= ids
-        assert island.num_programs == len(members)
+        # Programs counts registrations (the temperature's n); evicted members have left their clusters.
+        assert island.num_programs >= len(members) and all(c.members for c in island.clusters)
         hashes = [m.output_hash for m in members]
         assert len(hashes) == len(set(hashes)), f"island {island.index} holds a duplicate output hash"
         best = max(island.clusters, key=lambda c: c.score)
         assert island.best_score == best.score and island.best_id in {m.id for m in best.members}
     counted = state.stored + state.duplicates + state.execution_failed + state.version_mismatch
-    assert counted == len(population.candidates)
+    assert counted == len(population.candidates) + state.evicted
+    assert len(population.candidates) <= MAX_POPULATION
 
 
 def test_forty_iterations(funsearch_repo: Path) -> None:
@@ -180,6 +202,7 @@ def test_forty_iterations(funsearch_repo: Path) -> None:
         before = population_of(_state(memory)) if iteration == REPLAY_AT else None
         _run(funsearch_repo, iteration, memory)
         state_file = _state(memory)
+        assert len((memory.read(f"{NAME}.md") or "").encode("utf-8")) <= statefile.DEFAULT_BUDGET
         population = population_of(state_file)
         if before is not None:
             # Discarded before evaluation: no entry, no registration, no counter moved.
@@ -202,9 +225,12 @@ def test_forty_iterations(funsearch_repo: Path) -> None:
     assert state_file.machine.iteration_count == ITERATIONS
     assert resets >= 2
     # The seed founded every island; the replayed candidate was not evaluated, so it has no entry.
-    first = min(population.candidates, key=lambda c: c.id)
-    assert first.operator == "seed"
-    assert len(population.candidates) == ITERATIONS - 1
+    assert memory.read(f"traces/{NAME}/prompts/1.md") is None
+    # 39 entries were recorded; past max_population the weakest left the table, their code kept.
+    assert len(population.candidates) == MAX_POPULATION and state.evicted == ITERATIONS - 1 - MAX_POPULATION
+    kept = {c.id for c in population.candidates}
+    assert all(memory.read(f"candidates/{NAME}/{i}.py") for i in range(1, ITERATIONS) if i not in kept)
+    assert max(kept) == ITERATIONS - 1
     entries = {c.id: dict(c.extra) for c in population.candidates}
     assert {e["Disposition"] for e in entries.values()} <= set(fs.DISPOSITIONS)
     assert all(re.fullmatch(r"\(.+\)", e["Signature"]) for e in entries.values() if e["Disposition"] == "stored")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -11,13 +12,16 @@ import pytest
 
 from autoloop_py import population as pop
 from autoloop_py import state as statefile
+from autoloop_py.errors import StateError
 from autoloop_py.program import Evaluation, Program, ProgramConfig, Target
 from autoloop_py.strategies import adaevolve
 from autoloop_py.strategies.adaevolve_archive import archive_status
 from autoloop_py.strategies.adaevolve_config import AdaEvolveConfig
 from autoloop_py.strategies.adaevolve_engine import AdaEvolveEngine, EngineDecision
 from autoloop_py.strategies.adaevolve_state import AdaEvolveState
+from autoloop_py.strategies import runner as strategy
 from autoloop_py.strategies.base import StrategyContext
+from autoloop_py.strategies.runner import StrategyRunner
 
 from test_adaevolve import cand, population_of
 
@@ -178,3 +182,96 @@ def test_record_round_trips_the_state_block(tmp_path: Path, direction: str) -> N
                              rng=random.Random(12))
     state = engine.state_of(after)
     assert adaevolve.render_state_block(state, config, after.candidates) == after.strategy_state
+
+
+def _with_idea(uses: int = 0) -> pop.Population:
+    """Returns the stagnant population with one installed idea that has `uses` uses."""
+    population = _stagnant()
+    idea = adaevolve.parse_paradigms(GUIDE_REPLY)[0]
+    state = adaevolve.parse_state_block(population.strategy_state, "fm.md", 0, CONFIG)
+    return _with_state(population, replace(state, paradigms=(replace(idea, uses=uses),)))
+
+
+def test_retry_keeps_island_mode_and_parent_and_shows_the_error(tmp_path: Path) -> None:
+    engine = _engine(tmp_path)
+    population = _stagnant()
+    first = engine.decide(population, _context(population), random.Random(7))
+    second = engine.retry(first, "evaluation failed: NameError: x")
+    assert second is not None and second.attempt == 2
+    assert (second.island, second.operator, second.parents) == (first.island, first.operator, first.parents)
+    assert second.inner.previous_error == "evaluation failed: NameError: x"
+    third = engine.retry(second, "evaluation failed: SyntaxError")
+    assert third is not None and third.attempt == 3 == CONFIG.attempts
+    assert engine.retry(third, "again") is None
+
+
+def test_no_retry_when_error_retry_is_off(tmp_path: Path) -> None:
+    engine = _engine(tmp_path, replace(CONFIG, enable_error_retry=False))
+    population = _stagnant()
+    decision = engine.decide(population, _context(population), random.Random(7))
+    assert engine.retry(decision, "boom") is None
+
+
+def test_advance_ends_the_iteration_without_an_entry(tmp_path: Path) -> None:
+    engine = _engine(tmp_path)
+    population = _stagnant()
+    decision = engine.decide(population, _context(population), random.Random(7))
+    after = engine.advance(population, decision, iteration=6)
+    before, now = engine.state_of(population), engine.state_of(after)
+    assert [c.id for c in after.candidates] == [c.id for c in population.candidates]
+    # Nothing was evaluated, so the islands learn nothing; the iteration still ends and its draws count.
+    assert now.islands == before.islands and now.window == before.window and now.global_best == before.global_best
+    assert now.iteration == 6 and now.rng_draws >= before.rng_draws + len(decision.inner.uniforms)
+
+
+def test_every_attempt_uses_the_active_paradigm(tmp_path: Path) -> None:
+    engine = _engine(tmp_path)
+    population = _with_idea()
+    decision = engine.decide(population, _context(population), random.Random(7))
+    assert decision.inner.paradigm_index == 0
+    retried = engine.retry(decision, "boom")
+    assert retried is not None
+    once = engine.state_of(engine.advance(population, decision, iteration=6))
+    twice = engine.state_of(engine.advance(population, retried, iteration=6))
+    assert once.paradigms[0].uses == 1 and twice.paradigms[0].uses == 2
+    # A third attempt finds the idea used up (max 2 uses) and books no further use.
+    third = engine.retry(retried, "boom")
+    assert third is not None and engine.state_of(engine.advance(population, third, iteration=6)).paradigms[0].uses == 2
+
+
+def test_record_books_the_attempts_of_a_retried_iteration(tmp_path: Path) -> None:
+    engine = _engine(tmp_path)
+    population = _with_idea()
+    decision = engine.retry(engine.decide(population, _context(population), random.Random(7)), "boom")
+    assert decision is not None
+    child = engine.candidate(decision, _record(), "v = 5\n", None, 6, "python")
+    after, _ = engine.record(population, child, decision, {"score": 0.6}, direction="higher", iteration=6,
+                             rng=random.Random(8))
+    assert engine.state_of(after).paradigms[0].uses == 2
+
+
+def test_guide_wanted_says_why_only_when_the_search_stagnates(tmp_path: Path) -> None:
+    engine = _engine(tmp_path)
+    reason = engine.guide_wanted(_stagnant())
+    assert reason is not None and "found 0 new global best(s)" in reason and "threshold 0.12" in reason
+    assert engine.guide_wanted(_with_idea()) is None
+    fresh = _with_state(population_of(cand(1, 0, 0.5)), replace(adaevolve.initial_state(CONFIG), window=(0, 1, 0)))
+    assert engine.guide_wanted(fresh) is None
+
+
+def test_a_broken_state_row_is_reported_at_its_line_in_the_state_file(tmp_path: Path) -> None:
+    engine = _engine(tmp_path)
+    fresh = statefile.new_state("fm", "Find the minimum.", "score", "higher", None)
+    text = statefile.render_state(statefile.with_section(fresh, statefile.POPULATION, pop.render_population(_stagnant())))
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("| 1 | balanced | "))
+    lines[at] = re.sub(r"^(\| 1 \| balanced \| )[^|]+", r"\1lots ", lines[at])
+    state = statefile.parse_state("\n".join(lines) + "\n", "fm.md")
+    runner = StrategyRunner(None, engine, "code/search.py")  # type: ignore[arg-type]
+    with pytest.raises(StateError) as caught:
+        strategy.decide(runner, state, None, 6, "higher", random.Random(1), lambda path: None)
+    assert (str(caught.value.path), caught.value.line) == ("fm.md", at + 1)
+    assert "island 1's G 'lots' is not a number >= 0" in caught.value.message
+    with pytest.raises(StateError) as again:
+        strategy.guide_wanted(runner, state)
+    assert again.value.line == at + 1

@@ -86,6 +86,7 @@ def test_config_yaml_overrides_the_table_and_ignores_other_keys() -> None:
     overrides = {"num_islands": 3, "reset_every_registrations": 40, "deduplicate": True, "population_size": 9}
     config = parse_funsearch_config(playbook(), overrides)
     assert (config.num_islands, config.reset_every_registrations, config.deduplicate) == (3, 40, True)
+    assert config.max_population == 20 and parse_funsearch_config(playbook(), {"max_population": 8}).max_population == 8
     assert parse_funsearch_config(playbook(""), {"function_to_evolve": "solve"}) == FunSearchConfig("solve")
 
 
@@ -124,6 +125,7 @@ def test_bad_settings_name_the_file_and_line(old: str, new: str, message: str) -
     [
         ({"num_islands": True}, "`num_islands` must be a whole number >= 1, got True"),
         ({"functions_per_prompt": 0}, "`functions_per_prompt` must be a whole number >= 1, got 0"),
+        ({"max_population": 0}, "`max_population` must be a whole number >= 1, got 0"),
         ({"cluster_sampling_temperature_init": "hot"}, "`cluster_sampling_temperature_init` must be a positive number"),
         ({"length_normalization": "median"}, "`length_normalization` must be `range` or `max`, got 'median'"),
         ({"function_to_evolve": "class"}, "`function_to_evolve` must be the name of a Python function"),

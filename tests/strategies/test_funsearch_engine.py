@@ -11,7 +11,6 @@ from typing import Any, Mapping
 from autoloop_py import population as pop
 from autoloop_py import state as statefile
 from autoloop_py.program import Evaluation, Program, ProgramConfig, Target
-from autoloop_py.strategies import funsearch as fs
 from autoloop_py.strategies.base import StrategyContext
 from autoloop_py.strategies.funsearch_config import FunSearchConfig
 from autoloop_py.strategies.funsearch_engine import FunSearchEngine, FunSearchStep, code_hash
@@ -190,3 +189,30 @@ def test_keep_inline_ranks_cluster_members_best_last() -> None:
     population, worse = add(e, population, 7, metrics(0.1, "h7"), gen=3)
     assert e.keep_inline(population, "higher")[-1] == better.id
     assert e.keep_inline(population, "higher")[0] == worse.id
+
+
+def test_only_the_seed_is_evaluated_as_is() -> None:
+    e, population, _ = seeded()
+    assert e.evaluates_as_is(decide(e, pop.empty_population()))
+    assert not e.evaluates_as_is(decide(e, population))
+
+
+def test_past_max_population_entries_outside_clusters_leave_first_then_the_weakest_members() -> None:
+    e = engine(dataclasses.replace(CONFIG, max_population=3))
+    population, seed = add(e, pop.empty_population(), 1, metrics(0.5, "h1"))
+    population, twin = add(e, population, 2, metrics(0.7, "h1"), gen=2)  # the seed's hash: a duplicate
+    population, failed = add(e, population, 3, {}, gen=3)
+    population, strong = add(e, population, 4, metrics(0.9, "h4"), gen=4)
+    assert [c.id for c in population.candidates] == [strong.id, twin.id, seed.id] and e.state_of(population).evicted == 1
+    population, weak = add(e, population, 5, metrics(0.1, "h5"), gen=5)
+    assert [c.id for c in population.candidates] == [weak.id, strong.id, seed.id]
+    population, newest = add(e, population, 6, metrics(0.06, "h6"), gen=6)
+    state = e.state_of(population)
+    # Every island's best (the seed, and `strong` on its island) and the newest entry stay; `weak` goes.
+    assert [c.id for c in population.candidates] == [newest.id, strong.id, seed.id]
+    assert state.evicted == 3 and population.next_id == newest.id + 1
+    members = {m.id for i in state.islands for c in i.clusters for m in c.members}
+    assert members == {seed.id, strong.id, newest.id} and all(c.members for i in state.islands for c in i.clusters)
+    assert state.stored + state.duplicates + state.execution_failed == len(population.candidates) + state.evicted
+    reread = pop.parse_population(pop.render_population(population), "toy.md", 0)
+    assert e.state_of(reread) == state and reread.next_id == population.next_id
