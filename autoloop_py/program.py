@@ -37,6 +37,9 @@ class ProgramConfig:
       repeats: evaluations per candidate; the median counts.
       min_delta: the smallest improvement that counts as one.
       seed: base seed of every random choice for this program.
+      novelty_filter: skip repeats and mostly-recycled candidates, and show recently deleted lines in prompts.
+      novelty_threshold: the share of re-added deleted lines at which a candidate counts as recycled
+        (novelty.DEFAULT_THRESHOLD; the paper measures about 0.3 for a typical edit).
       extra: frontmatter keys this version does not know, kept for strategies.
     """
 
@@ -50,6 +53,8 @@ class ProgramConfig:
     repeats: int = 1
     min_delta: float = 0.0
     seed: int = 0
+    novelty_filter: bool = True
+    novelty_threshold: float = 0.8
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -269,6 +274,10 @@ _KEYS = {
     "min-delta": "min_delta",
     "min_delta": "min_delta",
     "seed": "seed",
+    "novelty-filter": "novelty_filter",
+    "novelty_filter": "novelty_filter",
+    "novelty-threshold": "novelty_threshold",
+    "novelty_threshold": "novelty_threshold",
 }
 
 
@@ -309,9 +318,16 @@ def _key_line(block: str, key: str) -> int:
     return 0
 
 
+_DEFAULTED = ("evaluation_timeout", "repeats", "min_delta", "seed", "novelty_filter", "novelty_threshold")
+
+
 def _coerce(field_name: str, value: Any) -> Any:
     if value is None:
-        return None if field_name not in ("evaluation_timeout", "repeats", "min_delta", "seed") else _default(field_name)
+        return None if field_name not in _DEFAULTED else _default(field_name)
+    if field_name == "novelty_filter":
+        if not isinstance(value, bool):
+            raise ValueError(f"must be true or false, got {value!r}")
+        return value
     if field_name in ("schedule", "proposer", "model"):
         return str(value).strip()
     if field_name == "metric_direction":
@@ -331,6 +347,8 @@ def _coerce(field_name: str, value: Any) -> Any:
         raise ValueError(f"must be a number, got {value!r}") from None
     if math.isnan(number) or (field_name != "target_metric" and number < 0):
         raise ValueError(f"must be a non-negative number, got {value!r}")
+    if field_name == "novelty_threshold" and not 0 < number <= 1:
+        raise ValueError(f"must be a share above 0 and at most 1 (e.g. 0.8), got {value!r}")
     return number
 
 

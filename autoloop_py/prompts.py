@@ -17,6 +17,8 @@ _LANGUAGES = {
     ".json": "json", ".yaml": "yaml", ".yml": "yaml", ".toml": "toml", ".sql": "sql", ".html": "html",
 }
 _BACKTICK_RUN = re.compile(r"`+")
+_REPLY_HEADING = "\n## How to reply\n"
+RECENTLY_DELETED = "Recently deleted lines (do not re-add without a new reason)"
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,7 @@ class PromptContext:
       foreclosed: avenues already shown not to work.
       recent_history: raw markdown of the newest few history entries.
       directives: steering text from people (quoted as data).
+      recently_deleted: lines the parent's lineage deleted, each with where and why (quoted as data).
     """
 
     program: Program
@@ -44,6 +47,7 @@ class PromptContext:
     foreclosed: tuple[str, ...] = ()
     recent_history: tuple[str, ...] = ()
     directives: tuple[str, ...] = ()
+    recently_deleted: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -161,6 +165,7 @@ def _data_blocks(context: PromptContext) -> list[DataBlock]:
         ("Priorities", context.priorities, True),
         ("Lessons from earlier iterations", context.lessons, True),
         ("Foreclosed avenues (already shown not to work)", context.foreclosed, True),
+        (RECENTLY_DELETED, context.recently_deleted, True),
         ("Recent history", context.recent_history, False),
     )
     blocks = []
@@ -170,6 +175,19 @@ def _data_blocks(context: PromptContext) -> list[DataBlock]:
             body = "\n".join(f"- {t}" for t in texts) if bullets else "\n\n".join(texts)
             blocks.append(DataBlock(title, body + "\n", fence_for(body)))
     return blocks
+
+
+def with_data_section(prompt: str, title: str, items: Sequence[str]) -> str:
+    """Returns the prompt with a fenced data section of bullet items before its `## How to reply` (unchanged if none)."""
+    texts = [item.strip() for item in items if item.strip()]
+    if not texts:
+        return prompt
+    body = "\n".join(f"- {text}" for text in texts) + "\n"
+    section = render("data_section.md.j2", block=DataBlock(title, body, fence_for(body)))
+    at = prompt.rfind(_REPLY_HEADING)
+    if at < 0:
+        return prompt.rstrip("\n") + "\n\n" + section
+    return prompt[:at] + "\n" + section + prompt[at:]
 
 
 def fence_for(text: str) -> str:

@@ -472,6 +472,7 @@ class Evaluated:
       tokens: prompt + completion tokens.
       cost: dollars, when known.
       language: the source's language (python, cpp, ...).
+      metadata: extra `metadata` fields of its row (the novelty filter's verdict on a candidate it did not evaluate).
     """
 
     source: str
@@ -484,6 +485,7 @@ class Evaluated:
     tokens: int | None = None
     cost: float | None = None
     language: str = "python"
+    metadata: Mapping[str, Any] = field(default_factory=dict)
 
 
 _ROW_STATUS = {"accepted": "accepted", "pending-ci": "accepted", "rejected": "rejected"}
@@ -512,6 +514,7 @@ def iteration_files(
         timestamp=timestamp,
         tokens=evaluated.tokens,
         cost=evaluated.cost,
+        extra={"metadata": dict(evaluated.metadata)} if evaluated.metadata else {},
     )
     prompts = {"iteration": {"system": "", "user": evaluated.prompt, "responses": list(evaluated.replies)}}
     files = row_files(program.name, row, evaluated.source, prompts if evaluated.prompt else {})

@@ -1,0 +1,98 @@
+"""End to end: the novelty filter skips a re-proposed candidate, reusing its earlier result, unless switched off.
+
+The example `function_minimization` runs offline: iteration 1 is the `tune` proposer's (accepted), iteration 2
+a fake proposer that puts the seed's search.py back, byte for byte, and iteration 3 the `tune` proposer again,
+whose saved prompt shows the line iteration 1 deleted.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import shutil
+import subprocess
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from autoloop_py.iteration import IterationOutcome, RunOptions, run_iteration
+from autoloop_py.memory import MemoryStore
+from autoloop_py.program import load_program
+from autoloop_py.proposers.base import Proposal, ProposalRequest, Proposer
+
+EXAMPLE = Path(__file__).parents[2] / ".autoloop/programs/function_minimization"
+NAME = "function_minimization"
+FOLDER = Path(".autoloop/programs") / NAME
+SEARCH = (FOLDER / "code/search.py").as_posix()
+START = datetime(2026, 1, 2, 3, 4, tzinfo=timezone.utc)
+
+
+class _PutSeedBack:
+    """Proposes the seed's search.py again (a candidate the run has already evaluated)."""
+
+    name = "tune"
+
+    def propose(self, request: ProposalRequest, rng: random.Random) -> Proposal:
+        return Proposal({SEARCH: (EXAMPLE / "code/search.py").read_text(encoding="utf-8")}, "put the seed back")
+
+
+def _factory(name: str, **kwargs: object) -> Proposer:
+    return _PutSeedBack()
+
+
+def _install(repo: Path, novelty_filter: bool) -> None:
+    target = repo / FOLDER
+    shutil.copytree(EXAMPLE, target, ignore=shutil.ignore_patterns("__pycache__"))
+    if not novelty_filter:
+        text = (target / "program.md").read_text(encoding="utf-8")
+        (target / "program.md").write_text(text.replace("seed: 7\n", "seed: 7\nnovelty_filter: false\n", 1))
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", "commit", "-qm", "program"], cwd=repo, check=True)
+
+
+def _run(repo: Path, novelty_filter: bool) -> list[IterationOutcome]:
+    _install(repo, novelty_filter)
+    program = load_program(repo, FOLDER / "program.md")
+    options = (RunOptions(proposer="tune"), RunOptions(proposer="tune", proposer_factory=_factory),
+               RunOptions(proposer="tune"))
+    return [run_iteration(repo, program, option, START + timedelta(minutes=i)) for i, option in enumerate(options)]
+
+
+def _row(memory: MemoryStore, iteration: int) -> dict[str, Any]:
+    path = next(p for p in memory.list(f"traces/{NAME}/rows/") if p.endswith(f"{iteration:06d}-it{iteration}.json"))
+    return json.loads(memory.read(path) or "{}")
+
+
+def test_a_re_proposed_candidate_is_not_evaluated(git_repo: Path) -> None:
+    first, repeat, _ = _run(git_repo, novelty_filter=True)
+    assert first.status == "accepted" and first.best_before is not None
+    assert repeat.status == "rejected" and "evaluate" not in repeat.timings
+    assert repeat.reason == f"not evaluated: identical to candidate seed (metric {first.best_before:g} reused)"
+    assert repeat.metric == first.best_before
+    memory = MemoryStore(git_repo)
+    row = _row(memory, 2)
+    assert row["status"] == "rejected" and row["parent_id"] == "it1"
+    assert row["metadata"]["novelty"] == {"verdict": "duplicate", "evaluated": False, "of": "seed", "identical": True}
+    assert row["metrics"]["combined_score"] == first.best_before
+    state = memory.read(f"{NAME}.md") or ""
+    assert "not evaluated: identical to candidate seed" in state
+
+
+def test_the_prompt_shows_what_the_lineage_deleted(git_repo: Path) -> None:
+    _run(git_repo, novelty_filter=True)
+    prompt = MemoryStore(git_repo).read(f"traces/{NAME}/prompts/3.md") or ""
+    section = prompt.split("## Recently deleted lines (do not re-add without a new reason)\n", 1)[1]
+    assert re.search(r"- initial_temperature = 2\.0 +← deleted in iteration 1 by it1 \(accepted, metric [0-9.]+; "
+                     r"change: tune: initial_temperature 2\.0→1\.1852\)", section)
+    assert section.index("```text") < section.index("initial_temperature") < section.index("## How to reply")
+
+
+def test_with_the_filter_off_it_is_evaluated(git_repo: Path) -> None:
+    first, repeat, _ = _run(git_repo, novelty_filter=False)
+    assert repeat.status == "rejected" and "evaluate" in repeat.timings
+    assert repeat.reason is not None and repeat.reason.startswith(f"metric {first.best_before:g} did not improve")
+    row = _row(MemoryStore(git_repo), 2)
+    assert "novelty" not in row["metadata"]
+    prompt = MemoryStore(git_repo).read(f"traces/{NAME}/prompts/3.md") or ""
+    assert "Recently deleted lines" not in prompt
