@@ -7,18 +7,19 @@ import logging
 import random
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Callable, Iterator, Mapping
 
-from autoloop_py import checks, trace, state as statefile
+from autoloop_py import checks, faults, recovery, trace, state as statefile
+from autoloop_py import lineage_store, novelty
 from autoloop_py.errors import GitError, ProgramError
 from autoloop_py.evaluate import EvaluationResult, evaluate
 from autoloop_py.lock import program_lock
 from autoloop_py.memory import MemoryStore
 from autoloop_py.program import Program, target_files
-from autoloop_py.prompts import PromptContext, render_iteration_prompt
+from autoloop_py.prompts import RECENTLY_DELETED, PromptContext, render_iteration_prompt, with_data_section
 from autoloop_py.proposers import get_proposer, llm
 from autoloop_py.population import Candidate
 from autoloop_py.proposers.base import Proposal, ProposalRequest, Proposer
@@ -48,6 +49,7 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+_ERROR_TAIL_LINES = 20
 
 
 @dataclass(frozen=True)
@@ -118,25 +120,29 @@ def _run_locked(root: Path, program: Program, options: RunOptions, now: datetime
     memory = MemoryStore(root)
     with clock("load state"):
         memory.sync()
+        recovery.reconcile(root, program, memory, options.budget, ci_gate=options.ci_gate, dry_run=options.dry_run)
         state = load_state(memory, program)
         runner = strategy.load_runner(program, root)
     iteration = state.machine.iteration_count + 1
     rng = iteration_rng(program, iteration)
+    key = recovery.new_key(program.name, iteration)
     proposer = _proposer(program, options)
     with Workspace(root, program.name, base_branch=options.base_branch) as workspace:
         with clock("prepare branch"):
             workspace.prepare()
-        best, baseline, failure = measure_baseline(program, workspace.path, state, clock)
+        measured = _evaluate_baseline(program, workspace.path, state, clock)
+        best, baseline, failure = _baseline_outcome(state, measured)
         seed = _seed(program, workspace.path, baseline)
         if failure is not None:
             attempt = _Attempt(error_record(now, "baseline", f"baseline evaluation failed: {failure}", options.run_url))
         else:
             tip = "seed" if seed is not None else (memory.read(trace.tip_path(program.name)) or "").strip() or None
             context = _Context(
-                program, workspace, proposer, state, best, iteration, rng, options, clock, now, runner, memory, tip
+                program, workspace, proposer, state, best, iteration, rng, options, clock, now, runner, memory, tip, key,
+                lineage_store.reader_for(root, memory.config.branch, program), baseline=measured,
             )
             attempt = _try_candidate(context, root)
-        record = with_baseline(attempt.record, baseline)
+        record = replace(with_baseline(attempt.record, baseline), key=key)
     if not options.dry_run:
         with clock("record"):
             record_iteration(
@@ -173,65 +179,141 @@ class _Context:
     runner: StrategyRunner | None
     memory: MemoryStore
     tip: str | None = None
+    key: str = ""
+    reader: lineage_store.TraceReader | None = None
+    baseline: EvaluationResult | None = None
 
 
 @dataclass(frozen=True)
 class _Attempt:
-    """What a candidate attempt produced: its history record, Population entry, prompt and trace data."""
+    """What a candidate attempt produced: its history record, Population entry, prompt and trace data.
+
+    failure is set when the proposal or its evaluation failed, so that the strategy may retry.
+    """
 
     record: statefile.IterationRecord
     candidate: Candidate | None = None
     prompt: str = ""
     evaluated: trace.Evaluated | None = None
     decision: object = None
+    failure: str | None = None
 
 
 def _try_candidate(ctx: _Context, root: Path) -> _Attempt:
+    """Decides, then proposes, checks, evaluates and ratchets a candidate; returns what to record."""
+    with ctx.clock("propose"):
+        files = ctx.workspace.files(target_files(ctx.program.target, ctx.workspace.path))
+        decision, files, prompt = _prepare_prompt(ctx, files, root)
+    if decision is not None and strategy.evaluates_as_is(ctx.runner, decision):
+        return _as_is(ctx, decision, files)
+    return _with_retries(ctx, decision, files, prompt, root)
+
+
+def _with_retries(
+    ctx: _Context, decision: DecisionLike | None, files: dict[str, str], prompt: str, root: Path
+) -> _Attempt:
+    """Runs attempts with the same decision until one does not fail or the strategy allows no more retries."""
+    attempt = _attempt(ctx, decision, files, prompt)
+    spent: list[statefile.IterationRecord] = []
+    while attempt.failure and (again := strategy.retry(ctx.runner, decision, attempt.failure)) is not None:
+        decision, spent = again, [*spent, attempt.record]
+        log.info("%s: attempt %d, after: %s", ctx.program.name, strategy.attempts_of(decision), attempt.failure)
+        ctx.workspace.reset()
+        ctx.workspace.write(files)
+        prompt = _strategy_prompt(ctx, decision, files, root)
+        attempt = _attempt(ctx, decision, files, prompt)
+    return _with_spent(attempt, spent)
+
+
+def _with_spent(attempt: _Attempt, earlier: list[statefile.IterationRecord]) -> _Attempt:
+    """Returns the attempt whose record also counts the tokens and cost of the earlier, failed attempts."""
+    if not earlier:
+        return attempt
+    records = [*earlier, attempt.record]
+    tokens = sum(r.tokens or 0 for r in records) or None
+    costs = [r.cost for r in records if r.cost is not None]
+    return replace(attempt, record=replace(attempt.record, tokens=tokens, cost=sum(costs) if costs else None))
+
+
+def _as_is(ctx: _Context, decision: DecisionLike, files: dict[str, str]) -> _Attempt:
+    """Records the Target as it is, with no proposal (FunSearch's seed): the baseline's evaluation, else a new one."""
+    result = ctx.baseline
+    if result is None:
+        with ctx.clock("evaluate"):
+            result = evaluate(ctx.program, ctx.workspace.path)
+    summary = f"{decision.operator}: the Target as it is"
+    proposal = Proposal({}, summary, approach="the unchanged Target")
+    usage: dict[str, object] = {"extra": strategy.history_bullets(decision, result.metric)}
+    if not result.ok or result.metric is None:
+        record = error_record(ctx.now, summary, f"evaluation failed: {result.error}", ctx.options.run_url, **usage)
+    else:
+        notes = f"the unchanged code scores {result.metric:g}; recorded without a proposal, nothing to commit"
+        record = record_of("rejected", ctx.now, summary, result.metric, notes, None, ctx.options.run_url, **usage)
+    evaluated = _evaluated(ctx, decision, proposal, result.metrics, "")
+    return _Attempt(record, _candidate(ctx, decision, record, proposal, files), "", evaluated, decision)
+
+
+def _attempt(ctx: _Context, decision: DecisionLike | None, files: dict[str, str], prompt: str) -> _Attempt:
     """Proposes, checks, evaluates and ratchets one candidate; returns what to record."""
     program, workspace, now, options = ctx.program, ctx.workspace, ctx.now, ctx.options
     run_url = options.run_url
     with ctx.clock("propose"):
-        files = workspace.files(target_files(program.target, workspace.path))
-        decision, files, prompt = _prepare_prompt(ctx, files, root)
         request = ProposalRequest(program, files, prompt, workspace.path, ctx.iteration)
         proposal = ctx.proposer.propose(request, ctx.rng)
+    faults.checkpoint("after-propose")
     usage = usage_of(proposal)
     if decision is not None:
         usage["extra"] = strategy.history_bullets(decision, None)
     if proposal.failure:
-        return _Attempt(error_record(now, proposal.summary or "no candidate", proposal.failure, run_url, **usage), prompt=prompt)
+        record = error_record(now, proposal.summary or "no candidate", proposal.failure, run_url, **usage)
+        return _Attempt(record, prompt=prompt, decision=decision, failure=proposal.failure)
     with ctx.clock("check"):
-        problems = violations(program, files, proposal.files) + checks.links(workspace.path, proposal.files)
+        real, clashes = checks.real_paths(workspace.path, proposal.files)
+        proposal = replace(proposal, files=real)
+        problems = clashes + violations(program, files, proposal.files) + checks.links(workspace.path, proposal.files)
         guarded = checks.protected_hashes(program, workspace.path)
     if problems:
         notes = "Rejected before evaluation: " + "; ".join(problems)
         record = record_of("rejected", now, proposal.summary, None, notes, proposal.lesson, run_url, **usage)
-        return _Attempt(record, prompt=prompt)
-    twin = checks.duplicate_of(ctx.runner, ctx.state, proposal, files)
-    if twin is not None:
-        notes = f"duplicate of candidate {twin.id}, not evaluated"
-        record = record_of("rejected", now, proposal.summary, None, notes, proposal.lesson, run_url, **usage)
-        return _Attempt(record, prompt=prompt)
+        return _Attempt(record, prompt=prompt, decision=decision)
+    verdict = _screen(ctx, decision, proposal, files)
+    if verdict is not None:
+        record = record_of("rejected", now, proposal.summary, verdict.metric, verdict.note(), proposal.lesson, run_url, **usage)
+        source = proposal.files.get(_primary_of(ctx) or "")
+        row = _evaluated(ctx, decision, proposal, verdict.metrics, prompt, source, {"novelty": verdict.metadata()})
+        return _Attempt(record, prompt=prompt, evaluated=row, decision=decision)
     workspace.write(proposal.files)
     with ctx.clock("evaluate"):
+        faults.checkpoint("during-evaluation")
         result = evaluate(program, workspace.path)
     tampered = checks.tampered(program, workspace.path, guarded)
     evaluated = _evaluated(ctx, decision, proposal, result.metrics, prompt)
+    failure = None
     if tampered:
         record = error_record(now, proposal.summary, f"the candidate changed protected files: {tampered}", run_url, **usage)
     elif not result.ok or result.metric is None:
         record = error_record(now, proposal.summary, f"evaluation failed: {result.error}", run_url, **usage)
+        failure = _failure_text(result)
     else:
         if decision is not None:
             usage["extra"] = strategy.history_bullets(decision, result.metric)
-        record = _ratchet(program, workspace, proposal, result, ctx.best, ctx.iteration, options, ctx.clock, now, usage)
-    return _Attempt(record, _candidate(ctx, decision, record, proposal, files), prompt, evaluated, decision)
+        baseline = ctx.best if ctx.state.machine.best_metric is None else None
+        marks = recovery.trailers(ctx.key, result.metric, baseline) if ctx.key else {}
+        record = _ratchet(program, workspace, proposal, result, ctx.best, ctx.iteration, options, ctx.clock, now, usage, marks)
+    return _Attempt(record, _candidate(ctx, decision, record, proposal, files), prompt, evaluated, decision, failure)
+
+
+def _failure_text(result: EvaluationResult) -> str:
+    """Returns why an evaluation failed, with the end of its stderr, for a retry's prompt."""
+    tail = "\n".join(result.stderr_tail.strip().splitlines()[-_ERROR_TAIL_LINES:])
+    return f"evaluation failed: {result.error}" + (f"\n{tail}" if tail else "")
 
 
 def _prepare_prompt(ctx: _Context, files: dict[str, str], root: Path) -> tuple[DecisionLike | None, dict[str, str], str]:
     """Returns (strategy decision or None, Target files as the proposer sees them, the prompt)."""
     if ctx.runner is None:
-        context = prompt_context(ctx.program, files, ctx.state, ctx.best, ctx.iteration, ctx.options.directives)
+        deleted = lineage_store.deleted_items(ctx.reader, ctx.tip)
+        context = prompt_context(ctx.program, files, ctx.state, ctx.best, ctx.iteration, ctx.options.directives, deleted)
         return None, files, render_iteration_prompt(context)
     decision = strategy.decide(
         ctx.runner, ctx.state, ctx.best, ctx.iteration, ctx.program.direction, ctx.rng, ctx.memory.read,
@@ -241,10 +323,42 @@ def _prepare_prompt(ctx: _Context, files: dict[str, str], root: Path) -> tuple[D
     changed = {path: text for path, text in placed.items() if files.get(path) != text}
     if changed:
         ctx.workspace.write(changed)
+    return decision, placed, _strategy_prompt(ctx, decision, placed, root)
+
+
+def _strategy_prompt(ctx: _Context, decision: DecisionLike, files: dict[str, str], root: Path) -> str:
+    """Returns the strategy's prompt for the decision, with the recently deleted items as data."""
+    assert ctx.runner is not None
     prompt = strategy.render_prompt(
-        ctx.runner, decision, ctx.program, placed, ctx.state, ctx.best, root, ctx.options.directives
+        ctx.runner, decision, ctx.program, files, ctx.state, ctx.best, root, ctx.options.directives
     )
-    return decision, placed, prompt
+    deleted = lineage_store.deleted_items(ctx.reader, _parent_id(ctx, decision))
+    return with_data_section(prompt, RECENTLY_DELETED, deleted)
+
+
+def _screen(
+    ctx: _Context, decision: DecisionLike | None, proposal: Proposal, files: Mapping[str, str]
+) -> novelty.NoveltyVerdict | None:
+    """Returns why the candidate is not worth evaluating (a repeat, or mostly re-added deleted lines), else None."""
+    twin = checks.duplicate_of(ctx.runner, ctx.state, proposal, files)
+    if twin is not None:
+        # FunSearch's own check (its population's code hashes) runs even with the novelty filter off.
+        return novelty.NoveltyVerdict(novelty.DUPLICATE, of=str(twin.id))
+    if ctx.reader is None:
+        return None
+    return lineage_store.screen(
+        ctx.reader, ctx.program, _primary_of(ctx), files, proposal.files, _parent_id(ctx, decision), ctx.best
+    )
+
+
+def _parent_id(ctx: _Context, decision: DecisionLike | None) -> str | None:
+    """Returns the trace row id of the program the candidate is derived from."""
+    return str(decision.parents[0].id) if decision is not None and decision.parents else ctx.tip
+
+
+def _primary_of(ctx: _Context) -> str | None:
+    """Returns the Target file whose source a trace row keeps."""
+    return ctx.runner.primary if ctx.runner else _primary(ctx.program, ctx.workspace.path)
 
 
 def _primary(program: Program, workdir: Path) -> str | None:
@@ -256,13 +370,15 @@ def _primary(program: Program, workdir: Path) -> str | None:
 
 
 def _evaluated(
-    ctx: _Context, decision: DecisionLike | None, proposal: Proposal, metrics: Mapping[str, object], prompt: str
+    ctx: _Context, decision: DecisionLike | None, proposal: Proposal, metrics: Mapping[str, object], prompt: str,
+    source: str | None = None, metadata: Mapping[str, object] | None = None,
 ) -> trace.Evaluated:
-    """Returns the trace data of an evaluated candidate."""
-    primary = ctx.runner.primary if ctx.runner else _primary(ctx.program, ctx.workspace.path)
+    """Returns the trace data of a candidate (its source read from the workspace unless given)."""
+    primary = _primary_of(ctx)
     path = ctx.workspace.path / primary if primary else None
-    source = path.read_text(encoding="utf-8", errors="replace") if path and path.is_file() else ""
-    parent = str(decision.parents[0].id) if decision is not None and decision.parents else ctx.tip
+    if source is None:
+        source = path.read_text(encoding="utf-8", errors="replace") if path and path.is_file() else ""
+    parent = _parent_id(ctx, decision)
     usage = proposal.usage
     return trace.Evaluated(
         source=source,
@@ -275,6 +391,7 @@ def _evaluated(
         tokens=(usage.prompt_tokens + usage.completion_tokens) or None if usage else None,
         cost=usage.cost if usage else None,
         language=strategy.language_of(primary or ""),
+        metadata=dict(metadata or {}),
     )
 
 
@@ -310,8 +427,9 @@ def _ratchet(
     clock: _Clock,
     now: datetime | None,
     usage: dict[str, object],
+    marks: Mapping[str, str] | None = None,
 ) -> statefile.IterationRecord:
-    """Keeps the candidate only when it improves on the best; commits and pushes it then."""
+    """Keeps the candidate only when it improves on the best; commits and pushes it then (`marks`: its trailers)."""
     assert result.metric is not None
     run_url = options.run_url
     if not statefile.is_improvement(result.metric, best, program.direction, program.config.min_delta):
@@ -323,9 +441,11 @@ def _ratchet(
             message = f"[Autoloop: {program.name}] Iteration {iteration}: {proposal.summary}"
             if options.run_url:
                 message += f"\n\nRun: {options.run_url}"
-            commit = workspace.commit_candidate(message)
+            commit = workspace.commit_candidate(recovery.with_trailers(message, marks or {}))
+            faults.checkpoint("after-candidate-commit")
             try:
                 workspace.push()
+                faults.checkpoint("after-candidate-push")
             except GitError as err:
                 kept = workspace.withdraw(commit)
                 notes = (f"another run advanced autoloop/{program.name} first, so this candidate was judged against a "
@@ -342,11 +462,25 @@ def measure_baseline(
     program: Program, workdir: Path, state: statefile.StateFile, clock: _Clock | None = None
 ) -> tuple[float | None, float | None, str | None]:
     """Returns (best, baseline, failure): evaluates the unchanged code when no best is known yet."""
-    best = state.machine.best_metric
-    if best is not None:
-        return best, None, None
+    return _baseline_outcome(state, _evaluate_baseline(program, workdir, state, clock))
+
+
+def _evaluate_baseline(
+    program: Program, workdir: Path, state: statefile.StateFile, clock: _Clock | None
+) -> EvaluationResult | None:
+    """Returns the evaluation of the unchanged code, made only when no best is known yet (else None)."""
+    if state.machine.best_metric is not None:
+        return None
     with (clock or _Clock())("evaluate baseline"):
-        result = evaluate(program, workdir)
+        return evaluate(program, workdir)
+
+
+def _baseline_outcome(
+    state: statefile.StateFile, result: EvaluationResult | None
+) -> tuple[float | None, float | None, str | None]:
+    """Returns (best, baseline, failure) from the baseline's evaluation (None: the recorded best stands)."""
+    if result is None:
+        return state.machine.best_metric, None, None
     if not result.ok or result.metric is None:
         return None, None, result.error or "no metric"
     return result.metric, result.metric, None
@@ -364,6 +498,7 @@ def prompt_context(
     best: float | None,
     iteration: int,
     directives: tuple[str, ...] = (),
+    recently_deleted: tuple[str, ...] = (),
 ) -> PromptContext:
     return PromptContext(
         program=program,
@@ -375,6 +510,7 @@ def prompt_context(
         foreclosed=state.foreclosed,
         recent_history=tuple(entry.text for entry in state.history[:5]),
         directives=directives,
+        recently_deleted=recently_deleted,
     )
 
 

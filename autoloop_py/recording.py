@@ -6,6 +6,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 
 from autoloop_py import ci_gate, trace, state as statefile
+from autoloop_py.history import KEY_TRAILER
 from autoloop_py.memory import MemoryStore
 from autoloop_py.population import Candidate
 from autoloop_py.program import Program
@@ -52,9 +53,13 @@ def record_iteration(
     kept: dict[str, str] = {}
 
     def change(text: str | None) -> str:
+        current = parse_or_new(text, program, path)
+        if text is not None and record.key and any(entry.key == record.key for entry in current.history):
+            kept.clear()  # a retried or re-run record that is already there is not added twice
+            return text
         apply = ci_gate.record_pending if record.status == "pending-ci" else statefile.apply_iteration
         updated = apply(
-            parse_or_new(text, program, path),
+            current,
             record,
             direction=program.direction,
             target_metric=program.config.target_metric,
@@ -74,6 +79,9 @@ def record_iteration(
             )
             kept[strategy.code_path(program, recorded)] = recorded.code or ""
             row_id = str(recorded.id)
+        elif runner is not None and decision is not None:
+            # The proposal failed or was rejected before evaluation: the strategy still books the iteration.
+            updated = strategy.advance_state(updated, runner, decision, program, iteration, budget, memory.read, kept)
         stamp = record.timestamp.isoformat()
         if seed is not None:
             kept.update(trace.iteration_files(program, seed, "seed", 0, "accepted", stamp, "the unchanged code"))
@@ -83,6 +91,8 @@ def record_iteration(
 
     metric = "—" if record.metric is None else f"{record.metric:g}"
     message = f"[Autoloop: {program.name}] {record.status} ({metric}): {record.change}"[:200]
+    if record.key:
+        message += f"\n\n{KEY_TRAILER}: {record.key}"
     memory.update(path, change, message, extra=lambda: dict(kept))
 
 

@@ -5,14 +5,15 @@ from __future__ import annotations
 import dataclasses
 import logging
 import random
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from autoloop_py import edits
 from autoloop_py import population as pop
 from autoloop_py import state as statefile
-from autoloop_py.errors import ProgramError
+from autoloop_py.errors import ProgramError, StateError
 from autoloop_py.playbook import Playbook, load_config_yaml, runnable_playbook
 from autoloop_py.program import Program, target_files
 from autoloop_py.strategies.base import StrategyContext
@@ -57,11 +58,18 @@ def _funsearch(program: Program, playbook: Playbook, root: Path) -> Engine:
     return build(program, playbook, root)
 
 
+def _evox(program: Program, playbook: Playbook, root: Path) -> Engine:
+    from autoloop_py.strategies.evox_engine import build
+
+    return build(program, playbook, root)
+
+
 # Each strategy's engine is built from the program's playbook and config.yaml.
 ENGINES: dict[str, Callable[[Program, Playbook, Path], Engine]] = {
     "alphaevolve": _alphaevolve,
     "adaevolve": _adaevolve,
     "funsearch": _funsearch,
+    "evox": _evox,
 }
 
 
@@ -132,13 +140,64 @@ def decide(
         next_id=population.next_id,
     )
     refresh = getattr(runner.engine, "refresh", None)
-    reply = refresh(population, guide) if refresh is not None else None
-    if reply is None:
-        decision = runner.engine.decide(population, context, rng)
-    else:
-        decision = runner.engine.decide(population, context, rng, guide_reply=reply)  # type: ignore[call-arg]
+    with block_lines(state):
+        population = _engine_code(population, runner, load_code)
+        reply = refresh(population, guide) if refresh is not None else None
+        if reply is None:
+            decision = runner.engine.decide(population, context, rng)
+        else:
+            decision = runner.engine.decide(population, context, rng, guide_reply=reply)  # type: ignore[call-arg]
     parents = tuple(_with_code(p, load_code) for p in decision.parents)
     return runner.engine.with_parents(decision, parents)
+
+
+def guide_wanted(runner: StrategyRunner, state: statefile.StateFile) -> str | None:
+    """Returns why the engine would consult its guide LLM this iteration (None: it would not, or has no guide)."""
+    wanted = getattr(runner.engine, "guide_wanted", None)
+    if wanted is None:
+        return None
+    with block_lines(state):
+        reason: str | None = wanted(population_of(state))
+    return reason
+
+
+def retry(runner: StrategyRunner | None, decision: Any, error: str) -> Any:
+    """Returns the decision of another attempt after a failed one (None: no runner, no `retry`, or none left)."""
+    again = getattr(runner.engine, "retry", None) if runner is not None and decision is not None else None
+    return None if again is None else again(decision, error)
+
+
+def evaluates_as_is(runner: StrategyRunner | None, decision: Any) -> bool:
+    """Returns whether the decision records the Target as it is, without a proposal (FunSearch's seed)."""
+    as_is = getattr(runner.engine, "evaluates_as_is", None) if runner is not None and decision is not None else None
+    return bool(as_is(decision)) if as_is is not None else False
+
+
+def attempts_of(decision: Any) -> int:
+    """Returns the attempts the decision's iteration used (1 unless the engine retried)."""
+    attempt = getattr(decision, "attempt", 1)
+    return attempt if isinstance(attempt, int) and attempt > 1 else 1
+
+
+@contextmanager
+def block_lines(state: statefile.StateFile) -> Iterator[None]:
+    """Re-raises an engine's StateError at the state file's line (engines number their block's lines from 1)."""
+    try:
+        yield
+    except StateError as error:
+        if error.line is None:
+            raise
+        raise StateError(error.message, error.path, error.line + strategy_state_line(state)) from None
+
+
+def strategy_state_line(state: statefile.StateFile) -> int:
+    """Returns the 0-based line of the state file where the `### ⚙️ Strategy State` block starts (0 when absent)."""
+    text = state.section_text(statefile.POPULATION)
+    block = population_of(state).strategy_state if text is not None else ""
+    at = text.find(block) if text is not None and block else -1
+    if text is None or at < 0:
+        return 0
+    return _first_line(state, statefile.POPULATION) + text.count("\n", 0, at)
 
 
 def with_all_code(population: pop.Population, load_code: Callable[[str], str | None]) -> pop.Population:
@@ -217,15 +276,19 @@ def candidate_for(
 
 
 def history_bullets(decision: DecisionLike, metric: float | None) -> tuple[tuple[str, str], ...]:
-    """Returns the extra Iteration History bullets a strategy iteration carries."""
+    """Returns the extra Iteration History bullets a strategy iteration carries (Attempts after a retry)."""
     parents = ", ".join(str(p.id) for p in decision.parents) or "—"
     island = "—" if decision.island is None else str(decision.island)
-    return (
+    bullets: tuple[tuple[str, str], ...] = (
         ("Operator", f"{decision.operator} — {decision.reason}"),
         ("Parent(s)", parents),
         ("Island", island),
         ("Fitness", pop.format_fitness(metric)),
     )
+    attempts = attempts_of(decision)
+    if attempts > 1:
+        bullets += (("Attempts", f"{attempts} (the earlier ones failed; each retry showed the previous error)"),)
+    return bullets
 
 
 def record_candidate(
@@ -246,20 +309,93 @@ def record_candidate(
     every other entry the engine adds (AdaEvolve's seed, spawn and migration copies) goes into sources.
     """
     rng = random.Random(f"{program.config.seed}:{program.name}:{iteration}:record")
-    before = population_of(state)
+    with block_lines(state):
+        before = _loaded(population_of(state), runner, load_code)
+        population, candidate = runner.engine.record(
+            before, candidate, decision, metrics or {}, direction=program.direction, iteration=iteration, rng=rng
+        )
+        return _stored(state, before, population, runner, program, budget, sources, candidate.id), candidate
+
+
+def advance_state(
+    state: statefile.StateFile,
+    runner: StrategyRunner,
+    decision: Any,
+    program: Program,
+    iteration: int,
+    budget: int = statefile.DEFAULT_BUDGET,
+    load_code: Callable[[str], str | None] | None = None,
+    sources: dict[str, str] | None = None,
+) -> statefile.StateFile:
+    """Returns the state after an iteration whose decision produced no Population entry (engine's `advance`).
+
+    Unchanged when the engine has no `advance`. Entries the engine adds (spawn or migration copies) have
+    their code put into sources, as with record_candidate.
+    """
+    advance = getattr(runner.engine, "advance", None)
+    if advance is None:
+        return state
+    with block_lines(state):
+        before = _loaded(population_of(state), runner, load_code)
+        population = advance(before, decision, iteration=iteration)
+        return _stored(state, before, population, runner, program, budget, sources)
+
+
+def _loaded(
+    population: pop.Population, runner: StrategyRunner, load_code: Callable[[str], str | None] | None
+) -> pop.Population:
+    """Returns the Population with every folded source loaded back when the engine needs all code."""
     if load_code is not None and getattr(runner.engine, "needs_all_code", False):
-        before = with_all_code(before, load_code)
-    population, candidate = runner.engine.record(
-        before, candidate, decision, metrics or {}, direction=program.direction, iteration=iteration, rng=rng
-    )
+        population = with_all_code(population, load_code)
+    return _engine_code(population, runner, load_code)
+
+
+def _engine_code(
+    population: pop.Population, runner: StrategyRunner, load_code: Callable[[str], str | None] | None
+) -> pop.Population:
+    """Returns the Population with the code an engine folded out of its own block read back (`load_strategy_code`)."""
+    load = getattr(runner.engine, "load_strategy_code", None)
+    if load is None or load_code is None:
+        return population
+    loaded: pop.Population = load(population, load_code)
+    return loaded
+
+
+def _engine_folded(
+    population: pop.Population, runner: StrategyRunner, sources: dict[str, str] | None
+) -> pop.Population:
+    """Returns the Population with the engine's own block folded (`fold_strategy_code`); the sources go to sources.
+
+    Without sources to keep them in, nothing folds, so no code is ever lost.
+    """
+    fold = getattr(runner.engine, "fold_strategy_code", None)
+    if fold is None or sources is None:
+        return population
+    population, files = fold(population)
+    sources.update(files)
+    return population
+
+
+def _stored(
+    state: statefile.StateFile,
+    before: pop.Population,
+    population: pop.Population,
+    runner: StrategyRunner,
+    program: Program,
+    budget: int,
+    sources: dict[str, str] | None,
+    recorded: int | None = None,
+) -> statefile.StateFile:
+    """Returns the state holding the engine's new Population, code folded to fit; new entries' code goes to sources."""
     if sources is not None:
-        known = {c.id for c in before.candidates} | {candidate.id}
+        known = {c.id for c in before.candidates} | {recorded}
         for added in population.candidates:
             if added.id not in known and added.code is not None:
                 sources[code_path(program, added)] = added.code
+    population = _engine_folded(population, runner, sources)
     state = statefile.with_section(state, statefile.POPULATION, pop.render_population(population))
     state = _fit(state, population, runner, program, budget)
-    return statefile.compact(state, budget), candidate
+    return statefile.compact(state, budget)
 
 
 def _fit(

@@ -108,7 +108,7 @@ def test_new_refuses_to_overwrite_and_names_bad_input(
     assert main(["new", "x", "--strategy", "alphaevolve", "--repo", str(git_repo)]) == 1
     assert "program 'x' already exists at .autoloop/programs/x; pick another name" in capsys.readouterr().err
     assert main(["new", "y", "--strategy", "evolution", "--repo", str(git_repo)]) == 1
-    assert ("no strategy template named 'evolution'; choose one of: adaevolve, alphaevolve, funsearch, none"
+    assert ("no strategy template named 'evolution'; choose one of: adaevolve, alphaevolve, evox, funsearch, none"
             in capsys.readouterr().err)
     answers = tmp_path / "answers.yaml"
     answers.write_text("program-name: y\nno such marker: text\n")
@@ -139,7 +139,7 @@ def test_strategy_templates_come_from_the_repository_first(git_repo: Path, capsy
     assert "- `strategy/prompts/only.md`" in (folder / "program.md").read_text()
     capsys.readouterr()
     assert main(["new", "u", "--strategy", "nope", "--repo", str(git_repo)]) == 1
-    assert "choose one of: adaevolve, alphaevolve, funsearch, tiny, none" in capsys.readouterr().err
+    assert "choose one of: adaevolve, alphaevolve, evox, funsearch, tiny, none" in capsys.readouterr().err
 
 
 def test_customize_shows_a_diff_and_writes_only_with_write(
