@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
-from autoloop_py import markdown as md
-from autoloop_py.errors import ProgramError
 from autoloop_py.playbook import Playbook
+from autoloop_py.strategies import settings
 
 DIRECTIONS = ("higher", "lower")
 SWITCH_RATIO = 0.1
@@ -67,75 +64,29 @@ def switch_interval(configured: int | None, max_iterations: int) -> int:
     return max(1, math.floor(SWITCH_RATIO * max_iterations))
 
 
-Convert = Callable[[Any], Any]
-_NONE_WORDS = ("", "none", "null", "—", "–", "-", "~", "auto")
-
-
-def _whole(minimum: int) -> Convert:
-    def convert(value: Any) -> int:
-        if isinstance(value, str) and re.fullmatch(r"\s*[0-9]{1,15}\s*", value):
-            value = int(value)
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise ValueError(f"a whole number >= {minimum}")
-        return value
-
-    return convert
-
-
 def _optional_whole(value: Any) -> int | None:
-    if value is None or (isinstance(value, str) and value.strip().lower() in _NONE_WORDS):
+    if value is None or (isinstance(value, str) and value.strip().lower() in settings.NONE_WORDS):
         return None
     try:
-        return int(_whole(1)(value))
+        return int(settings.whole(1)(value))
     except ValueError:
         raise ValueError("a whole number >= 1, or `none` for 10 % of max_iterations") from None
 
 
-def _positive(value: Any) -> float:
-    try:
-        number = float(value) if not isinstance(value, bool) else math.nan
-    except (TypeError, ValueError):
-        number = math.nan
-    if not math.isfinite(number) or number <= 0:
-        raise ValueError("a positive number such as 0.01")
-    return number
-
-
-def _non_negative(value: Any) -> float:
-    try:
-        number = float(value) if not isinstance(value, bool) else math.nan
-    except (TypeError, ValueError):
-        number = math.nan
-    if not math.isfinite(number) or number < 0:
-        raise ValueError("a number >= 0 such as 0.01")
-    return number
-
-
-def _flag(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    word = str(value).strip().lower()
-    if word in ("yes", "true", "on"):
-        return True
-    if word in ("no", "false", "off"):
-        return False
-    raise ValueError("true or false")
-
-
-SETTINGS: dict[str, Convert] = {
-    "num_context_programs": _whole(0),
+SETTINGS: dict[str, settings.Convert] = {
+    "num_context_programs": settings.whole(0),
     "switch_interval": _optional_whole,
-    "max_iterations": _whole(1),
-    "auto_generate_variation_operators": _flag,
-    "improvement_threshold": _non_negative,
-    "meta_attempts": _whole(1),
-    "max_attempts": _whole(1),
-    "num_previous_attempts": _whole(0),
-    "random_seed": _whole(0),
-    "diff_based_generation": _flag,
-    "sandbox_seconds": _positive,
-    "sandbox_memory_mb": _whole(64),
-    "sandbox_cpu_seconds": _whole(1),
+    "max_iterations": settings.whole(1),
+    "auto_generate_variation_operators": settings.flag,
+    "improvement_threshold": settings.number(0, inclusive=True, example="0.01"),
+    "meta_attempts": settings.whole(1),
+    "max_attempts": settings.whole(1),
+    "num_previous_attempts": settings.whole(0),
+    "random_seed": settings.whole(0),
+    "diff_based_generation": settings.flag,
+    "sandbox_seconds": settings.number(0, inclusive=False, example="10"),
+    "sandbox_memory_mb": settings.whole(64),
+    "sandbox_cpu_seconds": settings.whole(1),
 }
 
 
@@ -145,45 +96,6 @@ def parse_evox_config(
     """Returns the settings of a customised EvoX playbook, with `code/config.yaml` overrides applied."""
     if direction not in DIRECTIONS:
         raise ValueError(f"metric direction must be 'higher' or 'lower', not {direction!r}")
-    values = _table_settings(playbook.text, playbook.path)
     config_path = playbook.program_dir / "code" / "config.yaml"
-    for key, value in (overrides or {}).items():
-        if key in SETTINGS:
-            values[key] = _converted(key, value, config_path, None)
+    values = settings.read_settings(playbook.text, playbook.path, SETTINGS, overrides, config_path)
     return replace(EvoXConfig(), direction=direction, **values)
-
-
-def _table_settings(text: str, path: Path) -> dict[str, Any]:
-    """Returns the values of the `| Setting | Value |` table's rows, converted and checked."""
-    table = next((t for t in md.tables(text) if _is_settings_table(t)), None)
-    if table is None:
-        return {}
-    column = next(i for i, cell in enumerate(table.header) if md.normalize_heading(cell) == "value")
-    values: dict[str, Any] = {}
-    for row in table.rows:
-        key = _key(row.cells[0]) if row.cells else ""
-        line = row.line + 1
-        if key not in SETTINGS:
-            raise ProgramError(f"unknown setting `{key}`; the settings are {', '.join(SETTINGS)}", path, line)
-        if key in values:
-            raise ProgramError(f"setting `{key}` appears twice; keep one row", path, line)
-        cell = row.cells[column] if column < len(row.cells) else ""
-        values[key] = _converted(key, cell, path, line)
-    return values
-
-
-def _is_settings_table(table: md.Table) -> bool:
-    names = [md.normalize_heading(cell) for cell in table.header]
-    return bool(names) and names[0] == "setting" and "value" in names
-
-
-def _key(cell: str) -> str:
-    return "_".join(cell.strip().strip("`").strip().lower().replace("-", " ").split())
-
-
-def _converted(key: str, value: Any, path: Path, line: int | None) -> Any:
-    """Returns a setting's value converted to its type; raises ProgramError naming the key and what it takes."""
-    try:
-        return SETTINGS[key](value.strip().strip("`").strip() if isinstance(value, str) else value)
-    except ValueError as problem:
-        raise ProgramError(f"`{key}` must be {problem}, got {value!r}", path, line) from None

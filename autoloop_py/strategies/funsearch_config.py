@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import keyword
-import math
-import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
-from autoloop_py import markdown as md
 from autoloop_py.errors import ProgramError
 from autoloop_py.playbook import Playbook
+from autoloop_py.strategies import settings
 
 SKELETON_FILE = "skeleton.md"
 SCORE_REDUCTIONS = ("last", "average", "metric")
@@ -64,50 +62,6 @@ class FunSearchConfig:
         return self.cluster_sampling_temperature_init * (period - num_programs % period) / period
 
 
-Convert = Callable[[Any], Any]
-
-
-def _whole(minimum: int) -> Convert:
-    def convert(value: Any) -> int:
-        number = int(value) if isinstance(value, str) and re.fullmatch(r"\s*[0-9]{1,15}\s*", value) else value
-        if isinstance(number, bool) or not isinstance(number, int) or number < minimum:
-            raise ValueError(f"a whole number >= {minimum}")
-        return number
-
-    return convert
-
-
-def _positive(value: Any) -> float:
-    try:
-        number = float(value) if not isinstance(value, bool) else math.nan
-    except (TypeError, ValueError):
-        number = math.nan
-    if not math.isfinite(number) or number <= 0:
-        raise ValueError("a positive number such as 0.1")
-    return number
-
-
-def _choice(options: tuple[str, ...]) -> Convert:
-    def convert(value: Any) -> str:
-        word = "_".join(str(value).strip().lower().replace("-", " ").split())
-        if word not in options:
-            raise ValueError(" or ".join(f"`{option}`" for option in options))
-        return word
-
-    return convert
-
-
-def _flag(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    word = str(value).strip().lower()
-    if word in ("yes", "true", "on"):
-        return True
-    if word in ("no", "false", "off"):
-        return False
-    raise ValueError("yes or no")
-
-
 def _identifier(value: Any) -> str:
     name = str(value).strip().strip("`").strip()
     if not name.isidentifier() or keyword.iskeyword(name):
@@ -115,18 +69,18 @@ def _identifier(value: Any) -> str:
     return name
 
 
-SETTINGS: dict[str, Convert] = {
+SETTINGS: dict[str, settings.Convert] = {
     "function_to_evolve": _identifier,
-    "num_islands": _whole(1),
-    "functions_per_prompt": _whole(1),
-    "cluster_sampling_temperature_init": _positive,
-    "cluster_sampling_temperature_period": _whole(1),
-    "reset_every_registrations": _whole(1),
-    "score_reduction": _choice(SCORE_REDUCTIONS),
-    "cluster_sampling": _choice(CLUSTER_SAMPLINGS),
-    "length_normalization": _choice(LENGTH_NORMALIZATIONS),
-    "deduplicate": _flag,
-    "max_population": _whole(1),
+    "num_islands": settings.whole(1),
+    "functions_per_prompt": settings.whole(1),
+    "cluster_sampling_temperature_init": settings.number(0, inclusive=False, example="0.1"),
+    "cluster_sampling_temperature_period": settings.whole(1),
+    "reset_every_registrations": settings.whole(1),
+    "score_reduction": settings.choice(SCORE_REDUCTIONS),
+    "cluster_sampling": settings.choice(CLUSTER_SAMPLINGS),
+    "length_normalization": settings.choice(LENGTH_NORMALIZATIONS),
+    "deduplicate": settings.flag,
+    "max_population": settings.whole(1),
 }
 
 
@@ -136,11 +90,8 @@ def parse_funsearch_config(
     """Returns the settings of a customised FunSearch playbook, with `code/config.yaml` overrides applied."""
     if direction not in DIRECTIONS:
         raise ValueError(f"metric direction must be 'higher' or 'lower', not {direction!r}")
-    values = _table_settings(playbook.text, playbook.path)
     config_path = playbook.program_dir / "code" / "config.yaml"
-    for key, value in (overrides or {}).items():
-        if key in SETTINGS:
-            values[key] = _converted(key, value, config_path, None)
+    values = settings.read_settings(playbook.text, playbook.path, SETTINGS, overrides, config_path)
     if "function_to_evolve" not in values:
         raise ProgramError(
             "no `function_to_evolve` setting; add a `| function_to_evolve | <name> |` row to the Settings table",
@@ -152,39 +103,3 @@ def parse_funsearch_config(
 def skeleton_path(playbook: Playbook) -> Path:
     """Returns the repo-relative specification file the prompt opens with (strategy/prompts/skeleton.md)."""
     return playbook.path.parent / "prompts" / SKELETON_FILE
-
-
-def _table_settings(text: str, path: Path) -> dict[str, Any]:
-    """Returns the values of the `| Setting | Value |` table's rows, converted and checked."""
-    table = next((t for t in md.tables(text) if _is_settings_table(t)), None)
-    if table is None:
-        return {}
-    column = next(i for i, cell in enumerate(table.header) if md.normalize_heading(cell) == "value")
-    values: dict[str, Any] = {}
-    for row in table.rows:
-        key = _key(row.cells[0])
-        line = row.line + 1
-        if key not in SETTINGS:
-            raise ProgramError(f"unknown setting `{row.cells[0]}`; the settings are {', '.join(SETTINGS)}", path, line)
-        if key in values:
-            raise ProgramError(f"setting `{key}` appears twice; keep one row", path, line)
-        cell = row.cells[column] if column < len(row.cells) else ""
-        values[key] = _converted(key, cell, path, line)
-    return values
-
-
-def _is_settings_table(table: md.Table) -> bool:
-    names = [md.normalize_heading(cell) for cell in table.header]
-    return bool(names) and names[0] == "setting" and "value" in names
-
-
-def _key(cell: str) -> str:
-    return "_".join(cell.strip().strip("`").strip().lower().replace("-", " ").split())
-
-
-def _converted(key: str, value: Any, path: Path, line: int | None) -> Any:
-    """Returns a setting's value converted to its type; raises ProgramError naming the key and what it takes."""
-    try:
-        return SETTINGS[key](value)
-    except ValueError as problem:
-        raise ProgramError(f"`{key}` must be {problem}, got {value!r}", path, line) from None

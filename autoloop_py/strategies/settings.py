@@ -1,0 +1,115 @@
+"""A playbook's `| Setting | Value |` table and `code/config.yaml` overrides, converted and checked per key."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from autoloop_py import markdown as md
+from autoloop_py.errors import ProgramError
+
+Convert = Callable[[Any], Any]
+NONE_WORDS = ("", "none", "null", "—", "–", "-", "~", "auto")
+
+
+def whole(minimum: int) -> Convert:
+    """Returns a converter to a whole number >= minimum (digits in a string, or an int; never a bool)."""
+
+    def convert(value: Any) -> int:
+        if isinstance(value, str) and re.fullmatch(r"\s*[0-9]{1,15}\s*", value):
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise ValueError(f"a whole number >= {minimum}")
+        return value
+
+    return convert
+
+
+def number(above: float, *, inclusive: bool, example: str) -> Convert:
+    """Returns a converter to a finite number > above (>= with inclusive); example shows a valid value."""
+    wanted = f"a number >= {above:g} such as {example}" if inclusive else f"a positive number such as {example}"
+
+    def convert(value: Any) -> float:
+        try:
+            result = float(value) if not isinstance(value, bool) else math.nan
+        except (TypeError, ValueError):
+            result = math.nan
+        if not math.isfinite(result) or result < above or (result == above and not inclusive):
+            raise ValueError(wanted)
+        return result
+
+    return convert
+
+
+def choice(options: tuple[str, ...]) -> Convert:
+    """Returns a converter to one of options (case, dashes and spaces forgiven)."""
+
+    def convert(value: Any) -> str:
+        word = "_".join(str(value).strip().lower().replace("-", " ").split())
+        if word not in options:
+            raise ValueError(" or ".join(f"`{option}`" for option in options))
+        return word
+
+    return convert
+
+
+def flag(value: Any) -> bool:
+    """Converts yes/no, true/false, on/off (or a bool) to a bool."""
+    if isinstance(value, bool):
+        return value
+    word = str(value).strip().lower()
+    if word in ("yes", "true", "on"):
+        return True
+    if word in ("no", "false", "off"):
+        return False
+    raise ValueError("yes or no")
+
+
+def read_settings(
+    text: str, path: Path, settings: Mapping[str, Convert], overrides: Mapping[str, Any] | None, config_path: Path
+) -> dict[str, Any]:
+    """Returns the Settings table's values with config.yaml's overrides (keys in settings only) applied on top."""
+    values = table_settings(text, path, settings)
+    for key, value in (overrides or {}).items():
+        if key in settings:
+            values[key] = converted(settings, key, value, config_path, None)
+    return values
+
+
+def table_settings(text: str, path: Path, settings: Mapping[str, Convert]) -> dict[str, Any]:
+    """Returns the values of the `| Setting | Value |` table's rows; unknown or repeated keys name their line."""
+    table = next((t for t in md.tables(text) if _is_settings_table(t)), None)
+    if table is None:
+        return {}
+    column = next(i for i, cell in enumerate(table.header) if md.normalize_heading(cell) == "value")
+    values: dict[str, Any] = {}
+    for row in table.rows:
+        key = setting_key(row.cells[0]) if row.cells else ""
+        line = row.line + 1
+        if key not in settings:
+            raise ProgramError(f"unknown setting `{key}`; the settings are {', '.join(settings)}", path, line)
+        if key in values:
+            raise ProgramError(f"setting `{key}` appears twice; keep one row", path, line)
+        cell = row.cells[column] if column < len(row.cells) else ""
+        values[key] = converted(settings, key, cell, path, line)
+    return values
+
+
+def setting_key(cell: str) -> str:
+    """Returns a table cell as a setting key: `Num islands` → num_islands."""
+    return "_".join(cell.strip().strip("`").strip().lower().replace("-", " ").split())
+
+
+def converted(settings: Mapping[str, Convert], key: str, value: Any, path: Path, line: int | None) -> Any:
+    """Returns a setting's value converted to its type; raises ProgramError naming the key and what it takes."""
+    try:
+        return settings[key](value.strip().strip("`").strip() if isinstance(value, str) else value)
+    except ValueError as problem:
+        raise ProgramError(f"`{key}` must be {problem}, got {value!r}", path, line) from None
+
+
+def _is_settings_table(table: md.Table) -> bool:
+    names = [md.normalize_heading(cell) for cell in table.header]
+    return bool(names) and names[0] == "setting" and "value" in names
