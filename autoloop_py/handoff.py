@@ -15,11 +15,11 @@ from autoloop_py import state as statefile
 from autoloop_py.checks import violations
 from autoloop_py.evaluate import evaluate
 from autoloop_py.gitutil import call, changed_paths, open_repo
-from autoloop_py.iteration import iteration_rng, measure_baseline, prompt_context
+from autoloop_py.iteration import iteration_rng, measure_baseline
 from autoloop_py.lock import program_lock
 from autoloop_py.memory import MemoryStore
 from autoloop_py.program import Program, target_files
-from autoloop_py.prompts import render_iteration_prompt
+from autoloop_py.prompts import prompt_context, render_iteration_prompt
 from autoloop_py.recording import load_state, record_iteration, rejection_note
 from autoloop_py.render import render
 from autoloop_py.strategies import runner as strategy

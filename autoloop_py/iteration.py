@@ -14,23 +14,26 @@ from typing import Callable, Iterator, Mapping
 
 from autoloop_py import checks, faults, recovery, trace, state as statefile
 from autoloop_py import lineage_store, novelty
-from autoloop_py.errors import GitError, ProgramError
+from autoloop_py.errors import GitError
 from autoloop_py.evaluate import EvaluationResult, evaluate
 from autoloop_py.lock import program_lock
 from autoloop_py.memory import MemoryStore
 from autoloop_py.program import Program, target_files
-from autoloop_py.prompts import RECENTLY_DELETED, PromptContext, render_iteration_prompt, with_data_section
+from autoloop_py.prompts import RECENTLY_DELETED, prompt_context, render_iteration_prompt, with_data_section
 from autoloop_py.proposers import get_proposer, llm
 from autoloop_py.population import Candidate
 from autoloop_py.proposers.base import Proposal, ProposalRequest, Proposer
 from autoloop_py.checks import violations
 from autoloop_py.recording import (
+    candidate_data,
     error_record,
     load_state,
     parse_or_new,
     record_iteration,
+    primary_file,
     record_of,
     rejection_note,
+    seed_data,
     state_path,
     usage_of,
     with_baseline,
@@ -43,7 +46,7 @@ from autoloop_py.workspace import Workspace
 # load_state, parse_or_new, record_iteration, rejection_note, state_path and violations are re-exported
 # from their own modules for callers that import them from here.
 __all__ = [
-    "IterationOutcome", "RunOptions", "guide_for", "iteration_rng", "measure_baseline", "prompt_context",
+    "IterationOutcome", "RunOptions", "guide_for", "iteration_rng", "measure_baseline",
     "run_iteration",
     "load_state", "parse_or_new", "record_iteration", "rejection_note", "state_path", "violations",
 ]
@@ -132,7 +135,7 @@ def _run_locked(root: Path, program: Program, options: RunOptions, now: datetime
             workspace.prepare()
         measured = _evaluate_baseline(program, workspace.path, state, clock)
         best, baseline, failure = _baseline_outcome(state, measured)
-        seed = _seed(program, workspace.path, baseline)
+        seed = seed_data(program, workspace.path, baseline)
         if failure is not None:
             attempt = _Attempt(error_record(now, "baseline", f"baseline evaluation failed: {failure}", options.run_url))
         else:
@@ -358,15 +361,7 @@ def _parent_id(ctx: _Context, decision: DecisionLike | None) -> str | None:
 
 def _primary_of(ctx: _Context) -> str | None:
     """Returns the Target file whose source a trace row keeps."""
-    return ctx.runner.primary if ctx.runner else _primary(ctx.program, ctx.workspace.path)
-
-
-def _primary(program: Program, workdir: Path) -> str | None:
-    """Returns the Target file whose source a trace row keeps (None when the Target has no file yet)."""
-    try:
-        return strategy.primary_target(program, workdir)
-    except ProgramError:
-        return None
+    return ctx.runner.primary if ctx.runner else primary_file(ctx.program, ctx.workspace.path)
 
 
 def _evaluated(
@@ -374,35 +369,10 @@ def _evaluated(
     source: str | None = None, metadata: Mapping[str, object] | None = None,
 ) -> trace.Evaluated:
     """Returns the trace data of a candidate (its source read from the workspace unless given)."""
-    primary = _primary_of(ctx)
-    path = ctx.workspace.path / primary if primary else None
-    if source is None:
-        source = path.read_text(encoding="utf-8", errors="replace") if path and path.is_file() else ""
-    parent = _parent_id(ctx, decision)
-    usage = proposal.usage
-    return trace.Evaluated(
-        source=source,
-        metrics=dict(metrics),
-        prompt=prompt,
-        replies=tuple(text for role, text in proposal.transcript if role in ("assistant", "agent")),
-        parent_id=parent,
-        operator=decision.operator if decision is not None else None,
-        model=usage.model if usage else None,
-        tokens=(usage.prompt_tokens + usage.completion_tokens) or None if usage else None,
-        cost=usage.cost if usage else None,
-        language=strategy.language_of(primary or ""),
-        metadata=dict(metadata or {}),
+    return candidate_data(
+        _primary_of(ctx), ctx.workspace.path, _parent_id(ctx, decision), decision.operator if decision else None,
+        proposal, metrics, prompt, source, metadata,
     )
-
-
-def _seed(program: Program, workdir: Path, baseline: float | None) -> trace.Evaluated | None:
-    """Returns the trace data of the unchanged code when this iteration measured the baseline."""
-    if baseline is None:
-        return None
-    primary = _primary(program, workdir)
-    source = (workdir / primary).read_text(encoding="utf-8", errors="replace") if primary else ""
-    metric = program.evaluation.metric if program.evaluation else "metric"
-    return trace.Evaluated(source=source, metrics={metric: baseline}, language=strategy.language_of(primary or ""))
 
 
 def _candidate(
@@ -489,29 +459,6 @@ def _baseline_outcome(
 def iteration_rng(program: Program, iteration: int) -> random.Random:
     """Returns the random source of one iteration, seeded from (program seed, name, iteration)."""
     return random.Random(f"{program.config.seed}:{program.name}:{iteration}")
-
-
-def prompt_context(
-    program: Program,
-    files: Mapping[str, str],
-    state: statefile.StateFile,
-    best: float | None,
-    iteration: int,
-    directives: tuple[str, ...] = (),
-    recently_deleted: tuple[str, ...] = (),
-) -> PromptContext:
-    return PromptContext(
-        program=program,
-        files=files,
-        best_metric=best,
-        iteration=iteration,
-        priorities=state.priorities,
-        lessons=state.lessons,
-        foreclosed=state.foreclosed,
-        recent_history=tuple(entry.text for entry in state.history[:5]),
-        directives=directives,
-        recently_deleted=recently_deleted,
-    )
 
 
 def guide_for(program: Program, options: RunOptions) -> Callable[[str], str] | None:

@@ -10,6 +10,7 @@ from typing import Mapping, Sequence
 from autoloop_py.edits import EditFailure, evolve_regions
 from autoloop_py.program import Program
 from autoloop_py.render import render
+from autoloop_py.state import StateFile
 
 _LANGUAGES = {
     ".py": "python", ".js": "javascript", ".ts": "typescript", ".rs": "rust", ".go": "go", ".c": "c",
@@ -231,3 +232,27 @@ def render_retry_prompt(
 def _with_newline(text: str) -> str:
     """Returns text ending with a newline (empty text stays empty)."""
     return text if not text or text.endswith("\n") else text + "\n"
+
+
+def prompt_context(
+    program: Program,
+    files: Mapping[str, str],
+    state: StateFile,
+    best: float | None,
+    iteration: int,
+    directives: tuple[str, ...] = (),
+    recently_deleted: tuple[str, ...] = (),
+) -> PromptContext:
+    """Returns the default flow's prompt context from the state file's people-written sections."""
+    return PromptContext(
+        program=program,
+        files=files,
+        best_metric=best,
+        iteration=iteration,
+        priorities=state.priorities,
+        lessons=state.lessons,
+        foreclosed=state.foreclosed,
+        recent_history=tuple(entry.text for entry in state.history[:5]),
+        directives=directives,
+        recently_deleted=recently_deleted,
+    )

@@ -1,11 +1,14 @@
-"""Recording: the state file on the memory branch and the IterationRecord entries written into it."""
+"""Recording: the state file on the memory branch, the IterationRecord entries written into it, and trace data."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime, timezone
+from pathlib import Path
+from typing import Mapping
 
 from autoloop_py import ci_gate, trace, state as statefile
+from autoloop_py.errors import ProgramError
 from autoloop_py.history import KEY_TRAILER
 from autoloop_py.memory import MemoryStore
 from autoloop_py.population import Candidate
@@ -145,3 +148,52 @@ def error_record(
 def with_baseline(record: statefile.IterationRecord, baseline: float | None) -> statefile.IterationRecord:
     """Returns the record carrying the baseline this iteration measured (unchanged when it measured none)."""
     return replace(record, baseline=baseline) if baseline is not None else record
+
+
+def primary_file(program: Program, workdir: Path) -> str | None:
+    """Returns the Target file whose source a trace row keeps (None when the Target has no file yet)."""
+    try:
+        return strategy.primary_target(program, workdir)
+    except ProgramError:
+        return None
+
+
+def candidate_data(
+    primary: str | None,
+    workdir: Path,
+    parent_id: str | None,
+    operator: str | None,
+    proposal: Proposal,
+    metrics: Mapping[str, object],
+    prompt: str,
+    source: str | None = None,
+    metadata: Mapping[str, object] | None = None,
+) -> trace.Evaluated:
+    """Returns the trace data of a candidate (its source read from the worktree unless given)."""
+    path = workdir / primary if primary else None
+    if source is None:
+        source = path.read_text(encoding="utf-8", errors="replace") if path and path.is_file() else ""
+    usage = proposal.usage
+    return trace.Evaluated(
+        source=source,
+        metrics=dict(metrics),
+        prompt=prompt,
+        replies=tuple(text for role, text in proposal.transcript if role in ("assistant", "agent")),
+        parent_id=parent_id,
+        operator=operator,
+        model=usage.model if usage else None,
+        tokens=(usage.prompt_tokens + usage.completion_tokens) or None if usage else None,
+        cost=usage.cost if usage else None,
+        language=strategy.language_of(primary or ""),
+        metadata=dict(metadata or {}),
+    )
+
+
+def seed_data(program: Program, workdir: Path, baseline: float | None) -> trace.Evaluated | None:
+    """Returns the trace data of the unchanged code when this iteration measured the baseline."""
+    if baseline is None:
+        return None
+    primary = primary_file(program, workdir)
+    source = (workdir / primary).read_text(encoding="utf-8", errors="replace") if primary else ""
+    metric = program.evaluation.metric if program.evaluation else "metric"
+    return trace.Evaluated(source=source, metrics={metric: baseline}, language=strategy.language_of(primary or ""))
