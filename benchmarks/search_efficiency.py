@@ -1,6 +1,6 @@
 """Compares the search strategies' efficiency: median best fitness against evaluations, same budget.
 
-Runs hill climbing (the default flow), AlphaEvolve, AdaEvolve and FunSearch on the example
+Runs hill climbing (the default flow), AlphaEvolve, AdaEvolve, FunSearch and EvoX on the example
 programs with the offline `tune` proposer (no network, no API key), several seeds each. Every run
 builds a scratch git repository holding a copy of the program, customised for the strategy (a
 fully resolved playbook under `strategy/`, the pointer in program.md's `## Evolution Strategy`,
@@ -39,7 +39,7 @@ from autoloop_py.program import load_program
 
 REPO = Path(__file__).resolve().parents[1]
 STRATEGIES_DIR = REPO / ".autoloop/strategies"
-STRATEGIES = ("hill-climbing", "alphaevolve", "adaevolve", "funsearch")
+STRATEGIES = ("hill-climbing", "alphaevolve", "adaevolve", "funsearch", "evox")
 CHECKPOINTS = (10, 20, 30)
 
 
@@ -313,6 +313,32 @@ def funsearch_files(spec: Spec) -> dict[str, str]:
     return files
 
 
+def evox_files(spec: Spec) -> dict[str, str]:
+    """Returns the customised EvoX playbook (our initial strategy; no meta step without an LLM)."""
+    files = _read_tree(STRATEGIES_DIR / "evox")
+    files.pop("CUSTOMIZE.md")
+    files["evox.md"] = files.pop("strategy.md")
+    families = "\n".join(f"- {family}: {description}" for family, description in spec.islands)
+
+    def answer(name: str, marker: Marker, nth: int) -> str:
+        table = [
+            ("program-name", spec.name),
+            ("problem framing", spec.framing),
+            ("tuning notes", "evaluations take well under a second, so the reference values are kept."),
+            ("search landscape", families),
+            ("approach families", families),
+            ("knobs", "- the numeric constants of the Target."),
+            ("domain knowledge", spec.facts),
+            ("validity checks", spec.validity + "."),
+        ]
+        for key, value in table:
+            if marker.label.lower().startswith(key):
+                return value
+        raise SystemExit(f"benchmark: no answer for {name}:{marker.line} {marker.preview}")
+
+    return _resolved(files, answer)
+
+
 POINTERS = {
     "alphaevolve": (
         "This program uses the **AlphaEvolve** strategy. On every iteration, read `strategy/alphaevolve.md` and "
@@ -327,8 +353,15 @@ POINTERS = {
         "literally.\nSupport files:\n- `strategy/funsearch.md` — the runtime playbook.\n"
         "- `strategy/prompts/skeleton.md` — the specification every prompt opens with.\n"
     ),
+    "evox": (
+        "This program uses the **EvoX** strategy. On every iteration, read `strategy/evox.md` and follow it "
+        "literally.\n\nSupport files:\n- `strategy/prompts/solution.md`\n- `strategy/prompts/meta.md`\n"
+        "- `strategy/prompts/operators.md`\n"
+    ),
 }
-BUILDERS = {"alphaevolve": alphaevolve_files, "adaevolve": adaevolve_files, "funsearch": funsearch_files}
+BUILDERS = {
+    "alphaevolve": alphaevolve_files, "adaevolve": adaevolve_files, "funsearch": funsearch_files, "evox": evox_files,
+}
 
 
 # --- scratch repositories ----------------------------------------------------------------------
