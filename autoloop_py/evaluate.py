@@ -7,6 +7,7 @@ import json
 import logging
 import math
 import os
+import secrets
 import select
 import signal
 import statistics
@@ -39,6 +40,9 @@ SAFE_ENV = (
 )  # fmt: skip
 SECRET_ENV = ("GITHUB_TOKEN", "GH_TOKEN", "ACTIONS_*", "*_TOKEN", "*_API_KEY", "*_SECRET*", "*PASSWORD*")
 EXTRA_ENV_VAR = "AUTOLOOP_EVAL_ENV"
+# Set to a fresh token for each command: its descendants inherit it, even those that left the group.
+MARK_ENV_VAR = "AUTOLOOP_RUN_MARK"
+_SWEEPS = 5
 
 
 @dataclass(frozen=True)
@@ -278,10 +282,11 @@ def run_command(
 ) -> CommandResult:
     """Runs `bash -c command` in its own process group; kills the whole group on timeout or exit."""
     started = time.monotonic()
+    mark = secrets.token_hex(8)
     process = subprocess.Popen(
         ["bash", "-c", command],
         cwd=cwd,
-        env=dict(env),
+        env={**env, MARK_ENV_VAR: mark},
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -298,6 +303,7 @@ def run_command(
         # The shell is still unreaped here, so its pid (the group id) cannot have been reused.
         _kill_group(process.pid)
         returncode = process.wait()
+        _kill_marked(mark)
         _stop_readers(readers, stop)
         process.stdout.close()
         process.stderr.close()
@@ -332,6 +338,41 @@ def _kill_group(pgid: int) -> None:
         pass
     except OSError as err:
         logger.warning("could not kill process group %d of the evaluation: %s", pgid, err)
+
+
+def _kill_marked(mark: str) -> None:
+    """Kills the processes whose environment carries the command's mark: descendants that left its group (setsid).
+
+    Linux only (/proc); one that also replaced its environment escapes, and only the bounded drain stops waiting on it.
+    """
+    needle = f"{MARK_ENV_VAR}={mark}".encode()
+    for _ in range(_SWEEPS):  # again, in case one forked between the listing and the kill
+        marked = [pid for pid in _pids() if needle in _environ(pid)]
+        if not marked:
+            return
+        for pid in marked:
+            logger.info("killing process %d, left behind by a command outside its process group", pid)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:  # gone already, or not ours to signal
+                pass
+
+
+def _pids() -> list[int]:
+    """Returns the ids of the live processes (none when there is no /proc)."""
+    try:
+        return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return []
+
+
+def _environ(pid: int) -> list[bytes]:
+    """Returns the environment a process started with, as `NAME=value` entries (empty if unreadable)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            return handle.read().split(b"\0")
+    except OSError:
+        return []
 
 
 class _CappedBuffer:

@@ -261,7 +261,9 @@ class MemoryStore:
         try:
             return blob.stdout.decode("utf-8")
         except UnicodeDecodeError as err:
-            raise StateError(f"not UTF-8 text on {self.config.branch}; fix or delete the file", path=path) from err
+            line = blob.stdout.count(b"\n", 0, err.start) + 1
+            message = f"not UTF-8 text on {self.config.branch} (byte {err.start}); fix or delete the file"
+            raise StateError(message, path=path, line=line) from err
 
     def _write_commit(self, parent: str | None, files: Mapping[str, str | bytes], message: str) -> str:
         """Returns a new commit of `files` over parent's tree, or `parent` itself if nothing changes."""

@@ -9,6 +9,7 @@ Every other byte is re-emitted as read.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import re
@@ -224,6 +225,14 @@ def load_state(
 
 def parse_state(text: str, path: str = "state.md") -> StateFile:
     """Parses a state file; raises StateError naming the line when it cannot be trusted."""
+    return _parse_state(text, path)
+
+
+# One run parses the same text several times (picking the program, loading, recording), and a file
+# holding megabytes of history (before its first compaction) takes seconds per parse. The result
+# is immutable, so sharing it is safe; errors are not cached and are raised again.
+@functools.lru_cache(maxsize=4)
+def _parse_state(text: str, path: str) -> StateFile:
     if not text.strip():
         raise StateError("the state file is empty; delete it to start the program afresh", path, 1)
     _check_line_breaks(text, path)

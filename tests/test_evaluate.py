@@ -17,6 +17,7 @@ from autoloop_py.errors import EvaluationError
 from autoloop_py.evaluate import (
     DRAIN_GRACE,
     HEAD_CAP,
+    MARK_ENV_VAR,
     EvaluationResult,
     parse_metric,
     run_command,
@@ -212,11 +213,29 @@ def test_run_command_kills_a_background_child_that_outlives_the_shell(tmp_path: 
 
 
 @needs_proc
-def test_run_command_stops_reading_a_pipe_held_by_an_escaped_child(tmp_path: Path) -> None:
-    # The child leaves the process group (setsid) before the shell exits, so only the bounded
-    # drain stops us from waiting 100 s for EOF on the pipe it inherited.
+def test_run_command_kills_a_child_that_escaped_the_group(tmp_path: Path) -> None:
+    # The child leaves the process group (setsid) before the shell exits and holds the pipe it
+    # inherited; the group kill misses it, the sweep for the command's mark does not.
     escape = "import os, time; os.setsid(); open('escaped', 'w').write(str(os.getpid())); time.sleep(100)"
     command = f'{sys.executable} -c "{escape}" & while [ ! -s escaped ]; do sleep 0.01; done; cat escaped'
+    started = time.monotonic()
+    result = run_command(command, tmp_path, timeout=30, env=ENV)
+    pid = int(result.stdout.split()[0])
+    try:
+        assert time.monotonic() - started < DRAIN_GRACE + 3
+        assert result.returncode == 0 and not result.timed_out
+        assert not _alive(pid)
+    finally:
+        if _alive(pid, wait=0):
+            os.kill(pid, 9)
+
+
+@needs_proc
+def test_run_command_stops_reading_a_pipe_held_by_an_escaped_child_without_the_mark(tmp_path: Path) -> None:
+    # Leaving the group and clearing the environment escapes the sweep, so only the bounded
+    # drain stops us from waiting 100 s for EOF on the pipe it inherited.
+    escape = "import os, time; os.setsid(); open('escaped', 'w').write(str(os.getpid())); time.sleep(100)"
+    command = f'env -i {sys.executable} -c "{escape}" & while [ ! -s escaped ]; do sleep 0.01; done; cat escaped'
     started = time.monotonic()
     result = run_command(command, tmp_path, timeout=30, env=ENV)
     pid = int(result.stdout.split()[0])
@@ -226,6 +245,13 @@ def test_run_command_stops_reading_a_pipe_held_by_an_escaped_child(tmp_path: Pat
         assert _alive(pid, wait=0)
     finally:
         os.kill(pid, 9)
+
+
+@needs_proc
+def test_run_command_marks_its_environment(tmp_path: Path) -> None:
+    first = run_command(f"echo ${MARK_ENV_VAR}", tmp_path, timeout=30, env=ENV).stdout.strip()
+    second = run_command(f"echo ${MARK_ENV_VAR}", tmp_path, timeout=30, env=ENV).stdout.strip()
+    assert len(first) == 16 and first != second
 
 
 # --- evaluate -------------------------------------------------------------------------------

@@ -68,3 +68,16 @@ def test_normalize_heading_ignores_emoji_and_markup() -> None:
 def test_split_sections_is_lossless(lines: list[str]) -> None:
     text = "\n".join(lines) + "\n"
     assert "".join(s.text for s in md.split_sections(text)) == text
+
+
+def test_headings_match_the_full_parse_with_inline_markup_references_and_crlf() -> None:
+    # headings() skips mistune's inline pass for non-heading blocks; its result must equal the full parse's.
+    text = DOC + "\r\n## **Bold** `code` [link][ref] _em_\r\n\r\n[ref]: https://example.invalid\r\n### Iter\\#3 ##\n"
+    expected = []
+    lines = text.replace("\r\n", "\n").splitlines()
+    for token in md.parse_blocks(text):
+        if token["type"] == "heading" and token.get("style") == "atx":
+            line = next(i for i in range(token["line"], len(lines)) if lines[i].lstrip().startswith("#"))
+            expected.append((token["attrs"]["level"], md.inline_text(token["children"]), line))
+    assert [(h.level, h.text, h.line) for h in md.headings(text)] == expected
+    assert expected[-2:] == [(2, "Bold code link em", 21), (3, "Iter#3", 24)]

@@ -50,6 +50,14 @@ def test_read_write_and_list(git_repo: Path, run_git: GitRunner) -> None:
     assert len(_parents(run_git, git_repo, second)) == 1
 
 
+def test_binary_file_is_a_state_error_naming_line_and_byte(git_repo: Path) -> None:
+    store = MemoryStore(git_repo)
+    store.commit({"demo.md": b"# fine\n\nthen \xff garbage\n"}, "binary")
+    with pytest.raises(StateError) as raised:
+        store.read("demo.md")
+    assert str(raised.value) == "demo.md:3: not UTF-8 text on memory/autoloop (byte 13); fix or delete the file"
+
+
 def test_unchanged_files_make_no_commit(git_repo: Path) -> None:
     store = MemoryStore(git_repo)
     first = store.commit({"demo.md": "same\n"}, "first")

@@ -471,3 +471,14 @@ def check_parses_or_state_error(text: str) -> None:
     assert isinstance(state.machine, MachineState)
     assert any(isinstance(s, MachineSection) for s in state.sections)
     assert all(isinstance(s.text, str) for s in state.sections if isinstance(s, HistorySection))
+
+
+def test_parsing_the_same_text_again_reuses_the_result_and_still_raises_errors() -> None:
+    text = statefile.render_state(fresh())
+    first = statefile.parse_state(text, "a.md")
+    assert statefile.parse_state(text, "a.md") is first
+    assert statefile.parse_state(text, "b.md").path == "b.md"
+    broken = text.replace("| Iteration Count | 0 |", "| Iteration Count | many |")
+    for _ in range(2):
+        with pytest.raises(StateError, match="'Iteration Count' is 'many'"):
+            statefile.parse_state(broken, "a.md")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,8 @@ from autoloop_py.memory import MemoryStore
 from autoloop_py.errors import ProgramError
 from autoloop_py.program import Program, check_all
 from autoloop_py.recording import parse_or_new, state_path
+
+logger = logging.getLogger(__name__)
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:
@@ -75,6 +78,34 @@ def read_states(root: Path, programs: list[Program], sync: bool = True) -> dict[
     return states
 
 
+def readable_states(root: Path, programs: list[Program], forced: str | None) -> dict[str, statefile.StateFile | None]:
+    """Returns read_states of the programs whose state file can be read; the others are logged and left out.
+
+    One damaged state file must not stop every other program; the forced program's error is raised.
+    """
+    states, damaged = states_and_damage(root, programs)
+    for name, err in damaged.items():
+        if name == forced:
+            raise err
+        logger.warning("skipping %s: its state file cannot be read: %s", name, err)
+    return states
+
+
+def states_and_damage(
+    root: Path, programs: list[Program]
+) -> tuple[dict[str, statefile.StateFile | None], dict[str, StateError]]:
+    """Returns (the readable programs' states, the error of each program whose state file cannot be read)."""
+    MemoryStore(root).sync()
+    states: dict[str, statefile.StateFile | None] = {}
+    damaged: dict[str, StateError] = {}
+    for program in programs:
+        try:
+            states.update(read_states(root, [program], sync=False))
+        except StateError as err:
+            damaged[program.name] = err
+    return states, damaged
+
+
 def machines(states: dict[str, statefile.StateFile | None]) -> dict[str, Any]:
     """Returns each program's Machine State (None for never-run programs)."""
     return {name: (s.machine if s is not None else None) for name, s in states.items()}
@@ -90,4 +121,4 @@ def format_time(moment: datetime | None) -> str:
     return "never" if moment is None else moment.strftime("%Y-%m-%d %H:%M UTC")
 
 
-__all__ = ["StateError", "add_common", "subparser", "repo_root", "read_states", "machines"]
+__all__ = ["StateError", "add_common", "subparser", "repo_root", "read_states", "readable_states", "states_and_damage", "machines"]

@@ -14,7 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 
 from autoloop_py import ci, github, schedule
-from autoloop_py.commands.common import format_metric, load_all, machines, read_states, repo_root, subparser
+from autoloop_py.commands.common import format_metric, load_all, machines, readable_states, repo_root, subparser
 from autoloop_py.errors import AutoloopError
 from autoloop_py.iteration import IterationOutcome, RunOptions, run_iteration
 from autoloop_py.program import Program, find_program, program_name
@@ -131,9 +131,11 @@ def _deadline() -> float | None:
 
 def _pick(root: Path, programs: list[Program], forced: str | None, first: bool, console: Console) -> Program | None:
     """Returns the program to run next, or None when nothing is due (or a forced program stopped)."""
-    states = machines(read_states(root, programs))
+    readable = readable_states(root, programs, forced)
+    states = machines(readable)
     now = datetime.now(timezone.utc)
-    plan = schedule.plan(programs, states, now, forced)  # a forced unknown/unconfigured name raises here
+    runnable = [p for p in programs if p.name in readable]
+    plan = schedule.plan(runnable, states, now, forced)  # a forced unknown/unconfigured name raises here
     if plan.selected is None:
         console.print("nothing is due: " + (", ".join(f"{s.name} ({s.reason})" for s in plan.skipped) or "no programs"))
         return None

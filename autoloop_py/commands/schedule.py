@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console
 
 from autoloop_py import schedule
-from autoloop_py.commands.common import load_all, machines, read_states, repo_root, subparser
+from autoloop_py.commands.common import load_all, machines, readable_states, repo_root, subparser
 
 
 def add_parser(commands: Any) -> None:
@@ -29,7 +29,9 @@ def cmd_schedule(args: argparse.Namespace, console: Console) -> int:
     root = repo_root(args.repo)
     programs, _ = load_all(root, with_issues=True)
     forced = args.program or os.environ.get("AUTOLOOP_PROGRAM", "").strip() or None
-    plan = schedule.plan(programs, machines(read_states(root, programs)), datetime.now(timezone.utc), forced)
+    readable = readable_states(root, programs, forced)
+    runnable = [p for p in programs if p.name in readable]
+    plan = schedule.plan(runnable, machines(readable), datetime.now(timezone.utc), forced)
     due = list(plan.due[: args.max] if args.max else plan.due)
     if args.matrix:
         console.out(json.dumps({"program": due}), highlight=False)

@@ -7,11 +7,12 @@ from datetime import datetime, timezone
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from autoloop_py import schedule
 from autoloop_py import state as statefile
-from autoloop_py.commands.common import format_metric, format_time, read_states, repo_root, subparser
+from autoloop_py.commands.common import format_metric, format_time, repo_root, states_and_damage, subparser
 from autoloop_py import population as pop
 from autoloop_py.playbook import find_playbook
 from autoloop_py.program import Program, check_all, find_program
@@ -31,7 +32,7 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
     """Prints the dashboard table (and one program's history when named)."""
     root = repo_root(args.repo)
     programs, problems = check_all(root)
-    states = read_states(root, programs)
+    states, damaged = states_and_damage(root, programs)
     now = datetime.now(timezone.utc)
     shown = [find_program(programs, args.program)] if args.program else programs
     table = Table(title="autoloop programs")
@@ -39,13 +40,19 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
         table.add_column(column)
     for program in shown:
         playbook = find_playbook(program, root)
-        table.add_row(program.name, playbook.name if playbook else "default", *_row(program, states.get(program.name), now))
+        strategy_name = playbook.name if playbook else "default"
+        if program.name in damaged:
+            table.add_row(program.name, strategy_name, "❌ state file unreadable", *["—"] * 6)
+        else:
+            table.add_row(program.name, strategy_name, *_row(program, states.get(program.name), now))
     console.print(table)
     for problem in problems:
-        console.print(f"[red]✗[/] {problem}")
-    if args.program:
+        console.print(f"[red]✗[/] {escape(str(problem))}")
+    for err in damaged.values():
+        console.print(f"[red]✗[/] {escape(str(err))}")
+    if args.program and args.program not in damaged:
         _details(states.get(args.program), console)
-    return 0
+    return 1 if args.program in damaged else 0
 
 
 def _row(program: Program, state: statefile.StateFile | None, now: datetime) -> list[str]:
