@@ -81,14 +81,19 @@ def measure(n: int) -> tuple[int, int, float]:
             _git(clone, "config", "user.name", f"runner{i}")
             _git(clone, "config", "user.email", f"runner{i}@example.invalid")
             clones.append(clone)
+        logs = [base / f"runner{i}.log" for i in range(n)]
         start = time.perf_counter()
         runs = [
             subprocess.Popen([sys.executable, "-m", "autoloop_py", "run", "--repo", str(clone), "--program", name],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-            for clone, name in zip(clones, names)
+                             stdout=subprocess.DEVNULL, stderr=log.open("w"))
+            for clone, name, log in zip(clones, names, logs)
         ]
-        ok = sum(run.wait(timeout=600) == 0 for run in runs)
+        codes = [run.wait(timeout=600) for run in runs]
+        ok = codes.count(0)
         elapsed = time.perf_counter() - start
+        for code, log in zip(codes, logs):
+            if code:
+                print(f"  a runner exited {code}:\n{log.read_text()[-2000:]}", file=sys.stderr)
         reader = base / "reader"
         _git(base, "clone", "-q", str(origin), str(reader))
         _git(reader, "fetch", "-q", "origin", "memory/autoloop:memory/autoloop")
@@ -96,8 +101,6 @@ def measure(n: int) -> tuple[int, int, float]:
         for name in set(names):
             text = _git(reader, "show", f"memory/autoloop:{name}.md")
             recorded += statefile.parse_state(text + "\n").machine.iteration_count
-        if ok != n:
-            print(f"  {n - ok} runner(s) exited non-zero", file=sys.stderr)
         return n, recorded, elapsed / n
 
 

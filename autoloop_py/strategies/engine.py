@@ -45,6 +45,12 @@ class Engine(Protocol):
         may carry `attempt: int`, the attempts used, for the history.
       evaluates_as_is(decision) -> bool: the decision records the Target as it is, without a proposal
         (FunSearch's seed).
+      duplicate_of(population, code) -> Candidate | None: an evaluated entry the code repeats (checked before
+        evaluation; FunSearch).
+      load_strategy_code(population, load_code) -> Population: reads back state-block code the engine folded
+        to the memory branch (EvoX's past strategies).
+      fold_strategy_code(population) -> (Population, {path: source}): moves state-block code out to the memory
+        branch when the state file nears its budget; the runner commits the sources beside the state file.
 
     An engine parses its `### ⚙️ Strategy State` block with first_line 0, so a StateError it raises
     numbers the block's lines from 1; the runner moves it to the state file's line.
