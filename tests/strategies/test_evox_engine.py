@@ -285,3 +285,49 @@ def test_the_meta_step_shows_a_folded_reference_in_full(tmp_path: Path) -> None:
     assert reply is not None and reply.meta is not None and reply.meta.references == (1,)
     reference = guide.prompts[0][guide.prompts[0].index("## Reference strategy S1"):]
     assert "DIVERGE_RATE = 0.5" in reference
+
+
+def _late(body: str) -> str:
+    """Returns the initial strategy misbehaving only past 13 genomes, so that it passes validation first."""
+    lines = "".join(f"            {line}\n" for line in body.splitlines())
+    return INITIAL.replace(
+        "        ranked = self._ranked()\n",
+        f"        if len(self.genomes) > 13:\n{lines}        ranked = self._ranked()\n",
+    )
+
+
+@pytest.mark.parametrize(
+    ("kind", "body"),
+    [
+        ("loops forever", "while True:\n    pass"),
+        ("allocates 4 GB", "hoard = bytearray(4 << 30)"),
+        ("mutates scores", "first = min(self.genomes)\n"
+                           "self.genomes[first] = dataclasses.replace(self.genomes[first], metrics={'score': 99.0})"),
+    ],
+)
+def test_a_hostile_strategy_is_stopped_and_rolled_back_while_the_iteration_decides(
+    tmp_path: Path, kind: str, body: str
+) -> None:
+    code = _late(body).replace("import math\n", "import dataclasses\nimport math\n", 1)
+    fast = replace(CONFIG, sandbox_seconds=3.0, sandbox_cpu_seconds=1)
+    assert evox_sandbox.validate(code, 42) == [], kind
+    engine = _engine(tmp_path, fast)
+    state = evox.evolve(_stagnant(), evox.MetaOutcome(0, (), code, (), 1), 1.5, 5)
+    population = _population(15, state)
+    decision = engine.decide(population, _context(population), random.Random(1))
+    assert decision.strategy_id == 0 and decision.parent is not None, kind
+    assert decision.state.strategy(1).status == "rolled-back", kind
+    recorded = engine.advance(population, decision, iteration=7)
+    assert engine.state_of(recorded).strategy(1).status == "rolled-back"
+    assert [c.fitness for c in recorded.candidates] == [c.fitness for c in population.candidates]
+
+
+def test_a_hand_edit_that_imports_os_is_refused_and_the_previous_strategy_runs(tmp_path: Path) -> None:
+    engine = _engine(tmp_path)
+    state = evox.evolve(_stagnant(), evox.MetaOutcome(0, (), BOLDER, (), 1), 0.6, 5)
+    text = render_state_block(state, "higher").replace("import math\n", "import math\nimport os\n", 1)
+    population = pop.with_strategy_state(_population(4), text)
+    reply = engine.refresh(population, None)
+    assert reply is not None and reply.edit is not None and any("os" in p for p in reply.edit.problems)
+    decision = engine.decide(population, _context(population), random.Random(1), guide_reply=reply)
+    assert decision.state.strategy(1).status == "failed-validation" and decision.strategy_id == 0
