@@ -51,13 +51,16 @@ class MemoryConfig:
         branch: the branch holding state files (`<program>.md` at its root).
         remote: the remote to sync and push to, when the repository has it.
         max_attempts: read-modify-write attempts before update() gives up.
-        backoff: seconds before the first retry; doubles each retry, with jitter.
+        backoff: seconds before the first retry; doubles each retry, with jitter, up to max_backoff.
+        max_backoff: the longest pause between two attempts.
     """
 
     branch: str = MEMORY_BRANCH
     remote: str = "origin"
-    max_attempts: int = 6
+    # Sixteen runners on two cores lost a record after 6 attempts; 12 wait up to ~35 s in all.
+    max_attempts: int = 12
     backoff: float = 0.2
+    max_backoff: float = 4.0
 
 
 class _Retry(Exception):
@@ -220,7 +223,7 @@ class MemoryStore:
 
     def _pause(self, attempt: int) -> None:
         """Sleeps an exponential backoff with jitter before retry number `attempt`."""
-        delay = self.config.backoff * (2 ** (attempt - 1)) * (0.5 + self._rng.random())
+        delay = min(self.config.max_backoff, self.config.backoff * (2 ** (attempt - 1))) * (0.5 + self._rng.random())
         time.sleep(delay)
 
     def _tip(self) -> str | None:
