@@ -215,7 +215,10 @@ def render_workflows(options: InitOptions) -> dict[Path, str]:
 
 
 def bundled_strategies() -> dict[Path, str]:
-    """Returns autoloop's own strategy templates, verbatim, under `.autoloop/strategies/<name>/`."""
+    """Returns autoloop's own strategy playbooks (markdown), verbatim, under `.autoloop/strategies/<name>/`.
+
+    Other files there (EvoX's initial strategy) are the runner's, read from the package.
+    """
     package = resources.files("autoloop_py") / "templates" / "strategies"
     files: dict[Path, str] = {}
     for entry in sorted(package.iterdir(), key=lambda e: e.name):
@@ -225,14 +228,14 @@ def bundled_strategies() -> dict[Path, str]:
 
 
 def _package_tree(entry: Traversable, base: Path) -> dict[Path, str]:
-    """Returns the text files under a package folder, keyed by their path under base."""
+    """Returns the markdown files under a package folder, keyed by their path under base."""
     files: dict[Path, str] = {}
     for child in sorted(entry.iterdir(), key=lambda e: e.name):
         if child.name.startswith(("_", ".")):
             continue
         if child.is_dir():
             files.update(_package_tree(child, base / child.name))
-        else:
+        elif child.name.endswith(".md"):
             files[base / child.name] = child.read_text(encoding="utf-8")
     return files
 

@@ -23,11 +23,11 @@ SAMPLE = (
 
 
 def bundled_strategy_files() -> dict[str, str]:
-    """Returns autoloop's strategy templates as `.autoloop/strategies/...` path -> text."""
+    """Returns autoloop's strategy playbooks (markdown) as `.autoloop/strategies/...` path -> text."""
     root = Path(str(resources.files("autoloop_py") / "templates" / "strategies"))
     return {
         f".autoloop/strategies/{p.relative_to(root).as_posix()}": p.read_text(encoding="utf-8")
-        for p in sorted(root.rglob("*"))
+        for p in sorted(root.rglob("*.md"))
         if p.is_file() and "__pycache__" not in p.parts
     }
 
@@ -45,6 +45,7 @@ def test_init_installs_workflows_strategies_and_a_sample_that_check_accepts(
     out = capsys.readouterr().out
     strategies = bundled_strategy_files()
     assert ".autoloop/strategies/alphaevolve/strategy.md" in strategies
+    assert not (git_repo / ".autoloop/strategies/evox/initial_strategy.py").exists()  # the runner's, not a playbook
     assert written(git_repo) == {*WORKFLOWS, *SAMPLE, *strategies}
     for rel in (*WORKFLOWS, *SAMPLE, *strategies):
         assert f"wrote {rel}\n" in out
