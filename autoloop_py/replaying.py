@@ -6,11 +6,13 @@ import logging
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Callable, Mapping
 
-from autoloop_py.analysis.replay import ReplayEvent, Trial, apply_text
+from autoloop_py.analysis.replay import Applied, ReplayEvent, Trial, apply_text, retry_user
+from autoloop_py.analysis.replay_prompts import EXACT, VariantPrompt
 from autoloop_py.errors import AutoloopError
 from autoloop_py.evaluate import evaluate
 from autoloop_py.gitutil import call, open_repo, rev_parse, run
@@ -121,34 +123,75 @@ class Bench:
         return True, result.metric, None
 
 
-def replay_event(event: ReplayEvent, model: str, repeats: int, bench: Bench | None = None, ask: Ask = send) -> list[Trial]:
+@dataclass(frozen=True)
+class Replay:
+    """How to replay an event.
+
+    Attributes:
+        model: the litellm model to re-send with.
+        repeats: how many replays to make.
+        attempts: how many replies one replay may ask for; a failed one is fed back into the next prompt.
+        prompt: the prompt to re-send (None: the event's saved prompt, unchanged).
+    """
+
+    model: str
+    repeats: int = 1
+    attempts: int = 1
+    prompt: VariantPrompt | None = None
+
+
+def replay_event(event: ReplayEvent, how: Replay, bench: Bench | None = None, ask: Ask = send) -> list[Trial]:
     """Re-sends the event's prompt `repeats` times; applies each reply to the parent and evaluates it on the bench."""
     primary = bench.primary if bench else SOURCE_KEY
     files = {**bench.files, primary: event.parent_source} if bench else {SOURCE_KEY: event.parent_source}
+    prompt = how.prompt or VariantPrompt(EXACT, event.system, event.user)
     trials = []
-    for number in range(repeats):
-        logger.info("replay %d/%d of %s with %s", number + 1, repeats, event.id, model)
-        trials.append(_trial(event, model, files, primary, bench, ask))
+    for number in range(how.repeats):
+        logger.info("replay %d/%d of %s (%s) with %s", number + 1, how.repeats, event.id, prompt.variant, how.model)
+        trials.append(_attempts(event, how, prompt, _Setup(files, primary, bench, ask)))
     return trials
 
 
-def _trial(
-    event: ReplayEvent, model: str, files: Mapping[str, str], primary: str, bench: Bench | None, ask: Ask
-) -> Trial:
-    """Returns one replay: the reply, whether it applied, and how its child evaluated."""
+@dataclass(frozen=True)
+class _Setup:
+    """What every attempt of a replay shares: the parent's files, the primary path, the bench and the model call."""
+
+    files: Mapping[str, str]
+    primary: str
+    bench: Bench | None
+    ask: Ask
+
+
+def _attempts(event: ReplayEvent, how: Replay, prompt: VariantPrompt, setup: _Setup) -> Trial:
+    """Returns the first attempt that neither fails to parse nor to evaluate, or the last one."""
+    user, errors, number = prompt.user, [], 1
+    trial, applied = _trial(event, how.model, prompt.system, user, setup)
+    while trial.failed and number < how.attempts:
+        errors.append(trial.parse_error or trial.eval_error or "the evaluation failed")
+        # A call that got no reply is simply asked again; a reply that failed is shown with why.
+        if trial.reply:
+            user = retry_user(prompt.user, trial, applied)
+        trial, applied = _trial(event, how.model, prompt.system, user, setup)
+        number += 1
+    return replace(trial, attempts=number, earlier_errors=tuple(errors))
+
+
+def _trial(event: ReplayEvent, model: str, system: str, user: str, setup: _Setup) -> tuple[Trial, Applied | None]:
+    """Returns one reply's trial (whether it applied, how its child evaluated) and how it applied."""
+    bench = setup.bench
     failed = False if bench is not None else None
     try:
-        reply = ask(model, event.system, event.user)
+        reply = setup.ask(model, system, user)
     except Exception as err:  # litellm raises provider-specific types; each counts as a failed replay
-        return Trial("", f"no reply from {model}: {one_line(err)}", eval_ok=failed)
-    applied = apply_text(reply, files, primary, bench.program.target.allows if bench else None)
+        return Trial("", f"no reply from {model}: {one_line(err)}", eval_ok=failed), None
+    applied = apply_text(reply, setup.files, setup.primary, bench.program.target.allows if bench else None)
     if applied.error is not None:
-        return Trial(reply, applied.error, eval_ok=failed)
-    source = applied.changed.get(primary, event.parent_source)
+        return Trial(reply, applied.error, eval_ok=failed), applied
+    source = applied.changed.get(setup.primary, event.parent_source)
     if bench is None:
-        return Trial(reply, None, source)
-    ok, score, error = bench.evaluate({primary: event.parent_source, **applied.changed})
-    return Trial(reply, None, source, ok, error, score)
+        return Trial(reply, None, source), applied
+    ok, score, error = bench.evaluate({setup.primary: event.parent_source, **applied.changed})
+    return Trial(reply, None, source, ok, error, score), applied
 
 
 def one_line(error: object, limit: int = 300) -> str:

@@ -89,7 +89,6 @@ def measure(n: int) -> tuple[int, int, float]:
             for clone, name, log in zip(clones, names, logs)
         ]
         codes = [run.wait(timeout=600) for run in runs]
-        ok = codes.count(0)
         elapsed = time.perf_counter() - start
         for code, log in zip(codes, logs):
             if code:

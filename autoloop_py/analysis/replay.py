@@ -7,22 +7,27 @@ byte, and how does its score compare with the original's (EvoReplay's counterfac
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
 from autoloop_py.analysis import nodes_of, oriented
 from autoloop_py.analysis.lineage import record_holders
-from autoloop_py.edits import Reply, apply_reply, parse_reply
+from autoloop_py.analysis.replay_prompts import ContextProgram, retry_prompt
+from autoloop_py.edits import EditFailure, Reply, apply_reply, parse_reply
 from autoloop_py.errors import AutoloopError, EditError
 from autoloop_py.trace import Trace, TraceRow
 
 BEST = "best"
+ALL = "all"
 # Other frameworks keep planner calls next to the generating prompt; those are not the candidate's prompt.
 _SKIPPED_KEYS = ("planner", "strategy_sampling")
 NO_CHANGE = "the reply leaves the parent unchanged"
 NO_EDIT = "the reply contains no edit"
 TOLERANCE = 1e-3
+# A best-so-far event must beat the running best by more than this (EvoReplay's counterfactuals).
+IMPROVEMENT = 1e-12
 CLASSES = ("better", "similar", "still_improves_parent", "worse", "not_evaluated", "eval_failed", "parse_failed")
 
 
@@ -66,10 +71,14 @@ class Applied:
     Attributes:
         changed: repo-relative path -> new content of every file the reply changed.
         error: why the reply does not count as parsed (unreadable, an edit failed, nothing changed), else None.
+        unreadable: the reply could not be parsed at all (error is the parse error).
+        failures: the edits that could not be applied, with the nearest real lines (for the retry prompt).
     """
 
     changed: Mapping[str, str] = field(default_factory=dict)
     error: str | None = None
+    unreadable: bool = False
+    failures: tuple[EditFailure, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -83,6 +92,8 @@ class Trial:
         eval_ok: whether the child evaluated; None when no evaluation was available (a bare trace directory).
         eval_error: why the evaluation failed, None otherwise.
         score: the child's metric when it evaluated.
+        attempts: how many replies were asked for (the last one is this trial's).
+        earlier_errors: why each earlier attempt failed, in order.
     """
 
     reply: str
@@ -91,6 +102,13 @@ class Trial:
     eval_ok: bool | None = None
     eval_error: str | None = None
     score: float | None = None
+    attempts: int = 1
+    earlier_errors: tuple[str, ...] = ()
+
+    @property
+    def failed(self) -> bool:
+        """Returns whether the trial failed to parse or to evaluate (what another attempt may fix)."""
+        return not self.parsed or self.eval_ok is False
 
     @property
     def parsed(self) -> bool:
@@ -114,6 +132,7 @@ class ReplayMeasures:
         score_ratio: score_mean / the original score ("Replay/Orig."); None when either is unknown or it is 0.
         classes: trial class -> count (better, similar, still_improves_parent, worse, not_evaluated,
             eval_failed, parse_failed), against the original score within 1e-3 × max(|original|, 1).
+        attempts_mean: the mean number of replies asked for per replay (1 without retries).
     """
 
     repeats: int
@@ -126,6 +145,7 @@ class ReplayMeasures:
     score_std: float | None
     score_ratio: float | None
     classes: Mapping[str, int]
+    attempts_mean: float = 1.0
 
 
 def prompt_entry(prompts: Mapping[str, Any] | None) -> tuple[str, Mapping[str, Any]] | None:
@@ -156,6 +176,17 @@ def choose_event(trace: Trace, which: str) -> ReplayEvent:
     return _event_of(trace, row)
 
 
+def choose_events(trace: Trace, which: str) -> list[ReplayEvent]:
+    """Returns the events `which` names: `all` (the best-so-far events), `best` or a row id."""
+    if which != ALL:
+        return [choose_event(trace, which)]
+    events = select_events(trace)
+    if not events:
+        raise AutoloopError("no best-so-far program of the run has a parent and a saved prompt to replay; "
+                            "pass --event with a row id", path=trace.directory)
+    return events
+
+
 def _event_of(trace: Trace, row: TraceRow) -> ReplayEvent:
     """Returns the replay event of a row, or raises naming what the trace lacks."""
     hint = "pick another candidate with --event ID (`autoloop analyze` lists the best-so-far events)"
@@ -180,6 +211,74 @@ def _event_of(trace: Trace, row: TraceRow) -> ReplayEvent:
     )
 
 
+def select_events(trace: Trace) -> list[ReplayEvent]:
+    """Returns the best-so-far events that can be replayed, at most `event_cap` of them, always with the final best."""
+    found: list[tuple[float, ReplayEvent]] = []
+    best: float | None = None
+    for row in sorted(trace.rows, key=lambda r: (r.iteration_found, r.timestamp or "", r.id)):
+        score = trace.score(row)
+        if score is None or _migrant(row):
+            continue
+        value = oriented(score, trace.direction)
+        if best is not None and value <= best + IMPROVEMENT:
+            continue
+        gain, best = (value - best if best is not None else 0.0), value
+        event = _replayable(trace, row)
+        if event is not None:
+            found.append((gain, event))
+    return _capped(found, event_cap(trace))
+
+
+def event_cap(trace: Trace) -> int:
+    """Returns how many events `--event all` replays: max(1, ceil(15 · iterations / 100))."""
+    iterations = max((row.iteration_found for row in trace.rows), default=0)
+    return max(1, math.ceil(15 * iterations / 100))
+
+
+def _capped(found: Sequence[tuple[float, ReplayEvent]], cap: int) -> list[ReplayEvent]:
+    """Returns the final event and the cap - 1 others with the largest gains, in run order."""
+    if len(found) <= cap:
+        return [event for _, event in found]
+    *others, final = found
+    kept = sorted(others, key=lambda pair: -pair[0])[: cap - 1]
+    return [event for _, event in sorted(kept, key=lambda pair: found.index(pair))] + [final[1]]
+
+
+def _migrant(row: TraceRow) -> bool:
+    """Returns whether a row is a migrant copy of a program from another island (not a new proposal)."""
+    metadata = row.extra.get("metadata")
+    return isinstance(metadata, Mapping) and bool(metadata.get("migrant"))
+
+
+def _replayable(trace: Trace, row: TraceRow) -> ReplayEvent | None:
+    """Returns the row's replay event, None when it lacks a parent, a saved prompt or a source."""
+    try:
+        return _event_of(trace, row)
+    except AutoloopError:
+        return None
+
+
+def context_pool(trace: Trace, event: ReplayEvent) -> list[ContextProgram]:
+    """Returns the valid programs found before the event (not it, not its parent) that may stand in as context."""
+    pool = []
+    for row in trace.rows:
+        score, source = trace.score(row), trace.source(row)
+        if row.iteration_found >= event.iteration or row.id in (event.id, event.parent_id):
+            continue
+        if score is not None and source is not None:
+            pool.append(ContextProgram(row.id, row.iteration_found, score, source, row.changes, row.language))
+    return pool
+
+
+def retry_user(user: str, trial: Trial, applied: Applied | None) -> str:
+    """Returns the user prompt of the next attempt after a failed trial (the failure fed back)."""
+    if applied is None or applied.error is None:
+        return retry_prompt(user, trial.reply, eval_error=trial.eval_error)
+    if applied.unreadable:
+        return retry_prompt(user, trial.reply, parse_error=applied.error)
+    return retry_prompt(user, trial.reply, failures=applied.failures or (EditFailure(None, applied.error),))
+
+
 def apply_text(
     text: str, files: Mapping[str, str], primary: str, allows: Callable[[str], bool] | None = None
 ) -> Applied:
@@ -187,7 +286,7 @@ def apply_text(
     try:
         reply = parse_reply(text)
     except EditError as err:
-        return Applied(error=str(err))
+        return Applied(error=str(err), unreadable=True)
     if not reply.blocks and not reply.rewrites:
         return Applied(error=NO_EDIT)
     if allows is None:
@@ -196,7 +295,8 @@ def apply_text(
     changed, failures = apply_reply(reply, files, default)
     refused = [path for path in changed if allows is not None and not allows(path)]
     if failures or refused:
-        return Applied(error=failures[0].reason if failures else f"the reply changes {refused[0]}, outside the Target")
+        reason = failures[0].reason if failures else f"the reply changes {refused[0]}, outside the Target"
+        return Applied(error=reason, failures=tuple(failures))
     return Applied(changed) if changed else Applied(error=NO_CHANGE)
 
 
@@ -246,10 +346,12 @@ def measure(trials: Sequence[Trial], event: ReplayEvent, direction: str) -> Repl
         score_std=statistics.pstdev(scores) if scores else None,
         score_ratio=mean / event.score if mean is not None and event.score else None,
         classes=classes,
+        attempts_mean=sum(t.attempts for t in trials) / count,
     )
 
 
 __all__ = [
-    "Applied", "BEST", "CLASSES", "ReplayEvent", "ReplayMeasures", "Trial",
-    "apply_text", "best_row", "choose_event", "classify", "measure", "prompt_entry",
+    "ALL", "Applied", "BEST", "CLASSES", "ReplayEvent", "ReplayMeasures", "Trial",
+    "apply_text", "best_row", "choose_event", "choose_events", "classify", "context_pool", "event_cap", "measure",
+    "prompt_entry", "retry_user", "select_events",
 ]

@@ -7,22 +7,39 @@ import contextlib
 import dataclasses
 import json
 import tempfile
+import textwrap
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from autoloop_py.analysis.replay import BEST, ReplayEvent, Trial, choose_event, classify, measure
+from autoloop_py.analysis.replay import BEST, CLASSES, ReplayEvent, Trial, choose_events, classify, context_pool, measure
+from autoloop_py.analysis.replay_prompts import EXACT, VARIANTS, vary
 from autoloop_py.commands.common import format_metric, repo_root, subparser
 from autoloop_py.commands.trace import export_program
 from autoloop_py.errors import AutoloopError
 from autoloop_py.program import Program, check_all, find_program
-from autoloop_py.replaying import Bench, check_credentials, replay_event
+from autoloop_py.replaying import Bench, Replay, check_credentials, replay_event
 from autoloop_py.trace import Trace, load_trace
 
 _SUMMARY = "Re-send the saved prompt that produced a candidate and measure how reproducible it is."
+_EXAMPLE = ("autoloop replay function_minimization --event best --repeats 3\n"
+            "  autoloop replay function_minimization --event all --variant exact --variant strict_diff --attempts 2\n"
+            "  autoloop replay traces/run42 --model openai/gpt-4o-mini --variant no_history --json")
+_VARIANTS = ("`exact` re-sends the prompt unchanged; `strict_diff` appends an instruction to answer with SEARCH/REPLACE "
+             "blocks only; `no_other_context` cuts the sections showing other programs (AdaEvolve's 'Other programs "
+             "for inspiration', EvoX's 'Context programs'); `no_history` cuts the sections of earlier attempts "
+             "('Recent history', 'Previous attempts', 'Earlier children of this parent'); `alternate_context` shows, "
+             "in place of each context program, an earlier program of the run closest in score to the parent. A "
+             "variant whose section the prompt lacks is reported as skipped")
+_EPILOG = textwrap.fill("Each reply is applied to the parent's source as the llm proposer applies it and, for a program of this "
+           "repository, evaluated in a private worktree of autoloop/<program>. A trace directory whose program is not "
+           "in the repository is replayed without evaluation. Per event and variant the report gives the parse and "
+           "evaluation success rates, exact solution and reply matches, score mean/median/std, replay/original, and "
+           "each trial's class against the original score (tolerance 0.001): better, similar, still_improves_parent "
+           "(worse than the original, better than its parent), worse, parse_failed, eval_failed, or not_evaluated.", width=90)
 NO_MODEL = ("candidate '{id}' records no model; pass --model with a litellm model name "
             "(for example --model openai/gpt-4o-mini)")
 
@@ -46,31 +63,39 @@ class Target:
 
 def add_parser(commands: Any) -> None:
     """Registers `autoloop replay`."""
-    parser = subparser(commands, "replay", _SUMMARY, "autoloop replay function_minimization --event best --repeats 3")
+    parser = subparser(commands, "replay", _SUMMARY, _EXAMPLE)
     parser.add_argument("target", help="a program's name (its trace on memory/autoloop) or an EvoTrace run directory")
-    parser.add_argument("--event", default=BEST, metavar="best|ID",
-                        help="the candidate to replay: `best` (the run's final best, default) or a row id such as it7")
-    parser.add_argument("--repeats", type=int, default=3, metavar="N", help="how many times to re-send the prompt (default 3)")
+    parser.add_argument("--event", default=BEST, metavar="best|all|ID",
+                        help="the candidate to replay: `best` (the run's final best, default), `all` (every "
+                             "best-so-far candidate with a parent and a saved prompt, at most max(1, ceil(15%% of the "
+                             "iterations)), always with the final best) or a row id such as it7")
+    parser.add_argument("--variant", action="append", choices=VARIANTS, metavar="NAME",
+                        help="how to change the saved prompt; repeat to compare several (default exact): " + _VARIANTS)
+    parser.add_argument("--repeats", type=int, default=3, metavar="N",
+                        help="how many times to re-send each prompt (default 3)")
+    parser.add_argument("--attempts", type=int, default=1, metavar="N",
+                        help="replies one replay may ask for: a reply that does not apply or whose child fails its "
+                             "evaluation is shown to the model, with why, in the next attempt's prompt (default 1)")
     parser.add_argument("--model", help="litellm model to re-send with (default: the model recorded for the candidate)")
     parser.add_argument("--json", action="store_true", help="print the measures and every trial as JSON")
-    parser.epilog = ("Each reply is applied to the parent's source as the llm proposer applies it and, for a program "
-                     "of this repository, evaluated in a private worktree of autoloop/<program>. A trace directory "
-                     "whose program is not in the repository is replayed without evaluation.")
+    parser.epilog = _EPILOG
     parser.set_defaults(handler=cmd_replay)
 
 
 def cmd_replay(args: argparse.Namespace, console: Console) -> int:
-    """Replays the event and prints the measures (tables or JSON)."""
-    if args.repeats < 1:
-        raise AutoloopError("--repeats must be at least 1")
+    """Replays the events in each variant and prints the measures (tables or JSON)."""
+    if args.repeats < 1 or args.attempts < 1:
+        raise AutoloopError("--repeats and --attempts must be at least 1")
+    variants = list(dict.fromkeys(args.variant or [EXACT]))
     with opened(args.target, args.repo) as target:
-        event = choose_event(target.trace, args.event)
-        model = args.model or event.model
-        if not model:
-            raise AutoloopError(NO_MODEL.format(id=event.id))
-        check_credentials(model)
-        trials = _replay(target, event, model, args.repeats)
-        report = replay_report(target, event, model, trials)
+        events = choose_events(target.trace, args.event)
+        models = {event.id: _model(args.model, event) for event in events}
+        for model in dict.fromkeys(models.values()):
+            check_credentials(model)
+        with _bench(target) as bench:
+            replays = [_replay(target, event, variant, Replay(models[event.id], args.repeats, args.attempts), bench)
+                       for event in events for variant in variants]
+        report = replay_report(target, replays, args.repeats, args.attempts)
     if args.json:
         console.out(json.dumps(report, indent=2, ensure_ascii=False), highlight=False)
     else:
@@ -78,12 +103,36 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def _replay(target: Target, event: ReplayEvent, model: str, repeats: int) -> list[Trial]:
-    """Returns the trials, evaluated on a bench when the program is known."""
+def _model(option: str | None, event: ReplayEvent) -> str:
+    """Returns the model to re-send an event's prompt with, or raises when neither --model nor the trace names one."""
+    model = option or event.model
+    if not model:
+        raise AutoloopError(NO_MODEL.format(id=event.id))
+    return model
+
+
+@contextlib.contextmanager
+def _bench(target: Target) -> Iterator[Bench | None]:
+    """Yields the evaluation bench of the run's program, None when the program is not in this repository."""
     if target.program is None or target.root is None:
-        return replay_event(event, model, repeats)
+        yield None
+        return
     with Bench(target.root, target.program) as bench:
-        return replay_event(event, model, repeats, bench)
+        yield bench
+
+
+def _replay(target: Target, event: ReplayEvent, variant: str, how: Replay, bench: Bench | None) -> dict[str, Any]:
+    """Returns one event replayed in one variant, as plain data (no trials when the variant does not apply)."""
+    pool = context_pool(target.trace, event) if variant == "alternate_context" else ()
+    prompt = vary(variant, event.system, event.user, event.parent_score, pool)
+    trials = [] if prompt.skipped else replay_event(event, dataclasses.replace(how, prompt=prompt), bench)
+    direction = target.trace.direction
+    return {
+        "event": _event_dict(event), "variant": variant, "model": how.model,
+        "prompt_change": prompt.change, "skipped": prompt.skipped,
+        "measures": None if prompt.skipped else dataclasses.asdict(measure(trials, event, direction)),
+        "trials": [_trial_dict(trial, event, direction) for trial in trials],
+    }
 
 
 @contextlib.contextmanager
@@ -118,54 +167,99 @@ def _program(root: Path, name: str) -> Program | None:
     return next((program for program in programs if program.name == name), None)
 
 
-def replay_report(target: Target, event: ReplayEvent, model: str, trials: list[Trial]) -> dict[str, Any]:
-    """Returns the replay as plain data: the event, the measures and each trial."""
-    direction = target.trace.direction
-    measures = measure(trials, event, direction)
+def replay_report(target: Target, replays: list[dict[str, Any]], repeats: int, attempts: int) -> dict[str, Any]:
+    """Returns the run's replays as plain data: per event and variant, the measures and each trial."""
     return {
         "run": target.label,
-        "event": {"id": event.id, "iteration": event.iteration, "parent_id": event.parent_id, "score": event.score,
-                  "parent_score": event.parent_score, "recorded_model": event.model, "prompt_key": event.prompt_key},
-        "model": model,
         "evaluated_with": target.program.name if target.program is not None else None,
-        "direction": direction,
-        "measures": dataclasses.asdict(measures),
-        "trials": [_trial_dict(trial, event, direction) for trial in trials],
+        "direction": target.trace.direction,
+        "repeats": repeats,
+        "attempts": attempts,
+        "replays": replays,
     }
+
+
+def _event_dict(event: ReplayEvent) -> dict[str, Any]:
+    return {"id": event.id, "iteration": event.iteration, "parent_id": event.parent_id, "score": event.score,
+            "parent_score": event.parent_score, "recorded_model": event.model, "prompt_key": event.prompt_key}
 
 
 def _trial_dict(trial: Trial, event: ReplayEvent, direction: str) -> dict[str, Any]:
     return {"parsed": trial.parsed, "parse_error": trial.parse_error, "eval_ok": trial.eval_ok,
             "eval_error": trial.eval_error, "score": trial.score, "exact_match": trial.source == event.source,
-            "class": classify(trial, event, direction)}
+            "class": classify(trial, event, direction), "attempts": trial.attempts,
+            "earlier_errors": list(trial.earlier_errors)}
 
 
 def print_report(report: dict[str, Any], console: Console) -> None:
-    """Prints the trials as a table and the measures as lines."""
-    event = report["event"]
-    console.print(f"[bold]Replayed[/] {escape(event['id'])} of {escape(report['run'])} (iteration {event['iteration']}, "
-                  f"parent {escape(event['parent_id'])}, score {format_metric(event['score'])}) "
-                  f"{len(report['trials'])}× with {escape(report['model'])}")
+    """Prints, per event, a table of the measures of each variant; the trials when one replay was made."""
     if report["evaluated_with"] is None:
         console.print("[yellow]not evaluated:[/] the run's program is not in this repository")
-    table = Table()
-    for column in ("#", "parsed", "evaluated", "score", "exact match", "class", "why not"):
-        table.add_column(column)
-    for number, trial in enumerate(report["trials"], start=1):
-        table.add_row(str(number), _yes(trial["parsed"]), _yes(trial["eval_ok"]), format_metric(trial["score"]),
-                      _yes(trial["exact_match"]), trial["class"], escape(trial["parse_error"] or trial["eval_error"] or ""))
+    by_event: dict[str, list[dict[str, Any]]] = {}
+    for replay in report["replays"]:
+        by_event.setdefault(replay["event"]["id"], []).append(replay)
+    for replays in by_event.values():
+        _print_event(report, replays, console)
+    made = [replay for replay in report["replays"] if not replay["skipped"]]
+    if len(made) == 1:
+        _print_trials(made[0]["trials"], console)
+
+
+def _print_event(report: dict[str, Any], replays: list[dict[str, Any]], console: Console) -> None:
+    event, model = replays[0]["event"], replays[0]["model"]
+    tries = f", up to {report['attempts']} attempts each" if report["attempts"] > 1 else ""
+    console.print(f"[bold]Replayed[/] {escape(event['id'])} of {escape(report['run'])} (iteration {event['iteration']}, "
+                  f"parent {escape(event['parent_id'])}, score {format_metric(event['score'])}) "
+                  f"{report['repeats']}× with {escape(model)}{tries}")
+    table = Table("measure", *(replay["variant"] for replay in replays))
+    table.add_row("prompt", *(_prompt_cell(replay) for replay in replays))
+    for label, cell in _ROWS:
+        table.add_row(label, *(_cell(replay, cell) for replay in replays))
     console.print(table)
-    _print_measures(report["measures"], console)
+    for replay in replays:
+        if replay["skipped"]:
+            console.print(f"[yellow]{replay['variant']} skipped:[/] {escape(replay['skipped'])}")
 
 
-def _print_measures(m: dict[str, Any], console: Console) -> None:
-    console.print(f"parse success {_percent(m['parse_success_rate'])}, "
-                  f"evaluation success {_percent(m['evaluation_success_rate'])}, "
-                  f"exact match {_percent(m['exact_solution_match_rate'])} "
-                  f"(reply {_percent(m['exact_response_match_rate'])})")
-    ratio = "—" if m["score_ratio"] is None else f"{m['score_ratio']:.3f}"
-    console.print(f"score mean {format_metric(m['score_mean'])}, median {format_metric(m['score_median'])}, "
-                  f"std {format_metric(m['score_std'])}; replay/original {ratio}")
+def _cell(replay: dict[str, Any], cell: Callable[[dict[str, Any]], str]) -> str:
+    """Returns one measure of a replay as text ('—' for a skipped variant)."""
+    return "—" if replay["skipped"] else cell(replay["measures"])
+
+
+def _prompt_cell(replay: dict[str, Any]) -> str:
+    if replay["skipped"]:
+        return "skipped (below)"
+    return escape(replay["prompt_change"] or "unchanged")
+
+
+def _ratio(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
+
+
+# (row label, measure -> text) of the per-event table; each class gets a row of its own.
+_ROWS: tuple[tuple[str, Callable[[dict[str, Any]], str]], ...] = (
+    ("parse success", lambda m: _percent(m["parse_success_rate"])),
+    ("evaluation success", lambda m: _percent(m["evaluation_success_rate"])),
+    ("exact solution", lambda m: _percent(m["exact_solution_match_rate"])),
+    ("exact reply", lambda m: _percent(m["exact_response_match_rate"])),
+    ("score mean", lambda m: format_metric(m["score_mean"])),
+    ("score median", lambda m: format_metric(m["score_median"])),
+    ("score std", lambda m: format_metric(m["score_std"])),
+    ("replay/original", lambda m: _ratio(m["score_ratio"])),
+    ("mean attempts", lambda m: f"{m['attempts_mean']:.2f}"),
+    *((name, lambda m, name=name: str(m["classes"][name])) for name in CLASSES),  # type: ignore[misc]
+)
+
+
+def _print_trials(trials: list[dict[str, Any]], console: Console) -> None:
+    table = Table()
+    for column in ("#", "parsed", "evaluated", "score", "exact match", "class", "attempts", "why not"):
+        table.add_column(column)
+    for number, trial in enumerate(trials, start=1):
+        table.add_row(str(number), _yes(trial["parsed"]), _yes(trial["eval_ok"]), format_metric(trial["score"]),
+                      _yes(trial["exact_match"]), trial["class"], str(trial["attempts"]),
+                      escape(trial["parse_error"] or trial["eval_error"] or ""))
+    console.print(table)
 
 
 def _yes(value: bool | None) -> str:

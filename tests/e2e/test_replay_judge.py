@@ -14,6 +14,7 @@ import pytest
 import trace_samples as sample
 from autoloop_py import trace
 from autoloop_py.cli import main
+from autoloop_py.proposers import llm
 
 PROG = ".autoloop/programs/demo"
 PROGRAM_MD = """\
@@ -82,10 +83,13 @@ def test_replay_of_the_best_reproduces_it(ran: Path, monkeypatch: pytest.MonkeyP
                                           capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("AUTOLOOP_MOCK_RESPONSE", _edit(2, 5))
     report = _json(capsys, "replay", "demo", "--repo", str(ran), "--event", "best", "--repeats", "3")
-    assert report["event"] == {"id": "it2", "iteration": 2, "parent_id": "it1", "score": 5.0, "parent_score": 2.0,
+    assert (report["evaluated_with"], report["repeats"], report["attempts"]) == ("demo", 3, 1)
+    (replay,) = report["replays"]
+    assert (replay["variant"], replay["prompt_change"], replay["skipped"]) == ("exact", "", None)
+    assert replay["event"] == {"id": "it2", "iteration": 2, "parent_id": "it1", "score": 5.0, "parent_score": 2.0,
                                "recorded_model": "gpt-4o-mini", "prompt_key": "iteration"}
-    assert (report["model"], report["evaluated_with"]) == ("gpt-4o-mini", "demo")
-    measures = report["measures"]
+    assert replay["model"] == "gpt-4o-mini"
+    measures = replay["measures"]
     assert (measures["parse_success_rate"], measures["evaluation_success_rate"]) == (1.0, 1.0)
     assert (measures["exact_solution_match_rate"], measures["exact_response_match_rate"]) == (1.0, 1.0)
     assert (measures["score_mean"], measures["score_ratio"], measures["classes"]["similar"]) == (5.0, 1.0, 3)
@@ -97,18 +101,55 @@ def test_replay_with_another_reply_reports_what_differs(ran: Path, monkeypatch: 
     assert main(["replay", "demo", "--repo", str(ran), "--repeats", "2", "--model", "openai/gpt-4o"]) == 0
     out = capsys.readouterr().out
     assert "Replayed it2 of memory/autoloop:traces/demo (iteration 2, parent it1, score 5) 2× with openai/gpt-4o" in out
-    assert "parse success 100%, evaluation success 100%, exact match 0% (reply 0%)" in out
-    assert "score mean 4, median 4, std 0; replay/original 0.800" in out
-    assert "still_improves_parent" in out
+    for row in ("│ parse success         │ 100%      │", "│ exact solution        │ 0%        │",
+                "│ score mean            │ 4         │", "│ replay/original       │ 0.800     │",
+                "│ still_improves_parent │ 2         │", "│ prompt                │ unchanged │"):
+        assert row in out
+    assert "│ 1 │ yes    │ yes       │ 4     │ no          │ still_improves_parent │ 1        │" in out
     monkeypatch.setenv("AUTOLOOP_MOCK_RESPONSE", _edit(7, 8))
-    failed = _json(capsys, "replay", "demo", "--repo", str(ran), "--event", "it3", "--repeats", "1")
+    failed = _json(capsys, "replay", "demo", "--repo", str(ran), "--event", "it3", "--repeats", "1")["replays"][0]
     assert failed["event"]["parent_id"] == "it2"
     assert failed["trials"][0]["class"] == "parse_failed" and "matches no lines" in failed["trials"][0]["parse_error"]
     assert (failed["measures"]["parse_success_rate"], failed["measures"]["evaluation_success_rate"]) == (0.0, 0.0)
     monkeypatch.setenv("AUTOLOOP_MOCK_RESPONSE", _edit(2, 5).replace("x = 5", "x = None"))
-    broken = _json(capsys, "replay", "demo", "--repo", str(ran), "--repeats", "1")["trials"][0]
+    broken = _json(capsys, "replay", "demo", "--repo", str(ran), "--repeats", "1")["replays"][0]["trials"][0]
     assert (broken["parsed"], broken["eval_ok"], broken["class"]) == (True, False, "eval_failed")
     assert broken["eval_error"] == "metric 'score' is not a number: null"
+
+
+def test_replay_all_events_in_variants_with_attempts(ran: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    prompts: list[str] = []
+
+    def complete(model: str, prompt: str, *, system: str = "", **params: object) -> str:
+        prompts.append(prompt)
+        # Each replay's first reply misses; the retry, shown why, reproduces the best.
+        return _edit(2, 5) if "## Your previous reply" in prompt else _edit(9, 5)
+
+    monkeypatch.setattr(llm, "complete", complete)
+    report = _json(capsys, "replay", "demo", "--repo", str(ran), "--event", "all", "--repeats", "1",
+                   "--attempts", "2", "--variant", "exact", "--variant", "strict_diff", "--variant", "no_history",
+                   "--variant", "no_other_context", "--variant", "alternate_context")
+    assert report["attempts"] == 2
+    assert [(r["event"]["id"], r["variant"]) for r in report["replays"]] == [
+        ("it2", v) for v in ("exact", "strict_diff", "no_history", "no_other_context", "alternate_context")]
+    exact, strict, no_history, no_context, alternate = report["replays"]
+    assert (strict["prompt_change"], no_history["prompt_change"]) == (
+        "asked for SEARCH/REPLACE blocks only", "cut 'Recent history'")
+    assert no_context["skipped"].startswith("the prompt has no section of other programs' context")
+    assert alternate["skipped"].startswith("the prompt shows no context programs")
+    assert (no_context["measures"], no_context["trials"]) == (None, [])
+    for replay in (exact, strict, no_history):
+        (trial,) = replay["trials"]
+        assert (trial["attempts"], trial["class"], trial["exact_match"]) == (2, "similar", True)
+        assert "matches no lines" in trial["earlier_errors"][0]
+        assert replay["measures"]["attempts_mean"] == 2.0
+    assert len(prompts) == 6
+    assert "## Recent history" in prompts[0] and "## Recent history" not in prompts[4]
+    assert "Output SEARCH/REPLACE edit blocks only" in prompts[2] and "x = 9" in prompts[3]
+    assert main(["replay", "demo", "--repo", str(ran), "--repeats", "1", "--variant", "no_other_context"]) == 0
+    out = capsys.readouterr().out
+    assert "no_other_context skipped: the prompt has no section of other" in out and len(prompts) == 6
 
 
 def test_judge_prints_label_prevalence(ran: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -131,8 +172,8 @@ def test_replay_of_a_trace_directory_without_its_program(tmp_path: Path, monkeyp
     run = sample.write_run(tmp_path / "run")
     report = _json(capsys, "replay", str(run), "--repo", str(tmp_path / "nowhere"), "--repeats", "2",
                    "--model", "openai/gpt-4o-mini")
-    assert (report["event"]["id"], report["evaluated_with"]) == ("D", None)
-    measures = report["measures"]
+    assert (report["replays"][0]["event"]["id"], report["evaluated_with"]) == ("D", None)
+    measures = report["replays"][0]["measures"]
     assert (measures["parse_success_rate"], measures["exact_solution_match_rate"]) == (1.0, 1.0)
     assert (measures["evaluation_success_rate"], measures["classes"]["not_evaluated"]) == (None, 2)
     assert main(["replay", str(run), "--repo", str(tmp_path / "nowhere"), "--repeats", "1", "--model", "openai/x"]) == 0
