@@ -42,6 +42,8 @@ SECRET_ENV = ("GITHUB_TOKEN", "GH_TOKEN", "ACTIONS_*", "*_TOKEN", "*_API_KEY", "
 EXTRA_ENV_VAR = "AUTOLOOP_EVAL_ENV"
 # Set to a fresh token for each command: its descendants inherit it, even those that left the group.
 MARK_ENV_VAR = "AUTOLOOP_RUN_MARK"
+# The runner's pid: when a runner is killed, the next run finds what its commands left running.
+RUNNER_ENV_VAR = "AUTOLOOP_RUNNER_PID"
 _SWEEPS = 5
 
 
@@ -286,7 +288,7 @@ def run_command(
     process = subprocess.Popen(
         ["bash", "-c", command],
         cwd=cwd,
-        env={**env, MARK_ENV_VAR: mark},
+        env={**env, MARK_ENV_VAR: mark, RUNNER_ENV_VAR: str(os.getpid())},
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -303,7 +305,7 @@ def run_command(
         # The shell is still unreaped here, so its pid (the group id) cannot have been reused.
         _kill_group(process.pid)
         returncode = process.wait()
-        _kill_marked(mark)
+        kill_marked(MARK_ENV_VAR, mark)
         _stop_readers(readers, stop)
         process.stdout.close()
         process.stderr.close()
@@ -340,22 +342,26 @@ def _kill_group(pgid: int) -> None:
         logger.warning("could not kill process group %d of the evaluation: %s", pgid, err)
 
 
-def _kill_marked(mark: str) -> None:
-    """Kills the processes whose environment carries the command's mark: descendants that left its group (setsid).
+def kill_marked(name: str, value: str) -> int:
+    """Kills the processes whose environment has `name=value`; returns how many were signalled.
 
-    Linux only (/proc); one that also replaced its environment escapes, and only the bounded drain stops waiting on it.
+    With MARK_ENV_VAR: a command's descendants that left its group (setsid). With RUNNER_ENV_VAR: what a
+    killed runner's commands left running. Linux only (/proc); one that replaced its environment escapes.
     """
-    needle = f"{MARK_ENV_VAR}={mark}".encode()
+    needle = f"{name}={value}".encode()
+    killed = 0
     for _ in range(_SWEEPS):  # again, in case one forked between the listing and the kill
-        marked = [pid for pid in _pids() if needle in _environ(pid)]
+        marked = [pid for pid in _pids() if pid != os.getpid() and needle in _environ(pid)]
         if not marked:
-            return
+            break
         for pid in marked:
-            logger.info("killing process %d, left behind by a command outside its process group", pid)
+            logger.info("killing process %d, left behind by a command (%s)", pid, name)
             try:
                 os.kill(pid, signal.SIGKILL)
+                killed += 1
             except OSError:  # gone already, or not ours to signal
                 pass
+    return killed
 
 
 def _pids() -> list[int]:

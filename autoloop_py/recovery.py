@@ -29,6 +29,7 @@ from autoloop_py.history import KEY_TRAILER, IterationRecord
 from autoloop_py.memory import MemoryStore
 from autoloop_py.program import Program
 from autoloop_py.recording import load_state, record_iteration
+from autoloop_py.evaluate import RUNNER_ENV_VAR, kill_marked
 from autoloop_py.workspace import OWNER_FILE, worktree_admin
 
 log = logging.getLogger(__name__)
@@ -273,12 +274,19 @@ def remove_stale_worktrees(root: Path) -> list[Path]:
 
 
 def _owner_is_dead(owner: Path) -> bool:
-    """Returns whether `owner` names a process that no longer exists (False when unknown)."""
+    """Returns whether `owner` names a process that no longer exists (False when unknown).
+
+    A dead owner's evaluation or agent may still run (its own process group outlives it): it is killed.
+    """
     try:
         pid = int(owner.read_text(encoding="utf-8").strip())
     except (OSError, ValueError):
         return False
-    return _pid_is_dead(pid)
+    if not _pid_is_dead(pid):
+        return False
+    if kill_marked(RUNNER_ENV_VAR, str(pid)):
+        log.warning("killed what the interrupted run %d left running", pid)
+    return True
 
 
 def _pid_is_dead(pid: int) -> bool:

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import pytest
+
 from autoloop_py import recovery
+from autoloop_py.evaluate import RUNNER_ENV_VAR
 from autoloop_py.history import IterationRecord
 from autoloop_py.memory import MemoryStore
 from autoloop_py.program import load_program
@@ -190,3 +194,22 @@ def test_worktrees_of_dead_runs_are_removed_and_live_ones_kept(git_repo: Path, r
     listing = run_git(git_repo, "worktree", "list", "--porcelain")
     assert str(stale_path) not in listing and str(live.path) in listing
     live.close()
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
+def test_what_a_dead_run_left_running_is_killed_with_its_worktree(git_repo: Path) -> None:
+    stale = Workspace(git_repo, "stale")
+    stale.prepare()
+    dead = _dead_pid()
+    (stale.path.parent / OWNER_FILE).write_text(f"{dead}\n")
+    # An evaluation of the dead runner, in its own session as run_command starts it, still running.
+    orphan = subprocess.Popen(["sleep", "100"], env={**os.environ, RUNNER_ENV_VAR: str(dead)}, start_new_session=True)
+    bystander = subprocess.Popen(["sleep", "100"], env={**os.environ, RUNNER_ENV_VAR: str(os.getpid())})
+    try:
+        recovery.remove_stale_worktrees(git_repo)
+        assert orphan.wait(timeout=5) == -signal.SIGKILL
+        assert bystander.poll() is None
+    finally:
+        for process in (orphan, bystander):
+            process.kill()
+            process.wait()
