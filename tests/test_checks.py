@@ -13,30 +13,10 @@ from autoloop_py.iteration import RunOptions, run_iteration
 from autoloop_py.program import Program, load_program
 from autoloop_py.proposers.base import Proposal, ProposalRequest
 from tests.conftest import GitRunner
+from tests.programs import program_md
 
 PROG = ".autoloop/programs/demo"
-PROGRAM_MD = """\
-# Demo
-
-## Goal
-
-Grow x.
-
-## Target
-
-- `code/*.py`
-
-Do NOT modify:
-- `code/evaluate.py`
-
-## Evaluation
-
-```bash
-python3 code/evaluate.py
-```
-
-The metric is `score`. Higher is better.
-"""
+PROGRAM_MD = program_md("Demo", "Grow x.", target=("code/*.py",))
 EVALUATE = "import re\nx = re.search(r'x = (\\d+)', open('code/solution.py').read()).group(1)\nprint('{\"score\": %s}' % x)\n"
 SOLUTION = "# EVOLVE-BLOCK-START\nx = 1\n# EVOLVE-BLOCK-END\nprint(x)\n"
 

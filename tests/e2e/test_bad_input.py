@@ -29,37 +29,13 @@ import pytest
 
 from autoloop_py import state as statefile
 from autoloop_py.cli import main
+from tests.programs import program_md
 
 PROG = ".autoloop/programs/counter"
 VALUE_PATH = f"{PROG}/code/value.py"
 
-PROGRAM_MD = """\
----
-schedule: every 6h
-evaluation-timeout: 2
----
-
-# Counter
-
-## Goal
-
-Make `x` as large as possible.
-
-## Target
-
-- `code/value.py`
-
-Do NOT modify:
-- `code/evaluate.py`
-
-## Evaluation
-
-```bash
-python3 code/evaluate.py
-```
-
-The metric is `score`. Higher is better.
-"""
+PROGRAM_MD = program_md("Counter", "Make `x` as large as possible.",
+    frontmatter={"schedule": "every 6h", "evaluation-timeout": 2})
 
 # The evaluator runs the candidate's code, so each bad evaluation below is written as a candidate.
 EVALUATE = """\

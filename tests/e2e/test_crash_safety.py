@@ -24,35 +24,12 @@ from autoloop_py import recovery
 from autoloop_py import state as statefile
 from autoloop_py.cli import main
 from autoloop_py.lock import program_lock
+from tests.programs import program_md
 
 PROG = ".autoloop/programs/counter"
 
-PROGRAM_MD = """\
----
-evaluation-timeout: 30
----
-
-# Counter
-
-## Goal
-
-Change anything: every change scores higher.
-
-## Target
-
-- `code/value.py`
-
-Do NOT modify:
-- `code/evaluate.py`
-
-## Evaluation
-
-```bash
-python3 code/evaluate.py
-```
-
-The metric is `score`. Higher is better.
-"""
+PROGRAM_MD = program_md("Counter", "Change anything: every change scores higher.",
+    frontmatter={"evaluation-timeout": 30})
 
 VALUE = "# EVOLVE-BLOCK-START\nx = 1.5\ny = 2.5\n# EVOLVE-BLOCK-END\n"
 

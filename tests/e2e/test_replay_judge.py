@@ -15,34 +15,10 @@ import trace_samples as sample
 from autoloop_py import trace
 from autoloop_py.cli import main
 from autoloop_py.proposers import llm
+from tests.programs import program_md
 
 PROG = ".autoloop/programs/demo"
-PROGRAM_MD = """\
----
-evaluation-timeout: 20
----
-
-# Demo
-
-## Goal
-
-Make `x` as large as possible.
-
-## Target
-
-- `code/value.py`
-
-Do NOT modify:
-- `code/evaluate.py`
-
-## Evaluation
-
-```bash
-python3 code/evaluate.py
-```
-
-The metric is `score`. Higher is better.
-"""
+PROGRAM_MD = program_md("Demo", "Make `x` as large as possible.", frontmatter={"evaluation-timeout": 20})
 EVALUATE = """\
 import json
 ns = {}

@@ -18,34 +18,10 @@ import pytest
 
 from autoloop_py import state as statefile
 from autoloop_py.cli import main
+from tests.programs import program_md
 
-PROGRAM_MD = """\
----
-schedule: every 6h
-evaluation-timeout: 3
----
-
-# Counter
-
-## Goal
-
-Make `x` as large as possible.
-
-## Target
-
-- `code/value.py`
-
-Do NOT modify:
-- `code/evaluate.py`
-
-## Evaluation
-
-```bash
-python3 code/evaluate.py
-```
-
-The metric is `score`. Higher is better.
-"""
+PROGRAM_MD = program_md("Counter", "Make `x` as large as possible.",
+    frontmatter={"schedule": "every 6h", "evaluation-timeout": 3})
 
 VALUE = "# EVOLVE-BLOCK-START\nx = {x}\n# EVOLVE-BLOCK-END\n"
 
