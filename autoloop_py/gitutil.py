@@ -122,6 +122,13 @@ def rev_parse(repo: git.Repo, rev: str) -> str | None:
     return result.text if result.ok else None
 
 
+def tree_paths(repo: git.Repo, commit: str, prefix: str = "") -> list[str]:
+    """Returns the sorted paths of the files in commit's tree that start with prefix."""
+    raw = call(repo, "ls-tree", "-r", "-z", "--name-only", "--full-tree", commit).stdout
+    names = (name.decode("utf-8", "surrogateescape") for name in raw.split(b"\0") if name)
+    return sorted(name for name in names if name.startswith(prefix))
+
+
 def is_ancestor(repo: git.Repo, ancestor: str, descendant: str) -> bool:
     """Returns whether commit `ancestor` is reachable from `descendant` (or equal to it)."""
     result = call(repo, "merge-base", "--is-ancestor", ancestor, descendant)

@@ -15,7 +15,7 @@ from pathlib import Path, PurePosixPath
 from typing import Iterable, Mapping, Protocol, Sequence
 
 from autoloop_py import novelty, trace
-from autoloop_py.gitutil import call, failure, open_repo, rev_parse
+from autoloop_py.gitutil import call, failure, open_repo, rev_parse, tree_paths
 from autoloop_py.machine_state import is_improvement
 from autoloop_py.novelty import Ancestor, EarlierResult, NoveltyConfig, NoveltyVerdict
 from autoloop_py.program import Program
@@ -48,11 +48,7 @@ class BranchFiles:
 
     def list(self, prefix: str = "") -> list[str]:
         """Returns the sorted paths starting with prefix (none when the branch is absent)."""
-        if self._tip is None:
-            return []
-        raw = call(self._repo, "ls-tree", "-r", "-z", "--name-only", "--full-tree", self._tip).stdout
-        names = (name.decode("utf-8", "surrogateescape") for name in raw.split(b"\0") if name)
-        return sorted(name for name in names if name.startswith(prefix))
+        return [] if self._tip is None else tree_paths(self._repo, self._tip, prefix)
 
     def read_many(self, paths: Sequence[str]) -> dict[str, str | None]:
         """Returns the text of each file through one `git cat-file --batch` (None when absent or not UTF-8)."""

@@ -31,6 +31,7 @@ from autoloop_py.gitutil import (
     push_branch,
     rev_parse,
     run,
+    tree_paths,
     update_ref,
 )
 
@@ -144,11 +145,7 @@ class MemoryStore:
     def list(self, prefix: str = "") -> builtins.list[str]:
         """Returns the sorted paths of files at the branch tip that start with `prefix`."""
         tip = self._tip()
-        if tip is None:
-            return []
-        raw = call(self._repo, "ls-tree", "-r", "-z", "--name-only", "--full-tree", tip).stdout
-        names = [name.decode("utf-8", "surrogateescape") for name in raw.split(b"\0") if name]
-        return sorted(name for name in names if name.startswith(prefix))
+        return [] if tip is None else tree_paths(self._repo, tip, prefix)
 
     def commit(self, files: Mapping[str, str | bytes], message: str) -> str:
         """Commits `files` on top of the local branch (a root commit if it is absent); returns the sha."""

@@ -262,7 +262,11 @@ def remove_stale_worktrees(root: Path) -> list[Path]:
     with worktree_admin(repo):
         for line in call(repo, "worktree", "list", "--porcelain").text.splitlines():
             path = Path(line.removeprefix("worktree "))
-            if line.startswith("worktree ") and _owner_is_dead(path.parent / OWNER_FILE):
+            dead = _dead_owner(path.parent / OWNER_FILE) if line.startswith("worktree ") else None
+            if dead is not None:
+                # Its evaluation or agent may still run (its own process group outlives the runner).
+                if kill_marked(RUNNER_ENV_VAR, str(dead)):
+                    log.warning("killed what the interrupted run %d left running", dead)
                 call(repo, "worktree", "remove", "--force", str(path))
                 shutil.rmtree(path.parent, ignore_errors=True)
                 removed.append(path)
@@ -273,20 +277,13 @@ def remove_stale_worktrees(root: Path) -> list[Path]:
     return removed
 
 
-def _owner_is_dead(owner: Path) -> bool:
-    """Returns whether `owner` names a process that no longer exists (False when unknown).
-
-    A dead owner's evaluation or agent may still run (its own process group outlives it): it is killed.
-    """
+def _dead_owner(owner: Path) -> int | None:
+    """Returns the pid `owner` names when that process no longer exists (None when alive or unknown)."""
     try:
         pid = int(owner.read_text(encoding="utf-8").strip())
     except (OSError, ValueError):
-        return False
-    if not _pid_is_dead(pid):
-        return False
-    if kill_marked(RUNNER_ENV_VAR, str(pid)):
-        log.warning("killed what the interrupted run %d left running", pid)
-    return True
+        return None
+    return pid if _pid_is_dead(pid) else None
 
 
 def _pid_is_dead(pid: int) -> bool:

@@ -220,94 +220,95 @@ def _read_tree(folder: Path) -> dict[str, str]:
     return {str(p.relative_to(folder)): p.read_text(encoding="utf-8") for p in sorted(folder.rglob("*.md"))}
 
 
+def _playbook(strategy: str) -> dict[str, str]:
+    """Returns a shipped playbook's files as a program holds them: `<strategy>.md`, prompts/, no CUSTOMIZE.md."""
+    files = _read_tree(STRATEGIES_DIR / strategy)
+    files.pop("CUSTOMIZE.md")
+    files[f"{strategy}.md"] = files.pop("strategy.md")
+    return files
+
+
+def _from_table(table: list[tuple[str, str]], matches: Callable[[str, Marker], bool]) -> Answer:
+    """Returns an Answer giving the value of the first (key, value) whose key matches the marker."""
+
+    def answer(name: str, marker: Marker, nth: int) -> str:
+        for key, value in table:
+            if matches(key, marker):
+                return value
+        raise SystemExit(f"benchmark: no answer for {name}:{marker.line} {marker.preview}")
+
+    return answer
+
+
+def _label_starts(key: str, marker: Marker) -> bool:
+    return marker.label.lower().startswith(key)
+
+
 def alphaevolve_files(spec: Spec) -> dict[str, str]:
     """Returns the customised AlphaEvolve playbook files, keyed by path under `strategy/`."""
-    files = _read_tree(STRATEGIES_DIR / "alphaevolve")
-    files.pop("CUSTOMIZE.md")
-    files["alphaevolve.md"] = files.pop("strategy.md")
+    files = _playbook("alphaevolve")
     island_lines: dict[int, int] = {}
     for number, line in enumerate(files["alphaevolve.md"].splitlines(), start=1):
         found = re.match(r"- \*\*Island (\d+) —", line)
         if found:
             island_lines[number] = int(found.group(1))
+    table = [
+        ("program-name", spec.name),
+        ("2–4 sentences", spec.framing),
+        ("tune defaults", "defaults kept"),
+        ("replace with real islands", f"{len(spec.islands)} search families for this problem"),
+        ("list the cheap invariants", spec.validity),
+        ("full rewrite of the evolve block", "full rewrite of the evolve block"),
+        ("population_size", "40"),
+        ("archive_size", "10"),
+        ("approach_family", "`approach_family`"),
+        ("code_complexity", "`code_complexity`"),
+        ("<40 / 40–100", "<30 / 30–80 / >80 lines of the evolved block"),
+        ("paste the high-leverage facts", spec.facts),
+        ("same set of domain facts", spec.facts),
+        ("pick one", "Full rewrite of the evolve block."),
+    ]
+    by_content = _from_table(table, lambda key, marker: key.lower() in marker.content.lower())
 
     def answer(name: str, marker: Marker, nth: int) -> str:
-        content = marker.content.lower()
         if name == "alphaevolve.md" and marker.line in island_lines:
             # The template's island bullets are `Island N — <family>: <description>`.
             return spec.islands[island_lines[marker.line]][nth]
-        table = [
-            ("program-name", spec.name),
-            ("2–4 sentences", spec.framing),
-            ("tune defaults", "defaults kept"),
-            ("replace with real islands", f"{len(spec.islands)} search families for this problem"),
-            ("list the cheap invariants", spec.validity),
-            ("full rewrite of the evolve block", "full rewrite of the evolve block"),
-            ("population_size", "40"),
-            ("archive_size", "10"),
-            ("approach_family", "`approach_family`"),
-            ("code_complexity", "`code_complexity`"),
-            ("<40 / 40–100", "<30 / 30–80 / >80 lines of the evolved block"),
-            ("paste the high-leverage facts", spec.facts),
-            ("same set of domain facts", spec.facts),
-            ("pick one", "Full rewrite of the evolve block."),
-        ]
-        for key, value in table:
-            if key.lower() in content:
-                return value
-        raise SystemExit(f"benchmark: no answer for {name}:{marker.line} {marker.preview}")
+        return by_content(name, marker, nth)
 
     return _resolved(files, answer)
 
 
 def adaevolve_files(spec: Spec) -> dict[str, str]:
     """Returns the customised AdaEvolve playbook files (reference presets and tunables kept)."""
-    files = _read_tree(STRATEGIES_DIR / "adaevolve")
-    files.pop("CUSTOMIZE.md")
-    files["adaevolve.md"] = files.pop("strategy.md")
+    files = _playbook("adaevolve")
     families = "\n".join(f"- {family}: {description}" for family, description in spec.islands)
-
-    def answer(name: str, marker: Marker, nth: int) -> str:
-        table = [
-            ("program-name", spec.name),
-            ("problem framing", spec.framing),
-            ("tuning notes", "evaluations take well under a second, so the reference values are kept."),
-            ("island presets", "The reference presets are kept."),
-            ("idea space", families + "\n- Only the Python standard library is available."),
-            ("dead ends", "none known yet."),
-            ("domain knowledge", spec.facts),
-            ("validity checks", spec.validity + "."),
-        ]
-        for key, value in table:
-            if marker.label.lower().startswith(key):
-                return value
-        raise SystemExit(f"benchmark: no answer for {name}:{marker.line} {marker.preview}")
-
-    return _resolved(files, answer)
+    table = [
+        ("program-name", spec.name),
+        ("problem framing", spec.framing),
+        ("tuning notes", "evaluations take well under a second, so the reference values are kept."),
+        ("island presets", "The reference presets are kept."),
+        ("idea space", families + "\n- Only the Python standard library is available."),
+        ("dead ends", "none known yet."),
+        ("domain knowledge", spec.facts),
+        ("validity checks", spec.validity + "."),
+    ]
+    return _resolved(files, _from_table(table, _label_starts))
 
 
 def funsearch_files(spec: Spec) -> dict[str, str]:
     """Returns the customised FunSearch playbook (4 islands, scores reduced by the metric) and skeleton."""
-    files = _read_tree(STRATEGIES_DIR / "funsearch")
-    files.pop("CUSTOMIZE.md")
-    files["funsearch.md"] = files.pop("strategy.md")
+    files = _playbook("funsearch")
     problem, inputs, code = spec.skeleton
-
-    def answer(name: str, marker: Marker, nth: int) -> str:
-        table = [
-            ("program-name", spec.name),
-            ("problem framing", spec.framing + " The evaluator wrapper reports each test as a `scores` entry."),
-            ("function name", spec.function),
-            ("problem", problem),
-            ("test inputs", inputs),
-            ("function skeleton", code),
-        ]
-        for key, value in table:
-            if marker.label.lower() == key:
-                return value
-        raise SystemExit(f"benchmark: no answer for {name}:{marker.line} {marker.preview}")
-
-    files = _resolved(files, answer)
+    table = [
+        ("program-name", spec.name),
+        ("problem framing", spec.framing + " The evaluator wrapper reports each test as a `scores` entry."),
+        ("function name", spec.function),
+        ("problem", problem),
+        ("test inputs", inputs),
+        ("function skeleton", code),
+    ]
+    files = _resolved(files, _from_table(table, lambda key, marker: marker.label.lower() == key))
     text = files["funsearch.md"].replace("| num_islands | 10 |", "| num_islands | 4 |")
     files["funsearch.md"] = text.replace("| score_reduction | last |", "| score_reduction | metric |")
     return files
@@ -315,28 +316,19 @@ def funsearch_files(spec: Spec) -> dict[str, str]:
 
 def evox_files(spec: Spec) -> dict[str, str]:
     """Returns the customised EvoX playbook (our initial strategy; no meta step without an LLM)."""
-    files = _read_tree(STRATEGIES_DIR / "evox")
-    files.pop("CUSTOMIZE.md")
-    files["evox.md"] = files.pop("strategy.md")
+    files = _playbook("evox")
     families = "\n".join(f"- {family}: {description}" for family, description in spec.islands)
-
-    def answer(name: str, marker: Marker, nth: int) -> str:
-        table = [
-            ("program-name", spec.name),
-            ("problem framing", spec.framing),
-            ("tuning notes", "evaluations take well under a second, so the reference values are kept."),
-            ("search landscape", families),
-            ("approach families", families),
-            ("knobs", "- the numeric constants of the Target."),
-            ("domain knowledge", spec.facts),
-            ("validity checks", spec.validity + "."),
-        ]
-        for key, value in table:
-            if marker.label.lower().startswith(key):
-                return value
-        raise SystemExit(f"benchmark: no answer for {name}:{marker.line} {marker.preview}")
-
-    return _resolved(files, answer)
+    table = [
+        ("program-name", spec.name),
+        ("problem framing", spec.framing),
+        ("tuning notes", "evaluations take well under a second, so the reference values are kept."),
+        ("search landscape", families),
+        ("approach families", families),
+        ("knobs", "- the numeric constants of the Target."),
+        ("domain knowledge", spec.facts),
+        ("validity checks", spec.validity + "."),
+    ]
+    return _resolved(files, _from_table(table, _label_starts))
 
 
 POINTERS = {

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+import shutil
+from pathlib import Path
+from typing import Callable, Mapping
+
+from autoloop_py.playbook import marker_spans
+
+REPO = Path(__file__).parents[1]
 
 
 def program_md(
@@ -23,3 +29,36 @@ def program_md(
         + "".join(f"- `{path}`\n" for path in protected)
         + "\n## Evaluation\n\n```bash\npython3 code/evaluate.py\n```\n\nThe metric is `score`. Higher is better.\n"
     )
+
+
+def install_strategy_program(
+    repo: Path, run_git: Callable[..., str], program: str, strategy: str, pointer: str, config: str
+) -> Path:
+    """Commits the repository's `program` into repo, running `strategy` with every CUSTOMIZE marker answered.
+
+    The shipped playbook goes to `strategy/<strategy>.md` (+ prompts/), program.md's `## Evolution Strategy`
+    becomes pointer, and config becomes `code/config.yaml`.
+    """
+    target = repo / program
+    shutil.copytree(REPO / program, target, ignore=shutil.ignore_patterns("__pycache__"))
+    folder = target / "strategy"
+    shutil.copytree(REPO / ".autoloop/strategies" / strategy, folder)
+    (folder / "CUSTOMIZE.md").unlink()
+    (folder / "strategy.md").rename(folder / f"{strategy}.md")
+    for path in folder.rglob("*.md"):
+        path.write_text(_customised(path.read_text(encoding="utf-8")), encoding="utf-8")
+    text = (target / "program.md").read_text(encoding="utf-8")
+    (target / "program.md").write_text(text[: text.index("## Evolution Strategy")] + pointer, encoding="utf-8")
+    (target / "code" / "config.yaml").write_text(config, encoding="utf-8")
+    run_git(repo, "add", "-A")
+    run_git(repo, "commit", "-qm", f"{strategy} program")
+    return repo
+
+
+def _customised(text: str) -> str:
+    """Returns text with every `<CUSTOMIZE…>` marker replaced by a short program-specific answer."""
+    out, cursor = [], 0
+    for start, end in marker_spans(text):
+        out.append(text[cursor:start] + "function minimization of a two-dimensional multimodal function")
+        cursor = end
+    return "".join(out) + text[cursor:]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import random
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,6 @@ from autoloop_py import state as statefile
 from autoloop_py.cli import main
 from autoloop_py.iteration import RunOptions, run_iteration
 from autoloop_py.memory import MemoryStore
-from autoloop_py.playbook import marker_spans
 from autoloop_py.program import load_program
 from autoloop_py.proposers.base import Proposal, ProposalRequest
 from autoloop_py.proposers.tune import TuneProposer
@@ -28,11 +26,10 @@ from autoloop_py.strategies.adaevolve_archive import archive_status
 from autoloop_py.strategies.adaevolve_config import AdaEvolveConfig
 from autoloop_py.strategies.adaevolve_state import AdaEvolveState, intensity
 from autoloop_py.strategies.runner import guide_wanted, load_runner, place_code, population_of
+from tests.programs import install_strategy_program
 
-REPO = Path(__file__).parents[2]
 NAME = "function_minimization"
 PROGRAM = f".autoloop/programs/{NAME}"
-PLAYBOOK = ".autoloop/strategies/adaevolve"
 STATE = f"{NAME}.md"
 PRIMARY = f"{PROGRAM}/code/search.py"
 MIGRATION_INTERVAL = 6
@@ -54,31 +51,8 @@ GUIDE_REPLY = """```json
 ```"""
 
 
-def _customised(text: str) -> str:
-    """Returns text with every `<CUSTOMIZE…>` marker replaced by a short program-specific answer."""
-    out, cursor = [], 0
-    for start, end in marker_spans(text):
-        out.append(text[cursor:start] + "function minimization of a two-dimensional multimodal function")
-        cursor = end
-    return "".join(out) + text[cursor:]
-
-
 def _install(repo: Path, run_git, config: str) -> Path:  # type: ignore[no-untyped-def]
-    program = repo / PROGRAM
-    shutil.copytree(REPO / PROGRAM, program, ignore=shutil.ignore_patterns("__pycache__"))
-    strategy = program / "strategy"
-    shutil.copytree(REPO / PLAYBOOK, strategy)
-    (strategy / "CUSTOMIZE.md").unlink()
-    (strategy / "strategy.md").rename(strategy / "adaevolve.md")
-    for path in strategy.rglob("*.md"):
-        path.write_text(_customised(path.read_text(encoding="utf-8")), encoding="utf-8")
-    text = (program / "program.md").read_text(encoding="utf-8")
-    head = text[: text.index("## Evolution Strategy")]
-    (program / "program.md").write_text(head + POINTER, encoding="utf-8")
-    (program / "code" / "config.yaml").write_text(config, encoding="utf-8")
-    run_git(repo, "add", "-A")
-    run_git(repo, "commit", "-qm", "adaevolve program")
-    return repo
+    return install_strategy_program(repo, run_git, PROGRAM, "adaevolve", POINTER, config)
 
 
 @pytest.fixture

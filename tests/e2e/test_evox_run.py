@@ -11,7 +11,6 @@ memory branch, read back for the meta prompt, and the state file stays within it
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -22,13 +21,13 @@ from autoloop_py import state as statefile
 from autoloop_py.cli import main
 from autoloop_py.iteration import RunOptions, run_iteration
 from autoloop_py.memory import MemoryStore
-from autoloop_py.playbook import marker_spans
 from autoloop_py.program import load_program
 from autoloop_py.strategies import evox, evox_sandbox
 from autoloop_py.strategies.evox import EvoXState
 from autoloop_py.strategies.evox_engine import EvoXEngine
 from autoloop_py.strategies.evox_markdown import render_state_block
 from autoloop_py.strategies.runner import load_runner, population_of
+from tests.programs import install_strategy_program
 
 REPO = Path(__file__).parents[2]
 NAME = "function_minimization"
@@ -70,30 +69,8 @@ class RecordedGuide:
         return self.replies.pop(0)
 
 
-def _customised(text: str) -> str:
-    """Returns text with every `<CUSTOMIZE…>` marker replaced by a short program-specific answer."""
-    out, cursor = [], 0
-    for start, end in marker_spans(text):
-        out.append(text[cursor:start] + "function minimization of a two-dimensional multimodal function")
-        cursor = end
-    return "".join(out) + text[cursor:]
-
-
 def _install(repo: Path, run_git, config: str) -> Path:  # type: ignore[no-untyped-def]
-    program = repo / PROGRAM
-    shutil.copytree(REPO / PROGRAM, program, ignore=shutil.ignore_patterns("__pycache__"))
-    strategy = program / "strategy"
-    shutil.copytree(REPO / PLAYBOOK, strategy)
-    (strategy / "CUSTOMIZE.md").unlink()
-    (strategy / "strategy.md").rename(strategy / "evox.md")
-    for path in strategy.rglob("*.md"):
-        path.write_text(_customised(path.read_text(encoding="utf-8")), encoding="utf-8")
-    text = (program / "program.md").read_text(encoding="utf-8")
-    (program / "program.md").write_text(text[: text.index("## Evolution Strategy")] + POINTER, encoding="utf-8")
-    (program / "code" / "config.yaml").write_text(config, encoding="utf-8")
-    run_git(repo, "add", "-A")
-    run_git(repo, "commit", "-qm", "evox program")
-    return repo
+    return install_strategy_program(repo, run_git, PROGRAM, "evox", POINTER, config)
 
 
 def _engine(repo: Path) -> EvoXEngine:
