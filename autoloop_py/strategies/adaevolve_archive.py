@@ -227,7 +227,7 @@ def _jaccard_distance(a: frozenset[str], b: frozenset[str]) -> float:
 
 
 def code_distance(a: str, b: str) -> float:
-    """Returns d = 0.5·token Jaccard + 0.3·structure Jaccard + 0.2·relative length gap (0 if equal), as CodeDiversity.
+    """Returns d = 0.5·token Jaccard + 0.3·structure Jaccard + 0.2·length gap (0 if equal), as CodeDiversity.
 
     Tokens are identifiers and numbers (`0.95`) of at least 2 characters; structure is imports (the `from` module
     and the first segment of the imported name), defs, classes, dotted calls and one flag per construct found
