@@ -9,6 +9,7 @@ from typing import Any, Sequence
 
 from autoloop_py.analysis import Node, nodes_of
 from autoloop_py.analysis import cycling
+from autoloop_py.analysis.tuning_share import edit_tuning
 from autoloop_py.analysis.lineage import LineageReport, analyze_lineage
 from autoloop_py.trace import Trace
 
@@ -77,7 +78,7 @@ def raw_dict(edits: Sequence[cycling.Edit]) -> dict[str, Any]:
 
 def tuning_dict(edits: Sequence[cycling.Edit]) -> dict[str, Any]:
     """Returns the tuning share of code lines over the run, its bucket counts and the per-edit values."""
-    per_edit = [t for t in (cycling.edit_tuning(edit) for edit in edits) if t is not None]
+    per_edit = [t for t in (edit_tuning(edit) for edit in edits) if t is not None]
     tuning = sum(t.tuning for t in per_edit)
     total = tuning + sum(t.structural for t in per_edit)
     return {

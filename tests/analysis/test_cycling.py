@@ -14,13 +14,11 @@ from autoloop_py.analysis.cycling import (
     classify_lineage,
     classify_run_wide,
     diff_lines,
-    edit_tuning,
     edits_of,
     is_noise,
     normalize,
     skeleton,
     summarize,
-    tuning_bucket,
 )
 
 
@@ -168,32 +166,6 @@ def test_raw_detector_counts_identical_and_skeleton_matches() -> None:
 def test_raw_detector_counts_short_lines_only_in_the_denominator() -> None:
     edits = [Edit("a", "s", 1, ("x=1",), ()), Edit("b", "a", 2, (), ("x=1",))]
     assert cycling.raw_events(edits) == (0, 1)
-
-
-def test_tuning_share_per_edit_of_the_sample_run() -> None:
-    by_child = {t.child_id: t for t in (edit_tuning(e) for e in edits_of(sample.nodes())) if t is not None}
-    assert {(k, t.tuning, t.structural, t.bucket) for k, t in by_child.items()} == {
-        ("B", 2, 2, "mixed"), ("C", 2, 0, "pure-tuning"), ("D", 0, 3, "pure-structural"),
-        ("E", 0, 1, "pure-structural"), ("F", 0, 1, "pure-structural"),
-    }
-
-
-def test_tuning_pairs_are_greedy_and_need_different_text() -> None:
-    edit = Edit("c", "p", 1, ("a = 1", "a = 2", "keep = 1"), ("a = 3", "keep = 1", "new = call()"))
-    tuning = edit_tuning(edit)
-    assert tuning is not None
-    # `a = 1` takes `a = 3`; `a = 2` finds none; `keep = 1` only matches identical text (a move).
-    assert (tuning.tuning, tuning.structural) == (2, 4)
-    assert edit_tuning(Edit("c", "p", 1, ("# note 1",), ("# note 2",))) is None
-
-
-@pytest.mark.parametrize(
-    ("share", "bucket"),
-    [(1.0, "pure-tuning"), (0.9, "pure-tuning"), (0.6, "mostly-tuning"), (0.5, "mixed"), (0.4, "mostly-structural"),
-     (0.1, "pure-structural"), (0.0, "pure-structural")],
-)
-def test_tuning_buckets(share: float, bucket: str) -> None:
-    assert tuning_bucket(share) == bucket
 
 
 def test_slope_needs_two_iterations_and_around_splits_at_the_breakthrough() -> None:
