@@ -7,7 +7,7 @@ the reading and writing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 from autoloop_py.analysis.run_view import RunNode, best_lineage, run_nodes, unified_diff
@@ -38,8 +38,9 @@ class ReportSource:
 
 def report_payload(trace: Trace, source: ReportSource, population: Sequence[Candidate] = ()) -> dict[str, Any]:
     """Returns the data the report page draws: nodes, diffs against parents, the best lineage, the Population."""
-    nodes = run_nodes(trace)
-    sources = {row.id: trace.source(row) for row in trace.rows}
+    nodes = _with_copies(run_nodes(trace), population)
+    sources: dict[str, str | None] = {row.id: trace.source(row) for row in trace.rows}
+    sources.update({str(c.id): c.code for c in population if str(c.id) not in sources and c.code is not None})
     return {
         "program": source.program,
         "origin": source.origin,
@@ -55,6 +56,30 @@ def report_payload(trace: Trace, source: ReportSource, population: Sequence[Cand
 def render_report(payload: dict[str, Any]) -> str:
     """Returns the report page (one HTML file) for a payload."""
     return render("report/report.html.j2", data=payload, title=f"autoloop report: {payload['program']}")
+
+
+def _with_copies(nodes: Sequence[RunNode], population: Sequence[Candidate]) -> list[RunNode]:
+    """Returns the nodes plus the Population entries the trace lacks (AdaEvolve's seed, spawn and migration copies).
+
+    A copy is not evaluated again, so it has no trace row; without it the tree would lose the edges through it.
+    """
+    known = {node.id for node in nodes}
+    islands = {str(c.id): str(c.island) for c in population if c.island is not None}
+    out = [replace(node, island=node.island or islands.get(node.id)) for node in nodes]
+    for candidate in sorted(population, key=lambda c: (c.gen, c.id)):
+        if str(candidate.id) in known:
+            continue
+        out.append(RunNode(
+            id=str(candidate.id),
+            parent_id=str(candidate.parents[0]) if candidate.parents else None,
+            iteration=candidate.gen,
+            metric=candidate.fitness,
+            status=candidate.status if candidate.status in ("accepted", "rejected") else "failed",
+            operator=candidate.operator,
+            island=None if candidate.island is None else str(candidate.island),
+            summary=f"{candidate.approach} (a copy kept by the strategy, not evaluated again)".strip(),
+        ))
+    return sorted(out, key=lambda node: (node.iteration, node.id))
 
 
 def _node_data(node: RunNode) -> dict[str, Any]:
