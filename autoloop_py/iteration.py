@@ -142,7 +142,7 @@ def _run_locked(root: Path, program: Program, options: RunOptions, now: datetime
             tip = "seed" if seed is not None else (memory.read(trace.tip_path(program.name)) or "").strip() or None
             context = _Context(
                 program, workspace, proposer, state, best, iteration, rng, options, clock, now, runner, memory, tip, key,
-                lineage_store.reader_for(root, memory.config.branch, program), baseline=measured,
+                lineage_store.reader_for(root, memory.config.branch, program, memory.session.objects), baseline=measured,
             )
             attempt = _try_candidate(context, root)
         record = replace(with_baseline(attempt.record, baseline), key=key)

@@ -20,14 +20,10 @@ from typing import Callable, Mapping
 
 from autoloop_py import faults
 from autoloop_py.errors import GitError, StateError
+from autoloop_py.git_objects import GitSession
 from autoloop_py.gitutil import (
-    call,
-    failure,
     fetch_branches,
-    has_remote,
-    identity_env,
     is_ancestor,
-    open_repo,
     push_branch,
     rev_parse,
     run,
@@ -89,17 +85,23 @@ class MemoryStore:
     """Files on the memory branch, with a concurrency-safe read-modify-write."""
 
     def __init__(
-        self, repo_root: Path, config: MemoryConfig = MemoryConfig(), rng: random.Random | None = None
+        self,
+        repo_root: Path,
+        config: MemoryConfig = MemoryConfig(),
+        rng: random.Random | None = None,
+        session: GitSession | None = None,
     ) -> None:
         self.repo_root = Path(repo_root)
         self.config = config
-        self._repo = open_repo(self.repo_root)
+        # A run passes its session so that one git process serves all its reads; else the store has its own.
+        self.session = session if session is not None else GitSession(self.repo_root)
+        self._repo = self.session.repo
         self._ref = f"refs/heads/{config.branch}"
         self._rng = rng if rng is not None else random.Random(os.getpid())
 
     def has_remote(self) -> bool:
         """Returns whether the configured remote exists in this repository."""
-        return has_remote(self._repo, self.config.remote)
+        return self.session.has_remote(self.config.remote)
 
     def sync(self) -> None:
         """Brings the local branch up to date with the remote; diverged local commits are kept aside."""
@@ -141,6 +143,11 @@ class MemoryStore:
         """Returns the text of `path` at the branch tip (None if the branch or the file is absent)."""
         check_path(path)
         return self._read_at(self._tip(), path)
+
+    def read_many(self, paths: builtins.list[str]) -> dict[str, str | None]:
+        """Returns the text of each path at one branch tip (None when absent)."""
+        tip = self._tip()
+        return {path: self._read_at(tip, path) for path in paths}
 
     def list(self, prefix: str = "") -> builtins.list[str]:
         """Returns the sorted paths of files at the branch tip that start with `prefix`."""
@@ -225,7 +232,7 @@ class MemoryStore:
 
     def _tip(self) -> str | None:
         """Returns the sha of the local branch, or None if it does not exist."""
-        return rev_parse(self._repo, self._ref)
+        return self.session.objects.commit_sha(self._ref)
 
     def _fetch(self) -> str | None:
         """Fetches the branch from the remote; returns the remote tip or None if the remote lacks it."""
@@ -251,41 +258,53 @@ class MemoryStore:
         """Returns the text of `path` in `commit` (None if commit or file is absent)."""
         if commit is None:
             return None
-        entry = call(self._repo, "ls-tree", "-z", "--full-tree", commit, "--", path).stdout.split(b"\0")[0]
-        meta = entry.split(b"\t", 1)[0].split()
-        if len(meta) != 3 or meta[1] != b"blob":
+        blob = self.session.objects.get(f"{commit}:{path}")
+        if blob is None or blob.kind != "blob":
             return None
-        blob = call(self._repo, "cat-file", "blob", meta[2].decode())
-        if not blob.ok:
-            raise failure(blob, self._repo, "the repository may be corrupt; run `git fsck`")
         try:
-            return blob.stdout.decode("utf-8")
+            return blob.data.decode("utf-8")
         except UnicodeDecodeError as err:
-            line = blob.stdout.count(b"\n", 0, err.start) + 1
+            line = blob.data.count(b"\n", 0, err.start) + 1
             message = f"not UTF-8 text on {self.config.branch} (byte {err.start}); fix or delete the file"
             raise StateError(message, path=path, line=line) from err
 
     def _write_commit(self, parent: str | None, files: Mapping[str, str | bytes], message: str) -> str:
         """Returns a new commit of `files` over parent's tree, or `parent` itself if nothing changes."""
         tree = self._write_tree(parent, files)
-        if parent is not None and tree == run(self._repo, "rev-parse", f"{parent}^{{tree}}"):
+        if parent is not None and tree == self.session.objects.tree_of(parent):
             return parent
         parents = ["-p", parent] if parent else []
-        env = identity_env(self._repo)
+        env = self.session.identity_env()
         return run(self._repo, "commit-tree", tree, *parents, "-m", message, env=env)
 
     def _write_tree(self, parent: str | None, files: Mapping[str, str | bytes]) -> str:
-        """Returns the tree of `parent` with `files` written over it, built in a temporary index."""
+        """Returns the tree of `parent` with `files` written over it, built in a temporary index.
+
+        Four git processes whatever the number of files: read-tree, one hash-object for all blobs,
+        one update-index for all entries, write-tree.
+        """
         with tempfile.TemporaryDirectory(prefix="autoloop-index-") as tmp:
             env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
             run(self._repo, "read-tree", *([parent] if parent else ["--empty"]), env=env)
-            infos: list[str] = []
-            for path, content in files.items():
-                infos += ["--cacheinfo", f"100644,{self._write_blob(content)},{path}"]
-            run(self._repo, "update-index", "--add", "--replace", *infos, env=env)
+            if files:
+                shas = self._write_blobs(Path(tmp), list(files.values()))
+                entries = b"".join(
+                    b"100644 %s\t%s\0" % (sha.encode(), path.encode("utf-8", "surrogateescape"))
+                    for path, sha in zip(files, shas)
+                )
+                run(self._repo, "update-index", "--add", "--replace", "-z", "--index-info", env=env, stdin=entries)
             return run(self._repo, "write-tree", env=env)
 
-    def _write_blob(self, content: str | bytes) -> str:
-        """Stores `content` as a blob and returns its sha."""
-        data = content.encode("utf-8") if isinstance(content, str) else content
-        return run(self._repo, "hash-object", "-w", "--stdin", stdin=data)
+    def _write_blobs(self, folder: Path, contents: builtins.list[str | bytes]) -> builtins.list[str]:
+        """Stores every content as a blob with one `hash-object --stdin-paths`; returns their shas in order."""
+        paths = []
+        for number, content in enumerate(contents):
+            path = folder / f"blob-{number}"
+            path.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
+            paths.append(str(path))
+        listing = "".join(p + "\n" for p in paths).encode()
+        # --no-filters: the bytes are stored as given, whatever attributes the repository sets.
+        shas = run(self._repo, "hash-object", "-w", "--no-filters", "--stdin-paths", stdin=listing).split()
+        if len(shas) != len(paths):
+            raise GitError(f"git hash-object stored {len(shas)} of {len(paths)} files; run `git fsck`", path=self.repo_root)
+        return shas

@@ -29,6 +29,7 @@ from autoloop_py.program import Program
 logger = logging.getLogger(__name__)
 
 TRACES_DIR = "traces"
+SOURCES_DIR = "sources"
 SCHEMA_VERSION = 1
 BACKEND = "autoloop"
 STATUSES = ("accepted", "rejected", "failed")
@@ -191,7 +192,17 @@ def row_files(program: str, row: TraceRow, source: str, prompts: Mapping[str, An
         files[f"{base}/{blob_path(prompts_sha, '.json')}"] = payload
     row = replace(row, solution_sha256=solution_sha, prompts_sha256=prompts_sha)
     files[f"{base}/rows/{row_file_name(row)}"] = json.dumps(row_to_json(row), sort_keys=True, ensure_ascii=False) + "\n"
+    files[f"{base}/{source_index_dir(solution_sha)}/{row_file_name(row)}"] = ""
     return files
+
+
+def source_index_dir(sha: str) -> str:
+    """Returns the folder (relative to the trace folder) whose empty files name the rows that recorded source `sha`.
+
+    The novelty filter finds an exact earlier result through it without reading every row; `export`
+    leaves it out.
+    """
+    return f"{SOURCES_DIR}/{sha[:2]}/{sha}"
 
 
 def row_to_json(row: TraceRow) -> dict[str, Any]:

@@ -27,8 +27,9 @@ class _Files:
         self.reads.append(list(paths))
         return {path: self.files.get(path) for path in paths}
 
-    def list(self, prefix: str = "") -> list[str]:
-        return sorted(p for p in self.files if p.startswith(prefix))
+    def names(self, folder: str) -> list[str]:
+        inside = (p[len(folder) + 1:] for p in self.files if p.startswith(folder + "/"))
+        return sorted({name.split("/", 1)[0] for name in inside})
 
 
 def _reader(files: dict[str, str] | None = None) -> TraceReader:
@@ -62,8 +63,40 @@ def test_reads_are_batched_and_cached() -> None:
     reader = TraceReader(files, s.PROGRAM, "value")
     reader.lineage("D")
     reader.lineage("D")
-    reader.evaluated(s.D, reader.lineage("D"), recent=4)  # adds E: one more source
-    assert [len(paths) for paths in files.reads] == [6, 4, 1]
+    reader.evaluated(s.D, reader.lineage("D"), recent=4)  # adds E and F: one more source (F's is A's)
+    # One row per ancestor (each names the next), their sources in one batch, then the newest rows not read yet.
+    assert [len(paths) for paths in files.reads] == [1, 1, 1, 1, 4, 2, 1]
+    read = [path for paths in files.reads for path in paths]
+    assert len(read) == len(set(read))
+
+
+def _long_trace(size: int) -> dict[str, str]:
+    files: dict[str, str] = {}
+    for number in range(size):
+        row = TraceRow(f"it{number}", number, f"it{number - 1}" if number else None, {"value": float(number)}, "rejected")
+        files.update(trace.row_files(s.PROGRAM, row, f"x = {number}\n", {}))
+    return files
+
+
+@pytest.mark.parametrize("size", [20, 400])
+def test_an_iteration_reads_the_same_files_whatever_the_trace_length(size: int) -> None:
+    files = _Files(_long_trace(size))
+    reader = TraceReader(files, s.PROGRAM, "value")
+    old = "x = 3\n"  # an exact repeat of an early row, found through the source index
+    results = reader.evaluated(old, reader.lineage(f"it{size - 1}"))
+    assert results[trace.sha256_text(old)].id == "it3"
+    read = [path for paths in files.reads for path in paths]
+    # 12 lineage rows and their sources, the newest rows (the lineage's), the exact match's row and source.
+    assert len(read) == 2 * lineage_store.LINEAGE_DEPTH + 2
+
+
+def test_a_trace_without_the_source_index_is_scanned_newest_first() -> None:
+    unindexed = {p: t for p, t in _long_trace(200).items() if "/sources/" not in p}
+    files = _Files(unindexed)
+    reader = TraceReader(files, s.PROGRAM, "value")
+    assert reader.evaluated("x = 150\n", (), recent=0)[trace.sha256_text("x = 150\n")].id == "it150"
+    rows_read = [path for paths in files.reads for path in paths if "/rows/" in path]
+    assert len(rows_read) == lineage_store.SCAN_CHUNK  # rows 136-199: the first chunk held it
 
 
 def test_unsafe_ids_are_found_by_their_file_name() -> None:
@@ -124,7 +157,7 @@ def test_branch_files_read_many_files_at_once(git_repo: Path) -> None:
     memory.commit({**s.memory_files(), "odd name.txt": "a b\n", "latin1.txt": "é".encode("latin-1")}, "trace")
     files = BranchFiles(git_repo, MEMORY_BRANCH)
     memory.commit({"later.txt": "after\n"}, "later")
-    rows = files.list(f"traces/{s.PROGRAM}/rows/")
+    rows = [f"traces/{s.PROGRAM}/rows/{name}" for name in files.names(f"traces/{s.PROGRAM}/rows")]
     assert len(rows) == len(s.PROGRAMS)
     texts = files.read_many([*rows, "odd name.txt", "absent.txt", "latin1.txt", "traces", "later.txt"])
     assert [texts[p] for p in rows] == [s.memory_files()[p] for p in rows]

@@ -1,0 +1,87 @@
+"""An iteration starts the same number of git processes and asks for the same number of objects, whatever the trace's length."""
+
+from __future__ import annotations
+
+import subprocess
+from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from autoloop_py import trace
+from autoloop_py.git_objects import ObjectReader
+from autoloop_py.iteration import RunOptions, run_iteration
+from autoloop_py.memory import MemoryStore
+from autoloop_py.program import load_program
+from autoloop_py.trace import TraceRow
+from tests.programs import program_md
+
+EVALUATE = "import runpy\nprint('{\"score\": %f}' % runpy.run_path('code/value.py')['a'])\n"
+
+
+def _repo(root: Path, run_git: Callable[..., str]) -> Path:
+    folder = root / ".autoloop/programs/bench"
+    (folder / "code").mkdir(parents=True)
+    (folder / "program.md").write_text(program_md("Bench", "Maximise a."))
+    (folder / "code/value.py").write_text("# EVOLVE-BLOCK-START\na = 1.5\n# EVOLVE-BLOCK-END\n")
+    (folder / "code/evaluate.py").write_text(EVALUATE)
+    run_git(root, "add", "-A")
+    run_git(root, "commit", "-qm", "bench program")
+    return root
+
+
+def _grow(root: Path, rows: int) -> None:
+    """Adds `rows` earlier candidates to the program's trace, in the recorder's format."""
+    files: dict[str, str] = {}
+    for number in range(rows):
+        row = TraceRow(f"old{number}", 1, None, {"score": -1.0}, "rejected")
+        files.update(trace.row_files("bench", row, f"# old candidate {number}\na = -1\n", {}))
+    MemoryStore(root).commit(files, f"{rows} earlier rows")
+
+
+def _counted_iteration(root: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Counter[str], int]:
+    """Runs one tune iteration; returns the git processes it started (by subcommand) and the objects it asked for."""
+    processes: Counter[str] = Counter()
+    requests = [0]
+    real_popen, real_get = subprocess.Popen.__init__, ObjectReader.get
+
+    def popen(self: Any, args: Any, *rest: Any, **kwargs: Any) -> None:
+        if isinstance(args, (list, tuple)) and args and Path(str(args[0])).name == "git":
+            words = [str(a) for a in args[1:] if not str(a).startswith("-") and "=" not in str(a)]
+            processes[words[0] if words else "?"] += 1
+        real_popen(self, args, *rest, **kwargs)
+
+    def get(self: ObjectReader, spec: str) -> Any:
+        requests[0] += 1
+        return real_get(self, spec)
+
+    program = load_program(root, Path(".autoloop/programs/bench/program.md"))
+    with monkeypatch.context() as patch:
+        patch.setattr(subprocess.Popen, "__init__", popen)
+        patch.setattr(ObjectReader, "get", get)
+        run_iteration(root, program, RunOptions(proposer="tune"), datetime(2025, 1, 2, tzinfo=timezone.utc))
+    return processes, requests[0]
+
+
+def test_git_work_per_iteration_does_not_grow_with_the_trace(
+    tmp_path: Path, run_git: Callable[..., str], isolated_git_config: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counts = []
+    for rows in (20, 400):  # both longer than the newest rows the filter reads
+        root = tmp_path / f"history-{rows}"
+        run_git(tmp_path, "init", "-q", "-b", "main", str(root))
+        run_git(root, "config", "user.name", "Test User")
+        run_git(root, "config", "user.email", "test@example.invalid")
+        _repo(root, run_git)
+        _grow(root, rows)
+        program = load_program(root, Path(".autoloop/programs/bench/program.md"))
+        run_iteration(root, program, RunOptions(proposer="tune"), datetime(2025, 1, 1, tzinfo=timezone.utc))
+        counts.append(_counted_iteration(root, monkeypatch))
+    (few_processes, few_requests), (many_processes, many_requests) = counts
+    assert many_processes == few_processes
+    assert many_requests == few_requests
+    # One long-lived `cat-file --batch` serves every object read of the iteration.
+    assert many_processes["cat-file"] <= 1 and "ls-tree" not in many_processes
+    assert many_processes["hash-object"] <= 1
