@@ -11,10 +11,10 @@ import logging
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable, Mapping, NamedTuple, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Sequence, TypeVar
 
-import github
-import requests
+if TYPE_CHECKING:  # PyGithub and requests are imported when a command talks to GitHub, not at every CLI start
+    import github
 
 from autoloop_py.errors import AutoloopError
 from autoloop_py.github_render import (
@@ -220,6 +220,8 @@ def from_environment(environ: Mapping[str, str]) -> GitHubSettings | None:
 
 def connect(settings: GitHubSettings, **options: Any) -> github.Github:
     """Returns a PyGithub client for the settings; `options` go to `github.Github` (retry, timeouts)."""
+    import github
+
     return github.Github(auth=github.Auth.Token(settings.token), base_url=settings.api_url, **options)
 
 
@@ -309,6 +311,9 @@ def _reported(action: str) -> Callable[[Callable[..., _T]], Callable[..., _T]]:
     def decorate(method: Callable[..., _T]) -> Callable[..., _T]:
         @functools.wraps(method)
         def wrapper(self: ProgramThread, *args: Any, **kwargs: Any) -> _T:
+            import github
+            import requests
+
             try:
                 return method(self, *args, **kwargs)
             except (github.GithubException, requests.RequestException) as error:
@@ -324,6 +329,8 @@ def _reported(action: str) -> Callable[[Callable[..., _T]], Callable[..., _T]]:
 
 
 def _detail(error: Exception) -> str:
+    import github
+
     if not isinstance(error, github.GithubException):
         return str(error)
     data = error.data
@@ -474,6 +481,8 @@ class ProgramThread:
         return pull
 
     def _create_pr(self, title: str, body: str) -> Any:
+        import github
+
         base = self._repo.default_branch
         try:
             pull = self._repo.create_pull(base=base, head=self.branch, title=title, body=body, draft=True)
