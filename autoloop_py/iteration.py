@@ -17,7 +17,7 @@ from autoloop_py import lineage_store, novelty
 from autoloop_py.errors import GitError
 from autoloop_py.evaluate import EvaluationResult, evaluate
 from autoloop_py.lock import program_lock
-from autoloop_py.memory import MemoryStore
+from autoloop_py.memory import MemoryStore, pack_if_due
 from autoloop_py.program import Program, target_files
 from autoloop_py.prompts import RECENTLY_DELETED, prompt_context, render_iteration_prompt, with_data_section
 from autoloop_py.proposers import get_proposer, llm
@@ -114,7 +114,10 @@ class IterationOutcome:
 def run_iteration(root: Path, program: Program, options: RunOptions, now: datetime | None = None) -> IterationOutcome:
     """Runs one iteration of program in the repository at root and records it on the memory branch."""
     with program_lock(root, program.name):
-        return _run_locked(root, program, options, now)
+        outcome = _run_locked(root, program, options, now)
+    if not options.dry_run:
+        pack_if_due(root, outcome.iteration)  # outside the lock: other runners need not wait for it
+    return outcome
 
 
 def _run_locked(root: Path, program: Program, options: RunOptions, now: datetime | None) -> IterationOutcome:

@@ -22,6 +22,7 @@ from autoloop_py import faults
 from autoloop_py.errors import GitError, StateError
 from autoloop_py.git_objects import GitSession
 from autoloop_py.gitutil import (
+    call,
     fetch_branches,
     is_ancestor,
     push_branch,
@@ -308,3 +309,29 @@ class MemoryStore:
         if len(shas) != len(paths):
             raise GitError(f"git hash-object stored {len(shas)} of {len(paths)} files; run `git fsck`", path=self.repo_root)
         return shas
+
+
+# A memory commit leaves about eight loose objects (blobs, trees, the commit); packing every
+# PACK_EVERY recorded iterations keeps them in the hundreds instead of tens of thousands.
+PACK_EVERY = 25
+
+
+def pack_if_due(repo_root: Path, iteration: int, every: int | None = None) -> bool:
+    """Packs the repository's loose objects after every `every`-th recorded iteration; returns whether it did.
+
+    `git repack -d` moves reachable loose objects into one new pack; `git gc --auto` then merges packs
+    once there are many (git's own thresholds). Called after the program lock is released.
+    """
+    every = PACK_EVERY if every is None else every
+    if every <= 0 or iteration <= 0 or iteration % every:
+        return False
+    session = GitSession(repo_root)
+    try:
+        packed = call(session.repo, "repack", "-d", "-q")
+        if not packed.ok:
+            logger.warning("could not pack the repository's objects: %s", packed.stderr.strip())
+            return False
+        call(session.repo, "-c", "gc.autoDetach=false", "gc", "--auto", "--quiet")
+    finally:
+        session.close()
+    return True

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import random
+import subprocess
 import threading
 from pathlib import Path
 from typing import Callable
@@ -11,7 +12,7 @@ from typing import Callable
 import pytest
 
 from autoloop_py.errors import GitError, StateError
-from autoloop_py.memory import MEMORY_BRANCH, MemoryConfig, MemoryStore
+from autoloop_py.memory import MEMORY_BRANCH, MemoryConfig, MemoryStore, pack_if_due
 
 GitRunner = Callable[..., str]
 FAST = MemoryConfig(backoff=0.005, max_attempts=6)
@@ -258,3 +259,32 @@ def test_sync_without_remote_is_a_no_op(git_repo: Path) -> None:
     store = MemoryStore(git_repo)
     store.sync()
     assert store.read("demo.md") is None
+
+
+def _loose_objects(repo: Path) -> int:
+    out = subprocess.run(["git", "count-objects", "-v"], cwd=repo, capture_output=True, text=True, check=True).stdout
+    return int(next(line.split()[1] for line in out.splitlines() if line.startswith("count:")))
+
+
+@pytest.mark.parametrize("packing", [True, False])
+def test_loose_objects_stay_bounded_when_packed_every_few_recordings(git_repo: Path, packing: bool) -> None:
+    store = MemoryStore(git_repo)
+    every, most = 10, 0
+    for number in range(1, 61):
+        files = {f"traces/p/rows/{number:06d}-it{number}.json": f"{{\"n\": {number}}}\n",
+                 f"traces/p/blobs/{number:02d}/{number}.txt": f"x = {number}\n"}
+        store.update("p.md", lambda text, n=number: f"iteration {n}\n", f"record {number}", extra=lambda f=files: f)
+        if packing:
+            pack_if_due(git_repo, number, every)
+        most = max(most, _loose_objects(git_repo))
+    # Each recording leaves 10 objects: 3 blobs, 6 trees (root, traces, p, rows, blobs, NN), the commit.
+    if packing:
+        assert most <= 10 * every + 10
+    else:
+        assert most > 10 * every + 10  # without packing the count grows with the recordings
+
+
+def test_packing_runs_only_on_every_nth_iteration(git_repo: Path) -> None:
+    assert not pack_if_due(git_repo, 7, 5)
+    assert not pack_if_due(git_repo, 0, 5)
+    assert pack_if_due(git_repo, 10, 5)
