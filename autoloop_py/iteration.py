@@ -17,6 +17,7 @@ from autoloop_py import lineage_store, novelty
 from autoloop_py.errors import GitError
 from autoloop_py.evaluate import EvaluationResult, evaluate
 from autoloop_py.lock import program_lock
+from autoloop_py.git_objects import GitSession
 from autoloop_py.memory import MemoryStore, pack_if_due
 from autoloop_py.program import Program, target_files
 from autoloop_py.prompts import RECENTLY_DELETED, prompt_context, render_iteration_prompt, with_data_section
@@ -111,19 +112,26 @@ class IterationOutcome:
     timings: Mapping[str, float] = field(default_factory=dict)
 
 
-def run_iteration(root: Path, program: Program, options: RunOptions, now: datetime | None = None) -> IterationOutcome:
-    """Runs one iteration of program in the repository at root and records it on the memory branch."""
+def run_iteration(
+    root: Path, program: Program, options: RunOptions, now: datetime | None = None, session: GitSession | None = None
+) -> IterationOutcome:
+    """Runs one iteration of program in the repository at root and records it on the memory branch.
+
+    session: the run's git session (one `cat-file --batch` for all its iterations); None makes one for this iteration.
+    """
     with program_lock(root, program.name):
-        outcome = _run_locked(root, program, options, now)
+        outcome = _run_locked(root, program, options, now, session)
     if not options.dry_run:
         pack_if_due(root, outcome.iteration)  # outside the lock: other runners need not wait for it
     return outcome
 
 
-def _run_locked(root: Path, program: Program, options: RunOptions, now: datetime | None) -> IterationOutcome:
+def _run_locked(
+    root: Path, program: Program, options: RunOptions, now: datetime | None, session: GitSession | None = None
+) -> IterationOutcome:
     """Runs the iteration while holding the program's lock."""
     clock = _Clock()
-    memory = MemoryStore(root)
+    memory = MemoryStore(root, session=session)
     with clock("load state"):
         memory.sync()
         recovery.reconcile(root, program, memory, options.budget, ci_gate=options.ci_gate, dry_run=options.dry_run)

@@ -15,6 +15,7 @@ import git
 from autoloop_py import github, gitutil, issue_programs
 from autoloop_py import state as statefile
 from autoloop_py.errors import AutoloopError, StateError
+from autoloop_py.git_objects import GitSession
 from autoloop_py.memory import MemoryStore
 from autoloop_py.errors import ProgramError
 from autoloop_py.program import Program, check_all
@@ -66,9 +67,11 @@ def load_all(root: Path, with_issues: bool = False) -> tuple[list[Program], list
     return programs + more, problems + more_problems
 
 
-def read_states(root: Path, programs: list[Program], sync: bool = True) -> dict[str, statefile.StateFile | None]:
-    """Returns each program's parsed state file (None when it has none yet)."""
-    memory = MemoryStore(root)
+def read_states(
+    root: Path, programs: list[Program], sync: bool = True, session: GitSession | None = None
+) -> dict[str, statefile.StateFile | None]:
+    """Returns each program's parsed state file (None when it has none yet); `session`: the run's, if any."""
+    memory = MemoryStore(root, session=session)
     if sync:
         memory.sync()
     states: dict[str, statefile.StateFile | None] = {}
@@ -78,12 +81,14 @@ def read_states(root: Path, programs: list[Program], sync: bool = True) -> dict[
     return states
 
 
-def readable_states(root: Path, programs: list[Program], forced: str | None) -> dict[str, statefile.StateFile | None]:
+def readable_states(
+    root: Path, programs: list[Program], forced: str | None, session: GitSession | None = None
+) -> dict[str, statefile.StateFile | None]:
     """Returns read_states of the programs whose state file can be read; the others are logged and left out.
 
     One damaged state file must not stop every other program; the forced program's error is raised.
     """
-    states, damaged = states_and_damage(root, programs)
+    states, damaged = states_and_damage(root, programs, session)
     for name, err in damaged.items():
         if name == forced:
             raise err
@@ -92,15 +97,16 @@ def readable_states(root: Path, programs: list[Program], forced: str | None) -> 
 
 
 def states_and_damage(
-    root: Path, programs: list[Program]
+    root: Path, programs: list[Program], session: GitSession | None = None
 ) -> tuple[dict[str, statefile.StateFile | None], dict[str, StateError]]:
     """Returns (the readable programs' states, the error of each program whose state file cannot be read)."""
-    MemoryStore(root).sync()
+    session = session if session is not None else GitSession(root)
+    MemoryStore(root, session=session).sync()
     states: dict[str, statefile.StateFile | None] = {}
     damaged: dict[str, StateError] = {}
     for program in programs:
         try:
-            states.update(read_states(root, [program], sync=False))
+            states.update(read_states(root, [program], sync=False, session=session))
         except StateError as err:
             damaged[program.name] = err
     return states, damaged

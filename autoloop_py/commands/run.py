@@ -16,6 +16,7 @@ from rich.table import Table
 from autoloop_py import ci, github, schedule
 from autoloop_py.commands.common import format_metric, load_all, machines, readable_states, repo_root, subparser
 from autoloop_py.errors import AutoloopError
+from autoloop_py.git_objects import GitSession
 from autoloop_py.iteration import IterationOutcome, RunOptions, run_iteration
 from autoloop_py.program import Program, find_program, program_name
 
@@ -89,17 +90,18 @@ def _loop(
 ) -> list[IterationOutcome]:
     outcomes: list[IterationOutcome] = []
     deadline = _deadline()
-    with _progress(console, count) as progress:
+    # One git session for the whole run: its object reads go through one `cat-file --batch`.
+    with _progress(console, count) as progress, GitSession(root) as session:
         task = progress.add_task("iterating", total=count)
         for i in range(count):
             if deadline is not None and time.monotonic() > deadline:
                 console.print("stopping: the job's time is nearly up")
                 break
-            program = _pick(root, programs, forced, first=(i == 0), console=console)
+            program = _pick(root, programs, forced, first=(i == 0), console=console, session=session)
             if program is None:
                 break
             progress.update(task, description=f"{program.name} · iteration")
-            outcome = _one(root, program, options, settings, console)
+            outcome = _one(root, program, options, settings, console, session)
             if outcome is None:
                 break
             outcomes.append(outcome)
@@ -109,11 +111,12 @@ def _loop(
 
 
 def _one(
-    root: Path, program: Program, options: RunOptions, settings: github.GitHubSettings | None, console: Console
+    root: Path, program: Program, options: RunOptions, settings: github.GitHubSettings | None, console: Console,
+    session: GitSession | None = None,
 ) -> IterationOutcome | None:
     """Runs one iteration, through the GitHub flow when settings are given."""
     if settings is None:
-        return run_iteration(root, program, options, datetime.now(timezone.utc))
+        return run_iteration(root, program, options, datetime.now(timezone.utc), session)
     result = ci.run_ci(root, program, options, settings)
     if result.message:
         console.print(f"CI: {result.message}")
@@ -129,9 +132,12 @@ def _deadline() -> float | None:
         raise AutoloopError(f"AUTOLOOP_JOB_TIMEOUT_MINUTES must be a number of minutes, got {minutes!r}") from None
 
 
-def _pick(root: Path, programs: list[Program], forced: str | None, first: bool, console: Console) -> Program | None:
+def _pick(
+    root: Path, programs: list[Program], forced: str | None, first: bool, console: Console,
+    session: GitSession | None = None,
+) -> Program | None:
     """Returns the program to run next, or None when nothing is due (or a forced program stopped)."""
-    readable = readable_states(root, programs, forced)
+    readable = readable_states(root, programs, forced, session)
     states = machines(readable)
     now = datetime.now(timezone.utc)
     runnable = [p for p in programs if p.name in readable]
