@@ -195,6 +195,11 @@ class GitSession:
             self._remotes = set(listed.text.split()) if listed.ok else set()
         return remote in self._remotes
 
+    def object_format(self) -> str:
+        """Returns the repository's object hash, sha1 or sha256 (read from its config, no process)."""
+        reader = self.repo.config_reader("repository")
+        return str(reader.get_value("extensions", "objectformat", "sha1")).lower()
+
     def identity_env(self) -> dict[str, str]:
         """Returns the commit identity environment (asked once per session)."""
         if self._identity is None:

@@ -21,6 +21,7 @@ from typing import Callable, Mapping
 from autoloop_py import faults
 from autoloop_py.errors import GitError, StateError
 from autoloop_py.git_objects import GitSession
+from autoloop_py.git_trees import overlay
 from autoloop_py.gitutil import (
     call,
     fetch_branches,
@@ -279,35 +280,42 @@ class MemoryStore:
         return run(self._repo, "commit-tree", tree, *parents, "-m", message, env=env)
 
     def _write_tree(self, parent: str | None, files: Mapping[str, str | bytes]) -> str:
-        """Returns the tree of `parent` with `files` written over it, built in a temporary index.
+        """Returns the tree of `parent` with `files` written over it.
 
-        Four git processes whatever the number of files: read-tree, one hash-object for all blobs,
-        one update-index for all entries, write-tree.
+        Two git processes whatever the number of files or the size of the branch: one hash-object for
+        the blobs, one for the trees on the changed paths (computed by git_trees.overlay).
         """
-        with tempfile.TemporaryDirectory(prefix="autoloop-index-") as tmp:
-            env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
-            run(self._repo, "read-tree", *([parent] if parent else ["--empty"]), env=env)
-            if files:
-                shas = self._write_blobs(Path(tmp), list(files.values()))
-                entries = b"".join(
-                    b"100644 %s\t%s\0" % (sha.encode(), path.encode("utf-8", "surrogateescape"))
-                    for path, sha in zip(files, shas)
-                )
-                run(self._repo, "update-index", "--add", "--replace", "-z", "--index-info", env=env, stdin=entries)
-            return run(self._repo, "write-tree", env=env)
+        base = self.session.objects.tree_of(parent) if parent is not None else None
+        if parent is not None and base is None:
+            raise GitError(f"cannot read the tree of {parent}; run `git fsck`", path=self.repo_root)
+        with tempfile.TemporaryDirectory(prefix="autoloop-objects-") as tmp:
+            blobs = self._write_objects(Path(tmp), "blob", [
+                content.encode("utf-8") if isinstance(content, str) else content for content in files.values()
+            ])
+            root, trees = overlay(self._raw_tree, base, dict(zip(files, blobs)), self.session.object_format())
+            written = self._write_objects(Path(tmp), "tree", list(trees.values()))
+        if written != list(trees):
+            raise GitError("git stored different trees than the runner computed; run `git fsck`", path=self.repo_root)
+        return root
 
-    def _write_blobs(self, folder: Path, contents: builtins.list[str | bytes]) -> builtins.list[str]:
-        """Stores every content as a blob with one `hash-object --stdin-paths`; returns their shas in order."""
+    def _raw_tree(self, sha: str) -> bytes | None:
+        found = self.session.objects.get(sha)
+        return found.data if found is not None and found.kind == "tree" else None
+
+    def _write_objects(self, folder: Path, kind: str, contents: builtins.list[bytes]) -> builtins.list[str]:
+        """Stores every content as a `kind` object with one `hash-object --stdin-paths`; returns their ids in order."""
+        if not contents:
+            return []
         paths = []
-        for number, content in enumerate(contents):
-            path = folder / f"blob-{number}"
-            path.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
+        for content in contents:
+            path = folder / f"{kind}-{len(paths)}"
+            path.write_bytes(content)
             paths.append(str(path))
         listing = "".join(p + "\n" for p in paths).encode()
         # --no-filters: the bytes are stored as given, whatever attributes the repository sets.
-        shas = run(self._repo, "hash-object", "-w", "--no-filters", "--stdin-paths", stdin=listing).split()
+        shas = run(self._repo, "hash-object", "-w", "-t", kind, "--no-filters", "--stdin-paths", stdin=listing).split()
         if len(shas) != len(paths):
-            raise GitError(f"git hash-object stored {len(shas)} of {len(paths)} files; run `git fsck`", path=self.repo_root)
+            raise GitError(f"git hash-object stored {len(shas)} of {len(paths)} objects; run `git fsck`", path=self.repo_root)
         return shas
 
 

@@ -81,7 +81,10 @@ def test_git_work_per_iteration_does_not_grow_with_the_trace(
         counts.append(_counted_iteration(root, monkeypatch))
     (few_processes, few_requests), (many_processes, many_requests) = counts
     assert many_processes == few_processes
-    assert many_requests == few_requests
+    # The memory commit reads the trees on the changed paths; a longer trace may already hold the
+    # `blobs/<xx>` and `sources/<xx>` shard folders a new row goes to (at most 256 of each), not more.
+    assert few_requests <= many_requests <= few_requests + 4
     # One long-lived `cat-file --batch` serves every object read of the iteration.
     assert many_processes["cat-file"] <= 1 and "ls-tree" not in many_processes
-    assert many_processes["hash-object"] <= 1
+    assert many_processes["hash-object"] <= 2  # the blobs, then the trees on the changed paths
+    assert "read-tree" not in many_processes and "write-tree" not in many_processes
