@@ -40,6 +40,10 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--model", help="litellm model for --proposer llm (else `model:` or AUTOLOOP_MODEL)")
     parser.add_argument("--agent-command", help="command for --proposer agent (else AUTOLOOP_AGENT_COMMAND)")
     parser.add_argument("--dry-run", action="store_true", help="propose and evaluate, but record nothing")
+    parser.add_argument(
+        "--force", action="store_true",
+        help="run the --program even when it is paused; the pause stays (`autoloop resume` clears it)",
+    )
     parser.add_argument("--base-branch", help="branch program branches start from (default: origin's HEAD or main)")
     parser.add_argument(
         "--ci",
@@ -57,6 +61,8 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     root = repo_root(args.repo)
     programs, problems = load_all(root, with_issues=args.ci)
     forced = args.program or os.environ.get("AUTOLOOP_PROGRAM", "").strip() or None
+    if args.force and not forced:
+        raise AutoloopError("--force needs --program NAME: it runs that one program even when it is paused")
     for problem in problems:
         if forced and problem.path is not None and program_name(problem.path) == forced:
             raise problem
@@ -72,7 +78,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     settings = github.from_environment(os.environ) if args.ci else None
     if args.ci and settings is None:
         raise AutoloopError("--ci needs GITHUB_REPOSITORY and GITHUB_TOKEN in the environment")
-    outcomes = _loop(root, programs, forced, args.iterations, options, console, settings)
+    outcomes = _loop(root, programs, forced, args.iterations, options, console, settings, args.force)
     _summary(outcomes, console)
     # In CI, waiting for checks or a CI pause is a normal end of the job, not a failure.
     return 0 if outcomes or args.ci else 1
@@ -86,8 +92,10 @@ def _loop(
     options: RunOptions,
     console: Console,
     settings: github.GitHubSettings | None = None,
+    force: bool = False,
 ) -> list[IterationOutcome]:
     outcomes: list[IterationOutcome] = []
+    held: list[str | None] = []  # why the forced program would be skipped when the run started
     deadline = _deadline()
     with _progress(console, count) as progress:
         task = progress.add_task("iterating", total=count)
@@ -95,7 +103,7 @@ def _loop(
             if deadline is not None and time.monotonic() > deadline:
                 console.print("stopping: the job's time is nearly up")
                 break
-            program = _pick(root, programs, forced, first=(i == 0), console=console)
+            program = _pick(root, programs, forced, held, console, force)
             if program is None:
                 break
             progress.update(task, description=f"{program.name} · iteration")
@@ -129,19 +137,32 @@ def _deadline() -> float | None:
         raise AutoloopError(f"AUTOLOOP_JOB_TIMEOUT_MINUTES must be a number of minutes, got {minutes!r}") from None
 
 
-def _pick(root: Path, programs: list[Program], forced: str | None, first: bool, console: Console) -> Program | None:
-    """Returns the program to run next, or None when nothing is due (or a forced program stopped)."""
+def _pick(
+    root: Path, programs: list[Program], forced: str | None, held: list[str | None], console: Console, force: bool
+) -> Program | None:
+    """Returns the program to run next, or None when nothing is due (or a forced program stopped).
+
+    held starts empty and keeps the forced program's skip reason at the first pick: a later iteration
+    stops when the program became paused or completed during this run (a --force run goes on while the
+    pause it started under stands).
+    """
     readable = readable_states(root, programs, forced)
     states = machines(readable)
     now = datetime.now(timezone.utc)
     runnable = [p for p in programs if p.name in readable]
-    plan = schedule.plan(runnable, states, now, forced)  # a forced unknown/unconfigured name raises here
+    reason = schedule.skip_reason(states.get(forced)) if forced else None
+    if held and reason and not reason.startswith("plateau") and not (force and reason == held[0]):
+        console.print(f"stopping: {forced} is {reason}")
+        return None
+    refusal = schedule.paused_refusal(forced, states.get(forced), force) if forced else None
+    if refusal:
+        console.print(f"not running: {refusal}")
+        return None
+    # A forced unknown or unconfigured name raises here.
+    plan = schedule.plan(runnable, states, now, forced, force=force)
+    held[:] = held or [reason]
     if plan.selected is None:
         console.print("nothing is due: " + (", ".join(f"{s.name} ({s.reason})" for s in plan.skipped) or "no programs"))
-        return None
-    reason = schedule.skip_reason(states.get(plan.selected))
-    if forced and not first and reason and not reason.startswith("plateau"):
-        console.print(f"stopping: {forced} is {reason}")
         return None
     return find_program(programs, plan.selected)
 

@@ -126,7 +126,9 @@ def test_pause_and_resume(fleet: Path, capsys: pytest.CaptureFixture[str]) -> No
     active = statefile.parse_state(memory.read("active.md") or "").machine
     assert active.recent_statuses == ("accepted", "rejected", "error", "accepted")
     assert not active.paused and active.pause_reason is None
-    assert statefile.parse_state(memory.read("plateau.md") or "").machine.recent_statuses == ()
+    # Resume invents no statuses: the plateau's rejections stay, and only statuses after the resume count.
+    plateau = statefile.parse_state(memory.read("plateau.md") or "").machine
+    assert plateau.recent_statuses == ("rejected",) * 5 and plateau.resumed_at == 5
 
 
 def test_state_prints_the_file(fleet: Path, capsys: pytest.CaptureFixture[str]) -> None:
