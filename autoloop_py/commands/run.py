@@ -7,7 +7,7 @@ import os
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -39,6 +39,10 @@ def add_parser(commands: Any) -> None:
     )
     parser.add_argument("--model", help="litellm model for --proposer llm (else `model:` or AUTOLOOP_MODEL)")
     parser.add_argument("--agent-command", help="command for --proposer agent (else AUTOLOOP_AGENT_COMMAND)")
+    parser.add_argument("--llm-timeout", type=_positive, metavar="SECONDS",
+                        help="seconds one model request may take (else `llm-timeout:`, default 120)")
+    parser.add_argument("--llm-retries", type=_whole, metavar="N",
+                        help="further requests after a timed-out or failed one (else `llm-retries:`, default 2)")
     parser.add_argument("--dry-run", action="store_true", help="propose and evaluate, but record nothing")
     parser.add_argument(
         "--force", action="store_true",
@@ -56,6 +60,7 @@ def add_parser(commands: Any) -> None:
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
     """Runs the requested iterations and prints a summary; exit 1 if nothing could run."""
+    started, wall = time.monotonic(), time.time()
     if args.iterations < 1:
         raise AutoloopError("--iterations must be at least 1")
     root = repo_root(args.repo)
@@ -74,6 +79,9 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         dry_run=args.dry_run,
         run_url=_run_url(),
         base_branch=args.base_branch,
+        llm_timeout=args.llm_timeout,
+        llm_retries=args.llm_retries,
+        job_deadline=job_end(os.environ, started, wall),
     )
     settings = github.from_environment(os.environ) if args.ci else None
     if args.ci and settings is None:
@@ -96,7 +104,8 @@ def _loop(
 ) -> list[IterationOutcome]:
     outcomes: list[IterationOutcome] = []
     held: list[str | None] = []  # why the forced program would be skipped when the run started
-    deadline = _deadline()
+    # No iteration starts in the job's last 5 minutes.
+    deadline = None if options.job_deadline is None else options.job_deadline - 5 * 60
     with _progress(console, count) as progress:
         task = progress.add_task("iterating", total=count)
         for i in range(count):
@@ -128,13 +137,53 @@ def _one(
     return result.outcome
 
 
-def _deadline() -> float | None:
-    """Returns when to stop starting iterations: 5 minutes before AUTOLOOP_JOB_TIMEOUT_MINUTES runs out."""
-    minutes = os.environ.get("AUTOLOOP_JOB_TIMEOUT_MINUTES", "").strip()
+def job_end(environ: Mapping[str, str], started: float, wall_now: float) -> float | None:
+    """Returns the time.monotonic() at which the job is stopped, None without AUTOLOOP_JOB_TIMEOUT_MINUTES.
+
+    The job started at AUTOLOOP_JOB_STARTED_AT (unix seconds or ISO 8601; the workflow sets it in its
+    first step), else when this command started (`started`, a time.monotonic() value).
+    """
+    minutes = environ.get("AUTOLOOP_JOB_TIMEOUT_MINUTES", "").strip()
+    if not minutes:
+        return None
     try:
-        return time.monotonic() + max(0.0, float(minutes) - 5) * 60 if minutes else None
+        limit = float(minutes) * 60
     except ValueError:
         raise AutoloopError(f"AUTOLOOP_JOB_TIMEOUT_MINUTES must be a number of minutes, got {minutes!r}") from None
+    stamp = environ.get("AUTOLOOP_JOB_STARTED_AT", "").strip()
+    if not stamp:
+        return started + limit
+    return started - (wall_now - _unix_seconds(stamp)) + limit
+
+
+def _unix_seconds(stamp: str) -> float:
+    """Returns AUTOLOOP_JOB_STARTED_AT as unix seconds."""
+    try:
+        return float(stamp)
+    except ValueError:
+        pass
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        raise AutoloopError(
+            f"AUTOLOOP_JOB_STARTED_AT must be unix seconds or an ISO 8601 time, got {stamp!r}"
+        ) from None
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, got {text!r}")
+    return value
+
+
+def _whole(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {text!r}")
+    return int(text)
 
 
 def _pick(
