@@ -8,6 +8,7 @@ from pathlib import PurePosixPath
 from typing import Mapping, Sequence
 
 from autoloop_py.edits import EditFailure, evolve_regions
+from autoloop_py.history import prompt_text
 from autoloop_py.program import Program
 from autoloop_py.render import render
 from autoloop_py.state import StateFile
@@ -281,7 +282,7 @@ def prompt_context(
         priorities=state.priorities,
         lessons=state.lessons,
         foreclosed=state.foreclosed,
-        recent_history=tuple(entry.text for entry in state.history[:5]),
+        recent_history=tuple(prompt_text(entry.text) for entry in state.history[:5]),
         directives=directives,
         recently_deleted=recently_deleted,
     )
