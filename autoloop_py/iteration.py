@@ -18,7 +18,7 @@ from autoloop_py.errors import GitError
 from autoloop_py.evaluate import EvaluationResult, evaluate
 from autoloop_py.lock import program_lock
 from autoloop_py.memory import MemoryStore
-from autoloop_py.program import Program, target_files
+from autoloop_py.program import Program, require_on_base, target_files
 from autoloop_py.prompts import RECENTLY_DELETED, prompt_context, render_iteration_prompt, with_data_section
 from autoloop_py.proposers import get_proposer, llm
 from autoloop_py.population import Candidate
@@ -140,6 +140,7 @@ def _run_locked(root: Path, program: Program, options: RunOptions, now: datetime
     with Workspace(root, program.name, base_branch=options.base_branch) as workspace:
         with clock("prepare branch"):
             workspace.prepare()
+            require_on_base(program, workspace.path, workspace.base_ref, workspace.base_ref.startswith("origin/"))
         measured = _evaluate_baseline(program, workspace.path, state, clock)
         best, baseline, failure = _baseline_outcome(state, measured)
         seed = seed_data(program, workspace.path, baseline)

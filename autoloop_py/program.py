@@ -172,6 +172,22 @@ def load_program(root: Path, rel: Path) -> Program:
     return program
 
 
+def require_on_base(program: Program, worktree: Path, base: str, remote: bool = True) -> None:
+    """Raises ProgramError when the program's file is missing from a worktree made from `base`.
+
+    The program was read from the local checkout, but iterations run on the base branch: a program
+    that exists only in local, unpushed commits would fail later with a missing evaluator.
+    """
+    if program.path.is_absolute() or program.path.parts[:1] == (".git",):
+        return  # an issue program, materialised outside the tree
+    if not (worktree / program.path).is_file():
+        step = "push it first" if remote else "commit it first"
+        raise ProgramError(
+            f"program {program.name} is not on {base} yet: {step} (autoloop runs on {base}, "
+            "not on your local checkout)", program.path,
+        )
+
+
 def check_all(root: Path) -> tuple[list[Program], list[ProgramError]]:
     """Returns the programs that load and every problem found in any program."""
     programs: list[Program] = []
