@@ -108,7 +108,7 @@ def _loop(
     deadline = None if options.job_deadline is None else options.job_deadline - 5 * 60
     with _progress(console, count) as progress:
         task = progress.add_task("iterating", total=count)
-        for i in range(count):
+        for _ in range(count):
             if deadline is not None and time.monotonic() > deadline:
                 console.print("stopping: the job's time is nearly up")
                 break
@@ -163,7 +163,7 @@ def _unix_seconds(stamp: str) -> float:
     except ValueError:
         pass
     try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+        return schedule.as_utc(datetime.fromisoformat(stamp.replace("Z", "+00:00"))).timestamp()  # naive is UTC
     except ValueError:
         raise AutoloopError(
             f"AUTOLOOP_JOB_STARTED_AT must be unix seconds or an ISO 8601 time, got {stamp!r}"
