@@ -36,12 +36,6 @@ class MachineView(Protocol):
     @property
     def recent_statuses(self) -> tuple[str, ...]: ...
 
-    @property
-    def iteration_count(self) -> int: ...
-
-    @property
-    def resumed_at(self) -> int | None: ...
-
 
 @dataclass(frozen=True)
 class Skip:
@@ -117,11 +111,17 @@ def skip_reason(machine: MachineView | None) -> str | None:
 
 
 def statuses_since_resume(machine: MachineView) -> tuple[str, ...]:
-    """Returns the recent statuses recorded after the last `autoloop resume` (all of them when never resumed)."""
+    """Returns the recent statuses recorded after the last `autoloop resume` (all of them when never resumed).
+
+    A machine with `resumed_at` and `iteration_count` (state.MachineState) counts only the statuses
+    after the resume; one without them (upstream's snapshot) counts all.
+    """
     statuses = tuple(machine.recent_statuses)
-    if machine.resumed_at is None:
+    # Optional fields: upstream's scheduler snapshot (agentic_scheduler.py) has no resume marker.
+    resumed_at: int | None = getattr(machine, "resumed_at", None)
+    if resumed_at is None:
         return statuses
-    fresh = max(0, machine.iteration_count - machine.resumed_at)
+    fresh = max(0, int(getattr(machine, "iteration_count", 0)) - resumed_at)
     return statuses[len(statuses) - fresh:] if fresh else ()
 
 
