@@ -19,6 +19,7 @@ from autoloop_py.errors import AutoloopError
 from autoloop_py.git_objects import GitSession
 from autoloop_py.iteration import IterationOutcome, RunOptions, run_iteration
 from autoloop_py.program import Program, find_program, program_name
+from autoloop_py.proposers import llm
 
 _MARKS = {"accepted": "✅", "rejected": "❌", "error": "⚠️", "pending-ci": "⏳"}
 
@@ -64,6 +65,8 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     started, wall = time.monotonic(), time.time()
     if args.iterations < 1:
         raise AutoloopError("--iterations must be at least 1")
+    if args.proposer == "llm":
+        llm.start_import()  # litellm's import overlaps loading the programs and the first evaluation
     root = repo_root(args.repo)
     programs, problems = load_all(root, with_issues=args.ci)
     forced = args.program or os.environ.get("AUTOLOOP_PROGRAM", "").strip() or None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -200,6 +201,23 @@ def _apply(text: str, working: Mapping[str, str], request: ProposalRequest) -> A
         else:
             kept[path] = content
     return Attempt(reply.summary, reply.lesson, kept, tuple(failures))
+
+
+def start_import() -> threading.Thread:
+    """Starts importing litellm in a thread (seconds of work), so that it overlaps a run's setup.
+
+    The first proposal's own import then waits for this one instead of starting over (Python's
+    per-module import lock). A failed import is left for that call to report.
+    """
+    def load() -> None:
+        try:
+            _litellm()
+        except Exception as err:  # noqa: BLE001 - reported by the first model call, which imports again
+            logger.debug("importing litellm ahead of time failed: %s", err)
+
+    thread = threading.Thread(target=load, name="import-litellm")
+    thread.start()
+    return thread
 
 
 def _litellm() -> Any:

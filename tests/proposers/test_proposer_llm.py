@@ -123,3 +123,13 @@ def test_importing_the_module_does_not_import_litellm() -> None:
     code = "import sys, autoloop_py.proposers.llm, autoloop_py.proposers; print('litellm' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_litellm_can_be_imported_ahead_of_the_first_call() -> None:
+    import sys
+
+    from autoloop_py.proposers.llm import start_import
+
+    thread = start_import()
+    thread.join(timeout=120)
+    assert not thread.is_alive() and "litellm" in sys.modules
