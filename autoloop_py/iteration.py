@@ -14,11 +14,13 @@ from typing import Callable, Iterator, Mapping
 
 from autoloop_py import checks, faults, recovery, trace, state as statefile
 from autoloop_py import lineage_store, novelty
-from autoloop_py.errors import GitError
+from autoloop_py.errors import AutoloopError
 from autoloop_py.evaluate import EvaluationResult, evaluate
 from autoloop_py.lock import program_lock
 from autoloop_py.memory import MemoryStore
+from autoloop_py.outcome import Outcome, write_outcome
 from autoloop_py.program import Program, target_files
+from autoloop_py.publishing import branch_tree, keep_candidate, settle_kept
 from autoloop_py.prompts import RECENTLY_DELETED, prompt_context, render_iteration_prompt, with_data_section
 from autoloop_py.proposers import get_proposer, llm
 from autoloop_py.population import Candidate
@@ -70,6 +72,8 @@ class RunOptions:
       proposer_factory: builds a Proposer from its name (tests inject fakes here).
       ci_gate: keep an improving candidate as `pending-ci` until its commit's checks pass.
       directives: steering for this iteration (people's comments, a CI fix request), quoted as data.
+      outcome_dir: write the decided iteration there as an Outcome instead of committing, pushing or
+        recording anything (`autoloop publish` does that, in a job that runs no candidate code).
     """
 
     proposer: str | None = None
@@ -82,6 +86,12 @@ class RunOptions:
     proposer_factory: Callable[..., Proposer] = get_proposer
     ci_gate: bool = False
     directives: tuple[str, ...] = ()
+    outcome_dir: Path | None = None
+
+    @property
+    def writes(self) -> bool:
+        """Returns whether the iteration itself commits, pushes and records (not a dry run, no outcome directory)."""
+        return not self.dry_run and self.outcome_dir is None
 
 
 @dataclass(frozen=True)
@@ -123,9 +133,12 @@ def _run_locked(root: Path, program: Program, options: RunOptions, now: datetime
     memory = MemoryStore(root)
     with clock("load state"):
         memory.sync()
-        recovery.reconcile(root, program, memory, options.budget, ci_gate=options.ci_gate, dry_run=options.dry_run)
+        recovery.reconcile(root, program, memory, options.budget, ci_gate=options.ci_gate, dry_run=not options.writes)
         state = load_state(memory, program)
         runner = strategy.load_runner(program, root)
+    if runner is not None and options.outcome_dir is not None:
+        raise AutoloopError(f"program '{program.name}' runs a strategy, whose decision an outcome cannot carry yet; "
+                            "run it without --outcome-dir")
     iteration = state.machine.iteration_count + 1
     rng = iteration_rng(program, iteration)
     key = recovery.new_key(program.name, iteration)
@@ -133,6 +146,7 @@ def _run_locked(root: Path, program: Program, options: RunOptions, now: datetime
     with Workspace(root, program.name, base_branch=options.base_branch) as workspace:
         with clock("prepare branch"):
             workspace.prepare()
+        base_tree = branch_tree(root, workspace.branch)
         measured = _evaluate_baseline(program, workspace.path, state, clock)
         best, baseline, failure = _baseline_outcome(state, measured)
         seed = seed_data(program, workspace.path, baseline)
@@ -146,7 +160,12 @@ def _run_locked(root: Path, program: Program, options: RunOptions, now: datetime
             )
             attempt = _try_candidate(context, root)
         record = replace(with_baseline(attempt.record, baseline), key=key)
-    if not options.dry_run:
+    if options.outcome_dir is not None:
+        changes = attempt.changes if record.status == "accepted" else {}
+        write_outcome(options.outcome_dir, Outcome(
+            program.name, iteration, key, base_tree, best, record, changes, attempt.prompt, attempt.evaluated, seed,
+        ))
+    elif not options.dry_run:
         with clock("record"):
             record_iteration(
                 memory, program, record, options.budget, runner, attempt.candidate, attempt.prompt, attempt.evaluated,
@@ -200,6 +219,7 @@ class _Attempt:
     evaluated: trace.Evaluated | None = None
     decision: object = None
     failure: str | None = None
+    changes: Mapping[str, str | None] = field(default_factory=dict)
 
 
 def _try_candidate(ctx: _Context, root: Path) -> _Attempt:
@@ -303,7 +323,8 @@ def _attempt(ctx: _Context, decision: DecisionLike | None, files: dict[str, str]
         baseline = ctx.best if ctx.state.machine.best_metric is None else None
         marks = recovery.trailers(ctx.key, result.metric, baseline) if ctx.key else {}
         record = _ratchet(program, workspace, proposal, result, ctx.best, ctx.iteration, options, ctx.clock, now, usage, marks)
-    return _Attempt(record, _candidate(ctx, decision, record, proposal, files), prompt, evaluated, decision, failure)
+    candidate = _candidate(ctx, decision, record, proposal, files)
+    return _Attempt(record, candidate, prompt, evaluated, decision, failure, proposal.files)
 
 
 def _failure_text(result: EvaluationResult) -> str:
@@ -405,27 +426,13 @@ def _ratchet(
     if not statefile.is_improvement(result.metric, best, program.direction, program.config.min_delta):
         notes = rejection_note(result.metric, best, program)
         return record_of("rejected", now, proposal.summary, result.metric, notes, proposal.lesson, run_url, **usage)
-    commit = None
-    if not options.dry_run:
-        with clock("commit"):
-            message = f"[Autoloop: {program.name}] Iteration {iteration}: {proposal.summary}"
-            if options.run_url:
-                message += f"\n\nRun: {options.run_url}"
-            commit = workspace.commit_candidate(recovery.with_trailers(message, marks or {}))
-            faults.checkpoint("after-candidate-commit")
-            try:
-                workspace.push()
-                faults.checkpoint("after-candidate-push")
-            except GitError as err:
-                kept = workspace.withdraw(commit)
-                notes = (f"another run advanced autoloop/{program.name} first, so this candidate was judged against a "
-                         f"stale best; it is kept at {kept} ({err.message.splitlines()[0][:120]})")
-                return record_of("rejected", now, proposal.summary, result.metric, notes, proposal.lesson, run_url, **usage)
     notes = f"{program.evaluation.metric if program.evaluation else 'metric'} improved to {result.metric:g}"
-    if options.ci_gate and commit is not None:
-        notes += "; kept until the commit's CI checks pass"
-        return record_of("pending-ci", now, proposal.summary, result.metric, notes, proposal.lesson, run_url, commit=commit, **usage)
-    return record_of("accepted", now, proposal.summary, result.metric, notes, proposal.lesson, run_url, commit=commit, **usage)
+    record = record_of("accepted", now, proposal.summary, result.metric, notes, proposal.lesson, run_url, **usage)
+    if not options.writes:
+        return record
+    with clock("commit"):
+        commit, withdrawn = keep_candidate(workspace, program, proposal.summary, iteration, run_url, marks or {})
+    return settle_kept(record, commit, withdrawn, options.ci_gate)
 
 
 def measure_baseline(

@@ -47,6 +47,13 @@ def add_parser(commands: Any) -> None:
         help="run as a GitHub Actions job: CI-gated acceptance, program issue, status comment, draft PR "
         "(needs GITHUB_REPOSITORY and GITHUB_TOKEN)",
     )
+    parser.add_argument(
+        "--outcome-dir",
+        type=Path,
+        metavar="DIR",
+        help="propose and evaluate one iteration, write nothing to git remotes or GitHub, and leave the decided "
+        "iteration in DIR for `autoloop publish DIR` (the read-only job of the generated workflow)",
+    )
     parser.set_defaults(handler=cmd_run)
 
 
@@ -54,6 +61,8 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     """Runs the requested iterations and prints a summary; exit 1 if nothing could run."""
     if args.iterations < 1:
         raise AutoloopError("--iterations must be at least 1")
+    if args.outcome_dir is not None and (args.iterations != 1 or args.dry_run):
+        raise AutoloopError("--outcome-dir holds one iteration: drop --iterations and --dry-run")
     root = repo_root(args.repo)
     programs, problems = load_all(root, with_issues=args.ci)
     forced = args.program or os.environ.get("AUTOLOOP_PROGRAM", "").strip() or None
@@ -66,8 +75,9 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         model=args.model,
         agent_command=args.agent_command,
         dry_run=args.dry_run,
-        run_url=_run_url(),
+        run_url=run_url(),
         base_branch=args.base_branch,
+        outcome_dir=args.outcome_dir.resolve() if args.outcome_dir is not None else None,
     )
     settings = github.from_environment(os.environ) if args.ci else None
     if args.ci and settings is None:
@@ -103,7 +113,7 @@ def _loop(
             if outcome is None:
                 break
             outcomes.append(outcome)
-            console.print(_line(outcome))
+            print_outcome(outcome, console)
             progress.advance(task)
     return outcomes
 
@@ -144,6 +154,11 @@ def _pick(root: Path, programs: list[Program], forced: str | None, first: bool, 
         console.print(f"stopping: {forced} is {reason}")
         return None
     return find_program(programs, plan.selected)
+
+
+def print_outcome(outcome: IterationOutcome, console: Console) -> None:
+    """Prints the one-line account of an iteration."""
+    console.print(_line(outcome))
 
 
 def _line(outcome: IterationOutcome) -> str:
@@ -193,7 +208,7 @@ def _progress(console: Console, total: int) -> Progress:
     )
 
 
-def _run_url() -> str | None:
+def run_url() -> str | None:
     server, repo, run_id = (os.environ.get(k) for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID"))
     if server and repo and run_id:
         return f"{server}/{repo}/actions/runs/{run_id}"
