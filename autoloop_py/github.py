@@ -363,6 +363,13 @@ class ProgramThread:
             self.issue_number = self._find_issue() or self._create_issue(goal)
         return self.issue_number
 
+    @_reported("find the program issue")
+    def find_issue(self) -> int | None:
+        """Returns the program issue when there is one; never opens one (a read-only token cannot)."""
+        if self.issue_number is None:
+            self.issue_number = self._find_issue()
+        return self.issue_number
+
     def _find_issue(self) -> int | None:
         """Returns the oldest open issue titled `[Autoloop: <name>]`, labelled ones looked at first."""
         found = self._titled(self._repo.get_issues(state="open", labels=[PROGRAM_LABELS[-1]]))

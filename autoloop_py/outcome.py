@@ -34,6 +34,7 @@ MAX_LINE = 500
 MAX_TEXT = 20_000
 
 _KEY_RE = re.compile(r"^[A-Za-z0-9_.-]+:(?P<iteration>\d{1,9}):[0-9a-f]{16}$")
+_KEY_UNSAFE_RE = re.compile(r"[^A-Za-z0-9_.-]+")
 _SHA_RE = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 _TOP_KEYS = {"format", "program", "iteration", "key", "base_tree", "best_before", "record", "changed", "deleted",
              "prompt", "evaluated", "seed", "waiting"}
@@ -76,6 +77,12 @@ class Outcome:
     evaluated: Evaluated | None = None
     seed: Evaluated | None = None
     waiting: str = ""
+
+
+def idle_outcome(program: str, why: str, iteration: int = 0) -> Outcome:
+    """Returns the outcome of a proposing job in which no iteration ran (waiting for CI, nothing due)."""
+    return Outcome(program, iteration, f"{_KEY_UNSAFE_RE.sub('-', program)}:{iteration}:{'0' * 16}", None, None, None,
+                   waiting=why)
 
 
 # ---------------------------------------------------------------- render

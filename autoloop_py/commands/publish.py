@@ -13,7 +13,7 @@ from autoloop_py import ci, github
 from autoloop_py.commands.common import load_all, repo_root, subparser
 from autoloop_py.commands.run import print_outcome, run_url
 from autoloop_py.errors import AutoloopError
-from autoloop_py.iteration import IterationOutcome, RunOptions
+from autoloop_py.iteration import RunOptions
 from autoloop_py.outcome import read_outcome
 from autoloop_py.program import find_program
 from autoloop_py.publishing import publish_outcome
@@ -59,10 +59,7 @@ def cmd_publish(args: argparse.Namespace, console: Console) -> int:
     else:
         record = publish_outcome(root, program, outcome, budget=options.budget, run_url=options.run_url,
                                  base_branch=options.base_branch)
-        done = None if record is None else IterationOutcome(
-            program.name, outcome.iteration, record.status, record.change, record.metric, outcome.best_before,
-            record.commit, record.notes if record.status != "accepted" else None,
-        )
+        done = ci.published(outcome, record)
     if done is None:
         console.print(f"{program.name}: no iteration to record ({outcome.waiting or 'nothing ran'})")
         return 0

@@ -208,3 +208,60 @@ def test_a_tampered_outcome_is_refused_and_nothing_is_written(
     assert (publisher / ".git/config").read_bytes() == config
     assert _git(publisher, "status", "--porcelain") == ""
     assert not Path("/tmp/pwned").exists()
+
+
+# ---------------------------------------------------------------- in GitHub Actions (loopback GitHub)
+
+from tests.e2e.test_ci import REPO, fake  # noqa: E402,F401
+from tests.fakegithub import FakeGitHub  # noqa: E402
+
+_WRITES = ("POST", "PATCH", "PUT", "DELETE")
+
+
+def _propose_ci(origin: Path, clone: Path, command: str, outcome: Path, fake: FakeGitHub) -> None:
+    before, asked = _refs(origin), len(fake.requests)
+    assert main(["run", "--repo", str(clone), "--program", "counter", "--proposer", "agent",
+                 "--agent-command", command, "--outcome-dir", str(outcome), "--ci"]) == 0
+    assert _refs(origin) == before, "the proposing job pushed something"
+    assert [r.path for r in fake.requests[asked:] if r.method in _WRITES] == [], "the proposing job wrote to GitHub"
+
+
+def test_split_ci_run_comments_and_gates_like_a_single_job(tmp_path: Path, fake: FakeGitHub) -> None:
+    origin = _origin_with_counter(tmp_path)
+    command = _plan(tmp_path, [_value(2.0), _value(3.0)])
+    _propose_ci(origin, _clone(origin, tmp_path / "p1"), command, tmp_path / "o1", fake)
+    assert main(["publish", "--repo", str(_clone(origin, tmp_path / "q1")), str(tmp_path / "o1"), "--ci"]) == 0
+    state = _state(origin)
+    assert state.machine.recent_statuses == ("pending-ci",)  # the CI gate holds it until the checks pass
+    [issue] = [i for i in fake.issues[REPO] if i["title"] == "[Autoloop: counter]"]
+    comments = fake.comments[REPO][issue["number"]]
+    assert sum("<!-- AUTOLOOP:STATUS -->" in c["body"] for c in comments) == 1 and len(comments) == 2
+    assert [p["head"]["ref"] for p in fake.pulls[REPO]] == ["autoloop/counter"]
+
+    # Checks still running: the proposing job proposes nothing; publishing records nothing new.
+    first = _git(origin, "rev-parse", "autoloop/counter")
+    fake.add_check_run(REPO, first, "tests", status="in_progress", conclusion=None)
+    _propose_ci(origin, _clone(origin, tmp_path / "p2"), command, tmp_path / "o2", fake)
+    assert "waiting for CI" in json.loads((tmp_path / "o2/outcome.json").read_text())["waiting"]
+    assert main(["publish", "--repo", str(_clone(origin, tmp_path / "q2")), str(tmp_path / "o2"), "--ci"]) == 0
+    assert _state(origin).machine.recent_statuses == ("pending-ci",)
+
+    # Checks passed: the proposing job sees the verdict (locally), the publishing job writes it and the next record.
+    fake.check_runs[(REPO, first)] = []
+    fake.add_check_run(REPO, first, "tests", conclusion="success")
+    _propose_ci(origin, _clone(origin, tmp_path / "p3"), command, tmp_path / "o3", fake)
+    assert main(["publish", "--repo", str(_clone(origin, tmp_path / "q3")), str(tmp_path / "o3"), "--ci"]) == 0
+    state = _state(origin)
+    assert state.machine.recent_statuses == ("accepted", "pending-ci")
+    assert state.machine.best_metric == 2.0
+    assert "x = 3.0" in _git(origin, "show", f"autoloop/counter:{PROG}/code/value.py")
+
+
+def test_a_tampered_outcome_writes_nothing_to_github(tmp_path: Path, fake: FakeGitHub) -> None:
+    origin = _origin_with_counter(tmp_path)
+    _propose_ci(origin, _clone(origin, tmp_path / "p"), _plan(tmp_path, [_value(2.0)]), tmp_path / "o", fake)
+    _outside_target(tmp_path / "o")
+    asked, before = len(fake.requests), _refs(origin)
+    assert main(["publish", "--repo", str(_clone(origin, tmp_path / "q")), str(tmp_path / "o"), "--ci"]) == 1
+    assert [r.path for r in fake.requests[asked:] if r.method in _WRITES] == []
+    assert _refs(origin) == before
