@@ -14,7 +14,6 @@ from typing import Callable, Iterator, Mapping
 
 from autoloop_py import checks, faults, recovery, trace, state as statefile
 from autoloop_py import lineage_store, novelty
-from autoloop_py.errors import AutoloopError
 from autoloop_py.evaluate import EvaluationResult, evaluate
 from autoloop_py.lock import program_lock
 from autoloop_py.memory import MemoryStore
@@ -136,9 +135,6 @@ def _run_locked(root: Path, program: Program, options: RunOptions, now: datetime
         recovery.reconcile(root, program, memory, options.budget, ci_gate=options.ci_gate, dry_run=not options.writes)
         state = load_state(memory, program)
         runner = strategy.load_runner(program, root)
-    if runner is not None and options.outcome_dir is not None:
-        raise AutoloopError(f"program '{program.name}' runs a strategy, whose decision an outcome cannot carry yet; "
-                            "run it without --outcome-dir")
     iteration = state.machine.iteration_count + 1
     rng = iteration_rng(program, iteration)
     key = recovery.new_key(program.name, iteration)
@@ -164,6 +160,8 @@ def _run_locked(root: Path, program: Program, options: RunOptions, now: datetime
         changes = attempt.changes if record.status == "accepted" else {}
         write_outcome(options.outcome_dir, Outcome(
             program.name, iteration, key, base_tree, best, record, changes, attempt.prompt, attempt.evaluated, seed,
+            decision=attempt.decision, candidate_source=attempt.source if attempt.candidate else None,
+            approach=attempt.approach,
         ))
     elif not options.dry_run:
         with clock("record"):
@@ -204,6 +202,7 @@ class _Context:
     key: str = ""
     reader: lineage_store.TraceReader | None = None
     baseline: EvaluationResult | None = None
+    base_files: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -220,12 +219,15 @@ class _Attempt:
     decision: object = None
     failure: str | None = None
     changes: Mapping[str, str | None] = field(default_factory=dict)
+    source: str | None = None
+    approach: str | None = None
 
 
 def _try_candidate(ctx: _Context, root: Path) -> _Attempt:
     """Decides, then proposes, checks, evaluates and ratchets a candidate; returns what to record."""
     with ctx.clock("propose"):
         files = ctx.workspace.files(target_files(ctx.program.target, ctx.workspace.path))
+        ctx = replace(ctx, base_files=files)
         decision, files, prompt = _prepare_prompt(ctx, files, root)
     if decision is not None and strategy.evaluates_as_is(ctx.runner, decision):
         return _as_is(ctx, decision, files)
@@ -273,7 +275,9 @@ def _as_is(ctx: _Context, decision: DecisionLike, files: dict[str, str]) -> _Att
         notes = f"the unchanged code scores {result.metric:g}; recorded without a proposal, nothing to commit"
         record = record_of("rejected", ctx.now, summary, result.metric, notes, None, ctx.options.run_url, **usage)
     evaluated = _evaluated(ctx, decision, proposal, result.metrics, "")
-    return _Attempt(record, _candidate(ctx, decision, record, proposal, files), "", evaluated, decision)
+    source = _candidate_source(ctx, proposal, files)
+    candidate = _candidate(ctx, decision, record, proposal, files)
+    return _Attempt(record, candidate, "", evaluated, decision, source=source, approach=proposal.approach)
 
 
 def _attempt(ctx: _Context, decision: DecisionLike | None, files: dict[str, str], prompt: str) -> _Attempt:
@@ -324,7 +328,10 @@ def _attempt(ctx: _Context, decision: DecisionLike | None, files: dict[str, str]
         marks = recovery.trailers(ctx.key, result.metric, baseline) if ctx.key else {}
         record = _ratchet(program, workspace, proposal, result, ctx.best, ctx.iteration, options, ctx.clock, now, usage, marks)
     candidate = _candidate(ctx, decision, record, proposal, files)
-    return _Attempt(record, candidate, prompt, evaluated, decision, failure, proposal.files)
+    # What the candidate changed on the branch: the parent the strategy placed, then the proposal.
+    changes = {path: text for path, text in files.items() if ctx.base_files.get(path) != text} | dict(proposal.files)
+    source = _candidate_source(ctx, proposal, files)
+    return _Attempt(record, candidate, prompt, evaluated, decision, failure, changes, source, proposal.approach)
 
 
 def _failure_text(result: EvaluationResult) -> str:
@@ -400,11 +407,18 @@ def _candidate(
     ctx: _Context, decision: DecisionLike | None, record: statefile.IterationRecord, proposal: Proposal, files: Mapping[str, str]
 ) -> Candidate | None:
     """Returns the Population entry of an evaluated strategy candidate (None in the default flow)."""
-    if ctx.runner is None or decision is None:
+    source = _candidate_source(ctx, proposal, files)
+    if ctx.runner is None or decision is None or source is None:
+        return None
+    return strategy.candidate_for(ctx.runner, decision, record, source, proposal.approach, ctx.iteration)
+
+
+def _candidate_source(ctx: _Context, proposal: Proposal, files: Mapping[str, str]) -> str | None:
+    """Returns the source of the strategy's primary file a Population entry keeps (None without a strategy)."""
+    if ctx.runner is None:
         return None
     primary = ctx.runner.primary
-    source = proposal.files.get(primary) or files.get(primary, "")
-    return strategy.candidate_for(ctx.runner, decision, record, source, proposal.approach, ctx.iteration)
+    return proposal.files.get(primary) or files.get(primary, "")
 
 
 def _ratchet(

@@ -19,6 +19,7 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any, Mapping
 
+from autoloop_py.decision_codec import DecisionCodecError, decode, encode
 from autoloop_py.errors import AutoloopError
 from autoloop_py.history import IterationRecord
 from autoloop_py.trace import Evaluated
@@ -37,7 +38,7 @@ _KEY_RE = re.compile(r"^[A-Za-z0-9_.-]+:(?P<iteration>\d{1,9}):[0-9a-f]{16}$")
 _KEY_UNSAFE_RE = re.compile(r"[^A-Za-z0-9_.-]+")
 _SHA_RE = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 _TOP_KEYS = {"format", "program", "iteration", "key", "base_tree", "best_before", "record", "changed", "deleted",
-             "prompt", "evaluated", "seed", "waiting"}
+             "prompt", "evaluated", "seed", "waiting", "decision", "candidate_source", "approach"}
 _RECORD_KEYS = {"status", "timestamp", "change", "metric", "notes", "lesson", "baseline", "tokens", "cost", "extra"}
 _EVALUATED_KEYS = {"source", "metrics", "prompt", "replies", "parent_id", "operator", "model", "tokens", "cost",
                    "language", "metadata"}
@@ -64,6 +65,9 @@ class Outcome:
       evaluated: the candidate's trace data.
       seed: the unchanged code's trace data, when this iteration measured the baseline.
       waiting: why no iteration ran (e.g. the CI gate waits), '' when one did.
+      decision: the strategy's decision (None without a strategy), for its Population bookkeeping.
+      candidate_source: the source a strategy's Population entry keeps (None: the iteration made no entry).
+      approach: the proposal's one-line approach, for that entry.
     """
 
     program: str
@@ -77,6 +81,9 @@ class Outcome:
     evaluated: Evaluated | None = None
     seed: Evaluated | None = None
     waiting: str = ""
+    decision: Any = None
+    candidate_source: str | None = None
+    approach: str | None = None
 
 
 def idle_outcome(program: str, why: str, iteration: int = 0) -> Outcome:
@@ -105,8 +112,21 @@ def render_outcome(outcome: Outcome) -> tuple[str, dict[str, bytes]]:
         "evaluated": _evaluated_json(outcome.evaluated),
         "seed": _evaluated_json(outcome.seed),
         "waiting": outcome.waiting,
+        "decision": _encoded(outcome.decision),
+        "candidate_source": outcome.candidate_source,
+        "approach": outcome.approach,
     }
     return json.dumps(doc, indent=1, sort_keys=True, allow_nan=False) + "\n", written
+
+
+def _encoded(decision: Any) -> Any:
+    """Returns the decision as JSON values; raises unless they read back as the same decision."""
+    if decision is None:
+        return None
+    encoded = encode(decision)
+    if decode(json.loads(json.dumps(encoded))) != decision:
+        raise DecisionCodecError(f"a {type(decision).__name__} does not read back the same from JSON")
+    return encoded
 
 
 def _record_json(record: IterationRecord) -> dict[str, Any]:
@@ -153,8 +173,16 @@ def parse_outcome(text: str, files: Mapping[str, bytes]) -> Outcome:
         program=program, iteration=iteration, key=key, base_tree=base_tree,
         best_before=_number(doc, "best_before", OUTCOME_FILE), record=record, changes=changes,
         prompt=_str(doc, "prompt", MAX_JSON_BYTES), evaluated=_evaluated(doc["evaluated"], "evaluated"),
-        seed=_evaluated(doc["seed"], "seed"), waiting=_str(doc, "waiting", MAX_LINE),
+        seed=_evaluated(doc["seed"], "seed"), waiting=_str(doc, "waiting", MAX_LINE), decision=_decision(doc),
+        candidate_source=_opt_str(doc, "candidate_source", MAX_JSON_BYTES), approach=_opt_str(doc, "approach", MAX_TEXT),
     )
+
+
+def _decision(doc: Mapping[str, Any]) -> Any:
+    try:
+        return decode(doc["decision"])
+    except (DecisionCodecError, RecursionError) as err:
+        raise OutcomeError(f"{OUTCOME_FILE}: decision: {err}") from None
 
 
 def _no_constant(name: str) -> None:

@@ -68,11 +68,10 @@ def settle_kept(record: IterationRecord, commit: str | None, withdrawn: str | No
 
 def check_outcome(root: Path, program: Program, outcome: Outcome) -> None:
     """Raises OutcomeError unless the program's own definition allows publishing the outcome."""
-    if strategy.load_runner(program, root) is not None:
-        raise OutcomeError(
-            f"program '{program.name}' runs a strategy, whose decision an outcome cannot carry yet; "
-            "run it with the single-job `autoloop run`"
-        )
+    runner = strategy.load_runner(program, root)
+    if runner is None and (outcome.decision is not None or outcome.candidate_source is not None):
+        raise OutcomeError(f"refusing the outcome of '{program.name}': it carries a strategy decision, and the "
+                           "program runs no strategy")
     cap = int(getattr(program.config, "max_file_bytes", MAX_FILE_BYTES) or MAX_FILE_BYTES)
     found = problems(outcome, program.name, program.target.allows, cap)
     if found:
@@ -98,8 +97,13 @@ def publish_outcome(
         record = replace(outcome.record, key=outcome.key, run_url=run_url, commit=None)
         if record.status == "accepted":
             record = _keep(root, program, outcome, record, base_branch, ci_gate)
-        record_iteration(memory, program, record, budget, prompt=outcome.prompt, evaluated=outcome.evaluated,
-                         seed=outcome.seed)
+        runner = strategy.load_runner(program, root)
+        candidate = None
+        if runner is not None and outcome.decision is not None and outcome.candidate_source is not None:
+            candidate = strategy.candidate_for(runner, outcome.decision, record, outcome.candidate_source,
+                                               outcome.approach, outcome.iteration)
+        record_iteration(memory, program, record, budget, runner, candidate, outcome.prompt, outcome.evaluated,
+                         outcome.seed, outcome.decision)
     return record
 
 

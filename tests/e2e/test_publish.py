@@ -171,6 +171,15 @@ def _other_program(outcome: Path) -> None:
     _edit_json(outcome, lambda doc: doc.update(program="other"))
 
 
+def _forged_decision(outcome: Path) -> None:
+    _edit_json(outcome, lambda doc: doc.update(decision={"$dataclass": "os:system", "fields": {"command": "id"}}))
+
+
+def _decision_without_strategy(outcome: Path) -> None:
+    decision = {"$dataclass": "autoloop_py.strategies.base:Decision", "fields": {"operator": "x", "reason": "y"}}
+    _edit_json(outcome, lambda doc: doc.update(decision=decision))
+
+
 def _link(outcome: Path) -> None:
     target = outcome / "files" / PROG / "code/value.py"
     target.unlink()
@@ -188,6 +197,8 @@ TAMPERING = {
     "edit outside EVOLVE-BLOCK": (_evolve_block, "EVOLVE-BLOCK"),
     "another program": (_other_program, "no program named 'other'"),
     "symbolic link": (_link, "a link or a special file is refused"),
+    "forged decision type": (_forged_decision, "os:system is not a type a decision may hold"),
+    "decision for no strategy": (_decision_without_strategy, "the program runs no strategy"),
 }
 
 
