@@ -252,7 +252,7 @@ def _as_is(ctx: _Context, decision: DecisionLike, files: dict[str, str]) -> _Att
     else:
         notes = f"the unchanged code scores {result.metric:g}; recorded without a proposal, nothing to commit"
         record = record_of("rejected", ctx.now, summary, result.metric, notes, None, ctx.options.run_url, **usage)
-    evaluated = _evaluated(ctx, decision, proposal, result.metrics, "")
+    evaluated = _evaluated(ctx, decision, proposal, result.metrics, "", runs=result.runs)
     return _Attempt(record, _candidate(ctx, decision, record, proposal, files), "", evaluated, decision)
 
 
@@ -290,7 +290,7 @@ def _attempt(ctx: _Context, decision: DecisionLike | None, files: dict[str, str]
         faults.checkpoint("during-evaluation")
         result = evaluate(program, workspace.path)
     tampered = checks.tampered(program, workspace.path, guarded)
-    evaluated = _evaluated(ctx, decision, proposal, result.metrics, prompt)
+    evaluated = _evaluated(ctx, decision, proposal, result.metrics, prompt, runs=result.runs)
     failure = None
     if tampered:
         record = error_record(now, proposal.summary, f"the candidate changed protected files: {tampered}", run_url, **usage)
@@ -366,12 +366,12 @@ def _primary_of(ctx: _Context) -> str | None:
 
 def _evaluated(
     ctx: _Context, decision: DecisionLike | None, proposal: Proposal, metrics: Mapping[str, object], prompt: str,
-    source: str | None = None, metadata: Mapping[str, object] | None = None,
+    source: str | None = None, metadata: Mapping[str, object] | None = None, runs: tuple[float, ...] = (),
 ) -> trace.Evaluated:
     """Returns the trace data of a candidate (its source read from the workspace unless given)."""
     return candidate_data(
         _primary_of(ctx), ctx.workspace.path, _parent_id(ctx, decision), decision.operator if decision else None,
-        proposal, metrics, prompt, source, metadata,
+        proposal, metrics, prompt, source, metadata, runs,
     )
 
 

@@ -168,8 +168,12 @@ def candidate_data(
     prompt: str,
     source: str | None = None,
     metadata: Mapping[str, object] | None = None,
+    runs: tuple[float, ...] = (),
 ) -> trace.Evaluated:
-    """Returns the trace data of a candidate (its source read from the worktree unless given)."""
+    """Returns the trace data of a candidate (its source read from the worktree unless given).
+
+    `metrics` hold the median of the runs (the number compared); `runs` keeps each run's metric.
+    """
     path = workdir / primary if primary else None
     if source is None:
         source = path.read_text(encoding="utf-8", errors="replace") if path and path.is_file() else ""
@@ -186,6 +190,7 @@ def candidate_data(
         cost=usage.cost if usage else None,
         language=strategy.language_of(primary or ""),
         metadata=dict(metadata or {}),
+        runs=tuple(runs),
     )
 
 
