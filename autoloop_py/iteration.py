@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Mapping
 
 from autoloop_py import checks, faults, recovery, trace, state as statefile
-from autoloop_py import lineage_store, novelty
+from autoloop_py import integrity, lineage_store, novelty
 from autoloop_py.errors import GitError
 from autoloop_py.evaluate import EvaluationResult, evaluate
 from autoloop_py.lock import program_lock
@@ -123,6 +123,8 @@ def _run_locked(root: Path, program: Program, options: RunOptions, now: datetime
     memory = MemoryStore(root)
     with clock("load state"):
         memory.sync()
+        # Before reconcile records anything: a stale copy of the file must not get a reused iteration number.
+        integrity.check_records(memory, state_path(program), program.name, load_state(memory, program))
         recovery.reconcile(root, program, memory, options.budget, ci_gate=options.ci_gate, dry_run=options.dry_run)
         state = load_state(memory, program)
         runner = strategy.load_runner(program, root)
