@@ -55,6 +55,8 @@ def lost(state: statefile.StateFile, recorded: Recorded) -> str | None:
             return None
         if entry.is_range and (entry.iteration or 0) <= recorded.iteration <= (entry.last_iteration or 0):
             return None
+    if recorded.key in statefile.render_state(state):
+        return None  # the entry is there, out of place (e.g. its section's heading was deleted)
     return f"the history entry of iteration {recorded.iteration} (key {recorded.key}) is gone"
 
 

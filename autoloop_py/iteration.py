@@ -8,12 +8,12 @@ import random
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterator, Mapping
 
 from autoloop_py import checks, faults, recovery, trace, state as statefile
-from autoloop_py import integrity, lineage_store, novelty
+from autoloop_py import budget, integrity, lineage_store, novelty
 from autoloop_py.errors import GitError
 from autoloop_py.evaluate import EvaluationResult, evaluate
 from autoloop_py.lock import program_lock
@@ -32,6 +32,7 @@ from autoloop_py.recording import (
     record_iteration,
     primary_file,
     record_of,
+    record_pause,
     rejection_note,
     seed_data,
     state_path,
@@ -128,6 +129,9 @@ def _run_locked(root: Path, program: Program, options: RunOptions, now: datetime
         recovery.reconcile(root, program, memory, options.budget, ci_gate=options.ci_gate, dry_run=options.dry_run)
         state = load_state(memory, program)
         runner = strategy.load_runner(program, root)
+    over = _over_budget(memory, program, state, options, now)
+    if over is not None:
+        return over
     iteration = state.machine.iteration_count + 1
     rng = iteration_rng(program, iteration)
     key = recovery.new_key(program.name, iteration)
@@ -164,6 +168,26 @@ def _run_locked(root: Path, program: Program, options: RunOptions, now: datetime
         commit=record.commit,
         reason=record.notes if record.status != "accepted" else None,
         timings=clock.timings,
+    )
+
+
+def _over_budget(
+    memory: MemoryStore, program: Program, state: statefile.StateFile, options: RunOptions, now: datetime | None
+) -> IterationOutcome | None:
+    """Pauses the program, before any model call, when its recorded spend reached a budget; returns that outcome."""
+    moment = now or datetime.now(timezone.utc)
+    machine = state.machine
+    if budget.daily_pause_over(machine.paused, machine.pause_reason, moment) and not options.dry_run:
+        record_pause(memory, program, False, None)
+    limit = budget.reached(program.config, machine, moment)
+    if limit is None:
+        return None
+    reason = budget.pause_reason(limit, program.name, moment.date())
+    log.warning("%s: %s", program.name, reason)
+    if not options.dry_run:
+        record_pause(memory, program, True, reason)
+    return IterationOutcome(
+        program.name, machine.iteration_count, "paused", "no model call", None, machine.best_metric, reason=reason
     )
 
 

@@ -40,6 +40,10 @@ class ProgramConfig:
       novelty_filter: skip repeats and mostly-recycled candidates, and show recently deleted lines in prompts.
       novelty_threshold: the share of re-added deleted lines at which a candidate counts as recycled
         (novelty.DEFAULT_THRESHOLD; the paper measures about 0.3 for a typical edit).
+      budget_usd: dollars the program may spend on model calls in all (None: no cap).
+      budget_usd_per_day: dollars per UTC day.
+      budget_tokens: model tokens in all.
+      budget_tokens_per_day: model tokens per UTC day.
       extra: frontmatter keys this version does not know, kept for strategies.
     """
 
@@ -55,6 +59,10 @@ class ProgramConfig:
     seed: int = 0
     novelty_filter: bool = True
     novelty_threshold: float = 0.8
+    budget_usd: float | None = None
+    budget_usd_per_day: float | None = None
+    budget_tokens: float | None = None
+    budget_tokens_per_day: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -278,6 +286,8 @@ _KEYS = {
     "novelty_filter": "novelty_filter",
     "novelty-threshold": "novelty_threshold",
     "novelty_threshold": "novelty_threshold",
+    **{spelling: name for name in ("budget_usd", "budget_usd_per_day", "budget_tokens", "budget_tokens_per_day")
+       for spelling in (name, name.replace("_", "-"))},
 }
 
 

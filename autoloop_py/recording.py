@@ -99,6 +99,19 @@ def record_iteration(
     memory.update(path, change, message, extra=lambda: dict(kept))
 
 
+def record_pause(memory: MemoryStore, program: Program, paused: bool, reason: str | None) -> None:
+    """Sets (or clears) Paused and its reason in the program's state file, on the freshest text."""
+    path = state_path(program)
+
+    def change(text: str | None) -> str:
+        state = parse_or_new(text, program, path)
+        machine = replace(state.machine, paused=paused, pause_reason=reason if paused else None)
+        return statefile.render_state(statefile.with_machine(state, machine))
+
+    verb = f"paused: {reason}" if paused else "resumed"
+    memory.update(path, change, f"[Autoloop: {program.name}] {verb}"[:200])
+
+
 def rejection_note(metric: float, best: float | None, program: Program) -> str:
     """Returns the history note of a candidate that did not improve on the best."""
     if best is None:

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from autoloop_py import schedule
+from autoloop_py import budget, schedule
 from autoloop_py import state as statefile
 from autoloop_py.commands.common import format_metric, format_time, repo_root, states_and_damage, subparser
 from autoloop_py import population as pop
@@ -36,13 +36,14 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
     now = datetime.now(timezone.utc)
     shown = [find_program(programs, args.program)] if args.program else programs
     table = Table(title="autoloop programs")
-    for column in ("program", "strategy", "status", "best", "initial", "iterations", "last run", "next due", "recent"):
+    for column in ("program", "strategy", "status", "best", "initial", "iterations", "last run", "next due", "recent",
+                   "spent / budget"):
         table.add_column(column)
     for program in shown:
         playbook = find_playbook(program, root)
         strategy_name = playbook.name if playbook else "default"
         if program.name in damaged:
-            table.add_row(program.name, strategy_name, "❌ state file unreadable", *["—"] * 6)
+            table.add_row(program.name, strategy_name, "❌ state file unreadable", *["—"] * 7)
         else:
             table.add_row(program.name, strategy_name, *_row(program, states.get(program.name), now))
     console.print(table)
@@ -59,24 +60,25 @@ def _row(program: Program, state: statefile.StateFile | None, now: datetime) -> 
     machine = state.machine if state else None
     due = schedule.next_due(program, machine)
     return [
-        _status(program, machine),
+        _status(program, machine, now),
         format_metric(machine.best_metric if machine else None),
         format_metric(machine.initial_metric if machine else None),
         str(machine.iteration_count if machine else 0),
         format_time(machine.last_run if machine else None),
         "now" if due is None or due <= now else format_time(due),
         "".join(_SPARK.get(s, "·") for s in (machine.recent_statuses if machine else ())) or "—",
+        budget.describe(program.config, machine or statefile.MachineState(), now),
     ]
 
 
-def _status(program: Program, machine: statefile.MachineState | None) -> str:
+def _status(program: Program, machine: statefile.MachineState | None, now: datetime) -> str:
     if program.unconfigured:
         return "📝 unconfigured"
     if machine is None:
         return "🟢 new"
     if machine.completed:
         return "✅ completed"
-    reason = schedule.skip_reason(machine)
+    reason = schedule.skip_reason(machine, now)
     if reason:
         return f"⏸️ {reason}"
     if machine.consecutive_errors:
