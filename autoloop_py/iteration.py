@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Mapping
 
 from autoloop_py import checks, faults, recovery, trace, state as statefile
-from autoloop_py import budget, integrity, lineage_store, novelty
+from autoloop_py import budget, integrity, lineage_store, novelty, stale_parents
 from autoloop_py.errors import GitError
 from autoloop_py.evaluate import EvaluationResult, evaluate
 from autoloop_py.lock import program_lock
@@ -152,11 +152,12 @@ def _run_locked(root: Path, program: Program, options: RunOptions, now: datetime
             )
             attempt = _try_candidate(context, root)
         record = replace(with_baseline(attempt.record, baseline), key=key)
+        base = workspace.base_sha
     if not options.dry_run:
         with clock("record"):
             record_iteration(
                 memory, program, record, options.budget, runner, attempt.candidate, attempt.prompt, attempt.evaluated,
-                seed, attempt.decision,
+                seed, attempt.decision, base,
             )
     return IterationOutcome(
         program=program.name,
@@ -344,9 +345,10 @@ def _prepare_prompt(ctx: _Context, files: dict[str, str], root: Path) -> tuple[D
         deleted = lineage_store.deleted_items(ctx.reader, ctx.tip)
         context = prompt_context(ctx.program, files, ctx.state, ctx.best, ctx.iteration, ctx.options.directives, deleted)
         return None, files, render_iteration_prompt(context)
+    rebase = stale_parents.rebaser(root, ctx.program.name, ctx.runner.primary, ctx.workspace.base_sha, ctx.memory.read)
     decision = strategy.decide(
         ctx.runner, ctx.state, ctx.best, ctx.iteration, ctx.program.direction, ctx.rng, ctx.memory.read,
-        guide_for(ctx.program, ctx.options),
+        guide_for(ctx.program, ctx.options), rebase,
     )
     placed = strategy.with_parent(ctx.runner, decision, files)
     changed = {path: text for path, text in placed.items() if files.get(path) != text}

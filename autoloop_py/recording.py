@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Mapping
 
-from autoloop_py import ci_gate, trace, state as statefile
+from autoloop_py import ci_gate, stale_parents, trace, state as statefile
 from autoloop_py.errors import ProgramError
 from autoloop_py.history import KEY_TRAILER
 from autoloop_py.memory import MemoryStore
@@ -50,8 +50,12 @@ def record_iteration(
     evaluated: trace.Evaluated | None = None,
     seed: trace.Evaluated | None = None,
     decision: object = None,
+    base: str | None = None,
 ) -> None:
-    """Applies the record to the freshest state file and commits it; re-applied on a concurrent update."""
+    """Applies the record to the freshest state file and commits it; re-applied on a concurrent update.
+
+    `base` is the default-branch commit the candidate was made on, kept for its Population entry.
+    """
     path = state_path(program)
     kept: dict[str, str] = {}
 
@@ -81,6 +85,9 @@ def record_iteration(
                 updated, runner, candidate, program, budget, decision, metrics, iteration, memory.read, kept
             )
             kept[strategy.code_path(program, recorded)] = recorded.code or ""
+            if base is not None:
+                where = stale_parents.bases_path(program.name)
+                kept[where] = stale_parents.with_base(memory.read(where), recorded.id, base)
             row_id = str(recorded.id)
         elif runner is not None and decision is not None:
             # The proposal failed or was rejected before evaluation: the strategy still books the iteration.
