@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from autoloop_py import integrity
 from autoloop_py import state as statefile
 from autoloop_py.checks import violations
 from autoloop_py.evaluate import evaluate
@@ -20,7 +21,7 @@ from autoloop_py.lock import program_lock
 from autoloop_py.memory import MemoryStore
 from autoloop_py.program import Program, target_files
 from autoloop_py.prompts import prompt_context, render_iteration_prompt
-from autoloop_py.recording import load_state, record_iteration, rejection_note
+from autoloop_py.recording import load_state, record_iteration, rejection_note, state_path
 from autoloop_py.render import render
 from autoloop_py.strategies import runner as strategy
 from autoloop_py.strategies.base import Decision
@@ -116,6 +117,7 @@ def _record_locked(root: Path, program: Program, outcome: Outcome, budget: int) 
     memory = MemoryStore(root)
     memory.sync()
     state = load_state(memory, program)
+    integrity.check_records(memory, state_path(program), program.name, state)
     iteration = state.machine.iteration_count + 1
     runner = strategy.load_runner(program, root)
     decision = None

@@ -62,14 +62,14 @@ def lost(state: statefile.StateFile, recorded: Recorded) -> str | None:
 
 def newest_record(memory: MemoryStore, path: str, program: str) -> Recorded | None:
     """Returns the runner's newest keyed record of `program` in the history of `path` (None before the first)."""
-    created = memory.commits(path, added=True, limit=1)
     for commit in memory.commits(path, grep=f"{KEY_TRAILER}: {key_slug(program)}:", limit=5):
-        if created and not memory.descends(commit.sha, created[0].sha):
-            return None  # recorded in a file deleted since: the program was started afresh
         key = read_trailers(commit.message).get(KEY_TRAILER)
         iteration = key_iteration(key) if key else None
-        if key and iteration is not None:
-            return Recorded(key, iteration, commit.sha)
+        if key is None or iteration is None:
+            continue
+        if memory.commits(path, since=commit.sha, deleted=True, limit=1):
+            return None  # the file was deleted since: the program was started afresh
+        return Recorded(key, iteration, commit.sha)
     return None
 
 

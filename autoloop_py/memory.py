@@ -180,11 +180,11 @@ class MemoryStore:
         since: str | None = None,
         grep: str | None = None,
         limit: int | None = None,
-        added: bool = False,
+        deleted: bool = False,
     ) -> builtins.list[MemoryCommit]:
         """Returns the branch's commits that changed `path`, newest first.
 
-        Only those after `since`, whose message holds `grep` (fixed text), or that added the file (`added`).
+        Only those after `since`, whose message holds `grep` (fixed text), or that deleted the file (`deleted`).
         """
         check_path(path)
         tip = self._tip()
@@ -193,7 +193,7 @@ class MemoryStore:
         args = ["log", "--format=%H%x1f%an%x1f%aI%x1f%B%x1e"]
         args += [f"-n{limit}"] if limit else []
         args += ["-F", f"--grep={grep}"] if grep else []
-        args += ["--diff-filter=A"] if added else []
+        args += ["--diff-filter=D"] if deleted else []
         found = call(self._repo, *args, f"{since}..{tip}" if since else tip, "--", path)
         if not found.ok:
             raise failure(found, self._repo, "the repository may be corrupt; run `git fsck`")
@@ -203,10 +203,6 @@ class MemoryStore:
             if len(parts) == 4:
                 commits.append(MemoryCommit(*parts))
         return commits
-
-    def descends(self, sha: str, ancestor: str) -> bool:
-        """Returns whether commit `sha` is `ancestor` or descends from it."""
-        return is_ancestor(self._repo, ancestor, sha)
 
     def list(self, prefix: str = "") -> builtins.list[str]:
         """Returns the sorted paths of files at the branch tip that start with `prefix`."""

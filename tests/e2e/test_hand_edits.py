@@ -219,3 +219,14 @@ def test_an_edit_may_not_remove_the_newest_record(repo: Path, tmp_path: Path, ca
     assert _headings(MemoryStore(repo).read(STATE) or "") == [2]
     assert _run(repo) == 0
     assert _state(repo).machine.iteration_count == 3
+
+
+def test_deleting_the_state_file_starts_afresh_without_an_error(repo: Path, run_git) -> None:  # type: ignore[no-untyped-def]
+    assert _run(repo, 2) == 0
+    mem = repo.parent / "mem"
+    run_git(repo, "worktree", "add", "-q", str(mem), "memory/autoloop")
+    run_git(mem, "rm", "-q", STATE)
+    run_git(mem, "commit", "-qm", "start counter afresh")
+    assert _run(repo) == 0
+    assert _run(repo) == 0
+    assert _headings(MemoryStore(repo).read(STATE) or "") == [2, 1]
