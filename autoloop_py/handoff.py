@@ -10,12 +10,14 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Callable
 
-from autoloop_py import integrity
+from autoloop_py import integrity, stale_parents
+from autoloop_py import population as pop
 from autoloop_py import state as statefile
 from autoloop_py.checks import violations
 from autoloop_py.evaluate import evaluate
-from autoloop_py.gitutil import call, changed_paths, open_repo
+from autoloop_py.gitutil import call, changed_paths, default_branch, open_repo, rev_parse
 from autoloop_py.iteration import iteration_rng, measure_baseline
 from autoloop_py.lock import program_lock
 from autoloop_py.memory import MemoryStore
@@ -83,7 +85,8 @@ def prepare(root: Path, program: Program, place_parent: bool = False) -> Handoff
     if runner is None:
         prompt = render_iteration_prompt(prompt_context(program, files, state, best, iteration))
         return Handoff(iteration, prompt, None)
-    decision = strategy.decide(runner, state, best, iteration, program.direction, iteration_rng(program, iteration), memory.read)
+    rng = iteration_rng(program, iteration)
+    decision = strategy.decide(runner, state, best, iteration, program.direction, rng, memory.read, None, _rebase(root, program, runner, memory))
     placed = strategy.with_parent(runner, decision, files)
     changed = tuple(path for path, text in placed.items() if files.get(path) != text)
     if place_parent:
@@ -123,7 +126,8 @@ def _record_locked(root: Path, program: Program, outcome: Outcome, budget: int) 
     decision = None
     if runner is not None:
         rng = iteration_rng(program, iteration)
-        decision = strategy.decide(runner, state, state.machine.best_metric, iteration, program.direction, rng, memory.read)
+        rebase = _rebase(root, program, runner, memory)
+        decision = strategy.decide(runner, state, state.machine.best_metric, iteration, program.direction, rng, memory.read, None, rebase)
     best, baseline = _best_or_baseline(root, program, state)
     result = _judge(root, program, outcome, best)
     extra = strategy.history_bullets(decision, result.metric) if decision is not None else ()
@@ -142,8 +146,22 @@ def _record_locked(root: Path, program: Program, outcome: Outcome, budget: int) 
     if runner is not None and decision is not None and result.evaluated:
         source = (root / runner.primary).read_text(encoding="utf-8")
         candidate = strategy.candidate_for(runner, decision, entry, source, outcome.approach, iteration)
-    record_iteration(memory, program, entry, budget, runner, candidate, decision=decision)
+    record_iteration(memory, program, entry, budget, runner, candidate, decision=decision, base=_head(root))
     return entry
+
+
+def _head(root: Path) -> str | None:
+    """Returns the default branch's commit (the remote's when known), which the runner records its candidates on."""
+    repo = open_repo(root)
+    name = default_branch(root)
+    return rev_parse(repo, f"refs/remotes/origin/{name}") or rev_parse(repo, f"refs/heads/{name}")
+
+
+def _rebase(
+    root: Path, program: Program, runner: strategy.StrategyRunner, memory: MemoryStore
+) -> Callable[[pop.Population], pop.Population]:
+    """Returns the step that brings Population code up to date with the checkout, as the runner does with its base."""
+    return stale_parents.rebaser(root, program.name, runner.primary, _head(root), memory.read)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from autoloop_py import budget, integrity, lineage_store, novelty, stale_parents
 from autoloop_py.errors import GitError
 from autoloop_py.evaluate import EvaluationResult, evaluate
 from autoloop_py.lock import program_lock
+from autoloop_py.machine_state import with_spend
 from autoloop_py.memory import MemoryStore
 from autoloop_py.program import Program, target_files
 from autoloop_py.prompts import RECENTLY_DELETED, prompt_context, render_iteration_prompt, with_data_section
@@ -245,7 +246,11 @@ def _with_retries(
     """Runs attempts with the same decision until one does not fail or the strategy allows no more retries."""
     attempt = _attempt(ctx, decision, files, prompt)
     spent: list[statefile.IterationRecord] = []
-    while attempt.failure and (again := strategy.retry(ctx.runner, decision, attempt.failure)) is not None:
+    while (
+        attempt.failure
+        and not _budget_spent(ctx, [*spent, attempt.record])
+        and (again := strategy.retry(ctx.runner, decision, attempt.failure)) is not None
+    ):
         decision, spent = again, [*spent, attempt.record]
         log.info("%s: attempt %d, after: %s", ctx.program.name, strategy.attempts_of(decision), attempt.failure)
         ctx.workspace.reset()
@@ -253,6 +258,14 @@ def _with_retries(
         prompt = _strategy_prompt(ctx, decision, files, root)
         attempt = _attempt(ctx, decision, files, prompt)
     return _with_spent(attempt, spent)
+
+
+def _budget_spent(ctx: _Context, records: list[statefile.IterationRecord]) -> bool:
+    """Returns whether the calls of this iteration so far reached a budget, so that no retry calls the model."""
+    machine = ctx.state.machine
+    for record in records:
+        machine = with_spend(machine, record)
+    return budget.reached(ctx.program.config, machine, ctx.now or datetime.now(timezone.utc)) is not None
 
 
 def _with_spent(attempt: _Attempt, earlier: list[statefile.IterationRecord]) -> _Attempt:

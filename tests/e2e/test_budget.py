@@ -122,3 +122,37 @@ def test_the_llm_proposers_recorded_usage_counts(git_repo: Path, run_git, monkey
     machine = _state(repo).machine
     assert machine.iteration_count == 1 and machine.paused
     assert machine.pause_reason is not None and "(budget-tokens)" in machine.pause_reason
+
+
+class _FailingPricedModel:
+    """A model call that costs $0.40 and gives no usable edit."""
+
+    name = "llm"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def propose(self, request: ProposalRequest, rng: random.Random) -> Proposal:
+        self.calls += 1
+        usage = Usage(prompt_tokens=300, completion_tokens=100, cost=0.4, model="fake/priced")
+        return Proposal({}, "no edit", usage=usage, failure="the reply had no usable edit block")
+
+
+def test_a_strategy_does_not_retry_past_the_budget(git_repo: Path, run_git) -> None:  # type: ignore[no-untyped-def]
+    from tests.programs import install_tiny_strategy_program
+
+    files = {
+        "program.md": program_md("Counter", "Make x large.", frontmatter={"budget-usd": 1, "evaluation-timeout": 20}),
+        "code/value.py": "# EVOLVE-BLOCK-START\nx = 1.0\n# EVOLVE-BLOCK-END\n",
+        "code/evaluate.py": 'import json\nns = {}\nexec(open("code/value.py").read(), ns)\nprint(json.dumps({"score": ns["x"]}))\n',
+    }
+    install_tiny_strategy_program(git_repo, run_git, FOLDER, "adaevolve", files, "max_error_retries: 5\n")
+    program = load_program(git_repo, Path(FOLDER) / "program.md")
+    model = _FailingPricedModel()
+    outcome = run_iteration(git_repo, program, RunOptions(proposer="llm", proposer_factory=lambda name, **_: model), DAY)
+    # $0.40, $0.80, $1.20: the budget is reached after the third call, so none of the three retries left is made.
+    assert outcome.status == "error" and model.calls == 3
+    machine = _state(git_repo).machine
+    assert machine.spent is not None and machine.spent.usd == pytest.approx(1.2)
+    assert run_iteration(git_repo, program, RunOptions(proposer_factory=lambda name, **_: model), DAY).status == "paused"
+    assert model.calls == 3
