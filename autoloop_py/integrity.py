@@ -60,6 +60,21 @@ def lost(state: statefile.StateFile, recorded: Recorded) -> str | None:
     return f"the history entry of iteration {recorded.iteration} (key {recorded.key}) is gone"
 
 
+def numbering(state: statefile.StateFile) -> str | None:
+    """Returns why the next iteration's number would repeat one in the history (None when it would not)."""
+    count = state.machine.iteration_count
+    numbers = [entry.last_iteration or entry.iteration or 0 for entry in state.history if entry.iteration is not None]
+    highest = max(numbers, default=0)
+    if highest > count:
+        return f"Iteration Count is {count}, but the history already has iteration {highest}"
+    return None
+
+
+def problem_of(state: statefile.StateFile, recorded: Recorded | None) -> str | None:
+    """Returns what makes the state file unsafe to record the next iteration in (None when it is safe)."""
+    return numbering(state) or (lost(state, recorded) if recorded is not None else None)
+
+
 def newest_record(memory: MemoryStore, path: str, program: str) -> Recorded | None:
     """Returns the runner's newest keyed record of `program` in the history of `path` (None before the first)."""
     for commit in memory.commits(path, grep=f"{KEY_TRAILER}: {key_slug(program)}:", limit=5):
@@ -74,29 +89,31 @@ def newest_record(memory: MemoryStore, path: str, program: str) -> Recorded | No
 
 
 def check_records(memory: MemoryStore, path: str, program: str, state: statefile.StateFile) -> None:
-    """Raises StateError naming the commit that removed the runner's newest record, when one did."""
+    """Raises StateError naming the commit that removed the runner's records (or lowered the count), when one did."""
     recorded = newest_record(memory, path, program)
-    if recorded is None:
-        return
-    problem = lost(state, recorded)
-    if problem is None:
+    # A file the runner never recorded in (e.g. one upstream's agent kept) is taken as it is.
+    problem = problem_of(state, recorded) if recorded is not None else None
+    if recorded is None or problem is None:
         return
     culprit = _culprit(memory, path, recorded)
     raise StateError(_message(memory, program, problem, culprit), path)
 
 
 def _culprit(memory: MemoryStore, path: str, recorded: Recorded) -> MemoryCommit | None:
-    """Returns the oldest commit after the record whose file lost it (None if none can be found)."""
+    """Returns the commit that made the file unsafe: the oldest of the newest run of commits after the record whose file is."""
     later = memory.commits(path, since=recorded.commit)
-    for commit in reversed(later):
+    culprit = None
+    for commit in later:
         text = memory.read_at(commit.sha, path)
         try:
             parsed = statefile.parse_state(text or "", path)
         except StateError:
-            return commit
-        if lost(parsed, recorded) is not None:
-            return commit
-    return later[0] if later else None
+            culprit = commit
+            continue
+        if problem_of(parsed, recorded) is None:
+            break
+        culprit = commit
+    return culprit
 
 
 def _message(memory: MemoryStore, program: str, problem: str, culprit: MemoryCommit | None) -> str:

@@ -59,3 +59,16 @@ def test_an_edit_of_the_table_merges_field_by_field_onto_a_newer_iteration() -> 
     clash = statefile.with_machine(read, replace(read.machine, recent_statuses=("error",)))
     with pytest.raises(StateError, match="both changed the Machine State's recent statuses"):
         merge_edit(statefile.render_state(read), statefile.render_state(clash), statefile.render_state(newer), "p.md")
+
+
+def test_a_count_below_the_history_would_reuse_a_number() -> None:
+    from autoloop_py.integrity import numbering, problem_of
+
+    state = _state(3)
+    assert numbering(state) is None and problem_of(state, None) is None
+    lowered = statefile.with_machine(state, replace(state.machine, iteration_count=2))
+    assert numbering(lowered) == "Iteration Count is 2, but the history already has iteration 3"
+    assert problem_of(lowered, None) == numbering(lowered)
+    folded = _state(14)
+    lowered = statefile.with_machine(folded, replace(folded.machine, iteration_count=1))
+    assert numbering(lowered) == "Iteration Count is 1, but the history already has iteration 14"

@@ -79,7 +79,7 @@ def check_edit(text: str, path: str, recorded: integrity.Recorded | None) -> Non
     state = statefile.parse_state(text, path)
     if state.section_text(statefile.POPULATION) is not None:
         population_of(state)
-    problem = integrity.lost(state, recorded) if recorded is not None else None
+    problem = integrity.problem_of(state, recorded)
     if problem is not None:
         raise StateError(
             f"the edit removes records the runner wrote: {problem}; keep them (their text may change)", path
