@@ -17,7 +17,7 @@ from autoloop_py import population as pop
 from autoloop_py import state as statefile
 from autoloop_py.checks import violations
 from autoloop_py.evaluate import evaluate
-from autoloop_py.gitutil import call, changed_paths, default_branch, open_repo, rev_parse
+from autoloop_py.gitutil import call, changed_paths, open_repo
 from autoloop_py.iteration import iteration_rng, measure_baseline
 from autoloop_py.lock import program_lock
 from autoloop_py.memory import MemoryStore
@@ -146,22 +146,15 @@ def _record_locked(root: Path, program: Program, outcome: Outcome, budget: int) 
     if runner is not None and decision is not None and result.evaluated:
         source = (root / runner.primary).read_text(encoding="utf-8")
         candidate = strategy.candidate_for(runner, decision, entry, source, outcome.approach, iteration)
-    record_iteration(memory, program, entry, budget, runner, candidate, decision=decision, base=_head(root))
+    record_iteration(memory, program, entry, budget, runner, candidate, decision=decision, base=stale_parents.default_tip(root))
     return entry
-
-
-def _head(root: Path) -> str | None:
-    """Returns the default branch's commit (the remote's when known), which the runner records its candidates on."""
-    repo = open_repo(root)
-    name = default_branch(root)
-    return rev_parse(repo, f"refs/remotes/origin/{name}") or rev_parse(repo, f"refs/heads/{name}")
 
 
 def _rebase(
     root: Path, program: Program, runner: strategy.StrategyRunner, memory: MemoryStore
 ) -> Callable[[pop.Population], pop.Population]:
     """Returns the step that brings Population code up to date with the checkout, as the runner does with its base."""
-    return stale_parents.rebaser(root, program.name, runner.primary, _head(root), memory.read)
+    return stale_parents.rebaser(root, program.name, runner.primary, stale_parents.default_tip(root), memory.read)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from autoloop_py import population as pop
-from autoloop_py.gitutil import call, open_repo
+from autoloop_py.gitutil import call, default_branch, open_repo, rev_parse
 from autoloop_py.strategies.runner import evolved_code
 from autoloop_py.textmerge import merge3
 
@@ -118,24 +118,42 @@ def rebaser(
 
     `read` reads the memory branch (the bases file, folded code); the Target is read from the repository at root.
     """
+
+    def rebase(population: pop.Population) -> pop.Population:
+        rebased = rebase_at(root, program, primary, current, read, population)
+        if rebased.updated:
+            log.info("brought entries %s up to date with the default branch", ", ".join(map(str, rebased.updated)))
+        return rebased.population
+
+    return rebase
+
+
+def rebase_at(
+    root: Path,
+    program: str,
+    primary: str,
+    current: str | None,
+    read: Callable[[str], str | None],
+    population: pop.Population,
+) -> Rebased:
+    """Returns the Population brought up to date with the default branch at `current` (unchanged without one)."""
+    bases = read_bases(read(bases_path(program)))
+    if current is None or not bases:
+        return Rebased(population)
     repo = open_repo(root)
 
     def block_at(sha: str) -> str | None:
         shown = call(repo, "show", f"{sha}:{primary}")
         return evolved_code(shown.text) if shown.ok else None
 
-    def rebase(population: pop.Population) -> pop.Population:
-        if current is None:
-            return population
-        bases = read_bases(read(bases_path(program)))
-        if not bases:
-            return population
-        rebased = rebase_population(population, current, bases, block_at, read)
-        if rebased.updated:
-            log.info("brought entries %s up to date with the default branch", ", ".join(map(str, rebased.updated)))
-        return rebased.population
+    return rebase_population(population, current, bases, block_at, read)
 
-    return rebase
+
+def default_tip(root: Path, remote: str = "origin") -> str | None:
+    """Returns the default branch's commit, the remote's when known (what the runner builds candidates on)."""
+    repo = open_repo(root)
+    name = default_branch(root, remote)
+    return rev_parse(repo, f"refs/remotes/{remote}/{name}") or rev_parse(repo, f"refs/heads/{name}")
 
 
 def _cached(block_at: Callable[[str], str | None]) -> Callable[[str], str | None]:

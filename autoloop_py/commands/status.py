@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import argparse
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from autoloop_py import budget, schedule
+from autoloop_py import budget, schedule, stale_parents
 from autoloop_py import state as statefile
 from autoloop_py.commands.common import format_metric, format_time, repo_root, states_and_damage, subparser
 from autoloop_py import population as pop
 from autoloop_py.playbook import find_playbook
 from autoloop_py.program import Program, check_all, find_program
-from autoloop_py.strategies.runner import population_of
+from autoloop_py.errors import ProgramError
+from autoloop_py.memory import MemoryStore
+from autoloop_py.strategies.runner import population_of, primary_target
 
 _SPARK = {"accepted": "✅", "rejected": "❌", "error": "⚠️", "pending-ci": "⏳", "ci-fix-exhausted": "🛑"}
 
@@ -53,6 +56,7 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
         console.print(f"[red]✗[/] {escape(str(err))}")
     if args.program and args.program not in damaged:
         _details(states.get(args.program), console)
+        _stale(root, find_program(programs, args.program), states.get(args.program), console)
     return 1 if args.program in damaged else 0
 
 
@@ -99,6 +103,24 @@ def _details(state: statefile.StateFile | None, console: Console) -> None:
         console.print(f"  {entry.iteration:>4} {mark} {entry.status or '?':<9} {format_metric(entry.metric):>10}  {entry.change}")
     if state.section_text(statefile.POPULATION) is not None:
         _population_summary(population_of(state), state.machine.metric_direction, console)
+
+
+def _stale(root: Path, program: Program, state: statefile.StateFile | None, console: Console) -> None:
+    """Prints the Population entries whose code conflicts with a later change of the Target on the default branch."""
+    if state is None or state.section_text(statefile.POPULATION) is None:
+        return
+    try:
+        primary = primary_target(program, root)
+    except ProgramError:
+        return
+    memory = MemoryStore(root)
+    rebased = stale_parents.rebase_at(
+        root, program.name, primary, stale_parents.default_tip(root), memory.read, population_of(state)
+    )
+    if rebased.stale:
+        ids = ", ".join(f"#{i}" for i in rebased.stale)
+        console.print(f"[yellow]stale[/] (their code conflicts with a later change of {primary} on the default "
+                      f"branch; not chosen as parents until rebased by hand): {ids}")
 
 
 def _population_summary(population: pop.Population, direction: str, console: Console) -> None:

@@ -106,3 +106,41 @@ def test_parents_from_before_a_default_branch_commit_do_not_revert_it(repo: Path
         ["git", "log", "-p", "--format=%s", f"main..autoloop/{NAME}", "--", VALUE], cwd=repo, capture_output=True, text=True
     ).stdout
     assert "+    return 0.0" not in log
+
+
+class _Script:
+    """Proposes from a script: `x` raises x by 10; `bonus` changes the line the default branch fixes later."""
+
+    name = "tune"
+
+    def __init__(self, steps: list[str]) -> None:
+        self.steps = steps
+
+    def propose(self, request: ProposalRequest, rng: random.Random) -> Proposal:
+        if self.steps.pop(0) == "bonus":
+            return Proposal({VALUE: request.files[VALUE].replace("return 0.0", "return -5.0")}, "bonus to -5")
+        return _Climb().propose(request, rng)
+
+
+def test_an_entry_that_conflicts_with_the_change_is_stale(repo: Path, run_git, capsys) -> None:  # type: ignore[no-untyped-def]
+    from autoloop_py.cli import main
+
+    program = load_program(repo, Path(FOLDER) / "program.md")
+    script = _Script(["x", "bonus", "x", "x", "x", "x"])
+    for _ in range(2):
+        run_iteration(repo, program, RunOptions(proposer_factory=lambda name, **_: script))
+    entries = _population(repo)
+    conflicting = next(i for i, code in entries.items() if "return -5.0" in code)
+    path = repo / VALUE
+    path.write_text(path.read_text().replace("return 0.0", "return 1000.0"))
+    run_git(repo, "commit", "-qam", "fix bonus")
+    capsys.readouterr()
+    assert main(["status", NAME, "--repo", str(repo)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"stale (their code conflicts with a later change of {VALUE}" in out and f"#{conflicting}" in out
+    for _ in range(3):
+        run_iteration(repo, program, RunOptions(proposer_factory=lambda name, **_: script))
+    state = statefile.parse_state(MemoryStore(repo).read(f"{NAME}.md") or "", f"{NAME}.md")
+    later = [c for c in population_of(state).candidates if c.id not in entries]
+    assert len(later) == 3 and all(conflicting not in c.parents for c in later)
+    assert all("return 1000.0" in code for i, code in _population(repo).items() if i not in entries)
