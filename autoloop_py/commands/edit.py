@@ -51,7 +51,7 @@ def cmd_edit(args: argparse.Namespace, console: Console) -> int:
             f"(`autoloop run --program {program.name}`), then edit it"
         )
     recorded = integrity.newest_record(memory, path, program.name)
-    edited = args.file.read_text(encoding="utf-8") if args.file else _in_editor(read, program.name)
+    edited = _read_file(args.file) if args.file else _in_editor(read, program.name)
     if edited == read:
         console.print(f"no change to {path}; nothing written")
         return 0
@@ -84,6 +84,16 @@ def check_edit(text: str, path: str, recorded: integrity.Recorded | None) -> Non
         raise StateError(
             f"the edit removes records the runner wrote: {problem}; keep them (their text may change)", path
         )
+
+
+def _read_file(path: Path) -> str:
+    """Returns the edited file's text, or raises AutoloopError saying why it cannot be read."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise AutoloopError(f"not UTF-8 text (byte {error.start}); save it as UTF-8", path) from None
+    except OSError as error:
+        raise AutoloopError(f"cannot read the edited file: {error.strerror}", path) from None
 
 
 def _in_editor(text: str, name: str) -> str:
