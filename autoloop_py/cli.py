@@ -16,8 +16,8 @@ from rich.markup import escape
 
 from autoloop_py import __version__
 from autoloop_py.commands import (
-    analyze, check, customize, edit, init, judge, new, pause, prompt, record, replay, run, schedule, show, status, trace,
-    tune,
+    analyze, check, customize, edit, init, judge, new, pause, prompt, record, replay, report, run, schedule, show,
+    status, trace, tune,
 )
 from autoloop_py.errors import AutoloopError
 
@@ -36,6 +36,7 @@ examples:
   autoloop state function_minimization             print its state file
   autoloop edit function_minimization              edit its state file in $EDITOR, validated
   autoloop analyze function_minimization           cycling, lineage and best-so-far of its trace
+  autoloop report function_minimization            an HTML page: metric curve, evolution tree, diffs
   autoloop tune function_minimization              the tuning gap of its best candidate
 """
 
@@ -48,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"autoloop {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in (run, check, status, show, edit, schedule, pause, new, customize, prompt, record, init, analyze,
-                   trace, replay, judge, tune):
+                   report, trace, replay, judge, tune):
         module.add_parser(commands)
     return parser
 
