@@ -10,8 +10,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import date, datetime
+from typing import Sequence
 
-from autoloop_py.machine_state import MachineState, Spend
+from autoloop_py.history import IterationRecord
+from autoloop_py.machine_state import MachineState, Spend, with_spend
 from autoloop_py.program import ProgramConfig
 from autoloop_py.state_parts import format_number
 
@@ -68,6 +70,15 @@ def limits(config: ProgramConfig, machine: MachineState, today: date) -> list[Li
 def reached(config: ProgramConfig, machine: MachineState, now: datetime) -> Limit | None:
     """Returns the first budget the recorded spend has reached (None: the next model call may go out)."""
     return next((limit for limit in limits(config, machine, now.date()) if limit.reached), None)
+
+
+def reached_after(
+    config: ProgramConfig, machine: MachineState, records: Sequence[IterationRecord], now: datetime
+) -> Limit | None:
+    """Returns the first budget reached once the records' usage (an iteration's attempts so far) is added."""
+    for record in records:
+        machine = with_spend(machine, record)
+    return reached(config, machine, now)
 
 
 def pause_reason(limit: Limit, program: str, today: date) -> str:

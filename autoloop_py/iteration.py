@@ -17,7 +17,6 @@ from autoloop_py import budget, integrity, lineage_store, novelty, stale_parents
 from autoloop_py.errors import GitError
 from autoloop_py.evaluate import EvaluationResult, evaluate
 from autoloop_py.lock import program_lock
-from autoloop_py.machine_state import with_spend
 from autoloop_py.memory import MemoryStore
 from autoloop_py.program import Program, target_files
 from autoloop_py.prompts import RECENTLY_DELETED, prompt_context, render_iteration_prompt, with_data_section
@@ -248,7 +247,8 @@ def _with_retries(
     spent: list[statefile.IterationRecord] = []
     while (
         attempt.failure
-        and not _budget_spent(ctx, [*spent, attempt.record])
+        # Its calls so far may have reached a budget: then no retry calls the model again.
+        and budget.reached_after(ctx.program.config, ctx.state.machine, [*spent, attempt.record], _now(ctx)) is None
         and (again := strategy.retry(ctx.runner, decision, attempt.failure)) is not None
     ):
         decision, spent = again, [*spent, attempt.record]
@@ -260,12 +260,8 @@ def _with_retries(
     return _with_spent(attempt, spent)
 
 
-def _budget_spent(ctx: _Context, records: list[statefile.IterationRecord]) -> bool:
-    """Returns whether the calls of this iteration so far reached a budget, so that no retry calls the model."""
-    machine = ctx.state.machine
-    for record in records:
-        machine = with_spend(machine, record)
-    return budget.reached(ctx.program.config, machine, ctx.now or datetime.now(timezone.utc)) is not None
+def _now(ctx: _Context) -> datetime:
+    return ctx.now or datetime.now(timezone.utc)
 
 
 def _with_spent(attempt: _Attempt, earlier: list[statefile.IterationRecord]) -> _Attempt:
