@@ -1,8 +1,10 @@
-"""The workspace: a program's branch `autoloop/<name>` checked out in a private, detached worktree.
+"""The workspace: a program's branch `autoloop/<name>` checked out in the runner's private, detached worktree.
 
 The user's own checkout is never touched, even when it has the program branch checked out:
 the branch moves only by compare-and-swap (`update-ref <ref> <new> <old>`), and every file
-operation happens in a worktree under the system temp directory.
+operation happens in a worktree under the system temp directory. Only the runner works in that
+worktree: agents and evaluations get standalone copies of it (candidate_dir.py), never the worktree,
+whose `.git` file leads to the user's repository.
 """
 
 from __future__ import annotations
