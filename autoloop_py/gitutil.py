@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 import logging
 import os
 import shlex
@@ -129,8 +128,8 @@ def git_environment(environ: Mapping[str, str], *, network: bool = False) -> dic
     Only commands that talk to a remote (`network`) also get what authentication needs (an SSH agent,
     askpass, the tokens a credential helper such as `gh auth git-credential` reads, proxies).
     """
-    names = GIT_ENV + (GIT_NETWORK_ENV if network else ())
-    env = {name: value for name, value in environ.items() if any(fnmatch.fnmatchcase(name, p) for p in names)}
+    names = set(GIT_ENV) | (set(GIT_NETWORK_ENV) if network else set())
+    env = {name: value for name, value in environ.items() if name in names}
     env.update({"GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0", "LANGUAGE": "C", "LC_ALL": "C"})
     return env
 

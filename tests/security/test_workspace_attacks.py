@@ -256,3 +256,31 @@ def test_hostile_evaluation_reaches_no_git(
     _assert_nothing_escaped(world, before, run_git)
     state = _state(world, run_git)
     assert state.machine.recent_statuses == ("accepted",) and state.machine.best_metric == 6.0
+
+
+def test_a_leftover_process_cannot_change_what_is_evaluated(
+    world: dict[str, Path], monkeypatch: pytest.MonkeyPatch, run_git  # type: ignore[no-untyped-def]
+) -> None:
+    # Two writers outlive the agent's shell: one in its process group, one that left it and its environment.
+    # They start writing the evaluator a moment after the agent exits (after the snapshot, or while it is read).
+    # (One that also searched the disk for the evaluation's fresh copy is the sandbox's to stop: SECURITY.md, Limits.)
+    writer = f"sleep 0.5; for i in $(seq 40); do cp {world['tmp']}/cheat.py {PROG}/code/evaluate.py; sleep 0.1; done"
+    (world["tmp"] / "cheat.py").write_text('print(\'{"score": 1e9}\')\n')
+    (world["tmp"] / "writer.sh").write_text(writer + "\n")
+    agent = world["tmp"] / "lingering_agent.sh"
+    agent.write_text(
+        f"( bash {world['tmp'] / 'writer.sh'} ) &\n"
+        f"setsid env -i PATH=\"$PATH\" bash {world['tmp'] / 'writer.sh'} < /dev/null > /dev/null 2>&1 &\n"
+        f"cat > {PROG}/code/value.py <<'EOF'\n{VALUE.format(x=5.0)}EOF\n"
+        "echo 'SUMMARY: x = 5' > \"$AUTOLOOP_REPLY_FILE\"\n"
+    )
+    before = _run(world, f"bash {agent}", monkeypatch)
+    _assert_nothing_escaped(world, before, run_git)
+    state = _state(world, run_git)
+    # Accepted with x = 5, or (on a slow machine, when a write beat the snapshot) rejected as a change outside the Target.
+    assert (state.machine.recent_statuses, state.machine.best_metric) in ((("accepted",), 5.0), (("rejected",), 1.0))
+    if state.machine.best_metric == 1.0:
+        assert f"{PROG}/code/evaluate.py is not in the program's Target" in state.history[0].text
+    else:
+        shown = run_git(world["origin"], "show", f"refs/heads/autoloop/counter:{PROG}/code/evaluate.py")
+        assert shown == EVALUATE.strip()
