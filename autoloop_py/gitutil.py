@@ -8,6 +8,7 @@ import os
 import shlex
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterable, Iterator, Mapping, cast
@@ -39,6 +40,7 @@ GIT_NETWORK_ENV = (
     "GIT_SSL_CAINFO", "GIT_SSL_CAPATH", "SSL_CERT_FILE", "SSL_CERT_DIR",
 )  # fmt: skip
 NETWORK_COMMANDS = frozenset({"push", "fetch", "ls-remote", "pull", "clone"})
+FETCH_ATTEMPTS = 5
 
 
 @dataclass(frozen=True)
@@ -210,7 +212,16 @@ def fetch_branches(repo: git.Repo, remote: str, branches: Iterable[str]) -> dict
     if not present:
         return {}
     refspecs = [f"+refs/heads/{b}:refs/remotes/{remote}/{b}" for b in present]
-    run(repo, "fetch", "--quiet", "--no-tags", remote, *refspecs, hint=hint)
+    for attempt in range(FETCH_ATTEMPTS):
+        # Runs sharing a clone fetch at once: one loses the tracking ref's update ("cannot lock ref") or
+        # reads a pack another is writing ("did not send all necessary objects"); the remote answered
+        # ls-remote just now, so the fetch is redone.
+        fetched = call(repo, "fetch", "--quiet", "--no-tags", remote, *refspecs)
+        if fetched.ok:
+            break
+        time.sleep(0.05 * (attempt + 1))
+    if not fetched.ok:
+        raise failure(fetched, repo, hint)
     found = {b: rev_parse(repo, f"refs/remotes/{remote}/{b}") for b in present}
     return {branch: sha for branch, sha in found.items() if sha}
 
@@ -226,9 +237,17 @@ def push_branch(repo: git.Repo, remote: str, sha: str, branch: str, expected: st
         return GitResult(("push", remote, branch), 1, b"", f"{sha[:12]} does not descend from {expected[:12]}")
     lease = f"--force-with-lease=refs/heads/{branch}:{expected or ''}"
     result = call(repo, "push", "--quiet", "--no-verify", lease, remote, f"{sha}:refs/heads/{branch}")
+    if not result.ok and _remote_tip(repo, remote, branch) == sha:
+        result = GitResult(result.args, 0, result.stdout, "")  # another run sharing this clone pushed it already
     if result.ok:
         run(repo, "update-ref", "-m", "autoloop push", f"refs/remotes/{remote}/{branch}", sha)
     return result
+
+
+def _remote_tip(repo: git.Repo, remote: str, branch: str) -> str | None:
+    """Returns the sha the remote's `branch` is at now (None when absent or unreachable)."""
+    listed = call(repo, "ls-remote", remote, f"refs/heads/{branch}")
+    return listed.text.split("\t", 1)[0] if listed.ok and listed.text else None
 
 
 def tracking_tip(repo: git.Repo, remote: str, branch: str) -> str | None:
