@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterator, Mapping
 
-from autoloop_py import checks, faults, recovery, trace, state as statefile
+from autoloop_py import candidate_dir, checks, faults, recovery, trace, state as statefile
 from autoloop_py import budget, integrity, lineage_store, novelty, stale_parents
 from autoloop_py.errors import GitError
 from autoloop_py.evaluate import EvaluationResult, evaluate
@@ -287,7 +287,7 @@ def _as_is(ctx: _Context, decision: DecisionLike, files: dict[str, str]) -> _Att
     result = ctx.baseline
     if result is None:
         with ctx.clock("evaluate"):
-            result = evaluate(ctx.program, ctx.workspace.path)
+            result, _ = evaluate_copy(ctx.program, ctx.workspace.path)
     summary = f"{decision.operator}: the Target as it is"
     proposal = Proposal({}, summary, approach="the unchanged Target")
     usage: dict[str, object] = {"extra": strategy.history_bullets(decision, result.metric)}
@@ -304,6 +304,8 @@ def _attempt(ctx: _Context, decision: DecisionLike | None, files: dict[str, str]
     """Proposes, checks, evaluates and ratchets one candidate; returns what to record."""
     program, workspace, now, options = ctx.program, ctx.workspace, ctx.now, ctx.options
     run_url = options.run_url
+    # Hashed before any proposer runs, from the runner's own worktree, which no candidate process ever sees.
+    guarded = checks.protected_hashes(program, workspace.path)
     with ctx.clock("propose"):
         request = ProposalRequest(program, files, prompt, workspace.path, ctx.iteration)
         proposal = ctx.proposer.propose(request, ctx.rng)
@@ -317,8 +319,8 @@ def _attempt(ctx: _Context, decision: DecisionLike | None, files: dict[str, str]
     with ctx.clock("check"):
         real, clashes = checks.real_paths(workspace.path, proposal.files)
         proposal = replace(proposal, files=real)
-        problems = clashes + violations(program, files, proposal.files) + checks.links(workspace.path, proposal.files)
-        guarded = checks.protected_hashes(program, workspace.path)
+        problems = [*proposal.problems, *clashes, *violations(program, files, proposal.files)]
+        problems += checks.links(workspace.path, proposal.files) + checks.protected_changes(guarded, proposal.files)
     if problems:
         notes = "Rejected before evaluation: " + "; ".join(problems)
         record = record_of("rejected", now, proposal.summary, None, notes, proposal.lesson, run_url, **usage)
@@ -332,8 +334,7 @@ def _attempt(ctx: _Context, decision: DecisionLike | None, files: dict[str, str]
     workspace.write(proposal.files)
     with ctx.clock("evaluate"):
         faults.checkpoint("during-evaluation")
-        result = evaluate(program, workspace.path)
-    tampered = checks.tampered(program, workspace.path, guarded)
+        result, tampered = evaluate_copy(program, workspace.path, guarded)
     evaluated = _evaluated(ctx, decision, proposal, result.metrics, prompt, runs=result.runs)
     failure = None
     if tampered:
@@ -490,7 +491,18 @@ def _evaluate_baseline(
     if state.machine.best_metric is not None:
         return None
     with (clock or _Clock())("evaluate baseline"):
-        return evaluate(program, workdir)
+        return evaluate_copy(program, workdir)[0]
+
+
+def evaluate_copy(program: Program, workdir: Path, guarded: Mapping[str, str] | None = None) -> tuple[EvaluationResult, str]:
+    """Evaluates a fresh standalone copy of the tree at `workdir`; returns the result and the protected files it changed.
+
+    The evaluated code never runs in the runner's worktree (its `.git` file leads to the user's repository),
+    and sees exactly the tree the runner wrote, nothing an agent left behind.
+    """
+    with candidate_dir.copy_of(workdir, prefix="autoloop-eval-") as tree:
+        result = evaluate(program, tree)
+        return result, checks.tampered(program, tree, guarded) if guarded is not None else ""
 
 
 def _baseline_outcome(
