@@ -38,7 +38,8 @@ _KEY_RE = re.compile(r"^[A-Za-z0-9_.-]+:(?P<iteration>\d{1,9}):[0-9a-f]{16}$")
 _KEY_UNSAFE_RE = re.compile(r"[^A-Za-z0-9_.-]+")
 _SHA_RE = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 _TOP_KEYS = {"format", "program", "iteration", "key", "base_tree", "best_before", "record", "changed", "deleted",
-             "prompt", "evaluated", "seed", "waiting", "decision", "candidate_source", "approach"}
+             "prompt", "evaluated", "seed", "waiting", "decision", "candidate_source", "approach",
+             "base_commit"}
 _RECORD_KEYS = {"status", "timestamp", "change", "metric", "notes", "lesson", "baseline", "tokens", "cost", "extra"}
 _EVALUATED_KEYS = {"source", "metrics", "prompt", "replies", "parent_id", "operator", "model", "tokens", "cost",
                    "language", "metadata"}
@@ -68,6 +69,7 @@ class Outcome:
       decision: the strategy's decision (None without a strategy), for its Population bookkeeping.
       candidate_source: the source a strategy's Population entry keeps (None: the iteration made no entry).
       approach: the proposal's one-line approach, for that entry.
+      base_commit: the default-branch commit the candidate was made on (for a strategy's stale-parent check).
     """
 
     program: str
@@ -84,6 +86,7 @@ class Outcome:
     decision: Any = None
     candidate_source: str | None = None
     approach: str | None = None
+    base_commit: str | None = None
 
 
 def idle_outcome(program: str, why: str, iteration: int = 0) -> Outcome:
@@ -115,6 +118,7 @@ def render_outcome(outcome: Outcome) -> tuple[str, dict[str, bytes]]:
         "decision": _encoded(outcome.decision),
         "candidate_source": outcome.candidate_source,
         "approach": outcome.approach,
+        "base_commit": outcome.base_commit,
     }
     return json.dumps(doc, indent=1, sort_keys=True, allow_nan=False) + "\n", written
 
@@ -164,9 +168,10 @@ def parse_outcome(text: str, files: Mapping[str, bytes]) -> Outcome:
     found = _KEY_RE.match(key)
     if found is None or int(found["iteration"]) != iteration:
         raise OutcomeError(f"{OUTCOME_FILE}: key {key!r} is not `<program>:{iteration}:<16 hex digits>`")
-    base_tree = _opt_str(doc, "base_tree", 64)
-    if base_tree is not None and not _SHA_RE.match(base_tree):
-        raise OutcomeError(f"{OUTCOME_FILE}: base_tree {base_tree!r} is not a git object id")
+    base_tree, base_commit = _opt_str(doc, "base_tree", 64), _opt_str(doc, "base_commit", 64)
+    for name, sha in (("base_tree", base_tree), ("base_commit", base_commit)):
+        if sha is not None and not _SHA_RE.match(sha):
+            raise OutcomeError(f"{OUTCOME_FILE}: {name} {sha!r} is not a git object id")
     changes = _changes(doc, files)
     record = _record(doc["record"]) if doc["record"] is not None else None
     return Outcome(
@@ -175,6 +180,7 @@ def parse_outcome(text: str, files: Mapping[str, bytes]) -> Outcome:
         prompt=_str(doc, "prompt", MAX_JSON_BYTES), evaluated=_evaluated(doc["evaluated"], "evaluated"),
         seed=_evaluated(doc["seed"], "seed"), waiting=_str(doc, "waiting", MAX_LINE), decision=_decision(doc),
         candidate_source=_opt_str(doc, "candidate_source", MAX_JSON_BYTES), approach=_opt_str(doc, "approach", MAX_TEXT),
+        base_commit=base_commit,
     )
 
 

@@ -13,7 +13,7 @@ from typing import Mapping
 
 from autoloop_py import checks, faults, recovery
 from autoloop_py.errors import GitError
-from autoloop_py.gitutil import call, open_repo
+from autoloop_py.gitutil import call, open_repo, rev_parse
 from autoloop_py.history import IterationRecord
 from autoloop_py.lock import program_lock
 from autoloop_py.memory import MemoryStore
@@ -95,28 +95,38 @@ def publish_outcome(
         memory.sync()
         recovery.reconcile(root, program, memory, budget, ci_gate=ci_gate)
         record = replace(outcome.record, key=outcome.key, run_url=run_url, commit=None)
+        base = _known_commit(root, outcome.base_commit)
         if record.status == "accepted":
-            record = _keep(root, program, outcome, record, base_branch, ci_gate)
+            record, base = _keep(root, program, outcome, record, base_branch, ci_gate)
         runner = strategy.load_runner(program, root)
         candidate = None
         if runner is not None and outcome.decision is not None and outcome.candidate_source is not None:
             candidate = strategy.candidate_for(runner, outcome.decision, record, outcome.candidate_source,
                                                outcome.approach, outcome.iteration)
         record_iteration(memory, program, record, budget, runner, candidate, outcome.prompt, outcome.evaluated,
-                         outcome.seed, outcome.decision)
+                         outcome.seed, outcome.decision, base)
     return record
+
+
+def _known_commit(root: Path, sha: str | None) -> str | None:
+    """Returns sha when this repository has that commit (a claimed base it lacks is dropped)."""
+    return sha if sha is not None and rev_parse(open_repo(root), sha) == sha else None
 
 
 def _keep(
     root: Path, program: Program, outcome: Outcome, record: IterationRecord, base_branch: str | None, ci_gate: bool
-) -> IterationRecord:
-    """Applies the outcome's files on the program branch as fetched now, commits and pushes them."""
+) -> tuple[IterationRecord, str | None]:
+    """Applies the outcome's files on the program branch as fetched now, commits and pushes them.
+
+    Returns the record and the default-branch commit the branch now stands on.
+    """
     with Workspace(root, program.name, base_branch=base_branch) as workspace:
         workspace.prepare()
+        base = workspace.base_sha
         if branch_tree(root, workspace.branch) != outcome.base_tree:
             notes = (f"autoloop/{program.name} changed after this candidate was evaluated (another run kept one, or "
                      "the base branch moved), so it was judged against a stale base; not kept")
-            return replace(record, status="rejected", notes=notes)
+            return replace(record, status="rejected", notes=notes), base
         found = checks.violations(program, workspace.files(outcome.changes), outcome.changes)
         if found:
             raise OutcomeError(f"refusing the outcome of '{program.name}', nothing was written: " + "; ".join(found))
@@ -124,4 +134,4 @@ def _keep(
         assert record.metric is not None
         marks = recovery.trailers(outcome.key, record.metric, record.baseline)
         commit, withdrawn = keep_candidate(workspace, program, record.change, outcome.iteration, record.run_url, marks)
-    return settle_kept(record, commit, withdrawn, ci_gate)
+    return settle_kept(record, commit, withdrawn, ci_gate), base

@@ -191,10 +191,13 @@ def test_propose_job_is_read_only_and_sandboxed(name: str) -> None:
     assert propose["permissions"] == PROPOSE_PERMISSIONS
     assert set(propose["permissions"].values()) == {"read"}
     assert propose["timeout-minutes"] == options.timeout_minutes
-    assert checkout(propose) == {
+    # The first step notes the job's start: model calls end before its time limit, counted from there.
+    assert step(propose, "Note the job's start")["run"] == 'echo "AUTOLOOP_JOB_STARTED_AT=$(date -u +%s)" >> "$GITHUB_ENV"'
+    assert propose["steps"][0]["name"] == "Note the job's start"
+    assert propose["steps"][1] == checkout(propose) == {
         "uses": "actions/checkout@v4", "with": {"fetch-depth": 0, "persist-credentials": False}
     }
-    python = propose["steps"][1]
+    python = propose["steps"][2]
     assert python["uses"] == "actions/setup-python@v5"
     assert python["with"]["cache"] == "pip"
     assert python["with"]["cache-dependency-path"] == ACTIONS_WORKFLOW.as_posix()
