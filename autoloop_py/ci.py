@@ -21,7 +21,7 @@ from pathlib import Path
 from autoloop_py import ci_gate, github
 from autoloop_py import state as statefile
 from autoloop_py.analysis.mermaid import program_charts
-from autoloop_py.iteration import IterationOutcome, RunOptions, run_iteration
+from autoloop_py.iteration import IterationOutcome, RunOptions, enforce_budget, run_iteration
 from autoloop_py.memory import MemoryConfig, MemoryStore
 from autoloop_py.outcome import Outcome, idle_outcome, write_outcome
 from autoloop_py.program import Program
@@ -115,6 +115,8 @@ def publish_ci(
     settled = _settle_pending(memory, program, thread, now) if gate else None
     record = publish_outcome(root, program, outcome, budget=options.budget, run_url=settings.run_url,
                              base_branch=options.base_branch, ci_gate=gate)
+    if record is None:
+        enforce_budget(root, program, now)
     done = published(outcome, record)
     issue, pr = _publish(memory, program, thread, done, settings)
     return CiOutcome(done, settled.message if settled else "", issue, pr)

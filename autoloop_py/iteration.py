@@ -197,6 +197,19 @@ def _run_locked(root: Path, program: Program, options: RunOptions, now: datetime
     )
 
 
+def enforce_budget(root: Path, program: Program, now: datetime | None = None) -> str | None:
+    """Pauses the program (or lifts yesterday's daily pause) by its budgets on the fresh memory branch.
+
+    What `autoloop publish` does for an outcome in which no iteration ran, since the proposing job may
+    not write; returns the pause reason, None when no budget is reached.
+    """
+    with program_lock(root, program.name):
+        memory = MemoryStore(root)
+        memory.sync()
+        over = _over_budget(memory, program, load_state(memory, program), RunOptions(), now)
+    return over.reason if over is not None else None
+
+
 def _over_budget(
     memory: MemoryStore, program: Program, state: statefile.StateFile, options: RunOptions, now: datetime | None
 ) -> IterationOutcome | None:

@@ -13,7 +13,7 @@ from autoloop_py import ci, github
 from autoloop_py.commands.common import load_all, repo_root, subparser
 from autoloop_py.commands.run import print_outcome, run_url
 from autoloop_py.errors import AutoloopError
-from autoloop_py.iteration import RunOptions
+from autoloop_py.iteration import RunOptions, enforce_budget
 from autoloop_py.outcome import read_outcome
 from autoloop_py.program import find_program
 from autoloop_py.publishing import publish_outcome
@@ -59,6 +59,9 @@ def cmd_publish(args: argparse.Namespace, console: Console) -> int:
     else:
         record = publish_outcome(root, program, outcome, budget=options.budget, run_url=options.run_url,
                                  base_branch=options.base_branch)
+        if record is None:
+            # The proposing job stops before a model call when a budget is reached, but may not record the pause.
+            enforce_budget(root, program)
         done = ci.published(outcome, record)
     if done is None:
         console.print(f"{program.name}: no iteration to record ({outcome.waiting or 'nothing ran'})")

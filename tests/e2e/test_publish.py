@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
+from datetime import timedelta
 from pathlib import Path
 from typing import Callable
 
@@ -16,6 +17,10 @@ import pytest
 
 from autoloop_py import state as statefile
 from autoloop_py.cli import main
+from autoloop_py.iteration import RunOptions, run_iteration
+from autoloop_py.program import load_program
+from tests.e2e.test_budget_run import DAY, FOLDER, NAME, _PricedModel, _repo
+from tests.e2e.test_budget_run import _state as budget_state
 from tests.e2e.test_run import EVALUATE, PROG, PROGRAM_MD, VALUE, _plan, _value
 
 
@@ -276,3 +281,21 @@ def test_a_tampered_outcome_writes_nothing_to_github(tmp_path: Path, fake: FakeG
     assert main(["publish", "--repo", str(_clone(origin, tmp_path / "q")), str(tmp_path / "o"), "--ci"]) == 1
     assert [r.path for r in fake.requests[asked:] if r.method in _WRITES] == []
     assert _refs(origin) == before
+
+
+# ---------------------------------------------------------------- budgets
+
+
+def test_a_budget_reached_pauses_the_program_through_publish(git_repo: Path, run_git, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    repo = _repo(git_repo, run_git, {"budget-usd": 1, "evaluation-timeout": 20})
+    program = load_program(repo, Path(FOLDER) / "program.md")
+    options = RunOptions(proposer="llm", proposer_factory=lambda name, **_: _PricedModel())
+    for minute in range(3):  # $1.20 spent: the next iteration must make no model call
+        run_iteration(repo, program, options, DAY + timedelta(minutes=minute))
+    outcome = tmp_path / "outcome"
+    assert main(["run", "--repo", str(repo), "--program", NAME, "--outcome-dir", str(outcome)]) == 0
+    assert "no iteration ran: budget reached" in json.loads((outcome / "outcome.json").read_text())["waiting"]
+    assert budget_state(repo).machine.paused is False  # the proposing side wrote nothing
+    assert main(["publish", "--repo", str(repo), str(outcome)]) == 0
+    machine = budget_state(repo).machine
+    assert machine.paused and (machine.pause_reason or "").startswith("budget reached: spent $1.20/$1 (budget-usd)")
