@@ -19,13 +19,9 @@ from typing import IO, Sequence
 import git
 
 from autoloop_py.errors import GitError
-from autoloop_py.gitutil import call, identity_env, open_repo, where
+from autoloop_py.gitutil import call, git_environment, hardened_command, identity_env, location, open_repo, where
 
 logger = logging.getLogger(__name__)
-
-# A planted hook or fsmonitor program in the repository's config never runs from the runner's git.
-HARDENING = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
-
 
 @dataclass(frozen=True)
 class GitObject:
@@ -107,8 +103,9 @@ class ObjectReader:
 
     def _started(self) -> subprocess.Popen[bytes]:
         if self._process is None or self._process.poll() is not None:
-            command = [git.Git.GIT_PYTHON_GIT_EXECUTABLE or "git", *HARDENING, "cat-file", "--batch"]
-            env = {**os.environ, "GIT_DIR": str(Path(self._repo.git_dir).resolve())}
+            # The same hardened command line and scrubbed environment as every other runner git command.
+            command = hardened_command(["cat-file", "--batch"])
+            env = {**git_environment(os.environ), **location(self._repo)}
             self._process = subprocess.Popen(
                 command, cwd=where(self._repo), env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
