@@ -301,6 +301,8 @@ def first_error_line(text: str | None) -> str:
 
 def own_login(gh: github.Github) -> str:
     """Returns the login autoloop writes as: the token's user, or github-actions[bot] for a workflow token."""
+    import github
+
     try:
         return str(gh.get_user().login)
     except github.GithubException as error:

@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from github import GithubException
-
 from autoloop_py import issue_trust
 from autoloop_py.errors import ProgramError
 from autoloop_py.program import Program, load_program
@@ -104,6 +102,8 @@ def discover_all(
 
 def _refusal(github: github.Github, repo: Any, issue: Any, writers: issue_trust.Writers) -> str | None:
     """Returns why the issue may not be a program (None: a writer stands behind it); unreadable facts refuse it."""
+    from github import GithubException  # PyGithub loads only when a command talks to GitHub
+
     try:
         return issue_trust.refusal(issue_trust.facts_of(github, repo, issue, PROGRAM_LABEL, writers), writers)
     except (GithubException, KeyError, TypeError, ValueError) as err:

@@ -19,9 +19,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-import github
+if TYPE_CHECKING:  # PyGithub loads only when a command talks to GitHub
+    import github
 
 from autoloop_py.github import WRITE_ASSOCIATIONS
 from autoloop_py.state_parts import utc
@@ -130,6 +131,8 @@ class Writers:
 
     def __call__(self, login: str) -> bool:
         if login not in self._known:
+            import github
+
             try:
                 permission = self._repo.get_collaborator_permission(login)
             except github.GithubException as err:

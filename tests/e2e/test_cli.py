@@ -182,3 +182,12 @@ def test_a_closed_pipe_is_not_an_error(fleet: Path) -> None:
     err = run.stderr.read().decode()
     assert run.wait(timeout=60) == 0
     assert "Traceback" not in err and "Broken" not in err and "error" not in err.lower()
+
+
+def test_the_cli_starts_without_loading_pygithub_or_litellm() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, autoloop_py.cli; print(sorted(m for m in ('github', 'requests', 'litellm') if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
