@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Mapping
 
 from autoloop_py import checks, faults, recovery, trace, state as statefile
-from autoloop_py import lineage_store, novelty
+from autoloop_py import lineage_store, novelty, push_refusal
 from autoloop_py.errors import GitError
 from autoloop_py.evaluate import EvaluationResult, evaluate
 from autoloop_py.lock import program_lock
@@ -418,9 +418,15 @@ def _ratchet(
                 faults.checkpoint("after-candidate-push")
             except GitError as err:
                 kept = workspace.withdraw(commit)
-                notes = (f"another run advanced autoloop/{program.name} first, so this candidate was judged against a "
-                         f"stale best; it is kept at {kept} ({err.message.splitlines()[0][:120]})")
-                return record_of("rejected", now, proposal.summary, result.metric, notes, proposal.lesson, run_url, **usage)
+                refusal = push_refusal.read_refusal(err.message)
+                if refusal.is_race:
+                    notes = (f"another run advanced autoloop/{program.name} first, so this candidate was judged "
+                             f"against a stale best; it is kept at {kept} ({refusal.detail[:120]})")
+                else:
+                    notes = (f"the push of autoloop/{program.name} failed, so the candidate is not kept on the branch "
+                             f"(it is at {kept}): {push_refusal.describe(refusal, workspace.remote)}")
+                status = "rejected" if refusal.kind in (push_refusal.RACE, push_refusal.SIZE) else "error"
+                return record_of(status, now, proposal.summary, result.metric, notes, proposal.lesson, run_url, **usage)
     notes = f"{program.evaluation.metric if program.evaluation else 'metric'} improved to {result.metric:g}"
     if options.ci_gate and commit is not None:
         notes += "; kept until the commit's CI checks pass"

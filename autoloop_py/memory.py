@@ -20,6 +20,7 @@ from typing import Callable, Mapping
 
 from autoloop_py import faults
 from autoloop_py.errors import GitError, StateError
+from autoloop_py.push_refusal import ACCESS, SIZE, describe, read_refusal
 from autoloop_py.gitutil import (
     call,
     failure,
@@ -199,6 +200,10 @@ class MemoryStore:
         if self.has_remote():
             pushed = push_branch(self._repo, self.config.remote, sha, self.config.branch)
             if not pushed.ok:
+                refusal = read_refusal(pushed.stderr)
+                if refusal.kind in (SIZE, ACCESS):  # retrying cannot help; say why at once
+                    raise GitError(f"could not record {path} on {self.config.branch}: "
+                                   f"{describe(refusal, self.config.remote)}", path=self.repo_root)
                 raise _Retry(f"push rejected: {pushed.stderr.strip()}", sha)
         return sha
 
