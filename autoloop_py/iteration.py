@@ -408,7 +408,8 @@ def _ratchet(
     commit = None
     if not options.dry_run:
         with clock("commit"):
-            message = f"[Autoloop: {program.name}] Iteration {iteration}: {proposal.summary}"
+            # One line: a summary's own paragraphs could pass for trailers (Autoloop-Key, Autoloop-Metric).
+            message = f"[Autoloop: {program.name}] Iteration {iteration}: {' '.join(proposal.summary.split())}"
             if options.run_url:
                 message += f"\n\nRun: {options.run_url}"
             commit = workspace.commit_candidate(recovery.with_trailers(message, marks or {}))
