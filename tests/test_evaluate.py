@@ -387,3 +387,25 @@ def test_run_command_interrupted_kills_the_group_before_raising(tmp_path: Path, 
     with pytest.raises(KeyboardInterrupt):
         run_command("sleep 100 & echo $! > pid; wait", tmp_path, timeout=30, env=ENV)
     assert not _alive(int(pid_file.read_text()))
+
+
+def test_a_json_line_cut_by_the_output_cap_says_so(tmp_path: Path) -> None:
+    # One 2 MB line: its start falls in the bytes dropped between the kept head and tail.
+    command = f"{sys.executable} -c \"import json; print(json.dumps({{'score': 1, 'pad': 'p' * (2 << 20)}}))\""
+    result = run_evaluation(_program(tmp_path, command), tmp_path)
+    assert not result.ok
+    assert result.error is not None and result.error.startswith("output cut at the output cap (")
+    assert "bytes dropped) before a JSON object ended" in result.error
+    assert "printed no JSON object" not in result.error
+
+
+def test_cut_output_without_any_json_is_reported_with_what_was_dropped(tmp_path: Path) -> None:
+    command = f"{sys.executable} -c \"print('x' * (2 << 20))\""
+    result = run_evaluation(_program(tmp_path, command), tmp_path)
+    assert result.error is not None
+    assert result.error.startswith("the evaluation printed no JSON object in the part of its output kept under the cap (")
+
+
+def test_short_output_without_json_keeps_the_plain_message(tmp_path: Path) -> None:
+    result = run_evaluation(_program(tmp_path, "echo hello"), tmp_path)
+    assert result.error is not None and result.error.startswith("the evaluation printed no JSON object; print one")

@@ -145,3 +145,13 @@ def test_a_key_in_the_candidate_summary_is_not_taken_as_the_iteration_key(
     trailer = _git(repo.origin, "log", "-1", "--format=%(trailers:key=Autoloop-Key,valueonly)", "memory/autoloop")
     assert trailer.startswith("counter:1:") and trailer != "counter:1:0000000000000000"
     assert entry.key == trailer
+
+
+def test_an_evaluation_line_cut_by_the_output_cap_is_reported_as_cut(repo: Repo, tmp_path: Path) -> None:
+    code = ("import os, sys\nsys.stdout.write('{\"score\": 9, \"pad\": \"' + 'p' * (2 << 20) + '\"}\\n')\n"
+            "sys.stdout.flush()\nos._exit(0)")
+    assert repo.run(_agent(tmp_path, block(code))) == 0
+    entry = repo.state().history[0]
+    assert entry.status == "error", entry.text
+    assert "evaluation failed: output cut at the output cap (" in entry.text
+    assert "before a JSON object ended" in entry.text and "printed no JSON object" not in entry.text
