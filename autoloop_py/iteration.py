@@ -124,7 +124,7 @@ def _run_locked(root: Path, program: Program, options: RunOptions, now: datetime
     with clock("load state"):
         memory.sync()
         recovery.reconcile(root, program, memory, options.budget, ci_gate=options.ci_gate, dry_run=options.dry_run)
-        state = load_state(memory, program)
+        state = load_state(memory, program, options.budget)
         runner = strategy.load_runner(program, root)
     iteration = state.machine.iteration_count + 1
     rng = iteration_rng(program, iteration)

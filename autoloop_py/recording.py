@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Mapping
 
 from autoloop_py import ci_gate, trace, state as statefile
-from autoloop_py.errors import ProgramError
+from autoloop_py.errors import ProgramError, StateError
 from autoloop_py.history import KEY_TRAILER
 from autoloop_py.memory import MemoryStore
 from autoloop_py.population import Candidate
@@ -18,12 +18,21 @@ from autoloop_py.strategies import runner as strategy
 from autoloop_py.strategies.runner import StrategyRunner
 
 _UNLIMITED = 1 << 40
+# A state file is refused, unparsed, past HARD_CAP_FACTOR times its budget (never below HARD_CAP_FLOOR, so
+# that a hand-edited file of a few MB is still read and compacted): 50 MB took 81 s and 1.4 GB to parse.
+HARD_CAP_FACTOR = 10
+HARD_CAP_FLOOR = 8 << 20
 
 
-def load_state(memory: MemoryStore, program: Program) -> statefile.StateFile:
+def hard_cap(budget: int) -> int:
+    """Returns the size in bytes above which a state file is refused without parsing it."""
+    return max(HARD_CAP_FACTOR * budget, HARD_CAP_FLOOR)
+
+
+def load_state(memory: MemoryStore, program: Program, budget: int = statefile.DEFAULT_BUDGET) -> statefile.StateFile:
     """Returns the program's state file as the memory branch holds it (a fresh one when it has none)."""
     path = state_path(program)
-    return parse_or_new(memory.read(path), program, path)
+    return parse_or_new(memory.read(path), program, path, budget)
 
 
 def state_path(program: Program) -> str:
@@ -31,8 +40,19 @@ def state_path(program: Program) -> str:
     return f"{program.name}.md"
 
 
-def parse_or_new(text: str | None, program: Program, path: str) -> statefile.StateFile:
-    """Returns the parsed state file, or a fresh one when the program has none yet."""
+def parse_or_new(
+    text: str | None, program: Program, path: str, budget: int = statefile.DEFAULT_BUDGET
+) -> statefile.StateFile:
+    """Returns the parsed state file, or a fresh one when the program has none yet; refuses one over the hard cap."""
+    if text is not None and len(text) > hard_cap(budget) // 4:  # a character is at most 4 bytes: measure only then
+        size = len(text.encode("utf-8"))
+        if size > hard_cap(budget):
+            raise StateError(
+                f"the state file is {size} bytes, over the hard cap of {hard_cap(budget)} "
+                f"({HARD_CAP_FACTOR}x its {budget}-byte budget, at least {HARD_CAP_FLOOR}), so it is not read; "
+                "fold or delete old history entries on the memory branch by hand",
+                path=path,
+            )
     if text is None or not text.strip():
         metric = program.evaluation.metric if program.evaluation else "metric"
         return statefile.new_state(program.name, program.goal, metric, program.direction, program.config.target_metric)
@@ -56,7 +76,7 @@ def record_iteration(
     kept: dict[str, str] = {}
 
     def change(text: str | None) -> str:
-        current = parse_or_new(text, program, path)
+        current = parse_or_new(text, program, path, budget)
         if text is not None and record.key and any(entry.key == record.key for entry in current.history):
             kept.clear()  # a retried or re-run record that is already there is not added twice
             return text

@@ -194,7 +194,7 @@ def reconcile(
     tip, unpushed = _branch_tip(repo, branch, remote)
     if tip is None:
         return ()
-    recorded = recorded_keys(load_state(memory, program)) | _memory_keys(repo, memory, program.name)
+    recorded = recorded_keys(load_state(memory, program, budget)) | _memory_keys(repo, memory, program.name)
     now = datetime.now(timezone.utc)
     found = [item for item in interrupted(_walk(repo, tip), recorded) if settled(item, now)]
     if not found or (unpushed and not _publish_branch(repo, branch, remote)):
