@@ -11,13 +11,13 @@ import builtins
 import logging
 import os
 import random
-import tempfile
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Mapping
 
+from autoloop_py import tempdirs
 from autoloop_py import faults
 from autoloop_py.errors import GitError, StateError
 from autoloop_py.push_refusal import ACCESS, SIZE, describe, read_refusal
@@ -281,7 +281,7 @@ class MemoryStore:
 
     def _write_tree(self, parent: str | None, files: Mapping[str, str | bytes]) -> str:
         """Returns the tree of `parent` with `files` written over it, built in a temporary index."""
-        with tempfile.TemporaryDirectory(prefix="autoloop-index-") as tmp:
+        with tempdirs.temporary("autoloop-index-") as tmp:
             env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
             run(self._repo, "read-tree", *([parent] if parent else ["--empty"]), env=env)
             infos: list[str] = []

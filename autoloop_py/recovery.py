@@ -23,7 +23,7 @@ from typing import Collection, Mapping, Sequence
 
 import git
 
-from autoloop_py import state as statefile
+from autoloop_py import state as statefile, tempdirs
 from autoloop_py.gitutil import call, fetch_branches, has_remote, is_ancestor, open_repo, push_branch, rev_parse
 from autoloop_py.history import KEY_TRAILER, IterationRecord
 from autoloop_py.memory import MemoryStore
@@ -154,7 +154,7 @@ def _number(text: str | None) -> float | None:
 def settled(item: Interrupted, now: datetime, host: str | None = None) -> bool:
     """Returns whether the run that committed `item` is surely over: a dead process on this host, or GRACE passed."""
     name, _, pid = (item.runner or "").rpartition(":")
-    if name and name == (host or socket.gethostname()) and pid.isdigit() and _pid_is_dead(int(pid)):
+    if name and name == (host or socket.gethostname()) and pid.isdigit() and tempdirs.pid_is_dead(int(pid)):
         return True
     return item.when <= now - GRACE
 
@@ -186,6 +186,7 @@ def reconcile(
 ) -> tuple[IterationRecord, ...]:
     """Repairs what an interrupted run left: stale worktrees, unpushed memory, unrecorded candidates; returns records added."""
     remove_stale_worktrees(root)
+    remove_stale_tempdirs()
     if dry_run:
         return ()
     memory.publish()
@@ -262,11 +263,9 @@ def remove_stale_worktrees(root: Path) -> list[Path]:
     with worktree_admin(repo):
         for line in call(repo, "worktree", "list", "--porcelain").text.splitlines():
             path = Path(line.removeprefix("worktree "))
-            dead = _dead_owner(path.parent / OWNER_FILE) if line.startswith("worktree ") else None
+            dead = tempdirs.dead_owner(path.parent / OWNER_FILE) if line.startswith("worktree ") else None
             if dead is not None:
-                # Its evaluation or agent may still run (its own process group outlives the runner).
-                if kill_marked(RUNNER_ENV_VAR, str(dead)):
-                    log.warning("killed what the interrupted run %d left running", dead)
+                _kill_left_running(dead)
                 call(repo, "worktree", "remove", "--force", str(path))
                 shutil.rmtree(path.parent, ignore_errors=True)
                 removed.append(path)
@@ -277,23 +276,12 @@ def remove_stale_worktrees(root: Path) -> list[Path]:
     return removed
 
 
-def _dead_owner(owner: Path) -> int | None:
-    """Returns the pid `owner` names when that process no longer exists (None when alive or unknown)."""
-    try:
-        pid = int(owner.read_text(encoding="utf-8").strip())
-    except (OSError, ValueError):
-        return None
-    return pid if _pid_is_dead(pid) else None
+def remove_stale_tempdirs() -> list[Path]:
+    """Removes the temporary folders (agent prompts, indexes, worktrees git no longer lists) of dead runs."""
+    return tempdirs.sweep(before_remove=_kill_left_running)
 
 
-def _pid_is_dead(pid: int) -> bool:
-    """Returns whether no process has this id (False when unsure)."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
+def _kill_left_running(dead: int) -> None:
+    """Kills what the dead run `dead` left running: its evaluation or agent outlives it in its own process group."""
+    if kill_marked(RUNNER_ENV_VAR, str(dead)):
+        log.warning("killed what the interrupted run %d left running", dead)

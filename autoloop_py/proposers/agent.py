@@ -6,12 +6,12 @@ import logging
 import os
 import random
 import shlex
-import tempfile
 from pathlib import Path
 from typing import Mapping
 
 import git
 
+from autoloop_py import tempdirs
 from autoloop_py.gitutil import changed_paths, open_repo
 from autoloop_py.edits import reply_field, summary_and_lesson
 from autoloop_py.evaluate import CommandResult, run_command, scrub_environment
@@ -49,7 +49,7 @@ class AgentProposer:
         if timeout is None:
             return Proposal({}, "agent: bad timeout", failure=f"{TIMEOUT_ENV} must be a number of seconds")
         base = _head(request.workdir)
-        with tempfile.TemporaryDirectory(prefix="autoloop-agent-") as tmp:
+        with tempdirs.temporary("autoloop-agent-") as tmp:
             prompt_file, reply_file = Path(tmp) / "prompt.md", Path(tmp) / "reply.md"
             prompt_file.write_text(request.prompt, encoding="utf-8")
             result = _run(command, request.workdir, prompt_file, reply_file, timeout)
