@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Mapping
 
 from autoloop_py import checks, faults, recovery, trace, state as statefile
-from autoloop_py import lineage_store, novelty, push_refusal
+from autoloop_py import lineage_store, novelty, push_refusal, rejudge
 from autoloop_py.errors import GitError
 from autoloop_py.evaluate import EvaluationResult, evaluate
 from autoloop_py.lock import program_lock
@@ -135,6 +135,8 @@ def _run_locked(root: Path, program: Program, options: RunOptions, now: datetime
             workspace.prepare()
         measured = _evaluate_baseline(program, workspace.path, state, clock)
         best, baseline, failure = _baseline_outcome(state, measured)
+        if measured is None and not options.ci_gate:
+            best = rejudge.branch_bar(root, memory, program, state, best)
         seed = seed_data(program, workspace.path, baseline)
         if failure is not None:
             attempt = _Attempt(error_record(now, "baseline", f"baseline evaluation failed: {failure}", options.run_url))
@@ -148,9 +150,10 @@ def _run_locked(root: Path, program: Program, options: RunOptions, now: datetime
         record = replace(with_baseline(attempt.record, baseline), key=key)
     if not options.dry_run:
         with clock("record"):
-            record_iteration(
+            record = rejudge.rejudged(root, memory, program, record, best, options.budget)
+            record = record_iteration(
                 memory, program, record, options.budget, runner, attempt.candidate, attempt.prompt, attempt.evaluated,
-                seed, attempt.decision,
+                seed, attempt.decision, functools.partial(rejudge.recheck, program, best),
             )
     return IterationOutcome(
         program=program.name,

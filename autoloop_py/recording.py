@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
 from autoloop_py import ci_gate, trace, state as statefile
 from autoloop_py.errors import ProgramError, StateError
@@ -18,6 +18,7 @@ from autoloop_py.strategies import runner as strategy
 from autoloop_py.strategies.runner import StrategyRunner
 
 _UNLIMITED = 1 << 40
+Recheck = Callable[[statefile.IterationRecord, float | None], statefile.IterationRecord]
 # A state file is refused, unparsed, past HARD_CAP_FACTOR times its budget (never below HARD_CAP_FLOOR, so
 # that a hand-edited file of a few MB is still read and compacted): 50 MB took 81 s and 1.4 GB to parse.
 HARD_CAP_FACTOR = 10
@@ -70,16 +71,26 @@ def record_iteration(
     evaluated: trace.Evaluated | None = None,
     seed: trace.Evaluated | None = None,
     decision: object = None,
-) -> None:
-    """Applies the record to the freshest state file and commits it; re-applied on a concurrent update."""
+    recheck: Recheck | None = None,
+) -> statefile.IterationRecord:
+    """Applies the record to the freshest state file and commits it; re-applied on a concurrent update.
+
+    recheck(record, best of the fresh state) returns the record to apply there (an accepted one may have lost
+    to a concurrent better candidate meanwhile). Returns the record as applied.
+    """
     path = state_path(program)
     kept: dict[str, str] = {}
+    applied = [record]
 
     def change(text: str | None) -> str:
         current = parse_or_new(text, program, path, budget)
         if text is not None and record.key and any(entry.key == record.key for entry in current.history):
             kept.clear()  # a retried or re-run record that is already there is not added twice
             return text
+        applied[0] = recheck(record, current.machine.best_metric) if recheck is not None else record
+        return _applied(current, applied[0])
+
+    def _applied(current: statefile.StateFile, record: statefile.IterationRecord) -> str:
         apply = ci_gate.record_pending if record.status == "pending-ci" else statefile.apply_iteration
         updated = apply(
             current,
@@ -117,6 +128,7 @@ def record_iteration(
     if record.key:
         message += f"\n\n{KEY_TRAILER}: {record.key}"
     memory.update(path, change, message, extra=lambda: dict(kept))
+    return applied[0]
 
 
 def rejection_note(metric: float, best: float | None, program: Program) -> str:

@@ -77,11 +77,11 @@ class Interrupted:
 
 def new_key(program: str, iteration: int) -> str:
     """Returns a fresh idempotency key for iteration `iteration` of `program`."""
-    return f"{_slug(program)}:{iteration}:{uuid.uuid4().hex[:16]}"
+    return f"{slug(program)}:{iteration}:{uuid.uuid4().hex[:16]}"
 
 
-def _slug(program: str) -> str:
-    """Returns the program name as a key spells it."""
+def slug(program: str) -> str:
+    """Returns the program name as a key (or a ref) spells it."""
     return _UNSAFE_RE.sub("-", program).strip("-") or "program"
 
 
@@ -134,7 +134,7 @@ def interrupted(commits: Sequence[tuple[str, str, datetime]], recorded: Collecti
 
 def _interrupted(sha: str, key: str, message: str, fields: Mapping[str, str], when: datetime) -> Interrupted | None:
     """Returns the unrecorded candidate, or None when its trailers carry no readable metric."""
-    metric, baseline = _number(fields.get(METRIC)), _number(fields.get(BASELINE))
+    metric, baseline = number(fields.get(METRIC)), number(fields.get(BASELINE))
     if metric is None:
         log.warning("commit %s has %s %s but no readable %s; not recovering it", sha[:12], KEY, key, METRIC)
         return None
@@ -143,7 +143,8 @@ def _interrupted(sha: str, key: str, message: str, fields: Mapping[str, str], wh
     return Interrupted(sha, key, match.group(1) if match else subject, metric, baseline, when, fields.get(RUNNER))
 
 
-def _number(text: str | None) -> float | None:
+def number(text: str | None) -> float | None:
+    """Returns a trailer's finite number (None when absent or unreadable)."""
     try:
         value = float(text) if text else None
     except ValueError:
@@ -178,6 +179,11 @@ def recorded_keys(state: statefile.StateFile) -> set[str]:
     return {entry.key for entry in state.history if entry.key}
 
 
+def known_keys(repo: git.Repo, memory: MemoryStore, program: Program, state: statefile.StateFile) -> set[str]:
+    """Returns the keys of every iteration recorded for the program: in its history, or in a memory commit."""
+    return recorded_keys(state) | _memory_keys(repo, memory, program.name)
+
+
 # ---------------------------------------------------------------- effects
 
 
@@ -195,7 +201,7 @@ def reconcile(
     tip, unpushed = _branch_tip(repo, branch, remote)
     if tip is None:
         return ()
-    recorded = recorded_keys(load_state(memory, program, budget)) | _memory_keys(repo, memory, program.name)
+    recorded = known_keys(repo, memory, program, load_state(memory, program, budget))
     now = datetime.now(timezone.utc)
     found = [item for item in interrupted(_walk(repo, tip), recorded) if settled(item, now)]
     if not found or (unpushed and not _publish_branch(repo, branch, remote)):
@@ -241,7 +247,7 @@ def _date(text: str) -> datetime:
 def _memory_keys(repo: git.Repo, memory: MemoryStore, program: str) -> set[str]:
     """Returns the keys in the trailers of the memory branch's commits for `program` (history folds drop them)."""
     ref = f"refs/heads/{memory.config.branch}"
-    needle = f"{KEY}: {_slug(program)}:"
+    needle = f"{KEY}: {slug(program)}:"
     found = call(repo, "log", f"-n{KEY_LOG_LIMIT}", "--format=%B%x1e", "-F", f"--grep={needle}", ref, "--")
     if not found.ok:
         return set()

@@ -8,17 +8,13 @@ import pytest
 
 from autoloop_py import recording, state as statefile
 from autoloop_py.errors import StateError
-from autoloop_py.program import Program, load_program
-from tests.programs import program_md
+from autoloop_py.program import Program
+from tests.programs import small_program
 
 
 @pytest.fixture
 def program(tmp_path: Path) -> Program:
-    folder = tmp_path / ".autoloop/programs/demo"
-    (folder / "code").mkdir(parents=True)
-    (folder / "code/value.py").write_text("x = 1\n")
-    (folder / "program.md").write_text(program_md("Demo", "Grow x."))
-    return load_program(tmp_path, Path(".autoloop/programs/demo/program.md"))
+    return small_program(tmp_path)
 
 
 def test_the_hard_cap_is_ten_budgets_but_never_below_the_floor() -> None:
