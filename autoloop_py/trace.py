@@ -290,6 +290,14 @@ def export(read: Callable[[str], str | None], paths: Sequence[str], program: str
     return out
 
 
+def memory_trace(read: Callable[[str], str | None], paths: Sequence[str], program: str, metric: str | None,
+                 direction: str) -> Trace:
+    """Returns a program's trace rows read from the memory branch (no blobs: sources read as None)."""
+    rows, _ = _collect_rows(read, [p for p in paths if p.startswith(trace_dir(program) + "/rows/")])
+    meta = {"program": program, "metric": metric, "direction": direction}
+    return Trace(directory=Path(trace_dir(program)), meta=meta, rows=tuple(sorted(rows, key=order_key)))
+
+
 def load_trace(directory: Path) -> Trace:
     """Reads an EvoTrace run directory (ours or another framework's) into a Trace."""
     directory = Path(directory)
