@@ -122,3 +122,11 @@ def test_target_paths_outside_the_repository_are_errors(
     assert f".autoloop/programs/counter/program.md:10: Target `{target}` {message}" in capsys.readouterr().err
     assert outside.read_text() == "token = 'x'\n"
     assert _origin_branches(repo.parent / "origin.git") == ["main"]
+
+
+@pytest.mark.parametrize("name, reason", [("worktrees", "is reserved"), ("a..b", "holds `..`")])
+def test_autoloop_new_refuses_the_same_names(repo: Path, name: str, reason: str,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["new", name, "--repo", str(repo)]) == 1
+    assert f"'{name}' is not a usable program name (program name '{name}' {reason}" in capsys.readouterr().err
+    assert not (repo / ".autoloop/programs" / name).exists()
