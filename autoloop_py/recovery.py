@@ -3,8 +3,8 @@
 Every iteration carries an idempotency key `<program>:<iteration>:<random token>`: in the
 trailers of its candidate commit (with `Autoloop-Metric`, `Autoloop-Baseline`, `Autoloop-Runner`), in a
 hidden line of its history entry and in the trailer of its memory-branch commit. Before an
-iteration, `reconcile` removes worktrees of dead runs, pushes memory commits the remote lacks, and
-records every candidate commit on `autoloop/<name>` whose key no record has (a run killed between
+iteration, `reconcile` removes worktrees and temporary folders of dead runs, pushes memory commits the
+remote lacks, and records every candidate commit on `autoloop/<name>` whose key no record has (a run killed between
 its candidate commit and its state update), so no accepted commit goes unrecorded.
 """
 
