@@ -104,7 +104,7 @@ class Trace:
     Attributes:
         directory: the run directory.
         meta: the parsed `meta.json` ({} when absent).
-        rows: the programs, sorted by iteration_found then id; the first row of a duplicated id wins.
+        rows: the programs by iteration_found, ties in file order; the first row of a duplicated id wins.
     """
 
     directory: Path
@@ -314,7 +314,8 @@ def load_trace(directory: Path) -> Trace:
         row = _parse_line(line, programs, number)
         if row is not None and row.id not in rows:
             rows[row.id] = row
-    return Trace(directory=directory, meta=meta, rows=tuple(sorted(rows.values(), key=order_key)))
+    # Stable: rows of one iteration keep their programs.jsonl order, as EvoReplay reads them.
+    return Trace(directory=directory, meta=meta, rows=tuple(sorted(rows.values(), key=lambda r: r.iteration_found)))
 
 
 def order_key(row: TraceRow) -> tuple[int, str]:
