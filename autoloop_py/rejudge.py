@@ -20,6 +20,7 @@ from typing import Collection
 import git
 
 from autoloop_py import recovery
+from autoloop_py.errors import GitError
 from autoloop_py.gitutil import call, fetch_branches, has_remote, is_ancestor, open_repo, push_branch, rev_parse, update_ref
 from autoloop_py.history import IterationRecord
 from autoloop_py.machine_state import is_improvement
@@ -131,9 +132,16 @@ def rejudged(root: Path, memory: MemoryStore, program: Program, record: Iteratio
     concurrent better one is withdrawn from the branch and recorded as rejected."""
     if record.status != "accepted" or record.commit is None:
         return record
-    memory.sync()
+    try:
+        memory.sync()
+    except GitError as err:  # e.g. runs in one clone fetching at once; the memory update re-checks anyway
+        log.info("could not fetch %s before recording (%s); judging against the local copy", memory.config.branch, err)
     fresh = load_state(memory, program, budget).machine.best_metric
     if not lost(record, fresh, program):
         return record
     assert fresh is not None
-    return lost_record(record, judged, fresh, withdraw(root, program.name, record.commit, memory.config.remote))
+    try:
+        said = withdraw(root, program.name, record.commit, memory.config.remote)
+    except GitError as err:
+        said = f"its commit {record.commit[:12]} stays on autoloop/{program.name} (withdrawing it failed: {err.message[:120]})"
+    return lost_record(record, judged, fresh, said)
