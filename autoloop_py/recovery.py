@@ -24,7 +24,9 @@ from typing import Collection, Mapping, Sequence
 import git
 
 from autoloop_py import state as statefile, tempdirs
-from autoloop_py.gitutil import call, fetch_branches, has_remote, is_ancestor, open_repo, push_branch, rev_parse
+from autoloop_py.gitutil import (
+    call, fetch_branches, has_remote, is_ancestor, open_repo, push_branch, rev_parse, tracking_tip,
+)
 from autoloop_py.history import KEY_TRAILER, IterationRecord
 from autoloop_py.memory import MemoryStore
 from autoloop_py.program import Program
@@ -77,10 +79,10 @@ class Interrupted:
 
 def new_key(program: str, iteration: int) -> str:
     """Returns a fresh idempotency key for iteration `iteration` of `program`."""
-    return f"{slug(program)}:{iteration}:{uuid.uuid4().hex[:16]}"
+    return f"{key_slug(program)}:{iteration}:{uuid.uuid4().hex[:16]}"
 
 
-def slug(program: str) -> str:
+def key_slug(program: str) -> str:
     """Returns the program name as a key (or a ref) spells it."""
     return _UNSAFE_RE.sub("-", program).strip("-") or "program"
 
@@ -247,7 +249,7 @@ def _date(text: str) -> datetime:
 def _memory_keys(repo: git.Repo, memory: MemoryStore, program: str) -> set[str]:
     """Returns the keys in the trailers of the memory branch's commits for `program` (history folds drop them)."""
     ref = f"refs/heads/{memory.config.branch}"
-    needle = f"{KEY}: {slug(program)}:"
+    needle = f"{KEY}: {key_slug(program)}:"
     found = call(repo, "log", f"-n{KEY_LOG_LIMIT}", "--format=%B%x1e", "-F", f"--grep={needle}", ref, "--")
     if not found.ok:
         return set()
@@ -256,7 +258,10 @@ def _memory_keys(repo: git.Repo, memory: MemoryStore, program: str) -> set[str]:
 
 def _publish_branch(repo: git.Repo, branch: str, remote: str) -> bool:
     """Pushes the local program branch, which holds a candidate the remote lacks; returns whether it got there."""
-    pushed = push_branch(repo, remote, f"refs/heads/{branch}", branch)
+    local = rev_parse(repo, f"refs/heads/{branch}")
+    if local is None:
+        return False
+    pushed = push_branch(repo, remote, local, branch, tracking_tip(repo, remote, branch))
     if not pushed.ok:
         log.warning("could not push %s to %s: %s; its unrecorded candidate stays local", branch, remote, pushed.stderr)
     return pushed.ok

@@ -87,7 +87,7 @@ def withdraw(root: Path, program: str, sha: str, remote: str = "origin") -> str:
     parent = rev_parse(repo, f"{sha}^")
     if parent is None:
         return f"its commit {sha[:12]} stays on {branch}"
-    keep = f"refs/autoloop/orphaned/{recovery.slug(program)}-{sha[:12]}"
+    keep = f"refs/autoloop/orphaned/{recovery.key_slug(program)}-{sha[:12]}"
     update_ref(repo, keep, sha, None, "autoloop: candidate that lost to a concurrent better one")
     if has_remote(repo, remote):
         tip = fetch_branches(repo, remote, [branch]).get(branch)
