@@ -21,7 +21,7 @@ import git
 
 from autoloop_py import recovery
 from autoloop_py.errors import GitError
-from autoloop_py.gitutil import call, fetch_branches, has_remote, is_ancestor, open_repo, push_branch, rev_parse, update_ref
+from autoloop_py.gitutil import GitResult, call, fetch_branches, has_remote, is_ancestor, open_repo, rev_parse, update_ref
 from autoloop_py.history import IterationRecord
 from autoloop_py.machine_state import is_improvement
 from autoloop_py.memory import MemoryStore
@@ -95,7 +95,7 @@ def withdraw(root: Path, program: str, sha: str, remote: str = "origin") -> str:
             return (f"a later candidate builds on its commit {sha[:12]}, which stays on {branch}" if is_ancestor(repo, sha, tip)
                     else f"its commit {sha[:12]} is no longer on {branch}")
         if tip == sha:
-            pushed = push_branch(repo, remote, parent, branch, lease=sha)
+            pushed = _push_back(repo, remote, branch, sha, parent)
             if not pushed.ok:
                 return f"its commit {sha[:12]} stays on {branch} (withdrawing it failed: {read_refusal(pushed.stderr).detail})"
     update_ref(repo, f"refs/heads/{branch}", parent, sha, "autoloop: withdraw a candidate that lost")
@@ -145,3 +145,15 @@ def rejudged(root: Path, memory: MemoryStore, program: Program, record: Iteratio
     except GitError as err:
         said = f"its commit {record.commit[:12]} stays on autoloop/{program.name} (withdrawing it failed: {err.message[:120]})"
     return lost_record(record, judged, fresh, said)
+
+
+def _push_back(repo: git.Repo, remote: str, branch: str, sha: str, parent: str) -> GitResult:
+    """Moves the remote branch from our own candidate `sha` back to its parent, only if it is still at `sha`.
+
+    gitutil.push_branch moves branches only forward; this is the one step back, leased on the runner's own commit.
+    """
+    lease = f"--force-with-lease=refs/heads/{branch}:{sha}"
+    result = call(repo, "push", "--quiet", "--no-verify", lease, remote, f"{parent}:refs/heads/{branch}")
+    if result.ok:
+        update_ref(repo, f"refs/remotes/{remote}/{branch}", parent, sha, "autoloop: withdraw")
+    return result
