@@ -18,11 +18,19 @@ from autoloop_py.strategies.runner import StrategyRunner
 
 
 def violations(program: Program, files: Mapping[str, str], changes: Mapping[str, str | None]) -> list[str]:
-    """Returns why a candidate may not be evaluated: paths outside Target, edits outside EVOLVE-BLOCKs, no change."""
+    """Returns why a candidate may not be evaluated: paths outside Target, files over the size cap, edits outside
+    EVOLVE-BLOCKs (deleting a file that has them included), no change."""
     reasons = edits.check_paths(changes.keys(), program.target.allows)
+    cap = program.config.max_file_bytes
     for path, content in changes.items():
         old = files.get(path)
-        if content is not None and old is not None:
+        size = len(content.encode("utf-8")) if content is not None else 0
+        if size > cap:
+            # Checked first: a huge file is neither diffed against its markers, evaluated nor kept in a trace.
+            reasons.append(f"{path} is {size} bytes, over the program's limit of {cap} (`max-file-bytes`)")
+        elif content is None and old is not None and edits.evolve_regions(old):
+            reasons.append(f"{path}: deleting a file with EVOLVE-BLOCK markers; edit only between the markers")
+        elif content is not None and old is not None:
             violation = edits.evolve_block_violation(old, content)
             if violation:
                 reasons.append(f"{path}: {violation}")

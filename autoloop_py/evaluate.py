@@ -57,6 +57,7 @@ class CommandResult:
       stderr: decoded stderr, capped the same way.
       timed_out: the command ran past its timeout and its process group was killed.
       duration: seconds from start until the output was read.
+      stdout_dropped: bytes of stdout dropped from the middle over the cap (0: stdout is whole).
     """
 
     returncode: int
@@ -64,6 +65,7 @@ class CommandResult:
     stderr: str
     timed_out: bool
     duration: float
+    stdout_dropped: int = 0
 
 
 @dataclass(frozen=True)
@@ -183,6 +185,8 @@ def _environment(program: Program, workdir: Path, environ: Mapping[str, str]) ->
 def _judge(result: CommandResult, metric: str, timeout: float) -> tuple[float | None, dict[str, Any], str | None]:
     """Returns (metric, metrics, error) for one run: a failed process is an error even when it printed a metric."""
     value, metrics, error = parse_metric(result.stdout, metric)
+    if value is None and not metrics and result.stdout_dropped:
+        error = _cut_error(result)
     if result.timed_out:
         return None, metrics, f"timed out after {timeout:g} s"
     if result.returncode < 0:
@@ -190,6 +194,16 @@ def _judge(result: CommandResult, metric: str, timeout: float) -> tuple[float | 
     if result.returncode != 0:
         return None, metrics, f"exited with status {result.returncode}: {_exit_detail(result, metrics)}"
     return value, metrics, error
+
+
+def _cut_error(result: CommandResult) -> str:
+    """Returns why no JSON object was read from stdout that was cut over the output cap."""
+    last = next((line.strip() for line in reversed(result.stdout.splitlines()) if line.strip()), "")
+    if last.endswith("}"):
+        return (f"output cut at the output cap ({result.stdout_dropped} bytes dropped) before a JSON object ended; "
+                'print the metric object, such as {"score": 0.5}, on a short last line of its own')
+    return (f"the evaluation printed no JSON object in the part of its output kept under the cap "
+            f"({result.stdout_dropped} bytes dropped); print one such as {{\"score\": 0.5}} as its last line")
 
 
 def _exit_detail(result: CommandResult, metrics: Mapping[str, Any]) -> str:
@@ -334,7 +348,7 @@ def run_command(
         _stop_readers(readers, stop)
         process.stdout.close()
         process.stderr.close()
-    return CommandResult(returncode, out.text(), err.text(), timed_out, time.monotonic() - started)
+    return CommandResult(returncode, out.text(), err.text(), timed_out, time.monotonic() - started, out.dropped)
 
 
 def _wait_exited(process: subprocess.Popen[bytes], deadline: float) -> bool:
@@ -426,10 +440,15 @@ class _CappedBuffer:
         if len(self.tail) > 2 * self.cap:
             del self.tail[: len(self.tail) - self.cap]
 
+    @property
+    def dropped(self) -> int:
+        """Returns how many bytes text() leaves out."""
+        return self.total - len(self.head) - min(self.cap, len(self.tail))
+
     def text(self) -> str:
         """Returns the kept bytes decoded, with a marker where bytes were dropped."""
         tail = bytes(self.tail[len(self.tail) - min(self.cap, len(self.tail)) :])
-        omitted = self.total - len(self.head) - len(tail)
+        omitted = self.dropped
         marker = f"\n[... {omitted} bytes omitted ...]\n".encode() if omitted else b""
         return (bytes(self.head) + marker + tail).decode("utf-8", errors="replace")
 

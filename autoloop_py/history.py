@@ -53,6 +53,9 @@ _STATUS_BULLET_RE = re.compile(
 )
 _COUNT_RES = tuple(re.compile(p + r"\s*(\d{1,9})") for p in ("✅", "❌", "⚠\ufe0f?"))
 _KEY_RE = re.compile(r"<!--\s*autoloop-key:\s*([A-Za-z0-9_.:-]+)\s*-->")
+# The runner's own hidden line stands alone; every text a candidate supplies (change, notes, extra bullets)
+# is rendered on one bullet line, so a key it wrote into its summary never starts a line.
+_KEY_LINE_RE = re.compile(r"^<!--[ \t]*autoloop-key:[ \t]*([A-Za-z0-9_.:-]+)[ \t]*-->[ \t]*\r?$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -234,8 +237,9 @@ def _read_status(text: str) -> str | None:
 
 
 def _read_key(text: str) -> str | None:
-    found = _KEY_RE.search(text)
-    return found.group(1) if found else None
+    """Returns the key of the entry's own hidden line (the last one standing alone), never one inside a bullet."""
+    found = _KEY_LINE_RE.findall(text)
+    return found[-1] if found else None
 
 
 def _read_when(title: str) -> datetime | None:

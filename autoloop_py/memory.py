@@ -11,17 +11,18 @@ import builtins
 import logging
 import os
 import random
-import tempfile
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Mapping
 
+from autoloop_py import tempdirs
 from autoloop_py import faults
 from autoloop_py.errors import GitError, StateError
 from autoloop_py.git_objects import GitSession
 from autoloop_py.git_trees import overlay
+from autoloop_py.push_refusal import ACCESS, SIZE, describe, read_refusal
 from autoloop_py.gitutil import (
     call,
     failure,
@@ -273,6 +274,10 @@ class MemoryStore:
             seen = tracking_tip(self._repo, self.config.remote, self.config.branch)
             pushed = push_branch(self._repo, self.config.remote, sha, self.config.branch, seen)
             if not pushed.ok:
+                refusal = read_refusal(pushed.stderr)
+                if refusal.kind in (SIZE, ACCESS):  # retrying cannot help; say why at once
+                    raise GitError(f"could not record {path} on {self.config.branch}: "
+                                   f"{describe(refusal, self.config.remote)}", path=self.repo_root)
                 raise _Retry(f"push rejected: {pushed.stderr.strip()}", sha)
         return sha
 
@@ -353,7 +358,7 @@ class MemoryStore:
         base = self.session.objects.tree_of(parent) if parent is not None else None
         if parent is not None and base is None:
             raise GitError(f"cannot read the tree of {parent}; run `git fsck`", path=self.repo_root)
-        with tempfile.TemporaryDirectory(prefix="autoloop-objects-") as tmp:
+        with tempdirs.temporary("autoloop-objects-") as tmp:
             blobs = self._write_objects(Path(tmp), "blob", [
                 content.encode("utf-8") if isinstance(content, str) else content for content in files.values()
             ])

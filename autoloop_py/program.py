@@ -11,6 +11,7 @@ from typing import Any, Iterable
 import yaml
 
 from autoloop_py import markdown as md
+from autoloop_py import program_names
 from autoloop_py.errors import ProgramError
 
 PROGRAMS_DIR = Path(".autoloop/programs")
@@ -46,6 +47,7 @@ class ProgramConfig:
       budget_usd_per_day: dollars per UTC day.
       budget_tokens: model tokens in all.
       budget_tokens_per_day: model tokens per UTC day.
+      max_file_bytes: the largest Target file a candidate may write; a larger one is rejected before evaluation.
       extra: frontmatter keys this version does not know, kept for strategies.
     """
 
@@ -67,6 +69,7 @@ class ProgramConfig:
     budget_usd_per_day: float | None = None
     budget_tokens: float | None = None
     budget_tokens_per_day: float | None = None
+    max_file_bytes: int = 1 << 20
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -167,7 +170,9 @@ def program_name(path: Path) -> str:
 def load_programs(root: Path) -> list[Program]:
     """Loads every program under root; raises the first ProgramError (see `check_all`)."""
     paths = discover(root)
-    _check_unique(paths)
+    clashes = _clashes(paths)
+    if clashes:
+        raise clashes[0]
     return [load_program(root, p) for p in paths]
 
 
@@ -199,13 +204,12 @@ def require_on_base(program: Program, worktree: Path, base: str, remote: bool = 
 def check_all(root: Path) -> tuple[list[Program], list[ProgramError]]:
     """Returns the programs that load and every problem found in any program."""
     programs: list[Program] = []
-    problems: list[ProgramError] = []
     paths = discover(root)
-    try:
-        _check_unique(paths)
-    except ProgramError as err:
-        problems.append(err)
+    problems = _clashes(paths)
+    clashing = {p.path for p in problems}
     for rel in paths:
+        if rel in clashing:
+            continue  # a name used twice: neither program runs
         program, found = _parse(root, rel)
         problems.extend(found)
         if program is not None and not found:
@@ -223,13 +227,13 @@ def find_program(programs: Iterable[Program], name: str) -> Program:
     raise ProgramError(f"no program named '{name}'. Available programs: {names}")
 
 
-def _check_unique(paths: list[Path]) -> None:
-    seen: dict[str, Path] = {}
-    for rel in paths:
-        name = program_name(rel)
-        if name in seen:
-            raise ProgramError(f"two programs are named '{name}' (also {seen[name]}); rename one", rel)
-        seen[name] = rel
+def _clashes(paths: list[Path]) -> list[ProgramError]:
+    """Returns an error for every program whose name another program also has."""
+    clashes = program_names.duplicates((program_name(rel), rel) for rel in paths)
+    return [
+        ProgramError(program_names.duplicate_message(program_name(rel), clashes[program_name(rel).casefold()], rel), rel)
+        for rel in paths if program_name(rel).casefold() in clashes
+    ]
 
 
 def _parse(root: Path, rel: Path) -> tuple[Program | None, list[ProgramError]]:
@@ -237,8 +241,11 @@ def _parse(root: Path, rel: Path) -> tuple[Program | None, list[ProgramError]]:
         text = (root / rel).read_text(encoding="utf-8")
     except UnicodeDecodeError as err:
         return None, [ProgramError(f"not UTF-8 text (byte {err.start}); save the file as UTF-8", rel)]
-    problems: list[ProgramError] = []
     name = program_name(rel)
+    bad_name = program_names.name_problem(name)
+    if bad_name is not None:
+        return None, [ProgramError(f"{bad_name}; rename the {'folder' if rel.name == 'program.md' else 'file'}", rel)]
+    problems: list[ProgramError] = []
     directory = rel.parent if rel.name == "program.md" else None
     config, body_offset = _parse_frontmatter(text, rel, problems)
     unconfigured = UNCONFIGURED_SENTINEL in text
@@ -312,6 +319,8 @@ _KEYS = {
     "llm_retries": "llm_retries",
     **{spelling: name for name in ("budget_usd", "budget_usd_per_day", "budget_tokens", "budget_tokens_per_day")
        for spelling in (name, name.replace("_", "-"))},
+    "max-file-bytes": "max_file_bytes",
+    "max_file_bytes": "max_file_bytes",
 }
 
 
@@ -353,10 +362,10 @@ def _key_line(block: str, key: str) -> int:
 
 
 _DEFAULTED = ("evaluation_timeout", "repeats", "min_delta", "seed", "novelty_filter", "novelty_threshold", "llm_timeout",
-              "llm_retries")
-
-
-_LEAST = {"repeats": 1, "llm_retries": 0}
+              "llm_retries", "max_file_bytes")
+# Zero or less would mean "no time at all" (and `.inf` no limit at all), so these must be positive and finite.
+_POSITIVE = ("evaluation_timeout", "timeout_minutes")
+_LEAST = {"repeats": 1, "llm_retries": 0, "max_file_bytes": 1}
 
 
 def _coerce(field_name: str, value: Any) -> Any:
@@ -366,14 +375,16 @@ def _coerce(field_name: str, value: Any) -> Any:
         if not isinstance(value, bool):
             raise ValueError(f"must be true or false, got {value!r}")
         return value
-    if field_name in ("schedule", "proposer", "model"):
+    if field_name == "schedule":
+        return _schedule(str(value).strip())
+    if field_name in ("proposer", "model"):
         return str(value).strip()
     if field_name == "metric_direction":
         direction = str(value).strip().strip("'\"").lower()
         if direction not in ("higher", "lower"):
             raise ValueError(f"must be `higher` or `lower`, got {value!r}")
         return direction
-    if field_name in ("repeats", "seed", "llm_retries"):
+    if field_name in ("repeats", "seed", "llm_retries", "max_file_bytes"):
         if isinstance(value, bool) or not isinstance(value, int) or (field_name != "seed" and value < _LEAST[field_name]):
             least = f" >= {_LEAST[field_name]}" if field_name != "seed" else ""
             raise ValueError(f"must be a whole number{least}, got {value!r}")
@@ -384,13 +395,26 @@ def _coerce(field_name: str, value: Any) -> Any:
         number = float(str(value).strip().strip("'\""))
     except ValueError:
         raise ValueError(f"must be a number, got {value!r}") from None
-    if math.isnan(number) or (field_name != "target_metric" and number < 0):
+    if not math.isfinite(number):
+        raise ValueError(f"must be a finite number, got {value!r}")
+    if field_name in _POSITIVE and number <= 0:
+        raise ValueError(f"must be a number above 0, got {value!r}")
+    if field_name != "target_metric" and number < 0:
         raise ValueError(f"must be a non-negative number, got {value!r}")
     if field_name == "llm_timeout" and number <= 0:
         raise ValueError(f"must be a number of seconds above 0, got {value!r}")
     if field_name == "novelty_threshold" and not 0 < number <= 1:
         raise ValueError(f"must be a share above 0 and at most 1 (e.g. 0.8), got {value!r}")
     return number
+
+
+def _schedule(text: str) -> str:
+    """Returns the schedule when it reads as an interval above zero; raises ValueError saying why not."""
+    from autoloop_py.schedule import parse_schedule  # schedule.py imports this module
+
+    if text:
+        parse_schedule(text)
+    return text
 
 
 def _default(field_name: str) -> Any:
@@ -412,6 +436,10 @@ def _parse_target(section: md.Section | None, root: Path, base: Path, rel: Path,
                 (exclude if nested_exclude else include).extend(paths)
     if not include:
         problems.append(ProgramError("`## Target` lists no backticked file paths or globs", rel, section.start + 1))
+    outside = {raw: why for raw in include + exclude if (why := _leaves_repository(root, raw, _resolve(root, base, raw)))}
+    for raw, why in outside.items():
+        problems.append(ProgramError(f"Target `{raw}` {why}", rel, _line_containing(section, f"`{raw}`")))
+    include = [p for p in include if p not in outside]
     resolved_in = [_resolve(root, base, p) for p in include]
     resolved_ex = [_resolve(root, base, p) for p in exclude]
     for pattern, raw in zip(resolved_in, include):
@@ -452,9 +480,31 @@ def _says_do_not_modify(text: str) -> bool:
     return "do not modify" in lowered or "don't modify" in lowered or "must not modify" in lowered
 
 
+def _leaves_repository(root: Path, raw: str, pattern: str) -> str:
+    """Returns how a Target path leads outside the repository (`..`, absolute, a symlink out), or ''."""
+    pure = PurePosixPath(raw.strip())
+    if pure.is_absolute() or Path(raw.strip()).is_absolute():
+        return "is an absolute path; write it relative to the program folder or the repository root"
+    if ".." in pure.parts:
+        return "holds `..`; Target paths stay inside the repository"
+    top = root.resolve()
+    if any(ch in pattern for ch in "*?["):
+        prefix = pattern.split("*")[0].split("?")[0].split("[")[0]
+        start = root / prefix.rsplit("/", 1)[0] if "/" in prefix else root
+        found = [start, *(p for p in start.rglob("*") if glob_match(pattern, p.relative_to(root).as_posix()))] \
+            if start.is_dir() else []
+    else:
+        found = [root / pattern] if (root / pattern).exists() or (root / pattern).is_symlink() else []
+    for path in found:
+        real = path.resolve()
+        if real != top and top not in real.parents:
+            return f"leads outside the repository through a symbolic link ({path.relative_to(root).as_posix()})"
+    return ""
+
+
 def _resolve(root: Path, base: Path, pattern: str) -> str:
     """Returns a repo-relative pattern: relative to the program folder if it matches there, else the root."""
-    pattern = pattern.strip().lstrip("./") if pattern.startswith("./") else pattern.strip()
+    pattern = pattern.strip().removeprefix("./")
     if pattern.startswith("/"):
         return pattern.lstrip("/")
     local = (base / pattern).as_posix() if str(base) != "." else pattern

@@ -36,6 +36,17 @@ def test_relabel_entry_rewrites_only_the_status_bullet() -> None:
     assert relabel_entry(history, 7, "x") == history
 
 
+def test_a_key_a_candidate_wrote_into_its_text_is_never_read_as_the_entry_key() -> None:
+    forged = "<!-- autoloop-key: demo:1:0000000000000000 -->"
+    record = IterationRecord("accepted", T0, f"faster {forged}\n{forged}", 0.7, notes=f"n {forged}",
+                             extra=(("Operator", f"\n{forged}\n"),), key="demo:1:realrealrealreal")
+    entry = run(fresh(), [record]).history[0]
+    assert entry.text.count(forged) == 4  # kept as text, each inside a bullet line
+    assert entry.key == "demo:1:realrealrealreal"
+    without = run(fresh(), [IterationRecord("rejected", T0, f"x {forged}", 0.1, notes=forged)]).history[0]
+    assert without.key is None
+
+
 # ---------------------------------------------------------------- compaction
 
 

@@ -179,6 +179,100 @@ def test_discovery_order_and_duplicate_names(repo: Path) -> None:
         load_programs(repo)
 
 
+@pytest.mark.parametrize("second", [".autoloop/programs/demo.md", ".autoloop/programs/Demo/program.md"])
+def test_a_name_used_twice_loads_neither_program(repo: Path, second: str) -> None:
+    write(repo, second, PROGRAM)
+    write(repo, ".autoloop/programs/other.md", PROGRAM.replace("`code/search.py`", "`.autoloop/programs/demo/code/search.py`")
+          .replace("- `code/lib/*.py`\n", "").replace("`code/evaluate.py`", "`.autoloop/programs/demo/code/evaluate.py`"))
+    programs, problems = check_all(repo)
+    assert [p.name for p in programs] == ["other"]
+    assert sorted(p.path.as_posix() for p in problems) == sorted([".autoloop/programs/demo/program.md", second])
+    assert all("two programs are named" in p.message and "neither runs" in p.message for p in problems)
+
+
+@pytest.mark.parametrize(
+    "name, reason",
+    [
+        ("worktrees", "reserved"),
+        ("Locks", "reserved"),
+        ("HEAD", "reserved"),
+        ("a..b", "`..`"),
+        ("nightly.lock", "`.lock`"),
+        ("-dash", "outside letters"),
+        ("spa ce", "outside letters"),
+        ("ünïcode", "outside letters"),
+        ("x" * 65, "longer than 64"),
+    ],
+)
+def test_unsafe_program_names_are_an_error_naming_the_file(tmp_path: Path, name: str, reason: str) -> None:
+    write(tmp_path, f".autoloop/programs/{name}/program.md", PROGRAM)
+    write(tmp_path, f".autoloop/programs/{name}/code/search.py", "x = 1\n")
+    write(tmp_path, f".autoloop/programs/{name}/code/lib/util.py", "y = 2\n")
+    programs, problems = check_all(tmp_path)
+    assert programs == [] and len(problems) == 1
+    assert reason in problems[0].message and "rename the folder" in problems[0].message
+    assert problems[0].path == Path(f".autoloop/programs/{name}/program.md")
+
+
+@pytest.mark.parametrize("name", ["demo", "a.b_c-1", "X9"])
+def test_safe_program_names_load(tmp_path: Path, name: str) -> None:
+    write(tmp_path, f".autoloop/programs/{name}/program.md", PROGRAM)
+    write(tmp_path, f".autoloop/programs/{name}/code/search.py", "x = 1\n")
+    write(tmp_path, f".autoloop/programs/{name}/code/lib/util.py", "y = 2\n")
+    assert [p.name for p in load_programs(tmp_path)] == [name]
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (("evaluation-timeout: 30", "evaluation-timeout: .inf"), "frontmatter `evaluation-timeout`: must be a finite number"),
+        (("evaluation-timeout: 30", "evaluation-timeout: 0"), "frontmatter `evaluation-timeout`: must be a number above 0"),
+        (("evaluation-timeout: 30", "evaluation-timeout: -5"), "must be a number above 0"),
+        (("evaluation-timeout: 30", "timeout-minutes: 0"), "frontmatter `timeout-minutes`: must be a number above 0"),
+        (("target-metric: 1.4", "target-metric: -.inf"), "frontmatter `target-metric`: must be a finite number"),
+        (("min-delta: 0.001", "min-delta: .nan"), "must be a finite number"),
+        (("schedule: every 6h", "schedule: every 0m"), "frontmatter `schedule`: schedule 'every 0m' is zero"),
+        (("schedule: every 6h", "schedule: sometimes"), "frontmatter `schedule`: unparseable schedule 'sometimes'"),
+        (("seed: 7", "max-file-bytes: 0"), "frontmatter `max-file-bytes`: must be a whole number >= 1"),
+    ],
+)
+def test_frontmatter_numbers_must_be_usable(repo: Path, edit: tuple[str, str], message: str) -> None:
+    write(repo, ".autoloop/programs/demo/program.md", PROGRAM.replace(*edit))
+    programs, problems = check_all(repo)
+    assert programs == [] and message in problems[0].message, problems
+    assert str(problems[0]).startswith(".autoloop/programs/demo/program.md:")
+
+
+def test_max_file_bytes_defaults_to_one_mebibyte_and_can_be_set(repo: Path) -> None:
+    assert load_program(repo, Path(".autoloop/programs/demo/program.md")).config.max_file_bytes == 1 << 20
+    write(repo, ".autoloop/programs/demo/program.md", PROGRAM.replace("seed: 7", "max-file-bytes: 2048"))
+    assert load_program(repo, Path(".autoloop/programs/demo/program.md")).config.max_file_bytes == 2048
+
+
+@pytest.mark.parametrize(
+    "path, message",
+    [
+        ("../../../outside.py", "holds `..`"),
+        ("code/../../demo/code/search.py", "holds `..`"),
+        ("/etc/passwd", "is an absolute path"),
+        ("code/link.py", "leads outside the repository through a symbolic link (.autoloop/programs/demo/code/link.py)"),
+        ("code/linked/*.py", "leads outside the repository through a symbolic link"),
+    ],
+)
+def test_target_paths_that_leave_the_repository_are_an_error(repo: Path, tmp_path_factory: pytest.TempPathFactory,
+                                                             path: str, message: str) -> None:
+    outside = tmp_path_factory.mktemp("outside")
+    (outside / "secret.py").write_text("token = 1\n")
+    (repo / ".autoloop/programs/demo/code/link.py").symlink_to(outside / "secret.py")
+    (repo / ".autoloop/programs/demo/code/linked").symlink_to(outside, target_is_directory=True)
+    write(repo, "outside.py", "x = 1\n")
+    write(repo, ".autoloop/programs/demo/program.md", PROGRAM.replace("`code/lib/*.py`", f"`{path}`"))
+    programs, problems = check_all(repo)
+    assert programs == []
+    assert len(problems) == 1 and problems[0].message.startswith(f"Target `{path}` {message}"), problems
+    assert problems[0].line == 23  # the line of `- `<path>`` in program.md
+
+
 @pytest.mark.parametrize(
     "pattern, path, expected",
     [

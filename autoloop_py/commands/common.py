@@ -12,7 +12,7 @@ import os
 
 import git
 
-from autoloop_py import github, gitutil, issue_programs
+from autoloop_py import github, gitutil, issue_programs, program_names
 from autoloop_py import state as statefile
 from autoloop_py.errors import AutoloopError, StateError
 from autoloop_py.git_objects import GitSession
@@ -65,7 +65,16 @@ def load_all(root: Path, with_issues: bool = False) -> tuple[list[Program], list
     cache = Path(gitutil.run(gitutil.open_repo(root), "rev-parse", "--git-common-dir"))
     cache = (cache if cache.is_absolute() else root / cache) / "autoloop" / "issue-programs"
     more, more_problems = issue_programs.materialize(root, found, cache)
-    return programs + more, problems + more_problems
+    return _without_clashes(programs + more, problems + more_problems)
+
+
+def _without_clashes(programs: list[Program], problems: list[ProgramError]) -> tuple[list[Program], list[ProgramError]]:
+    """Returns the programs whose name no other program has, and an error for each of the others."""
+    clashes = program_names.duplicates((p.name, p.path) for p in programs)
+    kept = [p for p in programs if p.name.casefold() not in clashes]
+    errors = [ProgramError(program_names.duplicate_message(p.name, clashes[p.name.casefold()], p.path), p.path)
+              for p in programs if p.name.casefold() in clashes]
+    return kept, problems + errors
 
 
 def read_states(

@@ -284,6 +284,10 @@ STATE_CASES = [
               ("counter.md:3: unusual line-break character U+2028; replace it with a newline",)),
     StateCase("nul-bytes", lambda text: b"\x00" * 4096 + text.encode()[:100],
               ("counter.md:1: no '## ⚙️ Machine State' section",)),
+    # 50 MB once took 81 s and 1.4 GB to parse per iteration; past the hard cap it is refused unread.
+    StateCase("over-the-hard-cap", lambda text: (text + "\n" + "history " * (9 << 17)).encode(),
+              ("counter.md: the state file is ", " bytes, over the hard cap of 8388608 (10x its 30720-byte budget",
+               "fold or delete old history entries on the memory branch by hand")),
 ]
 
 
