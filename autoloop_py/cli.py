@@ -16,7 +16,8 @@ from rich.markup import escape
 
 from autoloop_py import __version__
 from autoloop_py.commands import (
-    analyze, check, customize, init, judge, new, pause, prompt, record, replay, run, schedule, show, status, trace, tune,
+    analyze, check, customize, deps, init, judge, new, pause, prompt, record, replay, run, schedule, show, status,
+    trace, tune,
 )
 from autoloop_py.errors import AutoloopError
 
@@ -45,8 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"autoloop {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (run, check, status, show, schedule, pause, new, customize, prompt, record, init, analyze, trace,
-                   replay, judge, tune):
+    for module in (run, check, status, show, schedule, pause, new, customize, prompt, record, deps, init, analyze,
+                   trace, replay, judge, tune):
         module.add_parser(commands)
     return parser
 

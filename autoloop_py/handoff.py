@@ -17,7 +17,7 @@ from autoloop_py.evaluate import evaluate
 from autoloop_py.gitutil import call, changed_paths, open_repo
 from autoloop_py.iteration import iteration_rng, measure_baseline
 from autoloop_py.lock import program_lock
-from autoloop_py.memory import MemoryStore
+from autoloop_py.memory_folder import Memory, open_memory
 from autoloop_py.program import Program, target_files
 from autoloop_py.prompts import prompt_context, render_iteration_prompt
 from autoloop_py.recording import load_state, record_iteration, rejection_note
@@ -70,9 +70,12 @@ class Outcome:
     commit: str | None = None
 
 
-def prepare(root: Path, program: Program, place_parent: bool = False) -> Handoff:
-    """Returns the next iteration's prompt; with place_parent the chosen parent's code is written to the Target file."""
-    memory = MemoryStore(root)
+def prepare(root: Path, program: Program, place_parent: bool = False, memory: Memory | None = None) -> Handoff:
+    """Returns the next iteration's prompt; with place_parent the chosen parent's code is written to the Target file.
+
+    memory: where the state files are (default: open_memory(root), the memory branch or AUTOLOOP_MEMORY_DIR).
+    """
+    memory = memory if memory is not None else open_memory(root)
     memory.sync()
     state = load_state(memory, program)
     iteration = state.machine.iteration_count + 1
@@ -106,14 +109,21 @@ def _guide_note(runner: strategy.StrategyRunner, state: statefile.StateFile, pro
     return render("handoff_guide_note.md.j2", strategy=name, reason=reason, program=program.name, max_uses=max_uses)
 
 
-def record(root: Path, program: Program, outcome: Outcome, budget: int = statefile.DEFAULT_BUDGET) -> statefile.IterationRecord:
-    """Judges the working tree's candidate against the best, records it, and returns the record."""
+def record(
+    root: Path,
+    program: Program,
+    outcome: Outcome,
+    budget: int = statefile.DEFAULT_BUDGET,
+    memory: Memory | None = None,
+) -> statefile.IterationRecord:
+    """Judges the working tree's candidate against the best, records it in memory (as prepare), and returns it."""
     with program_lock(root, program.name):
-        return _record_locked(root, program, outcome, budget)
+        return _record_locked(root, program, outcome, budget, memory if memory is not None else open_memory(root))
 
 
-def _record_locked(root: Path, program: Program, outcome: Outcome, budget: int) -> statefile.IterationRecord:
-    memory = MemoryStore(root)
+def _record_locked(
+    root: Path, program: Program, outcome: Outcome, budget: int, memory: Memory
+) -> statefile.IterationRecord:
     memory.sync()
     state = load_state(memory, program)
     iteration = state.machine.iteration_count + 1

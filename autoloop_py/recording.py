@@ -10,7 +10,7 @@ from typing import Mapping
 from autoloop_py import ci_gate, trace, state as statefile
 from autoloop_py.errors import ProgramError
 from autoloop_py.history import KEY_TRAILER
-from autoloop_py.memory import MemoryStore
+from autoloop_py.memory_folder import Memory
 from autoloop_py.population import Candidate
 from autoloop_py.program import Program
 from autoloop_py.proposers.base import Proposal
@@ -20,7 +20,7 @@ from autoloop_py.strategies.runner import StrategyRunner
 _UNLIMITED = 1 << 40
 
 
-def load_state(memory: MemoryStore, program: Program) -> statefile.StateFile:
+def load_state(memory: Memory, program: Program) -> statefile.StateFile:
     """Returns the program's state file as the memory branch holds it (a fresh one when it has none)."""
     path = state_path(program)
     return parse_or_new(memory.read(path), program, path)
@@ -40,7 +40,7 @@ def parse_or_new(text: str | None, program: Program, path: str) -> statefile.Sta
 
 
 def record_iteration(
-    memory: MemoryStore,
+    memory: Memory,
     program: Program,
     record: statefile.IterationRecord,
     budget: int,
