@@ -1,0 +1,112 @@
+"""End to end: GitHub Agentic Workflows runs simulated, where the repo-memory folder is the only thing kept.
+
+Each run starts from a fresh clone of an origin that refuses every push (the agent job is read-only),
+clones nothing else, and hands the next run only the memory folder, as gh-aw's repo-memory does.
+The scheduler step, `autoloop prompt`, the agent's edit and `autoloop record` run as the workflow runs
+them; state must survive across runs and selection must honour paused and completed programs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from autoloop_py import agentic_scheduler
+from autoloop_py.cli import main
+from programs import program_md
+
+EVALUATE = 'import json, runpy\nprint(json.dumps({"score": runpy.run_path("code/value.py")["x"]}))\n'
+
+
+@pytest.fixture
+def origin(git_repo: Path, tmp_path: Path, run_git: Callable[..., str]) -> Path:
+    """Returns a bare origin holding programs alpha (target-metric 3) and beta, which rejects every push."""
+    for name, front in (("alpha", {"target-metric": 3}), ("beta", {})):
+        folder = git_repo / ".autoloop" / "programs" / name
+        (folder / "code").mkdir(parents=True)
+        (folder / "program.md").write_text(program_md(name.title(), f"Raise x of {name}.", frontmatter=front))
+        (folder / "code" / "value.py").write_text("x = 1\n")
+        (folder / "code" / "evaluate.py").write_text(EVALUATE)
+    run_git(git_repo, "add", "-A")
+    run_git(git_repo, "commit", "-qm", "two programs")
+    bare = tmp_path / "origin.git"
+    run_git(tmp_path, "clone", "-q", "--bare", str(git_repo), str(bare))
+    hook = bare / "hooks" / "pre-receive"
+    hook.write_text(f"#!/bin/sh\necho push >> '{tmp_path / 'push-attempts'}'\necho 'read-only' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    return bare
+
+
+def fresh_checkout(origin: Path, where: Path, run_git: Callable[..., str]) -> Path:
+    """Returns a new clone of origin, as the agent job's checkout."""
+    run_git(where.parent, "clone", "-q", str(origin), str(where))
+    run_git(where, "config", "user.name", "agent")
+    run_git(where, "config", "user.email", "agent@example.invalid")
+    return where
+
+
+def schedule(repo: Path, memory: Path, output: Path) -> tuple[int, dict[str, object] | None]:
+    """Runs the workflow's scheduler step; returns its exit code and JSON."""
+    env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_TOKEN", "GITHUB_REPOSITORY", "AUTOLOOP_PROGRAM")}
+    env.update(AUTOLOOP_MEMORY_DIR=str(memory), AUTOLOOP_OUTPUT=str(output),
+               AUTOLOOP_ISSUE_PROGRAMS_DIR=str(output.parent / "issue-programs"))
+    done = subprocess.run([sys.executable, "-m", agentic_scheduler.__name__, "--repo-root", str(repo)],
+                          env=env, capture_output=True, text=True, timeout=120)
+    return done.returncode, json.loads(output.read_text()) if output.exists() else None
+
+
+def agent_iteration(repo: Path, program: str, x: int, capsys: pytest.CaptureFixture[str]) -> str:
+    """Runs what the prompt asks: `autoloop prompt`, an edit of the Target, `autoloop record --evaluate`."""
+    assert main(["prompt", program, "--repo", str(repo)]) == 0
+    assert "code/value.py" in capsys.readouterr().out
+    (repo / ".autoloop" / "programs" / program / "code" / "value.py").write_text(f"x = {x}\n")
+    assert main(["record", program, "--repo", str(repo), "--evaluate", "--summary", f"x to {x}"]) == 0
+    return capsys.readouterr().out
+
+
+def test_state_survives_runs_only_through_the_memory_folder(
+    origin: Path, tmp_path: Path, run_git: Callable[..., str], monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    memory = tmp_path / "gh-aw" / "repo-memory" / "autoloop"
+    memory.mkdir(parents=True)
+    monkeypatch.setenv("AUTOLOOP_MEMORY_DIR", str(memory))  # the workflow's `env:`
+    before = run_git(origin, "for-each-ref")
+
+    # Run 1: nothing has run; alpha comes first. A maintainer pauses beta in the same run.
+    repo = fresh_checkout(origin, tmp_path / "run1", run_git)
+    code, selection = schedule(repo, memory, tmp_path / "run1.json")
+    assert (code, selection["selected"], selection["head_branch"]) == (0, "alpha", "autoloop/alpha")
+    out = agent_iteration(repo, "alpha", 2, capsys)
+    assert "status: accepted" in out and "completed: false" in out
+    assert main(["pause", "beta", "--repo", str(repo), "--reason", "flaky evaluator"]) == 0
+    assert sorted(p.name for p in memory.iterdir()) == ["alpha.md", "beta.md"]
+    assert run_git(repo, "branch", "--list", "memory/autoloop") == ""  # nothing was written to git
+
+    # Run 2: a new checkout; only the folder carries state. beta is paused, alpha reaches its target.
+    repo = fresh_checkout(origin, tmp_path / "run2", run_git)
+    code, selection = schedule(repo, memory, tmp_path / "run2.json")
+    assert (code, selection["selected"]) == (0, "alpha")
+    assert {"name": "beta", "reason": "paused: flaky evaluator"} in selection["skipped"]
+    assert main(["state", "alpha", "--repo", str(repo)]) == 0
+    assert "| Iteration Count | 1 |" in capsys.readouterr().out
+    out = agent_iteration(repo, "alpha", 3, capsys)
+    assert "status: accepted" in out and "completed: true" in out
+
+    # Run 3: alpha is completed and beta paused: nothing is due, the agent is skipped (exit 1).
+    repo = fresh_checkout(origin, tmp_path / "run3", run_git)
+    code, selection = schedule(repo, memory, tmp_path / "run3.json")
+    assert code == 1 and selection["selected"] is None
+    reasons = {s["name"]: s["reason"] for s in selection["skipped"]}
+    assert reasons == {"alpha": "completed: target metric reached", "beta": "paused: flaky evaluator"}
+    text = (memory / "alpha.md").read_text()
+    assert "| Iteration Count | 2 |" in text and "| Best Metric | 3 |" in text
+
+    assert run_git(origin, "for-each-ref") == before
+    assert not (tmp_path / "push-attempts").exists(), "autoloop tried to push from the read-only job"
