@@ -16,7 +16,7 @@ from rich.markup import escape
 
 from autoloop_py import __version__
 from autoloop_py.commands import (
-    analyze, check, customize, deps, init, judge, new, pause, prompt, record, replay, run, schedule, show, status,
+    analyze, check, ci_checks, customize, deps, init, judge, new, pause, prompt, record, replay, run, schedule, show, status,
     trace, tune,
 )
 from autoloop_py.errors import AutoloopError
@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"autoloop {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (run, check, status, show, schedule, pause, new, customize, prompt, record, deps, init, analyze,
+    for module in (run, check, status, show, schedule, pause, new, customize, prompt, record, ci_checks, deps, init, analyze,
                    trace, replay, judge, tune):
         module.add_parser(commands)
     return parser

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from autoloop_py import state as statefile
 from autoloop_py.checks import violations
+from autoloop_py.ci_gate import ci_gate_enabled
 from autoloop_py.evaluate import evaluate
 from autoloop_py.gitutil import call, changed_paths, open_repo
 from autoloop_py.iteration import iteration_rng, measure_baseline
@@ -59,6 +60,8 @@ class Outcome:
       error: why the candidate failed, when it did.
       evaluate: run the program's evaluation here instead of trusting a reported metric.
       commit: the commit holding the candidate, when already made.
+      pending_ci: a kept candidate waits for CI (`⏳ pending-ci`, settled by `autoloop ci`) when the
+        program's CI gate is on, instead of being accepted at once.
     """
 
     summary: str
@@ -68,6 +71,7 @@ class Outcome:
     error: str | None = None
     evaluate: bool = False
     commit: str | None = None
+    pending_ci: bool = False
 
 
 def prepare(root: Path, program: Program, place_parent: bool = False, memory: Memory | None = None) -> Handoff:
@@ -134,13 +138,15 @@ def _record_locked(
         decision = strategy.decide(runner, state, state.machine.best_metric, iteration, program.direction, rng, memory.read)
     best, baseline = _best_or_baseline(root, program, state)
     result = _judge(root, program, outcome, best)
+    if result.status == "accepted" and outcome.pending_ci and ci_gate_enabled(program):
+        result = _Judgement("pending-ci", result.metric, result.notes + "; waiting for CI", result.evaluated)
     extra = strategy.history_bullets(decision, result.metric) if decision is not None else ()
     entry = statefile.IterationRecord(
         status=result.status,
         timestamp=datetime.now(timezone.utc),
         change=outcome.summary,
         metric=result.metric,
-        commit=outcome.commit if result.status == "accepted" else None,
+        commit=_kept_commit(root, outcome, result.status),
         notes=result.notes,
         lesson=outcome.lesson if result.status != "error" else None,
         baseline=baseline,
@@ -192,6 +198,16 @@ def _best_or_baseline(root: Path, program: Program, state: statefile.StateFile) 
     if failure:
         log.warning("%s: the baseline evaluation failed (%s); the candidate becomes the baseline", program.name, failure)
     return best, baseline
+
+
+def _kept_commit(root: Path, outcome: Outcome, status: str) -> str | None:
+    """Returns the commit of a kept candidate: the one given, or for pending-ci the tree it will commit."""
+    if status == "accepted":
+        return outcome.commit
+    if status != "pending-ci":
+        return None
+    # The workflow pushes the commit after this job; until then a stash commit of the working tree names it.
+    return outcome.commit or call(open_repo(root), "stash", "create").stdout.decode().strip() or "uncommitted"
 
 
 def _at_head(root: Path, path: str) -> str | None:

@@ -98,10 +98,11 @@ def test_the_prompt_carries_upstreams_guidance_in_brief(workflow: str) -> None:
     assert '"${{ steps.sanitized.outputs.text }}"' in body  # command mode reads the /autoloop text
     assert "Action required: configure your program" in body  # the setup guard
     assert "autoloop-completed" in body and "🎉" in body  # halting swaps the label
-    assert "## CI gate" in body and "ci-fix-exhausted" in body and "Never call a pending run passed" in body
-    assert "<!-- AUTOLOOP:STATUS -->" in body and "existing_pr" in body
-    for command in ("autoloop prompt <program>", "autoloop record <program> --evaluate"):
+    assert "## CI gate" in body and "never call a pending run passed" in body
+    assert "autoloop ci <program> --checks success|failure|pending|none" in body
+    for command in ("autoloop prompt <program>", "autoloop record <program> --evaluate --pending-ci"):
         assert command in body
+    assert "<!-- AUTOLOOP:STATUS -->" in body and "existing_pr" in body
     assert len(body) < PROMPT_CHAR_BUDGET, f"the prompt grew to {len(body)} characters"
 
 

@@ -31,6 +31,9 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--approach", help="the idea in one line (Population entry)")
     parser.add_argument("--lesson", help="a transferable heuristic for Lessons Learned")
     parser.add_argument("--commit", help="the commit holding the candidate, if already made")
+    parser.add_argument("--pending-ci", action="store_true",
+                        help="keep an improving candidate as pending-ci (when the program's CI gate is on); "
+                        "`autoloop ci` settles it from its pull request's checks")
     add_memory_dir(parser)
     parser.set_defaults(handler=cmd_record)
 
@@ -49,6 +52,7 @@ def cmd_record(args: argparse.Namespace, console: Console) -> int:
         error=args.error,
         evaluate=args.evaluate,
         commit=args.commit,
+        pending_ci=args.pending_ci,
     )
     memory = open_memory(root, args.memory_dir)
     entry = handoff.record(root, program, outcome, memory=memory)

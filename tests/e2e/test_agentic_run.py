@@ -110,3 +110,42 @@ def test_state_survives_runs_only_through_the_memory_folder(
 
     assert run_git(origin, "for-each-ref") == before
     assert not (tmp_path / "push-attempts").exists(), "autoloop tried to push from the read-only job"
+
+
+def test_the_ci_gate_keeps_a_candidate_pending_until_its_checks_are_read(
+    origin: Path, tmp_path: Path, run_git: Callable[..., str], monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    memory = tmp_path / "gh-aw" / "repo-memory" / "autoloop"
+    monkeypatch.setenv("AUTOLOOP_MEMORY_DIR", str(memory))
+    repo = fresh_checkout(origin, tmp_path / "run", run_git)
+
+    def record(x: int) -> str:
+        (repo / ".autoloop/programs/beta/code/value.py").write_text(f"x = {x}\n")
+        assert main(["record", "beta", "--repo", str(repo), "--evaluate", "--pending-ci", "--summary", f"x {x}"]) == 0
+        return capsys.readouterr().out
+
+    def ci(*args: str) -> str:
+        assert main(["ci", "beta", "--repo", str(repo), *args]) == 0
+        return capsys.readouterr().out
+
+    assert "status: pending-ci" in record(2)
+    assert ci("--checks", "pending").startswith("action: wait")
+    out = ci("--checks", "failure", "--failing", "tests (3.12)", "--first-error", "E   assert 2 == 3")
+    assert out.startswith("action: fix") and "attempt 1 of 5" in out
+    assert "Failure signature: tests (3.12): E assert 2 == 3" in out
+    assert "status: pending-ci" in record(4)  # the fix, kept and pushed again
+    out = ci("--checks", "failure", "--failing", "tests (3.12)", "--first-error", "E   assert 2 == 3")
+    assert out.startswith("action: paused") and "stuck in CI fix loop" in out
+
+    code, selection = schedule(repo, memory, tmp_path / "sel.json")
+    assert code == 0 and selection["selected"] == "alpha"
+    assert any(s["name"] == "beta" and s["reason"].startswith("paused: stuck in CI fix loop") for s in selection["skipped"])
+
+    assert main(["resume", "beta", "--repo", str(repo)]) == 0
+    capsys.readouterr()
+    assert "status: pending-ci" in record(6)
+    out = ci("--checks", "success")
+    assert out.startswith("action: accepted")
+    text = (memory / "beta.md").read_text()
+    assert "| Best Metric | 6 |" in text
