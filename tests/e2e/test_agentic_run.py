@@ -149,3 +149,41 @@ def test_the_ci_gate_keeps_a_candidate_pending_until_its_checks_are_read(
     assert out.startswith("action: accepted")
     text = (memory / "beta.md").read_text()
     assert "| Best Metric | 6 |" in text
+
+
+def test_hand_off_commands_skip_a_broken_program_and_find_the_schedulers_issue_programs(
+    origin: Path, tmp_path: Path, run_git: Callable[..., str], monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    memory = tmp_path / "memory"
+    monkeypatch.setenv("AUTOLOOP_MEMORY_DIR", str(memory))
+    repo = fresh_checkout(origin, tmp_path / "run", run_git)
+    broken = repo / ".autoloop/programs/broken.md"
+    broken.write_text("# Broken\n\n## Goal\n\nNothing to change.\n")
+    issues = tmp_path / "gh-aw" / "issue-programs"
+    issues.mkdir(parents=True)
+    (issues / "tidy-readme.md").write_text(
+        "## Goal\n\nShorten the README.\n\n## Target\n\n- `README.md`\n\n## Evaluation\n\n"
+        "```bash\nwc -c < README.md | python3 -c \"import sys; print('{\\\"size\\\": %s}' % sys.stdin.read().strip())\"\n```\n\n"
+        "The metric is `size`. Lower is better.\n"
+    )
+    (tmp_path / "gh-aw" / "autoloop.json").write_text(json.dumps({"issue_programs": {"tidy-readme": 42}}))
+    monkeypatch.setenv("AUTOLOOP_ISSUE_PROGRAMS_DIR", str(issues))
+    monkeypatch.setenv("AUTOLOOP_OUTPUT", str(tmp_path / "gh-aw" / "autoloop.json"))
+
+    assert main(["prompt", "alpha", "--repo", str(repo)]) == 0
+    captured = capsys.readouterr()
+    assert "skipping a broken program:" in captured.err and "broken.md" in captured.err
+    assert main(["pause", "alpha", "--repo", str(repo)]) == 0
+    assert "alpha paused" in capsys.readouterr().out
+
+    assert main(["state", "broken", "--repo", str(repo)]) == 1
+    assert ".autoloop/programs/broken.md" in capsys.readouterr().err
+
+    broken.unlink()  # an untracked file would count as a change outside the issue program's Target
+    assert main(["prompt", "tidy-readme", "--repo", str(repo)]) == 0
+    assert "Shorten the README." in capsys.readouterr().out
+    (repo / "README.md").write_text("# r\n")
+    assert main(["record", "tidy-readme", "--repo", str(repo), "--evaluate", "--summary", "shorter"]) == 0
+    assert "status: accepted" in capsys.readouterr().out
+    assert (memory / "tidy-readme.md").is_file()
