@@ -18,11 +18,12 @@ from autoloop_py.errors import GitError
 from autoloop_py.evaluate import EvaluationResult, evaluate
 from autoloop_py.lock import program_lock
 from autoloop_py.memory import MemoryStore
-from autoloop_py.program import Program, target_files
+from autoloop_py.program import Program, require_on_base, target_files
 from autoloop_py.prompts import RECENTLY_DELETED, prompt_context, render_iteration_prompt, with_data_section
 from autoloop_py.proposers import get_proposer, llm
 from autoloop_py.population import Candidate
 from autoloop_py.proposers.base import Proposal, ProposalRequest, Proposer
+from autoloop_py.proposers.llm_call import CallLimits, limits_for
 from autoloop_py.checks import violations
 from autoloop_py.recording import (
     candidate_data,
@@ -70,6 +71,9 @@ class RunOptions:
       proposer_factory: builds a Proposer from its name (tests inject fakes here).
       ci_gate: keep an improving candidate as `pending-ci` until its commit's checks pass.
       directives: steering for this iteration (people's comments, a CI fix request), quoted as data.
+      llm_timeout: seconds per model request (overrides `llm-timeout`); llm_retries: likewise `llm-retries`.
+      job_deadline: time.monotonic() at which the job is stopped (AUTOLOOP_JOB_TIMEOUT_MINUTES); model calls
+        end early enough to leave the evaluation its time.
     """
 
     proposer: str | None = None
@@ -82,6 +86,9 @@ class RunOptions:
     proposer_factory: Callable[..., Proposer] = get_proposer
     ci_gate: bool = False
     directives: tuple[str, ...] = ()
+    llm_timeout: float | None = None
+    llm_retries: int | None = None
+    job_deadline: float | None = None
 
 
 @dataclass(frozen=True)
@@ -133,6 +140,7 @@ def _run_locked(root: Path, program: Program, options: RunOptions, now: datetime
     with Workspace(root, program.name, base_branch=options.base_branch) as workspace:
         with clock("prepare branch"):
             workspace.prepare()
+            require_on_base(program, workspace.path, workspace.base_ref, workspace.base_ref.startswith("origin/"))
         measured = _evaluate_baseline(program, workspace.path, state, clock)
         best, baseline, failure = _baseline_outcome(state, measured)
         seed = seed_data(program, workspace.path, baseline)
@@ -369,6 +377,9 @@ def _evaluated(
     source: str | None = None, metadata: Mapping[str, object] | None = None,
 ) -> trace.Evaluated:
     """Returns the trace data of a candidate (its source read from the workspace unless given)."""
+    island = getattr(decision, "island", None)
+    if island is not None:  # the report and the lineage chart place strategy candidates by island
+        metadata = {**(metadata or {}), "island": island}
     return candidate_data(
         _primary_of(ctx), ctx.workspace.path, _parent_id(ctx, decision), decision.operator if decision else None,
         proposal, metrics, prompt, source, metadata,
@@ -466,12 +477,21 @@ def guide_for(program: Program, options: RunOptions) -> Callable[[str], str] | N
     if (options.proposer or program.config.proposer or "tune") != "llm":
         return None
     model = llm.resolve_model(program, options.model)
-    return None if model is None else functools.partial(llm.complete, model)
+    return None if model is None else functools.partial(llm.complete, model, limits=llm_limits(program, options))
+
+
+def llm_limits(program: Program, options: RunOptions) -> CallLimits:
+    """Returns the bounds of this iteration's model calls: CLI over frontmatter, ending before the job's deadline."""
+    config = program.config
+    timeout = options.llm_timeout if options.llm_timeout is not None else config.llm_timeout
+    retries = options.llm_retries if options.llm_retries is not None else config.llm_retries
+    return limits_for(timeout, retries, options.job_deadline, reserve=config.evaluation_timeout * config.repeats)
 
 
 def _proposer(program: Program, options: RunOptions) -> Proposer:
     name = options.proposer or program.config.proposer or "tune"
-    return options.proposer_factory(name, model=options.model, agent_command=options.agent_command)
+    limits = llm_limits(program, options)
+    return options.proposer_factory(name, model=options.model, agent_command=options.agent_command, limits=limits)
 
 
 class _Clock:

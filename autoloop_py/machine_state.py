@@ -45,6 +45,8 @@ class MachineState:
       completed_reason: the sentence saying which value reached the target.
       consecutive_errors: errors since the last accepted iteration.
       recent_statuses: the last statuses, oldest first, at most ten.
+      resumed_at: the Iteration Count when `autoloop resume` last ran (a plateau counts only later statuses);
+        None when never resumed (the row is then left out, as upstream's table has no such row).
       extra: rows this version does not know, as (field, value) plain text, in table order.
     """
 
@@ -63,6 +65,7 @@ class MachineState:
     completed_reason: str | None = None
     consecutive_errors: int = 0
     recent_statuses: tuple[str, ...] = ()
+    resumed_at: int | None = None
     extra: tuple[tuple[str, str], ...] = ()
 
 
@@ -247,7 +250,10 @@ _FIELDS: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "completed_reason": ("Completed Reason", _read_text, "text"),
     "consecutive_errors": ("Consecutive Errors", _read_count, "a whole number"),
     "recent_statuses": ("Recent Statuses", _read_statuses, "a comma-separated list of " + ", ".join(STATUSES)),
+    "resumed_at": ("Resumed At", _read_count, "the Iteration Count at which the program was resumed"),
 }
+# Rows rendered only when they hold a value, so a table without them stays as upstream writes it.
+_OPTIONAL = frozenset({"resumed_at"})
 
 
 # ---------------------------------------------------------------- rendering
@@ -266,6 +272,7 @@ def table_rows(
     rows = [
         {"label": label, "value": _format_field(key, getattr(machine, key)), "raw": None}
         for key, (label, _, _) in _FIELDS.items()
+        if key not in _OPTIONAL or getattr(machine, key) is not None
     ]
     for label, value in machine.extra:
         raw = next((line for l, v, line in extra_lines if (l, v) == (label, value)), None)
@@ -365,14 +372,15 @@ def advance(
 def accept_metric(
     machine: MachineState, metric: float, direction: str, target: float | None, min_delta: float = 0.0
 ) -> MachineState:
-    """Returns the values after accepting `metric`: best moved if it improves, errors and pause cleared, completion."""
+    """Returns the values after accepting `metric`: best moved if it improves, errors cleared, completion."""
     best = machine.best_metric
     if is_improvement(metric, best, direction, min_delta):
         best = metric
     else:
         # A concurrent runner may have recorded a better best meanwhile; never move the best backwards.
         logger.warning("accepted metric %s does not beat the recorded best %s; keeping the best", metric, best)
-    machine = replace(machine, best_metric=best, consecutive_errors=0, paused=False, pause_reason=None)
+    # A pause stays: only `autoloop resume` clears it (a forced run of a paused program leaves it paused).
+    machine = replace(machine, best_metric=best, consecutive_errors=0)
     if target_reached(best, target, direction):
         assert best is not None and target is not None
         reason = f"target metric {format_number(target)} reached with value {format_number(best)}"
@@ -385,5 +393,17 @@ def _count_error(machine: MachineState, record: IterationRecord) -> MachineState
     machine = replace(machine, consecutive_errors=errors)
     if errors >= 3:
         summary = trim(one_line(record.notes) or one_line(record.change) or "no details", REASON_LIMIT)
-        machine = replace(machine, paused=True, pause_reason=f"{errors} consecutive errors: {summary}")
+        machine = replace(machine, paused=True, pause_reason=f"{_errors_text(machine, errors)}: {summary}")
     return machine
+
+
+def _errors_text(machine: MachineState, errors: int) -> str:
+    """Returns how the pause reason counts the errors: consecutive only when no other status came between them.
+
+    As upstream, a rejection does not reset Consecutive Errors (an accepted iteration or a resume does),
+    so ⚠️⚠️❌⚠️ pauses too, and the reason must not call those errors consecutive.
+    """
+    tail = machine.recent_statuses[-errors:]
+    if len(tail) == errors and all(status == "error" for status in tail):
+        return f"{errors} consecutive errors"
+    return f"{errors} errors with no accepted iteration between them"

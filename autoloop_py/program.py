@@ -40,6 +40,8 @@ class ProgramConfig:
       novelty_filter: skip repeats and mostly-recycled candidates, and show recently deleted lines in prompts.
       novelty_threshold: the share of re-added deleted lines at which a candidate counts as recycled
         (novelty.DEFAULT_THRESHOLD; the paper measures about 0.3 for a typical edit).
+      llm_timeout: seconds one model request may take (`llm-timeout`).
+      llm_retries: further requests after a timed-out or failed one (`llm-retries`).
       extra: frontmatter keys this version does not know, kept for strategies.
     """
 
@@ -55,6 +57,8 @@ class ProgramConfig:
     seed: int = 0
     novelty_filter: bool = True
     novelty_threshold: float = 0.8
+    llm_timeout: float = 120.0
+    llm_retries: int = 2
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -168,6 +172,22 @@ def load_program(root: Path, rel: Path) -> Program:
         raise problems[0]
     assert program is not None
     return program
+
+
+def require_on_base(program: Program, worktree: Path, base: str, remote: bool = True) -> None:
+    """Raises ProgramError when the program's file is missing from a worktree made from `base`.
+
+    The program was read from the local checkout, but iterations run on the base branch: a program
+    that exists only in local, unpushed commits would fail later with a missing evaluator.
+    """
+    if program.path.is_absolute() or program.path.parts[:1] == (".git",):
+        return  # an issue program, materialised outside the tree
+    if not (worktree / program.path).is_file():
+        step = "push it first" if remote else "commit it first"
+        raise ProgramError(
+            f"program {program.name} is not on {base} yet: {step} (autoloop runs on {base}, "
+            "not on your local checkout)", program.path,
+        )
 
 
 def check_all(root: Path) -> tuple[list[Program], list[ProgramError]]:
@@ -290,6 +310,10 @@ _KEYS = {
     "novelty_filter": "novelty_filter",
     "novelty-threshold": "novelty_threshold",
     "novelty_threshold": "novelty_threshold",
+    "llm-timeout": "llm_timeout",
+    "llm_timeout": "llm_timeout",
+    "llm-retries": "llm_retries",
+    "llm_retries": "llm_retries",
 }
 
 
@@ -337,7 +361,11 @@ def _key_line(block: str, key: str) -> int:
     return 0
 
 
-_DEFAULTED = ("evaluation_timeout", "repeats", "min_delta", "seed", "novelty_filter", "novelty_threshold")
+_DEFAULTED = ("evaluation_timeout", "repeats", "min_delta", "seed", "novelty_filter", "novelty_threshold", "llm_timeout",
+              "llm_retries")
+
+
+_LEAST = {"repeats": 1, "llm_retries": 0}
 
 
 def _coerce(field_name: str, value: Any) -> Any:
@@ -354,9 +382,10 @@ def _coerce(field_name: str, value: Any) -> Any:
         if direction not in ("higher", "lower"):
             raise ValueError(f"must be `higher` or `lower`, got {value!r}")
         return direction
-    if field_name in ("repeats", "seed"):
-        if isinstance(value, bool) or not isinstance(value, int) or (field_name == "repeats" and value < 1):
-            raise ValueError(f"must be a whole number{' >= 1' if field_name == 'repeats' else ''}, got {value!r}")
+    if field_name in ("repeats", "seed", "llm_retries"):
+        if isinstance(value, bool) or not isinstance(value, int) or (field_name != "seed" and value < _LEAST[field_name]):
+            least = f" >= {_LEAST[field_name]}" if field_name != "seed" else ""
+            raise ValueError(f"must be a whole number{least}, got {value!r}")
         return value
     if isinstance(value, bool):
         raise ValueError(f"must be a number, got {value!r}")
@@ -366,6 +395,8 @@ def _coerce(field_name: str, value: Any) -> Any:
         raise ValueError(f"must be a number, got {value!r}") from None
     if math.isnan(number) or (field_name != "target_metric" and number < 0):
         raise ValueError(f"must be a non-negative number, got {value!r}")
+    if field_name == "llm_timeout" and number <= 0:
+        raise ValueError(f"must be a number of seconds above 0, got {value!r}")
     if field_name == "novelty_threshold" and not 0 < number <= 1:
         raise ValueError(f"must be a share above 0 and at most 1 (e.g. 0.8), got {value!r}")
     return number

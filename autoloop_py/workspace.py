@@ -75,6 +75,7 @@ class Workspace:
         self._tmp: Path | None = None
         self._worktree: git.Repo | None = None
         self._tip: str | None = None
+        self.base_ref = base_branch or "the default branch"  # what the branch starts from, for messages
 
     @property
     def path(self) -> Path:
@@ -89,6 +90,7 @@ class Workspace:
         run(self._repo, "check-ref-format", self._ref, hint=f"rename program {self.program!r}")
         base_name = self.base_branch or default_branch(self.repo_root, self.remote)
         tips = fetch_branches(self._repo, self.remote, [base_name, self.branch]) if self._has_remote() else {}
+        self.base_ref = f"{self.remote}/{base_name}" if base_name in tips else base_name
         base = self._base_sha(base_name, tips)
         local = rev_parse(self._repo, self._ref)
         start, action = self._start_point(local, tips.get(self.branch), base)
