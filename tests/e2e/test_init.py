@@ -23,19 +23,7 @@ SAMPLE = (
 )
 
 
-class _IndexInstall:
-    """A distribution pip installed from a package index: it has no direct_url.json."""
-
-    version = "0.1.0"
-
-    def read_text(self, name: str) -> str | None:
-        return None
-
-
-@pytest.fixture(autouse=True)
-def installed_from_an_index(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Makes `autoloop init` see an autoloop installed from an index (here it is an editable checkout)."""
-    monkeypatch.setattr(init_command.metadata, "distribution", lambda name: _IndexInstall())
+pytestmark = pytest.mark.usefixtures("installed_from_an_index")
 
 
 def bundled_strategy_files() -> dict[str, str]:
@@ -138,7 +126,9 @@ def test_init_outside_a_repository_or_with_bad_flags_writes_nothing(
 def test_init_from_a_local_checkout_asks_for_a_pip_spec(
     git_repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    class LocalCheckout(_IndexInstall):
+    class LocalCheckout:
+        version = "0.1.0"
+
         def read_text(self, name: str) -> str | None:
             return json.dumps({"url": "file:///home/me/autoloop_py", "dir_info": {"editable": True}})
 
