@@ -16,8 +16,8 @@ from rich.markup import escape
 
 from autoloop_py import __version__
 from autoloop_py.commands import (
-    analyze, check, ci_checks, customize, deps, init, judge, new, pause, prompt, record, replay, report, run, schedule,
-    show, status, trace, tune,
+    analyze, check, ci_checks, customize, deps, edit, init, judge, new, pause, prompt, record, replay, report, run,
+    schedule, show, status, trace, tune,
 )
 from autoloop_py.errors import AutoloopError
 
@@ -34,6 +34,7 @@ examples:
   autoloop run --program function_minimization --iterations 10
   autoloop status                                  one line per program
   autoloop state function_minimization             print its state file
+  autoloop edit function_minimization              edit its state file in $EDITOR, validated
   autoloop analyze function_minimization           cycling, lineage and best-so-far of its trace
   autoloop report function_minimization            an HTML page: metric curve, evolution tree, diffs
   autoloop tune function_minimization              the tuning gap of its best candidate
@@ -49,9 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     # Accepted before the command too (`autoloop -v status`); each command also takes it after its name.
     parser.add_argument("-v", "--verbose", dest="global_verbose", action="store_true", help="show log messages")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (run, check, status, show, schedule, pause, new, customize, prompt, record, ci_checks, deps, init,
-                   analyze, report,
-                   trace, replay, judge, tune):
+    for module in (run, check, status, show, edit, schedule, pause, new, customize, prompt, record, ci_checks, deps,
+                   init, analyze, report, trace, replay, judge, tune):
         module.add_parser(commands)
     return parser
 

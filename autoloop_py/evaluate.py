@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Iterable, Mapping
+from typing import IO, Any, Iterable, Mapping, Sequence
 
 from autoloop_py.errors import EvaluationError
 from autoloop_py.program import Program
@@ -73,7 +73,8 @@ class EvaluationResult:
     Attributes:
       ok: every run exited 0 and printed a finite metric.
       metric: the median of the runs' metrics when ok, else None.
-      metrics: the last JSON object printed by the last run ({} when none).
+      metrics: the last run's JSON object, every number all runs printed replaced by its median, so the
+        primary metric here is `metric`, the number the runner compares ({} when none).
       error: a one-line reason when not ok, else None.
       runs: the metric of each successful run, in order.
       stdout_tail: the last ~4 KB of the last run's stdout.
@@ -118,6 +119,7 @@ def evaluate(
         return _result(f"the program folder {workdir / program.base_dir} does not exist in the workspace", started, [])
     env = _environment(program, workdir, os.environ if environ is None else environ)
     runs: list[float] = []
+    printed: list[Mapping[str, Any]] = []
     for index in range(count):
         try:
             result = run_command(program.evaluation.command, cwd, timeout=limit, env=env)
@@ -128,7 +130,8 @@ def evaluate(
         if value is None:
             return _result(error or "no metric", started, runs, metrics, result)
         runs.append(value)
-    return _result(None, started, runs, metrics, result)
+        printed.append(metrics)
+    return _result(None, started, runs, median_metrics(printed), result)
 
 
 def _result(
@@ -149,6 +152,28 @@ def _result(
         stderr_tail=last.stderr[-TAIL_CHARS:] if last else "",
         duration=time.monotonic() - started,
     )
+
+
+def median_metrics(printed: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Returns the last run's object with each number that every run printed replaced by the runs' median."""
+    if not printed:
+        return {}
+    combined = dict(printed[-1])
+    for key, value in combined.items():
+        values = [run.get(key) for run in printed]
+        if all(_is_number(v) for v in values) and len(values) > 1:
+            middle = statistics.median(float(v) for v in values)
+            combined[key] = int(middle) if isinstance(value, int) and middle.is_integer() else middle
+    return combined
+
+
+def _is_number(value: Any) -> bool:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int too large for a float
+        return False
 
 
 def _environment(program: Program, workdir: Path, environ: Mapping[str, str]) -> dict[str, str]:

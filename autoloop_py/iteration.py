@@ -8,12 +8,12 @@ import random
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterator, Mapping
 
 from autoloop_py import checks, faults, recovery, trace, state as statefile
-from autoloop_py import lineage_store, novelty
+from autoloop_py import budget, integrity, lineage_store, novelty, stale_parents
 from autoloop_py.errors import GitError
 from autoloop_py.evaluate import EvaluationResult, evaluate
 from autoloop_py.lock import program_lock
@@ -33,6 +33,7 @@ from autoloop_py.recording import (
     record_iteration,
     primary_file,
     record_of,
+    record_pause,
     rejection_note,
     seed_data,
     state_path,
@@ -130,9 +131,14 @@ def _run_locked(root: Path, program: Program, options: RunOptions, now: datetime
     memory = MemoryStore(root)
     with clock("load state"):
         memory.sync()
+        # Before reconcile records anything: a stale copy of the file must not get a reused iteration number.
+        integrity.check_records(memory, state_path(program), program.name, load_state(memory, program))
         recovery.reconcile(root, program, memory, options.budget, ci_gate=options.ci_gate, dry_run=options.dry_run)
         state = load_state(memory, program)
         runner = strategy.load_runner(program, root)
+    over = _over_budget(memory, program, state, options, now)
+    if over is not None:
+        return over
     iteration = state.machine.iteration_count + 1
     rng = iteration_rng(program, iteration)
     key = recovery.new_key(program.name, iteration)
@@ -154,11 +160,12 @@ def _run_locked(root: Path, program: Program, options: RunOptions, now: datetime
             )
             attempt = _try_candidate(context, root)
         record = replace(with_baseline(attempt.record, baseline), key=key)
+        base = workspace.base_sha
     if not options.dry_run:
         with clock("record"):
             record_iteration(
                 memory, program, record, options.budget, runner, attempt.candidate, attempt.prompt, attempt.evaluated,
-                seed, attempt.decision,
+                seed, attempt.decision, base,
             )
     return IterationOutcome(
         program=program.name,
@@ -170,6 +177,26 @@ def _run_locked(root: Path, program: Program, options: RunOptions, now: datetime
         commit=record.commit,
         reason=record.notes if record.status != "accepted" else None,
         timings=clock.timings,
+    )
+
+
+def _over_budget(
+    memory: MemoryStore, program: Program, state: statefile.StateFile, options: RunOptions, now: datetime | None
+) -> IterationOutcome | None:
+    """Pauses the program, before any model call, when its recorded spend reached a budget; returns that outcome."""
+    moment = now or datetime.now(timezone.utc)
+    machine = state.machine
+    if budget.daily_pause_over(machine.paused, machine.pause_reason, moment) and not options.dry_run:
+        record_pause(memory, program, False, None)
+    limit = budget.reached(program.config, machine, moment)
+    if limit is None:
+        return None
+    reason = budget.pause_reason(limit, program.name, moment.date())
+    log.warning("%s: %s", program.name, reason)
+    if not options.dry_run:
+        record_pause(memory, program, True, reason)
+    return IterationOutcome(
+        program.name, machine.iteration_count, "paused", "no model call", None, machine.best_metric, reason=reason
     )
 
 
@@ -226,7 +253,12 @@ def _with_retries(
     """Runs attempts with the same decision until one does not fail or the strategy allows no more retries."""
     attempt = _attempt(ctx, decision, files, prompt)
     spent: list[statefile.IterationRecord] = []
-    while attempt.failure and (again := strategy.retry(ctx.runner, decision, attempt.failure)) is not None:
+    while (
+        attempt.failure
+        # Its calls so far may have reached a budget: then no retry calls the model again.
+        and budget.reached_after(ctx.program.config, ctx.state.machine, [*spent, attempt.record], _now(ctx)) is None
+        and (again := strategy.retry(ctx.runner, decision, attempt.failure)) is not None
+    ):
         decision, spent = again, [*spent, attempt.record]
         log.info("%s: attempt %d, after: %s", ctx.program.name, strategy.attempts_of(decision), attempt.failure)
         ctx.workspace.reset()
@@ -234,6 +266,10 @@ def _with_retries(
         prompt = _strategy_prompt(ctx, decision, files, root)
         attempt = _attempt(ctx, decision, files, prompt)
     return _with_spent(attempt, spent)
+
+
+def _now(ctx: _Context) -> datetime:
+    return ctx.now or datetime.now(timezone.utc)
 
 
 def _with_spent(attempt: _Attempt, earlier: list[statefile.IterationRecord]) -> _Attempt:
@@ -260,7 +296,7 @@ def _as_is(ctx: _Context, decision: DecisionLike, files: dict[str, str]) -> _Att
     else:
         notes = f"the unchanged code scores {result.metric:g}; recorded without a proposal, nothing to commit"
         record = record_of("rejected", ctx.now, summary, result.metric, notes, None, ctx.options.run_url, **usage)
-    evaluated = _evaluated(ctx, decision, proposal, result.metrics, "")
+    evaluated = _evaluated(ctx, decision, proposal, result.metrics, "", runs=result.runs)
     return _Attempt(record, _candidate(ctx, decision, record, proposal, files), "", evaluated, decision)
 
 
@@ -298,7 +334,7 @@ def _attempt(ctx: _Context, decision: DecisionLike | None, files: dict[str, str]
         faults.checkpoint("during-evaluation")
         result = evaluate(program, workspace.path)
     tampered = checks.tampered(program, workspace.path, guarded)
-    evaluated = _evaluated(ctx, decision, proposal, result.metrics, prompt)
+    evaluated = _evaluated(ctx, decision, proposal, result.metrics, prompt, runs=result.runs)
     failure = None
     if tampered:
         record = error_record(now, proposal.summary, f"the candidate changed protected files: {tampered}", run_url, **usage)
@@ -326,9 +362,10 @@ def _prepare_prompt(ctx: _Context, files: dict[str, str], root: Path) -> tuple[D
         deleted = lineage_store.deleted_items(ctx.reader, ctx.tip)
         context = prompt_context(ctx.program, files, ctx.state, ctx.best, ctx.iteration, ctx.options.directives, deleted)
         return None, files, render_iteration_prompt(context)
+    rebase = stale_parents.rebaser(root, ctx.program.name, ctx.runner.primary, ctx.workspace.base_sha, ctx.memory.read)
     decision = strategy.decide(
         ctx.runner, ctx.state, ctx.best, ctx.iteration, ctx.program.direction, ctx.rng, ctx.memory.read,
-        guide_for(ctx.program, ctx.options),
+        guide_for(ctx.program, ctx.options), rebase,
     )
     placed = strategy.with_parent(ctx.runner, decision, files)
     changed = {path: text for path, text in placed.items() if files.get(path) != text}
@@ -374,7 +411,7 @@ def _primary_of(ctx: _Context) -> str | None:
 
 def _evaluated(
     ctx: _Context, decision: DecisionLike | None, proposal: Proposal, metrics: Mapping[str, object], prompt: str,
-    source: str | None = None, metadata: Mapping[str, object] | None = None,
+    source: str | None = None, metadata: Mapping[str, object] | None = None, runs: tuple[float, ...] = (),
 ) -> trace.Evaluated:
     """Returns the trace data of a candidate (its source read from the workspace unless given)."""
     island = getattr(decision, "island", None)
@@ -382,7 +419,7 @@ def _evaluated(
         metadata = {**(metadata or {}), "island": island}
     return candidate_data(
         _primary_of(ctx), ctx.workspace.path, _parent_id(ctx, decision), decision.operator if decision else None,
-        proposal, metrics, prompt, source, metadata,
+        proposal, metrics, prompt, source, metadata, runs,
     )
 
 

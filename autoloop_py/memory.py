@@ -64,6 +64,28 @@ class MemoryConfig:
     max_backoff: float = 4.0
 
 
+@dataclass(frozen=True)
+class MemoryCommit:
+    """One commit of the memory branch, as `git log` shows it.
+
+    Attributes:
+        sha: the commit.
+        author: its author's name.
+        date: its author date, ISO 8601.
+        message: its full message.
+    """
+
+    sha: str
+    author: str
+    date: str
+    message: str
+
+    @property
+    def subject(self) -> str:
+        """Returns the message's first line."""
+        return _subject(self.message)
+
+
 class _Retry(Exception):
     """One update() attempt lost a race; `sha` is the commit it left on the local branch, if any."""
 
@@ -141,6 +163,46 @@ class MemoryStore:
         """Returns the text of `path` at the branch tip (None if the branch or the file is absent)."""
         check_path(path)
         return self._read_at(self._tip(), path)
+
+    def tip(self) -> str | None:
+        """Returns the sha of the local branch (None when it does not exist)."""
+        return self._tip()
+
+    def read_at(self, commit: str, path: str) -> str | None:
+        """Returns the text of `path` in `commit` (None when the file is absent there)."""
+        check_path(path)
+        return self._read_at(commit, path)
+
+    def commits(
+        self,
+        path: str,
+        *,
+        since: str | None = None,
+        grep: str | None = None,
+        limit: int | None = None,
+        deleted: bool = False,
+    ) -> builtins.list[MemoryCommit]:
+        """Returns the branch's commits that changed `path`, newest first.
+
+        Only those after `since`, whose message holds `grep` (fixed text), or that deleted the file (`deleted`).
+        """
+        check_path(path)
+        tip = self._tip()
+        if tip is None:
+            return []
+        args = ["log", "--format=%H%x1f%an%x1f%aI%x1f%B%x1e"]
+        args += [f"-n{limit}"] if limit else []
+        args += ["-F", f"--grep={grep}"] if grep else []
+        args += ["--diff-filter=D"] if deleted else []
+        found = call(self._repo, *args, f"{since}..{tip}" if since else tip, "--", path)
+        if not found.ok:
+            raise failure(found, self._repo, "the repository may be corrupt; run `git fsck`")
+        commits = []
+        for record in found.text.split("\x1e"):
+            parts = record.strip("\n").split("\x1f", 3)
+            if len(parts) == 4:
+                commits.append(MemoryCommit(*parts))
+        return commits
 
     def list(self, prefix: str = "") -> builtins.list[str]:
         """Returns the sorted paths of files at the branch tip that start with `prefix`."""

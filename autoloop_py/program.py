@@ -42,6 +42,10 @@ class ProgramConfig:
         (novelty.DEFAULT_THRESHOLD; the paper measures about 0.3 for a typical edit).
       llm_timeout: seconds one model request may take (`llm-timeout`).
       llm_retries: further requests after a timed-out or failed one (`llm-retries`).
+      budget_usd: dollars the program may spend on model calls in all (None: no cap).
+      budget_usd_per_day: dollars per UTC day.
+      budget_tokens: model tokens in all.
+      budget_tokens_per_day: model tokens per UTC day.
       extra: frontmatter keys this version does not know, kept for strategies.
     """
 
@@ -59,6 +63,10 @@ class ProgramConfig:
     novelty_threshold: float = 0.8
     llm_timeout: float = 120.0
     llm_retries: int = 2
+    budget_usd: float | None = None
+    budget_usd_per_day: float | None = None
+    budget_tokens: float | None = None
+    budget_tokens_per_day: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -314,6 +322,8 @@ _KEYS = {
     "llm_timeout": "llm_timeout",
     "llm-retries": "llm_retries",
     "llm_retries": "llm_retries",
+    **{spelling: name for name in ("budget_usd", "budget_usd_per_day", "budget_tokens", "budget_tokens_per_day")
+       for spelling in (name, name.replace("_", "-"))},
 }
 
 

@@ -77,10 +77,10 @@ class Interrupted:
 
 def new_key(program: str, iteration: int) -> str:
     """Returns a fresh idempotency key for iteration `iteration` of `program`."""
-    return f"{_slug(program)}:{iteration}:{uuid.uuid4().hex[:16]}"
+    return f"{key_slug(program)}:{iteration}:{uuid.uuid4().hex[:16]}"
 
 
-def _slug(program: str) -> str:
+def key_slug(program: str) -> str:
     """Returns the program name as a key spells it."""
     return _UNSAFE_RE.sub("-", program).strip("-") or "program"
 
@@ -240,7 +240,7 @@ def _date(text: str) -> datetime:
 def _memory_keys(repo: git.Repo, memory: MemoryStore, program: str) -> set[str]:
     """Returns the keys in the trailers of the memory branch's commits for `program` (history folds drop them)."""
     ref = f"refs/heads/{memory.config.branch}"
-    needle = f"{KEY}: {_slug(program)}:"
+    needle = f"{KEY}: {key_slug(program)}:"
     found = call(repo, "log", f"-n{KEY_LOG_LIMIT}", "--format=%B%x1e", "-F", f"--grep={needle}", ref, "--")
     if not found.ok:
         return set()

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Mapping, Protocol, Sequence
 
+from autoloop_py import budget
 from autoloop_py.errors import ProgramError
 from autoloop_py.program import Program
 
@@ -99,13 +100,16 @@ def is_due(program: Program, machine: MachineView | None, now: datetime) -> bool
     return due_at is None or as_utc(now) >= due_at
 
 
-def skip_reason(machine: MachineView | None) -> str | None:
-    """Returns why a program must not run (completed, paused, plateau), or None."""
+def skip_reason(machine: MachineView | None, now: datetime | None = None) -> str | None:
+    """Returns why a program must not run (completed, paused, plateau), or None.
+
+    With `now`, a pause for a daily budget of an earlier day no longer counts (the iteration lifts it).
+    """
     if machine is None:
         return None
     if machine.completed:
         return "completed: target metric reached"
-    if machine.paused:
+    if machine.paused and not (now is not None and budget.daily_pause_over(True, machine.pause_reason, now)):
         return f"paused: {machine.pause_reason or 'unknown'}"
     return plateau_reason(statuses_since_resume(machine))
 
@@ -151,7 +155,7 @@ def plan(
         if program.unconfigured:
             continue
         machine = machines.get(program.name)
-        reason = skip_reason(machine)
+        reason = skip_reason(machine, now)
         if reason:
             skipped.append(Skip(program.name, reason))
         elif not is_due(program, machine, now):

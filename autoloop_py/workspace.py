@@ -76,6 +76,8 @@ class Workspace:
         self._worktree: git.Repo | None = None
         self._tip: str | None = None
         self.base_ref = base_branch or "the default branch"  # what the branch starts from, for messages
+        # The base branch's commit prepare() brought the program branch up to date with.
+        self.base_sha: str | None = None
 
     @property
     def path(self) -> Path:
@@ -101,7 +103,7 @@ class Workspace:
         except AutoloopError:
             self.close()
             raise
-        self._tip = tip
+        self._tip, self.base_sha = tip, base
         logger.info("%s %s (worktree %s)", self.branch, action, self.path)
         return BranchSync(action)
 

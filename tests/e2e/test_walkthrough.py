@@ -13,7 +13,7 @@ from typing import Callable
 import pytest
 
 from autoloop_py import state as statefile
-from autoloop_py.cli import build_parser, main
+from autoloop_py.cli import main
 from tests.programs import REPO
 
 HOT = "def weight():\n    return 0.5\n"
@@ -29,11 +29,6 @@ def _readme_block(heading: str) -> str:
     text = (REPO / "README.md").read_text(encoding="utf-8")
     section = text[text.index(heading):]
     return section[section.index("```bash\n") + 8: section.index("\n```", section.index("```bash\n"))]
-
-
-def _has_edit() -> bool:
-    choices = next(a for a in build_parser()._actions if a.dest == "command").choices  # noqa: SLF001
-    return "edit" in (choices or {})
 
 
 @pytest.mark.usefixtures("installed_from_an_index")  # the walk-through installs autoloop-py from an index
@@ -72,15 +67,8 @@ def test_the_readme_walkthrough_works_as_written(
                           text=True, check=True).stdout
     edited = text.replace("## 🎯 Current Priorities\n", "## 🎯 Current Priorities\n\n- Try larger weights first.\n", 1)
     assert edited != text
-    if _has_edit():
-        (repo / "edited.md").write_text(edited)
-        assert main(["edit", "speedup", "--file", "edited.md"]) == 0
-    else:
-        # INTEGRATOR: `autoloop edit` (issue 15, point 1) is not in this tree yet; once it is, the branch
-        # above runs it. Until then the edit is committed the way the README's GitHub-web-UI note says.
-        from autoloop_py.memory import MemoryStore
-
-        MemoryStore(repo).commit({"speedup.md": edited}, "edit the priorities by hand")
+    (repo / "edited.md").write_text(edited)
+    assert main(["edit", "speedup", "--file", "edited.md"]) == 0
 
     assert main(["run", "--program", "speedup"]) == 0
     state = statefile.parse_state(subprocess.run(
