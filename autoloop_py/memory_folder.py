@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Union
 
 from autoloop_py.errors import StateError
-from autoloop_py.memory import MemoryStore, check_path
+from autoloop_py.memory import MemoryCommit, MemoryStore, check_path
 
 MEMORY_DIR_ENV = "AUTOLOOP_MEMORY_DIR"
 
@@ -53,6 +53,24 @@ class FolderMemory:
         except UnicodeDecodeError as err:
             line = data.count(b"\n", 0, err.start) + 1
             raise StateError(f"not UTF-8 text (byte {err.start}); fix or delete the file", path=file, line=line) from err
+
+    def commits(
+        self,
+        path: str,
+        *,
+        since: str | None = None,
+        grep: str | None = None,
+        limit: int | None = None,
+        deleted: bool = False,
+    ) -> builtins.list[MemoryCommit]:
+        """Returns []: a folder keeps no history, so the record check takes its file as it is."""
+        check_path(path)
+        return []
+
+    def read_at(self, commit: str, path: str) -> str | None:
+        """Returns None: a folder has no earlier versions to read."""
+        check_path(path)
+        return None
 
     def list(self, prefix: str = "") -> builtins.list[str]:
         """Returns the sorted relative paths of files in the folder that start with `prefix` (no `.git`)."""
