@@ -112,11 +112,19 @@ def protected_hashes(program: Program, workdir: Path) -> dict[str, str]:
 
 def _tracked(workdir: Path, folder: Path) -> set[str] | None:
     """Returns the files git tracks under folder (repo-relative), or None when workdir is no git checkout."""
+    if not (workdir / ".git").exists():
+        return None
     done = subprocess.run(["git", "-C", str(workdir), "ls-files", "-z", "--", folder.as_posix()],
                           capture_output=True, timeout=60, check=False)
     if done.returncode != 0:
         return None
     return {name for name in done.stdout.decode("utf-8", "replace").split("\0") if name}
+
+
+def protected_changes(guarded: Mapping[str, str], changes: Mapping[str, str | None]) -> list[str]:
+    """Returns a reason for every change to a protected file (program.md, the evaluator), even inside the Target."""
+    return [f"{path} is protected (program.md or the evaluator); candidates may not change it"
+            for path in changes if path in guarded]
 
 
 def tampered(program: Program, workdir: Path, before: Mapping[str, str]) -> str:

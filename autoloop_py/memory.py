@@ -31,6 +31,7 @@ from autoloop_py.gitutil import (
     push_branch,
     rev_parse,
     run,
+    tracking_tip,
     tree_paths,
     update_ref,
 )
@@ -151,10 +152,10 @@ class MemoryStore:
         if not self.has_remote():
             return False
         local = self._tip()
-        remote_tip = rev_parse(self._repo, f"refs/remotes/{self.config.remote}/{self.config.branch}")
+        remote_tip = tracking_tip(self._repo, self.config.remote, self.config.branch)
         if local is None or local == remote_tip or (remote_tip and not is_ancestor(self._repo, remote_tip, local)):
             return False
-        pushed = push_branch(self._repo, self.config.remote, local, self.config.branch)
+        pushed = push_branch(self._repo, self.config.remote, local, self.config.branch, remote_tip)
         if not pushed.ok:
             logger.warning("could not push %s: %s; the next update retries", self.config.branch, pushed.stderr.strip())
         return pushed.ok
@@ -259,7 +260,8 @@ class MemoryStore:
             raise _Retry("the local branch moved during the update")
         faults.checkpoint("after-state-commit")
         if self.has_remote():
-            pushed = push_branch(self._repo, self.config.remote, sha, self.config.branch)
+            seen = tracking_tip(self._repo, self.config.remote, self.config.branch)
+            pushed = push_branch(self._repo, self.config.remote, sha, self.config.branch, seen)
             if not pushed.ok:
                 raise _Retry(f"push rejected: {pushed.stderr.strip()}", sha)
         return sha

@@ -24,7 +24,9 @@ from typing import Collection, Mapping, Sequence
 import git
 
 from autoloop_py import state as statefile
-from autoloop_py.gitutil import call, fetch_branches, has_remote, is_ancestor, open_repo, push_branch, rev_parse
+from autoloop_py.gitutil import (
+    call, fetch_branches, has_remote, is_ancestor, open_repo, push_branch, rev_parse, tracking_tip,
+)
 from autoloop_py.history import KEY_TRAILER, IterationRecord
 from autoloop_py.memory import MemoryStore
 from autoloop_py.program import Program
@@ -249,7 +251,10 @@ def _memory_keys(repo: git.Repo, memory: MemoryStore, program: str) -> set[str]:
 
 def _publish_branch(repo: git.Repo, branch: str, remote: str) -> bool:
     """Pushes the local program branch, which holds a candidate the remote lacks; returns whether it got there."""
-    pushed = push_branch(repo, remote, f"refs/heads/{branch}", branch)
+    local = rev_parse(repo, f"refs/heads/{branch}")
+    if local is None:
+        return False
+    pushed = push_branch(repo, remote, local, branch, tracking_tip(repo, remote, branch))
     if not pushed.ok:
         log.warning("could not push %s to %s: %s; its unrecorded candidate stays local", branch, remote, pushed.stderr)
     return pushed.ok

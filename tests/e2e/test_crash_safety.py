@@ -6,8 +6,9 @@ by SIGKILL at that step (and that the step's effect is visible), runs it again w
 `autoloop/counter` in the Iteration History, no duplicated key or iteration number, the memory
 branch pushed, no lock held and no worktree left behind.
 
-The evaluation rewards any change (commits on HEAD, plus one for a dirty Target), so every
-candidate of the offline `tune` proposer is accepted and the commit steps are really reached.
+Each evaluation scores one more than the one before (a counter file outside the repository: the
+evaluation runs in a standalone copy without git), so every candidate of the offline `tune` proposer
+is accepted and the commit steps are really reached.
 """
 
 from __future__ import annotations
@@ -34,11 +35,11 @@ PROGRAM_MD = program_md("Counter", "Change anything: every change scores higher.
 VALUE = "# EVOLVE-BLOCK-START\nx = 1.5\ny = 2.5\n# EVOLVE-BLOCK-END\n"
 
 EVALUATE = """\
-import json, subprocess
-def git(*args):
-    return subprocess.run(["git", *args], capture_output=True, text=True, check=True).stdout.strip()
-dirty = git("status", "--porcelain", "--", "code/value.py")
-print(json.dumps({"score": int(git("rev-list", "--count", "HEAD")) + (1 if dirty else 0)}))
+import json, pathlib
+counter = pathlib.Path({counter!r})
+count = int(counter.read_text()) + 1 if counter.exists() else 1
+counter.write_text(str(count))
+print(json.dumps({{"score": count}}))
 """
 
 
@@ -60,7 +61,7 @@ def counter_repo(git_repo_with_origin: Path) -> Path:
     (folder / "code").mkdir(parents=True)
     (folder / "program.md").write_text(PROGRAM_MD)
     (folder / "code/value.py").write_text(VALUE)
-    (folder / "code/evaluate.py").write_text(EVALUATE)
+    (folder / "code/evaluate.py").write_text(EVALUATE.format(counter=str(git_repo_with_origin.parent / "evaluations")))
     _git(git_repo_with_origin, "add", "-A")
     _git(git_repo_with_origin, "commit", "-qm", "counter program")
     _git(git_repo_with_origin, "push", "-q", "origin", "main")
