@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console
 
 from autoloop_py.commands.common import load_named, repo_root, subparser
-from autoloop_py.errors import AutoloopError
+from autoloop_py.errors import AutoloopError, ProgramError
 from autoloop_py.requirements import program_requirements
 
 
@@ -25,13 +25,21 @@ def add_parser(commands: Any) -> None:
     )
     parser.add_argument("program", help="the program's name")
     parser.add_argument("--install", action="store_true", help="run `python -m pip install` with them")
+    parser.add_argument("--if-found", action="store_true",
+                        help="a program that cannot be found (an issue program without API access) has none")
     parser.set_defaults(handler=cmd_deps)
 
 
 def cmd_deps(args: argparse.Namespace, console: Console) -> int:
     """Prints the pip arguments; with --install runs pip from the repository root (exit 1 if pip fails)."""
     root = repo_root(args.repo)
-    program = load_named(root, args.program, Console(stderr=True))
+    try:
+        program = load_named(root, args.program, Console(stderr=True))
+    except ProgramError as err:
+        if not args.if_found or err.path is not None:
+            raise
+        console.print(f"{args.program}: not found here, so no requirements installed ({err.message})", markup=False)
+        return 0
     found = program_requirements(root, program)
     if not found.args:
         console.print(f"{program.name}: no requirements (add `requirements: [...]` or requirements.txt)")

@@ -241,3 +241,17 @@ def test_the_strategy_prose_under_a_suffixed_heading_reaches_the_prompt(
     assert "refine the best most of the time" in prompt
     assert "fit_wave" in prompt
 
+
+
+def test_deps_reads_the_requirements_file_or_the_frontmatter(
+    upstream_shaped: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["deps", "wave_fit", "--repo", str(upstream_shaped)]) == 0
+    assert "wave_fit: -r .autoloop/programs/wave_fit/code/requirements.txt" in capsys.readouterr().out
+    bare = upstream_shaped / PROGRAMS / "check_count.md"
+    bare.write_text(bare.read_text().replace("schedule: every 6h\n", "schedule: every 6h\nrequirements: [numpy, 'scipy>=1.10']\n"))
+    assert main(["deps", "check_count", "--repo", str(upstream_shaped)]) == 0
+    assert "check_count: numpy 'scipy>=1.10'" in capsys.readouterr().out
+    assert main(["deps", "from-an-issue", "--repo", str(upstream_shaped), "--install", "--if-found"]) == 0
+    assert "not found here, so no requirements installed" in capsys.readouterr().out
+    assert main(["deps", "from-an-issue", "--repo", str(upstream_shaped)]) == 1
