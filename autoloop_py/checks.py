@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
 import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Callable, Mapping
@@ -98,17 +99,34 @@ def links(workdir: Path, changes: Mapping[str, str | None]) -> list[str]:
 
 
 def protected_hashes(program: Program, workdir: Path) -> dict[str, str]:
-    """Returns hashes of program.md and the program folder's non-Target files (evaluator, config)."""
+    """Returns hashes of program.md and the program folder's committed non-Target files (evaluator, config).
+
+    Files git does not track (a `run.log` the evaluation writes, as upstream's autoresearch does) are
+    the evaluation's output, not protected inputs.
+    """
     base = workdir / program.base_dir
     paths = [workdir / program.path]
     if program.directory is not None:
-        paths += [p for p in base.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+        tracked = _tracked(workdir, program.base_dir)
+        paths += [p for p in base.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+                  and (tracked is None or p.relative_to(workdir).as_posix() in tracked)]
     hashes = {}
     for path in paths:
         rel = path.relative_to(workdir).as_posix()
         if path.is_file() and (rel == program.path.as_posix() or not program.target.allows(rel)):
             hashes[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
     return hashes
+
+
+def _tracked(workdir: Path, folder: Path) -> set[str] | None:
+    """Returns the files git tracks under folder (repo-relative), or None when workdir is no git checkout."""
+    if not (workdir / ".git").exists():
+        return None
+    done = subprocess.run(["git", "-C", str(workdir), "ls-files", "-z", "--", folder.as_posix()],
+                          capture_output=True, timeout=60, check=False)
+    if done.returncode != 0:
+        return None
+    return {name for name in done.stdout.decode("utf-8", "replace").split("\0") if name}
 
 
 def protected_changes(guarded: Mapping[str, str], changes: Mapping[str, str | None]) -> list[str]:

@@ -102,7 +102,11 @@ def evaluate(
     repeats: int | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> EvaluationResult:
-    """Runs the program's evaluation `repeats` times in its folder; returns the median metric or why it failed."""
+    """Runs the program's evaluation `repeats` times from the repository root; returns the median metric or why it failed.
+
+    The command runs where upstream autoloop runs it, at the top of the tree, with AUTOLOOP_PROGRAM_DIR
+    naming the program folder (`cd "$AUTOLOOP_PROGRAM_DIR" && …` runs it there instead).
+    """
     if program.evaluation is None:
         raise EvaluationError(
             "the program has no evaluation; add a `## Evaluation` section with a ```bash block "
@@ -111,10 +115,10 @@ def evaluate(
         )
     limit = program.config.evaluation_timeout if timeout is None else timeout
     count = max(1, program.config.repeats if repeats is None else repeats)
-    cwd = workdir / program.base_dir
+    cwd = workdir
     started = time.monotonic()
-    if not cwd.is_dir():
-        return _result(f"the program folder {cwd} does not exist in the workspace", started, [])
+    if not (workdir / program.base_dir).is_dir():
+        return _result(f"the program folder {workdir / program.base_dir} does not exist in the workspace", started, [])
     env = _environment(program, workdir, os.environ if environ is None else environ)
     runs: list[float] = []
     printed: list[Mapping[str, Any]] = []
@@ -178,6 +182,7 @@ def _environment(program: Program, workdir: Path, environ: Mapping[str, str]) ->
     env = scrub_environment(environ)
     env["AUTOLOOP_PROGRAM"] = program.name
     env["AUTOLOOP_REPO_ROOT"] = str(workdir.resolve())
+    env["AUTOLOOP_PROGRAM_DIR"] = str((workdir / program.base_dir).resolve())
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     return env
 

@@ -189,7 +189,7 @@ def parse_entry(text: str, title: str | None = None) -> HistoryEntry:
         status=_read_status(bullets.get("status", "")),
         text=text,
         timestamp=_read_when(title),
-        metric=_first_number(bullets.get("metric", "")),
+        metric=_entry_metric(bullets.get("metric", "")),
         change=bullets.get("change"),
         key=_read_key(text),
     )
@@ -251,6 +251,11 @@ def _read_when(title: str) -> datetime | None:
         return datetime(year, month, day, hour, minute, second, tzinfo=timezone.utc)
     except ValueError:
         return None
+
+
+def _entry_metric(text: str) -> float | None:
+    """Returns the metric of a `**Metric**:` bullet; `— (previous best: 0.5, …)` (an error entry) has none."""
+    return _first_number(text.split("(", 1)[0])
 
 
 def prompt_text(text: str) -> str:

@@ -127,6 +127,7 @@ class Program:
       unconfigured: the file is a template (sentinel or placeholder text).
       text: the whole program.md.
       issue: the GitHub issue that defines the program (issue programs only).
+      warnings: `file:line: message` notes on values read leniently, saying what was assumed.
     """
 
     name: str
@@ -140,6 +141,7 @@ class Program:
     unconfigured: bool
     text: str
     issue: int | None = None
+    warnings: tuple[str, ...] = ()
 
     @property
     def base_dir(self) -> Path:
@@ -247,9 +249,11 @@ def _parse(root: Path, rel: Path) -> tuple[Program | None, list[ProgramError]]:
         return None, [ProgramError(f"{bad_name}; rename the {'folder' if rel.name == 'program.md' else 'file'}", rel)]
     problems: list[ProgramError] = []
     directory = rel.parent if rel.name == "program.md" else None
-    config, body_offset = _parse_frontmatter(text, rel, problems)
+    warnings: list[str] = []
+    config, body_offset = _parse_frontmatter(text, rel, problems, warnings)
     unconfigured = UNCONFIGURED_SENTINEL in text
-    sections = {s.key: s for s in md.split_sections(text) if s.heading is not None}
+    found = [s for s in md.split_sections(text) if s.heading is not None]
+    sections = {name: s for name in _SECTIONS if (s := md.section_named(found, name)) is not None}
     goal = sections["goal"].body.strip() if "goal" in sections else ""
     base = directory if directory is not None else Path(".")
     target = _parse_target(sections.get("target"), root, base, rel, problems)
@@ -279,6 +283,7 @@ def _parse(root: Path, rel: Path) -> tuple[Program | None, list[ProgramError]]:
         config=config,
         unconfigured=unconfigured,
         text=text,
+        warnings=tuple(warnings),
     )
     if unconfigured:
         return program, []
@@ -291,6 +296,13 @@ def _replace(config: ProgramConfig, **changes: Any) -> ProgramConfig:
     return replace(config, **changes)
 
 
+_SECTIONS = ("goal", "target", "evaluation", "evolution strategy")
+# Keys upstream autoloop reads leniently (a bad value is a warning there): what we assume instead.
+_LENIENT = {
+    "metric_direction": (None, "assuming what the Evaluation prose says, else `higher` (as upstream autoloop)"),
+    "target_metric": (None, "ignoring it: the program never completes on its own"),
+    "timeout_minutes": (None, "ignoring it"),
+}
 _FRONTMATTER_RE = re.compile(r"\A((?:\s*<!--.*?-->\s*\n)*)---[ \t]*\n(.*?)\n---[ \t]*(?:\n|\Z)", re.DOTALL)
 
 _KEYS = {
@@ -324,7 +336,9 @@ _KEYS = {
 }
 
 
-def _parse_frontmatter(text: str, rel: Path, problems: list[ProgramError]) -> tuple[ProgramConfig, int]:
+def _parse_frontmatter(
+    text: str, rel: Path, problems: list[ProgramError], warnings: list[str]
+) -> tuple[ProgramConfig, int]:
     match = _FRONTMATTER_RE.match(text)
     if not match:
         return ProgramConfig(), 0
@@ -350,7 +364,12 @@ def _parse_frontmatter(text: str, rel: Path, problems: list[ProgramError]) -> tu
         try:
             values[field_name] = _coerce(field_name, value)
         except ValueError as err:
-            problems.append(ProgramError(f"frontmatter `{key}`: {err}", rel, line))
+            if field_name not in _LENIENT:
+                problems.append(ProgramError(f"frontmatter `{key}`: {err}", rel, line))
+                continue
+            assumed, what = _LENIENT[field_name]
+            values[field_name] = assumed
+            warnings.append(f"{rel}:{line}: frontmatter `{key}`: {err}; {what}")
     return ProgramConfig(**values, extra=extra), match.end()
 
 
@@ -427,13 +446,21 @@ def _parse_target(section: md.Section | None, root: Path, base: Path, rel: Path,
         return Target(())
     include: list[str] = []
     exclude: list[str] = []
+    prose: list[str] = []
     excluding = False
     for token in md.parse_blocks(section.body):
         if token["type"] == "paragraph":
             excluding = excluding or _says_do_not_modify(md.inline_text(token.get("children", [])))
+            if not excluding:
+                prose.extend(c["raw"].strip() for c in _codespans(token))
         elif token["type"] == "list":
-            for paths, nested_exclude in _target_items(token, excluding):
-                (exclude if nested_exclude else include).extend(paths)
+            for spans, nested_exclude in _target_items(token, excluding):
+                (exclude if nested_exclude else include).extend(spans)
+    include = [p for p in include if looks_like_path(p, root, base)]
+    exclude = [p for p in exclude if looks_like_path(p, root, base)]
+    if not include:
+        # A prose Target ("Only modify files in the test directory (e.g., `tests/`).") names its paths inline.
+        include = [p for p in prose if looks_like_path(p, root, base)]
     if not include:
         problems.append(ProgramError("`## Target` lists no backticked file paths or globs", rel, section.start + 1))
     outside = {raw: why for raw in include + exclude if (why := _leaves_repository(root, raw, _resolve(root, base, raw)))}
@@ -447,6 +474,32 @@ def _parse_target(section: md.Section | None, root: Path, base: Path, rel: Path,
             line = _line_containing(section, f"`{raw}`")
             problems.append(ProgramError(f"Target `{raw}` matches nothing; fix the path or create the file", rel, line))
     return Target(tuple(resolved_in), tuple(resolved_ex), section.start)
+
+
+# Extensions that make a backticked word a file name even when no such file exists yet (so a typo is reported).
+_FILE_SUFFIXES = frozenset(
+    "py pyi ipynb js mjs cjs jsx ts tsx json jsonl yaml yml toml ini cfg conf md rst txt csv tsv c h cc cpp cxx hpp "
+    "rs go java kt kts scala rb php pl lua r jl swift m mm cs fs sql sh bash zsh ps1 html htm css scss vue svelte "
+    "xml proto graphql tf lock mk cmake gradle dart ex exs erl hs ml zig nim v sv vhd".split()
+)
+_NOT_PATH_CHARS = frozenset(" \t()=,;:'\"<>{}|+&!%^$#@~")
+
+
+def looks_like_path(span: str, root: Path, base: Path) -> bool:
+    """Returns whether a backticked Target span names a file, folder or glob (not a marker name or code).
+
+    `code/search.py`, `tests/`, `src/**/*.ts`, `Makefile` (when it exists) are paths; `EVOLVE-BLOCK-START`,
+    `run_search` and `f(x, y)` are not.
+    """
+    text = span.strip()
+    if not text or any(ch in _NOT_PATH_CHARS for ch in text):
+        return False
+    if "/" in text or any(ch in text for ch in "*?["):
+        return True
+    if (root / base / text).exists() or (root / text).exists():
+        return True
+    stem, dot, suffix = text.rpartition(".")
+    return bool(dot and stem and suffix.lower() in _FILE_SUFFIXES)
 
 
 def _line_containing(section: md.Section, needle: str) -> int:
@@ -507,7 +560,7 @@ def _resolve(root: Path, base: Path, pattern: str) -> str:
     pattern = pattern.strip().removeprefix("./")
     if pattern.startswith("/"):
         return pattern.lstrip("/")
-    local = (base / pattern).as_posix() if str(base) != "." else pattern
+    local = f"{base.as_posix()}/{pattern}" if str(base) != "." else pattern
     if str(base) == "." or _matches_any(root, local) or not _matches_any(root, pattern):
         return local
     return pattern
@@ -584,7 +637,7 @@ def target_files(target: Target, root: Path) -> list[str]:
     """Returns the existing files under root (repo-relative, sorted) that the Target allows."""
     found: set[str] = set()
     for pattern in target.include:
-        if not any(ch in pattern for ch in "*?["):
+        if not any(ch in pattern for ch in "*?[") and not pattern.endswith("/"):
             if (root / pattern).is_file() and target.allows(pattern):
                 found.add(pattern)
             continue

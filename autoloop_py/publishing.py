@@ -17,7 +17,7 @@ from autoloop_py.gitutil import call, open_repo, rev_parse
 from autoloop_py.history import IterationRecord
 from autoloop_py.lock import program_lock
 from autoloop_py.memory import MemoryStore
-from autoloop_py.outcome import MAX_FILE_BYTES, Outcome, OutcomeError, problems
+from autoloop_py.outcome import Outcome, OutcomeError, problems
 from autoloop_py.program import Program
 from autoloop_py.recording import record_iteration
 from autoloop_py.strategies import runner as strategy
@@ -83,7 +83,7 @@ def check_outcome(root: Path, program: Program, outcome: Outcome) -> None:
     if runner is None and (outcome.decision is not None or outcome.candidate_source is not None):
         raise OutcomeError(f"refusing the outcome of '{program.name}': it carries a strategy decision, and the "
                            "program runs no strategy")
-    cap = int(getattr(program.config, "max_file_bytes", MAX_FILE_BYTES) or MAX_FILE_BYTES)
+    cap = program.config.max_file_bytes
     found = problems(outcome, program.name, program.target.allows, cap)
     if found:
         raise OutcomeError(f"refusing the outcome of '{program.name}', nothing was written: " + "; ".join(found))

@@ -10,7 +10,7 @@ from typing import Callable, Mapping
 from autoloop_py import ci_gate, stale_parents, trace, state as statefile
 from autoloop_py.errors import ProgramError, StateError
 from autoloop_py.history import KEY_TRAILER
-from autoloop_py.memory import MemoryStore
+from autoloop_py.memory_folder import Memory
 from autoloop_py.population import Candidate
 from autoloop_py.program import Program
 from autoloop_py.proposers.base import Proposal
@@ -30,7 +30,7 @@ def hard_cap(budget: int) -> int:
     return max(HARD_CAP_FACTOR * budget, HARD_CAP_FLOOR)
 
 
-def load_state(memory: MemoryStore, program: Program, budget: int = statefile.DEFAULT_BUDGET) -> statefile.StateFile:
+def load_state(memory: Memory, program: Program, budget: int = statefile.DEFAULT_BUDGET) -> statefile.StateFile:
     """Returns the program's state file as the memory branch holds it (a fresh one when it has none)."""
     path = state_path(program)
     return parse_or_new(memory.read(path), program, path, budget)
@@ -61,7 +61,7 @@ def parse_or_new(
 
 
 def record_iteration(
-    memory: MemoryStore,
+    memory: Memory,
     program: Program,
     record: statefile.IterationRecord,
     budget: int,
@@ -136,7 +136,7 @@ def record_iteration(
     return applied[0]
 
 
-def record_pause(memory: MemoryStore, program: Program, paused: bool, reason: str | None) -> None:
+def record_pause(memory: Memory, program: Program, paused: bool, reason: str | None) -> None:
     """Sets (or clears) Paused and its reason in the program's state file, on the freshest text."""
     path = state_path(program)
 

@@ -20,7 +20,10 @@ def program_md(
     target: tuple[str, ...] = ("code/value.py",),
     protected: tuple[str, ...] = ("code/evaluate.py",),
 ) -> str:
-    """Returns a program.md whose evaluation runs `python3 code/evaluate.py` and reads `score` (higher is better)."""
+    """Returns a program.md whose evaluation runs `python3 code/evaluate.py` in the program folder, reading `score`.
+
+    (The command starts at the repository root; it moves to `$AUTOLOOP_PROGRAM_DIR` first.)
+    """
     head = "".join(f"{key}: {value}\n" for key, value in (frontmatter or {}).items())
     return (
         (f"---\n{head}---\n\n" if head else "")
@@ -28,7 +31,7 @@ def program_md(
         + "".join(f"- `{path}`\n" for path in target)
         + "\nDo NOT modify:\n"
         + "".join(f"- `{path}`\n" for path in protected)
-        + "\n## Evaluation\n\n```bash\npython3 code/evaluate.py\n```\n\nThe metric is `score`. Higher is better.\n"
+        + "\n## Evaluation\n\n```bash\ncd \"$AUTOLOOP_PROGRAM_DIR\" && python3 code/evaluate.py\n```\n\nThe metric is `score`. Higher is better.\n"
     )
 
 

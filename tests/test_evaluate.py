@@ -322,18 +322,20 @@ def test_evaluate_timeout(tmp_path: Path) -> None:
     assert result.duration < 4
 
 
-def test_evaluate_runs_in_the_program_folder_with_a_scrubbed_environment(tmp_path: Path) -> None:
-    names = ("AUTOLOOP_PROGRAM", "AUTOLOOP_REPO_ROOT", "PYTHONDONTWRITEBYTECODE", "GITHUB_TOKEN")
+def test_evaluate_runs_in_the_repository_root_with_a_scrubbed_environment(tmp_path: Path) -> None:
+    names = ("AUTOLOOP_PROGRAM", "AUTOLOOP_REPO_ROOT", "AUTOLOOP_PROGRAM_DIR", "PYTHONDONTWRITEBYTECODE", "GITHUB_TOKEN")
     report = f"{{'score': 1, 'cwd': os.getcwd(), 'env': {{k: os.environ.get(k) for k in {names!r}}}}}"
     script = f"import json, os; print(json.dumps({report}))"
     command = f'{sys.executable} -c "{script}"'
     program = _program(tmp_path, command)
     result = run_evaluation(program, tmp_path, environ={**ENV, "GITHUB_TOKEN": "secret"})
     assert result.ok, result.error
-    assert Path(result.metrics["cwd"]) == (tmp_path / ".autoloop/programs/demo").resolve()
+    # As upstream autoloop: the command starts at the top of the tree; the folder is in AUTOLOOP_PROGRAM_DIR.
+    assert Path(result.metrics["cwd"]) == tmp_path.resolve()
     assert result.metrics["env"] == {
         "AUTOLOOP_PROGRAM": "demo",
         "AUTOLOOP_REPO_ROOT": str(tmp_path.resolve()),
+        "AUTOLOOP_PROGRAM_DIR": str((tmp_path / ".autoloop/programs/demo").resolve()),
         "PYTHONDONTWRITEBYTECODE": "1",
         "GITHUB_TOKEN": None,
     }

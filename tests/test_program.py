@@ -132,7 +132,6 @@ def test_bare_program_paths_are_repo_relative(repo: Path) -> None:
     "edit, message, line",
     [
         (("repeats: 3", "repeats: three"), "frontmatter `repeats`: must be a whole number >= 1, got 'three'", 6),
-        (("metric_direction: higher", "metric_direction: sideways"), "must be `higher` or `lower`", 4),
         (("schedule: every 6h", "schedule: [every"), "invalid YAML frontmatter", None),
         (("The metric is `combined_score`.", "Score printed."), "does not name the metric", 28),
         (("```bash\npython3 code/evaluate.py\n```", "run it"), "no ```bash code block", 28),
@@ -228,8 +227,6 @@ def test_safe_program_names_load(tmp_path: Path, name: str) -> None:
         (("evaluation-timeout: 30", "evaluation-timeout: .inf"), "frontmatter `evaluation-timeout`: must be a finite number"),
         (("evaluation-timeout: 30", "evaluation-timeout: 0"), "frontmatter `evaluation-timeout`: must be a number above 0"),
         (("evaluation-timeout: 30", "evaluation-timeout: -5"), "must be a number above 0"),
-        (("evaluation-timeout: 30", "timeout-minutes: 0"), "frontmatter `timeout-minutes`: must be a number above 0"),
-        (("target-metric: 1.4", "target-metric: -.inf"), "frontmatter `target-metric`: must be a finite number"),
         (("min-delta: 0.001", "min-delta: .nan"), "must be a finite number"),
         (("schedule: every 6h", "schedule: every 0m"), "frontmatter `schedule`: schedule 'every 0m' is zero"),
         (("schedule: every 6h", "schedule: sometimes"), "frontmatter `schedule`: unparseable schedule 'sometimes'"),
@@ -323,3 +320,106 @@ def test_binary_program_md_is_reported(tmp_path: Path) -> None:
     (tmp_path / ".autoloop/programs/fuzz/program.md").write_bytes(b"# T\n\xff\xfe\x00junk")
     _, problems = check_all(tmp_path)
     assert [str(p) for p in problems] == [".autoloop/programs/fuzz/program.md: not UTF-8 text (byte 4); save the file as UTF-8"]
+
+
+# --- upstream autoloop's program format -------------------------------------------------------
+
+
+def test_lenient_upstream_values_are_warnings_saying_what_was_assumed(repo: Path) -> None:
+    text = PROGRAM.replace("metric_direction: higher", "metric_direction: sideways")
+    text = text.replace("target-metric: 1.4", "target-metric: soon")
+    write(repo, ".autoloop/programs/demo/program.md", text)
+    programs, problems = check_all(repo)
+    assert problems == []
+    (program,) = programs
+    assert program.direction == "higher" and program.config.target_metric is None
+    direction, target = sorted(program.warnings, key=lambda w: "metric_direction" not in w)
+    assert direction.startswith(".autoloop/programs/demo/program.md:4: frontmatter `metric_direction`")
+    assert "sideways" in direction and "assuming" in direction and "higher" in direction
+    assert target.startswith(".autoloop/programs/demo/program.md:3: frontmatter `target-metric`")
+    assert "never completes" in target
+
+
+def test_an_infinite_target_metric_is_ignored_with_a_warning(repo: Path) -> None:
+    write(repo, ".autoloop/programs/demo/program.md", PROGRAM.replace("target-metric: 1.4", "target-metric: -.inf"))
+    programs, problems = check_all(repo)
+    assert problems == [] and programs[0].config.target_metric is None
+    assert any("frontmatter `target-metric`" in w and "never completes" in w for w in programs[0].warnings)
+
+
+def test_an_unusable_timeout_minutes_is_ignored_with_a_warning_as_upstream(repo: Path) -> None:
+    # The CI job's limit, not ours to enforce: upstream reads it leniently, and so do we.
+    write(repo, ".autoloop/programs/demo/program.md", PROGRAM.replace("evaluation-timeout: 30", "timeout-minutes: 0"))
+    programs, problems = check_all(repo)
+    assert problems == []
+    (program,) = programs
+    assert program.config.timeout_minutes is None
+    assert any("frontmatter `timeout-minutes`" in w and "ignoring it" in w for w in program.warnings), program.warnings
+
+
+def test_sideways_direction_defers_to_the_evaluation_prose(repo: Path) -> None:
+    text = PROGRAM.replace("metric_direction: higher", "metric_direction: sideways")
+    write(repo, ".autoloop/programs/demo/program.md", text.replace("`combined_score`.", "`loss`. Lower is better."))
+    assert load_program(repo, Path(".autoloop/programs/demo/program.md")).direction == "lower"
+
+
+def test_headings_match_by_their_leading_words(repo: Path) -> None:
+    text = PROGRAM.replace("## Evolution Strategy", "## Evolution Strategy (inspired by OpenEvolve)")
+    text = text.replace("## Target", "## Target files")
+    write(repo, ".autoloop/programs/demo/program.md", text.replace("## Goal", "## Goal: speed"))
+    program = load_program(repo, Path(".autoloop/programs/demo/program.md"))
+    assert program.strategy_text == "Plain hill climbing."
+    assert program.goal == "Make it faster."
+    assert program.target.include[0] == ".autoloop/programs/demo/code/search.py"
+
+
+def test_a_longer_word_is_not_a_leading_word(repo: Path) -> None:
+    write(repo, ".autoloop/programs/demo/program.md", PROGRAM.replace("## Goal", "## Goalkeeping"))
+    _, problems = check_all(repo)
+    assert [p.message for p in problems] == ["missing `## Goal` section (what should improve?)"]
+
+
+def test_marker_names_and_code_in_target_bullets_are_not_paths(repo: Path) -> None:
+    bullets = (
+        "- `code/search.py` -- the search (only code between `EVOLVE-BLOCK-START` and `EVOLVE-BLOCK-END`)\n"
+        "- `code/lib/*.py`\n"
+    )
+    excluded = "- `code/evaluate.py`\n- The `run_search` and `f(x, y)` helpers outside the block in `search.py`\n"
+    text = PROGRAM.replace("- `code/search.py` — the search\n- `code/lib/*.py`\n", bullets)
+    write(repo, ".autoloop/programs/demo/program.md", text.replace("- `code/evaluate.py`\n", excluded))
+    programs, problems = check_all(repo)
+    assert problems == []
+    target = programs[0].target
+    assert target.include == (".autoloop/programs/demo/code/search.py", ".autoloop/programs/demo/code/lib/*.py")
+    assert target.exclude == (".autoloop/programs/demo/code/evaluate.py", ".autoloop/programs/demo/search.py")
+
+
+def test_root_relative_target_paths_of_a_folder_program(repo: Path) -> None:
+    text = PROGRAM.replace("`code/search.py`", "`.autoloop/programs/demo/code/search.py`")
+    write(repo, ".autoloop/programs/demo/program.md", text)
+    target = load_program(repo, Path(".autoloop/programs/demo/program.md")).target
+    assert target.include[0] == ".autoloop/programs/demo/code/search.py"
+
+
+def test_prose_target_naming_a_directory(repo: Path) -> None:
+    write(repo, "tests/test_a.py", "def test_a():\n    pass\n")
+    write(repo, "src/app.py", "a = 1\n")
+    target_section = (
+        "## Target\n\nOnly modify or create files in the test directory (e.g., `tests/`).\n\n"
+        "Do NOT modify:\n- Source code (only tests)\n- CI/CD workflows\n\n"
+    )
+    start, end = PROGRAM.index("## Target"), PROGRAM.index("## Evaluation")
+    write(repo, ".autoloop/programs/coverage.md", PROGRAM[:start] + target_section + PROGRAM[end:])
+    program = load_program(repo, Path(".autoloop/programs/coverage.md"))
+    assert program.target.include == ("tests/",)
+    assert program.target.allows("tests/test_new.py") and program.target.allows("tests/unit/test_b.py")
+    assert not program.target.allows("src/app.py") and not program.target.allows("tests_other.py")
+    assert target_files(program.target, repo) == ["tests/test_a.py"]
+
+
+def test_unparseable_target_is_still_an_error_with_its_line(repo: Path) -> None:
+    start, end = PROGRAM.index("## Target"), PROGRAM.index("## Evaluation")
+    text = PROGRAM[:start] + "## Target\n\nWhatever seems best, e.g. `EVOLVE-BLOCK-START`.\n\n" + PROGRAM[end:]
+    write(repo, ".autoloop/programs/demo/program.md", text)
+    _, problems = check_all(repo)
+    assert [(p.message, p.line) for p in problems] == [("`## Target` lists no backticked file paths or globs", 19)]
