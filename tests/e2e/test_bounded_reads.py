@@ -41,6 +41,14 @@ def _grow(root: Path, rows: int) -> None:
     MemoryStore(root).commit(files, f"{rows} earlier rows")
 
 
+def _subcommand(args: list[str]) -> str:
+    """Returns the git subcommand of an argument list (skipping `-c key=value` and `-C path`)."""
+    at = 0
+    while at < len(args) and args[at].startswith("-"):
+        at += 2 if args[at] in ("-c", "-C") else 1
+    return args[at] if at < len(args) else "?"
+
+
 def _counted_iteration(root: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Counter[str], int]:
     """Runs one tune iteration; returns the git processes it started (by subcommand) and the objects it asked for."""
     processes: Counter[str] = Counter()
@@ -49,8 +57,7 @@ def _counted_iteration(root: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Cou
 
     def popen(self: Any, args: Any, *rest: Any, **kwargs: Any) -> None:
         if isinstance(args, (list, tuple)) and args and Path(str(args[0])).name == "git":
-            words = [str(a) for a in args[1:] if not str(a).startswith("-") and "=" not in str(a)]
-            processes[words[0] if words else "?"] += 1
+            processes[_subcommand([str(a) for a in args[1:]])] += 1
         real_popen(self, args, *rest, **kwargs)
 
     def get(self: ObjectReader, spec: str) -> Any:
