@@ -99,7 +99,7 @@ class Browser:
     def __init__(self, width: int = 1400, height: int = 1000) -> None:
         self.size = (width, height)
         self._process: subprocess.Popen[str] | None = None
-        self._profile = tempfile.TemporaryDirectory(prefix="autoloop-chromium-")
+        self._profile = tempfile.TemporaryDirectory(prefix="autoloop-chromium-", ignore_cleanup_errors=True)
 
     def __enter__(self) -> "Browser":
         websocket = pytest.importorskip("websocket", reason="websocket-client is not installed (pip install websocket-client)")
