@@ -19,10 +19,12 @@ from autoloop_py.commands import (
     analyze, check, customize, init, judge, new, pause, prompt, record, replay, run, schedule, show, status, trace, tune,
 )
 from autoloop_py.errors import AutoloopError
+from autoloop_py.sandbox.runner import Terminated
 
 EXIT_ERROR = 1
 EXIT_CRASH = 3
 EXIT_INTERRUPT = 130
+EXIT_TERMINATED = 143
 
 _DESCRIPTION = """\
 Run an LLM-driven improvement loop over the programs in .autoloop/programs/.
@@ -78,6 +80,9 @@ def _handle(command: Callable[[], int], err_console: Console) -> int:
     except AutoloopError as err:
         err_console.print(f"[bold red]error:[/] {escape(str(err))}", markup=True, highlight=False)
         return EXIT_ERROR
+    except Terminated:
+        err_console.print("terminated (SIGTERM); the running evaluation was stopped")
+        return EXIT_TERMINATED
     except KeyboardInterrupt:
         err_console.print("interrupted")
         return EXIT_INTERRUPT

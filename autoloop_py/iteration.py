@@ -24,6 +24,8 @@ from autoloop_py.proposers import get_proposer, llm
 from autoloop_py.population import Candidate
 from autoloop_py.proposers.base import Proposal, ProposalRequest, Proposer
 from autoloop_py.checks import violations
+from autoloop_py.sandbox.policy import SandboxPolicy
+from autoloop_py.sandbox.run import Isolation, run_isolation
 from autoloop_py.recording import (
     candidate_data,
     error_record,
@@ -70,6 +72,7 @@ class RunOptions:
       proposer_factory: builds a Proposer from its name (tests inject fakes here).
       ci_gate: keep an improving candidate as `pending-ci` until its commit's checks pass.
       directives: steering for this iteration (people's comments, a CI fix request), quoted as data.
+      isolation: auto | bwrap | none, overriding the program's `isolation` (None: AUTOLOOP_ISOLATION, else the program's).
     """
 
     proposer: str | None = None
@@ -82,6 +85,7 @@ class RunOptions:
     proposer_factory: Callable[..., Proposer] = get_proposer
     ci_gate: bool = False
     directives: tuple[str, ...] = ()
+    isolation: str | None = None
 
 
 @dataclass(frozen=True)
@@ -130,10 +134,11 @@ def _run_locked(root: Path, program: Program, options: RunOptions, now: datetime
     rng = iteration_rng(program, iteration)
     key = recovery.new_key(program.name, iteration)
     proposer = _proposer(program, options)
+    sandbox = run_isolation(root, program, options.isolation)
     with Workspace(root, program.name, base_branch=options.base_branch) as workspace:
         with clock("prepare branch"):
             workspace.prepare()
-        measured = _evaluate_baseline(program, workspace.path, state, clock)
+        measured = _evaluate_baseline(program, workspace.path, state, clock, sandbox)
         best, baseline, failure = _baseline_outcome(state, measured)
         seed = seed_data(program, workspace.path, baseline)
         if failure is not None:
@@ -142,7 +147,7 @@ def _run_locked(root: Path, program: Program, options: RunOptions, now: datetime
             tip = "seed" if seed is not None else (memory.read(trace.tip_path(program.name)) or "").strip() or None
             context = _Context(
                 program, workspace, proposer, state, best, iteration, rng, options, clock, now, runner, memory, tip, key,
-                lineage_store.reader_for(root, memory.config.branch, program), baseline=measured,
+                lineage_store.reader_for(root, memory.config.branch, program), baseline=measured, sandbox=sandbox,
             )
             attempt = _try_candidate(context, root)
         record = replace(with_baseline(attempt.record, baseline), key=key)
@@ -185,6 +190,7 @@ class _Context:
     key: str = ""
     reader: lineage_store.TraceReader | None = None
     baseline: EvaluationResult | None = None
+    sandbox: Isolation | None = None
 
 
 @dataclass(frozen=True)
@@ -243,7 +249,7 @@ def _as_is(ctx: _Context, decision: DecisionLike, files: dict[str, str]) -> _Att
     result = ctx.baseline
     if result is None:
         with ctx.clock("evaluate"):
-            result = evaluate(ctx.program, ctx.workspace.path)
+            result = evaluate(ctx.program, ctx.workspace.path, sandbox=_policy(ctx.sandbox))
     summary = f"{decision.operator}: the Target as it is"
     proposal = Proposal({}, summary, approach="the unchanged Target")
     usage: dict[str, object] = {"extra": strategy.history_bullets(decision, result.metric)}
@@ -261,7 +267,8 @@ def _attempt(ctx: _Context, decision: DecisionLike | None, files: dict[str, str]
     program, workspace, now, options = ctx.program, ctx.workspace, ctx.now, ctx.options
     run_url = options.run_url
     with ctx.clock("propose"):
-        request = ProposalRequest(program, files, prompt, workspace.path, ctx.iteration)
+        agent_sandbox = ctx.sandbox.agent if ctx.sandbox else None
+        request = ProposalRequest(program, files, prompt, workspace.path, ctx.iteration, sandbox=agent_sandbox)
         proposal = ctx.proposer.propose(request, ctx.rng)
     faults.checkpoint("after-propose")
     usage = usage_of(proposal)
@@ -288,7 +295,7 @@ def _attempt(ctx: _Context, decision: DecisionLike | None, files: dict[str, str]
     workspace.write(proposal.files)
     with ctx.clock("evaluate"):
         faults.checkpoint("during-evaluation")
-        result = evaluate(program, workspace.path)
+        result = evaluate(program, workspace.path, sandbox=_policy(ctx.sandbox))
     tampered = checks.tampered(program, workspace.path, guarded)
     evaluated = _evaluated(ctx, decision, proposal, result.metrics, prompt)
     failure = None
@@ -436,13 +443,18 @@ def measure_baseline(
 
 
 def _evaluate_baseline(
-    program: Program, workdir: Path, state: statefile.StateFile, clock: _Clock | None
+    program: Program, workdir: Path, state: statefile.StateFile, clock: _Clock | None, sandbox: Isolation | None = None
 ) -> EvaluationResult | None:
     """Returns the evaluation of the unchanged code, made only when no best is known yet (else None)."""
     if state.machine.best_metric is not None:
         return None
     with (clock or _Clock())("evaluate baseline"):
-        return evaluate(program, workdir)
+        return evaluate(program, workdir, sandbox=_policy(sandbox))
+
+
+def _policy(sandbox: Isolation | None) -> SandboxPolicy | None:
+    """Returns the evaluation's policy (None: evaluate() derives it from the program)."""
+    return sandbox.evaluation if sandbox else None
 
 
 def _baseline_outcome(

@@ -40,6 +40,8 @@ class ProgramConfig:
       novelty_filter: skip repeats and mostly-recycled candidates, and show recently deleted lines in prompts.
       novelty_threshold: the share of re-added deleted lines at which a candidate counts as recycled
         (novelty.DEFAULT_THRESHOLD; the paper measures about 0.3 for a typical edit).
+      isolation: how evaluations and agents are confined: auto (bubblewrap when it works), bwrap, none.
+      evaluation_network: let the evaluation use the network (inside bubblewrap it has none by default).
       extra: frontmatter keys this version does not know, kept for strategies.
     """
 
@@ -55,6 +57,8 @@ class ProgramConfig:
     seed: int = 0
     novelty_filter: bool = True
     novelty_threshold: float = 0.8
+    isolation: str = "auto"
+    evaluation_network: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -278,6 +282,9 @@ _KEYS = {
     "novelty_filter": "novelty_filter",
     "novelty-threshold": "novelty_threshold",
     "novelty_threshold": "novelty_threshold",
+    "isolation": "isolation",
+    "evaluation-network": "evaluation_network",
+    "evaluation_network": "evaluation_network",
 }
 
 
@@ -318,13 +325,21 @@ def _key_line(block: str, key: str) -> int:
     return 0
 
 
-_DEFAULTED = ("evaluation_timeout", "repeats", "min_delta", "seed", "novelty_filter", "novelty_threshold")
+_DEFAULTED = (
+    "evaluation_timeout", "repeats", "min_delta", "seed", "novelty_filter", "novelty_threshold", "isolation",
+    "evaluation_network",
+)
+_ISOLATIONS = ("auto", "bwrap", "none")
 
 
 def _coerce(field_name: str, value: Any) -> Any:
     if value is None:
         return None if field_name not in _DEFAULTED else _default(field_name)
-    if field_name == "novelty_filter":
+    if field_name == "isolation":
+        if str(value).strip().lower() not in _ISOLATIONS:
+            raise ValueError(f"must be one of {', '.join(_ISOLATIONS)}, got {value!r}")
+        return str(value).strip().lower()
+    if field_name in ("novelty_filter", "evaluation_network"):
         if not isinstance(value, bool):
             raise ValueError(f"must be true or false, got {value!r}")
         return value

@@ -29,7 +29,7 @@ from autoloop_py.history import KEY_TRAILER, IterationRecord
 from autoloop_py.memory import MemoryStore
 from autoloop_py.program import Program
 from autoloop_py.recording import load_state, record_iteration
-from autoloop_py.evaluate import RUNNER_ENV_VAR, kill_marked
+from autoloop_py.evaluate import RUN_DIR_ENV_VAR, kill_marked
 from autoloop_py.workspace import OWNER_FILE, worktree_admin
 
 log = logging.getLogger(__name__)
@@ -264,8 +264,9 @@ def remove_stale_worktrees(root: Path) -> list[Path]:
             path = Path(line.removeprefix("worktree "))
             dead = _dead_owner(path.parent / OWNER_FILE) if line.startswith("worktree ") else None
             if dead is not None:
-                # Its evaluation or agent may still run (its own process group outlives the runner).
-                if kill_marked(RUNNER_ENV_VAR, str(dead)):
+                # Its evaluation or agent may still run (its own process group outlives the runner);
+                # each carries the directory it worked in, never the runner's pid.
+                if kill_marked(RUN_DIR_ENV_VAR, str(path.resolve())):
                     log.warning("killed what the interrupted run %d left running", dead)
                 call(repo, "worktree", "remove", "--force", str(path))
                 shutil.rmtree(path.parent, ignore_errors=True)

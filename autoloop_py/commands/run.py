@@ -18,6 +18,7 @@ from autoloop_py.commands.common import format_metric, load_all, machines, reada
 from autoloop_py.errors import AutoloopError
 from autoloop_py.iteration import IterationOutcome, RunOptions, run_iteration
 from autoloop_py.program import Program, find_program, program_name
+from autoloop_py.sandbox.runner import make_non_dumpable, sigterm_interrupts
 
 _MARKS = {"accepted": "✅", "rejected": "❌", "error": "⚠️", "pending-ci": "⏳"}
 
@@ -40,6 +41,12 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--model", help="litellm model for --proposer llm (else `model:` or AUTOLOOP_MODEL)")
     parser.add_argument("--agent-command", help="command for --proposer agent (else AUTOLOOP_AGENT_COMMAND)")
     parser.add_argument("--dry-run", action="store_true", help="propose and evaluate, but record nothing")
+    parser.add_argument(
+        "--isolation",
+        choices=("auto", "bwrap", "none"),
+        help="confine evaluations and agents: bwrap (bubblewrap sandbox), none (limits only), auto (bwrap when it "
+        "works; default: AUTOLOOP_ISOLATION, else the program's `isolation:`)",
+    )
     parser.add_argument("--base-branch", help="branch program branches start from (default: origin's HEAD or main)")
     parser.add_argument(
         "--ci",
@@ -54,6 +61,8 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     """Runs the requested iterations and prints a summary; exit 1 if nothing could run."""
     if args.iterations < 1:
         raise AutoloopError("--iterations must be at least 1")
+    # Other processes of this user (an evaluation run without bwrap) must not read our environment.
+    make_non_dumpable()
     root = repo_root(args.repo)
     programs, problems = load_all(root, with_issues=args.ci)
     forced = args.program or os.environ.get("AUTOLOOP_PROGRAM", "").strip() or None
@@ -68,11 +77,13 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         dry_run=args.dry_run,
         run_url=_run_url(),
         base_branch=args.base_branch,
+        isolation=args.isolation,
     )
     settings = github.from_environment(os.environ) if args.ci else None
     if args.ci and settings is None:
         raise AutoloopError("--ci needs GITHUB_REPOSITORY and GITHUB_TOKEN in the environment")
-    outcomes = _loop(root, programs, forced, args.iterations, options, console, settings)
+    with sigterm_interrupts():
+        outcomes = _loop(root, programs, forced, args.iterations, options, console, settings)
     _summary(outcomes, console)
     # In CI, waiting for checks or a CI pause is a normal end of the job, not a failure.
     return 0 if outcomes or args.ci else 1

@@ -14,8 +14,10 @@ import git
 
 from autoloop_py.gitutil import changed_paths, open_repo
 from autoloop_py.edits import reply_field, summary_and_lesson
-from autoloop_py.evaluate import CommandResult, run_command, scrub_environment
+from autoloop_py.evaluate import CommandResult, scrub_environment
 from autoloop_py.proposers.base import Proposal, ProposalRequest
+from autoloop_py.sandbox.policy import SandboxPolicy
+from autoloop_py.sandbox.run import isolation_for, named_files, run_sandboxed
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +54,8 @@ class AgentProposer:
         with tempfile.TemporaryDirectory(prefix="autoloop-agent-") as tmp:
             prompt_file, reply_file = Path(tmp) / "prompt.md", Path(tmp) / "reply.md"
             prompt_file.write_text(request.prompt, encoding="utf-8")
-            result = _run(command, request.workdir, prompt_file, reply_file, timeout)
+            sandbox = request.sandbox or isolation_for(request.program.config.isolation, network=True).agent
+            result = _run(command, request.workdir, prompt_file, reply_file, timeout, sandbox)
             reply = reply_file.read_text(encoding="utf-8", errors="replace") if reply_file.is_file() else ""
         transcript = (("user", request.prompt), ("agent", _tail(result.stdout + result.stderr)))
         if result.timed_out:
@@ -79,12 +82,17 @@ def _collect(workdir: Path, base: str | None, reply: str, transcript: tuple[tupl
     return Proposal(files, summary, lesson, transcript=transcript, approach=reply_field(reply, "approach"))
 
 
-def _run(command: str, workdir: Path, prompt_file: Path, reply_file: Path, timeout: float) -> CommandResult:
-    """Runs the agent command in its own process group with a scrubbed environment."""
+def _run(
+    command: str, workdir: Path, prompt_file: Path, reply_file: Path, timeout: float, sandbox: SandboxPolicy
+) -> CommandResult:
+    """Runs the agent command confined by sandbox (its folder for the prompt and reply writable too), env scrubbed."""
     expanded = command.replace("{prompt_file}", shlex.quote(str(prompt_file)))
     expanded = expanded.replace("{reply_file}", shlex.quote(str(reply_file)))
     logger.info("agent: running %s in %s", expanded, workdir)
-    return run_command(expanded, workdir, timeout=timeout, env=agent_environment(os.environ, prompt_file, reply_file))
+    env = agent_environment(os.environ, prompt_file, reply_file)
+    # The files the operator's command names (a script and its own state) stay writable to it.
+    writable = [prompt_file.parent, *map(Path, named_files(command))]
+    return run_sandboxed(expanded, workdir, sandbox, env=env, timeout=timeout, writable=writable)
 
 
 def agent_environment(environ: Mapping[str, str], prompt_file: Path, reply_file: Path) -> dict[str, str]:
