@@ -19,6 +19,7 @@ from autoloop_py.commands import (
     analyze, check, customize, init, judge, new, pause, prompt, record, replay, run, schedule, show, status, trace, tune,
 )
 from autoloop_py.errors import AutoloopError
+from autoloop_py.redact import RedactingFilter, RedactingStream, Redactor, from_environment
 from autoloop_py.sandbox.runner import Terminated
 
 EXIT_ERROR = 1
@@ -60,21 +61,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "handler", None):
         parser.print_help()
         return EXIT_ERROR
-    console = _console()
-    err_console = _console(stderr=True)
-    _setup_logging(getattr(args, "verbose", False), err_console)
-    return _handle(lambda: args.handler(args, console), err_console)
+    # Secret values held in the environment are masked in everything printed or logged.
+    redactor = from_environment(os.environ)
+    console = _console(redactor=redactor)
+    err_console = _console(stderr=True, redactor=redactor)
+    _setup_logging(getattr(args, "verbose", False), err_console, redactor)
+    return _handle(lambda: args.handler(args, console), err_console, redactor)
 
 
-def _console(stderr: bool = False) -> Console:
-    console = Console(stderr=stderr, highlight=False, soft_wrap=True)
+def _console(stderr: bool = False, redactor: Redactor | None = None) -> Console:
+    stream = sys.stderr if stderr else sys.stdout
+    if redactor is not None and redactor.values:
+        stream = RedactingStream(stream, redactor)
+    console = Console(file=stream, highlight=False, soft_wrap=True)
     if not console.is_terminal and "COLUMNS" not in os.environ:
         # Piped output (CI logs, files) has no width; 80 columns would squeeze the tables.
         console.width = 200
     return console
 
 
-def _handle(command: Callable[[], int], err_console: Console) -> int:
+def _handle(command: Callable[[], int], err_console: Console, redactor: Redactor | None = None) -> int:
     try:
         return command()
     except AutoloopError as err:
@@ -88,7 +94,7 @@ def _handle(command: Callable[[], int], err_console: Console) -> int:
         return EXIT_INTERRUPT
     except Exception as err:  # noqa: BLE001 - the one place that turns crashes into a report
         log_path = _crash_log()
-        log_path.write_text(traceback.format_exc(), encoding="utf-8")
+        log_path.write_text((redactor or Redactor()).text(traceback.format_exc()), encoding="utf-8")
         err_console.print(f"[bold red]An unexpected error occurred:[/] {type(err).__name__}: {escape(str(err))}")
         err_console.print(f"The traceback was written to {log_path}; please include it in a bug report.")
         return EXIT_CRASH
@@ -103,11 +109,12 @@ def _crash_log() -> Path:
     return base / "autoloop.log"
 
 
-def _setup_logging(verbose: bool, console: Console) -> None:
+def _setup_logging(verbose: bool, console: Console, redactor: Redactor) -> None:
     root = logging.getLogger("autoloop_py")
     root.handlers.clear()
     root.setLevel(logging.DEBUG if verbose else logging.WARNING)
     handler = RichHandler(console=console, show_time=False, show_path=False, markup=False)
+    handler.addFilter(RedactingFilter(redactor))
     root.addHandler(handler)
 
 

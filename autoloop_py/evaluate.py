@@ -10,12 +10,13 @@ import os
 import signal
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from autoloop_py.errors import EvaluationError
 from autoloop_py.program import Program
+from autoloop_py.redact import SECRET_PATTERNS, Redactor, from_environment, secret_names
 from autoloop_py.sandbox.policy import SandboxPolicy
 from autoloop_py.sandbox.process import MARK_ENV_VAR, CommandResult, kill_marked, run_command
 from autoloop_py.sandbox.run import RUN_DIR_ENV_VAR, isolation_for, run_sandboxed
@@ -31,7 +32,7 @@ SAFE_ENV = (
     "TMPDIR", "TMP", "TEMP", "PWD", "PYTHONPATH", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE",
     "VIRTUAL_ENV", "CONDA_PREFIX", "PYENV_*", "CI", "SYSTEMROOT",
 )  # fmt: skip
-SECRET_ENV = ("GITHUB_TOKEN", "GH_TOKEN", "ACTIONS_*", "*_TOKEN", "*_API_KEY", "*_SECRET*", "*PASSWORD*")
+SECRET_ENV = ("ACTIONS_*", "*SECRET*", *SECRET_PATTERNS)
 EXTRA_ENV_VAR = "AUTOLOOP_EVAL_ENV"
 # The process machinery lives in the sandbox package; these names stay importable from here.
 __all__ = [
@@ -73,10 +74,12 @@ def evaluate(
     repeats: int | None = None,
     environ: Mapping[str, str] | None = None,
     sandbox: SandboxPolicy | None = None,
+    redactor: Redactor | None = None,
 ) -> EvaluationResult:
     """Runs the program's evaluation `repeats` times in its folder; returns the median metric or why it failed.
 
     Only workdir is writable to it; sandbox says how it is confined (None: the program's `isolation`).
+    Secret values the runner holds are masked in what it printed before anything reads it.
     """
     if program.evaluation is None:
         raise EvaluationError(
@@ -90,13 +93,16 @@ def evaluate(
     started = time.monotonic()
     if not cwd.is_dir():
         return _result(f"the program folder {cwd} does not exist in the workspace", started, [])
-    env = _environment(program, workdir, os.environ if environ is None else environ)
+    environ = os.environ if environ is None else environ
+    env = _environment(program, workdir, environ)
+    mask = redactor if redactor is not None else from_environment(environ)
     if sandbox is None:
         sandbox = isolation_for(program.config.isolation, network=program.config.evaluation_network).evaluation
     runs: list[float] = []
     for index in range(count):
         try:
             result = run_sandboxed(program.evaluation.command, workdir, sandbox, cwd=cwd, timeout=limit, env=env)
+            result = replace(result, stdout=mask.text(result.stdout), stderr=mask.text(result.stderr))
         except OSError as err:
             return _result(f"could not start `bash` in {cwd}: {err}", started, runs)
         value, metrics, error = _judge(result, program.evaluation.metric, limit)
@@ -243,11 +249,12 @@ def scrub_environment(environ: Mapping[str, str], allow: Iterable[str] = ()) -> 
     explicit = tuple(allow)
     extra = tuple(name.strip() for name in environ.get(EXTRA_ENV_VAR, "").split(",") if name.strip())
     patterns = SAFE_ENV + explicit + extra
+    named = set(secret_names(environ))
     kept: dict[str, str] = {}
     for name, value in environ.items():
         if not any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns):
             continue
-        if _looks_secret(name) and name not in explicit:
+        if (_looks_secret(name) or name in named) and name not in explicit:
             logger.debug("not passing %s to the evaluation: it looks like a secret", name)
             continue
         kept[name] = value

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import random
 import time
 from contextlib import contextmanager
@@ -24,6 +25,7 @@ from autoloop_py.proposers import get_proposer, llm
 from autoloop_py.population import Candidate
 from autoloop_py.proposers.base import Proposal, ProposalRequest, Proposer
 from autoloop_py.checks import violations
+from autoloop_py.redact import Redactor, from_environment
 from autoloop_py.sandbox.policy import SandboxPolicy
 from autoloop_py.sandbox.run import Isolation, run_isolation
 from autoloop_py.recording import (
@@ -191,6 +193,7 @@ class _Context:
     reader: lineage_store.TraceReader | None = None
     baseline: EvaluationResult | None = None
     sandbox: Isolation | None = None
+    redactor: Redactor = field(default_factory=lambda: from_environment(os.environ))
 
 
 @dataclass(frozen=True)
@@ -281,6 +284,7 @@ def _attempt(ctx: _Context, decision: DecisionLike | None, files: dict[str, str]
         real, clashes = checks.real_paths(workspace.path, proposal.files)
         proposal = replace(proposal, files=real)
         problems = clashes + violations(program, files, proposal.files) + checks.links(workspace.path, proposal.files)
+        problems += _secrets_in(proposal.files, ctx.redactor)
         guarded = checks.protected_hashes(program, workspace.path)
     if problems:
         notes = "Rejected before evaluation: " + "; ".join(problems)
@@ -309,8 +313,15 @@ def _attempt(ctx: _Context, decision: DecisionLike | None, files: dict[str, str]
             usage["extra"] = strategy.history_bullets(decision, result.metric)
         baseline = ctx.best if ctx.state.machine.best_metric is None else None
         marks = recovery.trailers(ctx.key, result.metric, baseline) if ctx.key else {}
-        record = _ratchet(program, workspace, proposal, result, ctx.best, ctx.iteration, options, ctx.clock, now, usage, marks)
+        record = _ratchet(
+            program, workspace, proposal, result, ctx.best, ctx.iteration, options, ctx.clock, now, usage, marks, ctx.redactor
+        )
     return _Attempt(record, _candidate(ctx, decision, record, proposal, files), prompt, evaluated, decision, failure)
+
+
+def _secrets_in(files: Mapping[str, str | None], redactor: Redactor) -> list[str]:
+    """Returns a problem for each changed file holding the value of a secret variable (it would be pushed)."""
+    return [f"{path} holds the value of a secret variable" for path, text in files.items() if text and redactor.found_in(text)]
 
 
 def _failure_text(result: EvaluationResult) -> str:
@@ -405,6 +416,7 @@ def _ratchet(
     now: datetime | None,
     usage: dict[str, object],
     marks: Mapping[str, str] | None = None,
+    redactor: Redactor | None = None,
 ) -> statefile.IterationRecord:
     """Keeps the candidate only when it improves on the best; commits and pushes it then (`marks`: its trailers)."""
     assert result.metric is not None
@@ -418,6 +430,7 @@ def _ratchet(
             message = f"[Autoloop: {program.name}] Iteration {iteration}: {proposal.summary}"
             if options.run_url:
                 message += f"\n\nRun: {options.run_url}"
+            message = (redactor or from_environment(os.environ)).text(message)
             commit = workspace.commit_candidate(recovery.with_trailers(message, marks or {}))
             faults.checkpoint("after-candidate-commit")
             try:

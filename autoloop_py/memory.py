@@ -20,6 +20,7 @@ from typing import Callable, Mapping
 
 from autoloop_py import faults
 from autoloop_py.errors import GitError, StateError
+from autoloop_py.redact import Redactor, from_environment
 from autoloop_py.gitutil import (
     call,
     failure,
@@ -89,9 +90,15 @@ class MemoryStore:
     """Files on the memory branch, with a concurrency-safe read-modify-write."""
 
     def __init__(
-        self, repo_root: Path, config: MemoryConfig = MemoryConfig(), rng: random.Random | None = None
+        self,
+        repo_root: Path,
+        config: MemoryConfig = MemoryConfig(),
+        rng: random.Random | None = None,
+        redactor: Redactor | None = None,
     ) -> None:
         self.repo_root = Path(repo_root)
+        # Every byte written to the branch (state files, trace rows and blobs, messages) passes through it.
+        self._redactor = redactor if redactor is not None else from_environment(os.environ)
         self.config = config
         self._repo = open_repo(self.repo_root)
         self._ref = f"refs/heads/{config.branch}"
@@ -272,7 +279,7 @@ class MemoryStore:
             return parent
         parents = ["-p", parent] if parent else []
         env = identity_env(self._repo)
-        return run(self._repo, "commit-tree", tree, *parents, "-m", message, env=env)
+        return run(self._repo, "commit-tree", tree, *parents, "-m", self._redactor.text(message), env=env)
 
     def _write_tree(self, parent: str | None, files: Mapping[str, str | bytes]) -> str:
         """Returns the tree of `parent` with `files` written over it, built in a temporary index."""
@@ -288,4 +295,5 @@ class MemoryStore:
     def _write_blob(self, content: str | bytes) -> str:
         """Stores `content` as a blob and returns its sha."""
         data = content.encode("utf-8") if isinstance(content, str) else content
+        data = self._redactor.data(data)
         return run(self._repo, "hash-object", "-w", "--stdin", stdin=data)
