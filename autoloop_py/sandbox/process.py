@@ -88,6 +88,11 @@ def run_process(
 
 def _wait_exited(process: subprocess.Popen[bytes], deadline: float) -> bool:
     """Returns whether the process exited before the deadline, leaving it unreaped when possible."""
+    if hasattr(os, "pidfd_open"):
+        try:
+            return _wait_pidfd(process, deadline)
+        except OSError:  # an older kernel: poll instead
+            pass
     delay = 0.001
     while not _has_exited(process):
         remaining = deadline - time.monotonic()
@@ -96,6 +101,23 @@ def _wait_exited(process: subprocess.Popen[bytes], deadline: float) -> bool:
         time.sleep(min(delay, remaining))
         delay = min(delay * 2, _POLL)
     return True
+
+
+def _wait_pidfd(process: subprocess.Popen[bytes], deadline: float) -> bool:
+    """Waits on a pidfd (Linux), which is readable once the process has exited: no polling delay."""
+    fd = os.pidfd_open(process.pid)
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            # In slices, so that Ctrl-C and SIGTERM are handled promptly.
+            if poller.poll(int(min(remaining, 0.5) * 1000) + 1):
+                return True
+    finally:
+        os.close(fd)
 
 
 def _has_exited(process: subprocess.Popen[bytes]) -> bool:
