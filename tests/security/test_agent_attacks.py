@@ -79,3 +79,22 @@ def test_agent_keeps_network_and_its_key_but_nothing_else(
     for secret in (SECRET, "agent-key-123456", "GITCRED-SECRET-1"):
         assert outcome.leaked(secret) == [], secret
     assert outcome.checkout[0] == outcome.checkout[1]
+
+
+PLANT_KEY = """\
+import os, pathlib
+key = os.environ["MY_AGENT_KEY"]
+pathlib.Path("{prog}/code/value.py").write_text(f"# EVOLVE-BLOCK-START\\nx = 3.0  # {{key}}\\n# EVOLVE-BLOCK-END\\n")
+pathlib.Path(os.environ["AUTOLOOP_REPLY_FILE"]).write_text("SUMMARY: hide the key in the code\\n")
+"""
+
+
+def test_a_candidate_holding_a_secret_is_rejected_and_never_pushed(hostile: Hostile, tmp_path: Path) -> None:
+    hostile.install(EVALUATE)
+    agent = tmp_path / "agent.py"
+    agent.write_text(PLANT_KEY.format(prog=PROG))
+    env = {"MY_AGENT_KEY": "agent-key-123456", "AUTOLOOP_AGENT_ENV": "MY_AGENT_KEY"}
+    outcome = hostile.run("--proposer", "agent", "--agent-command", f"python3 {agent}", env=env)
+    assert outcome.process.returncode == 0, outcome.log
+    assert "code/value.py holds the value of a secret variable" in outcome.state, outcome.state
+    assert outcome.leaked("agent-key-123456") == []
