@@ -34,7 +34,7 @@ class Limits:
     """
 
     processes: int = 512
-    address_space: int | None = 8 * GIB
+    address_space: int | None = 32 * GIB
     file_size: int = 1 * GIB
     cpu_seconds: int | None = None
 

@@ -76,12 +76,12 @@ print(json.dumps({"error": f"forked all {children} children"}))
 HUGE_MAPPING = """\
 import json, mmap
 try:
-    # 12 GiB, reserved without committing: only an address-space limit refuses it.
-    area = mmap.mmap(-1, 12 << 30, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_NORESERVE", 0))
+    # 100 GiB, reserved without committing: only an address-space limit refuses it.
+    area = mmap.mmap(-1, 100 << 30, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_NORESERVE", 0))
 except (OSError, MemoryError) as err:
-    print(json.dumps({"error": f"blocked: mapping 12 GiB failed ({err})"}))
+    print(json.dumps({"error": f"blocked: mapping 100 GiB failed ({err})"}))
     raise SystemExit(0)
-print(json.dumps({"error": "mapped 12 GiB"}))
+print(json.dumps({"error": "mapped 100 GiB"}))
 """
 
 
@@ -119,4 +119,4 @@ def test_fork_storm_hits_the_process_limit_and_the_runner_survives(hostile: Host
 def test_address_space_is_limited(hostile: Hostile) -> None:
     hostile.install(HUGE_MAPPING)
     outcome = hostile.run()
-    assert_recorded_error(outcome, "blocked: mapping 12 GiB failed")
+    assert_recorded_error(outcome, "blocked: mapping 100 GiB failed")
