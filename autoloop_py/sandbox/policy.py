@@ -30,13 +30,16 @@ class Limits:
       address_space: bytes of virtual memory per process (RLIMIT_AS); None = unlimited (Node-based
         agents reserve far more than they use).
       file_size: the largest file it may write, in bytes (RLIMIT_FSIZE).
-      cpu_seconds: CPU time per process (RLIMIT_CPU); None = derived from the timeout.
+      cpu_from_timeout: limit CPU time per process to timeout × cores (RLIMIT_CPU). Off for
+        evaluations: an armed RLIMIT_CPU makes Linux sample the process CPU clock at the scheduler
+        tick, so an evaluation that times itself with time.process_time() measures zeros (the wall
+        timeout bounds its CPU time anyway).
     """
 
     processes: int = 512
     address_space: int | None = 32 * GIB
     file_size: int = 1 * GIB
-    cpu_seconds: int | None = None
+    cpu_from_timeout: bool = False
 
 
 @dataclass(frozen=True)
@@ -68,8 +71,9 @@ class SandboxPolicy:
 
 def limit_args(limits: Limits, timeout: float, processes_now: int, cpus: int) -> list[str]:
     """Returns `prlimit` options setting the limits (processes counted on top of processes_now)."""
-    cpu = limits.cpu_seconds if limits.cpu_seconds is not None else math.ceil(min(timeout, 1e7) * max(1, cpus)) + 10
-    args = [f"--nproc={processes_now + limits.processes}", f"--fsize={limits.file_size}", f"--cpu={cpu}"]
+    args = [f"--nproc={processes_now + limits.processes}", f"--fsize={limits.file_size}"]
+    if limits.cpu_from_timeout:
+        args.append(f"--cpu={math.ceil(min(timeout, 1e7) * max(1, cpus)) + 10}")
     if limits.address_space is not None:
         args.append(f"--as={limits.address_space}")
     return args

@@ -87,7 +87,7 @@ def isolation_for(
     hidden_paths = tuple(str(Path(path).resolve()) for path in hidden)
     shown = _read_only_paths(env, hidden_paths)
     base = SandboxPolicy(mode=mode, read_only=shown, hidden=hidden_paths, home=env.get("HOME"))
-    agent = replace(base, network=True, limits=Limits(address_space=None))
+    agent = replace(base, network=True, limits=Limits(address_space=None, cpu_from_timeout=True))
     return Isolation(evaluation=replace(base, network=network), agent=agent, reason=reason)
 
 

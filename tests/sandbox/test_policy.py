@@ -41,6 +41,7 @@ def test_private_home_is_mounted_before_what_shows_through_it() -> None:
 
 
 def test_limits_count_processes_on_top_of_the_present_ones() -> None:
-    args = limit_args(Limits(processes=100, address_space=None, file_size=10, cpu_seconds=None), 30, 250, 2)
-    assert args == ["--nproc=350", "--fsize=10", "--cpu=70"]
+    assert limit_args(Limits(processes=100, address_space=None, file_size=10), 30, 250, 2) == ["--nproc=350", "--fsize=10"]
+    agent = Limits(processes=100, address_space=None, file_size=10, cpu_from_timeout=True)
+    assert limit_args(agent, 30, 250, 2) == ["--nproc=350", "--fsize=10", "--cpu=70"]
     assert limit_args(Limits(address_space=8), 1, 0, 1)[-1] == "--as=8"

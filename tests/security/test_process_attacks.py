@@ -76,8 +76,8 @@ print(json.dumps({"error": f"forked all {children} children"}))
 HUGE_MAPPING = """\
 import json, mmap
 try:
-    # 100 GiB, reserved without committing: only an address-space limit refuses it.
-    area = mmap.mmap(-1, 100 << 30, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_NORESERVE", 0))
+    # 100 GiB, reserved without committing (0x4000 = MAP_NORESERVE on Linux): only an address-space limit refuses it.
+    area = mmap.mmap(-1, 100 << 30, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | 0x4000)
 except (OSError, MemoryError) as err:
     print(json.dumps({"error": f"blocked: mapping 100 GiB failed ({err})"}))
     raise SystemExit(0)
