@@ -52,8 +52,8 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
         if program.name not in failing:
             note = " (unconfigured template)" if program.unconfigured else ""
             console.print(f"[green]✓[/] {program.name}{note}")
-    for line in lines:
-        console.print(escape(line), style="yellow" if line.startswith("NOT") else None, highlight=False)
+    for line in (line for line in lines if line.startswith("NOT")):  # sandboxed is the normal case: silent
+        console.print(escape(line), style="yellow", highlight=False)
     if not discover(root):
         console.print("no programs found under .autoloop/programs/")
     return 1 if messages else 0

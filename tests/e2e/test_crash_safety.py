@@ -33,12 +33,10 @@ PROGRAM_MD = program_md("Counter", "Change anything: every change scores higher.
 
 VALUE = "# EVOLVE-BLOCK-START\nx = 1.5\ny = 2.5\n# EVOLVE-BLOCK-END\n"
 
+# Every later evaluation scores higher, so every candidate is accepted (the sandbox hides git from it).
 EVALUATE = """\
-import json, subprocess
-def git(*args):
-    return subprocess.run(["git", *args], capture_output=True, text=True, check=True).stdout.strip()
-dirty = git("status", "--porcelain", "--", "code/value.py")
-print(json.dumps({"score": int(git("rev-list", "--count", "HEAD")) + (1 if dirty else 0)}))
+import json, time
+print(json.dumps({"score": time.time()}))
 """
 
 
