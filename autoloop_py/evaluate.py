@@ -19,7 +19,7 @@ from autoloop_py.program import Program
 from autoloop_py.redact import SECRET_PATTERNS, Redactor, from_environment, secret_names
 from autoloop_py.sandbox.policy import SandboxPolicy
 from autoloop_py.sandbox.process import MARK_ENV_VAR, CommandResult, kill_marked, run_command
-from autoloop_py.sandbox.run import RUN_DIR_ENV_VAR, isolation_for, run_sandboxed
+from autoloop_py.sandbox.run import RUN_DIR_ENV_VAR, isolation_for, requested_mode, run_sandboxed
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ def evaluate(
     env = _environment(program, workdir, environ)
     mask = redactor if redactor is not None else from_environment(environ)
     if sandbox is None:
-        sandbox = isolation_for(program.config.isolation, network=program.config.evaluation_network).evaluation
+        sandbox = isolation_for(requested_mode(program), network=program.config.evaluation_network).evaluation
     runs: list[float] = []
     for index in range(count):
         try:

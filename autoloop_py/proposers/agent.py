@@ -17,7 +17,7 @@ from autoloop_py.edits import reply_field, summary_and_lesson
 from autoloop_py.evaluate import CommandResult, scrub_environment
 from autoloop_py.proposers.base import Proposal, ProposalRequest
 from autoloop_py.sandbox.policy import SandboxPolicy
-from autoloop_py.sandbox.run import isolation_for, named_files, run_sandboxed
+from autoloop_py.sandbox.run import isolation_for, named_files, requested_mode, run_sandboxed
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ class AgentProposer:
         with tempfile.TemporaryDirectory(prefix="autoloop-agent-") as tmp:
             prompt_file, reply_file = Path(tmp) / "prompt.md", Path(tmp) / "reply.md"
             prompt_file.write_text(request.prompt, encoding="utf-8")
-            sandbox = request.sandbox or isolation_for(request.program.config.isolation, network=True).agent
+            sandbox = request.sandbox or isolation_for(requested_mode(request.program), network=True).agent
             result = _run(command, request.workdir, prompt_file, reply_file, timeout, sandbox)
             reply = reply_file.read_text(encoding="utf-8", errors="replace") if reply_file.is_file() else ""
         transcript = (("user", request.prompt), ("agent", _tail(result.stdout + result.stderr)))

@@ -17,6 +17,8 @@ ETC_FILES = (
     "alternatives", "ca-certificates", "ca-certificates.conf", "crypto-policies", "gai.conf", "group",
     "host.conf", "hosts", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "mime.types",
     "nsswitch.conf", "os-release", "passwd", "pki", "protocols", "resolv.conf", "services", "ssl", "timezone",
+    # Debian's system Python reads its sitecustomize from here.
+    "python3", "python3.9", "python3.10", "python3.11", "python3.12", "python3.13", "python3.14",
 )  # fmt: skip
 GIB = 1 << 30
 

@@ -96,9 +96,13 @@ def run_isolation(root: Path, program: Program, override: str | None = None) -> 
 
     The mode is the first of: override, AUTOLOOP_ISOLATION, the program's `isolation` frontmatter.
     """
-    requested = override or os.environ.get(ISOLATION_ENV, "").strip() or program.config.isolation
     hidden = [root, root / ".git"]
-    return isolation_for(requested, network=program.config.evaluation_network, hidden=hidden)
+    return isolation_for(requested_mode(program, override), network=program.config.evaluation_network, hidden=hidden)
+
+
+def requested_mode(program: Program, override: str | None = None) -> str:
+    """Returns the isolation asked for: override (--isolation), else AUTOLOOP_ISOLATION, else the program's."""
+    return override or os.environ.get(ISOLATION_ENV, "").strip() or program.config.isolation
 
 
 def run_sandboxed(
@@ -194,10 +198,9 @@ def describe(isolation: Isolation) -> str:
 def isolation_report(programs: Sequence[Program]) -> tuple[list[str], list[str]]:
     """Returns (lines saying how each program's evaluations run, problems): for `status` and `check`."""
     usable, why = bwrap_status()
-    override = os.environ.get(ISOLATION_ENV, "").strip().lower()
     sandboxed, bare, problems = [], [], []
     for program in programs:
-        mode = override or program.config.isolation
+        mode = requested_mode(program).lower()
         if mode == BWRAP and not usable:
             problems.append(f"{program.path}: isolation: bwrap, but {why}")
         elif mode == NONE or not usable:
