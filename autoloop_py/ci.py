@@ -16,6 +16,7 @@ from pathlib import Path
 
 from autoloop_py import ci_gate, github
 from autoloop_py import state as statefile
+from autoloop_py.analysis.mermaid import program_charts
 from autoloop_py.iteration import IterationOutcome, RunOptions, run_iteration
 from autoloop_py.memory import MemoryStore
 from autoloop_py.program import Program
@@ -121,6 +122,7 @@ def _publish(
     issue = thread.ensure_issue(program.goal)
     metric = program.evaluation.metric if program.evaluation else "metric"
     pr = _number(machine.pr)
+    charts = program_charts(memory, program)
     if outcome is not None and outcome.commit:
         view = github.PullRequestView(
             program=program.name,
@@ -131,6 +133,7 @@ def _publish(
             latest_change=outcome.summary,
             latest_iteration=outcome.iteration,
             issue=issue,
+            charts=charts,
         )
         pr = thread.ensure_pr(f"autoloop/{program.name}", f"improve {metric}", github.render_pull_request(view))
     if outcome is not None:
@@ -144,7 +147,10 @@ def _publish(
             run_url=settings.run_url,
             notes=outcome.reason or "",
         )))
-    thread.update_status(github.render_status(_status_view(program, machine, metric, pr, settings)))
+    thread.update_status(github.render_status(dataclasses.replace(
+        _status_view(program, machine, metric, pr, settings), charts=charts
+    )))
+    write_job_summary(settings, program.name, charts)
     if outcome is not None and machine.completed and outcome.status == "accepted" and machine.best_metric is not None:
         target = program.config.target_metric if program.config.target_metric is not None else machine.best_metric
         thread.complete(github.render_completion(github.CompletionView(
@@ -178,6 +184,14 @@ def _status_view(
         pr=pr,
         run_url=settings.run_url,
     )
+
+
+def write_job_summary(settings: github.GitHubSettings, program: str, charts: str) -> None:
+    """Appends the program's charts to the Actions job summary, when the job has one."""
+    if not settings.step_summary or not charts:
+        return
+    with Path(settings.step_summary).open("a", encoding="utf-8") as summary:
+        summary.write(render("github/job_summary.md.j2", program=program, charts=charts))
 
 
 def _remember_numbers(memory: MemoryStore, program: Program, issue: int, pr: int | None) -> None:

@@ -16,7 +16,7 @@ from rich.markup import escape
 
 from autoloop_py import __version__
 from autoloop_py.commands import (
-    analyze, check, customize, init, judge, new, pause, prompt, record, replay, run, schedule, show, status, trace, tune,
+    analyze, check, customize, init, judge, new, pause, prompt, record, replay, report, run, schedule, show, status, trace, tune,
 )
 from autoloop_py.errors import AutoloopError
 from autoloop_py.redact import RedactingFilter, RedactingStream, Redactor, from_environment
@@ -37,6 +37,7 @@ examples:
   autoloop status                                  one line per program
   autoloop state function_minimization             print its state file
   autoloop analyze function_minimization           cycling, lineage and best-so-far of its trace
+  autoloop report function_minimization            an HTML page: metric curve, evolution tree, diffs
   autoloop tune function_minimization              the tuning gap of its best candidate
 """
 
@@ -48,8 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"autoloop {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (run, check, status, show, schedule, pause, new, customize, prompt, record, init, analyze, trace,
-                   replay, judge, tune):
+    for module in (run, check, status, show, schedule, pause, new, customize, prompt, record, init, analyze, report,
+                   trace, replay, judge, tune):
         module.add_parser(commands)
     return parser
 

@@ -117,6 +117,7 @@ class GitHubSettings:
       api_url: the REST API root (`GITHUB_API_URL`).
       server_url: the web root (`GITHUB_SERVER_URL`), for links.
       run_id: the Actions run id, None outside Actions.
+      step_summary: the job summary file (`GITHUB_STEP_SUMMARY`), None outside Actions.
     """
 
     repository: str
@@ -124,6 +125,7 @@ class GitHubSettings:
     api_url: str = DEFAULT_API_URL
     server_url: str = DEFAULT_SERVER_URL
     run_id: str | None = None
+    step_summary: str | None = None
 
     @property
     def run_url(self) -> str | None:
@@ -215,6 +217,7 @@ def from_environment(environ: Mapping[str, str]) -> GitHubSettings | None:
         api_url=(environ.get("GITHUB_API_URL") or DEFAULT_API_URL).rstrip("/"),
         server_url=(environ.get("GITHUB_SERVER_URL") or DEFAULT_SERVER_URL).rstrip("/"),
         run_id=environ.get("GITHUB_RUN_ID") or None,
+        step_summary=environ.get("GITHUB_STEP_SUMMARY") or None,
     )
 
 

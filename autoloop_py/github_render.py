@@ -62,6 +62,7 @@ class StatusView:
       recent_statuses: the last statuses, oldest first.
       pr: the draft PR number, None before the first accepted iteration.
       run_url: the link to the Actions run that wrote the comment.
+      charts: Mermaid blocks of the run (metric per candidate, lineage of the best); '' for none.
     """
 
     program: str
@@ -76,6 +77,7 @@ class StatusView:
     recent_statuses: tuple[str, ...] = ()
     pr: int | None = None
     run_url: str | None = None
+    charts: str = ""
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,7 @@ class PullRequestView:
       latest_iteration: the iteration that accepted it.
       issue: the program issue number.
       run_url: the link to the Actions run that last updated the PR.
+      charts: Mermaid blocks of the run (metric per candidate, lineage of the best); '' for none.
     """
 
     program: str
@@ -128,6 +131,7 @@ class PullRequestView:
     latest_iteration: int | None = None
     issue: int | None = None
     run_url: str | None = None
+    charts: str = ""
 
 
 @dataclass(frozen=True)

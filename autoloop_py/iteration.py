@@ -387,6 +387,9 @@ def _evaluated(
     source: str | None = None, metadata: Mapping[str, object] | None = None,
 ) -> trace.Evaluated:
     """Returns the trace data of a candidate (its source read from the workspace unless given)."""
+    island = getattr(decision, "island", None)
+    if island is not None:  # the report and the lineage chart place strategy candidates by island
+        metadata = {**(metadata or {}), "island": island}
     return candidate_data(
         _primary_of(ctx), ctx.workspace.path, _parent_id(ctx, decision), decision.operator if decision else None,
         proposal, metrics, prompt, source, metadata,

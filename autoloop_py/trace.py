@@ -104,7 +104,7 @@ class Trace:
     Attributes:
         directory: the run directory.
         meta: the parsed `meta.json` ({} when absent).
-        rows: the programs, sorted by iteration_found then id; the first row of a duplicated id wins.
+        rows: the programs by iteration_found, ties in file order; the first row of a duplicated id wins.
     """
 
     directory: Path
@@ -290,6 +290,14 @@ def export(read: Callable[[str], str | None], paths: Sequence[str], program: str
     return out
 
 
+def memory_trace(read: Callable[[str], str | None], paths: Sequence[str], program: str, metric: str | None,
+                 direction: str) -> Trace:
+    """Returns a program's trace rows read from the memory branch (no blobs: sources read as None)."""
+    rows, _ = _collect_rows(read, [p for p in paths if p.startswith(trace_dir(program) + "/rows/")])
+    meta = {"program": program, "metric": metric, "direction": direction}
+    return Trace(directory=Path(trace_dir(program)), meta=meta, rows=tuple(sorted(rows, key=order_key)))
+
+
 def load_trace(directory: Path) -> Trace:
     """Reads an EvoTrace run directory (ours or another framework's) into a Trace."""
     directory = Path(directory)
@@ -306,7 +314,8 @@ def load_trace(directory: Path) -> Trace:
         row = _parse_line(line, programs, number)
         if row is not None and row.id not in rows:
             rows[row.id] = row
-    return Trace(directory=directory, meta=meta, rows=tuple(sorted(rows.values(), key=order_key)))
+    # Stable: rows of one iteration keep their programs.jsonl order, as EvoReplay reads them.
+    return Trace(directory=directory, meta=meta, rows=tuple(sorted(rows.values(), key=lambda r: r.iteration_found)))
 
 
 def order_key(row: TraceRow) -> tuple[int, str]:

@@ -29,7 +29,7 @@ class Node:
 
 
 def nodes_of(trace: Trace) -> tuple[Node, ...]:
-    """Returns the trace's programs as nodes, in trace order (iteration, then id)."""
+    """Returns the trace's programs as nodes, in trace order (iteration, ties in programs.jsonl order)."""
     return tuple(
         Node(row.id, row.parent_id, row.iteration_found, trace.score(row), row.status, trace.source(row))
         for row in trace.rows

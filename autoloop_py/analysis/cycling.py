@@ -1,7 +1,12 @@
 """Cycling: added lines that re-introduce deleted ones (literal, tuning, trivial), run-wide and per lineage.
 
-Line extraction, skeletons and the run-wide classifier follow EvoReplay's `classify_cycles.py`; the
-lineage-restricted variant counts only deletions on the child's own ancestry, as the paper describes.
+Line extraction, skeletons, the run-wide classifier and the raw detector follow EvoReplay's `classify_cycles.py`
+and `detect_cycling.py` (commit 1773db1) exactly: edits in iteration order, ties in the order of the run's
+`programs.jsonl`; a re-add pairs with the first of the most recent same-skeleton removals; the raw detector
+counts a line once per edit and, with numbers collapsed, filters and measures the collapsed line. The one
+intended difference: the diff's two header lines are dropped by position, so that a C++ line `--x;` or `++x;`
+counts as a removed or added line (EvoReplay drops every line starting with `---`/`+++` as a header).
+The lineage-restricted variant counts only deletions on the child's own ancestry, as the paper describes.
 """
 
 from __future__ import annotations
@@ -31,14 +36,14 @@ ROLLING_WINDOW = 5
 
 @dataclass(frozen=True)
 class Edit:
-    """One parent→child edit with its normalized, filtered lines (lines under MIN_LENGTH kept).
+    """One parent→child edit with its normalized diff lines (comments stripped; nothing else dropped yet).
 
     Attributes:
         child_id: the child program.
         parent_id: its parent.
         iteration: the child's iteration_found.
-        removed: normalized lines the edit removed, in diff order.
-        added: normalized lines the edit added, in diff order.
+        removed: normalized non-empty lines the edit removed, in diff order.
+        added: normalized non-empty lines the edit added, in diff order.
     """
 
     child_id: str
@@ -47,13 +52,21 @@ class Edit:
     removed: tuple[str, ...]
     added: tuple[str, ...]
 
+    def removed_kept(self) -> tuple[str, ...]:
+        """Returns the removed lines that are not noise (short lines kept)."""
+        return tuple(line for line in self.removed if not is_noise(line))
+
+    def added_kept(self) -> tuple[str, ...]:
+        """Returns the added lines that are not noise (short lines kept): the raw detector's denominator."""
+        return tuple(line for line in self.added if not is_noise(line))
+
     def removed_counted(self) -> tuple[str, ...]:
-        """Returns the removed lines the three-way classifier counts (at least MIN_LENGTH characters)."""
-        return tuple(line for line in self.removed if len(line) >= MIN_LENGTH)
+        """Returns the removed lines the three-way classifier counts (not noise, at least MIN_LENGTH characters)."""
+        return tuple(line for line in self.removed_kept() if len(line) >= MIN_LENGTH)
 
     def added_counted(self) -> tuple[str, ...]:
-        """Returns the added lines the three-way classifier counts (at least MIN_LENGTH characters)."""
-        return tuple(line for line in self.added if len(line) >= MIN_LENGTH)
+        """Returns the added lines the three-way classifier counts (not noise, at least MIN_LENGTH characters)."""
+        return tuple(line for line in self.added_kept() if len(line) >= MIN_LENGTH)
 
 
 @dataclass(frozen=True)
@@ -132,30 +145,31 @@ def classify_pair(added: str, removed: str) -> str:
     return "tuning"
 
 
-def edit_lines(parent: str, child: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Returns the normalized (removed, added) lines of an edit, noise dropped."""
-    removed, added = diff_lines(parent, child)
-    return _clean(removed), _clean(added)
-
-
 def edits_of(nodes: Sequence[Node]) -> tuple[Edit, ...]:
-    """Returns the edits of a run: children whose parent is in the run and both sources are known."""
+    """Returns the edits of a run in iteration order, ties in the nodes' order (a trace's `programs.jsonl` order).
+
+    A child counts when its parent is in the run and both sources are known and non-empty.
+    """
     by_id = {node.id: node for node in nodes}
     edits: list[Edit] = []
-    for node in sorted(nodes, key=lambda n: (n.iteration, n.id)):
+    for node in sorted(nodes, key=lambda n: n.iteration):
         parent = by_id.get(node.parent_id) if node.parent_id is not None else None
-        if parent is None or parent.source is None or node.source is None or parent.id == node.id:
+        if parent is None or not parent.source or not node.source or parent.id == node.id:
             continue
-        removed, added = edit_lines(parent.source, node.source)
-        edits.append(Edit(node.id, parent.id, node.iteration, removed, added))
+        removed, added = diff_lines(parent.source, node.source)
+        edits.append(Edit(node.id, parent.id, node.iteration, _normalized(removed), _normalized(added)))
     return tuple(edits)
 
 
 def classify_run_wide(edits: Sequence[Edit]) -> tuple[RecycleEvent, ...]:
-    """Returns recycling events where the matching removal may lie on any branch (EvoReplay's classifier)."""
+    """Returns recycling events where the matching removal may lie on any branch (EvoReplay's classifier).
+
+    Edits are taken in iteration order, ties in the given order; a re-add pairs with the most recent earlier
+    removal of its skeleton, and among removals at that same iteration with the first one recorded.
+    """
     history: dict[str, list[_Removal]] = {}
     events: list[RecycleEvent] = []
-    for edit in sorted(edits, key=lambda e: (e.iteration, e.child_id)):
+    for edit in sorted(edits, key=lambda e: e.iteration):
         for line in edit.removed_counted():
             history.setdefault(skeleton(line), []).append(_Removal(edit.iteration, line, edit.child_id))
         credited: set[str] = set()
@@ -187,18 +201,25 @@ def classify_lineage(edits: Sequence[Edit], nodes: Sequence[Node]) -> tuple[Recy
 
 
 def raw_events(edits: Sequence[Edit], collapse_numbers: bool = False) -> tuple[int, int]:
-    """Returns (recycled, added) lines by the raw detector: an identical line removed anywhere earlier."""
-    key = skeleton if collapse_numbers else (lambda line: line)
+    """Returns (recycled, added) lines by the raw detector: a line whose identical line was removed earlier.
+
+    Each distinct line counts once per edit; only lines of at least MIN_LENGTH characters are matched, but every
+    kept line counts as added. With numbers collapsed, lines are collapsed first, then filtered and measured.
+    """
+    def lines(raw: tuple[str, ...]) -> list[str]:
+        shown = [skeleton(line) for line in raw] if collapse_numbers else list(raw)
+        return [line for line in shown if not is_noise(line)]
+
     removed_at: dict[str, int] = {}
     recycled = added = 0
-    for edit in sorted(edits, key=lambda e: (e.iteration, e.child_id)):
-        for line in edit.removed:
-            removed_at.setdefault(key(line), edit.iteration)
-        added += len(edit.added)
-        # The raw detector applies the minimum length to events only, not to the added-line count.
-        recycled += sum(
-            1 for line in edit.added if len(line) >= MIN_LENGTH and removed_at.get(key(line), edit.iteration) < edit.iteration
-        )
+    for edit in sorted(edits, key=lambda e: e.iteration):
+        for line in lines(edit.removed):
+            if len(line) >= MIN_LENGTH:
+                removed_at.setdefault(line, edit.iteration)
+        new = lines(edit.added)
+        added += len(new)
+        recycled += sum(1 for line in set(new)
+                        if len(line) >= MIN_LENGTH and removed_at.get(line, edit.iteration) < edit.iteration)
     return recycled, added
 
 
@@ -221,17 +242,17 @@ def span_stats(events: Sequence[RecycleEvent]) -> dict[str, object]:
             "min": min(spans), "max": max(spans), "bins": bins}
 
 
-def _clean(lines: Iterable[str]) -> tuple[str, ...]:
-    normalized = (normalize(line) for line in lines)
-    return tuple(line for line in normalized if not is_noise(line))
+def _normalized(lines: Iterable[str]) -> tuple[str, ...]:
+    return tuple(line for line in (normalize(line) for line in lines) if line)
 
 
 def _latest_before(removals: Sequence[_Removal], iteration: int) -> _Removal | None:
-    """Returns the most recent removal at an iteration strictly below `iteration`."""
-    for removal in reversed(removals):
-        if removal.iteration < iteration:
-            return removal
-    return None
+    """Returns the first recorded of the most recent removals at an iteration strictly below `iteration`."""
+    found: _Removal | None = None
+    for removal in removals:
+        if removal.iteration < iteration and (found is None or removal.iteration > found.iteration):
+            found = removal
+    return found
 
 
 def _event(edit: Edit, line: str, removal: _Removal, kind: str) -> RecycleEvent:
@@ -294,6 +315,27 @@ class IterationRate:
 
 
 @dataclass(frozen=True)
+class EditCycling:
+    """The re-adds of one edit by kind, as EvoReplay's `cycle_classes.programs.csv` lists them.
+
+    Attributes:
+        child_id: the child program.
+        iteration: its iteration.
+        added: its counted added lines.
+        literal: re-adds classified literal.
+        tuning: re-adds classified tuning.
+        trivial: re-adds classified trivial.
+    """
+
+    child_id: str
+    iteration: int
+    added: int
+    literal: int
+    tuning: int
+    trivial: int
+
+
+@dataclass(frozen=True)
 class CyclingSummary:
     """Per-run and per-edit recycling shares of one classifier variant.
 
@@ -307,6 +349,7 @@ class CyclingSummary:
         spans: span statistics and bins (1, 2-5, 6-10, 11-20, 21-50, 51+).
         per_iteration: the rate per child iteration.
         slopes: OLS slope of the per-iteration fraction against iteration, per kind and `any` (None if < 2 points).
+        per_edit: each edit's added lines and re-adds by kind, in edit order.
     """
 
     variant: str
@@ -318,6 +361,7 @@ class CyclingSummary:
     spans: Mapping[str, object]
     per_iteration: tuple[IterationRate, ...]
     slopes: Mapping[str, float | None]
+    per_edit: tuple[EditCycling, ...] = ()
 
 
 def summarize(variant: str, edits: Sequence[Edit], events: Sequence[RecycleEvent]) -> CyclingSummary:
@@ -341,6 +385,11 @@ def summarize(variant: str, edits: Sequence[Edit], events: Sequence[RecycleEvent
         per_iteration=series,
         slopes={kind: ols_slope([r.iteration for r in series], [r.fractions[kind] for r in series])
                 for kind in (*KINDS, "any")},
+        per_edit=tuple(
+            EditCycling(e.child_id, e.iteration, len(e.added_counted()),
+                        *(kind_counts(by_child.get(e.child_id, []))[kind] for kind in KINDS))
+            for e in edits
+        ),
     )
 
 
@@ -373,61 +422,6 @@ def around(series: Sequence[IterationRate], iteration: int, width: int = 5) -> d
     after = [r.fractions["any"] for r in series if iteration < r.iteration <= iteration + width]
     return {"before": statistics.fmean(before) if before else None,
             "after": statistics.fmean(after) if after else None}
-
-
-@dataclass(frozen=True)
-class EditTuning:
-    """How much of one edit only changes numbers.
-
-    Attributes:
-        child_id: the child program.
-        iteration: its iteration.
-        tuning: code lines in removed/added pairs with equal skeletons and different text (2 per pair).
-        structural: every other changed code line.
-        share: tuning / (tuning + structural).
-        bucket: pure-tuning, mostly-tuning, mixed, mostly-structural or pure-structural.
-    """
-
-    child_id: str
-    iteration: int
-    tuning: int
-    structural: int
-    share: float
-    bucket: str
-
-
-def edit_tuning(edit: Edit) -> EditTuning | None:
-    """Returns the tuning share of an edit's code lines (None when it changes no code line)."""
-    removed = [line for line in edit.removed_counted() if not is_comment(line)]
-    added = [line for line in edit.added_counted() if not is_comment(line)]
-    if not removed and not added:
-        return None
-    free = [(skeleton(line), line) for line in added]
-    pairs = 0
-    # Greedy, in diff order: each removed line takes the first unpaired added line of its skeleton.
-    for line in removed:
-        key = skeleton(line)
-        match = next((i for i, (k, text) in enumerate(free) if k == key and text != line), None)
-        if match is not None:
-            free.pop(match)
-            pairs += 1
-    tuning = 2 * pairs
-    structural = len(removed) + len(added) - tuning
-    share = tuning / (tuning + structural)
-    return EditTuning(edit.child_id, edit.iteration, tuning, structural, share, tuning_bucket(share))
-
-
-def tuning_bucket(share: float) -> str:
-    """Returns the bucket of a tuning share: ≥.9, ≥.6, ≤.1, ≤.4, else mixed."""
-    if share >= 0.9:
-        return "pure-tuning"
-    if share >= 0.6:
-        return "mostly-tuning"
-    if share <= 0.1:
-        return "pure-structural"
-    if share <= 0.4:
-        return "mostly-structural"
-    return "mixed"
 
 
 def _ratio(count: int, total: int) -> float:

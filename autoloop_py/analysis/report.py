@@ -9,6 +9,7 @@ from typing import Any, Sequence
 
 from autoloop_py.analysis import Node, nodes_of
 from autoloop_py.analysis import cycling
+from autoloop_py.analysis.tuning_share import edit_tuning
 from autoloop_py.analysis.lineage import LineageReport, analyze_lineage
 from autoloop_py.trace import Trace
 
@@ -68,14 +69,16 @@ def lineage_dict(lineage: LineageReport | None) -> dict[str, Any] | None:
 def raw_dict(edits: Sequence[cycling.Edit]) -> dict[str, Any]:
     """Returns the raw detector's share of added lines, byte-identical and with numbers collapsed."""
     exact, added = cycling.raw_events(edits)
-    collapsed, _ = cycling.raw_events(edits, collapse_numbers=True)
+    # Collapsing numbers changes which lines are noise (`1, 2,` is kept as `#, #,`), so it has its own denominator.
+    collapsed, added_collapsed = cycling.raw_events(edits, collapse_numbers=True)
     return {"n_added_lines": added, "identical": exact, "identical_share": exact / added if added else 0.0,
-            "skeleton": collapsed, "skeleton_share": collapsed / added if added else 0.0}
+            "n_added_lines_skeleton": added_collapsed, "skeleton": collapsed,
+            "skeleton_share": collapsed / added_collapsed if added_collapsed else 0.0}
 
 
 def tuning_dict(edits: Sequence[cycling.Edit]) -> dict[str, Any]:
     """Returns the tuning share of code lines over the run, its bucket counts and the per-edit values."""
-    per_edit = [t for t in (cycling.edit_tuning(edit) for edit in edits) if t is not None]
+    per_edit = [t for t in (edit_tuning(edit) for edit in edits) if t is not None]
     tuning = sum(t.tuning for t in per_edit)
     total = tuning + sum(t.structural for t in per_edit)
     return {
@@ -98,6 +101,7 @@ def _summary_dict(
 ) -> dict[str, Any]:
     data = dataclasses.asdict(summary)
     data["top_lines"] = top_lines(events)
+    data["events"] = [dataclasses.asdict(event) for event in events]
     data["per_iteration"] = [
         {"iteration": r.iteration, "added": r.added, **{f"frac_{k}": v for k, v in r.fractions.items()},
          "rolling_any": r.rolling_any}

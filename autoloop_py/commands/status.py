@@ -10,7 +10,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from pathlib import Path
+
 from autoloop_py import schedule
+from autoloop_py.analysis.mermaid import program_charts
+from autoloop_py.errors import AutoloopError
+from autoloop_py.memory import MemoryStore
 from autoloop_py import state as statefile
 from autoloop_py.commands.common import format_metric, format_time, repo_root, states_and_damage, subparser
 from autoloop_py import population as pop
@@ -26,6 +31,10 @@ def add_parser(commands: Any) -> None:
     """Registers `autoloop status`."""
     parser = subparser(commands, "status", "Show what each program is doing.", "autoloop status function_minimization")
     parser.add_argument("program", nargs="?", help="show one program's recent history too")
+    parser.add_argument(
+        "--mermaid", action="store_true",
+        help="print the program's charts as Mermaid blocks (what the status comment, PR and job summary show)",
+    )
     parser.set_defaults(handler=cmd_status)
 
 
@@ -33,6 +42,8 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
     """Prints the dashboard table (and one program's history when named)."""
     root = repo_root(args.repo)
     programs, problems = check_all(root)
+    if args.mermaid:
+        return _print_mermaid(root, programs, args.program, console)
     states, damaged = states_and_damage(root, programs)
     now = datetime.now(timezone.utc)
     shown = [find_program(programs, args.program)] if args.program else programs
@@ -57,6 +68,16 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
     if args.program and args.program not in damaged:
         _details(states.get(args.program), console)
     return 1 if args.program in damaged else 0
+
+
+def _print_mermaid(root: Path, programs: list[Program], name: str | None, console: Console) -> int:
+    if not name:
+        raise AutoloopError("--mermaid needs a program: autoloop status PROGRAM --mermaid")
+    memory = MemoryStore(root)
+    memory.sync()
+    charts = program_charts(memory, find_program(programs, name))
+    console.out(charts or f"{name} has no evaluated candidate yet; run `autoloop run --program {name}` first", highlight=False)
+    return 0
 
 
 def _row(program: Program, state: statefile.StateFile | None, now: datetime) -> list[str]:

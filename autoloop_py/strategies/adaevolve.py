@@ -62,7 +62,7 @@ __all__ = [
     "external_update",
     "global_best", "improvement", "initial_state", "install_paradigms", "local_update", "migration_due",
     "mode_cutoffs", "next_island", "parse_paradigms", "parse_state_block", "pick_mode", "productivity", "record",
-    "render_state_block", "spawn_choices", "spawn_due", "tick", "use_paradigm", "wants_paradigms",
+    "render_state_block", "spawn_choices", "spawn_due", "spawn_seeds", "tick", "use_paradigm", "wants_paradigms",
 ]
 
 
@@ -410,15 +410,21 @@ def _spawn(state: AdaEvolveState, population: Population, config: AdaEvolveConfi
     preset = choices[min(int(u * len(choices)), len(choices) - 1)]
     k = len(state.islands)
     state = replace(state, islands=(*state.islands, IslandState(preset=preset)), last_spawn=t)
-    seen: set[str] = set()
-    for source, _ in ranked(archive_of(population.candidates, None, config.direction)):
-        if len(seen) == min(SPAWN_SEEDS, config.population_size):
-            break
-        if (source.code or "") not in seen:
-            seen.add(source.code or "")
-            population = pop.add_candidate(population, _copy(source, k, population.next_id, "spawn", t, "Copied from"))
-    logger.info("adaevolve: spawned island %d (%s) at iteration %d with %d programs", k, preset, t, len(seen))
+    seeds = spawn_seeds(population, k, config)
+    for source, _ in seeds:
+        population = pop.add_candidate(population, _copy(source, k, population.next_id, "spawn", t, "Copied from"))
+    logger.info("adaevolve: spawned island %d (%s) at iteration %d with %d programs", k, preset, t, len(seeds))
     return state, population
+
+
+def spawn_seeds(population: Population, islands: int, config: AdaEvolveConfig) -> list[Scored]:
+    """Returns the programs a spawned island is filled with: the top min(5, N) by f over islands 0..islands−1.
+
+    As the reference: the archives are listed island by island in stored order, ties keep that order, and
+    equal code on two islands (the seed and its copies) is copied twice (capped at the island's capacity).
+    """
+    members = [m for i in range(islands) for m in archive_of(population.candidates, i, config.direction)]
+    return ranked(members)[: min(SPAWN_SEEDS, config.population_size)]
 
 
 def _migrate(state: AdaEvolveState, population: Population, config: AdaEvolveConfig, t: int

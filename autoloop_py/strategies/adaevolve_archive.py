@@ -23,19 +23,22 @@ BALANCED_SPLIT = 0.5
 NOVELTY_FLOOR = 0.001
 SIBLINGS = 5
 
-_IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_IMPORT_RE = re.compile(r"^\s*(?:from\s+([\w.]+)\s+import\b|import\s+([\w.]+))", re.MULTILINE)
-_DEF_RE = re.compile(r"^\s*(?:async\s+)?(def|class)\s+([A-Za-z_]\w*)", re.MULTILINE)
-_CALL_RE = re.compile(r"\b([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)\s*\(")
+# The code distance's regular expressions, as the reference `CodeDiversity` has them (ASCII classes, unanchored).
+_TOKEN_RE = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*|[0-9]+\.?[0-9]*")
+_IMPORT_RE = re.compile(r"(?:from\s+(\S+)\s+)?import\s+(\S+)")
+_FUNC_RE = re.compile(r"def\s+([a-zA-Z_][a-zA-Z0-9_]*)\s*\(")
+_CLASS_RE = re.compile(r"class\s+([a-zA-Z_][a-zA-Z0-9_]*)\s*[:\(]")
+_CALL_RE = re.compile(r"([a-zA-Z_][a-zA-Z0-9_]*(?:\.[a-zA-Z_][a-zA-Z0-9_]*)+)\s*\(")
+# Substring tests, not word matches: `therefor e` sets the `for` flag in the reference too.
 _FLAGS = (
-    ("loop", re.compile(r"\b(?:for|while)\b")),
-    ("try", re.compile(r"\btry\b")),
-    ("with", re.compile(r"\bwith\b")),
-    ("yield", re.compile(r"\byield\b")),
-    ("async", re.compile(r"\b(?:async|await)\b")),
-    ("lambda", re.compile(r"\blambda\b")),
+    ("for_loop", ("for ",)),
+    ("while_loop", ("while ",)),
+    ("try_except", ("try:", "try :")),
+    ("context_manager", ("with ",)),
+    ("generator", ("yield ",)),
+    ("async", ("async ", "await ")),
+    ("lambda", ("lambda ",)),
 )
-
 
 
 @dataclass(frozen=True)
@@ -198,19 +201,24 @@ def local_pool_size(local: int, n: int) -> int:
 
 @dataclass(frozen=True)
 class _Features:
-    identifiers: frozenset[str]
+    tokens: frozenset[str]
     structure: frozenset[str]
     length: int
 
 
 @lru_cache(maxsize=4096)
 def _features(code: str) -> _Features:
-    identifiers = frozenset(t for t in _IDENT_RE.findall(code) if len(t) >= 2)
-    structure = {f"import:{a or b}" for a, b in _IMPORT_RE.findall(code)}
-    structure |= {f"{kind}:{name}" for kind, name in _DEF_RE.findall(code)}
+    tokens = frozenset(t for t in _TOKEN_RE.findall(code) if len(t) >= 2)
+    structure: set[str] = set()
+    for module, name in _IMPORT_RE.findall(code):
+        if module:
+            structure.add(f"import:{module}")
+        structure.add(f"import:{name.split('.')[0]}")
+    structure |= {f"func:{name}" for name in _FUNC_RE.findall(code)}
+    structure |= {f"class:{name}" for name in _CLASS_RE.findall(code)}
     structure |= {f"call:{name}" for name in _CALL_RE.findall(code)}
-    structure |= {f"flag:{name}" for name, pattern in _FLAGS if pattern.search(code)}
-    return _Features(identifiers, frozenset(structure), len(code))
+    structure |= {f"pattern:{name}" for name, needles in _FLAGS if any(n in code for n in needles)}
+    return _Features(tokens, frozenset(structure), len(code))
 
 
 def _jaccard_distance(a: frozenset[str], b: frozenset[str]) -> float:
@@ -219,15 +227,19 @@ def _jaccard_distance(a: frozenset[str], b: frozenset[str]) -> float:
 
 
 def code_distance(a: str, b: str) -> float:
-    """Returns d in [0, 1]: 0.5·token Jaccard + 0.3·structure Jaccard + 0.2·relative length gap (0 if equal)."""
+    """Returns d = 0.5·token Jaccard + 0.3·structure Jaccard + 0.2·length gap (0 if equal), as CodeDiversity.
+
+    Tokens are identifiers and numbers (`0.95`) of at least 2 characters; structure is imports (the `from` module
+    and the first segment of the imported name), defs, classes, dotted calls and one flag per construct found
+    as a substring (`for `, `while `, `try:`, `with `, `yield `, `async `/`await `, `lambda `).
+    """
     if a == b:
         return 0.0
     fa, fb = _features(a), _features(b)
-    longest = max(fa.length, fb.length)
-    gap = abs(fa.length - fb.length) / longest if longest else 0.0
-    return 0.5 * _jaccard_distance(fa.identifiers, fb.identifiers) + 0.3 * _jaccard_distance(
-        fa.structure, fb.structure
-    ) + 0.2 * gap
+    gap = abs(fa.length - fb.length) / max(fa.length, fb.length, 1)
+    # Summed in the reference's order so that the value matches it to the last bit.
+    return (_jaccard_distance(fa.tokens, fb.tokens) * 0.5 + _jaccard_distance(fa.structure, fb.structure) * 0.3
+            + gap * 0.2)
 
 
 def novelty(code: str, others: Sequence[str], k: int) -> float:

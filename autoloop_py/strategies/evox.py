@@ -33,8 +33,8 @@ __all__ = [
     "LABEL_STATES", "LABEL_WORDS", "STATUSES", "EditCheck", "EvoXDecision", "EvoXRefresh", "EvoXState", "LabelTexts",
     "MetaOutcome", "SampleFn", "StrategyRecord", "apply_edit", "apply_labels", "checksum", "context_ids",
     "current_best", "db_parent", "decide", "edited", "end_turn", "evolve", "genomes_of", "initial_state",
-    "meta_references", "reset_window", "rollback", "score_active", "stagnation_step", "strategy_parent",
-    "strategy_score",
+    "meta_references", "reset_window", "rollback", "score_active", "stagnation_step", "start_first_window",
+    "strategy_parent", "strategy_score",
 ]
 
 SampleFn = Callable[[str, Sequence[Genome], int, int], Sample]
@@ -62,12 +62,17 @@ def stagnation_step(
 
 
 def db_parent(scores: Sequence[tuple[int, object]]) -> int | None:
-    """Returns the id with the highest J; a non-numeric J counts as −inf, ties go to the first (E8)."""
-    best_id, best = None, -math.inf
+    """Returns the id with the highest J, as the reference's `max` over its strategy database (E8).
+
+    A non-numeric J counts as −inf and ties go to the first. A NaN J compares false both ways, so it wins only
+    when it comes first (no later J is greater than it) and is passed over anywhere else.
+    """
+    best_id: int | None = None
+    best = -math.inf
     for strategy_id, j in scores:
-        value = j if isinstance(j, (int, float)) and not isinstance(j, bool) and not math.isnan(j) else -math.inf
+        value = float(j) if isinstance(j, (int, float)) and not isinstance(j, bool) else -math.inf
         if best_id is None or value > best:
-            best_id, best = strategy_id, float(value)
+            best_id, best = strategy_id, value
     return best_id
 
 
@@ -92,6 +97,17 @@ def current_best(candidates: Sequence[Candidate], direction: str) -> float | Non
     values = [oriented(c.fitness, direction) for c in candidates if c.status != "error"]
     found = [v for v in values if v is not None and math.isfinite(v)]
     return max(found) if found else None
+
+
+def start_first_window(state: EvoXState, seed_score: float | None) -> EvoXState:
+    """Returns the state after the seed turn: the first window starts at the seed's own score, with no step.
+
+    As the reference, which evaluates the seed before any strategy runs and resets the window from it; the
+    seed turn is no stagnation step either (the first strategy turn starts the count).
+    """
+    if seed_score is None or state.window_start_score is not None:
+        return state
+    return replace(state, window_start_score=seed_score, window_bests=())
 
 
 def end_turn(state: EvoXState, bests: Sequence[float | None], config: EvoXConfig) -> EvoXState:
@@ -263,6 +279,10 @@ def decide(
     best = current_best(population, config.direction)
     state, events = _refreshed(state, reply, config, defaults, best, iteration)
     genomes = genomes_of(population, config.direction)
+    if not population:
+        return EvoXDecision(None, (), "", state.active, state,
+                            "no program yet: evaluate the Target as it is, the first window's start", tuple(events),
+                            as_is=True)
     if not genomes:
         return EvoXDecision(None, (), "", state.active, state, "no program scored yet: improve the code as it is",
                             tuple(events))

@@ -160,6 +160,10 @@ class EvoXEngine:
             return "the guide LLM would write the DIVERGE/REFINE texts for this problem"
         return None
 
+    def evaluates_as_is(self, decision: EvoXDecision) -> bool:
+        """Returns whether the decision is the seed turn: the Target evaluated as it is, without an LLM call."""
+        return decision.as_is
+
     def retry(self, decision: EvoXDecision, error: str) -> EvoXDecision | None:
         """Returns the next attempt on the same parent and context, the error shown (None after max_attempts)."""
         if decision.attempt >= self.config.max_attempts:
@@ -225,6 +229,9 @@ class EvoXEngine:
         """Returns the Population after a turn (a candidate or not): the decision's state, one window step."""
         state = decision.state if decision is not None else self.state_of(population)
         best = evox.current_best(population.candidates, self.config.direction)
+        if decision is not None and decision.as_is:
+            state = evox.start_first_window(state, best)
+            return pop.with_strategy_state(population, render_state_block(state, self.config.direction))
         attempts = decision.attempt if decision is not None else 1
         state = evox.end_turn(state, [best] * attempts, self.config)
         return pop.with_strategy_state(population, render_state_block(state, self.config.direction))

@@ -181,6 +181,7 @@ class EvoXDecision:
       seed: the seed `sample` ran with.
       attempt: the attempt of the iteration (1 first; a retry keeps the parent and context).
       previous_error: why the previous attempt failed ('' on the first).
+      as_is: the seed turn: the Target evaluated as it is, before any strategy runs (the first window's start).
     """
 
     parent: Candidate | None
@@ -193,11 +194,12 @@ class EvoXDecision:
     seed: int = 0
     attempt: int = 1
     previous_error: str = ""
+    as_is: bool = False
 
     @property
     def operator(self) -> str:
-        """Returns the label as an operator ('improve' for the free-form label)."""
-        return self.label or "improve"
+        """Returns the label as an operator ('improve' for the free-form label, 'seed' for the seed turn)."""
+        return "seed" if self.as_is else self.label or "improve"
 
     @property
     def parents(self) -> tuple[Candidate, ...]:

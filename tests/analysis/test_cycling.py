@@ -14,13 +14,11 @@ from autoloop_py.analysis.cycling import (
     classify_lineage,
     classify_run_wide,
     diff_lines,
-    edit_tuning,
     edits_of,
     is_noise,
     normalize,
     skeleton,
     summarize,
-    tuning_bucket,
 )
 
 
@@ -170,34 +168,66 @@ def test_raw_detector_counts_short_lines_only_in_the_denominator() -> None:
     assert cycling.raw_events(edits) == (0, 1)
 
 
-def test_tuning_share_per_edit_of_the_sample_run() -> None:
-    by_child = {t.child_id: t for t in (edit_tuning(e) for e in edits_of(sample.nodes())) if t is not None}
-    assert {(k, t.tuning, t.structural, t.bucket) for k, t in by_child.items()} == {
-        ("B", 2, 2, "mixed"), ("C", 2, 0, "pure-tuning"), ("D", 0, 3, "pure-structural"),
-        ("E", 0, 1, "pure-structural"), ("F", 0, 1, "pure-structural"),
-    }
-
-
-def test_tuning_pairs_are_greedy_and_need_different_text() -> None:
-    edit = Edit("c", "p", 1, ("a = 1", "a = 2", "keep = 1"), ("a = 3", "keep = 1", "new = call()"))
-    tuning = edit_tuning(edit)
-    assert tuning is not None
-    # `a = 1` takes `a = 3`; `a = 2` finds none; `keep = 1` only matches identical text (a move).
-    assert (tuning.tuning, tuning.structural) == (2, 4)
-    assert edit_tuning(Edit("c", "p", 1, ("# note 1",), ("# note 2",))) is None
-
-
-@pytest.mark.parametrize(
-    ("share", "bucket"),
-    [(1.0, "pure-tuning"), (0.9, "pure-tuning"), (0.6, "mostly-tuning"), (0.5, "mixed"), (0.4, "mostly-structural"),
-     (0.1, "pure-structural"), (0.0, "pure-structural")],
-)
-def test_tuning_buckets(share: float, bucket: str) -> None:
-    assert tuning_bucket(share) == bucket
-
-
 def test_slope_needs_two_iterations_and_around_splits_at_the_breakthrough() -> None:
     assert cycling.ols_slope([3], [1.0]) is None
     edits = edits_of(sample.nodes())
     series = summarize("run_wide", edits, classify_run_wide(edits)).per_iteration
     assert cycling.around(series, 2) == {"before": 0.0, "after": 1.0}
+
+
+# ---- EvoReplay's own classifier (1773db1) run once on these runs; its outputs are written below.
+
+def _run(rows: tuple[tuple[str, int, str | None, str], ...]) -> tuple[Node, ...]:
+    """Returns nodes in the given (programs.jsonl) order."""
+    return tuple(_node(i, it, parent, source) for i, it, parent, source in rows)
+
+
+def _events(nodes: tuple[Node, ...]) -> list[tuple[str, str, str, str, str, int]]:
+    return [(e.child_id, e.kind, e.line, e.removed_line, e.removed_in, e.span)
+            for e in classify_run_wide(edits_of(nodes))]
+
+
+ONE_EDIT, SIBLINGS, TWICE, SHORT, CPP = (_run(rows) for rows in (
+    sample.ONE_EDIT, sample.SIBLINGS, sample.TWICE, sample.SHORT, sample.CPP))
+
+
+def test_same_iteration_removals_in_one_edit_pair_with_the_first_like_reference() -> None:
+    # EvoReplay: [('b', 'tuning', 'rate = 0.9', 'rate = 0.5', 'a', 1)] (pairing with the last would say literal).
+    assert _events(ONE_EDIT) == [("b", "tuning", "rate = 0.9", "rate = 0.5", "a", 1)]
+
+
+def test_same_iteration_sibling_removals_pair_with_the_first_in_programs_jsonl_order_like_reference() -> None:
+    # EvoReplay: [('c', 'literal', 'rate = 0.9', 'rate = 0.9', 'm1', 1)]; by id order a1's `rate = 0.5` would be first.
+    assert _events(SIBLINGS) == [("c", "literal", "rate = 0.9", "rate = 0.9", "m1", 1)]
+    assert cycling.raw_events(edits_of(SIBLINGS)) == (1, 4)
+
+
+def test_raw_detector_counts_a_line_re_added_twice_in_one_edit_once_like_reference() -> None:
+    # EvoReplay's detect_cycles: 1 recycled of 5 added, with and without --collapse-numbers.
+    edits = edits_of(TWICE)
+    assert cycling.raw_events(edits) == (1, 5)
+    assert cycling.raw_events(edits, collapse_numbers=True) == (1, 5)
+    assert _events(TWICE) == [("b", "literal", "value = helper(x)", "value = helper(x)", "a", 1)]
+
+
+def test_raw_detector_applies_the_minimum_length_after_collapsing_numbers_like_reference() -> None:
+    # `k=10` → `k=100`: `k=#` is 3 characters, so no event (0/1); collapsed, `10, 20, 30,` is kept as
+    # `#, #, #,` (0/2).
+    edits = edits_of(SHORT)
+    assert cycling.raw_events(edits) == (0, 1)
+    assert cycling.raw_events(edits, collapse_numbers=True) == (0, 2)
+    assert _events(SHORT) == []
+
+
+def test_cpp_increments_are_lines_not_diff_headers_the_one_intended_difference() -> None:
+    # EvoReplay drops `+++counter;`/`---x;` as diff headers and finds nothing here (events [], raw 0/0).
+    assert _events(CPP) == [("b", "literal", "++counter;", "++counter;", "a", 1)]
+    assert cycling.raw_events(edits_of(CPP)) == (1, 1)
+
+
+def test_per_edit_counts_follow_the_edits_like_reference_programs_csv() -> None:
+    edits = edits_of(TWICE)
+    summary = summarize("run_wide", edits, classify_run_wide(edits))
+    # EvoReplay's per-program rows: a (1 added, nothing re-added), b (4 added, 1 literal).
+    assert [(r.child_id, r.added, r.literal, r.tuning, r.trivial) for r in summary.per_edit] == [
+        ("a", 1, 0, 0, 0), ("b", 4, 1, 0, 0)]

@@ -140,3 +140,35 @@ def test_a_run_of_autoloop_loads_and_round_trips(git_repo: Path, run_git, tmp_pa
     assert exported.rows[1].parent_id == "seed" and exported.rows[1].timestamp
     again = _json(capsys, str(out))
     assert again["lineage"] == report["lineage"]
+
+
+@pytest.mark.parametrize(("rows", "events", "per_edit"), [
+    # EvoReplay's classify_cycles on the same directories: events (child, kind, line, removed in, span) and the
+    # per-program rows (id, added, literal, tuning, trivial) of its cycle_classes.programs.csv.
+    (sample.ONE_EDIT, [("b", "tuning", "rate = 0.9", "a", 1)], [("a", 0, 0, 0, 0), ("b", 1, 0, 1, 0)]),
+    (sample.SIBLINGS, [("c", "literal", "rate = 0.9", "m1", 1)],
+     [("p9", 1, 0, 0, 0), ("p7", 1, 0, 0, 0), ("p5", 1, 0, 0, 0), ("m1", 0, 0, 0, 0), ("z1", 0, 0, 0, 0),
+      ("a1", 0, 0, 0, 0), ("c", 1, 1, 0, 0)]),
+    (sample.TWICE, [("b", "literal", "value = helper(x)", "a", 1)], [("a", 1, 0, 0, 0), ("b", 4, 1, 0, 0)]),
+], ids=["one-edit", "siblings", "re-added-twice"])
+def test_analyze_gives_evoreplays_per_edit_classes_on_an_evotrace_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], rows: sample.Rows, events: list[tuple], per_edit: list[tuple]
+) -> None:
+    report = _json(capsys, str(sample.write_evotrace(tmp_path / "run", rows)))
+    run_wide = report["cycling"]["run_wide"]
+    assert [(e["child_id"], e["kind"], e["line"], e["removed_in"], e["span"]) for e in run_wide["events"]] == events
+    assert [(r["child_id"], r["added"], r["literal"], r["tuning"], r["trivial"]) for r in run_wide["per_edit"]] == (
+        per_edit)
+
+
+def test_analyze_raw_detector_matches_evoreplay_on_repeated_and_short_re_adds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # EvoReplay's detect_cycles: 1/5 (a line re-added twice in one edit counts once), and `k=10` → `k=100` 0/1,
+    # 0/2 with --collapse-numbers (the minimum length applies to `k=#`; `10, 20, 30,` is kept as `#, #, #,`).
+    twice = _json(capsys, str(sample.write_evotrace(tmp_path / "twice", sample.TWICE)))["cycling"]["raw"]
+    assert (twice["identical"], twice["n_added_lines"], twice["skeleton"], twice["n_added_lines_skeleton"]) == (
+        1, 5, 1, 5)
+    short = _json(capsys, str(sample.write_evotrace(tmp_path / "short", sample.SHORT)))["cycling"]["raw"]
+    assert (short["identical"], short["n_added_lines"], short["skeleton"], short["n_added_lines_skeleton"]) == (
+        0, 1, 0, 2)

@@ -117,7 +117,11 @@ def test_offline_run_uses_the_initial_strategy_throughout(  # type: ignore[no-un
             assert newest.parents and newest.parents[0] in {c.id for c in population.candidates}
     ids = [c.id for c in population.candidates]
     assert len(ids) == len(set(ids)) == 20
-    assert len(strategy.window_bests) == 20 and fired >= 1
+    # Iteration 1 evaluated the Target as it is (no LLM, no strategy): the first window starts at its score
+    # and takes a step only for each of the 19 strategy turns, as in the reference.
+    seed = population.candidates[-1]
+    assert seed.operator == "seed" and not seed.parents and strategy.window_start_score == seed.fitness
+    assert len(strategy.window_bests) == 19 and fired >= 1
     assert {_bullets(c)["Label"] for c in population.candidates} >= {"refine"}
     prompt = memory.read(f"traces/{NAME}/prompts/20.md") or ""
     assert "# Current Solution" in prompt and "Strategy S0 has already chosen" in prompt
@@ -130,27 +134,27 @@ def test_recorded_meta_steps_swap_score_and_reject(git_repo: Path, run_git,  # t
     monkeypatch.setattr(iteration_module, "guide_for", lambda program, options: guide)
     program = load_program(repo, Path(PROGRAM) / "program.md")
     memory, engine = MemoryStore(repo), _engine(repo)
-    for _ in range(3):
+    for _ in range(4):  # 1 evaluates the Target as it is; 2-4 are strategy turns that stagnate
         run_iteration(repo, program, RunOptions())
     _, strategy, _ = _read(memory, engine)
     assert strategy.labels == "generated" and "basin hopping" in strategy.diverge_label
     assert strategy.evolve_due and len(guide.prompts) == 1
-    run_iteration(repo, program, RunOptions())  # iteration 4: the meta step
+    run_iteration(repo, program, RunOptions())  # iteration 5: the meta step
     population, strategy, text = _read(memory, engine)
     s0, s1 = strategy.strategies
     assert (strategy.active, strategy.pending, strategy.fallback) == (1, 1, 0)
-    assert s1.code == REWRITE and s1.validation == "passed" and s1.window_start == 4 and s1.parent == 0
-    assert s0.status == "scored" and s0.j is not None and s0.window_end == 4
+    assert s1.code == REWRITE and s1.validation == "passed" and s1.window_start == 5 and s1.parent == 0
+    assert s0.status == "scored" and s0.j is not None and s0.window_end == 5
     assert _bullets(population.candidates[0])["Strategy"] == "S1"
     assert "## The strategy to rewrite: S0" in guide.prompts[1] and "DIVERGE_RATE = 0.2" in guide.prompts[1]
-    assert "##### Strategy S1 · J pending · window 4–6 · status active" in text
+    assert "##### Strategy S1 · J pending · window 5–7 · status active" in text
     assert "meta step: S1 (active) rewritten from S0" in statefile.parse_state(text, STATE).history[0].text
     for _ in range(2):
-        run_iteration(repo, program, RunOptions())  # 5, 6: stagnation fires again; 6 scores S1, rejects S2
+        run_iteration(repo, program, RunOptions())  # 6, 7: stagnation fires again; 7 scores S1, rejects S2
     population, strategy, text = _read(memory, engine)
     s1, s2 = strategy.strategy(1), strategy.strategy(2)
-    assert s1.j is not None and s1.window_end == 6 and strategy.pending is None
-    assert f"##### Strategy S1 · J {pop.format_fitness(s1.j)} · window 4–6 · status active" in text
+    assert s1.j is not None and s1.window_end == 7 and strategy.pending is None
+    assert f"##### Strategy S1 · J {pop.format_fitness(s1.j)} · window 5–7 · status active" in text
     assert s2.status == "failed-validation" and "import of 'os' is not allowed" in s2.validation
     # S2 can never run, so its code moved to the memory branch; the state file names the file.
     assert s2.code == "" and memory.read(s2.code_ref or "") == f"import os\n{INITIAL}"
@@ -160,7 +164,7 @@ def test_recorded_meta_steps_swap_score_and_reject(git_repo: Path, run_git,  # t
     assert "meta step: S2 (failed-validation)" in statefile.parse_state(text, STATE).history[0].text
     run_iteration(repo, program, RunOptions())  # the run goes on with S1
     population, strategy, _ = _read(memory, engine)
-    assert population.candidates[0].gen == 7 and _bullets(population.candidates[0])["Strategy"] == "S1"
+    assert population.candidates[0].gen == 8 and _bullets(population.candidates[0])["Strategy"] == "S1"
     assert guide.replies == []
 
 
@@ -180,7 +184,7 @@ def test_many_meta_steps_fold_old_strategies_to_the_memory_branch(  # type: igno
     program = load_program(repo, Path(PROGRAM) / "program.md")
     memory, engine = MemoryStore(repo), _engine(repo)
     folded_refs, before = 0, None
-    for _ in range(9):  # a meta step at every iteration from the third on: S1 … S7
+    for _ in range(10):  # the seed as it is, then a meta step at every iteration from the fourth on: S1 … S7
         asked = len(guide.prompts)
         run_iteration(repo, program, RunOptions())
         if before is not None and len(guide.prompts) > asked:

@@ -26,6 +26,7 @@ from autoloop_py.strategies.adaevolve import (
     record,
     spawn_choices,
     spawn_due,
+    spawn_seeds,
 )
 from autoloop_py.strategies.adaevolve_archive import archive_bullets, archive_of, archive_status
 from autoloop_py.strategies.adaevolve_config import AdaEvolveConfig
@@ -538,9 +539,25 @@ def test_a_spawned_island_starts_fresh_with_copies_of_the_global_top() -> None:
     new = step.state.islands[2]
     assert (new.preset, new.best, new.g, step.state.last_spawn) == ("diversity", -math.inf, 0.0, 7)
     copies = [c for c in step.population.candidates if c.island == 2]
-    assert sorted(c.parents[0] for c in copies) == [1, 2, 3, 4, 5]  # the twin's code is already there
+    # Top 5 by f over island 0 then island 1 (5, 2, 6, 4, 3): the twin of #2 is copied too, as the reference does.
+    assert [c.parents[0] for c in sorted(copies, key=lambda c: c.id)] == [5, 2, 6, 4, 3]
     assert all(c.operator == "spawn" and archive_status(c) == "admitted" for c in copies)
     assert step.state.current_island == 2  # the only island with fewer than 3 visits
+
+
+def test_spawn_seeds_follow_archive_order_with_duplicates_like_reference() -> None:
+    # skydiscover 0.1.0's `_seed_new_island` on these archives gave the parents [#4, #6, #5, #1, #2]: islands listed
+    # in order (so #6 on island 0 precedes #5 on island 1 at .6), and the seed's copy on island 1 comes again.
+    seed = "def solve(x):\n    return x\n"
+    members = (cand(1, 0, 0.5, source=seed), cand(2, 1, 0.5, source=seed), cand(4, 1, 0.9), cand(5, 1, 0.6),
+               cand(6, 0, 0.6))
+    assert [c.id for c, _ in spawn_seeds(population_of(*members), 2, CONFIG)] == [4, 6, 5, 1, 2]
+    config = replace(CONFIG, spawn_cooldown_iterations=5)
+    state = state_after_seed(islands=(IslandState(g=0.1, best=0.6, evaluations=100, visits=3),
+                                      IslandState(g=0.1, best=0.9, evaluations=40, visits=3)))
+    step = end_iteration(state, population_of(*members), config, FakeRng(0.3), 7)
+    copies = sorted((c for c in step.population.candidates if c.island == 2), key=lambda c: c.id)
+    assert [c.parents[0] for c in copies] == [4, 6, 5, 1, 2]
 
 
 def test_end_iteration_output_round_trips_through_the_state_file() -> None:

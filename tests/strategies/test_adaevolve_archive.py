@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
 
 import pytest
@@ -135,6 +136,35 @@ def test_structure_counts_imports_definitions_calls_and_flags() -> None:
     assert code_distance(base, looped) > code_distance(base, base + "\n")
 
 
+# Reference values: skydiscover 0.1.0 `CodeDiversity().distance` run once on these inputs (spec §2.2).
+def test_code_distance_counts_number_tokens_like_reference() -> None:
+    # tokens {0.95, run} vs {0.90, run} (`x` is too short): T = 2/3, S = 0, L = 0.
+    assert code_distance("x = 0.95\nrun(x)\n", "x = 0.90\nrun(x)\n") == 0.33333333333333337
+    assert code_distance("k = 1\n", "k = 12\n") == 0.5285714285714286
+
+
+def test_code_distance_reads_imports_and_separate_loop_flags_like_reference() -> None:
+    a = "import numpy.linalg as la\nfor i in range(3):\n    la.norm(i)\n"
+    b = "from numpy import linalg\nwhile True:\n    linalg.norm(1)\n    break\n"
+    assert code_distance(a, b) == 0.6143356643356643
+    assert code_distance("for x in xs:\n    go(x)\n", "while x in xs:\n    go(x)\n") == 0.516
+
+
+def test_code_distance_matches_imports_and_flags_anywhere_like_reference() -> None:
+    # Unanchored: an `import` inside a comment counts; `for ` is a substring test (`therefor e`).
+    assert code_distance("# we import numpy here\nvalue = 1\n", "value = 1\n") == 0.8393939393939394
+    assert code_distance("therefor e\n", "e\n") == 0.9636363636363637
+    assert code_distance("from . import (a, b)\n", "import os.path\n") == 0.7321428571428572
+
+
+def test_code_distance_definitions_and_ascii_tokens_like_reference() -> None:
+    assert code_distance("def f(x):\n    return x\n", "def f(x):\n    for y in x:\n        return y\n") == (
+        0.4930232558139535)
+    assert code_distance("class A(B):\n    pass\n", "class A:\n    pass\n") == 0.02857142857142857
+    assert code_distance("café = 1\nnp.linalg.norm(v)\n", "cafe = 1\nnp.linalg.norm(v)\n") == 0.2
+    assert code_distance("", "a") == 0.2
+
+
 @given(st.text(max_size=60), st.text(max_size=60))
 def test_distance_is_symmetric_and_bounded(a: str, b: str) -> None:
     d = code_distance(a, b)
@@ -188,3 +218,44 @@ def test_spawned_islands_use_their_presets_weights() -> None:
     assert island_weights(1, "balanced", config) == DEFAULT
     assert island_weights(2, "diversity", config) == Weights(pytest.approx(0.5), 0.5, 0.1)  # type: ignore[arg-type]
     assert island_weights(3, "wild", config) == Weights(0.1, 0.9, 0.5)
+
+
+# --- admission order against the reference ---------------------------------------------------------------
+
+
+def _variant(rng: random.Random) -> str:
+    """A small program whose numbers, loops and imports vary (the admission-order check's inputs)."""
+    lines = []
+    if rng.random() < 0.5:
+        lines.append(rng.choice(["import numpy as np", "from math import sqrt", "import random"]))
+    lines.append(f"rate = {rng.choice(['0.9', '0.95', '0.99', '1.5', '2', '10'])}")
+    loop = rng.choice(["for i in range(n):", "while n > 0:", "if n:"])
+    lines += ["def step(n):", f"    {loop}", f"        n = n * rate + {rng.randint(1, 99)}"]
+    if rng.random() < 0.4:
+        lines.append("    return sorted(n)")
+    return "\n".join(lines) + "\n"
+
+
+# skydiscover 0.1.0's UnifiedArchive(max_size 20, k 5) fed the same 80 programs (random.Random(11)): whether each of
+# the 60 programs arriving at a full archive was admitted, computed once with the reference.
+REFERENCE_ADMISSIONS = {
+    Weights(1.4, 0.0, 0.2): "111111001100000010000100011010010100100010001000000000000000",
+    Weights(0.5, 0.5, 0.1): "001101001100000010000100010010010100000000000000100000001000",
+}
+
+
+@pytest.mark.parametrize("weights", list(REFERENCE_ADMISSIONS))
+def test_admission_order_into_a_full_archive_matches_reference(weights: Weights) -> None:
+    rng = random.Random(11)
+    arrivals = [(_variant(rng), round(rng.random(), 2)) for _ in range(80)]
+    members: list[tuple[Candidate, float]] = []
+    verdicts = ""
+    for number, (code, f) in enumerate(arrivals, start=1):
+        verdict = admit(code, f, members, 20, weights, 5)
+        if verdict.evicted is not None:
+            members = [m for m in members if m[0].id != verdict.evicted.id]
+        if verdict.admitted:
+            members.append(member(number, f, code))
+        if number > 20:
+            verdicts += str(int(verdict.admitted))
+    assert verdicts == REFERENCE_ADMISSIONS[weights]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import replace
 from typing import Sequence
@@ -126,14 +127,45 @@ def _decide(state: evox.EvoXState, reply: EvoXRefresh | None = None, population:
                        defaults=DEFAULTS, reply=reply)
 
 
-def test_an_empty_population_runs_from_scratch_without_sampling() -> None:
-    def never(*_: object) -> Sample:
-        raise AssertionError("sample must not run without genomes")
+def _never(*_: object) -> Sample:
+    raise AssertionError("sample must not run without genomes")
 
-    decision = evox.decide(evox.initial_state(CONFIG), (), CONFIG, random.Random(1), never, iteration=1,
+
+def test_an_empty_population_evaluates_the_seed_as_is_without_sampling() -> None:
+    decision = evox.decide(evox.initial_state(CONFIG), (), CONFIG, random.Random(1), _never, iteration=1,
                            defaults=DEFAULTS)
     assert decision.parent is None and decision.parents == () and decision.label == ""
-    assert decision.operator == "improve" and decision.state.labels == "default"
+    assert decision.as_is and decision.operator == "seed" and decision.state.labels == "default"
+
+
+def test_a_population_without_a_scored_program_runs_from_scratch_without_sampling() -> None:
+    failed = Candidate(1, None, None, 1, "seed", status="error", code="x = 1\n")
+    decision = evox.decide(evox.initial_state(CONFIG), (failed,), CONFIG, random.Random(1), _never, iteration=2,
+                           defaults=DEFAULTS)
+    assert decision.parent is None and not decision.as_is and decision.operator == "improve"
+
+
+def test_first_window_starts_at_the_seed_score_like_reference() -> None:
+    # skydiscover 0.1.0's LogWindowScorer, reset from the evaluated seed (.30) and stepped once per attempt
+    # (.42 ×3), scores the first strategy at J = 0.08745916174868039 (H 3); from the first child's .42 it is 0.
+    config = replace(CONFIG, switch_interval=3)
+    state = evox.start_first_window(evox.initial_state(config), 0.30)
+    assert (state.window_start_score, state.window_bests, state.stagnant_count) == (0.30, (), 0)
+    for _ in range(3):
+        state = evox.end_turn(state, [0.42], config)
+    scored = evox.score_active(state, 0.42, 4)
+    assert scored.strategy(0).j == 0.08745916174868039 and scored.strategy(0).start_score == 0.30
+    assert evox.start_first_window(state, 0.9) == state  # only the first window
+
+
+def test_nan_j_sorts_like_reference_parent_choice() -> None:
+    # The reference's `max(programs, key=J)`: a NaN J wins only when it comes first; elsewhere it is passed over.
+    nan = float("nan")
+    assert evox.db_parent([(0, nan), (1, 0.13), (2, 0.05)]) == 0
+    assert evox.db_parent([(0, 0.05), (1, nan), (2, 0.13)]) == 2
+    assert evox.db_parent([(0, 0.2), (1, nan), (2, 0.1)]) == 0
+    assert evox.db_parent([(0, "N/A"), (1, nan), (2, 0.1)]) == 2
+    assert evox.db_parent([(0, -math.inf), (1, nan)]) == 0
 
 
 def test_genomes_skip_failed_evaluations_and_keep_labels_by_id() -> None:

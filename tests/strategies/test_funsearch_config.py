@@ -142,3 +142,32 @@ def test_the_direction_must_be_known() -> None:
 
 def test_the_specification_sits_beside_the_playbook() -> None:
     assert skeleton_path(playbook()) == DIR / "strategy/prompts/skeleton.md"
+
+
+def test_deepmind_switches_in_the_settings_table_give_the_reference_sampling() -> None:
+    # Our defaults follow the DistributedFunSearch fork; DeepMind's programs_database.py draws the clusters i.i.d.
+    # and scales lengths by max + 1e-6. Both playbook copies say which settings switch to it.
+    from autoloop_py.strategies import funsearch as fs
+
+    for directory in (TEMPLATE, SHIPPED):
+        text = (directory / "strategy.md").read_text(encoding="utf-8")
+        assert "DistributedFunSearch fork" in text and "`with_replacement`" in text and "`max`" in text
+    deepmind = TABLE.replace("| deduplicate | no | Off. |\n", "| length_normalization | max | Ref. |\n")
+    config = parse_funsearch_config(playbook(deepmind), {})
+    assert (config.cluster_sampling, config.length_normalization) == ("with_replacement", "max")
+    # F4 (Ref): lengths [100, 150, 200] → ℓ̃ [0, .25, .5] → [.41922895, .32649584, .25427521].
+    assert fs.length_probabilities([100, 150, 200], config.length_normalization) == pytest.approx(
+        [0.41922895, 0.32649584, 0.25427521], abs=1e-8)
+
+    class Uniforms:
+        def __init__(self, *values: float) -> None:
+            self.values = list(values)
+
+        def random(self) -> float:
+            return self.values.pop(0)
+
+    # With replacement the same (likeliest) cluster may fill both slots; the fork's default never repeats one.
+    chosen, _, _ = fs.choose_clusters([0.5, 0.4], 0.1, config, Uniforms(0.0, 0.0))
+    assert chosen == [0, 0]
+    fork, _, _ = fs.choose_clusters([0.5, 0.4], 0.1, FunSearchConfig("priority"), Uniforms(0.0, 0.0))
+    assert sorted(fork) == [0, 1]

@@ -1,0 +1,118 @@
+"""The static HTML report of a run: metric curve, evolution tree, per-candidate diffs and the Population.
+
+One self-contained file (inline CSS and JS, the run's data as JSON in the page), so it opens from disk
+or as a CI artifact with no server and no network. Building the data is pure; `autoloop report` does
+the reading and writing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Sequence
+
+from autoloop_py.analysis.run_view import RunNode, best_lineage, run_nodes, unified_diff
+from autoloop_py.population_model import Candidate
+from autoloop_py.render import render
+from autoloop_py.trace import Trace
+
+DIFF_CONTEXT = 2
+MAX_DIFF_CHARS = 20_000
+
+
+@dataclass(frozen=True)
+class ReportSource:
+    """Where the report's run came from, shown in its header.
+
+    Attributes:
+        program: the program's name (or the trace's own name for another framework's run).
+        origin: `memory/autoloop:traces/<program>` or the EvoTrace directory.
+        metric: the primary metric's name.
+        direction: "higher" or "lower" (is better).
+    """
+
+    program: str
+    origin: str
+    metric: str
+    direction: str
+
+
+def report_payload(trace: Trace, source: ReportSource, population: Sequence[Candidate] = ()) -> dict[str, Any]:
+    """Returns the data the report page draws: nodes, diffs against parents, the best lineage, the Population."""
+    nodes = _with_copies(run_nodes(trace), population)
+    sources: dict[str, str | None] = {row.id: trace.source(row) for row in trace.rows}
+    sources.update({str(c.id): c.code for c in population if str(c.id) not in sources and c.code is not None})
+    return {
+        "program": source.program,
+        "origin": source.origin,
+        "metric": source.metric,
+        "direction": source.direction,
+        "nodes": [_node_data(node) for node in nodes],
+        "diffs": _diffs(nodes, sources),
+        "best": [node.id for node in best_lineage(nodes, source.direction)],
+        "population": [_candidate_data(candidate) for candidate in population],
+    }
+
+
+def render_report(payload: dict[str, Any]) -> str:
+    """Returns the report page (one HTML file) for a payload."""
+    return render("report/report.html.j2", data=payload, title=f"autoloop report: {payload['program']}")
+
+
+def _with_copies(nodes: Sequence[RunNode], population: Sequence[Candidate]) -> list[RunNode]:
+    """Returns the nodes plus the Population entries the trace lacks (AdaEvolve's seed, spawn and migration copies).
+
+    A copy is not evaluated again, so it has no trace row; without it the tree would lose the edges through it.
+    """
+    known = {node.id for node in nodes}
+    islands = {str(c.id): str(c.island) for c in population if c.island is not None}
+    out = [replace(node, island=node.island or islands.get(node.id)) for node in nodes]
+    for candidate in sorted(population, key=lambda c: (c.gen, c.id)):
+        if str(candidate.id) in known:
+            continue
+        out.append(RunNode(
+            id=str(candidate.id),
+            parent_id=str(candidate.parents[0]) if candidate.parents else None,
+            iteration=candidate.gen,
+            metric=candidate.fitness,
+            status=candidate.status if candidate.status in ("accepted", "rejected") else "failed",
+            operator=candidate.operator,
+            island=None if candidate.island is None else str(candidate.island),
+            summary=f"{candidate.approach} (a copy kept by the strategy, not evaluated again)".strip(),
+        ))
+    return sorted(out, key=lambda node: (node.iteration, node.id))
+
+
+def _node_data(node: RunNode) -> dict[str, Any]:
+    # Short keys: a 5,000-candidate run carries this object 5,000 times.
+    return {
+        "id": node.id, "p": node.parent_id, "it": node.iteration, "m": node.metric, "s": node.status,
+        "op": node.operator, "isl": node.island, "sum": node.summary,
+    }
+
+
+def _diffs(nodes: Sequence[RunNode], sources: dict[str, str | None]) -> dict[str, str]:
+    diffs: dict[str, str] = {}
+    for node in nodes:
+        child = sources.get(node.id)
+        if node.parent_id is None or node.parent_id not in sources:
+            if child:
+                diffs[node.id] = "".join(f" {line}\n" for line in child.splitlines())[:MAX_DIFF_CHARS]
+            continue
+        text = unified_diff(sources[node.parent_id], child, DIFF_CONTEXT)
+        if text:
+            diffs[node.id] = text[:MAX_DIFF_CHARS]
+    return diffs
+
+
+def _candidate_data(candidate: Candidate) -> dict[str, Any]:
+    return {
+        "id": candidate.id,
+        "island": candidate.island,
+        "cell": " × ".join(candidate.cell) if candidate.cell else None,
+        "fitness": candidate.fitness,
+        "gen": candidate.gen,
+        "operator": candidate.operator,
+        "parents": ", ".join(str(p) for p in candidate.parents),
+        "status": candidate.status,
+        "approach": candidate.approach,
+    }

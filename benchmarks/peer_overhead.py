@@ -1,0 +1,336 @@
+"""Prints our runner's cost per iteration next to OpenEvolve's on the same program and the same mock model.
+
+What it measures. Both frameworks improve function_minimization's `search.py` for `--iterations`
+iterations, one worker each, against one loopback OpenAI-compatible server that answers at once with
+the same kind of edit (a SEARCH/REPLACE block that sets `initial_temperature`, a change that moves the
+score but not the evaluation's run time). Runs are interleaved in `--pairs` pairs (the order flips each
+pair). For each run it measures, through a wrapper process that waits for the whole tree:
+- overhead per iteration: wall time minus the evaluations (runs x the median time of the unchanged
+  evaluation, measured beforehand) minus the server's own handling time, over the iterations;
+- CPU per iteration: user + system time of the process tree (evaluations included, equal for both);
+- peak RSS: the largest resident set of any process of the tree;
+- prompt tokens per request (litellm.token_counter, gpt-4o encoding) and time to the first request.
+Each is printed as ours/peer with min/median/max over the pairs.
+
+OpenEvolve is installed from the package index into its own virtualenv (`--venv`, default
+~/.cache/autoloop/bench/openevolve-<version>); when that fails the peer is skipped with the reason.
+Our runner is the `autoloop` of this checkout (`python3 -m autoloop_py`), with its default isolation.
+
+    python benchmarks/peer_overhead.py [--pairs 5] [--iterations 50] [--openevolve 0.4.0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / ".autoloop/programs/function_minimization/code"
+PROGRAM_MD = """\
+---
+metric_direction: higher
+evaluation-timeout: 60
+seed: 7
+novelty_filter: false
+---
+
+# Bench
+
+## Goal
+
+Find the global minimum of f(x, y); improve the search in `code/search.py`.
+
+## Target
+
+- `code/search.py`
+
+## Evaluation
+
+```bash
+cd "${AUTOLOOP_PROGRAM_DIR:-.}" && python3 code/evaluate.py
+```
+
+The metric is `combined_score`. Higher is better.
+"""
+OE_EVALUATOR = '''\
+"""OpenEvolve's side of the benchmark: the same evaluation script, in a subprocess, as autoloop runs it."""
+import json, pathlib, shutil, subprocess, sys, tempfile
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+def evaluate(program_path):
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copy(program_path, pathlib.Path(tmp) / "search.py")
+        shutil.copy(HERE / "evaluate.py", pathlib.Path(tmp) / "evaluate.py")
+        done = subprocess.run([sys.executable, "evaluate.py"], cwd=tmp, capture_output=True, text=True, timeout=60)
+    lines = [line for line in done.stdout.splitlines() if line.strip().startswith("{")]
+    result = json.loads(lines[-1]) if lines else {"error": done.stderr[-300:]}
+    if "error" in result:
+        return {"combined_score": 0.0, "error": 1.0}
+    return {k: v for k, v in result.items() if isinstance(v, (int, float))}
+'''
+OE_CONFIG = """\
+max_iterations: {iterations}
+checkpoint_interval: 100000
+log_level: WARNING
+random_seed: 42
+diff_based_evolution: true
+llm:
+  api_base: {api_base}
+  api_key: sk-bench
+  models:
+    - name: mock
+      weight: 1.0
+  timeout: 60
+  retries: 0
+database:
+  population_size: 100
+  num_islands: 1
+evaluator:
+  timeout: 60
+  cascade_evaluation: false
+  parallel_evaluations: 1
+"""
+
+
+@dataclass
+class Server:
+    """The loopback model: records each request's prompt, arrival and handling time."""
+
+    arrivals: list[float] = field(default_factory=list)
+    prompts: list[list[dict[str, str]]] = field(default_factory=list)
+    handling: float = 0.0
+    rng: random.Random = field(default_factory=lambda: random.Random(0))
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def reply(self) -> str:
+        value = round(self.rng.uniform(0.2, 3.0), 4)
+        return (f"SUMMARY: set initial_temperature to {value}\n\n"
+                "<<<<<<< SEARCH\ndef search_algorithm(\n=======\n"
+                f"initial_temperature = {value}\ndef search_algorithm(\n>>>>>>> REPLACE\n")
+
+    def reset(self) -> None:
+        with self.lock:
+            self.arrivals.clear()
+            self.prompts.clear()
+            self.handling = 0.0
+
+
+def serve(state: Server) -> ThreadingHTTPServer:
+    """Starts the OpenAI-compatible server on 127.0.0.1 (chat completions only)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - the http.server API
+            started = time.perf_counter()
+            arrived = time.time()
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+            with state.lock:
+                state.arrivals.append(arrived)
+                state.prompts.append(body.get("messages", []))
+                text = state.reply()
+            payload = json.dumps({
+                "id": "chatcmpl-bench", "object": "chat.completion", "created": int(arrived), "model": "mock",
+                "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+            }).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+            with state.lock:
+                state.handling += time.perf_counter() - started
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def measure(command: list[str], cwd: Path, env: dict[str, str]) -> dict[str, float]:
+    """Runs a command in a wrapper that waits for its whole tree; returns wall, CPU and peak RSS."""
+    wrapper = [sys.executable, __file__, "--measure", "--", *command]
+    done = subprocess.run(wrapper, cwd=cwd, env=env, capture_output=True, text=True, timeout=3600)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _measure_main(command: list[str]) -> int:
+    started = time.time()
+    code = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=sys.stderr).returncode
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    print(json.dumps({"started": started, "wall": time.time() - started, "cpu": usage.ru_utime + usage.ru_stime,
+                      "rss_mb": usage.ru_maxrss / 1024}))
+    return code
+
+
+def _git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def ours_setup(base: Path) -> Path:
+    """Returns a scratch repository (with a bare origin) holding the bench program."""
+    origin, repo = base / "origin.git", base / "repo"
+    _git(base, "init", "-q", "--bare", "-b", "main", str(origin))
+    _git(base, "init", "-q", "-b", "main", str(repo))
+    for key, value in (("user.name", "bench"), ("user.email", "bench@example.invalid")):
+        _git(repo, "config", key, value)
+    program = repo / ".autoloop/programs/bench"
+    (program / "code").mkdir(parents=True)
+    (program / "program.md").write_text(PROGRAM_MD)
+    shutil.copy(EXAMPLE / "search.py", program / "code/search.py")
+    shutil.copy(EXAMPLE / "evaluate.py", program / "code/evaluate.py")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "bench program")
+    _git(repo, "remote", "add", "origin", str(origin))
+    _git(repo, "push", "-q", "origin", "main")
+    return repo
+
+
+def peer_setup(base: Path, iterations: int, api_base: str) -> Path:
+    """Returns OpenEvolve's run directory: initial program, evaluator wrapper, config."""
+    run = base / "openevolve"
+    run.mkdir(parents=True)
+    shutil.copy(EXAMPLE / "search.py", run / "initial_program.py")
+    shutil.copy(EXAMPLE / "evaluate.py", run / "evaluate.py")
+    (run / "evaluator.py").write_text(OE_EVALUATOR)
+    (run / "config.yaml").write_text(OE_CONFIG.format(iterations=iterations, api_base=api_base))
+    return run
+
+
+def install_peer(venv: Path, version: str) -> Path | None:
+    """Returns OpenEvolve's CLI in its own virtualenv (installed when missing), None with a message when it cannot be."""
+    cli = venv / "bin" / "openevolve-run"
+    if cli.exists():
+        return cli
+    print(f"installing openevolve=={version} into {venv} …", flush=True)
+    try:
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
+        subprocess.run([str(venv / "bin/pip"), "install", "-q", f"openevolve=={version}"], check=True,
+                       capture_output=True, timeout=1800)
+    except (subprocess.SubprocessError, OSError) as err:
+        print(f"skipping the peer: openevolve=={version} could not be installed ({err})")
+        return None
+    return cli if cli.exists() else None
+
+
+def evaluation_seconds(repeats: int = 7) -> float:
+    """Returns the median wall time of one evaluation of the unchanged search (a subprocess, as both run it)."""
+    times = []
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copy(EXAMPLE / "search.py", Path(tmp) / "search.py")
+        shutil.copy(EXAMPLE / "evaluate.py", Path(tmp) / "evaluate.py")
+        for _ in range(repeats):
+            started = time.perf_counter()
+            subprocess.run([sys.executable, "evaluate.py"], cwd=tmp, capture_output=True, check=True)
+            times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def prompt_tokens(prompts: list[list[dict[str, str]]]) -> float:
+    """Returns the median prompt size in tokens (gpt-4o encoding, counted offline)."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network: the bundled price list
+    import litellm  # imported here: only the figures need it
+
+    counts = [litellm.token_counter(model="gpt-4o", messages=messages) for messages in prompts if messages]
+    return float(statistics.median(counts)) if counts else float("nan")
+
+
+def one_run(kind: str, base: Path, iterations: int, server: Server, url: str, cli: Path | None,
+            eval_s: float) -> dict[str, float]:
+    """Runs one framework for `iterations`; returns its figures."""
+    server.reset()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AUTOLOOP_"))}
+    env.update(OPENAI_API_KEY="sk-bench", OPENAI_API_BASE=url, OPENAI_BASE_URL=url, PYTHONDONTWRITEBYTECODE="1")
+    if kind == "ours":
+        repo = ours_setup(base)
+        env["PYTHONPATH"] = str(ROOT)
+        command = [sys.executable, "-m", "autoloop_py", "run", "--repo", str(repo), "--program", "bench",
+                   "--iterations", str(iterations), "--proposer", "llm", "--model", "openai/mock"]
+        figures = measure(command, base, env)
+    else:
+        assert cli is not None
+        run = peer_setup(base, iterations, url)
+        command = [str(cli), "initial_program.py", "evaluator.py", "--config", "config.yaml",
+                   "--iterations", str(iterations), "--output", str(run / "out")]
+        figures = measure(command, run, env)
+    requests = len(server.arrivals)
+    evaluations = iterations + 1  # both evaluate the initial program first
+    overhead = figures["wall"] - evaluations * eval_s - server.handling
+    return {
+        "overhead": overhead / iterations,
+        "cpu": figures["cpu"] / iterations,
+        "rss": figures["rss_mb"],
+        "tokens": prompt_tokens(list(server.prompts)),
+        "first": (server.arrivals[0] - figures["started"]) if server.arrivals else float("nan"),
+        "requests": float(requests),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=5)
+    parser.add_argument("--iterations", type=int, default=50)
+    parser.add_argument("--openevolve", default="0.4.0")
+    parser.add_argument("--venv", type=Path, default=None)
+    args = parser.parse_args()
+    venv = args.venv or Path.home() / ".cache/autoloop/bench" / f"openevolve-{args.openevolve}"
+    cli = install_peer(venv, args.openevolve)
+    state = Server()
+    server = serve(state)
+    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    eval_s = evaluation_seconds()
+    print(f"{os.cpu_count()} cores; one evaluation takes {eval_s:.3f} s (median); "
+          f"{args.pairs} interleaved pairs of {args.iterations} iterations")
+    results: dict[str, list[dict[str, float]]] = {"ours": [], "peer": []}
+    for pair in range(args.pairs):
+        order = ("ours", "peer") if pair % 2 == 0 else ("peer", "ours")
+        for kind in order:
+            if kind == "peer" and cli is None:
+                continue
+            with tempfile.TemporaryDirectory(prefix=f"autoloop-peer-{kind}-") as tmp:
+                figures = one_run(kind, Path(tmp), args.iterations, state, url, cli, eval_s)
+            results[kind].append(figures)
+            print(f"pair {pair + 1} {kind:>4}: " + ", ".join(f"{k} {v:.3f}" for k, v in figures.items()), flush=True)
+    server.shutdown()
+    _report(results)
+    return 0
+
+
+def _report(results: dict[str, list[dict[str, float]]]) -> None:
+    names = {"overhead": "overhead s/iteration (minus evaluation and server)", "cpu": "CPU s/iteration (tree)",
+             "rss": "peak RSS MB", "tokens": "prompt tokens per request", "first": "time to first request s",
+             "requests": "model requests"}
+    print()
+    print(f"{'measure':<52} {'ours (median)':>14} {'peer (median)':>14} {'ours/peer min / median / max':>30}")
+    for key, label in names.items():
+        ours = [r[key] for r in results["ours"]]
+        peer = [r[key] for r in results["peer"]]
+        ratios = [a / b for a, b in zip(ours, peer) if b]
+        ratio = (f"{min(ratios):.2f} / {statistics.median(ratios):.2f} / {max(ratios):.2f}" if ratios else "n/a")
+        print(f"{label:<52} {statistics.median(ours):>14.3f} "
+              f"{(statistics.median(peer) if peer else float('nan')):>14.3f} {ratio:>30}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "--measure" and sys.argv[2] == "--":
+        raise SystemExit(_measure_main(sys.argv[3:]))
+    raise SystemExit(main())

@@ -1,0 +1,60 @@
+"""The HTML report's data and page: nodes, diffs against parents, the best lineage, and no way for run text to become markup."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+from pathlib import Path
+
+from autoloop_py.analysis.html_report import ReportSource, render_report, report_payload
+from autoloop_py.population_model import Candidate
+from autoloop_py.trace import load_trace
+from tests.trace_samples import write_run
+
+SOURCE = ReportSource(program="sample", origin="runs/sample", metric="value", direction="higher")
+
+
+def _data(page: str) -> dict:
+    match = re.search(r'<script type="application/json" id="run-data">(.*?)</script>', page, re.S)
+    assert match, "the page carries its data"
+    return json.loads(match.group(1))
+
+
+def test_the_payload_has_every_candidate_its_diff_and_the_best_lineage(tmp_path: Path) -> None:
+    payload = report_payload(load_trace(write_run(tmp_path / "run")), SOURCE)
+    assert [n["id"] for n in payload["nodes"]] == ["A", "B", "E", "C", "F", "D"]
+    assert payload["best"] == ["A", "B", "C", "D"]
+    assert {n["id"]: n["m"] for n in payload["nodes"]}["F"] is None
+    # D against C: helper(x) comes back, fallback goes.
+    assert "-value = fallback(x)\n" in payload["diffs"]["D"] and "+value = helper(x)\n" in payload["diffs"]["D"]
+    # A seed has no parent: its source is shown instead.
+    assert payload["diffs"]["A"].startswith(" import math\n")
+
+
+def test_the_page_is_self_contained_and_carries_the_payload(tmp_path: Path) -> None:
+    payload = report_payload(load_trace(write_run(tmp_path / "run")), SOURCE)
+    page = render_report(payload)
+    assert _data(page) == json.loads(json.dumps(payload))
+    # No server, no network at view time: nothing is loaded from anywhere.
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
+    assert "<script src" not in page and "<link" not in page
+
+
+def test_run_text_cannot_close_the_data_script(tmp_path: Path) -> None:
+    trace = load_trace(write_run(tmp_path / "run"))
+    evil = "</script><script>document.title='owned'</script><img src=x onerror=alert(1)>"
+    trace = replace(trace, rows=tuple(replace(row, changes=evil) for row in trace.rows))
+    page = render_report(report_payload(trace, SOURCE))
+    assert page.count("</script>") == 2  # the data block's and the code block's own
+    assert "<img" not in page and _data(page)["nodes"][0]["sum"] == evil
+
+
+def test_the_population_table_rows_come_from_the_state_file_entries(tmp_path: Path) -> None:
+    population = [Candidate(id=3, island=1, fitness=0.5, gen=2, operator="crossover", parents=(1, 2),
+                            cell=("low", "high"), approach="mix the two", status="accepted")]
+    payload = report_payload(load_trace(write_run(tmp_path / "run")), SOURCE, population)
+    assert payload["population"] == [{
+        "id": 3, "island": 1, "cell": "low × high", "fitness": 0.5, "gen": 2, "operator": "crossover",
+        "parents": "1, 2", "status": "accepted", "approach": "mix the two",
+    }]
