@@ -25,6 +25,8 @@ logger = logging.getLogger(__name__)
 # Marks every command with the directory it works in: after a crash, the next run kills what still runs there.
 RUN_DIR_ENV_VAR = "AUTOLOOP_RUN_DIR"
 ISOLATION_ENV = "AUTOLOOP_ISOLATION"
+# More directories to show read-only (comma-separated): a tool installed under $HOME, e.g. an agent's runtime.
+READ_ONLY_ENV = "AUTOLOOP_SANDBOX_READ_ONLY"
 NOT_SANDBOXED = "evaluations are NOT sandboxed (isolation: none): they run as you, with your files and network"
 _PREFLIGHT = ("--unshare-user", "--unshare-pid", "--unshare-net", "--die-with-parent", "--ro-bind", "/", "/", "true")
 
@@ -160,6 +162,7 @@ def _read_only_paths(environ: Mapping[str, str], hidden: Sequence[str]) -> tuple
     if user_site:
         python.append(user_site)
     tools = [entry for entry in environ.get("PATH", "").split(os.pathsep) if entry]
+    tools += [entry.strip() for entry in environ.get(READ_ONLY_ENV, "").split(",") if entry.strip()]
     paths = [str(Path(p).resolve()) for p in python if p and Path(p).is_dir()]
     for entry in tools:
         resolved = Path(entry).resolve()

@@ -42,3 +42,12 @@ def test_inside_bwrap_only_the_workdir_is_writable(tmp_path: Path) -> None:
     assert (work / "inside.txt").read_text() == "in\n"
     assert not (outside / "x.txt").exists()
     assert "No such file or directory" in result.stderr
+
+
+def test_extra_read_only_directories_are_shown_but_never_the_checkout(tmp_path: Path) -> None:
+    tool, checkout = tmp_path / "tool", tmp_path / "checkout"
+    (checkout / "bin").mkdir(parents=True)
+    tool.mkdir()
+    env = {"PATH": "/usr/bin", "AUTOLOOP_SANDBOX_READ_ONLY": f"{tool}, {checkout / 'bin'}"}
+    shown = isolation_for("none", network=False, hidden=[checkout], environ=env).evaluation.read_only
+    assert str(tool.resolve()) in shown and str((checkout / "bin").resolve()) not in shown
