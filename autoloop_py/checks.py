@@ -103,6 +103,12 @@ def protected_hashes(program: Program, workdir: Path) -> dict[str, str]:
     return hashes
 
 
+def protected_changes(guarded: Mapping[str, str], changes: Mapping[str, str | None]) -> list[str]:
+    """Returns a reason for every change to a protected file (program.md, the evaluator), even inside the Target."""
+    return [f"{path} is protected (program.md or the evaluator); candidates may not change it"
+            for path in changes if path in guarded]
+
+
 def tampered(program: Program, workdir: Path, before: Mapping[str, str]) -> str:
     """Returns the protected files whose hashes changed since before, comma-separated ('' when none)."""
     after = protected_hashes(program, workdir)

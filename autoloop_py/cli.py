@@ -16,7 +16,8 @@ from rich.markup import escape
 
 from autoloop_py import __version__
 from autoloop_py.commands import (
-    analyze, check, customize, init, judge, new, pause, prompt, record, replay, report, run, schedule, show, status, trace, tune,
+    analyze, check, customize, edit, init, judge, new, pause, prompt, record, replay, report, run, schedule, show,
+    status, trace, tune,
 )
 from autoloop_py.errors import AutoloopError
 from autoloop_py.redact import RedactingFilter, RedactingStream, Redactor, from_environment
@@ -36,6 +37,7 @@ examples:
   autoloop run --program function_minimization --iterations 10
   autoloop status                                  one line per program
   autoloop state function_minimization             print its state file
+  autoloop edit function_minimization              edit its state file in $EDITOR, validated
   autoloop analyze function_minimization           cycling, lineage and best-so-far of its trace
   autoloop report function_minimization            an HTML page: metric curve, evolution tree, diffs
   autoloop tune function_minimization              the tuning gap of its best candidate
@@ -48,9 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
         prog="autoloop", description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--version", action="version", version=f"autoloop {__version__}")
+    # Accepted before the command too (`autoloop -v status`); each command also takes it after its name.
+    parser.add_argument("-v", "--verbose", dest="global_verbose", action="store_true", help="show log messages")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (run, check, status, show, schedule, pause, new, customize, prompt, record, init, analyze, report,
-                   trace, replay, judge, tune):
+    for module in (run, check, status, show, edit, schedule, pause, new, customize, prompt, record, init, analyze,
+                   report, trace, replay, judge, tune):
         module.add_parser(commands)
     return parser
 
@@ -66,15 +70,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     redactor = from_environment(os.environ)
     console = _console(redactor=redactor)
     err_console = _console(stderr=True, redactor=redactor)
-    _setup_logging(getattr(args, "verbose", False), err_console, redactor)
-    return _handle(lambda: args.handler(args, console), err_console, redactor)
+    _setup_logging(getattr(args, "verbose", False) or args.global_verbose, err_console, redactor)
+    return _handle(lambda: _flushed(args.handler(args, console)), err_console, redactor)
+
+
+def _flushed(status: int) -> int:
+    """Returns status once stdout is flushed, so that a reader that stopped early is noticed here."""
+    sys.stdout.flush()
+    return status
+
+
+class _Console(Console):
+    """A rich Console for which a reader that stopped early (`autoloop status | head -1`) is no error."""
+
+    def on_broken_pipe(self) -> None:
+        # rich exits with 1 here; the command instead goes on with its output dropped and keeps its status.
+        self.quiet = True
+        _stdout_to_devnull()
 
 
 def _console(stderr: bool = False, redactor: Redactor | None = None) -> Console:
     stream = sys.stderr if stderr else sys.stdout
     if redactor is not None and redactor.values:
         stream = RedactingStream(stream, redactor)
-    console = Console(file=stream, highlight=False, soft_wrap=True)
+    console = _Console(file=stream, highlight=False, soft_wrap=True)
     if not console.is_terminal and "COLUMNS" not in os.environ:
         # Piped output (CI logs, files) has no width; 80 columns would squeeze the tables.
         console.width = 200
@@ -93,12 +112,25 @@ def _handle(command: Callable[[], int], err_console: Console, redactor: Redactor
     except KeyboardInterrupt:
         err_console.print("interrupted")
         return EXIT_INTERRUPT
+    except BrokenPipeError:
+        # `autoloop status | head -1`: the reader has all it wanted; that is no error.
+        _stdout_to_devnull()
+        return 0
     except Exception as err:  # noqa: BLE001 - the one place that turns crashes into a report
         log_path = _crash_log()
         log_path.write_text((redactor or Redactor()).text(traceback.format_exc()), encoding="utf-8")
         err_console.print(f"[bold red]An unexpected error occurred:[/] {type(err).__name__}: {escape(str(err))}")
         err_console.print(f"The traceback was written to {log_path}; please include it in a bug report.")
         return EXIT_CRASH
+
+
+def _stdout_to_devnull() -> None:
+    """Points stdout at /dev/null so that Python's final flush does not fail on the closed pipe again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 def _crash_log() -> Path:

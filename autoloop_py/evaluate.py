@@ -12,14 +12,14 @@ import statistics
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from autoloop_py.errors import EvaluationError
 from autoloop_py.program import Program
 from autoloop_py.redact import SECRET_PATTERNS, Redactor, from_environment, secret_names
 from autoloop_py.sandbox.policy import SandboxPolicy
 from autoloop_py.sandbox.process import MARK_ENV_VAR, CommandResult, kill_marked, run_command
-from autoloop_py.sandbox.run import RUN_DIR_ENV_VAR, isolation_for, requested_mode, run_sandboxed
+from autoloop_py.sandbox.run import RUN_TOKEN_ENV_VAR, isolation_for, requested_mode, run_sandboxed, run_token
 
 logger = logging.getLogger(__name__)
 
@@ -36,8 +36,8 @@ SECRET_ENV = ("ACTIONS_*", "*SECRET*", *SECRET_PATTERNS)
 EXTRA_ENV_VAR = "AUTOLOOP_EVAL_ENV"
 # The process machinery lives in the sandbox package; these names stay importable from here.
 __all__ = [
-    "CommandResult", "EvaluationResult", "MARK_ENV_VAR", "RUN_DIR_ENV_VAR", "evaluate", "kill_marked",
-    "parse_metric", "run_command", "scrub_environment",
+    "CommandResult", "EvaluationResult", "MARK_ENV_VAR", "RUN_TOKEN_ENV_VAR", "evaluate", "kill_marked",
+    "parse_metric", "run_command", "run_token", "scrub_environment",
 ]
 
 
@@ -48,7 +48,8 @@ class EvaluationResult:
     Attributes:
       ok: every run exited 0 and printed a finite metric.
       metric: the median of the runs' metrics when ok, else None.
-      metrics: the last JSON object printed by the last run ({} when none).
+      metrics: the last run's JSON object, every number all runs printed replaced by its median, so the
+        primary metric here is `metric`, the number the runner compares ({} when none).
       error: a one-line reason when not ok, else None.
       runs: the metric of each successful run, in order.
       stdout_tail: the last ~4 KB of the last run's stdout.
@@ -99,6 +100,7 @@ def evaluate(
     if sandbox is None:
         sandbox = isolation_for(requested_mode(program), network=program.config.evaluation_network).evaluation
     runs: list[float] = []
+    printed: list[Mapping[str, Any]] = []
     for index in range(count):
         try:
             result = run_sandboxed(program.evaluation.command, workdir, sandbox, cwd=cwd, timeout=limit, env=env)
@@ -110,7 +112,8 @@ def evaluate(
         if value is None:
             return _result(error or "no metric", started, runs, metrics, result)
         runs.append(value)
-    return _result(None, started, runs, metrics, result)
+        printed.append(metrics)
+    return _result(None, started, runs, median_metrics(printed), result)
 
 
 def _result(
@@ -131,6 +134,28 @@ def _result(
         stderr_tail=last.stderr[-TAIL_CHARS:] if last else "",
         duration=time.monotonic() - started,
     )
+
+
+def median_metrics(printed: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Returns the last run's object with each number that every run printed replaced by the runs' median."""
+    if not printed:
+        return {}
+    combined = dict(printed[-1])
+    for key, value in combined.items():
+        values = [run.get(key) for run in printed]
+        if all(_is_number(v) for v in values) and len(values) > 1:
+            middle = statistics.median(float(v) for v in values)
+            combined[key] = int(middle) if isinstance(value, int) and middle.is_integer() else middle
+    return combined
+
+
+def _is_number(value: Any) -> bool:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int too large for a float
+        return False
 
 
 def _environment(program: Program, workdir: Path, environ: Mapping[str, str]) -> dict[str, str]:

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import shlex
+import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterable, Iterator, Mapping, cast
@@ -18,6 +21,26 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_NAME = "autoloop"
 DEFAULT_EMAIL = "autoloop@users.noreply.github.com"
+
+# Settings every runner git command carries: a planted hook, fsmonitor or `ext::` remote never runs.
+HARDENING = (
+    "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "protocol.ext.allow=never",
+)  # fmt: skip
+# What every runner git command sees of the environment: no secret, no GIT_DIR/GIT_CONFIG_* from outside.
+GIT_ENV = (
+    "PATH", "HOME", "USER", "LOGNAME", "TMPDIR", "TZ", "SYSTEMROOT", "XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL",
+    "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_AUTHOR_DATE", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL",
+    "GIT_COMMITTER_DATE",
+)  # fmt: skip
+# Added for the commands that reach a remote: authentication and proxies.
+GIT_NETWORK_ENV = (
+    "SSH_AUTH_SOCK", "GIT_SSH", "GIT_SSH_COMMAND", "GIT_SSH_VARIANT", "GIT_ASKPASS", "SSH_ASKPASS",
+    "GH_TOKEN", "GITHUB_TOKEN", "GH_HOST", "GH_ENTERPRISE_TOKEN", "GITHUB_ENTERPRISE_TOKEN", "GH_CONFIG_DIR",
+    "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "no_proxy", "all_proxy",
+    "GIT_SSL_CAINFO", "GIT_SSL_CAPATH", "SSL_CERT_FILE", "SSL_CERT_DIR",
+)  # fmt: skip
+NETWORK_COMMANDS = frozenset({"push", "fetch", "ls-remote", "pull", "clone"})
+FETCH_ATTEMPTS = 5
 
 
 @dataclass(frozen=True)
@@ -75,24 +98,50 @@ def _stdin(data: bytes | None) -> Iterator[BinaryIO | None]:
 def call(
     repo: git.Repo, *args: str, env: Mapping[str, str] | None = None, stdin: bytes | None = None
 ) -> GitResult:
-    """Runs `git <args>` in the repository and returns its outcome, whatever the exit code."""
-    command = [git.Git.GIT_PYTHON_GIT_EXECUTABLE or "git", *args]
+    """Runs `git <args>` in the repository, hardened (see `hardened_command`), and returns its outcome."""
+    command = hardened_command(args)
+    environment = git_environment(os.environ, network=bool(args) and args[0] in NETWORK_COMMANDS)
+    environment.update(_location(repo))
+    environment.update(env or {})
     try:
         with _stdin(stdin) as handle:
-            outcome = repo.git.execute(
-                command,
-                istream=handle,
-                with_extended_output=True,
-                with_exceptions=False,
-                stdout_as_string=False,
-                strip_newline_in_stdout=False,
-                env=dict(env) if env else None,
+            done = subprocess.run(
+                command, cwd=where(repo), env=environment, stdin=handle if handle else subprocess.DEVNULL,
+                capture_output=True, check=False,
             )
-    except git.GitCommandNotFound as error:
+    except FileNotFoundError as error:
         raise GitError(f"cannot run git ({error}); install git and put it on PATH") from error
-    status, out, err = cast("tuple[int, bytes | str | None, str]", outcome)
-    stdout = out if isinstance(out, bytes) else str(out or "").encode()
-    return GitResult(tuple(args), int(status), stdout, str(err))
+    stderr = done.stderr.decode("utf-8", "replace").removesuffix("\n")
+    return GitResult(tuple(args), done.returncode, done.stdout, stderr)
+
+
+def hardened_command(args: Iterable[str]) -> list[str]:
+    """Returns the git command line for `args` with hooks, fsmonitor and command-running transports off.
+
+    Whatever a repository's config (or an include it names) says, these `-c` settings win: no hook
+    or fsmonitor program runs, and no `ext::` remote runs a command.
+    """
+    return [git.Git.GIT_PYTHON_GIT_EXECUTABLE or "git", *HARDENING, *args]
+
+
+def git_environment(environ: Mapping[str, str], *, network: bool = False) -> dict[str, str]:
+    """Returns the environment of the runner's git: the allow-listed variables of environ, no system config.
+
+    Only commands that talk to a remote (`network`) also get what authentication needs (an SSH agent,
+    askpass, the tokens a credential helper such as `gh auth git-credential` reads, proxies).
+    """
+    names = set(GIT_ENV) | (set(GIT_NETWORK_ENV) if network else set())
+    env = {name: value for name, value in environ.items() if name in names}
+    env.update({"GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0", "LANGUAGE": "C", "LC_ALL": "C"})
+    return env
+
+
+def _location(repo: git.Repo) -> dict[str, str]:
+    """Returns GIT_DIR (and GIT_WORK_TREE) naming the repository, so git never discovers another `.git`."""
+    located = {"GIT_DIR": str(Path(repo.git_dir).resolve())}
+    if repo.working_tree_dir is not None:
+        located["GIT_WORK_TREE"] = str(Path(repo.working_tree_dir).resolve())
+    return located
 
 
 def failure(result: GitResult, repo: git.Repo, hint: str = "") -> GitError:
@@ -163,19 +212,47 @@ def fetch_branches(repo: git.Repo, remote: str, branches: Iterable[str]) -> dict
     if not present:
         return {}
     refspecs = [f"+refs/heads/{b}:refs/remotes/{remote}/{b}" for b in present]
-    run(repo, "fetch", "--quiet", "--no-tags", remote, *refspecs, hint=hint)
+    for attempt in range(FETCH_ATTEMPTS):
+        # Runs sharing a clone fetch at once: one loses the tracking ref's update ("cannot lock ref") or
+        # reads a pack another is writing ("did not send all necessary objects"); the remote answered
+        # ls-remote just now, so the fetch is redone.
+        fetched = call(repo, "fetch", "--quiet", "--no-tags", remote, *refspecs)
+        if fetched.ok:
+            break
+        time.sleep(0.05 * (attempt + 1))
+    if not fetched.ok:
+        raise failure(fetched, repo, hint)
     found = {b: rev_parse(repo, f"refs/remotes/{remote}/{b}") for b in present}
     return {branch: sha for branch, sha in found.items() if sha}
 
 
-def push_branch(repo: git.Repo, remote: str, source: str, branch: str, lease: str | None = None) -> GitResult:
-    """Pushes `source` (sha or ref) to the remote's `branch`, leased when `lease` is given; updates tracking."""
-    force = [] if lease is None else [f"--force-with-lease=refs/heads/{branch}:{lease}"]
-    result = call(repo, "push", "--quiet", *force, remote, f"{source}:refs/heads/{branch}")
-    sha = rev_parse(repo, source) if result.ok else None
-    if sha is not None:
+def push_branch(repo: git.Repo, remote: str, sha: str, branch: str, expected: str | None) -> GitResult:
+    """Pushes commit `sha` to the remote's `branch` by compare-and-swap; updates the tracking ref when it lands.
+
+    The remote branch moves only if it still is at `expected` (None: it must not exist yet), and only
+    forward: `sha` must descend from `expected`. A sha, never a ref name, is pushed, so nothing that
+    moved a local ref meanwhile can change what leaves the machine.
+    """
+    if expected is not None and not is_ancestor(repo, expected, sha):
+        return GitResult(("push", remote, branch), 1, b"", f"{sha[:12]} does not descend from {expected[:12]}")
+    lease = f"--force-with-lease=refs/heads/{branch}:{expected or ''}"
+    result = call(repo, "push", "--quiet", "--no-verify", lease, remote, f"{sha}:refs/heads/{branch}")
+    if not result.ok and _remote_tip(repo, remote, branch) == sha:
+        result = GitResult(result.args, 0, result.stdout, "")  # another run sharing this clone pushed it already
+    if result.ok:
         run(repo, "update-ref", "-m", "autoloop push", f"refs/remotes/{remote}/{branch}", sha)
     return result
+
+
+def _remote_tip(repo: git.Repo, remote: str, branch: str) -> str | None:
+    """Returns the sha the remote's `branch` is at now (None when absent or unreachable)."""
+    listed = call(repo, "ls-remote", remote, f"refs/heads/{branch}")
+    return listed.text.split("\t", 1)[0] if listed.ok and listed.text else None
+
+
+def tracking_tip(repo: git.Repo, remote: str, branch: str) -> str | None:
+    """Returns what the runner last fetched of (or pushed to) the remote's `branch`, None when it has not seen it."""
+    return rev_parse(repo, f"refs/remotes/{remote}/{branch}")
 
 
 def _listed_refs(listing: str) -> list[str]:

@@ -10,7 +10,10 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Callable
 
+from autoloop_py import integrity, stale_parents
+from autoloop_py import population as pop
 from autoloop_py import state as statefile
 from autoloop_py.checks import violations
 from autoloop_py.evaluate import evaluate
@@ -20,7 +23,7 @@ from autoloop_py.lock import program_lock
 from autoloop_py.memory import MemoryStore
 from autoloop_py.program import Program, target_files
 from autoloop_py.prompts import prompt_context, render_iteration_prompt
-from autoloop_py.recording import load_state, record_iteration, rejection_note
+from autoloop_py.recording import load_state, record_iteration, rejection_note, state_path
 from autoloop_py.render import render
 from autoloop_py.strategies import runner as strategy
 from autoloop_py.strategies.base import Decision
@@ -82,7 +85,8 @@ def prepare(root: Path, program: Program, place_parent: bool = False) -> Handoff
     if runner is None:
         prompt = render_iteration_prompt(prompt_context(program, files, state, best, iteration))
         return Handoff(iteration, prompt, None)
-    decision = strategy.decide(runner, state, best, iteration, program.direction, iteration_rng(program, iteration), memory.read)
+    rng = iteration_rng(program, iteration)
+    decision = strategy.decide(runner, state, best, iteration, program.direction, rng, memory.read, None, _rebase(root, program, runner, memory))
     placed = strategy.with_parent(runner, decision, files)
     changed = tuple(path for path, text in placed.items() if files.get(path) != text)
     if place_parent:
@@ -116,12 +120,14 @@ def _record_locked(root: Path, program: Program, outcome: Outcome, budget: int) 
     memory = MemoryStore(root)
     memory.sync()
     state = load_state(memory, program)
+    integrity.check_records(memory, state_path(program), program.name, state)
     iteration = state.machine.iteration_count + 1
     runner = strategy.load_runner(program, root)
     decision = None
     if runner is not None:
         rng = iteration_rng(program, iteration)
-        decision = strategy.decide(runner, state, state.machine.best_metric, iteration, program.direction, rng, memory.read)
+        rebase = _rebase(root, program, runner, memory)
+        decision = strategy.decide(runner, state, state.machine.best_metric, iteration, program.direction, rng, memory.read, None, rebase)
     best, baseline = _best_or_baseline(root, program, state)
     result = _judge(root, program, outcome, best)
     extra = strategy.history_bullets(decision, result.metric) if decision is not None else ()
@@ -140,8 +146,15 @@ def _record_locked(root: Path, program: Program, outcome: Outcome, budget: int) 
     if runner is not None and decision is not None and result.evaluated:
         source = (root / runner.primary).read_text(encoding="utf-8")
         candidate = strategy.candidate_for(runner, decision, entry, source, outcome.approach, iteration)
-    record_iteration(memory, program, entry, budget, runner, candidate, decision=decision)
+    record_iteration(memory, program, entry, budget, runner, candidate, decision=decision, base=stale_parents.default_tip(root))
     return entry
+
+
+def _rebase(
+    root: Path, program: Program, runner: strategy.StrategyRunner, memory: MemoryStore
+) -> Callable[[pop.Population], pop.Population]:
+    """Returns the step that brings Population code up to date with the checkout, as the runner does with its base."""
+    return stale_parents.rebaser(root, program.name, runner.primary, stale_parents.default_tip(root), memory.read)
 
 
 @dataclass(frozen=True)

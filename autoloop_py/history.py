@@ -40,6 +40,12 @@ _ITERATION_RE = re.compile(r"^iteration\s+#?(\d{1,9})\b", re.IGNORECASE)
 _RANGE_RE = re.compile(r"^iters?\s+#?(\d{1,9})\s*[-–—]\s*#?(\d{1,9})\b(.*)$", re.IGNORECASE | re.DOTALL)
 _WHEN_RE = re.compile(r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2})(?::(\d{2}))?")
 _NUMBER_RE = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+_COMMENT_RE = re.compile(r"[ \t]*<!--.*?-->[ \t]*(?:\r?\n)?", re.DOTALL)
+_COMMIT_BULLET_RE = re.compile(r"^[ \t]*[-*][ \t]+\*\*Commit\*\*:.*(?:\r?\n)?", re.MULTILINE)
+_RUN_LINK_RE = re.compile(r" — \[Run\]\([^)]*\)")
+# A commit sha: 7 to 40 hex digits with at least one letter and one digit (so no plain number matches).
+_SHA_RE = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")
+_PREVIOUS_BEST_RE = re.compile(r"previous best:\s*([^,)\s]+)")
 _RANGE_METRIC_RE = re.compile(r"\(\s*metrics?\s+([^()]*?)\s*(?:→|->)\s*([^()]*?)\s*\)\s*:?", re.IGNORECASE)
 _STATUS_BULLET_RE = re.compile(
     r"^([ \t]*[-*+][ \t]+(?:\*\*|__)?status(?:\*\*|__)?[ \t]*:(?:\*\*|__)?[ \t]*)(.*?)([ \t]*\r?)$",
@@ -243,6 +249,21 @@ def _read_when(title: str) -> datetime | None:
         return None
 
 
+def prompt_text(text: str) -> str:
+    """Returns a history entry as a prompt shows it: no hidden key comment, Commit bullet, run link or commit sha.
+
+    They matter to the runner and to people on GitHub, not to the model; in a prompt they only cost tokens.
+    """
+    text = _COMMIT_BULLET_RE.sub("", _COMMENT_RE.sub("", text))
+    return _SHA_RE.sub("(commit)", _RUN_LINK_RE.sub("", text))
+
+
+def _previous_best(entry: HistoryEntry) -> float | None:
+    """Returns the "previous best" an entry's Metric bullet compares with (None when it shows none)."""
+    found = _PREVIOUS_BEST_RE.search(_bullets(entry.text).get("metric", ""))
+    return finite_number(found.group(1)) if found else None
+
+
 def _first_number(text: str) -> float | None:
     found = _NUMBER_RE.search(text)
     return finite_number(found.group()) if found else None
@@ -354,10 +375,11 @@ def merge_ranges(entries: tuple[HistoryEntry, ...]) -> tuple[HistoryEntry, ...]:
 def _range_entry(members: list[HistoryEntry], last: bool) -> HistoryEntry:
     chrono = sorted(members, key=lambda e: (e.iteration or 0, e.last_iteration or 0))
     counts = [0, 0, 0]
-    metrics: list[float] = []
+    metrics: list[tuple[float | None, float]] = []  # per accepted step: (the best before it, the best after it)
     summaries: list[str] = []
     for entry in chrono:
         _tally(entry, counts, metrics, summaries)
+    first = (metrics[0][0] if metrics[0][0] is not None else metrics[0][1]) if metrics else None
     summary = trim_front("; ".join(summaries), SUMMARY_LIMIT) or _NO_ACCEPTED
     heading = macro(
         "range_heading",
@@ -366,24 +388,31 @@ def _range_entry(members: list[HistoryEntry], last: bool) -> HistoryEntry:
         accepted=counts[0],
         rejected=counts[1],
         errors=counts[2],
-        metrics=(format_number(metrics[0]), format_number(metrics[-1])) if metrics else None,
+        metrics=(format_number(first), format_number(metrics[-1][1])) if first is not None else None,
         summary=summary,
     )
     return parse_entry(end_line(heading) + ("" if last else "\n"))
 
 
-def _tally(entry: HistoryEntry, counts: list[int], metrics: list[float], summaries: list[str]) -> None:
-    """Adds one folded entry's outcome, accepted metric and summary to the running range."""
+def _tally(
+    entry: HistoryEntry, counts: list[int], metrics: list[tuple[float | None, float]], summaries: list[str]
+) -> None:
+    """Adds one folded entry's outcome, accepted metric (with the best before it) and summary to the running range.
+
+    The range heading then reads `(metric first→best)`: the best before its first accepted iteration
+    (that entry's "previous best") and the best after its last one.
+    """
     if entry.is_range:
         for i, count in enumerate(entry.counts):
             counts[i] += count
-        metrics.extend(m for m in (entry.first_metric, entry.metric) if m is not None)
+        if entry.metric is not None:
+            metrics.append((entry.first_metric, entry.metric))
         if entry.summary and entry.summary != _NO_ACCEPTED:
             summaries.append(entry.summary)
         return
     counts[{"accepted": 0, "rejected": 1}.get(entry.status or "", 2)] += 1
     if entry.status == "accepted":
         if entry.metric is not None:
-            metrics.append(entry.metric)
+            metrics.append((_previous_best(entry), entry.metric))
         if entry.change and entry.change != "—":
             summaries.append(entry.change)

@@ -9,21 +9,22 @@ import random
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterator, Mapping
 
-from autoloop_py import checks, faults, recovery, trace, state as statefile
-from autoloop_py import lineage_store, novelty
+from autoloop_py import candidate_dir, checks, faults, recovery, trace, state as statefile
+from autoloop_py import budget, integrity, lineage_store, novelty, stale_parents
 from autoloop_py.errors import GitError
 from autoloop_py.evaluate import EvaluationResult, evaluate
 from autoloop_py.lock import program_lock
 from autoloop_py.memory import MemoryStore
-from autoloop_py.program import Program, target_files
+from autoloop_py.program import Program, require_on_base, target_files
 from autoloop_py.prompts import RECENTLY_DELETED, prompt_context, render_iteration_prompt, with_data_section
 from autoloop_py.proposers import get_proposer, llm
 from autoloop_py.population import Candidate
 from autoloop_py.proposers.base import Proposal, ProposalRequest, Proposer
+from autoloop_py.proposers.llm_call import CallLimits, limits_for
 from autoloop_py.checks import violations
 from autoloop_py.redact import Redactor, from_environment
 from autoloop_py.sandbox.policy import SandboxPolicy
@@ -36,6 +37,7 @@ from autoloop_py.recording import (
     record_iteration,
     primary_file,
     record_of,
+    record_pause,
     rejection_note,
     seed_data,
     state_path,
@@ -75,6 +77,9 @@ class RunOptions:
       ci_gate: keep an improving candidate as `pending-ci` until its commit's checks pass.
       directives: steering for this iteration (people's comments, a CI fix request), quoted as data.
       isolation: auto | bwrap | none, overriding the program's `isolation` (None: AUTOLOOP_ISOLATION, else the program's).
+      llm_timeout: seconds per model request (overrides `llm-timeout`); llm_retries: likewise `llm-retries`.
+      job_deadline: time.monotonic() at which the job is stopped (AUTOLOOP_JOB_TIMEOUT_MINUTES); model calls
+        end early enough to leave the evaluation its time.
     """
 
     proposer: str | None = None
@@ -88,6 +93,9 @@ class RunOptions:
     ci_gate: bool = False
     directives: tuple[str, ...] = ()
     isolation: str | None = None
+    llm_timeout: float | None = None
+    llm_retries: int | None = None
+    job_deadline: float | None = None
 
 
 @dataclass(frozen=True)
@@ -129,9 +137,14 @@ def _run_locked(root: Path, program: Program, options: RunOptions, now: datetime
     memory = MemoryStore(root)
     with clock("load state"):
         memory.sync()
+        # Before reconcile records anything: a stale copy of the file must not get a reused iteration number.
+        integrity.check_records(memory, state_path(program), program.name, load_state(memory, program))
         recovery.reconcile(root, program, memory, options.budget, ci_gate=options.ci_gate, dry_run=options.dry_run)
         state = load_state(memory, program)
         runner = strategy.load_runner(program, root)
+    over = _over_budget(memory, program, state, options, now)
+    if over is not None:
+        return over
     iteration = state.machine.iteration_count + 1
     rng = iteration_rng(program, iteration)
     key = recovery.new_key(program.name, iteration)
@@ -140,6 +153,7 @@ def _run_locked(root: Path, program: Program, options: RunOptions, now: datetime
     with Workspace(root, program.name, base_branch=options.base_branch) as workspace:
         with clock("prepare branch"):
             workspace.prepare()
+            require_on_base(program, workspace.path, workspace.base_ref, workspace.base_ref.startswith("origin/"))
         measured = _evaluate_baseline(program, workspace.path, state, clock, sandbox)
         best, baseline, failure = _baseline_outcome(state, measured)
         seed = seed_data(program, workspace.path, baseline)
@@ -153,11 +167,12 @@ def _run_locked(root: Path, program: Program, options: RunOptions, now: datetime
             )
             attempt = _try_candidate(context, root)
         record = replace(with_baseline(attempt.record, baseline), key=key)
+        base = workspace.base_sha
     if not options.dry_run:
         with clock("record"):
             record_iteration(
                 memory, program, record, options.budget, runner, attempt.candidate, attempt.prompt, attempt.evaluated,
-                seed, attempt.decision,
+                seed, attempt.decision, base,
             )
     return IterationOutcome(
         program=program.name,
@@ -169,6 +184,26 @@ def _run_locked(root: Path, program: Program, options: RunOptions, now: datetime
         commit=record.commit,
         reason=record.notes if record.status != "accepted" else None,
         timings=clock.timings,
+    )
+
+
+def _over_budget(
+    memory: MemoryStore, program: Program, state: statefile.StateFile, options: RunOptions, now: datetime | None
+) -> IterationOutcome | None:
+    """Pauses the program, before any model call, when its recorded spend reached a budget; returns that outcome."""
+    moment = now or datetime.now(timezone.utc)
+    machine = state.machine
+    if budget.daily_pause_over(machine.paused, machine.pause_reason, moment) and not options.dry_run:
+        record_pause(memory, program, False, None)
+    limit = budget.reached(program.config, machine, moment)
+    if limit is None:
+        return None
+    reason = budget.pause_reason(limit, program.name, moment.date())
+    log.warning("%s: %s", program.name, reason)
+    if not options.dry_run:
+        record_pause(memory, program, True, reason)
+    return IterationOutcome(
+        program.name, machine.iteration_count, "paused", "no model call", None, machine.best_metric, reason=reason
     )
 
 
@@ -227,7 +262,12 @@ def _with_retries(
     """Runs attempts with the same decision until one does not fail or the strategy allows no more retries."""
     attempt = _attempt(ctx, decision, files, prompt)
     spent: list[statefile.IterationRecord] = []
-    while attempt.failure and (again := strategy.retry(ctx.runner, decision, attempt.failure)) is not None:
+    while (
+        attempt.failure
+        # Its calls so far may have reached a budget: then no retry calls the model again.
+        and budget.reached_after(ctx.program.config, ctx.state.machine, [*spent, attempt.record], _now(ctx)) is None
+        and (again := strategy.retry(ctx.runner, decision, attempt.failure)) is not None
+    ):
         decision, spent = again, [*spent, attempt.record]
         log.info("%s: attempt %d, after: %s", ctx.program.name, strategy.attempts_of(decision), attempt.failure)
         ctx.workspace.reset()
@@ -235,6 +275,10 @@ def _with_retries(
         prompt = _strategy_prompt(ctx, decision, files, root)
         attempt = _attempt(ctx, decision, files, prompt)
     return _with_spent(attempt, spent)
+
+
+def _now(ctx: _Context) -> datetime:
+    return ctx.now or datetime.now(timezone.utc)
 
 
 def _with_spent(attempt: _Attempt, earlier: list[statefile.IterationRecord]) -> _Attempt:
@@ -252,7 +296,7 @@ def _as_is(ctx: _Context, decision: DecisionLike, files: dict[str, str]) -> _Att
     result = ctx.baseline
     if result is None:
         with ctx.clock("evaluate"):
-            result = evaluate(ctx.program, ctx.workspace.path, sandbox=_policy(ctx.sandbox))
+            result, _ = evaluate_copy(ctx.program, ctx.workspace.path, sandbox=_policy(ctx.sandbox))
     summary = f"{decision.operator}: the Target as it is"
     proposal = Proposal({}, summary, approach="the unchanged Target")
     usage: dict[str, object] = {"extra": strategy.history_bullets(decision, result.metric)}
@@ -261,7 +305,7 @@ def _as_is(ctx: _Context, decision: DecisionLike, files: dict[str, str]) -> _Att
     else:
         notes = f"the unchanged code scores {result.metric:g}; recorded without a proposal, nothing to commit"
         record = record_of("rejected", ctx.now, summary, result.metric, notes, None, ctx.options.run_url, **usage)
-    evaluated = _evaluated(ctx, decision, proposal, result.metrics, "")
+    evaluated = _evaluated(ctx, decision, proposal, result.metrics, "", runs=result.runs)
     return _Attempt(record, _candidate(ctx, decision, record, proposal, files), "", evaluated, decision)
 
 
@@ -269,6 +313,8 @@ def _attempt(ctx: _Context, decision: DecisionLike | None, files: dict[str, str]
     """Proposes, checks, evaluates and ratchets one candidate; returns what to record."""
     program, workspace, now, options = ctx.program, ctx.workspace, ctx.now, ctx.options
     run_url = options.run_url
+    # Hashed before any proposer runs, from the runner's own worktree, which no candidate process ever sees.
+    guarded = checks.protected_hashes(program, workspace.path)
     with ctx.clock("propose"):
         agent_sandbox = ctx.sandbox.agent if ctx.sandbox else None
         request = ProposalRequest(program, files, prompt, workspace.path, ctx.iteration, sandbox=agent_sandbox)
@@ -283,9 +329,9 @@ def _attempt(ctx: _Context, decision: DecisionLike | None, files: dict[str, str]
     with ctx.clock("check"):
         real, clashes = checks.real_paths(workspace.path, proposal.files)
         proposal = replace(proposal, files=real)
-        problems = clashes + violations(program, files, proposal.files) + checks.links(workspace.path, proposal.files)
+        problems = [*proposal.problems, *clashes, *violations(program, files, proposal.files)]
+        problems += checks.links(workspace.path, proposal.files) + checks.protected_changes(guarded, proposal.files)
         problems += _secrets_in(proposal.files, ctx.redactor)
-        guarded = checks.protected_hashes(program, workspace.path)
     if problems:
         notes = "Rejected before evaluation: " + "; ".join(problems)
         record = record_of("rejected", now, proposal.summary, None, notes, proposal.lesson, run_url, **usage)
@@ -299,9 +345,8 @@ def _attempt(ctx: _Context, decision: DecisionLike | None, files: dict[str, str]
     workspace.write(proposal.files)
     with ctx.clock("evaluate"):
         faults.checkpoint("during-evaluation")
-        result = evaluate(program, workspace.path, sandbox=_policy(ctx.sandbox))
-    tampered = checks.tampered(program, workspace.path, guarded)
-    evaluated = _evaluated(ctx, decision, proposal, result.metrics, prompt)
+        result, tampered = evaluate_copy(program, workspace.path, guarded, _policy(ctx.sandbox))
+    evaluated = _evaluated(ctx, decision, proposal, result.metrics, prompt, runs=result.runs)
     failure = None
     if tampered:
         record = error_record(now, proposal.summary, f"the candidate changed protected files: {tampered}", run_url, **usage)
@@ -336,9 +381,10 @@ def _prepare_prompt(ctx: _Context, files: dict[str, str], root: Path) -> tuple[D
         deleted = lineage_store.deleted_items(ctx.reader, ctx.tip)
         context = prompt_context(ctx.program, files, ctx.state, ctx.best, ctx.iteration, ctx.options.directives, deleted)
         return None, files, render_iteration_prompt(context)
+    rebase = stale_parents.rebaser(root, ctx.program.name, ctx.runner.primary, ctx.workspace.base_sha, ctx.memory.read)
     decision = strategy.decide(
         ctx.runner, ctx.state, ctx.best, ctx.iteration, ctx.program.direction, ctx.rng, ctx.memory.read,
-        guide_for(ctx.program, ctx.options),
+        guide_for(ctx.program, ctx.options), rebase,
     )
     placed = strategy.with_parent(ctx.runner, decision, files)
     changed = {path: text for path, text in placed.items() if files.get(path) != text}
@@ -384,7 +430,7 @@ def _primary_of(ctx: _Context) -> str | None:
 
 def _evaluated(
     ctx: _Context, decision: DecisionLike | None, proposal: Proposal, metrics: Mapping[str, object], prompt: str,
-    source: str | None = None, metadata: Mapping[str, object] | None = None,
+    source: str | None = None, metadata: Mapping[str, object] | None = None, runs: tuple[float, ...] = (),
 ) -> trace.Evaluated:
     """Returns the trace data of a candidate (its source read from the workspace unless given)."""
     island = getattr(decision, "island", None)
@@ -392,7 +438,7 @@ def _evaluated(
         metadata = {**(metadata or {}), "island": island}
     return candidate_data(
         _primary_of(ctx), ctx.workspace.path, _parent_id(ctx, decision), decision.operator if decision else None,
-        proposal, metrics, prompt, source, metadata,
+        proposal, metrics, prompt, source, metadata, runs,
     )
 
 
@@ -465,7 +511,20 @@ def _evaluate_baseline(
     if state.machine.best_metric is not None:
         return None
     with (clock or _Clock())("evaluate baseline"):
-        return evaluate(program, workdir, sandbox=_policy(sandbox))
+        return evaluate_copy(program, workdir, sandbox=_policy(sandbox))[0]
+
+
+def evaluate_copy(
+    program: Program, workdir: Path, guarded: Mapping[str, str] | None = None, sandbox: SandboxPolicy | None = None
+) -> tuple[EvaluationResult, str]:
+    """Evaluates a fresh standalone copy of the tree at `workdir`; returns the result and the protected files it changed.
+
+    The evaluated code never runs in the runner's worktree (its `.git` file leads to the user's repository),
+    and sees exactly the tree the runner wrote, nothing an agent left behind.
+    """
+    with candidate_dir.copy_of(workdir, prefix="autoloop-eval-") as tree:
+        result = evaluate(program, tree, sandbox=sandbox)
+        return result, checks.tampered(program, tree, guarded) if guarded is not None else ""
 
 
 def _policy(sandbox: Isolation | None) -> SandboxPolicy | None:
@@ -494,12 +553,21 @@ def guide_for(program: Program, options: RunOptions) -> Callable[[str], str] | N
     if (options.proposer or program.config.proposer or "tune") != "llm":
         return None
     model = llm.resolve_model(program, options.model)
-    return None if model is None else functools.partial(llm.complete, model)
+    return None if model is None else functools.partial(llm.complete, model, limits=llm_limits(program, options))
+
+
+def llm_limits(program: Program, options: RunOptions) -> CallLimits:
+    """Returns the bounds of this iteration's model calls: CLI over frontmatter, ending before the job's deadline."""
+    config = program.config
+    timeout = options.llm_timeout if options.llm_timeout is not None else config.llm_timeout
+    retries = options.llm_retries if options.llm_retries is not None else config.llm_retries
+    return limits_for(timeout, retries, options.job_deadline, reserve=config.evaluation_timeout * config.repeats)
 
 
 def _proposer(program: Program, options: RunOptions) -> Proposer:
     name = options.proposer or program.config.proposer or "tune"
-    return options.proposer_factory(name, model=options.model, agent_command=options.agent_command)
+    limits = llm_limits(program, options)
+    return options.proposer_factory(name, model=options.model, agent_command=options.agent_command, limits=limits)
 
 
 class _Clock:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, Callable
 
 from autoloop_py import markdown as md
@@ -23,6 +23,25 @@ REASON_LIMIT = 100
 _DELIMITER_RE = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
 _CELL_SPLIT_RE = re.compile(r"(?<!\\)\|")
 _MARKUP_RE = re.compile(r"([\\`*_\[\]<>&!~#])")
+
+
+@dataclass(frozen=True)
+class Spend:
+    """Model usage added up: tokens and dollars (a day's, when `day` is set).
+
+    Attributes:
+      tokens: prompt + completion tokens.
+      usd: dollars, as the model's price list gives them (0 when unknown).
+      day: the UTC day this spend belongs to (None for the total).
+    """
+
+    tokens: int = 0
+    usd: float = 0.0
+    day: date | None = None
+
+    def plus(self, tokens: int | None, usd: float | None) -> Spend:
+        """Returns the spend with one more iteration's usage added."""
+        return replace(self, tokens=self.tokens + (tokens or 0), usd=self.usd + (usd or 0.0))
 
 
 @dataclass(frozen=True)
@@ -45,6 +64,10 @@ class MachineState:
       completed_reason: the sentence saying which value reached the target.
       consecutive_errors: errors since the last accepted iteration.
       recent_statuses: the last statuses, oldest first, at most ten.
+      resumed_at: the Iteration Count when `autoloop resume` last ran (a plateau counts only later statuses);
+        None when never resumed (the row is then left out, as upstream's table has no such row).
+      spent: the model usage of every iteration recorded (None before any).
+      spent_today: the model usage of the day of the last iteration that spent any (UTC).
       extra: rows this version does not know, as (field, value) plain text, in table order.
     """
 
@@ -63,6 +86,9 @@ class MachineState:
     completed_reason: str | None = None
     consecutive_errors: int = 0
     recent_statuses: tuple[str, ...] = ()
+    resumed_at: int | None = None
+    spent: Spend | None = None
+    spent_today: Spend | None = None
     extra: tuple[tuple[str, str], ...] = ()
 
 
@@ -230,6 +256,27 @@ def _read_text(text: str) -> str:
     return text
 
 
+_SPEND_RE = re.compile(r"^(?:([0-9]{1,15})\s*tokens?)?\s*,?\s*(?:\$\s*([0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?))?$")
+
+
+def _read_spend(text: str) -> Spend:
+    found = _SPEND_RE.match(text.strip())
+    if not found or not any(found.groups()):
+        raise ValueError(text)
+    return Spend(int(found.group(1) or 0), float(found.group(2) or 0.0))
+
+
+def _read_day_spend(text: str) -> Spend:
+    day, sep, rest = text.partition(":")
+    if not sep:
+        raise ValueError(text)
+    try:
+        when = date.fromisoformat(day.strip())
+    except ValueError:
+        raise ValueError(text) from None
+    return replace(_read_spend(rest), day=when)
+
+
 # key -> (label, reader, what the reader expects); the order is the table's row order.
 _FIELDS: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "last_run": ("Last Run", _read_time, "an ISO timestamp such as 2026-11-21T16:40:00Z"),
@@ -247,7 +294,12 @@ _FIELDS: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "completed_reason": ("Completed Reason", _read_text, "text"),
     "consecutive_errors": ("Consecutive Errors", _read_count, "a whole number"),
     "recent_statuses": ("Recent Statuses", _read_statuses, "a comma-separated list of " + ", ".join(STATUSES)),
+    "resumed_at": ("Resumed At", _read_count, "the Iteration Count at which the program was resumed"),
+    "spent": ("Spent", _read_spend, "model usage such as `1234 tokens, $0.05`"),
+    "spent_today": ("Spent Today", _read_day_spend, "a day's model usage such as `2026-11-24: 1234 tokens, $0.05`"),
 }
+# Rows written only once there is something in them, so a table without them stays as upstream writes it.
+_OPTIONAL = frozenset({"resumed_at", "spent", "spent_today"})
 
 
 # ---------------------------------------------------------------- rendering
@@ -266,6 +318,7 @@ def table_rows(
     rows = [
         {"label": label, "value": _format_field(key, getattr(machine, key)), "raw": None}
         for key, (label, _, _) in _FIELDS.items()
+        if key not in _OPTIONAL or getattr(machine, key) is not None
     ]
     for label, value in machine.extra:
         raw = next((line for l, v, line in extra_lines if (l, v) == (label, value)), None)
@@ -284,6 +337,10 @@ def _format_field(key: str, value: Any) -> str:
         return format_number(value)
     if isinstance(value, tuple):
         return ", ".join(value)
+    if isinstance(value, Spend):
+        # Ten decimals: a sum of many small costs must read back without drifting.
+        usage = f"{value.tokens} tokens, ${format_number(round(value.usd, 10))}"
+        return f"{value.day.isoformat()}: {usage}" if value.day else usage
     if key == "branch":
         return f"`{value}`"
     return _cell(str(value))
@@ -351,6 +408,7 @@ def advance(
         metric_direction=direction,
         target_metric=target,
     )
+    machine = with_spend(machine, record)
     if record.status == "accepted":
         assert record.metric is not None
         return accept_metric(machine, record.metric, direction, target, min_delta)
@@ -362,17 +420,31 @@ def advance(
     return machine
 
 
+def with_spend(machine: MachineState, record: IterationRecord) -> MachineState:
+    """Returns the values with the record's tokens and cost added to the total and to its day's spend."""
+    if not record.tokens and not record.cost:
+        return machine
+    day = utc(record.timestamp).date()
+    today = machine.spent_today if machine.spent_today and machine.spent_today.day == day else Spend(day=day)
+    return replace(
+        machine,
+        spent=(machine.spent or Spend()).plus(record.tokens, record.cost),
+        spent_today=today.plus(record.tokens, record.cost),
+    )
+
+
 def accept_metric(
     machine: MachineState, metric: float, direction: str, target: float | None, min_delta: float = 0.0
 ) -> MachineState:
-    """Returns the values after accepting `metric`: best moved if it improves, errors and pause cleared, completion."""
+    """Returns the values after accepting `metric`: best moved if it improves, errors cleared, completion."""
     best = machine.best_metric
     if is_improvement(metric, best, direction, min_delta):
         best = metric
     else:
         # A concurrent runner may have recorded a better best meanwhile; never move the best backwards.
         logger.warning("accepted metric %s does not beat the recorded best %s; keeping the best", metric, best)
-    machine = replace(machine, best_metric=best, consecutive_errors=0, paused=False, pause_reason=None)
+    # A pause stays: only `autoloop resume` clears it (a forced run of a paused program leaves it paused).
+    machine = replace(machine, best_metric=best, consecutive_errors=0)
     if target_reached(best, target, direction):
         assert best is not None and target is not None
         reason = f"target metric {format_number(target)} reached with value {format_number(best)}"
@@ -385,5 +457,17 @@ def _count_error(machine: MachineState, record: IterationRecord) -> MachineState
     machine = replace(machine, consecutive_errors=errors)
     if errors >= 3:
         summary = trim(one_line(record.notes) or one_line(record.change) or "no details", REASON_LIMIT)
-        machine = replace(machine, paused=True, pause_reason=f"{errors} consecutive errors: {summary}")
+        machine = replace(machine, paused=True, pause_reason=f"{_errors_text(machine, errors)}: {summary}")
     return machine
+
+
+def _errors_text(machine: MachineState, errors: int) -> str:
+    """Returns how the pause reason counts the errors: consecutive only when no other status came between them.
+
+    As upstream, a rejection does not reset Consecutive Errors (an accepted iteration or a resume does),
+    so ⚠️⚠️❌⚠️ pauses too, and the reason must not call those errors consecutive.
+    """
+    tail = machine.recent_statuses[-errors:]
+    if len(tail) == errors and all(status == "error" for status in tail):
+        return f"{errors} consecutive errors"
+    return f"{errors} errors with no accepted iteration between them"

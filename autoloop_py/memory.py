@@ -32,6 +32,7 @@ from autoloop_py.gitutil import (
     push_branch,
     rev_parse,
     run,
+    tracking_tip,
     tree_paths,
     update_ref,
 )
@@ -63,6 +64,28 @@ class MemoryConfig:
     max_attempts: int = 12
     backoff: float = 0.2
     max_backoff: float = 4.0
+
+
+@dataclass(frozen=True)
+class MemoryCommit:
+    """One commit of the memory branch, as `git log` shows it.
+
+    Attributes:
+        sha: the commit.
+        author: its author's name.
+        date: its author date, ISO 8601.
+        message: its full message.
+    """
+
+    sha: str
+    author: str
+    date: str
+    message: str
+
+    @property
+    def subject(self) -> str:
+        """Returns the message's first line."""
+        return _subject(self.message)
 
 
 class _Retry(Exception):
@@ -136,10 +159,10 @@ class MemoryStore:
         if not self.has_remote():
             return False
         local = self._tip()
-        remote_tip = rev_parse(self._repo, f"refs/remotes/{self.config.remote}/{self.config.branch}")
+        remote_tip = tracking_tip(self._repo, self.config.remote, self.config.branch)
         if local is None or local == remote_tip or (remote_tip and not is_ancestor(self._repo, remote_tip, local)):
             return False
-        pushed = push_branch(self._repo, self.config.remote, local, self.config.branch)
+        pushed = push_branch(self._repo, self.config.remote, local, self.config.branch, remote_tip)
         if not pushed.ok:
             logger.warning("could not push %s: %s; the next update retries", self.config.branch, pushed.stderr.strip())
         return pushed.ok
@@ -148,6 +171,46 @@ class MemoryStore:
         """Returns the text of `path` at the branch tip (None if the branch or the file is absent)."""
         check_path(path)
         return self._read_at(self._tip(), path)
+
+    def tip(self) -> str | None:
+        """Returns the sha of the local branch (None when it does not exist)."""
+        return self._tip()
+
+    def read_at(self, commit: str, path: str) -> str | None:
+        """Returns the text of `path` in `commit` (None when the file is absent there)."""
+        check_path(path)
+        return self._read_at(commit, path)
+
+    def commits(
+        self,
+        path: str,
+        *,
+        since: str | None = None,
+        grep: str | None = None,
+        limit: int | None = None,
+        deleted: bool = False,
+    ) -> builtins.list[MemoryCommit]:
+        """Returns the branch's commits that changed `path`, newest first.
+
+        Only those after `since`, whose message holds `grep` (fixed text), or that deleted the file (`deleted`).
+        """
+        check_path(path)
+        tip = self._tip()
+        if tip is None:
+            return []
+        args = ["log", "--format=%H%x1f%an%x1f%aI%x1f%B%x1e"]
+        args += [f"-n{limit}"] if limit else []
+        args += ["-F", f"--grep={grep}"] if grep else []
+        args += ["--diff-filter=D"] if deleted else []
+        found = call(self._repo, *args, f"{since}..{tip}" if since else tip, "--", path)
+        if not found.ok:
+            raise failure(found, self._repo, "the repository may be corrupt; run `git fsck`")
+        commits = []
+        for record in found.text.split("\x1e"):
+            parts = record.strip("\n").split("\x1f", 3)
+            if len(parts) == 4:
+                commits.append(MemoryCommit(*parts))
+        return commits
 
     def list(self, prefix: str = "") -> builtins.list[str]:
         """Returns the sorted paths of files at the branch tip that start with `prefix`."""
@@ -204,7 +267,8 @@ class MemoryStore:
             raise _Retry("the local branch moved during the update")
         faults.checkpoint("after-state-commit")
         if self.has_remote():
-            pushed = push_branch(self._repo, self.config.remote, sha, self.config.branch)
+            seen = tracking_tip(self._repo, self.config.remote, self.config.branch)
+            pushed = push_branch(self._repo, self.config.remote, sha, self.config.branch, seen)
             if not pushed.ok:
                 raise _Retry(f"push rejected: {pushed.stderr.strip()}", sha)
         return sha

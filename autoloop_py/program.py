@@ -42,6 +42,12 @@ class ProgramConfig:
         (novelty.DEFAULT_THRESHOLD; the paper measures about 0.3 for a typical edit).
       isolation: how evaluations and agents are confined: auto (bubblewrap when it works), bwrap, none.
       evaluation_network: let the evaluation use the network (inside bubblewrap it has none by default).
+      llm_timeout: seconds one model request may take (`llm-timeout`).
+      llm_retries: further requests after a timed-out or failed one (`llm-retries`).
+      budget_usd: dollars the program may spend on model calls in all (None: no cap).
+      budget_usd_per_day: dollars per UTC day.
+      budget_tokens: model tokens in all.
+      budget_tokens_per_day: model tokens per UTC day.
       extra: frontmatter keys this version does not know, kept for strategies.
     """
 
@@ -59,6 +65,12 @@ class ProgramConfig:
     novelty_threshold: float = 0.8
     isolation: str = "auto"
     evaluation_network: bool = False
+    llm_timeout: float = 120.0
+    llm_retries: int = 2
+    budget_usd: float | None = None
+    budget_usd_per_day: float | None = None
+    budget_tokens: float | None = None
+    budget_tokens_per_day: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -170,6 +182,22 @@ def load_program(root: Path, rel: Path) -> Program:
         raise problems[0]
     assert program is not None
     return program
+
+
+def require_on_base(program: Program, worktree: Path, base: str, remote: bool = True) -> None:
+    """Raises ProgramError when the program's file is missing from a worktree made from `base`.
+
+    The program was read from the local checkout, but iterations run on the base branch: a program
+    that exists only in local, unpushed commits would fail later with a missing evaluator.
+    """
+    if program.path.is_absolute() or program.path.parts[:1] == (".git",):
+        return  # an issue program, materialised outside the tree
+    if not (worktree / program.path).is_file():
+        step = "push it first" if remote else "commit it first"
+        raise ProgramError(
+            f"program {program.name} is not on {base} yet: {step} (autoloop runs on {base}, "
+            "not on your local checkout)", program.path,
+        )
 
 
 def check_all(root: Path) -> tuple[list[Program], list[ProgramError]]:
@@ -285,6 +313,12 @@ _KEYS = {
     "isolation": "isolation",
     "evaluation-network": "evaluation_network",
     "evaluation_network": "evaluation_network",
+    "llm-timeout": "llm_timeout",
+    "llm_timeout": "llm_timeout",
+    "llm-retries": "llm_retries",
+    "llm_retries": "llm_retries",
+    **{spelling: name for name in ("budget_usd", "budget_usd_per_day", "budget_tokens", "budget_tokens_per_day")
+       for spelling in (name, name.replace("_", "-"))},
 }
 
 
@@ -326,10 +360,13 @@ def _key_line(block: str, key: str) -> int:
 
 
 _DEFAULTED = (
-    "evaluation_timeout", "repeats", "min_delta", "seed", "novelty_filter", "novelty_threshold", "isolation",
-    "evaluation_network",
+    "evaluation_timeout", "repeats", "min_delta", "seed", "novelty_filter", "novelty_threshold", "llm_timeout",
+    "llm_retries", "isolation", "evaluation_network",
 )
 _ISOLATIONS = ("auto", "bwrap", "none")
+
+
+_LEAST = {"repeats": 1, "llm_retries": 0}
 
 
 def _coerce(field_name: str, value: Any) -> Any:
@@ -350,9 +387,10 @@ def _coerce(field_name: str, value: Any) -> Any:
         if direction not in ("higher", "lower"):
             raise ValueError(f"must be `higher` or `lower`, got {value!r}")
         return direction
-    if field_name in ("repeats", "seed"):
-        if isinstance(value, bool) or not isinstance(value, int) or (field_name == "repeats" and value < 1):
-            raise ValueError(f"must be a whole number{' >= 1' if field_name == 'repeats' else ''}, got {value!r}")
+    if field_name in ("repeats", "seed", "llm_retries"):
+        if isinstance(value, bool) or not isinstance(value, int) or (field_name != "seed" and value < _LEAST[field_name]):
+            least = f" >= {_LEAST[field_name]}" if field_name != "seed" else ""
+            raise ValueError(f"must be a whole number{least}, got {value!r}")
         return value
     if isinstance(value, bool):
         raise ValueError(f"must be a number, got {value!r}")
@@ -362,6 +400,8 @@ def _coerce(field_name: str, value: Any) -> Any:
         raise ValueError(f"must be a number, got {value!r}") from None
     if math.isnan(number) or (field_name != "target_metric" and number < 0):
         raise ValueError(f"must be a non-negative number, got {value!r}")
+    if field_name == "llm_timeout" and number <= 0:
+        raise ValueError(f"must be a number of seconds above 0, got {value!r}")
     if field_name == "novelty_threshold" and not 0 < number <= 1:
         raise ValueError(f"must be a share above 0 and at most 1 (e.g. 0.8), got {value!r}")
     return number

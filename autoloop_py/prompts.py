@@ -8,6 +8,7 @@ from pathlib import PurePosixPath
 from typing import Mapping, Sequence
 
 from autoloop_py.edits import EditFailure, evolve_regions
+from autoloop_py.history import prompt_text
 from autoloop_py.program import Program
 from autoloop_py.render import render
 from autoloop_py.state import StateFile
@@ -49,6 +50,48 @@ class PromptContext:
     recent_history: tuple[str, ...] = ()
     directives: tuple[str, ...] = ()
     recently_deleted: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Steering:
+    """What the maintainers tell every proposal, whatever the strategy.
+
+    Attributes:
+      priorities: the state file's Current Priorities.
+      lessons: its Lessons Learned.
+      foreclosed: its Foreclosed Avenues.
+      directives: people's steering comments (and a CI fix request) for this iteration.
+    """
+
+    priorities: tuple[str, ...] = ()
+    lessons: tuple[str, ...] = ()
+    foreclosed: tuple[str, ...] = ()
+    directives: tuple[str, ...] = ()
+
+
+def steering_of(state: StateFile, directives: tuple[str, ...] = ()) -> Steering:
+    """Returns the steering a state file and this iteration's comments give."""
+    return Steering(state.priorities, state.lessons, state.foreclosed, directives)
+
+
+def steering_blocks(steering: Steering) -> list[DataBlock]:
+    """Returns the non-empty steering sections as fenced data, in the order every prompt shows them."""
+    sections: Sequence[tuple[str, tuple[str, ...], bool]] = (
+        ("Steering from people", steering.directives, False),
+        ("Priorities", steering.priorities, True),
+        ("Lessons from earlier iterations", steering.lessons, True),
+        ("Foreclosed avenues (already shown not to work)", steering.foreclosed, True),
+    )
+    return [block for title, items, bullets in sections if (block := data_block(title, items, bullets)) is not None]
+
+
+def data_block(title: str, items: Sequence[str], bullets: bool = True) -> DataBlock | None:
+    """Returns the non-blank items as one fenced data block (bulleted, or paragraphs), None when there are none."""
+    texts = [item.strip() for item in items if item.strip()]
+    if not texts:
+        return None
+    body = "\n".join(f"- {t}" for t in texts) if bullets else "\n\n".join(texts)
+    return DataBlock(title, body + "\n", fence_for(body))
 
 
 @dataclass(frozen=True)
@@ -161,30 +204,17 @@ def _file_view(path: str, content: str) -> FileView:
 
 def _data_blocks(context: PromptContext) -> list[DataBlock]:
     """Returns the non-empty data sections in prompt order."""
-    sections: Sequence[tuple[str, tuple[str, ...], bool]] = (
-        ("Steering from people", context.directives, False),
-        ("Priorities", context.priorities, True),
-        ("Lessons from earlier iterations", context.lessons, True),
-        ("Foreclosed avenues (already shown not to work)", context.foreclosed, True),
-        (RECENTLY_DELETED, context.recently_deleted, True),
-        ("Recent history", context.recent_history, False),
-    )
-    blocks = []
-    for title, items, bullets in sections:
-        texts = [item.strip() for item in items if item.strip()]
-        if texts:
-            body = "\n".join(f"- {t}" for t in texts) if bullets else "\n\n".join(texts)
-            blocks.append(DataBlock(title, body + "\n", fence_for(body)))
-    return blocks
+    steering = Steering(context.priorities, context.lessons, context.foreclosed, context.directives)
+    more = (data_block(RECENTLY_DELETED, context.recently_deleted), data_block("Recent history", context.recent_history, False))
+    return [*steering_blocks(steering), *(block for block in more if block is not None)]
 
 
 def with_data_section(prompt: str, title: str, items: Sequence[str]) -> str:
     """Returns the prompt with a fenced data section of bullet items before its `## How to reply` (unchanged if none)."""
-    texts = [item.strip() for item in items if item.strip()]
-    if not texts:
+    block = data_block(title, items)
+    if block is None:
         return prompt
-    body = "\n".join(f"- {text}" for text in texts) + "\n"
-    section = render("data_section.md.j2", block=DataBlock(title, body, fence_for(body)))
+    section = render("data_section.md.j2", block=block)
     at = prompt.rfind(_REPLY_HEADING)
     if at < 0:
         return prompt.rstrip("\n") + "\n\n" + section
@@ -252,7 +282,7 @@ def prompt_context(
         priorities=state.priorities,
         lessons=state.lessons,
         foreclosed=state.foreclosed,
-        recent_history=tuple(entry.text for entry in state.history[:5]),
+        recent_history=tuple(prompt_text(entry.text) for entry in state.history[:5]),
         directives=directives,
         recently_deleted=recently_deleted,
     )

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Mapping
 
-from autoloop_py import ci_gate, trace, state as statefile
+from autoloop_py import ci_gate, stale_parents, trace, state as statefile
 from autoloop_py.errors import ProgramError
 from autoloop_py.history import KEY_TRAILER
 from autoloop_py.memory import MemoryStore
@@ -50,8 +50,12 @@ def record_iteration(
     evaluated: trace.Evaluated | None = None,
     seed: trace.Evaluated | None = None,
     decision: object = None,
+    base: str | None = None,
 ) -> None:
-    """Applies the record to the freshest state file and commits it; re-applied on a concurrent update."""
+    """Applies the record to the freshest state file and commits it; re-applied on a concurrent update.
+
+    `base` is the default-branch commit the candidate was made on, kept for its Population entry.
+    """
     path = state_path(program)
     kept: dict[str, str] = {}
 
@@ -81,6 +85,9 @@ def record_iteration(
                 updated, runner, candidate, program, budget, decision, metrics, iteration, memory.read, kept
             )
             kept[strategy.code_path(program, recorded)] = recorded.code or ""
+            if base is not None:
+                where = stale_parents.bases_path(program.name)
+                kept[where] = stale_parents.with_base(memory.read(where), recorded.id, base)
             row_id = str(recorded.id)
         elif runner is not None and decision is not None:
             # The proposal failed or was rejected before evaluation: the strategy still books the iteration.
@@ -97,6 +104,19 @@ def record_iteration(
     if record.key:
         message += f"\n\n{KEY_TRAILER}: {record.key}"
     memory.update(path, change, message, extra=lambda: dict(kept))
+
+
+def record_pause(memory: MemoryStore, program: Program, paused: bool, reason: str | None) -> None:
+    """Sets (or clears) Paused and its reason in the program's state file, on the freshest text."""
+    path = state_path(program)
+
+    def change(text: str | None) -> str:
+        state = parse_or_new(text, program, path)
+        machine = replace(state.machine, paused=paused, pause_reason=reason if paused else None)
+        return statefile.render_state(statefile.with_machine(state, machine))
+
+    verb = f"paused: {reason}" if paused else "resumed"
+    memory.update(path, change, f"[Autoloop: {program.name}] {verb}"[:200])
 
 
 def rejection_note(metric: float, best: float | None, program: Program) -> str:
@@ -168,8 +188,12 @@ def candidate_data(
     prompt: str,
     source: str | None = None,
     metadata: Mapping[str, object] | None = None,
+    runs: tuple[float, ...] = (),
 ) -> trace.Evaluated:
-    """Returns the trace data of a candidate (its source read from the worktree unless given)."""
+    """Returns the trace data of a candidate (its source read from the worktree unless given).
+
+    `metrics` hold the median of the runs (the number compared); `runs` keeps each run's metric.
+    """
     path = workdir / primary if primary else None
     if source is None:
         source = path.read_text(encoding="utf-8", errors="replace") if path and path.is_file() else ""
@@ -186,6 +210,7 @@ def candidate_data(
         cost=usage.cost if usage else None,
         language=strategy.language_of(primary or ""),
         metadata=dict(metadata or {}),
+        runs=tuple(runs),
     )
 
 

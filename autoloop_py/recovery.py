@@ -24,12 +24,14 @@ from typing import Collection, Mapping, Sequence
 import git
 
 from autoloop_py import state as statefile
-from autoloop_py.gitutil import call, fetch_branches, has_remote, is_ancestor, open_repo, push_branch, rev_parse
+from autoloop_py.gitutil import (
+    call, fetch_branches, has_remote, is_ancestor, open_repo, push_branch, rev_parse, tracking_tip,
+)
 from autoloop_py.history import KEY_TRAILER, IterationRecord
 from autoloop_py.memory import MemoryStore
 from autoloop_py.program import Program
 from autoloop_py.recording import load_state, record_iteration
-from autoloop_py.evaluate import RUN_DIR_ENV_VAR, kill_marked
+from autoloop_py.evaluate import RUN_TOKEN_ENV_VAR, kill_marked, run_token
 from autoloop_py.workspace import OWNER_FILE, worktree_admin
 
 log = logging.getLogger(__name__)
@@ -77,10 +79,10 @@ class Interrupted:
 
 def new_key(program: str, iteration: int) -> str:
     """Returns a fresh idempotency key for iteration `iteration` of `program`."""
-    return f"{_slug(program)}:{iteration}:{uuid.uuid4().hex[:16]}"
+    return f"{key_slug(program)}:{iteration}:{uuid.uuid4().hex[:16]}"
 
 
-def _slug(program: str) -> str:
+def key_slug(program: str) -> str:
     """Returns the program name as a key spells it."""
     return _UNSAFE_RE.sub("-", program).strip("-") or "program"
 
@@ -240,7 +242,7 @@ def _date(text: str) -> datetime:
 def _memory_keys(repo: git.Repo, memory: MemoryStore, program: str) -> set[str]:
     """Returns the keys in the trailers of the memory branch's commits for `program` (history folds drop them)."""
     ref = f"refs/heads/{memory.config.branch}"
-    needle = f"{KEY}: {_slug(program)}:"
+    needle = f"{KEY}: {key_slug(program)}:"
     found = call(repo, "log", f"-n{KEY_LOG_LIMIT}", "--format=%B%x1e", "-F", f"--grep={needle}", ref, "--")
     if not found.ok:
         return set()
@@ -249,7 +251,10 @@ def _memory_keys(repo: git.Repo, memory: MemoryStore, program: str) -> set[str]:
 
 def _publish_branch(repo: git.Repo, branch: str, remote: str) -> bool:
     """Pushes the local program branch, which holds a candidate the remote lacks; returns whether it got there."""
-    pushed = push_branch(repo, remote, f"refs/heads/{branch}", branch)
+    local = rev_parse(repo, f"refs/heads/{branch}")
+    if local is None:
+        return False
+    pushed = push_branch(repo, remote, local, branch, tracking_tip(repo, remote, branch))
     if not pushed.ok:
         log.warning("could not push %s to %s: %s; its unrecorded candidate stays local", branch, remote, pushed.stderr)
     return pushed.ok
@@ -265,8 +270,8 @@ def remove_stale_worktrees(root: Path) -> list[Path]:
             dead = _dead_owner(path.parent / OWNER_FILE) if line.startswith("worktree ") else None
             if dead is not None:
                 # Its evaluation or agent may still run (its own process group outlives the runner);
-                # each carries the directory it worked in, never the runner's pid.
-                if kill_marked(RUN_DIR_ENV_VAR, str(path.resolve())):
+                # each carries its runner's token (a hash of the pid, not the pid).
+                if kill_marked(RUN_TOKEN_ENV_VAR, run_token(dead)):
                     log.warning("killed what the interrupted run %d left running", dead)
                 call(repo, "worktree", "remove", "--force", str(path))
                 shutil.rmtree(path.parent, ignore_errors=True)

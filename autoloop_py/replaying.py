@@ -13,6 +13,7 @@ from typing import Callable, Mapping
 
 from autoloop_py.analysis.replay import Applied, ReplayEvent, Trial, apply_text, retry_user
 from autoloop_py.analysis.replay_prompts import EXACT, VariantPrompt
+from autoloop_py import candidate_dir
 from autoloop_py.errors import AutoloopError
 from autoloop_py.evaluate import evaluate
 from autoloop_py.gitutil import call, open_repo, rev_parse, run
@@ -111,7 +112,9 @@ class Bench:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(content.encode("utf-8"))
         try:
-            result = evaluate(self.program, self.path)
+            # In a standalone copy: the evaluated child never sees the worktree's `.git` file.
+            with candidate_dir.copy_of(self.path, prefix="autoloop-eval-") as tree:
+                result = evaluate(self.program, tree)
         finally:
             worktree = open_repo(self.path)
             run(worktree, "reset", "--hard", "--quiet", "HEAD")

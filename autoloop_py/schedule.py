@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Mapping, Protocol, Sequence
 
+from autoloop_py import budget
 from autoloop_py.errors import ProgramError
 from autoloop_py.program import Program
 
@@ -99,15 +100,33 @@ def is_due(program: Program, machine: MachineView | None, now: datetime) -> bool
     return due_at is None or as_utc(now) >= due_at
 
 
-def skip_reason(machine: MachineView | None) -> str | None:
-    """Returns why a program must not run (completed, paused, plateau), or None."""
+def skip_reason(machine: MachineView | None, now: datetime | None = None) -> str | None:
+    """Returns why a program must not run (completed, paused, plateau), or None.
+
+    With `now`, a pause for a daily budget of an earlier day no longer counts (the iteration lifts it).
+    """
     if machine is None:
         return None
     if machine.completed:
         return "completed: target metric reached"
-    if machine.paused:
+    if machine.paused and not (now is not None and budget.daily_pause_over(True, machine.pause_reason, now)):
         return f"paused: {machine.pause_reason or 'unknown'}"
-    return plateau_reason(machine.recent_statuses)
+    return plateau_reason(statuses_since_resume(machine))
+
+
+def statuses_since_resume(machine: MachineView) -> tuple[str, ...]:
+    """Returns the recent statuses recorded after the last `autoloop resume` (all of them when never resumed).
+
+    A machine with `resumed_at` and `iteration_count` (state.MachineState) counts only the statuses
+    after the resume; one without them (upstream's snapshot) counts all.
+    """
+    statuses = tuple(machine.recent_statuses)
+    # Optional fields: upstream's scheduler snapshot (agentic_scheduler.py) has no resume marker.
+    resumed_at: int | None = getattr(machine, "resumed_at", None)
+    if resumed_at is None:
+        return statuses
+    fresh = max(0, int(getattr(machine, "iteration_count", 0)) - resumed_at)
+    return statuses[len(statuses) - fresh:] if fresh else ()
 
 
 def plateau_reason(recent_statuses: Sequence[str]) -> str | None:
@@ -123,8 +142,12 @@ def plan(
     machines: Mapping[str, MachineView | None],
     now: datetime,
     forced: str | None = None,
+    force: bool = False,
 ) -> Plan:
-    """Decides which program runs now; a forced name bypasses due and skip but not unknown/unconfigured."""
+    """Decides which program runs now; a forced name bypasses due and skip, a pause only with force.
+
+    An unknown or unconfigured forced name raises ProgramError, and so does a paused one without force.
+    """
     unconfigured = tuple(p.name for p in programs if p.unconfigured)
     due: list[Program] = []
     skipped: list[Skip] = []
@@ -132,7 +155,7 @@ def plan(
         if program.unconfigured:
             continue
         machine = machines.get(program.name)
-        reason = skip_reason(machine)
+        reason = skip_reason(machine, now)
         if reason:
             skipped.append(Skip(program.name, reason))
         elif not is_due(program, machine, now):
@@ -142,6 +165,9 @@ def plan(
     due.sort(key=lambda p: _overdue_key(machines.get(p.name)))
     names = tuple(p.name for p in due)
     if forced:
+        refusal = paused_refusal(forced, machines.get(forced), force)
+        if refusal:
+            raise ProgramError(refusal)
         return _forced_plan(forced, programs, names, tuple(skipped), unconfigured)
     selected = names[0] if names else None
     return Plan(selected, names, names[1:], tuple(skipped), unconfigured)
@@ -151,6 +177,14 @@ def _overdue_key(machine: MachineView | None) -> tuple[int, datetime]:
     if machine is None or machine.last_run is None:
         return (0, datetime.min.replace(tzinfo=timezone.utc))
     return (1, as_utc(machine.last_run))
+
+
+def paused_refusal(name: str, machine: MachineView | None, force: bool) -> str | None:
+    """Returns why the named program may not run (it is paused and the run is not forced), else None."""
+    if machine is None or not machine.paused or force:
+        return None
+    return (f"{name} is paused ({machine.pause_reason or 'no reason given'}): `autoloop resume {name}` clears the "
+            "pause, or add --force to run it while it stays paused")
 
 
 def _forced_plan(

@@ -482,6 +482,7 @@ class Evaluated:
       cost: dollars, when known.
       language: the source's language (python, cpp, ...).
       metadata: extra `metadata` fields of its row (the novelty filter's verdict on a candidate it did not evaluate).
+      runs: the primary metric of each evaluation run with `repeats` > 1 (metrics hold their median).
     """
 
     source: str
@@ -495,9 +496,20 @@ class Evaluated:
     cost: float | None = None
     language: str = "python"
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    runs: tuple[float, ...] = ()
 
 
 _ROW_STATUS = {"accepted": "accepted", "pending-ci": "accepted", "rejected": "rejected"}
+
+
+def _row_extra(evaluated: Evaluated) -> dict[str, Any]:
+    """Returns the row's autoloop-only fields: the novelty verdict, and each run's metric behind a median."""
+    extra: dict[str, Any] = {}
+    if evaluated.metadata:
+        extra["metadata"] = dict(evaluated.metadata)
+    if len(evaluated.runs) > 1:
+        extra["runs"] = list(evaluated.runs)
+    return extra
 
 
 def tip_path(program: str) -> str:
@@ -523,7 +535,7 @@ def iteration_files(
         timestamp=timestamp,
         tokens=evaluated.tokens,
         cost=evaluated.cost,
-        extra={"metadata": dict(evaluated.metadata)} if evaluated.metadata else {},
+        extra=_row_extra(evaluated),
     )
     prompts = {"iteration": {"system": "", "user": evaluated.prompt, "responses": list(evaluated.replies)}}
     files = row_files(program.name, row, evaluated.source, prompts if evaluated.prompt else {})

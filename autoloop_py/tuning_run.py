@@ -25,6 +25,7 @@ from autoloop_py.analysis.tuning_report import (
     objective,
     penalty,
 )
+from autoloop_py import candidate_dir
 from autoloop_py.errors import AutoloopError
 from autoloop_py.evaluate import EvaluationResult, evaluate
 from autoloop_py.gitutil import call, open_repo, rev_parse, run
@@ -115,10 +116,12 @@ def trial_worktree(root: Path, program: str) -> Iterator[Path]:
 
 
 def measure(program: Program, workdir: Path, path: str, source: str) -> EvaluationResult:
-    """Writes source to the Target file in the worktree and runs the program's evaluation."""
+    """Writes source to the Target file in the worktree and runs the program's evaluation in a standalone copy of it."""
     # Bytes, not write_text: the source's own newlines must reach the evaluation unchanged.
     (workdir / path).write_bytes(source.encode("utf-8"))
-    return evaluate(program, workdir)
+    # Never in the worktree itself: its `.git` file leads to the user's repository.
+    with candidate_dir.copy_of(workdir, prefix="autoloop-eval-") as tree:
+        return evaluate(program, tree)
 
 
 def gp_minimize() -> Callable[..., Any]:

@@ -1,8 +1,10 @@
-"""The workspace: a program's branch `autoloop/<name>` checked out in a private, detached worktree.
+"""The workspace: a program's branch `autoloop/<name>` checked out in the runner's private, detached worktree.
 
 The user's own checkout is never touched, even when it has the program branch checked out:
 the branch moves only by compare-and-swap (`update-ref <ref> <new> <old>`), and every file
-operation happens in a worktree under the system temp directory.
+operation happens in a worktree under the system temp directory. Only the runner works in that
+worktree: agents and evaluations get standalone copies of it (candidate_dir.py), never the worktree,
+whose `.git` file leads to the user's repository.
 """
 
 from __future__ import annotations
@@ -75,6 +77,10 @@ class Workspace:
         self._tmp: Path | None = None
         self._worktree: git.Repo | None = None
         self._tip: str | None = None
+        self._remote_tip: str | None = None
+        self.base_ref = base_branch or "the default branch"  # what the branch starts from, for messages
+        # The base branch's commit prepare() brought the program branch up to date with.
+        self.base_sha: str | None = None
 
     @property
     def path(self) -> Path:
@@ -89,6 +95,8 @@ class Workspace:
         run(self._repo, "check-ref-format", self._ref, hint=f"rename program {self.program!r}")
         base_name = self.base_branch or default_branch(self.repo_root, self.remote)
         tips = fetch_branches(self._repo, self.remote, [base_name, self.branch]) if self._has_remote() else {}
+        self._remote_tip = tips.get(self.branch)
+        self.base_ref = f"{self.remote}/{base_name}" if base_name in tips else base_name
         base = self._base_sha(base_name, tips)
         local = rev_parse(self._repo, self._ref)
         start, action = self._start_point(local, tips.get(self.branch), base)
@@ -99,7 +107,7 @@ class Workspace:
         except AutoloopError:
             self.close()
             raise
-        self._tip = tip
+        self._tip, self.base_sha = tip, base
         logger.info("%s %s (worktree %s)", self.branch, action, self.path)
         return BranchSync(action)
 
@@ -167,22 +175,25 @@ class Workspace:
         return keep
 
     def push(self) -> None:
-        """Pushes the program branch to the remote; force-with-lease only when nothing would be lost."""
+        """Pushes the runner's own tip to the remote branch by compare-and-swap against what prepare() fetched."""
         if not self._has_remote():
             logger.debug("no remote %r; %s stays local", self.remote, self.branch)
             return
-        first = push_branch(self._repo, self.remote, self._ref, self.branch)
+        sha = self._tip
+        if sha is None:
+            raise AutoloopError(f"the workspace of {self.branch} is not prepared; call prepare() first")
+        first = push_branch(self._repo, self.remote, sha, self.branch, self._remote_tip)
         if first.ok:
+            self._remote_tip = sha
             return
         remote_tip = fetch_branches(self._repo, self.remote, [self.branch]).get(self.branch)
-        local = rev_parse(self._repo, self._ref)
-        if local is None or (remote_tip is not None and not is_ancestor(self._repo, remote_tip, local)):
+        if remote_tip is not None and not is_ancestor(self._repo, remote_tip, sha):
             next_step = f"{self.remote} has commits {self.branch} lacks; rerun prepare() to merge them, then push"
             raise failure(first, self._repo, next_step)
-        # An empty lease means "the remote branch must still not exist".
-        forced = push_branch(self._repo, self.remote, self._ref, self.branch, lease=remote_tip or "")
-        if not forced.ok:
-            raise failure(forced, self._repo, f"rerun prepare() and push {self.branch} again")
+        again = push_branch(self._repo, self.remote, sha, self.branch, remote_tip)
+        if not again.ok:
+            raise failure(again, self._repo, f"rerun prepare() and push {self.branch} again")
+        self._remote_tip = sha
 
     def close(self) -> None:
         """Removes the private worktree, if any."""

@@ -41,14 +41,47 @@ def install_strategy_program(
     """
     target = repo / program
     shutil.copytree(REPO / program, target, ignore=shutil.ignore_patterns("__pycache__"))
-    folder = target / "strategy"
-    shutil.copytree(REPO / ".autoloop/strategies" / strategy, folder)
-    (folder / "CUSTOMIZE.md").unlink()
-    (folder / "strategy.md").rename(folder / f"{strategy}.md")
-    for path in folder.rglob("*.md"):
-        path.write_text(_customised(path.read_text(encoding="utf-8")), encoding="utf-8")
     text = (target / "program.md").read_text(encoding="utf-8")
     (target / "program.md").write_text(text[: text.index("## Evolution Strategy")] + pointer, encoding="utf-8")
+    return _commit_with_playbook(repo, run_git, target, strategy, config)
+
+
+def install_tiny_strategy_program(
+    repo: Path, run_git: Callable[..., str], folder: str, strategy: str, files: Mapping[str, str], config: str = ""
+) -> Path:
+    """Commits a small program made of `files` (program.md among them) into repo/folder, running `strategy`.
+
+    program.md gets a `## Evolution Strategy` section pointing to the shipped playbook, installed as in
+    install_strategy_program; returns the program folder.
+    """
+    target = repo / folder
+    for path, text in files.items():
+        (target / path).parent.mkdir(parents=True, exist_ok=True)
+        (target / path).write_text(text, encoding="utf-8")
+    pointer = (f"\n## Evolution Strategy\n\nThis program uses the **{strategy}** strategy. On every iteration, "
+               f"read `strategy/{strategy}.md` and follow it literally.\n")
+    with (target / "program.md").open("a", encoding="utf-8") as handle:
+        handle.write(pointer)
+    _commit_with_playbook(repo, run_git, target, strategy, config)
+    return target
+
+
+# A customised playbook that ships with an example program (its CUSTOMIZE markers need numbers, not prose).
+_CUSTOMISED = {"alphaevolve": REPO / ".autoloop/programs/groupby_evolve/strategy"}
+
+
+def _commit_with_playbook(repo: Path, run_git: Callable[..., str], target: Path, strategy: str, config: str) -> Path:
+    """Installs the shipped `strategy` playbook (markers answered) and config.yaml into target, and commits."""
+    folder = target / "strategy"
+    if strategy in _CUSTOMISED and not folder.exists():
+        shutil.copytree(_CUSTOMISED[strategy], folder)
+    elif not folder.exists():
+        shutil.copytree(REPO / ".autoloop/strategies" / strategy, folder)
+        (folder / "CUSTOMIZE.md").unlink()
+        (folder / "strategy.md").rename(folder / f"{strategy}.md")
+        for path in folder.rglob("*.md"):
+            path.write_text(_customised(path.read_text(encoding="utf-8")), encoding="utf-8")
+    (target / "code").mkdir(exist_ok=True)
     (target / "code" / "config.yaml").write_text(config, encoding="utf-8")
     run_git(repo, "add", "-A")
     run_git(repo, "commit", "-qm", f"{strategy} program")

@@ -278,7 +278,8 @@ def test_evaluate_repeats_and_takes_the_median(tmp_path: Path) -> None:
     assert result.ok and result.error is None
     assert result.runs == (1.0, 4.0, 9.0)
     assert result.metric == 4.0
-    assert result.metrics == {"score": 9}
+    # The metrics carry the number compared (the median), not the last run's.
+    assert result.metrics == {"score": 4}
 
 
 def test_evaluate_repeats_argument_overrides_the_frontmatter(tmp_path: Path) -> None:
@@ -386,3 +387,15 @@ def test_run_command_interrupted_kills_the_group_before_raising(tmp_path: Path, 
     with pytest.raises(KeyboardInterrupt):
         run_command("sleep 100 & echo $! > pid; wait", tmp_path, timeout=30, env=ENV)
     assert not _alive(int(pid_file.read_text()))
+
+
+def test_median_metrics_takes_each_number_every_run_printed() -> None:
+    from autoloop_py.evaluate import median_metrics
+
+    printed = [{"score": 1.0, "n": 3, "label": "a"}, {"score": 9.0, "n": 5, "label": "b"}, {"score": 4.0, "label": "c"}]
+    combined = median_metrics(printed)
+    # score: the median of the three runs; n is missing from one run, so the last run's object stands.
+    assert combined == {"score": 4.0, "label": "c"}
+    assert median_metrics([{"score": 2, "n": 3}, {"score": 4, "n": 5}, {"score": 3, "n": 4}]) == {"score": 3, "n": 4}
+    assert median_metrics([{"score": 2.5, "flag": True}]) == {"score": 2.5, "flag": True}
+    assert median_metrics([]) == {}

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from autoloop_py import markdown as md
 from autoloop_py.history import IterationRecord, parse_history_section, relabel_entry
-from autoloop_py.state import DEFAULT_BUDGET, StateFile, compact, parse_state, render_state
+from autoloop_py.state import DEFAULT_BUDGET, StateFile, compact, parse_state, render_state, with_machine
 from state_helpers import T0, fresh, rec, run, sections_by_key, table_file
 
 
@@ -62,6 +63,16 @@ def test_compaction_keeps_ten_and_folds_one_range() -> None:
     assert len(text.encode()) < DEFAULT_BUDGET
     assert render_state(parse_state(text)) == text
     assert state.machine.iteration_count == 25 and state.machine.best_metric == 0.1 + 0.01 * 20
+
+
+def test_a_folded_range_shows_the_best_before_it_and_after_it() -> None:
+    # One accepted iteration (0.5 over a best of 0.4) among rejections once read "(metric 0.5→0.5)".
+    start = with_machine(fresh(), replace(fresh().machine, best_metric=0.4, initial_metric=0.4))
+    records = [rec("rejected", i, 0.1) for i in range(4)] + [rec("accepted", 4, 0.5)]
+    records += [rec("rejected", i, 0.1) for i in range(5, 30)]
+    ranges = [e for e in run(start, records).history if e.is_range]
+    assert len(ranges) == 1 and "(metric 0.4→0.5)" in ranges[0].text
+    assert (ranges[0].first_metric, ranges[0].metric) == (0.4, 0.5)
 
 
 def test_compaction_never_touches_prose() -> None:

@@ -115,10 +115,28 @@ def test_is_improvement() -> None:
     assert is_improvement(1.2, 1.0, "higher", min_delta=0.1)
 
 
-def test_accept_clears_pause() -> None:
-    paused = with_machine(fresh(), replace(fresh().machine, paused=True, pause_reason="manual"))
+def test_accept_keeps_the_pause() -> None:
+    # Only `autoloop resume` clears a pause; an accepted iteration of a forced run leaves it.
+    paused = with_machine(fresh(), replace(fresh().machine, paused=True, pause_reason="manual", consecutive_errors=2))
     state = run(paused, [rec("accepted", 1, 0.7)])
-    assert state.machine.paused is False and state.machine.pause_reason is None
+    assert state.machine.paused is True and state.machine.pause_reason == "manual"
+    assert state.machine.consecutive_errors == 0 and state.machine.best_metric == 0.7
+
+
+def test_the_pause_reason_counts_what_it_says() -> None:
+    state = run(fresh(), [rec("error", 0), rec("error", 1), rec("rejected", 2, 0.1), rec("error", 3)])
+    assert state.machine.paused is True
+    assert state.machine.pause_reason.startswith("3 errors with no accepted iteration between them: ")
+    straight = run(fresh(), [rec("rejected", 0, 0.1), rec("error", 1), rec("error", 2), rec("error", 3)])
+    assert straight.machine.pause_reason.startswith("3 consecutive errors: ")
+
+
+def test_resumed_at_is_a_row_only_once_set() -> None:
+    text = render_state(fresh())
+    assert "Resumed At" not in text
+    resumed = with_machine(fresh(), replace(fresh().machine, iteration_count=4, resumed_at=4))
+    assert "| Resumed At | 4 |" in render_state(resumed)
+    assert parse_state(render_state(resumed)).machine.resumed_at == 4
 
 
 def test_recent_statuses_capped_at_ten() -> None:

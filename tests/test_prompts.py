@@ -108,3 +108,24 @@ def test_retry_prompt_for_parse_error() -> None:
     text = render_retry_prompt([], parse_error="malformed edit block\n^^^ Expected `=======`")
     assert "could not be read" in text
     assert "```text\nmalformed edit block\n^^^ Expected `=======`\n```" in text
+
+
+def test_history_in_the_prompt_has_no_keys_or_shas() -> None:
+    from datetime import datetime, timezone
+
+    from autoloop_py import state as statefile
+    from autoloop_py.history import IterationRecord
+    from autoloop_py.prompts import prompt_context
+
+    record = IterationRecord(
+        "accepted", datetime(2026, 11, 21, 16, 40, tzinfo=timezone.utc), "raise x", 2.0, notes="score improved",
+        commit="3f9a2b7c1d", run_url="https://github.com/o/r/actions/runs/1", key="fm-7-abc",
+    )
+    state = statefile.apply_iteration(
+        statefile.new_state("demo", "g", "seconds", "lower", None), record, direction="lower", target_metric=None
+    )
+    assert "autoloop-key" in state.history[0].text and "3f9a2b7c1d" in state.history[0].text
+    prompt = render_iteration_prompt(prompt_context(_program(), {"code/search.py": "x = 1\n"}, state, 2.0, 2))
+    assert "### Iteration 1 — 2026-11-21 16:40 UTC\n" in prompt and "- **Change**: raise x\n" in prompt
+    for noise in ("autoloop-key", "<!--", "3f9a2b7c1d", "**Commit**", "[Run]("):
+        assert noise not in prompt

@@ -22,6 +22,8 @@ class Machine:
     pause_reason: str | None = None
     completed: bool = False
     recent_statuses: tuple[str, ...] = ()
+    iteration_count: int = 0
+    resumed_at: int | None = None
 
 
 def make(name: str, schedule_text: str | None = "every 6h", unconfigured: bool = False) -> Program:
@@ -89,6 +91,16 @@ def test_skip_reasons_in_order() -> None:
     assert schedule.skip_reason(Machine(recent_statuses=("accepted",) + ("rejected",) * 4)) is None
 
 
+def test_a_resume_clears_a_plateau_until_five_new_rejections() -> None:
+    rejected = ("rejected",) * 7
+    resumed = Machine(recent_statuses=rejected, iteration_count=7, resumed_at=7)
+    assert schedule.skip_reason(resumed) is None
+    later = Machine(recent_statuses=(*rejected, "rejected", "rejected")[-10:], iteration_count=9, resumed_at=7)
+    assert schedule.skip_reason(later) is None and schedule.statuses_since_resume(later) == ("rejected",) * 2
+    again = Machine(recent_statuses=("rejected",) * 10, iteration_count=12, resumed_at=7)
+    assert schedule.skip_reason(again) == "plateau: 5 consecutive rejections"
+
+
 def test_plan_selects_never_run_then_oldest() -> None:
     programs = [make("old"), make("fresh"), make("new"), make("older")]
     machines = {
@@ -104,9 +116,12 @@ def test_plan_selects_never_run_then_oldest() -> None:
     assert plan.skipped == (schedule.Skip("fresh", "not due yet", NOW + timedelta(hours=5)),)
 
 
-def test_forced_bypasses_pause_but_not_unknown_or_unconfigured() -> None:
+def test_forced_runs_a_paused_program_only_with_force() -> None:
     programs = [make("a"), make("b", unconfigured=True)]
-    plan = schedule.plan(programs, {"a": Machine(paused=True, pause_reason="x")}, NOW, forced="a")
+    paused = {"a": Machine(paused=True, pause_reason="x")}
+    with pytest.raises(ProgramError, match=r"a is paused \(x\): `autoloop resume a` clears the pause, or add --force"):
+        schedule.plan(programs, paused, NOW, forced="a")
+    plan = schedule.plan(programs, paused, NOW, forced="a", force=True)
     assert plan.selected == "a" and plan.forced
     with pytest.raises(ProgramError, match="requested program 'zzz' not found. Available programs: a, b"):
         schedule.plan(programs, {}, NOW, forced="zzz")

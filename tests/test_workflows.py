@@ -179,8 +179,11 @@ def test_iterate_job(name: str) -> None:
     assert iterate["concurrency"] == {"group": "autoloop-${{ matrix.program }}", "cancel-in-progress": False}
     assert iterate["permissions"] == ITERATE_PERMISSIONS
     assert iterate["timeout-minutes"] == options.timeout_minutes
-    assert iterate["steps"][0] == {"uses": "actions/checkout@v4", "with": {"fetch-depth": 0}}
-    python = iterate["steps"][1]
+    # The first step notes the job's start: model calls end before its time limit, counted from there.
+    assert step(iterate, "Note the job's start")["run"] == 'echo "AUTOLOOP_JOB_STARTED_AT=$(date -u +%s)" >> "$GITHUB_ENV"'
+    assert iterate["steps"][0]["name"] == "Note the job's start"
+    assert iterate["steps"][1] == {"uses": "actions/checkout@v4", "with": {"fetch-depth": 0}}
+    python = iterate["steps"][2]
     assert python["uses"] == "actions/setup-python@v5"
     assert python["with"]["cache"] == "pip"
     assert python["with"]["cache-dependency-path"] == ACTIONS_WORKFLOW.as_posix()

@@ -175,18 +175,17 @@ def test_push_rejected_when_remote_has_other_commits(
     with Workspace(git_repo_with_origin, "demo") as ws:
         ws.prepare()
         ws.push()
-    with Workspace(clone_origin("clone"), "demo") as other:
-        other.prepare()
-        other.write({"theirs.txt": "theirs\n"})
-        theirs = other.commit_candidate("theirs")
-        other.push()
-    # A remote that does not exist keeps prepare() from fetching (and merging) theirs.
-    with Workspace(git_repo_with_origin, "demo", remote="nowhere") as ws:
+    with Workspace(git_repo_with_origin, "demo") as ws:
         ws.prepare()
+        with Workspace(clone_origin("clone"), "demo") as other:  # another run pushes first
+            other.prepare()
+            other.write({"theirs.txt": "theirs\n"})
+            theirs = other.commit_candidate("theirs")
+            other.push()
         ws.write({"mine.txt": "mine\n"})
         ws.commit_candidate("mine")
-    with pytest.raises(GitError, match="has commits autoloop/demo lacks; rerun prepare"):
-        Workspace(git_repo_with_origin, "demo").push()
+        with pytest.raises(GitError, match="has commits autoloop/demo lacks; rerun prepare"):
+            ws.push()
     assert run_git(git_repo_with_origin.parent / "origin.git", "rev-parse", BRANCH) == theirs
 
 

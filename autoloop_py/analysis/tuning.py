@@ -32,6 +32,7 @@ from autoloop_py.analysis.tuning_source import (
     parametrize,
     params_entries,
     parents_of,
+    pinned_lines,
     prelude_lines,
     snake_case,
     split_lines,
@@ -40,8 +41,9 @@ from autoloop_py.analysis.tuning_source import (
 from autoloop_py.edits import evolve_regions
 
 __all__ = [
-    "MAX_KNOBS", "PARAMS_NAME", "SCALES", "Knob", "bounds", "family_of", "find_knobs", "format_value", "free_name",
-    "knob_prompt", "params_entries", "parametrize", "parse_knob_reply", "prelude_lines", "split_lines", "with_values",
+    "MAX_KNOBS", "PARAMS_NAME", "SCALES", "Knob", "Literal", "bounds", "family_of", "find_knobs", "format_value", "free_name",
+    "knob_prompt", "params_entries", "parametrize", "parse_knob_reply", "prelude_lines", "split_lines", "tunable_literals",
+    "with_values",
 ]  # fmt: skip
 
 _SPAN = math.sqrt(10.0)  # the fallback range spans one order of magnitude around the default
@@ -88,16 +90,41 @@ def find_knobs(source: str, max_knobs: int = MAX_KNOBS) -> list[Knob]:
     literals = list(numeric_literals(tree, source, parents))
     # The paper skips a literal written more than once: it is ambiguous, and often one shared constant.
     counts = Counter(_unsigned(literal) for literal in literals)
-    regions, first, blocks = evolve_regions(source), prelude_lines(source, tree) + 1, _params_blocks(tree)
+    first, blocks = prelude_lines(source, tree) + 1, _params_blocks(tree)
     kept = [
-        literal for literal in literals
-        if literal.line >= first and _in_regions(literal.line, regions) and not _in_regions(literal.line, blocks, False)
-        and counts[_unsigned(literal)] == 1 and _plausible(literal, parents)
+        literal for literal in _tunable(literals, source, parents)
+        if literal.line >= first and not _in_regions(literal.line, blocks, False) and counts[_unsigned(literal)] == 1
     ]  # fmt: skip
     kept.sort(key=lambda literal: (literal.line, literal.col))
     knobs = _unique_names([_knob(literal, _context_name(literal.node, parents), parents) for literal in kept])
     ranked = sorted(knobs, key=lambda k: (k.family == "default", k.name.startswith("literal_l")))
     return sorted(ranked[:max_knobs], key=lambda k: (k.line, k.col))
+
+
+def tunable_literals(source: str) -> list[tuple[Literal, str | None]]:
+    """Returns (literal, its name or None) for each literal the knob rules let vary, in source order.
+
+    The structural rules of `find_knobs` without its BO-specific ones (one occurrence, the PARAMS block,
+    at most eight): the tune proposer perturbs exactly these, so it never touches an index, a slice, a
+    shape, a range offset such as `range(n - 1)`, a seed, an exponent or a `# autoloop: fixed` line.
+    """
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    parents = parents_of(tree)
+    kept = sorted(_tunable(list(numeric_literals(tree, source, parents)), source, parents), key=lambda l: (l.line, l.col))
+    named = ((literal, _context_name(literal.node, parents)) for literal in kept)
+    return [(literal, None if name.startswith("literal_l") else name) for literal, name in named]
+
+
+def _tunable(literals: Sequence[Literal], source: str, parents: Mapping[ast.AST, ast.AST]) -> list[Literal]:
+    """Returns the literals inside the EVOLVE-BLOCK (anywhere without one), off pinned lines, passing the knob rules."""
+    regions, pinned = evolve_regions(source), pinned_lines(source)
+    return [
+        literal for literal in literals
+        if _in_regions(literal.line, regions) and literal.line not in pinned and _plausible(literal, parents)
+    ]  # fmt: skip
 
 
 def _unsigned(literal: Literal) -> str:
@@ -210,6 +237,8 @@ def _skipped_call(call: ast.Call, child: ast.AST, direct: bool) -> bool:
     name = _call_name(call)
     if name in _SKIP_CALLS:
         return True
+    if name == "range" and not direct:
+        return True  # an offset or factor of a bound (`range(n - 2)`, `range(2 * k)`): structure, not a budget
     if not direct or child not in call.args:
         return False
     if name in _IDENTITY_CALLS:

@@ -20,6 +20,7 @@ from autoloop_py.analysis.tuning_source import (
     Knob,
     Literal,
     numeric_literals,
+    pinned_lines,
     parents_of,
     prelude_lines,
     snake_case,
@@ -44,7 +45,9 @@ def parse_knob_reply(reply: str, source: str) -> tuple[list[Knob], list[str]]:
         return [], [problem]
     tree = ast.parse(source)
     first = prelude_lines(source, tree) + 1
-    literals = [lit for lit in numeric_literals(tree, source, parents_of(tree), operands=True) if lit.line >= first]
+    pinned = pinned_lines(source)
+    literals = [lit for lit in numeric_literals(tree, source, parents_of(tree), operands=True)
+                if lit.line >= first and lit.line not in pinned]
     knobs: list[Knob] = []
     problems: list[str] = []
     for number, spec in enumerate(specs, start=1):

@@ -9,8 +9,10 @@ byte stays as it was. `with_values` rewrites only the values inside that block.
 from __future__ import annotations
 
 import ast
+import io
 import math
 import re
+import tokenize
 from dataclasses import dataclass
 from typing import Iterator, Mapping, Sequence
 
@@ -21,6 +23,8 @@ MAX_KNOBS = 8
 SCALES = ("linear", "log")
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 _CODING = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*[-\w.]+")
+_PIN = re.compile(r"#\s*autoloop:\s*fixed\b", re.IGNORECASE)
+PIN_COMMENT = "# autoloop: fixed"
 
 
 @dataclass(frozen=True)
@@ -171,6 +175,15 @@ def prelude_lines(source: str, tree: ast.Module | None = None) -> int:
         position += 1
     end = body[position - 1].end_lineno if position else 0
     return max(keep, end or 0)
+
+
+def pinned_lines(source: str) -> frozenset[int]:
+    """Returns the 1-based lines holding a `# autoloop: fixed` comment: no number on them is ever varied."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return frozenset()
+    return frozenset(t.start[0] for t in tokens if t.type == tokenize.COMMENT and _PIN.match(t.string))
 
 
 def split_lines(source: str) -> list[str]:

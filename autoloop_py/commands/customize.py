@@ -16,11 +16,12 @@ from typing import Any, Mapping
 from rich.console import Console
 
 from autoloop_py.commands.common import repo_root, subparser
-from autoloop_py.commands.new import finish_program_md, strategy_templates
+from autoloop_py.commands.new import fill_markers, finish_program_md, load_answers, strategy_templates
 from autoloop_py.errors import AutoloopError
 from autoloop_py.playbook import customize_markers, find_playbook
 from autoloop_py.program import PROGRAMS_DIR, Program, discover, load_program, program_name
 from autoloop_py.proposers.llm import MOCK_ENV, MODEL_ENV
+from autoloop_py.proposers.llm_call import CallLimits, ModelCallError, completion, limits_for
 from autoloop_py.render import render
 
 MAX_CONTEXT_CHARS = 20_000
@@ -33,10 +34,15 @@ def add_parser(commands: Any) -> None:
     parser = subparser(
         commands,
         "customize",
-        "Ask a model to resolve a program's <CUSTOMIZE…> markers; shows the diff, writes with --write.",
-        "autoloop customize perf_sort --model gpt-4o --write",
+        "Resolve a program's <CUSTOMIZE…> markers: from an --answers file, or a model drafts them "
+        "(shows the diff, writes with --write).",
+        "autoloop customize perf_sort --answers answers.yaml\n  autoloop customize perf_sort --model gpt-4o --write",
     )
     parser.add_argument("program", help="the program's name")
+    parser.add_argument(
+        "--answers", type=Path,
+        help="a YAML file answering the markers (`label: text` or `file:line: text`, see README); written at once",
+    )
     parser.add_argument("--model", help=f"litellm model (else `model:` in program.md, else {MODEL_ENV})")
     parser.add_argument("--write", action="store_true", help="write the resolved files (default: only show the diff)")
     parser.set_defaults(handler=cmd_customize)
@@ -51,6 +57,8 @@ def cmd_customize(args: argparse.Namespace, console: Console) -> int:
     if not files:
         console.print(f"nothing to customize: {folder} has no <CUSTOMIZE…> markers", markup=False)
         return 0
+    if args.answers is not None:
+        return _from_answers(root, program, files, args.answers, console)
     model = args.model or program.config.model or os.environ.get(MODEL_ENV)
     if not model:
         raise AutoloopError(f"no model configured: pass --model, set `model:` in {program.path} or {MODEL_ENV}")
@@ -58,7 +66,7 @@ def cmd_customize(args: argparse.Namespace, console: Console) -> int:
         "customize_prompt.md.j2", name=program.name, guide=_guide(root, program),
         context=_context(root, folder, files), files=files,
     )
-    proposed = _ask(model, prompt, files)
+    proposed = _ask(model, prompt, files, limits_for(program.config.llm_timeout, program.config.llm_retries))
     current = {"program.md": (root / folder / "program.md").read_text(encoding="utf-8"), **files}
     changed = {rel: text for rel, text in finish_program_md({**current, **proposed}).items() if current[rel] != text}
     for rel, text in changed.items():
@@ -69,6 +77,24 @@ def cmd_customize(args: argparse.Namespace, console: Console) -> int:
         console.print(f"wrote {len(changed)} files; `autoloop check` validates the program", markup=False)
     else:
         console.print("nothing written: review the diff, then run again with --write to apply it", markup=False)
+    return 0
+
+
+def _from_answers(root: Path, program: Program, files: Mapping[str, str], answers: Path, console: Console) -> int:
+    """Writes the files with the answered markers replaced (every answer must match a marker) and lists what is left."""
+    folder = program.base_dir
+    resolved = fill_markers(files, load_answers(answers), answers, strict=True)
+    current = {"program.md": (root / folder / "program.md").read_text(encoding="utf-8"), **files}
+    changed = {rel: text for rel, text in finish_program_md({**current, **resolved}).items() if current[rel] != text}
+    for rel, text in changed.items():
+        (root / folder / rel).write_text(text, encoding="utf-8")
+    left = [m for rel, text in changed.items() for m in customize_markers(text, folder / rel)]
+    left += [m for rel, text in files.items() if rel not in changed for m in customize_markers(text, folder / rel)]
+    console.print(f"wrote {len(changed)} files from {answers}", markup=False, highlight=False)
+    for marker in left:
+        console.print(f"  still to resolve: {marker.path}:{marker.line}: {marker.preview}", markup=False, highlight=False)
+    if not left:
+        console.print("every <CUSTOMIZE…> marker is resolved; `autoloop check` validates the program", markup=False)
     return 0
 
 
@@ -126,12 +152,12 @@ def _known_path(key: str, files: Mapping[str, str]) -> str | None:
     return matches[0] if len(matches) == 1 else None
 
 
-def _ask(model: str, prompt: str, files: Mapping[str, str]) -> dict[str, str]:
+def _ask(model: str, prompt: str, files: Mapping[str, str], limits: CallLimits) -> dict[str, str]:
     """Returns the model's resolved files, asking once more with the problems shown when a reply is unusable."""
     messages = [{"role": "user", "content": prompt}]
     problems: list[str] = []
     for _ in range(ATTEMPTS):
-        reply = _complete(model, messages)
+        reply = _complete(model, messages, limits)
         proposed, problems = parse_customization(reply, files)
         if not problems:
             return proposed
@@ -143,8 +169,8 @@ def _ask(model: str, prompt: str, files: Mapping[str, str]) -> dict[str, str]:
     raise AutoloopError(f"{model}'s reply could not be used ({shown}); run again or resolve the markers by hand")
 
 
-def _complete(model: str, messages: list[dict[str, str]]) -> str:
-    """Sends the messages to the model through litellm and returns the reply's text."""
+def _complete(model: str, messages: list[dict[str, str]], limits: CallLimits) -> str:
+    """Sends the messages to the model through litellm (within llm-timeout and llm-retries) and returns the reply's text."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
 
@@ -153,10 +179,9 @@ def _complete(model: str, messages: list[dict[str, str]]) -> str:
     if os.environ.get(MOCK_ENV) is not None:
         kwargs["mock_response"] = os.environ[MOCK_ENV]
     try:
-        response = litellm.completion(**kwargs)
-    except Exception as err:  # litellm raises provider-specific types; each ends the command
-        first = next((line for line in str(err).splitlines() if line.strip()), type(err).__name__)
-        raise AutoloopError(f"{model}: {first.strip()}") from None
+        response = completion(litellm, kwargs, limits)
+    except ModelCallError as err:
+        raise AutoloopError(f"{model}: {err}") from None
     return response.choices[0].message.content or ""
 
 

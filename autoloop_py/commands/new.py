@@ -61,15 +61,25 @@ def add_parser(commands: Any) -> None:
         commands,
         "new",
         "Scaffold a program under .autoloop/programs/, optionally with a strategy playbook.",
-        "autoloop new perf_sort --strategy alphaevolve --answers answers.yaml",
+        "autoloop new perf_sort --strategy alphaevolve --answers answers.yaml\n"
+        "  autoloop new fast_parse --target src/parse.py --answers answers.yaml   # over existing files",
     )
     parser.add_argument("name", help="the program's name (its folder under .autoloop/programs/)")
     parser.add_argument(
         "--strategy",
         default=NO_STRATEGY,
-        help="a template of .autoloop/strategies/ or of autoloop itself (alphaevolve), or `none` (default)",
+        help=f"{' | '.join(package_strategies())} (autoloop's own), a folder of .autoloop/strategies/, "
+        "or `none` (default: plain hill climbing)",
     )
-    parser.add_argument("--answers", type=Path, help="YAML mapping marker text or file:line -> replacement text")
+    parser.add_argument(
+        "--target", nargs="+", action="extend", metavar="PATH",
+        help="existing files the program improves (repository-relative): no stub code/ is written, and the "
+        "Evaluation's command and metric become markers to answer",
+    )
+    parser.add_argument(
+        "--answers", type=Path,
+        help="a YAML file answering the <CUSTOMIZE…> markers: `label: text` or `file:line: text` (see README)",
+    )
     parser.set_defaults(handler=cmd_new)
 
 
@@ -78,7 +88,8 @@ def cmd_new(args: argparse.Namespace, console: Console) -> int:
     root = repo_root(args.repo)
     name = _checked_name(root, args.name)
     template = _pick_template(root, args.strategy)
-    files = scaffold(name, template)
+    targets = _checked_targets(root, args.target or [])
+    files = scaffold(name, template, targets)
     files = fill_markers(files, {"program-name": name}, Path("(program name)"))
     if args.answers is not None:
         files = fill_markers(files, load_answers(args.answers), args.answers, strict=True)
@@ -119,8 +130,17 @@ def _read_tree(entry: Traversable, prefix: str) -> list[tuple[str, str]]:
     return found
 
 
-def scaffold(name: str, template: StrategyTemplate | None) -> dict[str, str]:
-    """Returns the new program's files (program-folder relative) before any marker is answered."""
+def package_strategies() -> list[str]:
+    """Returns the names of the strategy templates autoloop ships."""
+    package = resources.files("autoloop_py") / "templates" / "strategies"
+    return sorted(e.name for e in package.iterdir() if e.is_dir() and (e / PLAYBOOK_TEMPLATE).is_file())
+
+
+def scaffold(name: str, template: StrategyTemplate | None, targets: tuple[str, ...] = ()) -> dict[str, str]:
+    """Returns the new program's files (program-folder relative) before any marker is answered.
+
+    targets: existing repository files the program improves; then no stub code/ is written.
+    """
     files: dict[str, str] = {}
     section = render("scaffold/prose_strategy.md.j2")
     if template is not None:
@@ -133,9 +153,10 @@ def scaffold(name: str, template: StrategyTemplate | None) -> dict[str, str]:
         note=NOTE.format(name=name),
         name=name,
         target=TARGET,
+        targets=list(targets),
         strategy_section=section,
     )
-    code = {
+    code = {} if targets else {
         f"code/{TARGET}": render("scaffold/solution.py.j2", name=name),
         "code/evaluate.py": render("scaffold/evaluate.py.j2", target=TARGET),
     }
@@ -215,6 +236,24 @@ def _checked_name(root: Path, name: str) -> str:
             rel = existing.relative_to(root)
             raise AutoloopError(f"program '{name}' already exists at {rel}; pick another name or remove it first")
     return name
+
+
+def _checked_targets(root: Path, paths: list[str]) -> tuple[str, ...]:
+    """Returns the --target paths repository-relative; each must be an existing file inside the repository."""
+    found: list[str] = []
+    for given in paths:
+        path = Path(given)
+        # Repository-relative first, then relative to where the command runs.
+        places = [path] if path.is_absolute() else [root / path, Path.cwd() / path]
+        resolved = next((p for p in places if p.exists()), places[0])
+        try:
+            rel = resolved.resolve().relative_to(root.resolve())
+        except ValueError:
+            raise AutoloopError(f"--target {given}: not inside the repository {root}") from None
+        if not resolved.is_file():
+            raise AutoloopError(f"--target {given}: no such file in the repository; give existing files")
+        found.append(rel.as_posix())
+    return tuple(dict.fromkeys(found))
 
 
 def _pick_template(root: Path, strategy: str) -> StrategyTemplate | None:

@@ -8,7 +8,6 @@ from typing import Any
 
 from rich.console import Console
 
-from autoloop_py import schedule
 from autoloop_py import state as statefile
 from autoloop_py.commands.common import repo_root, subparser
 from autoloop_py.memory import MemoryStore
@@ -41,12 +40,9 @@ def cmd_pause(args: argparse.Namespace, console: Console) -> int:
         if args.paused:
             machine = dataclasses.replace(machine, paused=True, pause_reason=args.reason)
         else:
+            # The statuses stay as they happened; a plateau counts only statuses recorded after this resume.
             machine = dataclasses.replace(
-                machine,
-                paused=False,
-                pause_reason=None,
-                consecutive_errors=0,
-                recent_statuses=_without_plateau(machine.recent_statuses),
+                machine, paused=False, pause_reason=None, consecutive_errors=0, resumed_at=machine.iteration_count
             )
         return statefile.render_state(statefile.with_machine(state, machine))
 
@@ -55,12 +51,3 @@ def cmd_pause(args: argparse.Namespace, console: Console) -> int:
     console.print(f"{program.name} {verb}" + (f": {args.reason}" if args.paused else ""))
     return 0
 
-
-def _without_plateau(statuses: tuple[str, ...]) -> tuple[str, ...]:
-    """Returns the statuses without a trailing plateau run of rejections (Iteration History keeps them)."""
-    if schedule.plateau_reason(statuses) is None:
-        return statuses
-    end = len(statuses)
-    while end and statuses[end - 1] == "rejected":
-        end -= 1
-    return statuses[:end]

@@ -35,7 +35,7 @@ _VARIANTS = ("`exact` re-sends the prompt unchanged; `strict_diff` appends an in
              "in place of each context program, an earlier program of the run closest in score to the parent. A "
              "variant whose section the prompt lacks is reported as skipped")
 _EPILOG = textwrap.fill("Each reply is applied to the parent's source as the llm proposer applies it and, for a program of this "
-           "repository, evaluated in a private worktree of autoloop/<program>. A trace directory whose program is not "
+           "repository, evaluated in a standalone copy of autoloop/<program>. A trace directory whose program is not "
            "in the repository is replayed without evaluation. Per event and variant the report gives the parse and "
            "evaluation success rates, exact solution and reply matches, score mean/median/std, replay/original, and "
            "each trial's class against the original score (tolerance 0.001): better, similar, still_improves_parent "

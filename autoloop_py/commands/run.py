@@ -7,7 +7,7 @@ import os
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -40,12 +40,20 @@ def add_parser(commands: Any) -> None:
     )
     parser.add_argument("--model", help="litellm model for --proposer llm (else `model:` or AUTOLOOP_MODEL)")
     parser.add_argument("--agent-command", help="command for --proposer agent (else AUTOLOOP_AGENT_COMMAND)")
+    parser.add_argument("--llm-timeout", type=_positive, metavar="SECONDS",
+                        help="seconds one model request may take (else `llm-timeout:`, default 120)")
+    parser.add_argument("--llm-retries", type=_whole, metavar="N",
+                        help="further requests after a timed-out or failed one (else `llm-retries:`, default 2)")
     parser.add_argument("--dry-run", action="store_true", help="propose and evaluate, but record nothing")
     parser.add_argument(
         "--isolation",
         choices=("auto", "bwrap", "none"),
         help="confine evaluations and agents: bwrap (bubblewrap sandbox), none (limits only), auto (bwrap when it "
         "works; default: AUTOLOOP_ISOLATION, else the program's `isolation:`)",
+    )
+    parser.add_argument(
+        "--force", action="store_true",
+        help="run the --program even when it is paused; the pause stays (`autoloop resume` clears it)",
     )
     parser.add_argument("--base-branch", help="branch program branches start from (default: origin's HEAD or main)")
     parser.add_argument(
@@ -59,6 +67,7 @@ def add_parser(commands: Any) -> None:
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
     """Runs the requested iterations and prints a summary; exit 1 if nothing could run."""
+    started, wall = time.monotonic(), time.time()
     if args.iterations < 1:
         raise AutoloopError("--iterations must be at least 1")
     # Other processes of this user (an evaluation run without bwrap) must not read our environment.
@@ -66,6 +75,8 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     root = repo_root(args.repo)
     programs, problems = load_all(root, with_issues=args.ci)
     forced = args.program or os.environ.get("AUTOLOOP_PROGRAM", "").strip() or None
+    if args.force and not forced:
+        raise AutoloopError("--force needs --program NAME: it runs that one program even when it is paused")
     for problem in problems:
         if forced and problem.path is not None and program_name(problem.path) == forced:
             raise problem
@@ -78,12 +89,15 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         run_url=_run_url(),
         base_branch=args.base_branch,
         isolation=args.isolation,
+        llm_timeout=args.llm_timeout,
+        llm_retries=args.llm_retries,
+        job_deadline=job_end(os.environ, started, wall),
     )
     settings = github.from_environment(os.environ) if args.ci else None
     if args.ci and settings is None:
         raise AutoloopError("--ci needs GITHUB_REPOSITORY and GITHUB_TOKEN in the environment")
     with sigterm_interrupts():
-        outcomes = _loop(root, programs, forced, args.iterations, options, console, settings)
+        outcomes = _loop(root, programs, forced, args.iterations, options, console, settings, args.force)
     _summary(outcomes, console)
     # In CI, waiting for checks or a CI pause is a normal end of the job, not a failure.
     return 0 if outcomes or args.ci else 1
@@ -97,16 +111,19 @@ def _loop(
     options: RunOptions,
     console: Console,
     settings: github.GitHubSettings | None = None,
+    force: bool = False,
 ) -> list[IterationOutcome]:
     outcomes: list[IterationOutcome] = []
-    deadline = _deadline()
+    held: list[str | None] = []  # why the forced program would be skipped when the run started
+    # No iteration starts in the job's last 5 minutes.
+    deadline = None if options.job_deadline is None else options.job_deadline - 5 * 60
     with _progress(console, count) as progress:
         task = progress.add_task("iterating", total=count)
-        for i in range(count):
+        for _ in range(count):
             if deadline is not None and time.monotonic() > deadline:
                 console.print("stopping: the job's time is nearly up")
                 break
-            program = _pick(root, programs, forced, first=(i == 0), console=console)
+            program = _pick(root, programs, forced, held, console, force)
             if program is None:
                 break
             progress.update(task, description=f"{program.name} · iteration")
@@ -131,28 +148,81 @@ def _one(
     return result.outcome
 
 
-def _deadline() -> float | None:
-    """Returns when to stop starting iterations: 5 minutes before AUTOLOOP_JOB_TIMEOUT_MINUTES runs out."""
-    minutes = os.environ.get("AUTOLOOP_JOB_TIMEOUT_MINUTES", "").strip()
+def job_end(environ: Mapping[str, str], started: float, wall_now: float) -> float | None:
+    """Returns the time.monotonic() at which the job is stopped, None without AUTOLOOP_JOB_TIMEOUT_MINUTES.
+
+    The job started at AUTOLOOP_JOB_STARTED_AT (unix seconds or ISO 8601; the workflow sets it in its
+    first step), else when this command started (`started`, a time.monotonic() value).
+    """
+    minutes = environ.get("AUTOLOOP_JOB_TIMEOUT_MINUTES", "").strip()
+    if not minutes:
+        return None
     try:
-        return time.monotonic() + max(0.0, float(minutes) - 5) * 60 if minutes else None
+        limit = float(minutes) * 60
     except ValueError:
         raise AutoloopError(f"AUTOLOOP_JOB_TIMEOUT_MINUTES must be a number of minutes, got {minutes!r}") from None
+    stamp = environ.get("AUTOLOOP_JOB_STARTED_AT", "").strip()
+    if not stamp:
+        return started + limit
+    return started - (wall_now - _unix_seconds(stamp)) + limit
 
 
-def _pick(root: Path, programs: list[Program], forced: str | None, first: bool, console: Console) -> Program | None:
-    """Returns the program to run next, or None when nothing is due (or a forced program stopped)."""
+def _unix_seconds(stamp: str) -> float:
+    """Returns AUTOLOOP_JOB_STARTED_AT as unix seconds."""
+    try:
+        return float(stamp)
+    except ValueError:
+        pass
+    try:
+        return schedule.as_utc(datetime.fromisoformat(stamp.replace("Z", "+00:00"))).timestamp()  # naive is UTC
+    except ValueError:
+        raise AutoloopError(
+            f"AUTOLOOP_JOB_STARTED_AT must be unix seconds or an ISO 8601 time, got {stamp!r}"
+        ) from None
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, got {text!r}")
+    return value
+
+
+def _whole(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {text!r}")
+    return int(text)
+
+
+def _pick(
+    root: Path, programs: list[Program], forced: str | None, held: list[str | None], console: Console, force: bool
+) -> Program | None:
+    """Returns the program to run next, or None when nothing is due (or a forced program stopped).
+
+    held starts empty and keeps the forced program's skip reason at the first pick: a later iteration
+    stops when the program became paused or completed during this run (a --force run goes on while the
+    pause it started under stands).
+    """
     readable = readable_states(root, programs, forced)
     states = machines(readable)
     now = datetime.now(timezone.utc)
     runnable = [p for p in programs if p.name in readable]
-    plan = schedule.plan(runnable, states, now, forced)  # a forced unknown/unconfigured name raises here
+    reason = schedule.skip_reason(states.get(forced)) if forced else None
+    if held and reason and not reason.startswith("plateau") and not (force and reason == held[0]):
+        console.print(f"stopping: {forced} is {reason}")
+        return None
+    refusal = schedule.paused_refusal(forced, states.get(forced), force) if forced else None
+    if refusal:
+        console.print(f"not running: {refusal}")
+        return None
+    # A forced unknown or unconfigured name raises here.
+    plan = schedule.plan(runnable, states, now, forced, force=force)
+    held[:] = held or [reason]
     if plan.selected is None:
         console.print("nothing is due: " + (", ".join(f"{s.name} ({s.reason})" for s in plan.skipped) or "no programs"))
-        return None
-    reason = schedule.skip_reason(states.get(plan.selected))
-    if forced and not first and reason and not reason.startswith("plateau"):
-        console.print(f"stopping: {forced} is {reason}")
         return None
     return find_program(programs, plan.selected)
 

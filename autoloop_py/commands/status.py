@@ -4,25 +4,24 @@ from __future__ import annotations
 
 import argparse
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from pathlib import Path
-
-from autoloop_py import schedule
+from autoloop_py import budget, schedule, stale_parents
 from autoloop_py.analysis.mermaid import program_charts
-from autoloop_py.errors import AutoloopError
-from autoloop_py.memory import MemoryStore
+from autoloop_py.errors import AutoloopError, ProgramError
 from autoloop_py import state as statefile
 from autoloop_py.commands.common import format_metric, format_time, repo_root, states_and_damage, subparser
 from autoloop_py import population as pop
 from autoloop_py.playbook import find_playbook
 from autoloop_py.program import Program, check_all, find_program
 from autoloop_py.sandbox.run import isolation_report
-from autoloop_py.strategies.runner import population_of
+from autoloop_py.memory import MemoryStore
+from autoloop_py.strategies.runner import population_of, primary_target
 
 _SPARK = {"accepted": "✅", "rejected": "❌", "error": "⚠️", "pending-ci": "⏳", "ci-fix-exhausted": "🛑"}
 
@@ -48,13 +47,14 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
     now = datetime.now(timezone.utc)
     shown = [find_program(programs, args.program)] if args.program else programs
     table = Table(title="autoloop programs")
-    for column in ("program", "strategy", "status", "best", "initial", "iterations", "last run", "next due", "recent"):
+    for column in ("program", "strategy", "status", "best", "initial", "iterations", "last run", "next due", "recent",
+                   "spent / budget"):
         table.add_column(column)
     for program in shown:
         playbook = find_playbook(program, root)
         strategy_name = playbook.name if playbook else "default"
         if program.name in damaged:
-            table.add_row(program.name, strategy_name, "❌ state file unreadable", *["—"] * 6)
+            table.add_row(program.name, strategy_name, "❌ state file unreadable", *["—"] * 7)
         else:
             table.add_row(program.name, strategy_name, *_row(program, states.get(program.name), now))
     console.print(table)
@@ -67,6 +67,7 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
         console.print(f"[red]✗[/] {escape(str(err))}")
     if args.program and args.program not in damaged:
         _details(states.get(args.program), console)
+        _stale(root, find_program(programs, args.program), states.get(args.program), console)
     return 1 if args.program in damaged else 0
 
 
@@ -84,24 +85,25 @@ def _row(program: Program, state: statefile.StateFile | None, now: datetime) -> 
     machine = state.machine if state else None
     due = schedule.next_due(program, machine)
     return [
-        _status(program, machine),
+        _status(program, machine, now),
         format_metric(machine.best_metric if machine else None),
         format_metric(machine.initial_metric if machine else None),
         str(machine.iteration_count if machine else 0),
         format_time(machine.last_run if machine else None),
         "now" if due is None or due <= now else format_time(due),
         "".join(_SPARK.get(s, "·") for s in (machine.recent_statuses if machine else ())) or "—",
+        budget.describe(program.config, machine or statefile.MachineState(), now),
     ]
 
 
-def _status(program: Program, machine: statefile.MachineState | None) -> str:
+def _status(program: Program, machine: statefile.MachineState | None, now: datetime) -> str:
     if program.unconfigured:
         return "📝 unconfigured"
     if machine is None:
         return "🟢 new"
     if machine.completed:
         return "✅ completed"
-    reason = schedule.skip_reason(machine)
+    reason = schedule.skip_reason(machine, now)
     if reason:
         return f"⏸️ {reason}"
     if machine.consecutive_errors:
@@ -122,6 +124,24 @@ def _details(state: statefile.StateFile | None, console: Console) -> None:
         console.print(f"  {entry.iteration:>4} {mark} {entry.status or '?':<9} {format_metric(entry.metric):>10}  {entry.change}")
     if state.section_text(statefile.POPULATION) is not None:
         _population_summary(population_of(state), state.machine.metric_direction, console)
+
+
+def _stale(root: Path, program: Program, state: statefile.StateFile | None, console: Console) -> None:
+    """Prints the Population entries whose code conflicts with a later change of the Target on the default branch."""
+    if state is None or state.section_text(statefile.POPULATION) is None:
+        return
+    try:
+        primary = primary_target(program, root)
+    except ProgramError:
+        return
+    memory = MemoryStore(root)
+    rebased = stale_parents.rebase_at(
+        root, program.name, primary, stale_parents.default_tip(root), memory.read, population_of(state)
+    )
+    if rebased.stale:
+        ids = ", ".join(f"#{i}" for i in rebased.stale)
+        console.print(f"[yellow]stale[/] (their code conflicts with a later change of {primary} on the default "
+                      f"branch; not chosen as parents until rebased by hand): {ids}")
 
 
 def _population_summary(population: pop.Population, direction: str, console: Console) -> None:

@@ -36,7 +36,7 @@ Finds the tunable numeric literals (knobs) of a candidate recorded in the progra
 rewrites them into a PARAMS block, and runs scikit-optimize's gp_minimize over them with the
 program's own evaluation (call 1 re-evaluates the original values, then random and GP-guided
 points). Reports the knob table, the best-so-far curve, and the tuning ceiling next to the
-candidate's own score and the run's best. Trials run in a private worktree of the program
+candidate's own score and the run's best. Trials run in a standalone copy of the program
 branch; nothing is committed. Needs: pip install 'autoloop-py[tune]'."""
 
 

@@ -1,4 +1,9 @@
-"""The agent proposer: an external coding agent edits the private worktree; its changes are the candidate."""
+"""The agent proposer: an external coding agent edits a standalone copy of the tree; what it changed is the candidate.
+
+The copy shares nothing writable with the user's checkout or any `.git` of theirs. It is a throwaway git
+repository (agents such as Codex or Aider expect one), snapshotted before the agent starts; its changes
+are read back by comparing file contents with that snapshot after the agent's whole process group is dead.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +11,10 @@ import logging
 import os
 import random
 import shlex
-import tempfile
 from pathlib import Path
 from typing import Mapping
 
-import git
-
-from autoloop_py.gitutil import changed_paths, open_repo
+from autoloop_py import candidate_dir
 from autoloop_py.edits import reply_field, summary_and_lesson
 from autoloop_py.evaluate import CommandResult, scrub_environment
 from autoloop_py.proposers.base import Proposal, ProposalRequest
@@ -50,42 +52,58 @@ class AgentProposer:
         timeout = self.timeout if self.timeout is not None else _env_timeout()
         if timeout is None:
             return Proposal({}, "agent: bad timeout", failure=f"{TIMEOUT_ENV} must be a number of seconds")
-        base = _head(request.workdir)
-        with tempfile.TemporaryDirectory(prefix="autoloop-agent-") as tmp:
-            prompt_file, reply_file = Path(tmp) / "prompt.md", Path(tmp) / "reply.md"
+        with candidate_dir.copy_of(request.workdir, prefix="autoloop-agent-") as tree:
+            candidate_dir.init_scratch_repo(tree)
+            before = candidate_dir.snapshot(tree)
+            files_dir = tree.parent / "exchange"
+            files_dir.mkdir()
+            prompt_file, reply_file = files_dir / "prompt.md", files_dir / "reply.md"
             prompt_file.write_text(request.prompt, encoding="utf-8")
+            # run_sandboxed kills the agent's whole group (and marked strays) before it returns.
             sandbox = request.sandbox or isolation_for(requested_mode(request.program), network=True).agent
-            result = _run(command, request.workdir, prompt_file, reply_file, timeout, sandbox)
-            reply = reply_file.read_text(encoding="utf-8", errors="replace") if reply_file.is_file() else ""
-        transcript = (("user", request.prompt), ("agent", _tail(result.stdout + result.stderr)))
-        if result.timed_out:
-            failure = f"the agent did not finish within {timeout:g} s; its process group was killed"
-            return Proposal({}, "agent: timed out", failure=failure, transcript=transcript)
-        if result.returncode != 0:
-            failure = f"the agent command exited with status {result.returncode}: {_last_lines(result)}"
-            return Proposal({}, "agent: command failed", failure=failure, transcript=transcript)
-        return _collect(request.workdir, base, reply, transcript)
+            result = _run(command, tree, prompt_file, reply_file, timeout, sandbox)
+            reply = _reply(reply_file)
+            transcript = (("user", request.prompt), ("agent", _tail(result.stdout + result.stderr)))
+            if result.timed_out:
+                failure = f"the agent did not finish within {timeout:g} s; its process group was killed"
+                return Proposal({}, "agent: timed out", failure=failure, transcript=transcript)
+            if result.returncode != 0:
+                failure = f"the agent command exited with status {result.returncode}: {_last_lines(result)}"
+                return Proposal({}, "agent: command failed", failure=failure, transcript=transcript)
+            changed = candidate_dir.changes(before, tree)
+        return _collect(changed, reply, transcript)
 
 
-def _collect(workdir: Path, base: str | None, reply: str, transcript: tuple[tuple[str, str], ...]) -> Proposal:
-    """Returns the proposal made of the agent's changes in the worktree and its reply file."""
-    _undo_commits(workdir, base)
-    try:
-        files = changed_files(workdir)
-    except UnicodeDecodeError as err:
-        failure = f"the agent wrote a file that is not UTF-8 text ({err.reason}); only text files can be candidates"
-        return Proposal({}, "agent: binary change", failure=failure, transcript=transcript)
-    if not files:
+def _reply(reply_file: Path) -> str:
+    """Returns the agent's reply file, read without following a link it may have put there."""
+    if reply_file.is_symlink() or not reply_file.is_file():
+        return ""
+    return reply_file.read_text(encoding="utf-8", errors="replace")[:100_000]
+
+
+def _collect(changed: candidate_dir.Changes, reply: str, transcript: tuple[tuple[str, str], ...]) -> Proposal:
+    """Returns the proposal made of the agent's changes to its copy and its reply file."""
+    if changed.dropped:
+        logger.info("agent: left out %d cache file(s), e.g. %s", len(changed.dropped), changed.dropped[0])
+    if not changed.files and not changed.problems:
         return Proposal({}, "agent: no change", failure="the agent changed no files", transcript=transcript)
     summary, lesson = summary_and_lesson(reply)
-    summary = summary or "agent: changed " + ", ".join(sorted(files))
-    return Proposal(files, summary, lesson, transcript=transcript, approach=reply_field(reply, "approach"))
+    summary = summary or "agent: changed " + ", ".join(sorted([*changed.files, *_named(changed.problems)]))
+    return Proposal(
+        changed.files, summary, lesson, transcript=transcript, approach=reply_field(reply, "approach"),
+        problems=changed.problems,
+    )
+
+
+def _named(problems: tuple[str, ...]) -> list[str]:
+    """Returns the path each problem names first."""
+    return [problem.split(" ", 1)[0] for problem in problems]
 
 
 def _run(
     command: str, workdir: Path, prompt_file: Path, reply_file: Path, timeout: float, sandbox: SandboxPolicy
 ) -> CommandResult:
-    """Runs the agent command confined by sandbox (its folder for the prompt and reply writable too), env scrubbed."""
+    """Runs the agent command confined by sandbox (its prompt/reply folder writable too), env scrubbed."""
     expanded = command.replace("{prompt_file}", shlex.quote(str(prompt_file)))
     expanded = expanded.replace("{reply_file}", shlex.quote(str(reply_file)))
     logger.info("agent: running %s in %s", expanded, workdir)
@@ -102,37 +120,6 @@ def agent_environment(environ: Mapping[str, str], prompt_file: Path, reply_file:
     env[PROMPT_FILE_ENV] = str(prompt_file)
     env[REPLY_FILE_ENV] = str(reply_file)
     return env
-
-
-def changed_files(workdir: Path) -> dict[str, str | None]:
-    """Returns every path changed in the worktree (tracked or untracked) -> new content, None if deleted."""
-    files: dict[str, str | None] = {}
-    for path in changed_paths(open_repo(workdir)):
-        target = workdir / path
-        if target.is_symlink():
-            # Never read through a link the agent made: it may point anywhere. The runner rejects it.
-            files[path] = f"<symbolic link to {os.readlink(target)}>"
-        elif target.is_file():
-            files[path] = target.read_bytes().decode("utf-8")
-        elif not target.exists():
-            files[path] = None
-    return files
-
-
-def _head(workdir: Path) -> str | None:
-    """Returns the worktree's HEAD commit, or None when it has none."""
-    try:
-        return git.Repo(workdir).head.commit.hexsha
-    except (ValueError, git.GitError):
-        return None
-
-
-def _undo_commits(workdir: Path, base: str | None) -> None:
-    """Moves HEAD back to base when the agent committed, keeping its changes in the working tree."""
-    if base is None or _head(workdir) == base:
-        return
-    logger.info("agent: it committed on its own; moving HEAD back to %s and keeping its changes", base[:12])
-    git.Repo(workdir).git.reset("--mixed", "--quiet", base)
 
 
 def _env_timeout() -> float | None:

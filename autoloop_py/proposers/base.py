@@ -36,7 +36,7 @@ class ProposalRequest:
       program: the program being improved.
       files: repo-relative path -> current content of every existing Target file.
       prompt: the rendered iteration prompt.
-      workdir: the private worktree root (only the agent proposer edits it; others must not write there).
+      workdir: the runner's private worktree root: read it, never write it (the agent proposer edits a copy).
       iteration: the number of the iteration being run.
       sandbox: how an outside agent's command is confined (None: the program's `isolation`).
     """
@@ -61,6 +61,7 @@ class Proposal:
       failure: set when no valid candidate could be produced (counts as an error).
       transcript: (role, text) of every prompt and reply, kept for traces.
       approach: the reply's one-line APPROACH (the idea, not the code), for strategies' Population entries.
+      problems: why some of the changes can never be a candidate (a link, a `.git` path…): rejected unevaluated.
     """
 
     files: Mapping[str, str | None]
@@ -70,6 +71,7 @@ class Proposal:
     failure: str | None = None
     transcript: tuple[tuple[str, str], ...] = ()
     approach: str | None = None
+    problems: tuple[str, ...] = ()
 
 
 class Proposer(Protocol):

@@ -17,6 +17,7 @@ from autoloop_py.errors import EditError
 from autoloop_py.program import Program
 from autoloop_py.prompts import render_retry_prompt
 from autoloop_py.proposers.base import Proposal, ProposalRequest, Usage
+from autoloop_py.proposers.llm_call import CallLimits, ModelCallError, completion, describe
 
 logger = logging.getLogger(__name__)
 
@@ -87,9 +88,13 @@ class LLMProposer:
 
     name = "llm"
 
-    def __init__(self, model: str | None = None, max_retries: int = 2, mock_responses: Sequence[str] = ()) -> None:
+    def __init__(
+        self, model: str | None = None, max_retries: int = 2, mock_responses: Sequence[str] = (),
+        limits: CallLimits = CallLimits(),
+    ) -> None:
         self.model = model
         self.max_retries = max_retries
+        self.limits = limits  # per request: llm-timeout, llm-retries, and the iteration's deadline
         # Canned replies passed to litellm's `mock_response` (reply i answers call i; the last repeats).
         self.mock_responses = tuple(mock_responses)
 
@@ -105,7 +110,8 @@ class LLMProposer:
             try:
                 text = self._complete(conversation, call)
             except Exception as err:  # litellm raises provider-specific types; any of them ends the proposal
-                return conversation.proposal({}, summary or "llm: no reply", failure=f"{model}: {_one_line(err)}")
+                why = str(err) if isinstance(err, ModelCallError) else describe(err)
+                return conversation.proposal({}, summary or "llm: no reply", failure=f"{model}: {why}")
             attempt = _apply(text, working, request)
             working.update(attempt.kept)
             summary, lesson = attempt.summary or summary, attempt.lesson or lesson
@@ -129,17 +135,18 @@ class LLMProposer:
         if mock is not None:
             kwargs["mock_response"] = mock
         logger.debug("llm: asking %s (call %d)", conversation.model, call + 1)
-        response = litellm.completion(**kwargs)
-        text = response.choices[0].message.content or ""
+        response = completion(litellm, kwargs, self.limits)
+        text = _content(response)
         conversation.count(response, _cost(litellm, response))
         conversation.add("assistant", text)
         return text
 
 
-def complete(model: str, prompt: str, *, system: str = "", **params: Any) -> str:
+def complete(model: str, prompt: str, *, system: str = "", limits: CallLimits = CallLimits(), **params: Any) -> str:
     """Returns a model's reply to one prompt (AUTOLOOP_MOCK_RESPONSE, when set, answers instead of the model).
 
-    system: an optional system message; params: extra litellm arguments (temperature, max_tokens…).
+    system: an optional system message; limits: timeout, retries and deadline; params: extra litellm
+    arguments (temperature, max_tokens…). Raises ModelCallError when no reply came.
     """
     litellm = _litellm()
     messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
@@ -147,9 +154,24 @@ def complete(model: str, prompt: str, *, system: str = "", **params: Any) -> str
     mock = os.environ.get(MOCK_ENV)
     if mock is not None:
         kwargs["mock_response"] = mock
-    message = litellm.completion(**kwargs).choices[0].message
+    message = _message(completion(litellm, kwargs, limits))
     # Reasoning models may leave `content` empty and put the answer in `reasoning_content`.
     return str(message.content or getattr(message, "reasoning_content", None) or "")
+
+
+def _message(response: Any) -> Any:
+    """Returns the first choice's message; a response without one is a ModelCallError, not an IndexError."""
+    choices = getattr(response, "choices", None) or ()
+    message = getattr(choices[0], "message", None) if choices else None
+    if message is None:
+        raise ModelCallError("the model's server sent a reply that is not a chat completion (no message in it)")
+    return message
+
+
+def _content(response: Any) -> str:
+    """Returns the text of the first choice's message ('' when it has none)."""
+    content = _message(response).content
+    return content if isinstance(content, str) else ""
 
 
 def litellm_module() -> Any:

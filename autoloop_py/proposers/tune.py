@@ -1,23 +1,20 @@
 """The tune proposer: an offline, seeded local search over numeric literals of Python Target files.
 
 No model and no network: each proposal nudges one to three numbers inside the EVOLVE-BLOCK
-(the whole file when it has no markers). Floats move on a log scale, ints by small steps that
-never cross zero, so a literal keeps its type and sign and the file stays valid Python.
+(the whole file when it has no markers), chosen by the same knob rules as `autoloop tune`, so
+structure (indices, slices, shapes, range offsets, `# autoloop: fixed` lines) is never touched.
+Floats move on a log scale, ints by small steps that never cross zero, so a literal keeps its type
+and sign and the file stays valid Python.
 """
 
 from __future__ import annotations
 
-import ast
-import io
-import keyword
 import logging
 import math
 import random
-import tokenize
 from dataclasses import dataclass
-from typing import Iterator, Sequence
 
-from autoloop_py.edits import evolve_regions
+from autoloop_py.analysis.tuning import split_lines, tunable_literals
 from autoloop_py.proposers.base import Proposal, ProposalRequest
 
 logger = logging.getLogger(__name__)
@@ -25,9 +22,6 @@ logger = logging.getLogger(__name__)
 NO_LITERALS = "no numeric literals to tune in the EVOLVE-BLOCK"
 _NAMED_WEIGHT = 3.0
 _LOG_SIGMA = 0.5
-_VALUE_END_KEYWORDS = {"True", "False", "None"}
-_FSTRING_START = getattr(tokenize, "FSTRING_START", None)
-_FSTRING_END = getattr(tokenize, "FSTRING_END", None)
 
 
 @dataclass(frozen=True)
@@ -40,7 +34,7 @@ class Literal:
       end: character offset one past its last character.
       text: its source text.
       value: its value (int or float; a unary minus makes it negative).
-      name: the variable, attribute, keyword or parameter it is assigned to, if it is the whole value.
+      name: the variable, keyword, parameter or call argument it is (analysis/tuning.py names it), if any.
       line: 1-based line.
     """
 
@@ -79,139 +73,34 @@ class TuneProposer:
 
 
 def find_literals(path: str, text: str) -> list[Literal]:
-    """Returns the tunable numeric literals of a Python file inside its EVOLVE-BLOCK (or anywhere without one)."""
-    try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
-    except (tokenize.TokenError, SyntaxError) as err:
-        logger.info("tune: skipping %s: it does not tokenize (%s)", path, err)
-        return []
-    regions = evolve_regions(text)
-    offsets = _line_offsets(text)
-    names = _assigned_names(text)
+    """Returns the tunable numeric literals of a Python file under `autoloop tune`'s knob rules.
+
+    Only inside the EVOLVE-BLOCK (anywhere without one), never on a `# autoloop: fixed` line, and never
+    an index, slice, shape, range offset, seed, exponent, zero or problem constant (analysis/tuning.py).
+    """
+    starts = _line_starts(text)
     found: list[Literal] = []
-    for index, start in _tunable_numbers(tokens):
-        token = tokens[index]
-        if regions and not any(a <= token.start[0] - 1 < b for a, b in regions):
+    for literal, name in tunable_literals(text):
+        if not _plain_number(literal.text.lstrip("+-").strip()):
             continue
-        begin = offsets[start.start[0] - 1] + start.start[1]
-        end = offsets[token.end[0] - 1] + token.end[1]
-        value = _value(text[begin:end])
-        if value is None:
-            continue
-        name = names.get(start.start)
-        found.append(Literal(path, begin, end, text[begin:end], value, name, token.start[0]))
+        begin = starts[literal.line - 1] + literal.col
+        end = starts[literal.line - 1] + literal.end_col
+        found.append(Literal(path, begin, end, literal.text, literal.value, name, literal.line))
     return found
 
 
-def _tunable_numbers(tokens: Sequence[tokenize.TokenInfo]) -> Iterator[tuple[int, tokenize.TokenInfo]]:
-    """Yields (index of a plain NUMBER token, token where its literal starts: a unary minus or itself)."""
-    brackets: list[str] = []
-    fstrings = 0
-    for i, token in enumerate(tokens):
-        if token.type == tokenize.OP and token.string in "([{":
-            brackets.append("index" if token.string == "[" and _ends_value(tokens, _previous(tokens, i)) else "other")
-        elif token.type == tokenize.OP and token.string in ")]}" and brackets:
-            brackets.pop()
-        elif _FSTRING_START is not None and token.type in (_FSTRING_START, _FSTRING_END):
-            fstrings += 1 if token.type == _FSTRING_START else -1
-        elif token.type == tokenize.NUMBER and not fstrings and not (brackets and brackets[-1] == "index"):
-            # Subscript numbers are positions, not parameters: nudging them only breaks indexing.
-            if _plain_number(token.string):
-                yield i, _sign_start(tokens, i)
-
-
-def _sign_start(tokens: Sequence[tokenize.TokenInfo], index: int) -> tokenize.TokenInfo:
-    """Returns the unary minus before the number at index, or the number itself."""
-    before = _previous(tokens, index)
-    if before is not None and tokens[before].type == tokenize.OP and tokens[before].string == "-":
-        if not _ends_value(tokens, _previous(tokens, before)):
-            return tokens[before]
-    return tokens[index]
-
-
-def _previous(tokens: Sequence[tokenize.TokenInfo], index: int) -> int | None:
-    """Returns the index of the nearest earlier token that is not a comment or a non-logical newline."""
-    for i in range(index - 1, -1, -1):
-        if tokens[i].type not in (tokenize.NL, tokenize.COMMENT):
-            return i
-    return None
-
-
-def _ends_value(tokens: Sequence[tokenize.TokenInfo], index: int | None) -> bool:
-    """Returns whether the token at index can end an operand (so a following `-` or `[` is binary or a subscript)."""
-    if index is None:
-        return False
-    token = tokens[index]
-    if token.type == tokenize.NAME:
-        return token.string in _VALUE_END_KEYWORDS or not keyword.iskeyword(token.string)
-    if token.type == tokenize.OP:
-        return token.string in ")]}"
-    return token.type in (tokenize.NUMBER, tokenize.STRING) or (
-        _FSTRING_END is not None and token.type == _FSTRING_END
-    )
-
-
 def _plain_number(text: str) -> bool:
-    """Returns whether a NUMBER token is a plain decimal int or float (no hex, underscores or imaginary part)."""
+    """Returns whether a number's text is a plain decimal int or float (no hex or underscores)."""
     lowered = text.lower()
-    return "_" not in lowered and not lowered.endswith("j") and not lowered.startswith(("0x", "0o", "0b"))
+    return "_" not in lowered and not lowered.startswith(("0x", "0o", "0b"))
 
 
-def _value(text: str) -> int | float | None:
-    """Returns the value of a literal's text, or None when it is not worth tuning (zero ints, inf)."""
-    compact = "".join(text.split())
-    if any(ch in compact for ch in ".eE"):
-        number = float(compact)
-        return number if math.isfinite(number) else None
-    whole = int(compact)
-    # A literal 0 int is nearly always an index or a start value; nudging it changes meaning.
-    return whole if whole != 0 else None
-
-
-def _line_offsets(text: str) -> list[int]:
-    """Returns the character offset at which each newline-separated line starts."""
-    offsets = [0]
-    for line in text.split("\n"):
-        offsets.append(offsets[-1] + len(line) + 1)
-    return offsets
-
-
-def _assigned_names(text: str) -> dict[tuple[int, int], str]:
-    """Returns (line, character column) of each literal that is a whole assigned value -> the name it gets."""
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return {}
-    lines = text.split("\n")
-    names: dict[tuple[int, int], str] = {}
-    for name, value in _named_values(tree):
-        if _is_number(value):
-            line = lines[value.lineno - 1].encode("utf-8")
-            column = len(line[: value.col_offset].decode("utf-8", errors="ignore"))
-            names[(value.lineno, column)] = name
-    return names
-
-
-def _named_values(tree: ast.AST) -> Iterator[tuple[str, ast.expr]]:
-    """Yields (name, value) for assignments, keyword arguments and parameter defaults."""
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and node.value is not None:
-            target = node.targets[0] if isinstance(node, ast.Assign) else node.target
-            if isinstance(target, (ast.Name, ast.Attribute)):
-                yield (target.id if isinstance(target, ast.Name) else target.attr), node.value
-        elif isinstance(node, ast.keyword) and node.arg is not None:
-            yield node.arg, node.value
-        elif isinstance(node, ast.arguments):
-            positional = [*node.posonlyargs, *node.args]
-            yield from ((a.arg, d) for a, d in zip(positional[len(positional) - len(node.defaults):], node.defaults))
-            yield from ((a.arg, d) for a, d in zip(node.kwonlyargs, node.kw_defaults) if d is not None)
-
-
-def _is_number(node: ast.expr) -> bool:
-    """Returns whether a node is a numeric constant, possibly negated."""
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        node = node.operand
-    return isinstance(node, ast.Constant) and type(node.value) in (int, float)
+def _line_starts(text: str) -> list[int]:
+    """Returns the character offset at which each line starts, lines split as the tokenizer splits them."""
+    starts = [0]
+    for line in split_lines(text):
+        starts.append(starts[-1] + len(line))
+    return starts
 
 
 def _weighted_sample(literals: list[Literal], count: int, rng: random.Random) -> list[Literal]:

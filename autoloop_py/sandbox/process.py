@@ -142,7 +142,8 @@ def kill_marked(name: str, value: str) -> int:
     """Kills the processes whose environment has `name=value`; returns how many were signalled.
 
     With MARK_ENV_VAR: a command's descendants that left its group (setsid). With the run directory's
-    marker (sandbox.run.RUN_DIR_ENV_VAR): what a killed runner's commands left running. Linux only (/proc); one that replaced its environment escapes.
+    marker (sandbox.run.RUN_TOKEN_ENV_VAR): what a killed runner's commands left running.
+    Linux only (/proc); one that replaced its environment escapes.
     """
     needle = f"{name}={value}".encode()
     killed = 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import shlex
@@ -22,8 +23,9 @@ from autoloop_py.sandbox.process import CommandResult, run_process
 
 logger = logging.getLogger(__name__)
 
-# Marks every command with the directory it works in: after a crash, the next run kills what still runs there.
-RUN_DIR_ENV_VAR = "AUTOLOOP_RUN_DIR"
+# Marks every command with its runner (a hash, not the pid itself): after a crash, the next run kills what
+# the dead runner's commands left running.
+RUN_TOKEN_ENV_VAR = "AUTOLOOP_RUN_TOKEN"
 ISOLATION_ENV = "AUTOLOOP_ISOLATION"
 # More directories to show read-only (comma-separated): a tool installed under $HOME, e.g. an agent's runtime.
 READ_ONLY_ENV = "AUTOLOOP_SANDBOX_READ_ONLY"
@@ -121,7 +123,7 @@ def run_sandboxed(
     """Runs `bash -c command` confined by policy: only workdir (and `writable`) can be written; limits apply."""
     work = str(workdir.resolve())
     where = str((cwd or workdir).resolve())
-    env = {**env, RUN_DIR_ENV_VAR: work}
+    env = {**env, RUN_TOKEN_ENV_VAR: run_token(os.getpid())}
     argv = ["bash", "-c", command]
     if policy.sandboxed:
         env["TMPDIR"] = "/tmp"
@@ -139,10 +141,17 @@ def run_sandboxed(
     return run_process(argv, Path(where), timeout=timeout, env=env, output_cap=output_cap)
 
 
+def run_token(pid: int) -> str:
+    """Returns the marker of the commands of the runner with this pid (recovery derives it from a dead pid)."""
+    return hashlib.sha256(f"autoloop-run:{pid}".encode()).hexdigest()[:16]
+
+
 def named_files(command: str) -> list[str]:
     """Returns the existing files a command names by absolute path (an agent's script): shown read-only."""
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True  # `> /path;` yields `/path` apart from the operators
     try:
-        words = shlex.split(command)
+        words = list(lexer)
     except ValueError:
         return []
     return [word for word in words if word.startswith("/") and os.path.isfile(word)]

@@ -18,6 +18,7 @@ from autoloop_py import population as pop
 from autoloop_py import state as statefile
 from autoloop_py.playbook import Playbook, load_config_yaml
 from autoloop_py.program import Program
+from autoloop_py.prompts import steering_of
 from autoloop_py.strategies import adaevolve, adaevolve_prompt
 from autoloop_py.strategies.adaevolve_archive import archive_of, ranked
 from autoloop_py.strategies.adaevolve_config import AdaEvolveConfig, parse_adaevolve_config
@@ -153,7 +154,7 @@ class AdaEvolveEngine:
         """Returns the AdaEvolve solution prompt."""
         return adaevolve_prompt.render_prompt(
             decision.inner, self.config, program=program, files=files, framing=framing, best_metric=best,
-            foreclosed=state.foreclosed, lessons=state.lessons, directives=directives,
+            steering=steering_of(state, directives),
         )
 
     def candidate(

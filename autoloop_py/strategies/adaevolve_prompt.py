@@ -7,7 +7,7 @@ from typing import Mapping, Sequence
 
 from autoloop_py.population import Candidate, format_fitness
 from autoloop_py.program import Program
-from autoloop_py.prompts import DataBlock, FileView, PromptContext, fence_for, prompt_view
+from autoloop_py.prompts import DataBlock, FileView, PromptContext, Steering, fence_for, prompt_view, steering_blocks
 from autoloop_py.render import render
 from autoloop_py.strategies.adaevolve import AdaEvolveDecision
 from autoloop_py.strategies.adaevolve_archive import archive_status
@@ -66,7 +66,7 @@ class AdaEvolvePromptView:
       feedback: the evaluator's feedback on the parent, fenced as data (None when there is none).
       framing: the framing file's text; framing_fence: a fence it cannot close.
       diff: ask for SEARCH/REPLACE edits (else a full rewrite).
-      data: Foreclosed Avenues, Lessons and steering, fenced as data.
+      data: the maintainers' steering (comments, Priorities, Lessons, Foreclosed Avenues), fenced as data.
       files: the Target files as they are in the worktree.
       include: the Target patterns; exclude: the Do-not-modify patterns.
       example_path: the path used in the reply example.
@@ -109,9 +109,7 @@ def render_prompt(
     files: Mapping[str, str],
     framing: str,
     best_metric: float | None,
-    foreclosed: tuple[str, ...] = (),
-    lessons: tuple[str, ...] = (),
-    directives: tuple[str, ...] = (),
+    steering: Steering = Steering(),
     feedback: str = "",
 ) -> str:
     """Returns an attempt's solution prompt: mode label, parent, context, paradigm, siblings, previous error."""
@@ -128,7 +126,7 @@ def render_prompt(
         feedback=_block("Evaluator feedback", feedback),
         framing=_with_newline(framing.strip()), framing_fence=fence_for(framing),
         diff=config.diff_based_generation,
-        data=_data_blocks(foreclosed, lessons, directives),
+        data=tuple(steering_blocks(steering)),
         files=base.files, include=base.include, exclude=base.exclude, example_path=base.example_path,
     )
     return render("adaevolve_prompt.md.j2", view=view)
@@ -171,19 +169,6 @@ def program_view(candidate: Candidate) -> ProgramView:
 def _block(title: str, text: str) -> DataBlock | None:
     body = _with_newline(text.strip())
     return DataBlock(title, body, fence_for(body)) if body else None
-
-
-def _data_blocks(foreclosed: tuple[str, ...], lessons: tuple[str, ...], directives: tuple[str, ...]
-                 ) -> tuple[DataBlock, ...]:
-    """Returns the non-empty Foreclosed Avenues, Lessons and steering sections, bulleted and fenced as data."""
-    blocks = []
-    for title, items in (("Foreclosed avenues (already shown not to work)", foreclosed), ("Lessons", lessons),
-                         ("Steering from people", directives)):
-        texts = [item.strip() for item in items if item.strip()]
-        if texts:
-            body = "\n".join(f"- {t}" for t in texts) + "\n"
-            blocks.append(DataBlock(title, body, fence_for(body)))
-    return tuple(blocks)
 
 
 def _with_newline(text: str) -> str:

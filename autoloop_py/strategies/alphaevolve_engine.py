@@ -10,6 +10,7 @@ from typing import Any, Mapping
 from autoloop_py import population as pop
 from autoloop_py import state as statefile
 from autoloop_py.program import Program
+from autoloop_py.prompts import steering_of
 from autoloop_py.strategies import alphaevolve, alphaevolve_prompt
 from autoloop_py.strategies.alphaevolve_config import AlphaEvolveConfig
 from autoloop_py.strategies.base import Decision, StrategyContext
@@ -57,11 +58,9 @@ class AlphaEvolveEngine:
             program=program,
             files=files,
             framing=framing,
-            foreclosed=state.foreclosed,
-            lessons=state.lessons,
             best_metric=best,
             direction=program.direction,
-            directives=directives,
+            steering=steering_of(state, directives),
         )
 
     def candidate(

@@ -7,7 +7,7 @@ from typing import Mapping
 
 from autoloop_py.population import Candidate, format_fitness
 from autoloop_py.program import Program
-from autoloop_py.prompts import DataBlock, FileView, PromptContext, fence_for, prompt_view
+from autoloop_py.prompts import DataBlock, FileView, PromptContext, Steering, fence_for, prompt_view, steering_blocks
 from autoloop_py.render import render
 from autoloop_py.strategies.alphaevolve import TWO_PARENT_OPERATORS, find_island
 from autoloop_py.strategies.alphaevolve_config import AlphaEvolveConfig
@@ -72,7 +72,7 @@ class AlphaEvolvePromptView:
       validity_checks: the playbook's cheap invariants.
       full_rewrite: the playbook's diff style is a full rewrite of the evolve block.
       name_new_island: the child opens an island the playbook does not list, so the reply must name it.
-      data: Foreclosed Avenues and Lessons, fenced as data.
+      data: the maintainers' steering (comments, Priorities, Lessons, Foreclosed Avenues), fenced as data.
       files: the Target files as they are in the worktree.
       include: the Target patterns; exclude: the Do-not-modify patterns.
       example_path: the path used in the reply example.
@@ -118,11 +118,9 @@ def render_prompt(
     program: Program,
     files: Mapping[str, str],
     framing: str,
-    foreclosed: tuple[str, ...],
-    lessons: tuple[str, ...],
     best_metric: float | None,
     direction: str,
-    directives: tuple[str, ...] = (),
+    steering: Steering = Steering(),
 ) -> str:
     """Returns the AlphaEvolve iteration prompt: the decision, parents' code, framing, islands and reply format."""
     # The iteration number is not shown: the decision already says what this iteration does.
@@ -144,7 +142,7 @@ def render_prompt(
         validity_checks=config.validity_checks,
         full_rewrite=config.diff_style != "minimal_diff",
         name_new_island=_opens_unlisted_island(decision, config),
-        data=_data_blocks(foreclosed, lessons, directives),
+        data=tuple(steering_blocks(steering)),
         files=base.files,
         include=base.include,
         exclude=base.exclude,
@@ -191,24 +189,6 @@ def _island_views(decision: Decision, config: AlphaEvolveConfig) -> tuple[Island
         fallback = "new island: name its family in your reply" if index == decision.island else "opened earlier"
         shown[index] = IslandView(index, names.get(index, fallback), "", index == decision.island)
     return tuple(shown[i] for i in sorted(shown))
-
-
-def _data_blocks(
-    foreclosed: tuple[str, ...], lessons: tuple[str, ...], directives: tuple[str, ...] = ()
-) -> tuple[DataBlock, ...]:
-    """Returns the non-empty Foreclosed Avenues, Lessons and steering sections, bulleted and fenced as data."""
-    blocks = []
-    sections = (
-        ("Foreclosed avenues (already shown not to work)", foreclosed),
-        ("Lessons", lessons),
-        ("Steering from people", directives),
-    )
-    for title, items in sections:
-        texts = [item.strip() for item in items if item.strip()]
-        if texts:
-            body = "\n".join(f"- {t}" for t in texts) + "\n"
-            blocks.append(DataBlock(title, body, fence_for(body)))
-    return tuple(blocks)
 
 
 def _with_newline(text: str) -> str:

@@ -19,6 +19,7 @@ from autoloop_py import population as pop
 from autoloop_py import state as statefile
 from autoloop_py.playbook import Playbook, load_config_yaml
 from autoloop_py.program import Program
+from autoloop_py.prompts import steering_of
 from autoloop_py.strategies import evox, evox_fold, evox_sandbox
 from autoloop_py.strategies.base import StrategyContext
 from autoloop_py.strategies.engine import entry_for
@@ -194,8 +195,7 @@ class EvoXEngine:
 
         return render_prompt(
             decision, self.config, program=program, population=population_of(state).candidates, files=files,
-            framing=framing, best_metric=best, foreclosed=state.foreclosed, lessons=state.lessons,
-            directives=directives,
+            framing=framing, best_metric=best, steering=steering_of(state, directives),
         )
 
     def candidate(

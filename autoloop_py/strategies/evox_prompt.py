@@ -10,7 +10,7 @@ from typing import Any, Mapping, Sequence
 from autoloop_py import markdown as md
 from autoloop_py.population import Candidate, format_fitness, oriented
 from autoloop_py.program import Program
-from autoloop_py.prompts import DataBlock, FileView, PromptContext, fence_for, prompt_view
+from autoloop_py.prompts import DataBlock, FileView, PromptContext, Steering, fence_for, prompt_view, steering_blocks
 from autoloop_py.render import render
 from autoloop_py.strategies.evox import EvoXDecision, EvoXState, LabelTexts, StrategyRecord
 from autoloop_py.strategies.evox_config import EvoXConfig
@@ -59,7 +59,7 @@ class SolutionView:
       error: the previous attempt's failure, fenced as data (None on the first attempt).
       framing: the framing file's text; framing_fence: a fence it cannot close.
       diff: ask for SEARCH/REPLACE edits (else a full rewrite).
-      data: Foreclosed Avenues, Lessons and steering, fenced as data.
+      data: the maintainers' steering (comments, Priorities, Lessons, Foreclosed Avenues), fenced as data.
       files: the Target files as they are in the worktree.
       include: the Target patterns; exclude: the Do-not-modify patterns.
       example_path: the path used in the reply example.
@@ -100,9 +100,7 @@ def render_prompt(
     files: Mapping[str, str],
     framing: str,
     best_metric: float | None,
-    foreclosed: tuple[str, ...] = (),
-    lessons: tuple[str, ...] = (),
-    directives: tuple[str, ...] = (),
+    steering: Steering = Steering(),
 ) -> str:
     """Returns the solution prompt: previous attempts, context programs, then the labelled current solution."""
     base = prompt_view(PromptContext(program=program, files=files, best_metric=best_metric, iteration=0))
@@ -116,7 +114,7 @@ def render_prompt(
         context=tuple(program_view(c) for c in decision.context),
         error=_error_block(decision.previous_error),
         framing=_with_newline(framing.strip()), framing_fence=fence_for(framing), diff=config.diff_based_generation,
-        data=_data_blocks(foreclosed, lessons, directives), files=base.files, include=base.include,
+        data=tuple(steering_blocks(steering)), files=base.files, include=base.include,
         exclude=base.exclude, example_path=base.example_path, evolve=base.evolve,
     )
     return render("evox_prompt.md.j2", view=view)
@@ -157,22 +155,6 @@ def _error_block(error: str) -> DataBlock | None:
         text = text.splitlines()[0][:200] + "\n…\n" + text[-ERROR_TAIL:]
     body = _with_newline(text)
     return DataBlock("The previous attempt failed", body, fence_for(body))
-
-
-def _data_blocks(foreclosed: tuple[str, ...], lessons: tuple[str, ...], directives: tuple[str, ...]
-                 ) -> tuple[DataBlock, ...]:
-    """Returns the non-empty Foreclosed Avenues, Lessons and steering sections, bulleted and fenced as data."""
-    blocks = []
-    for title, items in (("Foreclosed avenues (already shown not to work)", foreclosed), ("Lessons", lessons),
-                         ("Steering from people", directives)):
-        texts = [item.strip() for item in items if item.strip()]
-        if texts:
-            body = "\n".join(f"- {t}" for t in texts) + "\n"
-            blocks.append(DataBlock(title, body, fence_for(body)))
-    return tuple(blocks)
-
-
-# ---------------------------------------------------------------- label texts
 
 
 def label_texts(diverge: Sequence[str] = (), refine: Sequence[str] = (), source: str = "default") -> LabelTexts:

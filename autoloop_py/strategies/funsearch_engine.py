@@ -21,7 +21,7 @@ from autoloop_py import population as pop
 from autoloop_py import state as statefile
 from autoloop_py.playbook import Playbook, load_config_yaml
 from autoloop_py.program import Program
-from autoloop_py.prompts import fence_for
+from autoloop_py.prompts import steering_blocks, steering_of
 from autoloop_py.render import render
 from autoloop_py.strategies import funsearch as fs
 from autoloop_py.strategies import funsearch_prompt
@@ -135,14 +135,14 @@ class FunSearchEngine:
         )
         versions = len(inner.picks) or 1
         body = text.split(_REPLY_HEADING, 1)[0].rstrip("\n")
-        steering = "".join(f"- {d.strip()}\n" for d in directives if d.strip())
+        # The versions stay the prompt's body; the maintainers' steering sits before the reply format.
+        data = steering_blocks(steering_of(state, directives))
         reply = render(
             "funsearch_reply.md.j2",
             function=self.config.function_to_evolve,
             new_version=f"{self.config.function_to_evolve}_v{versions}",
             path=self.primary,
-            steering=steering,
-            steering_fence=fence_for(steering),
+            data=data,
         )
         return body + "\n\n" + reply
 

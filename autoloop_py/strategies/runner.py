@@ -122,15 +122,20 @@ def decide(
     rng: random.Random,
     load_code: Callable[[str], str | None],
     guide: Callable[[str], str] | None = None,
+    rebase: Callable[[pop.Population], pop.Population] | None = None,
 ) -> Any:
     """Returns this iteration's decision, with every parent's code loaded (folded code read back).
 
     An engine with a `refresh(population, guide)` method (AdaEvolve's paradigm call) may consult the
     guide LLM first; its reply goes to `decide` as `guide_reply`, so the decision itself stays pure.
+    `rebase` brings the entries' code up to date with the default branch and leaves stale ones out
+    (stale_parents.py), so no strategy builds a child on code a later commit changed.
     """
     population = population_of(state)
     if getattr(runner.engine, "needs_all_code", False):
         population = with_all_code(population, load_code)
+    if rebase is not None:
+        population = rebase(population)
     context = StrategyContext(
         population=population.candidates,
         recent_statuses=state.machine.recent_statuses,

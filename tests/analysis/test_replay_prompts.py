@@ -11,7 +11,7 @@ from autoloop_py.analysis.replay_prompts import ContextProgram, closest, retry_p
 from autoloop_py.edits import EditFailure
 from autoloop_py.population import Candidate
 from autoloop_py.program import Evaluation, Program, ProgramConfig, Target
-from autoloop_py.prompts import PromptContext, render_iteration_prompt
+from autoloop_py.prompts import PromptContext, Steering, render_iteration_prompt
 from autoloop_py.render import render
 from autoloop_py.strategies.adaevolve import AdaEvolveDecision
 from autoloop_py.strategies.adaevolve_config import AdaEvolveConfig
@@ -54,7 +54,7 @@ DECISION = AdaEvolveDecision(
 
 def _adaevolve(decision: AdaEvolveDecision = DECISION) -> str:
     return render_prompt(decision, AdaEvolveConfig(), program=_program(), files=FILES, framing="Be bold.\n",
-                         best_metric=0.95, lessons=("hex beats grid",))
+                         best_metric=0.95, steering=Steering(lessons=("hex beats grid",)))
 
 
 def test_exact_re_sends_the_prompt_unchanged() -> None:

@@ -222,3 +222,59 @@ def test_the_proof_of_concept_rejects_invalid_candidates(tmp_path: Path, old: st
     done = subprocess.run([sys.executable, "code/evaluate.py"], cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 1
     assert expected in json.loads(done.stdout.strip().splitlines()[-1])["error"]
+
+
+def test_new_help_lists_every_strategy(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["new", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "adaevolve | alphaevolve | evox | funsearch (autoloop's own)" in shown and "--target PATH" in shown
+
+
+def test_new_target_writes_no_stubs_and_customize_answers_resolves_the_markers(
+    git_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (git_repo / "lib").mkdir()
+    (git_repo / "lib/fast.py").write_text("def f():\n    return 2\n")
+    assert main(["new", "fast", "--target", "lib/fast.py", "--repo", str(git_repo)]) == 0
+    folder = git_repo / PROGRAMS / "fast"
+    assert sorted(p.name for p in folder.iterdir()) == ["program.md"]
+    text = (folder / "program.md").read_text()
+    assert "Only modify:\n- `lib/fast.py`\n" in text and "code/evaluate.py" not in text
+    labels = [m.label for m in customize_markers(text, Path("program.md"))]
+    assert labels == ["goal", "evaluation command", "metric name", "direction"]
+    answers = git_repo / "answers.yaml"
+    answers.write_text("goal: Make f faster.\nevaluation command: cd ../../.. && python3 bench.py\n")
+    capsys.readouterr()
+    assert main(["customize", "fast", "--answers", str(answers), "--repo", str(git_repo)]) == 0
+    out = capsys.readouterr().out
+    assert "still to resolve: .autoloop/programs/fast/program.md:25:" in out
+    answers.write_text("metric name: seconds\ndirection: Lower\n")
+    assert main(["customize", "fast", "--answers", str(answers), "--repo", str(git_repo)]) == 0
+    assert "every <CUSTOMIZE…> marker is resolved" in capsys.readouterr().out
+    program = load_program(git_repo, PROGRAMS / "fast" / "program.md")
+    assert program.evaluation is not None and program.evaluation.metric == "seconds"
+    assert program.direction == "lower" and program.target.include == ("lib/fast.py",)
+    assert UNCONFIGURED_SENTINEL not in (folder / "program.md").read_text()
+    # Once every marker is resolved, there is nothing left to answer.
+    answers.write_text("nonsense: x\n")
+    assert main(["customize", "fast", "--answers", str(answers), "--repo", str(git_repo)]) == 0
+    assert "nothing to customize" in capsys.readouterr().out
+
+
+def test_customize_answers_refuses_an_answer_that_matches_nothing(
+    git_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["new", "p", "--repo", str(git_repo)]) == 0
+    answers = git_repo / "answers.yaml"
+    answers.write_text("gaol: typo\n")
+    before = (git_repo / PROGRAMS / "p/program.md").read_text()
+    assert main(["customize", "p", "--answers", str(answers), "--repo", str(git_repo)]) == 1
+    assert "`gaol` matched no <CUSTOMIZE…> marker" in capsys.readouterr().err
+    assert (git_repo / PROGRAMS / "p/program.md").read_text() == before
+
+
+def test_new_target_must_be_an_existing_file(git_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["new", "x", "--target", "nope.py", "--repo", str(git_repo)]) == 1
+    assert "--target nope.py: no such file in the repository" in capsys.readouterr().err
+    assert not (git_repo / PROGRAMS / "x").exists()

@@ -126,7 +126,9 @@ def test_pause_and_resume(fleet: Path, capsys: pytest.CaptureFixture[str]) -> No
     active = statefile.parse_state(memory.read("active.md") or "").machine
     assert active.recent_statuses == ("accepted", "rejected", "error", "accepted")
     assert not active.paused and active.pause_reason is None
-    assert statefile.parse_state(memory.read("plateau.md") or "").machine.recent_statuses == ()
+    # Resume invents no statuses: the plateau's rejections stay, and only statuses after the resume count.
+    plateau = statefile.parse_state(memory.read("plateau.md") or "").machine
+    assert plateau.recent_statuses == ("rejected",) * 5 and plateau.resumed_at == 5
 
 
 def test_state_prints_the_file(fleet: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -160,3 +162,23 @@ def test_every_command_has_help_with_an_example() -> None:
         text = sub.format_help()
         assert "example:" in text, name
         assert "--repo" in text, name
+
+
+def test_verbose_before_the_command(fleet: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["-v", "status", "--repo", str(fleet)]) == 0
+    assert "autoloop programs" in capsys.readouterr().out
+    assert main(["--verbose", "schedule", "--repo", str(fleet), "--json"]) == 0
+
+
+def test_a_closed_pipe_is_not_an_error(fleet: Path) -> None:
+    import subprocess
+    import sys
+
+    # The reader is gone before autoloop writes a byte, as with `autoloop status | head -0`.
+    run = subprocess.Popen([sys.executable, "-m", "autoloop_py", "status", "--repo", str(fleet)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert run.stdout is not None and run.stderr is not None
+    run.stdout.close()
+    err = run.stderr.read().decode()
+    assert run.wait(timeout=60) == 0
+    assert "Traceback" not in err and "Broken" not in err and "error" not in err.lower()

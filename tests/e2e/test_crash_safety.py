@@ -6,8 +6,9 @@ by SIGKILL at that step (and that the step's effect is visible), runs it again w
 `autoloop/counter` in the Iteration History, no duplicated key or iteration number, the memory
 branch pushed, no lock held and no worktree left behind.
 
-The evaluation rewards any change (commits on HEAD, plus one for a dirty Target), so every
-candidate of the offline `tune` proposer is accepted and the commit steps are really reached.
+Each evaluation scores higher than the one before (the clock: the evaluation runs sandboxed in a
+standalone copy without git, and can write nothing outside it), so every candidate of the offline
+`tune` proposer is accepted and the commit steps are really reached.
 """
 
 from __future__ import annotations
@@ -33,10 +34,9 @@ PROGRAM_MD = program_md("Counter", "Change anything: every change scores higher.
 
 VALUE = "# EVOLVE-BLOCK-START\nx = 1.5\ny = 2.5\n# EVOLVE-BLOCK-END\n"
 
-# Every later evaluation scores higher, so every candidate is accepted (the sandbox hides git from it).
 EVALUATE = """\
 import json, time
-print(json.dumps({"score": time.time()}))
+print(json.dumps({{"score": time.time()}}))
 """
 
 
@@ -58,7 +58,7 @@ def counter_repo(git_repo_with_origin: Path) -> Path:
     (folder / "code").mkdir(parents=True)
     (folder / "program.md").write_text(PROGRAM_MD)
     (folder / "code/value.py").write_text(VALUE)
-    (folder / "code/evaluate.py").write_text(EVALUATE)
+    (folder / "code/evaluate.py").write_text(EVALUATE.format())
     _git(git_repo_with_origin, "add", "-A")
     _git(git_repo_with_origin, "commit", "-qm", "counter program")
     _git(git_repo_with_origin, "push", "-q", "origin", "main")

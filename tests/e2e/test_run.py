@@ -156,6 +156,27 @@ def test_three_errors_pause_the_program(counter_repo: Path, tmp_path: Path) -> N
     assert main(["schedule", "--repo", str(counter_repo), "--json"]) == 1
 
 
+def test_pause_means_pause(counter_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["pause", "counter", "--repo", str(counter_repo), "--reason", "holiday"]) == 0
+    capsys.readouterr()
+    # Naming the program is not enough: nothing runs, and the message says how to go on.
+    assert _run(counter_repo, _plan(tmp_path, [_value(2.0)]), 1) == 1
+    assert "counter is paused (holiday): `autoloop resume counter` clears the pause, or add --force" in (
+        capsys.readouterr().out)
+    assert _state(counter_repo).machine.iteration_count == 0
+    # A forced run runs every iteration asked for, and its accepted candidate does not clear the pause.
+    forced = ["run", "--repo", str(counter_repo), "--program", "counter", "--proposer", "agent", "--agent-command",
+              _plan(tmp_path, [_value(2.0), _value(3.0)]), "--iterations", "2", "--force"]
+    assert main(forced) == 0
+    machine = _state(counter_repo).machine
+    assert machine.recent_statuses == ("accepted", "accepted") and machine.best_metric == 3.0
+    assert machine.paused is True and machine.pause_reason == "holiday"
+    # Resume clears the pause and keeps the statuses as they happened.
+    assert main(["resume", "counter", "--repo", str(counter_repo)]) == 0
+    machine = _state(counter_repo).machine
+    assert not machine.paused and machine.recent_statuses == ("accepted", "accepted")
+
+
 def test_dry_run_records_nothing(counter_repo: Path, tmp_path: Path) -> None:
     command = _plan(tmp_path, [_value(5.0)])
     assert main(["run", "--repo", str(counter_repo), "--program", "counter", "--proposer", "agent",

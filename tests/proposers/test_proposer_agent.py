@@ -81,12 +81,28 @@ def test_prompt_file_placeholder_and_default_summary(repo: Path, monkeypatch: py
     assert not any(p.name.startswith("autoloop-agent") for p in repo.iterdir())
 
 
-def test_agent_commits_are_undone_but_changes_kept(repo: Path, run_git) -> None:  # type: ignore[no-untyped-def]
+def test_the_agent_works_in_a_standalone_copy(repo: Path, tmp_path: Path, run_git) -> None:  # type: ignore[no-untyped-def]
     head = run_git(repo, "rev-parse", "HEAD")
-    command = "echo 'x = 3' > code.py && git add code.py && git -c user.name=a -c user.email=a@b commit -qm agent"
+    where = tmp_path / "where.txt"
+    where.write_text("")  # a file the command names exists: inside the sandbox it stays writable to the agent
+    # It may commit in its scratch repository: the change is read from the files, the user's repo is untouched.
+    command = (f"pwd > {where}; git rev-parse --git-common-dir >> {where}; echo 'x = 3' > code.py && git add code.py "
+               "&& git -c user.name=a -c user.email=a@b commit -qm agent")
     proposal = AgentProposer(command=command).propose(_request(repo), random.Random(0))
-    assert proposal.files == {"code.py": "x = 3\n"}
-    assert run_git(repo, "rev-parse", "HEAD") == head
+    assert proposal.files == {"code.py": "x = 3\n"} and proposal.problems == ()
+    assert run_git(repo, "rev-parse", "HEAD") == head and (repo / "code.py").read_text() == "x = 1\n"
+    assert run_git(repo, "status", "--porcelain") == ""
+    cwd, common = where.read_text().split()
+    assert Path(cwd) != repo and common == ".git"
+    assert not Path(cwd).exists()  # removed afterwards
+
+
+def test_links_and_git_paths_are_problems_and_caches_are_dropped(repo: Path) -> None:
+    command = ("ln -s /etc/passwd code.py.link && mkdir -p __pycache__ && echo c > __pycache__/code.pyc "
+               "&& mkdir -p vendor/.git && echo x > vendor/.git/HEAD")
+    proposal = AgentProposer(command=command).propose(_request(repo), random.Random(0))
+    assert proposal.failure is None and proposal.files == {}
+    assert [p.split(" ", 1)[0] for p in proposal.problems] == ["code.py.link", "vendor/.git/HEAD"]
 
 
 def test_failing_command_reports_stderr_tail(repo: Path) -> None:
@@ -136,8 +152,9 @@ def test_secrets_are_absent_unless_allowed(repo: Path, tmp_path: Path, monkeypat
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-openai")
     monkeypatch.setenv("AUTOLOOP_AGENT_ENV", "OPENAI_API_KEY")
-    dump = repo / "env.txt"  # in the worktree: inside the sandbox nothing else is writable
-    proposal = AgentProposer(command="env > env.txt; echo x > code.py").propose(
+    dump = tmp_path / "env.txt"
+    dump.write_text("")  # a file the command names exists: inside the sandbox it stays writable to the agent
+    proposal = AgentProposer(command=f"env > {shlex.quote(str(dump))}; echo x > code.py").propose(
         _request(repo), random.Random(0)
     )
     assert proposal.failure is None

@@ -93,10 +93,47 @@ def test_skips_subscripts_zero_and_outside_literals() -> None:
     found = {(lit.label, lit.text) for lit in find_literals("solver.py", SOURCE)}
     assert ("step_size", "0.5") in found and ("iterations", "40") in found
     assert ("decay", "-0.25") in found and ("lr", "1e-3") in found and ("patience", "5") in found
-    assert ("line 14", "-1") in found  # `2 ** -1`: the unary minus belongs to the literal
-    assert ("line 13", "1") in found  # `... - 1`: binary minus stays outside
+    assert ("lr", "0.01") in found
     texts = [lit.text for lit in find_literals("solver.py", SOURCE)]
     assert "100" not in texts and "7" not in texts and "0" not in texts
+    # The knob rules of `autoloop tune`: no exponent (`2 ** -1`), no ±1 offset (`... - 1`), no range start or step.
+    assert "-1" not in texts and "1" not in texts and "3" not in texts
+
+
+STRUCTURE = """import numpy as np
+
+# EVOLVE-BLOCK-START
+def solve(x, n):
+    total = 0.0
+    for i in range(n - 1):
+        total += x[2] * x[i + 1] * 0.75
+    grid = np.zeros((3, 4))
+    tail = x[1:3]
+    cooling = 0.95  # autoloop: fixed
+    for _ in range(1000):
+        total *= 0.999
+    return total, grid, tail
+# EVOLVE-BLOCK-END
+"""
+
+
+def test_structure_is_left_alone() -> None:
+    """range bounds' offsets, indices, slices, shapes and pinned lines are never perturbed (issue 15)."""
+    texts = {(lit.line, lit.text) for lit in find_literals("solver.py", STRUCTURE)}
+    assert texts == {(7, "0.75"), (11, "1000"), (12, "0.999")}
+    for seed in range(60):
+        new = TuneProposer().propose(_request({"solver.py": STRUCTURE}), random.Random(seed)).files["solver.py"]
+        assert new is not None
+        for line in ("for i in range(n - 1):", "x[2] * x[i + 1]", "np.zeros((3, 4))", "x[1:3]",
+                     "cooling = 0.95  # autoloop: fixed"):
+            assert line in new
+
+
+def test_the_pin_also_holds_for_autoloop_tune() -> None:
+    from autoloop_py.analysis.tuning import find_knobs
+
+    assert {k.text for k in find_knobs(STRUCTURE)} == {"0.75", "1000", "0.999"}
+    assert "0.95" in {k.text for k in find_knobs(STRUCTURE.replace("  # autoloop: fixed", ""))}
 
 
 def test_summary_names_the_variables() -> None:

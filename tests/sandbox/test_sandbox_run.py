@@ -51,3 +51,9 @@ def test_extra_read_only_directories_are_shown_but_never_the_checkout(tmp_path: 
     env = {"PATH": "/usr/bin", "AUTOLOOP_SANDBOX_READ_ONLY": f"{tool}, {checkout / 'bin'}"}
     shown = isolation_for("none", network=False, hidden=[checkout], environ=env).evaluation.read_only
     assert str(tool.resolve()) in shown and str((checkout / "bin").resolve()) not in shown
+
+
+def test_files_a_command_names_are_found_next_to_shell_operators(tmp_path: Path) -> None:
+    target = tmp_path / "where.txt"
+    target.write_text("")
+    assert sandbox_run.named_files(f"pwd > {target}; cat {target}|wc -l && ls /nonexistent") == [str(target)] * 2

@@ -6,6 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from autoloop_py.program import Evaluation, Program, ProgramConfig, Target
+from autoloop_py.prompts import Steering
 from autoloop_py.strategies.adaevolve import AdaEvolveDecision, decide
 from autoloop_py.strategies.adaevolve_config import AdaEvolveConfig
 from autoloop_py.strategies.adaevolve_prompt import MODE_LABELS, render_guide_prompt, render_prompt
@@ -59,7 +60,7 @@ def test_paradigm_siblings_feedback_and_previous_error_are_shown_as_guidance() -
     children = (cand(10, 1, 0.2, "rejected", parents=(5,)), cand(11, 1, 0.97, "admitted", parents=(5,)))
     state = state_after_seed(paradigms=(replace(IDEAS[0], cautions="keep it deterministic"),), current_island=1)
     decision = decide(state, (*ARCHIVE, *children), CONFIG, FakeRng(0.5, 0.0), previous_error="NameError: x")
-    prompt = _prompt(decision, feedback="converges slowly", lessons=("hex beats grid",))
+    prompt = _prompt(decision, feedback="converges slowly", steering=Steering(lessons=("hex beats grid",)))
     assert ("## Breakthrough idea to apply\n\nThe search has stalled, so this attempt applies a new idea to the best "
             "program found so far (the parent below). Build your change around it:\n\n- Idea: idea 0\n"
             "- Main tool: `lib.f0`\n- What it should improve: score\n- How: how 0\n"

@@ -146,7 +146,7 @@ def test_the_prompt_shows_versions_and_asks_for_the_target_in_the_standard_forma
     assert "def solve_v0(x):" in text and 'def solve_v1(x):\n    """Improved version of `solve_v0`."""' in text
     assert text.count("## How to reply") == 1 and "Spec." in text
     assert f"Write the path `{PRIMARY}` on its own line" in text and "SUMMARY:" in text
-    assert "Steering from people" in text and "- try a larger scale" in text
+    assert "Steering from people" in text and "```text\ntry a larger scale\n```" in text
 
 
 def test_the_seed_prompt_shows_the_targets_function() -> None:

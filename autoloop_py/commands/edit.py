@@ -1,0 +1,126 @@
+"""`autoloop edit PROGRAM`: edit a state file by hand, validated, and committed without losing a concurrent iteration."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from autoloop_py import integrity
+from autoloop_py import state as statefile
+from autoloop_py.commands.common import repo_root, subparser
+from autoloop_py.errors import AutoloopError, StateError
+from autoloop_py.memory import MemoryStore
+from autoloop_py.program import find_program, load_programs
+from autoloop_py.recording import state_path
+from autoloop_py.state_merge import merge_edit
+from autoloop_py.strategies.runner import population_of
+
+
+def add_parser(commands: Any) -> None:
+    """Registers `autoloop edit`."""
+    parser = subparser(
+        commands,
+        "edit",
+        "Edit a program's state file on memory/autoloop in $EDITOR (or take --file), validated before it is committed.",
+        "autoloop edit function_minimization",
+    )
+    parser.add_argument("program", help="the program's name")
+    parser.add_argument("--file", type=Path, metavar="F", help="take the edited state file from F instead of an editor")
+    parser.add_argument("--message", "-m", default="", help="what the edit does (the commit message)")
+    parser.set_defaults(handler=cmd_edit)
+
+
+def cmd_edit(args: argparse.Namespace, console: Console) -> int:
+    """Validates the edited file and commits it onto the newest memory branch, merging a concurrent iteration."""
+    root = repo_root(args.repo)
+    program = find_program(load_programs(root), args.program)
+    memory = MemoryStore(root)
+    memory.sync()
+    path = state_path(program)
+    read = memory.read(path)
+    if read is None:
+        raise AutoloopError(
+            f"{program.name} has no state file on {memory.config.branch} yet; run it once "
+            f"(`autoloop run --program {program.name}`), then edit it"
+        )
+    recorded = integrity.newest_record(memory, path, program.name)
+    edited = _read_file(args.file) if args.file else _in_editor(read, program.name)
+    if edited == read:
+        console.print(f"no change to {path}; nothing written")
+        return 0
+    try:
+        check_edit(edited, path, recorded)
+    except StateError as error:
+        raise _kept(error, edited, program.name, args.file) from None
+
+    def change(current: str | None) -> str:
+        merged = merge_edit(read, edited, current or "", path)
+        check_edit(merged, path, recorded)
+        return merged
+
+    message = f"[Autoloop: {program.name}] edited by hand: {args.message or 'autoloop edit'}"
+    try:
+        memory.update(path, change, message)
+    except StateError as error:
+        raise _kept(error, edited, program.name, args.file) from None
+    console.print(f"{path} updated on {memory.config.branch}")
+    return 0
+
+
+def check_edit(text: str, path: str, recorded: integrity.Recorded | None) -> None:
+    """Raises StateError (naming the line) unless the runner can read the file and it keeps the runner's records."""
+    state = statefile.parse_state(text, path)
+    if state.section_text(statefile.POPULATION) is not None:
+        population_of(state)
+    problem = integrity.problem_of(state, recorded)
+    if problem is not None:
+        raise StateError(
+            f"the edit removes records the runner wrote: {problem}; keep them (their text may change)", path
+        )
+
+
+def _read_file(path: Path) -> str:
+    """Returns the edited file's text, or raises AutoloopError saying why it cannot be read."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise AutoloopError(f"not UTF-8 text (byte {error.start}); save it as UTF-8", path) from None
+    except OSError as error:
+        raise AutoloopError(f"cannot read the edited file: {error.strerror}", path) from None
+
+
+def _in_editor(text: str, name: str) -> str:
+    """Returns the text after the person edited it in $VISUAL or $EDITOR (vi when neither is set)."""
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+    with tempfile.TemporaryDirectory(prefix="autoloop-edit-") as tmp:
+        file = Path(tmp) / f"{name}.md"
+        file.write_text(text, encoding="utf-8")
+        try:
+            done = subprocess.run([*shlex.split(editor), str(file)], check=False)
+        except OSError as error:
+            raise AutoloopError(f"cannot start the editor {editor!r} ({error}); set EDITOR or pass --file") from None
+        if done.returncode != 0:
+            raise AutoloopError(f"the editor {editor!r} exited with status {done.returncode}; nothing written")
+        return file.read_text(encoding="utf-8")
+
+
+def _kept(error: StateError, edited: str, name: str, given: Path | None) -> AutoloopError:
+    """Returns the error telling that nothing was written, and where the edit is kept to fix and retry."""
+    if given is None:
+        handle, kept = tempfile.mkstemp(prefix=f"autoloop-edit-{name}-", suffix=".md")
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(edited)
+        given = Path(kept)
+    return StateError(
+        f"{error.message}. Nothing was written; your edit is in {given}: fix it and run "
+        f"`autoloop edit {name} --file {given}`",
+        error.path,
+        error.line,
+    )

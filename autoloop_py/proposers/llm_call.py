@@ -1,0 +1,164 @@
+"""One bounded model call through litellm: a timeout per request, a few retries, a deadline, one plain sentence on failure.
+
+litellm's own defaults wait 600 s per request and retry inside the provider's client, so a hung
+server cost half an hour. Here litellm gets `timeout=` for each request and no retries of its own
+(`max_retries=0`, `num_retries=0`); the retries happen in this module, where the deadline holds
+across providers: no request starts after it, and none is given more time than is left before it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from autoloop_py.errors import AutoloopError
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT = 120.0
+DEFAULT_RETRIES = 2
+# Time kept back from the job's deadline for what follows the model's reply: applying it and recording.
+RECORD_MARGIN = 60.0
+_TRANSIENT = ("APIConnectionError", "RateLimitError", "InternalServerError", "ServiceUnavailableError")
+_MALFORMED_SIGNS = ("Expecting value", "JSONDecodeError", "no 'choices'", "Invalid control character")
+
+
+@dataclass(frozen=True)
+class CallLimits:
+    """How long model calls may take.
+
+    Attributes:
+      timeout: seconds one request may take (`llm-timeout`).
+      retries: further requests after a timed-out or failed one (`llm-retries`).
+      deadline: a time.monotonic() value by which every call must have ended (None: no deadline).
+    """
+
+    timeout: float = DEFAULT_TIMEOUT
+    retries: int = DEFAULT_RETRIES
+    deadline: float | None = None
+
+
+class ModelCallError(AutoloopError):
+    """A model call that produced no reply, said in one plain sentence."""
+
+
+def limits_for(
+    timeout: float | None, retries: int | None, job_deadline: float | None = None, reserve: float = 0.0
+) -> CallLimits:
+    """Returns the limits: the given timeout and retries (defaults when None), ending `reserve` s before the job's deadline."""
+    deadline = None if job_deadline is None else job_deadline - reserve - RECORD_MARGIN
+    return CallLimits(
+        DEFAULT_TIMEOUT if timeout is None else timeout, DEFAULT_RETRIES if retries is None else retries, deadline
+    )
+
+
+def completion(
+    litellm: Any,
+    kwargs: dict[str, Any],
+    limits: CallLimits,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Any:
+    """Returns litellm's response to one completion request, trying at most `retries + 1` times within the limits.
+
+    Raises ModelCallError with a plain sentence when no usable response came.
+    """
+    waited: list[float] = []  # per failed attempt: its timeout, or -1 for another transient failure
+    last: BaseException | None = None
+    for attempt in range(limits.retries + 1):
+        budget = _request_budget(limits, clock())
+        if budget is None:
+            break
+        try:
+            return litellm.completion(**kwargs, timeout=budget, max_retries=0, num_retries=0)
+        except Exception as err:  # litellm raises provider-specific types; each is classified below
+            kind = classify(err)
+            logger.info("model call %d failed (%s): %s", attempt + 1, kind, _first_line(err))
+            if kind == "timeout":
+                waited.append(budget)
+            elif kind != "transient":
+                raise ModelCallError(describe(err, kind)) from None
+            else:
+                waited.append(-1.0)
+                last = err
+                pause = min(2.0 ** attempt, max(0.0, _left(limits, clock())))
+                if attempt < limits.retries and pause > 0:
+                    sleep(pause)
+    raise ModelCallError(_gave_up(waited, limits, last))
+
+
+def classify(err: BaseException) -> str:
+    """Returns what went wrong: timeout, malformed (the server's reply is no chat completion), transient or fatal."""
+    names = {cls.__name__ for cls in type(err).__mro__}
+    if "Timeout" in names or "APITimeoutError" in names or isinstance(err, TimeoutError):
+        return "timeout"
+    text = str(err)
+    if isinstance(err.__cause__, json.JSONDecodeError) or any(sign in text for sign in _MALFORMED_SIGNS):
+        return "malformed"
+    return "transient" if names & set(_TRANSIENT) else "fatal"
+
+
+def describe(err: BaseException, kind: str | None = None) -> str:
+    """Returns one plain sentence saying why a call failed (no library exception dump)."""
+    kind = kind or classify(err)
+    if kind == "malformed":
+        return "the model's server sent a reply that is not a chat completion (not JSON, or no choices in it)"
+    if kind == "timeout":
+        return "the model did not answer in time"
+    names = {cls.__name__ for cls in type(err).__mro__}
+    if "AuthenticationError" in names:
+        return "the model's provider refused the API key (authentication failed); check the key's secret"
+    if "APIConnectionError" in names:
+        return f"the model's server could not be reached: {_plain(err)}"
+    return _plain(err)
+
+
+def _request_budget(limits: CallLimits, now: float) -> float | None:
+    """Returns the timeout of the next request: the configured one, cut to what is left (None: nothing is left)."""
+    left = _left(limits, now)
+    if left <= 0.5:  # not worth a request: it could not get an answer
+        return None
+    return min(limits.timeout, left)
+
+
+def _left(limits: CallLimits, now: float) -> float:
+    return float("inf") if limits.deadline is None else limits.deadline - now
+
+
+def _gave_up(waited: list[float], limits: CallLimits, last: BaseException | None) -> str:
+    """Returns the sentence for a call that used up its attempts or its time."""
+    timeouts = [w for w in waited if w >= 0]
+    if not waited:
+        return "no time was left for a model call before the job's deadline (AUTOLOOP_JOB_TIMEOUT_MINUTES)"
+    if timeouts and len(timeouts) == len(waited):
+        shortest = min(timeouts)
+        tries = f" ({len(timeouts)} attempts)" if len(timeouts) > 1 else ""
+        cut = "" if shortest >= limits.timeout else ", all the time left before the job's deadline"
+        return f"the model did not answer within {_seconds(max(timeouts))} s{tries}{cut}"
+    why = describe(last, "transient") if last is not None else "the model's server failed"
+    return f"{why} ({len(waited)} attempts)"
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g}" if value < 10 else f"{value:.0f}"
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return next((line.strip() for line in text.splitlines() if line.strip()), type(err).__name__)
+
+
+def _plain(err: BaseException) -> str:
+    """Returns an error's first line without litellm's `litellm.XError: XError: OpenAIException -` prefixes."""
+    line = _first_line(err)
+    while True:
+        head, sep, rest = line.partition(": ")
+        if not sep or " " in head.strip() or not rest:
+            break
+        line = rest
+    line = line.removeprefix("OpenAIException - ").strip()
+    return line if len(line) <= 300 else line[:297] + "..."
