@@ -4,6 +4,10 @@ Local runs never come here; `autoloop run --ci` (or GITHUB_REPOSITORY and a toke
 does. The order is: settle the candidate waiting for CI, read people's steering comments, run the
 iteration, then update the program issue, its status comment, the one draft PR and the Machine
 State's PR/Issue rows.
+
+Split in two jobs, `autoloop run --ci --outcome-dir` does the first half with a read-only token (the
+CI verdict goes to the local memory branch only, no issue is opened) and `autoloop publish --ci`
+settles the CI gate again, publishes the outcome and writes to GitHub.
 """
 
 from __future__ import annotations
@@ -17,13 +21,18 @@ from pathlib import Path
 from autoloop_py import ci_gate, github
 from autoloop_py import state as statefile
 from autoloop_py.analysis.mermaid import program_charts
-from autoloop_py.iteration import IterationOutcome, RunOptions, run_iteration
-from autoloop_py.memory import MemoryStore
+from autoloop_py.iteration import IterationOutcome, RunOptions, enforce_budget, run_iteration
+from autoloop_py.memory import MemoryConfig, MemoryStore
+from autoloop_py.outcome import Outcome, idle_outcome, write_outcome
 from autoloop_py.program import Program
+from autoloop_py.publishing import check_outcome, publish_outcome
 from autoloop_py.recording import load_state, parse_or_new, state_path
 from autoloop_py.render import render
 
 log = logging.getLogger(__name__)
+
+# A remote no repository has: a MemoryStore configured with it commits locally and never pushes.
+LOCAL_ONLY = "autoloop-local-only"
 
 
 @dataclass(frozen=True)
@@ -51,27 +60,83 @@ def run_ci(
     thread: github.ProgramThread | None = None,
     now: datetime | None = None,
 ) -> CiOutcome:
-    """Runs one iteration of program as a GitHub Actions job and publishes it."""
+    """Runs one iteration of program as a GitHub Actions job and publishes it.
+
+    With `options.outcome_dir` it only proposes: it reads GitHub, opens no issue, pushes nothing and
+    leaves the outcome (or why none ran) in the directory for `publish_ci`.
+    """
+    proposing = options.outcome_dir is not None
     memory = MemoryStore(root)
     memory.sync()
-    known = program.issue or _number(load_state(memory, program).machine.issue)
-    thread = thread or github.ProgramThread(
-        github.connect(settings), settings.repository, program.name, issue_number=known
-    )
-    thread.ensure_issue(program.goal)
+    thread = thread or _thread(memory, program, settings)
+    if proposing:
+        thread.find_issue()
+    else:
+        thread.ensure_issue(program.goal)
     gate = ci_gate.ci_gate_enabled(program)
-    settled = _settle_pending(memory, program, thread, now) if gate else None
+    verdicts = MemoryStore(root, MemoryConfig(remote=LOCAL_ONLY)) if proposing else memory
+    settled = _settle_pending(verdicts, program, thread, now) if gate else None
     message = settled.message if settled else ""
     outcome = None
     if settled is None or settled.proceeds:
         since = load_state(memory, program).machine.last_run
-        directives = tuple(d.text for d in thread.directives(since))
+        directives = tuple(d.text for d in thread.directives(since)) if thread.issue_number else ()
         if settled is not None and settled.fix is not None:
             directives = (render("ci_fix_directive.md.j2", fix=settled.fix).strip(), *directives)
         run_options = dataclasses.replace(options, ci_gate=gate, directives=directives, run_url=settings.run_url)
         outcome = run_iteration(root, program, run_options, now)
+    elif options.outcome_dir is not None:
+        write_outcome(options.outcome_dir, idle_outcome(program.name, message))
+    if proposing:
+        return CiOutcome(outcome, message, thread.issue_number, None)
     issue, pr = _publish(memory, program, thread, outcome, settings)
     return CiOutcome(outcome, message, issue, pr)
+
+
+def publish_ci(
+    root: Path,
+    program: Program,
+    outcome: Outcome,
+    options: RunOptions,
+    settings: github.GitHubSettings,
+    thread: github.ProgramThread | None = None,
+    now: datetime | None = None,
+) -> CiOutcome:
+    """Publishes an outcome `run_ci` proposed: settles the CI gate, keeps and records the candidate, writes to GitHub.
+
+    The outcome is checked before anything is written, to git or to GitHub.
+    """
+    check_outcome(root, program, outcome)
+    memory = MemoryStore(root)
+    memory.sync()
+    thread = thread or _thread(memory, program, settings)
+    thread.ensure_issue(program.goal)
+    gate = ci_gate.ci_gate_enabled(program)
+    settled = _settle_pending(memory, program, thread, now) if gate else None
+    record = publish_outcome(root, program, outcome, budget=options.budget, run_url=settings.run_url,
+                             base_branch=options.base_branch, ci_gate=gate)
+    if record is None:
+        enforce_budget(root, program, now)
+    done = published(outcome, record)
+    issue, pr = _publish(memory, program, thread, done, settings)
+    return CiOutcome(done, settled.message if settled else "", issue, pr)
+
+
+def published(outcome: Outcome, record: statefile.IterationRecord | None) -> IterationOutcome | None:
+    """Returns the account of an iteration that `publish_outcome` recorded (None when it recorded none)."""
+    if record is None:
+        return None
+    return IterationOutcome(
+        program=outcome.program, iteration=outcome.iteration, status=record.status, summary=record.change,
+        metric=record.metric, best_before=outcome.best_before, commit=record.commit,
+        reason=record.notes if record.status != "accepted" else None,
+    )
+
+
+def _thread(memory: MemoryStore, program: Program, settings: github.GitHubSettings) -> github.ProgramThread:
+    """Returns the program's GitHub thread, on the issue the program or its state names (if any)."""
+    known = program.issue or _number(load_state(memory, program).machine.issue)
+    return github.ProgramThread(github.connect(settings), settings.repository, program.name, issue_number=known)
 
 
 def _settle_pending(

@@ -61,6 +61,7 @@ __all__ = [
     "first_error_line",
     "from_environment",
     "is_own_comment",
+    "own_login",
     "parse_command",
     "reduce_checks",
     # re-exported from github_render
@@ -89,6 +90,8 @@ WRITE_ASSOCIATIONS = ("OWNER", "MEMBER", "COLLABORATOR")
 COMMAND = "/autoloop"
 DEFAULT_API_URL = "https://api.github.com"
 DEFAULT_SERVER_URL = "https://github.com"
+# Who a workflow's GITHUB_TOKEN writes as; that token may not read GET /user.
+ACTIONS_LOGIN = "github-actions[bot]"
 
 FAILED_CONCLUSIONS = ("failure", "cancelled", "timed_out", "action_required", "startup_failure", "stale")
 PASSED_CONCLUSIONS = ("success", "neutral", "skipped")
@@ -297,6 +300,16 @@ def first_error_line(text: str | None) -> str:
     return trim(one_line(chosen), ERROR_LINE_LIMIT)
 
 
+def own_login(gh: github.Github) -> str:
+    """Returns the login autoloop writes as: the token's user, or github-actions[bot] for a workflow token."""
+    try:
+        return str(gh.get_user().login)
+    except github.GithubException as error:
+        # An Actions installation token answers 403 "Resource not accessible by integration".
+        logger.info("GET /user answered %s; taking the login of a workflow token, %s", error.status, ACTIONS_LOGIN)
+        return ACTIONS_LOGIN
+
+
 def is_own_comment(body: str) -> bool:
     """Returns whether a comment was written by autoloop (a quoted disclosure in a reply does not count)."""
     unquoted = "\n".join(line for line in body.splitlines() if not line.lstrip().startswith(">"))
@@ -355,6 +368,8 @@ class ProgramThread:
     ) -> None:
         # A lazy client builds issue, comment and commit objects without fetching them first.
         self._repo = gh.withLazy(True).get_repo(repo_full_name)
+        self._gh = gh
+        self._login: str | None = None
         self.repo_full_name = repo_full_name
         self.program = program
         self.issue_number = issue_number
@@ -378,6 +393,13 @@ class ProgramThread:
         """Returns the program issue: the given one, the open `[Autoloop: <name>]` issue, or a new one."""
         if self.issue_number is None:
             self.issue_number = self._find_issue() or self._create_issue(goal)
+        return self.issue_number
+
+    @_reported("find the program issue")
+    def find_issue(self) -> int | None:
+        """Returns the program issue when there is one; never opens one (a read-only token cannot)."""
+        if self.issue_number is None:
+            self.issue_number = self._find_issue()
         return self.issue_number
 
     def _find_issue(self) -> int | None:
@@ -424,7 +446,13 @@ class ProgramThread:
             self._status_comment.edit(body)
 
     def _find_status_comment(self) -> Any:
-        marked = [c for c in self._issue().get_comments() if STATUS_MARKER in (c.body or "")]
+        """Returns autoloop's own earliest status comment; a comment anyone else wrote with the marker is not it."""
+        if self._login is None:
+            self._login = own_login(self._gh)
+        marked = [
+            c for c in self._issue().get_comments()
+            if STATUS_MARKER in (c.body or "") and c.user is not None and c.user.login == self._login
+        ]
         return min(marked, key=lambda c: (c.created_at, c.id), default=None)
 
     @_reported("post the iteration comment")
@@ -453,8 +481,8 @@ class ProgramThread:
             logger.info("ignoring comment by %s: no write access (%s)", comment.user.login, comment.author_association)
             return None
         command = parse_command(body, self.program)
-        if command is None and _COMMAND_RE.match(body):
-            return None
+        if (command is None and _COMMAND_RE.match(body)) or (command is not None and command[1].lower() == "approve"):
+            return None  # another program's command, or `/autoloop approve` (issue_trust.py)
         text = command[1] if command is not None else body
         return Directive(comment.user.login, text, utc(comment.created_at), command is not None)
 

@@ -1,4 +1,8 @@
-"""Issue programs: open GitHub issues labelled `autoloop-program` whose body is a program.md."""
+"""Issue programs: open GitHub issues labelled `autoloop-program` whose body is a program.md.
+
+Only issues whose body a writer stands behind are programs (issue_trust.py); the others are reported
+as refused, never run.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +12,11 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
+from github import GithubException
+
+from autoloop_py import issue_trust
 from autoloop_py.errors import ProgramError
 from autoloop_py.program import Program, load_program
 
@@ -69,11 +76,38 @@ def assign_slugs(issues: Sequence[tuple[int, str]], taken: Iterable[str] = ()) -
 def discover_issue_programs(
     github: github.Github, repo_full_name: str, taken: Iterable[str] = ()
 ) -> list[IssueProgram]:
-    """Returns the open `autoloop-program` issues of a repository as programs, in API order."""
+    """Returns the open `autoloop-program` issues of a repository that a writer stands behind, as programs."""
+    return discover_all(github, repo_full_name, taken)[0]
+
+
+def discover_all(
+    github: github.Github, repo_full_name: str, taken: Iterable[str] = ()
+) -> tuple[list[IssueProgram], list[str]]:
+    """Returns (the trusted issue programs in API order, why each other labelled issue is not run).
+
+    Slugs are assigned over every labelled issue, so that approving one later renames no other.
+    """
     repo = github.get_repo(repo_full_name)
     issues = [issue for issue in repo.get_issues(state="open", labels=[PROGRAM_LABEL]) if _is_program(issue)]
     slugs = assign_slugs([(issue.number, issue.title or "") for issue in issues], taken)
-    return [IssueProgram(i.number, i.title or "", slugs[i.number], i.body or "") for i in issues]
+    writers = issue_trust.Writers(repo)
+    trusted, refused = [], []
+    for issue in issues:
+        why = _refusal(github, repo, issue, writers)
+        if why is None:
+            trusted.append(IssueProgram(issue.number, issue.title or "", slugs[issue.number], issue.body or ""))
+        else:
+            logger.warning("%s", why)
+            refused.append(why)
+    return trusted, refused
+
+
+def _refusal(github: github.Github, repo: Any, issue: Any, writers: issue_trust.Writers) -> str | None:
+    """Returns why the issue may not be a program (None: a writer stands behind it); unreadable facts refuse it."""
+    try:
+        return issue_trust.refusal(issue_trust.facts_of(github, repo, issue, PROGRAM_LABEL, writers), writers)
+    except (GithubException, KeyError, TypeError, ValueError) as err:
+        return f"issue #{issue.number} is not run: its edit history and approvals could not be read ({err})"
 
 
 def _is_program(issue: github.Issue.Issue) -> bool:

@@ -15,11 +15,12 @@ from typing import Callable, Iterator, Mapping
 
 from autoloop_py import candidate_dir, checks, faults, recovery, trace, state as statefile
 from autoloop_py import budget, integrity, lineage_store, novelty, stale_parents
-from autoloop_py.errors import GitError
 from autoloop_py.evaluate import EvaluationResult, evaluate
 from autoloop_py.lock import program_lock
 from autoloop_py.memory import MemoryStore
+from autoloop_py.outcome import Outcome, write_outcome
 from autoloop_py.program import Program, require_on_base, target_files
+from autoloop_py.publishing import branch_tree, keep_candidate, settle_kept
 from autoloop_py.prompts import RECENTLY_DELETED, prompt_context, render_iteration_prompt, with_data_section
 from autoloop_py.proposers import get_proposer, llm
 from autoloop_py.population import Candidate
@@ -80,6 +81,8 @@ class RunOptions:
       llm_timeout: seconds per model request (overrides `llm-timeout`); llm_retries: likewise `llm-retries`.
       job_deadline: time.monotonic() at which the job is stopped (AUTOLOOP_JOB_TIMEOUT_MINUTES); model calls
         end early enough to leave the evaluation its time.
+      outcome_dir: write the decided iteration there as an Outcome instead of committing, pushing or
+        recording anything (`autoloop publish` does that, in a job that runs no candidate code).
     """
 
     proposer: str | None = None
@@ -96,6 +99,12 @@ class RunOptions:
     llm_timeout: float | None = None
     llm_retries: int | None = None
     job_deadline: float | None = None
+    outcome_dir: Path | None = None
+
+    @property
+    def writes(self) -> bool:
+        """Returns whether the iteration itself commits, pushes and records (not a dry run, no outcome directory)."""
+        return not self.dry_run and self.outcome_dir is None
 
 
 @dataclass(frozen=True)
@@ -139,7 +148,7 @@ def _run_locked(root: Path, program: Program, options: RunOptions, now: datetime
         memory.sync()
         # Before reconcile records anything: a stale copy of the file must not get a reused iteration number.
         integrity.check_records(memory, state_path(program), program.name, load_state(memory, program))
-        recovery.reconcile(root, program, memory, options.budget, ci_gate=options.ci_gate, dry_run=options.dry_run)
+        recovery.reconcile(root, program, memory, options.budget, ci_gate=options.ci_gate, dry_run=not options.writes)
         state = load_state(memory, program)
         runner = strategy.load_runner(program, root)
     over = _over_budget(memory, program, state, options, now)
@@ -154,6 +163,7 @@ def _run_locked(root: Path, program: Program, options: RunOptions, now: datetime
         with clock("prepare branch"):
             workspace.prepare()
             require_on_base(program, workspace.path, workspace.base_ref, workspace.base_ref.startswith("origin/"))
+        base_tree = branch_tree(root, workspace.branch)
         measured = _evaluate_baseline(program, workspace.path, state, clock, sandbox)
         best, baseline, failure = _baseline_outcome(state, measured)
         seed = seed_data(program, workspace.path, baseline)
@@ -168,7 +178,14 @@ def _run_locked(root: Path, program: Program, options: RunOptions, now: datetime
             attempt = _try_candidate(context, root)
         record = replace(with_baseline(attempt.record, baseline), key=key)
         base = workspace.base_sha
-    if not options.dry_run:
+    if options.outcome_dir is not None:
+        changes = attempt.changes if record.status == "accepted" else {}
+        write_outcome(options.outcome_dir, Outcome(
+            program.name, iteration, key, base_tree, best, record, changes, attempt.prompt, attempt.evaluated, seed,
+            decision=attempt.decision, candidate_source=attempt.source if attempt.candidate else None,
+            approach=attempt.approach, base_commit=base,
+        ))
+    elif not options.dry_run:
         with clock("record"):
             record_iteration(
                 memory, program, record, options.budget, runner, attempt.candidate, attempt.prompt, attempt.evaluated,
@@ -187,20 +204,33 @@ def _run_locked(root: Path, program: Program, options: RunOptions, now: datetime
     )
 
 
+def enforce_budget(root: Path, program: Program, now: datetime | None = None) -> str | None:
+    """Pauses the program (or lifts yesterday's daily pause) by its budgets on the fresh memory branch.
+
+    What `autoloop publish` does for an outcome in which no iteration ran, since the proposing job may
+    not write; returns the pause reason, None when no budget is reached.
+    """
+    with program_lock(root, program.name):
+        memory = MemoryStore(root)
+        memory.sync()
+        over = _over_budget(memory, program, load_state(memory, program), RunOptions(), now)
+    return over.reason if over is not None else None
+
+
 def _over_budget(
     memory: MemoryStore, program: Program, state: statefile.StateFile, options: RunOptions, now: datetime | None
 ) -> IterationOutcome | None:
     """Pauses the program, before any model call, when its recorded spend reached a budget; returns that outcome."""
     moment = now or datetime.now(timezone.utc)
     machine = state.machine
-    if budget.daily_pause_over(machine.paused, machine.pause_reason, moment) and not options.dry_run:
+    if budget.daily_pause_over(machine.paused, machine.pause_reason, moment) and options.writes:
         record_pause(memory, program, False, None)
     limit = budget.reached(program.config, machine, moment)
     if limit is None:
         return None
     reason = budget.pause_reason(limit, program.name, moment.date())
     log.warning("%s: %s", program.name, reason)
-    if not options.dry_run:
+    if options.writes:
         record_pause(memory, program, True, reason)
     return IterationOutcome(
         program.name, machine.iteration_count, "paused", "no model call", None, machine.best_metric, reason=reason
@@ -229,6 +259,7 @@ class _Context:
     baseline: EvaluationResult | None = None
     sandbox: Isolation | None = None
     redactor: Redactor = field(default_factory=lambda: from_environment(os.environ))
+    base_files: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -244,12 +275,16 @@ class _Attempt:
     evaluated: trace.Evaluated | None = None
     decision: object = None
     failure: str | None = None
+    changes: Mapping[str, str | None] = field(default_factory=dict)
+    source: str | None = None
+    approach: str | None = None
 
 
 def _try_candidate(ctx: _Context, root: Path) -> _Attempt:
     """Decides, then proposes, checks, evaluates and ratchets a candidate; returns what to record."""
     with ctx.clock("propose"):
         files = ctx.workspace.files(target_files(ctx.program.target, ctx.workspace.path))
+        ctx = replace(ctx, base_files=files)
         decision, files, prompt = _prepare_prompt(ctx, files, root)
     if decision is not None and strategy.evaluates_as_is(ctx.runner, decision):
         return _as_is(ctx, decision, files)
@@ -306,7 +341,9 @@ def _as_is(ctx: _Context, decision: DecisionLike, files: dict[str, str]) -> _Att
         notes = f"the unchanged code scores {result.metric:g}; recorded without a proposal, nothing to commit"
         record = record_of("rejected", ctx.now, summary, result.metric, notes, None, ctx.options.run_url, **usage)
     evaluated = _evaluated(ctx, decision, proposal, result.metrics, "", runs=result.runs)
-    return _Attempt(record, _candidate(ctx, decision, record, proposal, files), "", evaluated, decision)
+    source = _candidate_source(ctx, proposal, files)
+    candidate = _candidate(ctx, decision, record, proposal, files)
+    return _Attempt(record, candidate, "", evaluated, decision, source=source, approach=proposal.approach)
 
 
 def _attempt(ctx: _Context, decision: DecisionLike | None, files: dict[str, str], prompt: str) -> _Attempt:
@@ -358,10 +395,12 @@ def _attempt(ctx: _Context, decision: DecisionLike | None, files: dict[str, str]
             usage["extra"] = strategy.history_bullets(decision, result.metric)
         baseline = ctx.best if ctx.state.machine.best_metric is None else None
         marks = recovery.trailers(ctx.key, result.metric, baseline) if ctx.key else {}
-        record = _ratchet(
-            program, workspace, proposal, result, ctx.best, ctx.iteration, options, ctx.clock, now, usage, marks, ctx.redactor
-        )
-    return _Attempt(record, _candidate(ctx, decision, record, proposal, files), prompt, evaluated, decision, failure)
+        record = _ratchet(program, workspace, proposal, result, ctx.best, ctx.iteration, options, ctx.clock, now, usage, marks)
+    candidate = _candidate(ctx, decision, record, proposal, files)
+    # What the candidate changed on the branch: the parent the strategy placed, then the proposal.
+    changes = {path: text for path, text in files.items() if ctx.base_files.get(path) != text} | dict(proposal.files)
+    source = _candidate_source(ctx, proposal, files)
+    return _Attempt(record, candidate, prompt, evaluated, decision, failure, changes, source, proposal.approach)
 
 
 def _secrets_in(files: Mapping[str, str | None], redactor: Redactor) -> list[str]:
@@ -446,11 +485,18 @@ def _candidate(
     ctx: _Context, decision: DecisionLike | None, record: statefile.IterationRecord, proposal: Proposal, files: Mapping[str, str]
 ) -> Candidate | None:
     """Returns the Population entry of an evaluated strategy candidate (None in the default flow)."""
-    if ctx.runner is None or decision is None:
+    source = _candidate_source(ctx, proposal, files)
+    if ctx.runner is None or decision is None or source is None:
+        return None
+    return strategy.candidate_for(ctx.runner, decision, record, source, proposal.approach, ctx.iteration)
+
+
+def _candidate_source(ctx: _Context, proposal: Proposal, files: Mapping[str, str]) -> str | None:
+    """Returns the source of the strategy's primary file a Population entry keeps (None without a strategy)."""
+    if ctx.runner is None:
         return None
     primary = ctx.runner.primary
-    source = proposal.files.get(primary) or files.get(primary, "")
-    return strategy.candidate_for(ctx.runner, decision, record, source, proposal.approach, ctx.iteration)
+    return proposal.files.get(primary) or files.get(primary, "")
 
 
 def _ratchet(
@@ -465,7 +511,6 @@ def _ratchet(
     now: datetime | None,
     usage: dict[str, object],
     marks: Mapping[str, str] | None = None,
-    redactor: Redactor | None = None,
 ) -> statefile.IterationRecord:
     """Keeps the candidate only when it improves on the best; commits and pushes it then (`marks`: its trailers)."""
     assert result.metric is not None
@@ -473,28 +518,13 @@ def _ratchet(
     if not statefile.is_improvement(result.metric, best, program.direction, program.config.min_delta):
         notes = rejection_note(result.metric, best, program)
         return record_of("rejected", now, proposal.summary, result.metric, notes, proposal.lesson, run_url, **usage)
-    commit = None
-    if not options.dry_run:
-        with clock("commit"):
-            message = f"[Autoloop: {program.name}] Iteration {iteration}: {proposal.summary}"
-            if options.run_url:
-                message += f"\n\nRun: {options.run_url}"
-            message = (redactor or from_environment(os.environ)).text(message)
-            commit = workspace.commit_candidate(recovery.with_trailers(message, marks or {}))
-            faults.checkpoint("after-candidate-commit")
-            try:
-                workspace.push()
-                faults.checkpoint("after-candidate-push")
-            except GitError as err:
-                kept = workspace.withdraw(commit)
-                notes = (f"another run advanced autoloop/{program.name} first, so this candidate was judged against a "
-                         f"stale best; it is kept at {kept} ({err.message.splitlines()[0][:120]})")
-                return record_of("rejected", now, proposal.summary, result.metric, notes, proposal.lesson, run_url, **usage)
     notes = f"{program.evaluation.metric if program.evaluation else 'metric'} improved to {result.metric:g}"
-    if options.ci_gate and commit is not None:
-        notes += "; kept until the commit's CI checks pass"
-        return record_of("pending-ci", now, proposal.summary, result.metric, notes, proposal.lesson, run_url, commit=commit, **usage)
-    return record_of("accepted", now, proposal.summary, result.metric, notes, proposal.lesson, run_url, commit=commit, **usage)
+    record = record_of("accepted", now, proposal.summary, result.metric, notes, proposal.lesson, run_url, **usage)
+    if not options.writes:
+        return record
+    with clock("commit"):
+        commit, withdrawn = keep_candidate(workspace, program, proposal.summary, iteration, run_url, marks or {})
+    return settle_kept(record, commit, withdrawn, options.ci_gate)
 
 
 def measure_baseline(

@@ -144,8 +144,11 @@ class FakeGitHub:
         labels: tuple[str, ...] = ("autoloop-program",),
         state: str = "open",
         pull_request: bool = False,
+        login: str = "octocat",
+        association: str = "OWNER",
     ) -> dict[str, Any]:
-        """Stores an issue (or, with pull_request=True, a PR as the issues API lists it)."""
+        """Stores an issue (or, with pull_request=True, a PR as the issues API lists it), opened by `login`."""
+        when = self.tick()
         issue: dict[str, Any] = {
             "id": 1000 + number,
             "number": number,
@@ -153,7 +156,10 @@ class FakeGitHub:
             "body": body,
             "state": state,
             "labels": [{"name": name} for name in labels],
-            "user": {"login": "octocat"},
+            "user": {"login": login, "type": "User"},
+            "author_association": association,
+            "created_at": when,
+            "updated_at": when,
             "url": f"{self.url}/repos/{repo}/issues/{number}",
             "html_url": f"https://github.com/{repo}/issues/{number}",
         }
@@ -204,6 +210,11 @@ class FakeGitHub:
         self.check_runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self.statuses: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self.permissions: dict[tuple[str, str], str] = {}
+        # Body revisions per issue, as GraphQL's userContentEdits lists them, and issue events.
+        self.edits: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        self.events: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        # The login the token belongs to (GET /user); comments created through the API are its.
+        self.login = "autoloop-bot"
         # Every created object gets the next minute of this clock; tests may set it.
         self.now = datetime(2025, 1, 1, tzinfo=timezone.utc)
         self._next_id = 5000
@@ -222,6 +233,36 @@ class FakeGitHub:
         self.route("GET", rf"/repos/{REPO}/commits/(?P<ref>[^/]+)/check-runs", _list_check_runs)
         self.route("GET", rf"/repos/{REPO}/commits/(?P<ref>[^/]+)/status", _combined_status)
         self.route("GET", rf"/repos/{REPO}/collaborators/(?P<user>[^/]+)/permission", _permission)
+        self.route("GET", rf"/repos/{REPO}/issues/{number}/events", _list_events)
+        self.route("POST", r"/graphql", _graphql)
+        self.route("GET", r"/user", lambda f, _r, _m: Response(200, {"login": f.login, "id": 1, "type": "Bot"}))
+
+    def edit_body(self, repo: str, number: int, body: str, editor: str | None) -> None:
+        """Replaces an issue's body as `editor` would (None: a deleted account), keeping the revision history."""
+        issue = self.find_issue(repo, number)
+        assert issue is not None
+        history = self.edits.setdefault((repo, number), [])
+        if not history:
+            # GitHub lists the original text as the oldest revision once the body has been edited.
+            history.append({"editedAt": issue["created_at"], "editor": {"login": issue["user"]["login"]}})
+        when = self.tick()
+        history.append({"editedAt": when, "editor": {"login": editor} if editor else None})
+        issue["body"], issue["updated_at"] = body, when
+
+    def add_event(self, repo: str, number: int, event: str, actor: str, label: str | None = None) -> dict[str, Any]:
+        """Stores an issue event (e.g. `labeled` by `actor`), created now."""
+        self._next_id += 1
+        found: dict[str, Any] = {
+            "id": self._next_id,
+            "event": event,
+            "actor": {"login": actor, "type": "User"},
+            "created_at": self.tick(),
+            "url": f"{self.url}/repos/{repo}/issues/events/{self._next_id}",
+        }
+        if label is not None:
+            found["label"] = {"name": label, "color": "ededed"}
+        self.events.setdefault((repo, number), []).append(found)
+        return found
 
     def tick(self) -> str:
         """Returns the fake clock as GitHub writes times, then advances it one minute."""
@@ -428,7 +469,7 @@ def _create_comment(fake: FakeGitHub, request: Request, match: re.Match[str]) ->
     body = (request.body or {}).get("body")
     if not body:
         return Response(422, {"message": "Validation Failed", "errors": [{"field": "body", "code": "missing"}]})
-    comment = fake.add_comment(match["repo"], int(match["number"]), body, "autoloop-bot", "NONE", user_type="Bot")
+    comment = fake.add_comment(match["repo"], int(match["number"]), body, fake.login, "NONE", user_type="Bot")
     return Response(201, comment)
 
 
@@ -521,8 +562,31 @@ def _combined_status(fake: FakeGitHub, request: Request, match: re.Match[str]) -
 
 
 def _permission(fake: FakeGitHub, request: Request, match: re.Match[str]) -> Response:
-    permission = fake.permissions.get((match["repo"], match["user"]), "none")
-    return Response(200, {"permission": permission, "user": {"login": match["user"]}})
+    user = unquote(match["user"])
+    permission = fake.permissions.get((match["repo"], user), "none")
+    return Response(200, {"permission": permission, "user": {"login": user}})
+
+
+def _list_events(fake: FakeGitHub, request: Request, match: re.Match[str]) -> Response:
+    if fake.find_issue(match["repo"], int(match["number"])) is None:
+        return Response(404, {"message": "Not Found"})
+    return fake.paginate(request, fake.events.get((match["repo"], int(match["number"])), []))
+
+
+def _graphql(fake: FakeGitHub, request: Request, match: re.Match[str]) -> Response:
+    """Answers the one GraphQL query autoloop sends: an issue's userContentEdits (the newest `last: 100`)."""
+    body = request.body or {}
+    variables = body.get("variables") or {}
+    if "userContentEdits" not in body.get("query", ""):
+        return Response(200, {"errors": [{"message": "the fake answers only userContentEdits"}]})
+    repo, number = f"{variables.get('owner')}/{variables.get('name')}", int(variables.get("number", 0))
+    if fake.find_issue(repo, number) is None:
+        return Response(200, {"data": {"repository": {"issue": None}},
+                              "errors": [{"type": "NOT_FOUND", "message": "Could not resolve to an Issue"}]})
+    # GraphQL lists edits newest first.
+    history = list(reversed(fake.edits.get((repo, number), [])))
+    edits = {"totalCount": len(history), "nodes": history[:100]}
+    return Response(200, {"data": {"repository": {"issue": {"userContentEdits": edits}}}})
 
 
 def _handler_class(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:

@@ -42,7 +42,8 @@ OPTION_SETS = {
     "git-spec-daily": InitOptions(pip_spec="git+https://github.com/o/r@main", interval=timedelta(days=1)),
     "extras-weekly": InitOptions(pip_spec="autoloop-py[tune]>=0.1", interval=timedelta(days=7), proposer="llm"),
 }
-ITERATE_PERMISSIONS = {
+PROPOSE_PERMISSIONS = {"contents": "read", "issues": "read", "checks": "read", "actions": "read"}
+PUBLISH_PERMISSIONS = {
     "contents": "write",
     "pull-requests": "write",
     "issues": "write",
@@ -164,48 +165,120 @@ def test_plan_job(name: str) -> None:
     assert workflow["permissions"] == {}
 
 
+def secret_names(env: dict[str, Any]) -> set[str]:
+    """Returns the variables of a step's env that carry a secret."""
+    return {name for name, value in env.items() if "secrets." in str(value)}
+
+
+def checkout(job: dict[str, Any]) -> dict[str, Any]:
+    return next(s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/checkout@"))
+
+
 @pytest.mark.parametrize("name", OPTION_SETS)
-def test_iterate_job(name: str) -> None:
+def test_propose_job_is_read_only_and_sandboxed(name: str) -> None:
     options = OPTION_SETS[name]
     workflow = actions_workflow(options)
-    iterate = workflow["jobs"]["iterate"]
-    assert iterate["needs"] == "plan"
-    assert iterate["if"] == "fromJSON(needs.plan.outputs.matrix).program[0] != null"
-    assert iterate["strategy"] == {
+    propose = workflow["jobs"]["propose"]
+    assert "iterate" not in workflow["jobs"]
+    assert propose["needs"] == "plan"
+    assert propose["if"] == "fromJSON(needs.plan.outputs.matrix).program[0] != null"
+    assert propose["strategy"] == {
         "fail-fast": False,
         "max-parallel": options.max_parallel,
         "matrix": "${{ fromJSON(needs.plan.outputs.matrix) }}",
     }
-    assert iterate["concurrency"] == {"group": "autoloop-${{ matrix.program }}", "cancel-in-progress": False}
-    assert iterate["permissions"] == ITERATE_PERMISSIONS
-    assert iterate["timeout-minutes"] == options.timeout_minutes
+    assert propose["concurrency"] == {"group": "autoloop-${{ matrix.program }}", "cancel-in-progress": False}
+    assert propose["permissions"] == PROPOSE_PERMISSIONS
+    assert set(propose["permissions"].values()) == {"read"}
+    assert propose["timeout-minutes"] == options.timeout_minutes
     # The first step notes the job's start: model calls end before its time limit, counted from there.
-    assert step(iterate, "Note the job's start")["run"] == 'echo "AUTOLOOP_JOB_STARTED_AT=$(date -u +%s)" >> "$GITHUB_ENV"'
-    assert iterate["steps"][0]["name"] == "Note the job's start"
-    assert iterate["steps"][1] == {"uses": "actions/checkout@v4", "with": {"fetch-depth": 0}}
-    python = iterate["steps"][2]
+    assert step(propose, "Note the job's start")["run"] == 'echo "AUTOLOOP_JOB_STARTED_AT=$(date -u +%s)" >> "$GITHUB_ENV"'
+    assert propose["steps"][0]["name"] == "Note the job's start"
+    assert propose["steps"][1] == checkout(propose) == {
+        "uses": "actions/checkout@v4", "with": {"fetch-depth": 0, "persist-credentials": False}
+    }
+    python = propose["steps"][2]
     assert python["uses"] == "actions/setup-python@v5"
     assert python["with"]["cache"] == "pip"
     assert python["with"]["cache-dependency-path"] == ACTIONS_WORKFLOW.as_posix()
-    assert step(iterate, "Install autoloop")["run"] == 'python -m pip install "$AUTOLOOP_PIP_SPEC"'
+    assert step(propose, "Install autoloop")["run"] == 'python -m pip install "$AUTOLOOP_PIP_SPEC"'
     assert workflow["env"] == {"AUTOLOOP_PIP_SPEC": options.pip_spec}
-    assert "git config --global user.name" in step(iterate, "Configure git")["run"]
+    assert "git config --global user.name" in step(propose, "Configure git")["run"]
 
 
 @pytest.mark.parametrize("name", OPTION_SETS)
-def test_run_step(name: str) -> None:
+def test_only_the_proposing_step_holds_secrets_and_the_sandbox_comes_first(name: str) -> None:
+    propose = actions_workflow(OPTION_SETS[name])["jobs"]["propose"]
+    names = [s.get("name") or s["uses"] for s in propose["steps"]]
+    holding = [n for s, n in zip(propose["steps"], names) if secret_names(s.get("env", {}))]
+    assert holding == ["Propose and evaluate"]
+    assert not any("secrets." in str(s.get("with", {})) for s in propose["steps"])
+    assert names.index("Install bubblewrap") < names.index("Sandbox preflight") < names.index("Propose and evaluate")
+    install = step(propose, "Install bubblewrap")["run"]
+    assert "apt-get install -y -qq bubblewrap" in install
+    for line in ("abi <abi/4.0>,", "include <tunables/global>", "profile bwrap /usr/bin/bwrap flags=(unconfined) {",
+                 "  userns,"):
+        assert f"'{line}'" in install
+    assert "sudo tee /etc/apparmor.d/bwrap" in install and "sudo apparmor_parser -r /etc/apparmor.d/bwrap" in install
+    preflight = step(propose, "Sandbox preflight")
+    assert "continue-on-error" not in preflight and preflight["run"].lstrip().startswith("bwrap ")
+
+
+def test_the_sandbox_preflight_runs_here() -> None:
+    """Runs the workflow's preflight command itself: it passes where bwrap isolates (and fails closed elsewhere)."""
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed")
+    script = step(actions_workflow(InitOptions())["jobs"]["propose"], "Sandbox preflight")["run"]
+    done = subprocess.run(["bash", "-eo", "pipefail", "-c", script], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert "bubblewrap isolates" in done.stdout
+    broken = subprocess.run(["bash", "-eo", "pipefail", "-c", script.replace("--ro-bind / /", "--bind / /")],
+                            capture_output=True, text=True, timeout=30)
+    assert broken.returncode != 0, "a writable system must fail the preflight"
+
+
+@pytest.mark.parametrize("name", OPTION_SETS)
+def test_propose_step(name: str) -> None:
     options = OPTION_SETS[name]
-    run = step(actions_workflow(options)["jobs"]["iterate"], "Iterate")
-    assert run["run"] == f'autoloop run --program "$AUTOLOOP_PROGRAM" --ci --proposer {options.proposer}'
+    propose = actions_workflow(options)["jobs"]["propose"]
+    run = step(propose, "Propose and evaluate")
+    assert run["run"] == (f'autoloop run --program "$AUTOLOOP_PROGRAM" --ci --proposer {options.proposer} '
+                          '--outcome-dir "$AUTOLOOP_OUTCOME"')
     env = run["env"]
     assert env["AUTOLOOP_PROGRAM"] == "${{ matrix.program }}"
+    assert env["AUTOLOOP_OUTCOME"] == "${{ runner.temp }}/autoloop-outcome"
     assert env["AUTOLOOP_JOB_TIMEOUT_MINUTES"] == str(options.timeout_minutes)
-    assert env["GITHUB_TOKEN"] == "${{ secrets.GITHUB_TOKEN }}"
+    assert secret_names(env) == {"GITHUB_TOKEN", *PROVIDER_SECRETS}
     for secret in PROVIDER_SECRETS:
         assert env[secret] == f"${{{{ secrets.{secret} }}}}"
     default = f" || '{options.model}'" if options.model else ""
     assert env["AUTOLOOP_MODEL"] == f"${{{{ vars.AUTOLOOP_MODEL{default} }}}}"
     assert ("AUTOLOOP_AGENT_COMMAND" in env) == (options.proposer == "agent")
+    upload = propose["steps"][-1]
+    assert upload["uses"] == "actions/upload-artifact@v4"
+    assert upload["with"]["name"] == "autoloop-outcome-${{ matrix.program }}"
+    assert upload["with"]["path"] == "${{ runner.temp }}/autoloop-outcome"
+    assert upload["with"]["if-no-files-found"] == "error"
+
+
+@pytest.mark.parametrize("name", OPTION_SETS)
+def test_publish_job_runs_no_candidate_code(name: str) -> None:
+    options = OPTION_SETS[name]
+    publish = actions_workflow(options)["jobs"]["publish"]
+    assert publish["needs"] == ["plan", "propose"]
+    assert publish["if"] == "${{ !cancelled() && needs.propose.result != 'skipped' }}"
+    assert publish["permissions"] == PUBLISH_PERMISSIONS
+    assert publish["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.matrix) }}"
+    runs = [s["run"] for s in publish["steps"] if "run" in s]
+    assert runs[-1] == 'autoloop publish "$AUTOLOOP_OUTCOME" --ci'
+    # Nothing from the candidate's tree is run: only pip, git config and autoloop itself.
+    assert not any("autoloop run" in r or "bwrap" in r for r in runs)
+    download = next(s for s in publish["steps"] if s.get("uses") == "actions/download-artifact@v4")
+    assert download["with"] == {"name": "autoloop-outcome-${{ matrix.program }}",
+                                "path": "${{ runner.temp }}/autoloop-outcome"}
+    env = step(publish, "Publish")["env"]
+    assert secret_names(env) == {"GITHUB_TOKEN"}
+    assert not any(secret_names(s.get("env", {})) for s in publish["steps"] if s.get("name") != "Publish")
 
 
 # --- the plan script ----------------------------------------------------------------------------

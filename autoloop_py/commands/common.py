@@ -59,7 +59,8 @@ def load_all(root: Path, with_issues: bool = False) -> tuple[list[Program], list
     settings = github.from_environment(os.environ) if with_issues else None
     if settings is None:
         return programs, problems
-    found = issue_programs.discover_issue_programs(github.connect(settings), settings.repository, [p.name for p in programs])
+    found, refused = issue_programs.discover_all(github.connect(settings), settings.repository, [p.name for p in programs])
+    problems = problems + [ProgramError(why) for why in refused]
     cache = Path(gitutil.run(gitutil.open_repo(root), "rev-parse", "--git-common-dir"))
     cache = (cache if cache.is_absolute() else root / cache) / "autoloop" / "issue-programs"
     more, more_problems = issue_programs.materialize(root, found, cache)

@@ -17,6 +17,7 @@ from autoloop_py import ci, github, schedule
 from autoloop_py.commands.common import format_metric, load_all, machines, readable_states, repo_root, subparser
 from autoloop_py.errors import AutoloopError
 from autoloop_py.iteration import IterationOutcome, RunOptions, run_iteration
+from autoloop_py.outcome import OUTCOME_FILE, idle_outcome, write_outcome
 from autoloop_py.program import Program, find_program, program_name
 from autoloop_py.sandbox.runner import make_non_dumpable, sigterm_interrupts
 
@@ -62,6 +63,13 @@ def add_parser(commands: Any) -> None:
         help="run as a GitHub Actions job: CI-gated acceptance, program issue, status comment, draft PR "
         "(needs GITHUB_REPOSITORY and GITHUB_TOKEN)",
     )
+    parser.add_argument(
+        "--outcome-dir",
+        type=Path,
+        metavar="DIR",
+        help="propose and evaluate one iteration, write nothing to git remotes or GitHub, and leave the decided "
+        "iteration in DIR for `autoloop publish DIR` (the read-only job of the generated workflow)",
+    )
     parser.set_defaults(handler=cmd_run)
 
 
@@ -72,6 +80,8 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         raise AutoloopError("--iterations must be at least 1")
     # Other processes of this user (an evaluation run without bwrap) must not read our environment.
     make_non_dumpable()
+    if args.outcome_dir is not None and (args.iterations != 1 or args.dry_run):
+        raise AutoloopError("--outcome-dir holds one iteration: drop --iterations and --dry-run")
     root = repo_root(args.repo)
     programs, problems = load_all(root, with_issues=args.ci)
     forced = args.program or os.environ.get("AUTOLOOP_PROGRAM", "").strip() or None
@@ -86,18 +96,23 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         model=args.model,
         agent_command=args.agent_command,
         dry_run=args.dry_run,
-        run_url=_run_url(),
+        run_url=run_url(),
         base_branch=args.base_branch,
         isolation=args.isolation,
         llm_timeout=args.llm_timeout,
         llm_retries=args.llm_retries,
         job_deadline=job_end(os.environ, started, wall),
+        outcome_dir=args.outcome_dir.resolve() if args.outcome_dir is not None else None,
     )
     settings = github.from_environment(os.environ) if args.ci else None
     if args.ci and settings is None:
         raise AutoloopError("--ci needs GITHUB_REPOSITORY and GITHUB_TOKEN in the environment")
     with sigterm_interrupts():
         outcomes = _loop(root, programs, forced, args.iterations, options, console, settings, args.force)
+    if options.outcome_dir is not None and forced and not (options.outcome_dir / OUTCOME_FILE).exists():
+        # The publishing job expects an outcome for every program it was planned for.
+        why = outcomes[-1].reason if outcomes and outcomes[-1].status == "paused" else "the program was not due"
+        write_outcome(options.outcome_dir, idle_outcome(forced, f"no iteration ran: {why}"))
     _summary(outcomes, console)
     # In CI, waiting for checks or a CI pause is a normal end of the job, not a failure.
     return 0 if outcomes or args.ci else 1
@@ -131,7 +146,7 @@ def _loop(
             if outcome is None:
                 break
             outcomes.append(outcome)
-            console.print(_line(outcome))
+            print_outcome(outcome, console)
             progress.advance(task)
     return outcomes
 
@@ -227,6 +242,11 @@ def _pick(
     return find_program(programs, plan.selected)
 
 
+def print_outcome(outcome: IterationOutcome, console: Console) -> None:
+    """Prints the one-line account of an iteration."""
+    console.print(_line(outcome))
+
+
 def _line(outcome: IterationOutcome) -> str:
     mark = _MARKS.get(outcome.status, "·")
     metric = format_metric(outcome.metric)
@@ -274,7 +294,7 @@ def _progress(console: Console, total: int) -> Progress:
     )
 
 
-def _run_url() -> str | None:
+def run_url() -> str | None:
     server, repo, run_id = (os.environ.get(k) for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID"))
     if server and repo and run_id:
         return f"{server}/{repo}/actions/runs/{run_id}"

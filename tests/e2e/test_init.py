@@ -99,10 +99,11 @@ def test_init_options_reach_the_workflow(git_repo: Path, capsys: pytest.CaptureF
     assert "note: the workflow wakes up every 30m, the closest even cron step\n" in out
     assert "AUTOLOOP_MODEL names the litellm model (default openai/gpt-4o-mini)" in out
     workflow = yaml.safe_load((git_repo / WORKFLOWS[0]).read_text())
-    iterate = workflow["jobs"]["iterate"]
+    propose = workflow["jobs"]["propose"]
     assert workflow.get("on", workflow.get(True))["schedule"] == [{"cron": "17-59/30 * * * *"}]
-    assert (iterate["strategy"]["max-parallel"], iterate["timeout-minutes"]) == (2, 30)
-    assert iterate["steps"][-1]["run"].endswith("--ci --proposer llm")
+    assert (propose["strategy"]["max-parallel"], propose["timeout-minutes"]) == (2, 30)
+    run = next(s["run"] for s in propose["steps"] if s.get("name") == "Propose and evaluate")
+    assert run.endswith('--ci --proposer llm --outcome-dir "$AUTOLOOP_OUTCOME"')
     assert workflow["env"]["AUTOLOOP_PIP_SPEC"] == "git+https://github.com/o/r@main"
     assert "  schedule: every 30 minutes\n" in (git_repo / WORKFLOWS[1]).read_text()
 

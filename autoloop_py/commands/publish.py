@@ -1,0 +1,70 @@
+"""`autoloop publish DIR`: check the outcome a read-only job proposed, then commit, push, record and comment."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from autoloop_py import ci, github
+from autoloop_py.commands.common import load_all, repo_root, subparser
+from autoloop_py.commands.run import print_outcome, run_url
+from autoloop_py.errors import AutoloopError
+from autoloop_py.iteration import RunOptions, enforce_budget
+from autoloop_py.outcome import read_outcome
+from autoloop_py.program import find_program
+from autoloop_py.publishing import publish_outcome
+
+
+def add_parser(commands: Any) -> None:
+    """Registers `autoloop publish`."""
+    parser = subparser(
+        commands,
+        "publish",
+        "Publish an iteration that `autoloop run --outcome-dir` proposed: check it, commit and push its "
+        "candidate, record it on the memory branch (and, with --ci, on the program issue). Runs no candidate code.",
+        "autoloop publish outcome/ --ci",
+    )
+    parser.add_argument("outcome_dir", type=Path, metavar="DIR", help="the outcome directory")
+    parser.add_argument("--base-branch", help="branch program branches start from (default: origin's HEAD or main)")
+    parser.add_argument(
+        "--ci",
+        action="store_true",
+        help="as a GitHub Actions job: settle the CI gate, update the program issue, status comment and draft PR "
+        "(needs GITHUB_REPOSITORY and GITHUB_TOKEN)",
+    )
+    parser.set_defaults(handler=cmd_publish)
+
+
+def cmd_publish(args: argparse.Namespace, console: Console) -> int:
+    """Reads and checks the outcome, publishes it, and prints what was recorded."""
+    root = repo_root(args.repo)
+    outcome = read_outcome(args.outcome_dir)
+    programs, problems = load_all(root, with_issues=args.ci)
+    for problem in problems:
+        console.print(f"[yellow]skipping a broken program:[/] {problem}")
+    program = find_program(programs, outcome.program)
+    options = RunOptions(run_url=run_url(), base_branch=args.base_branch)
+    if args.ci:
+        settings = github.from_environment(os.environ)
+        if settings is None:
+            raise AutoloopError("--ci needs GITHUB_REPOSITORY and GITHUB_TOKEN in the environment")
+        result = ci.publish_ci(root, program, outcome, options, settings)
+        if result.message:
+            console.print(f"CI: {result.message}")
+        done = result.outcome
+    else:
+        record = publish_outcome(root, program, outcome, budget=options.budget, run_url=options.run_url,
+                                 base_branch=options.base_branch)
+        if record is None:
+            # The proposing job stops before a model call when a budget is reached, but may not record the pause.
+            enforce_budget(root, program)
+        done = ci.published(outcome, record)
+    if done is None:
+        console.print(f"{program.name}: no iteration to record ({outcome.waiting or 'nothing ran'})")
+        return 0
+    print_outcome(done, console)
+    return 0
