@@ -14,12 +14,12 @@ import os
 import shutil
 import stat
 import subprocess
-import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Iterator, Mapping
 
+from autoloop_py import tempdirs
 from autoloop_py.gitutil import DEFAULT_EMAIL, DEFAULT_NAME, git_environment, hardened_command
 
 logger = logging.getLogger(__name__)
@@ -64,7 +64,7 @@ class Changes:
 @contextmanager
 def copy_of(source: Path, prefix: str = "autoloop-candidate-") -> Iterator[Path]:
     """Yields a fresh standalone copy of the tree at `source` (without its `.git`); removes it afterwards."""
-    holder = Path(tempfile.mkdtemp(prefix=prefix))
+    holder = tempdirs.make(prefix)  # marked with its owner: a later run removes it if this one is killed
     tree = holder / "repo"
     try:
         copy_tree(source, tree)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
 import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Callable, Mapping
@@ -18,11 +19,19 @@ from autoloop_py.strategies.runner import StrategyRunner
 
 
 def violations(program: Program, files: Mapping[str, str], changes: Mapping[str, str | None]) -> list[str]:
-    """Returns why a candidate may not be evaluated: paths outside Target, edits outside EVOLVE-BLOCKs, no change."""
+    """Returns why a candidate may not be evaluated: paths outside Target, files over the size cap, edits outside
+    EVOLVE-BLOCKs (deleting a file that has them included), no change."""
     reasons = edits.check_paths(changes.keys(), program.target.allows)
+    cap = program.config.max_file_bytes
     for path, content in changes.items():
         old = files.get(path)
-        if content is not None and old is not None:
+        size = len(content.encode("utf-8")) if content is not None else 0
+        if size > cap:
+            # Checked first: a huge file is neither diffed against its markers, evaluated nor kept in a trace.
+            reasons.append(f"{path} is {size} bytes, over the program's limit of {cap} (`max-file-bytes`)")
+        elif content is None and old is not None and edits.evolve_regions(old):
+            reasons.append(f"{path}: deleting a file with EVOLVE-BLOCK markers; edit only between the markers")
+        elif content is not None and old is not None:
             violation = edits.evolve_block_violation(old, content)
             if violation:
                 reasons.append(f"{path}: {violation}")
@@ -90,17 +99,34 @@ def links(workdir: Path, changes: Mapping[str, str | None]) -> list[str]:
 
 
 def protected_hashes(program: Program, workdir: Path) -> dict[str, str]:
-    """Returns hashes of program.md and the program folder's non-Target files (evaluator, config)."""
+    """Returns hashes of program.md and the program folder's committed non-Target files (evaluator, config).
+
+    Files git does not track (a `run.log` the evaluation writes, as upstream's autoresearch does) are
+    the evaluation's output, not protected inputs.
+    """
     base = workdir / program.base_dir
     paths = [workdir / program.path]
     if program.directory is not None:
-        paths += [p for p in base.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+        tracked = _tracked(workdir, program.base_dir)
+        paths += [p for p in base.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+                  and (tracked is None or p.relative_to(workdir).as_posix() in tracked)]
     hashes = {}
     for path in paths:
         rel = path.relative_to(workdir).as_posix()
         if path.is_file() and (rel == program.path.as_posix() or not program.target.allows(rel)):
             hashes[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
     return hashes
+
+
+def _tracked(workdir: Path, folder: Path) -> set[str] | None:
+    """Returns the files git tracks under folder (repo-relative), or None when workdir is no git checkout."""
+    if not (workdir / ".git").exists():
+        return None
+    done = subprocess.run(["git", "-C", str(workdir), "ls-files", "-z", "--", folder.as_posix()],
+                          capture_output=True, timeout=60, check=False)
+    if done.returncode != 0:
+        return None
+    return {name for name in done.stdout.decode("utf-8", "replace").split("\0") if name}
 
 
 def protected_changes(guarded: Mapping[str, str], changes: Mapping[str, str | None]) -> list[str]:

@@ -23,6 +23,7 @@ from autoloop_py import state as statefile
 from autoloop_py.analysis.mermaid import program_charts
 from autoloop_py.iteration import IterationOutcome, RunOptions, enforce_budget, run_iteration
 from autoloop_py.memory import MemoryConfig, MemoryStore
+from autoloop_py.memory_folder import Memory
 from autoloop_py.outcome import Outcome, idle_outcome, write_outcome
 from autoloop_py.program import Program
 from autoloop_py.publishing import check_outcome, publish_outcome
@@ -148,24 +149,27 @@ def _settle_pending(
     if pending is None:
         return None
     summary = thread.checks(pending.commit)
-    result = ci_gate.CheckResult(summary.state, summary.failing, summary.first_error)
+    return settle(memory, program, ci_gate.CheckResult(summary.state, summary.failing, summary.first_error), now)
+
+
+def settle(
+    memory: Memory, program: Program, result: ci_gate.CheckResult, now: datetime | None = None
+) -> ci_gate.Reconciliation:
+    """Decides what the checks of the pending candidate mean and writes the verdict to the state file."""
+    state = load_state(memory, program)
     verdicts: list[ci_gate.Reconciliation] = []
+    moment = now or datetime.now(timezone.utc)
 
     def change(text: str | None) -> str:
         fresh = parse_or_new(text, program, state_path(program))
         verdict = ci_gate.reconcile(
-            fresh,
-            result,
-            direction=program.direction,
-            target_metric=program.config.target_metric,
-            now=now or datetime.now(timezone.utc),
+            fresh, result, direction=program.direction, target_metric=program.config.target_metric, now=moment
         )
         verdicts.append(verdict)
         return statefile.render_state(verdict.state)
 
     first = ci_gate.reconcile(
-        state, result, direction=program.direction, target_metric=program.config.target_metric,
-        now=now or datetime.now(timezone.utc),
+        state, result, direction=program.direction, target_metric=program.config.target_metric, now=moment
     )
     if not first.changed:
         log.info("%s: %s", program.name, first.message)

@@ -16,8 +16,8 @@ from rich.markup import escape
 
 from autoloop_py import __version__
 from autoloop_py.commands import (
-    analyze, check, customize, edit, init, judge, new, pause, prompt, publish, record, replay, report, run, schedule,
-    show, status, trace, tune,
+    analyze, check, ci_checks, customize, deps, edit, init, judge, new, pause, prompt, publish, record, replay, report,
+    run, schedule, show, status, trace, tune,
 )
 from autoloop_py.errors import AutoloopError
 from autoloop_py.redact import RedactingFilter, RedactingStream, Redactor, from_environment
@@ -53,8 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     # Accepted before the command too (`autoloop -v status`); each command also takes it after its name.
     parser.add_argument("-v", "--verbose", dest="global_verbose", action="store_true", help="show log messages")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (run, publish, check, status, show, edit, schedule, pause, new, customize, prompt, record, init,
-                   analyze, report, trace, replay, judge, tune):
+    for module in (run, publish, check, status, show, edit, schedule, pause, new, customize, prompt, record, ci_checks,
+                   deps, init, analyze, report, trace, replay, judge, tune):
         module.add_parser(commands)
     return parser
 

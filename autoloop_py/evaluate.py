@@ -77,10 +77,12 @@ def evaluate(
     sandbox: SandboxPolicy | None = None,
     redactor: Redactor | None = None,
 ) -> EvaluationResult:
-    """Runs the program's evaluation `repeats` times in its folder; returns the median metric or why it failed.
+    """Runs the program's evaluation `repeats` times from the repository root; returns the median metric or why it failed.
 
-    Only workdir is writable to it; sandbox says how it is confined (None: the program's `isolation`).
-    Secret values the runner holds are masked in what it printed before anything reads it.
+    The command runs where upstream autoloop runs it, at the top of the tree, with AUTOLOOP_PROGRAM_DIR
+    naming the program folder (`cd "$AUTOLOOP_PROGRAM_DIR" && …` runs it there instead). Only workdir is
+    writable to it; sandbox says how it is confined (None: the program's `isolation`). Secret values the
+    runner holds are masked in what it printed before anything reads it.
     """
     if program.evaluation is None:
         raise EvaluationError(
@@ -90,10 +92,10 @@ def evaluate(
         )
     limit = program.config.evaluation_timeout if timeout is None else timeout
     count = max(1, program.config.repeats if repeats is None else repeats)
-    cwd = workdir / program.base_dir
+    cwd = workdir
     started = time.monotonic()
-    if not cwd.is_dir():
-        return _result(f"the program folder {cwd} does not exist in the workspace", started, [])
+    if not (workdir / program.base_dir).is_dir():
+        return _result(f"the program folder {workdir / program.base_dir} does not exist in the workspace", started, [])
     environ = os.environ if environ is None else environ
     env = _environment(program, workdir, environ)
     mask = redactor if redactor is not None else from_environment(environ)
@@ -162,6 +164,7 @@ def _environment(program: Program, workdir: Path, environ: Mapping[str, str]) ->
     env = scrub_environment(environ)
     env["AUTOLOOP_PROGRAM"] = program.name
     env["AUTOLOOP_REPO_ROOT"] = str(workdir.resolve())
+    env["AUTOLOOP_PROGRAM_DIR"] = str((workdir / program.base_dir).resolve())
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     return env
 
@@ -169,6 +172,8 @@ def _environment(program: Program, workdir: Path, environ: Mapping[str, str]) ->
 def _judge(result: CommandResult, metric: str, timeout: float) -> tuple[float | None, dict[str, Any], str | None]:
     """Returns (metric, metrics, error) for one run: a failed process is an error even when it printed a metric."""
     value, metrics, error = parse_metric(result.stdout, metric)
+    if value is None and not metrics and result.stdout_dropped:
+        error = _cut_error(result)
     if result.timed_out:
         return None, metrics, f"timed out after {timeout:g} s"
     if result.returncode < 0:
@@ -176,6 +181,16 @@ def _judge(result: CommandResult, metric: str, timeout: float) -> tuple[float | 
     if result.returncode != 0:
         return None, metrics, f"exited with status {result.returncode}: {_exit_detail(result, metrics)}"
     return value, metrics, error
+
+
+def _cut_error(result: CommandResult) -> str:
+    """Returns why no JSON object was read from stdout that was cut over the output cap."""
+    last = next((line.strip() for line in reversed(result.stdout.splitlines()) if line.strip()), "")
+    if last.endswith("}"):
+        return (f"output cut at the output cap ({result.stdout_dropped} bytes dropped) before a JSON object ended; "
+                'print the metric object, such as {"score": 0.5}, on a short last line of its own')
+    return (f"the evaluation printed no JSON object in the part of its output kept under the cap "
+            f"({result.stdout_dropped} bytes dropped); print one such as {{\"score\": 0.5}} as its last line")
 
 
 def _exit_detail(result: CommandResult, metrics: Mapping[str, Any]) -> str:

@@ -16,11 +16,12 @@ from autoloop_py import integrity, stale_parents
 from autoloop_py import population as pop
 from autoloop_py import state as statefile
 from autoloop_py.checks import violations
+from autoloop_py.ci_gate import ci_gate_enabled
 from autoloop_py.evaluate import evaluate
 from autoloop_py.gitutil import call, changed_paths, open_repo
 from autoloop_py.iteration import iteration_rng, measure_baseline
 from autoloop_py.lock import program_lock
-from autoloop_py.memory import MemoryStore
+from autoloop_py.memory_folder import Memory, open_memory
 from autoloop_py.program import Program, target_files
 from autoloop_py.prompts import prompt_context, render_iteration_prompt
 from autoloop_py.recording import load_state, record_iteration, rejection_note, state_path
@@ -62,6 +63,8 @@ class Outcome:
       error: why the candidate failed, when it did.
       evaluate: run the program's evaluation here instead of trusting a reported metric.
       commit: the commit holding the candidate, when already made.
+      pending_ci: a kept candidate waits for CI (`⏳ pending-ci`, settled by `autoloop ci`) when the
+        program's CI gate is on, instead of being accepted at once.
     """
 
     summary: str
@@ -71,11 +74,15 @@ class Outcome:
     error: str | None = None
     evaluate: bool = False
     commit: str | None = None
+    pending_ci: bool = False
 
 
-def prepare(root: Path, program: Program, place_parent: bool = False) -> Handoff:
-    """Returns the next iteration's prompt; with place_parent the chosen parent's code is written to the Target file."""
-    memory = MemoryStore(root)
+def prepare(root: Path, program: Program, place_parent: bool = False, memory: Memory | None = None) -> Handoff:
+    """Returns the next iteration's prompt; with place_parent the chosen parent's code is written to the Target file.
+
+    memory: where the state files are (default: open_memory(root), the memory branch or AUTOLOOP_MEMORY_DIR).
+    """
+    memory = memory if memory is not None else open_memory(root)
     memory.sync()
     state = load_state(memory, program)
     iteration = state.machine.iteration_count + 1
@@ -110,14 +117,21 @@ def _guide_note(runner: strategy.StrategyRunner, state: statefile.StateFile, pro
     return render("handoff_guide_note.md.j2", strategy=name, reason=reason, program=program.name, max_uses=max_uses)
 
 
-def record(root: Path, program: Program, outcome: Outcome, budget: int = statefile.DEFAULT_BUDGET) -> statefile.IterationRecord:
-    """Judges the working tree's candidate against the best, records it, and returns the record."""
+def record(
+    root: Path,
+    program: Program,
+    outcome: Outcome,
+    budget: int = statefile.DEFAULT_BUDGET,
+    memory: Memory | None = None,
+) -> statefile.IterationRecord:
+    """Judges the working tree's candidate against the best, records it in memory (as prepare), and returns it."""
     with program_lock(root, program.name):
-        return _record_locked(root, program, outcome, budget)
+        return _record_locked(root, program, outcome, budget, memory if memory is not None else open_memory(root))
 
 
-def _record_locked(root: Path, program: Program, outcome: Outcome, budget: int) -> statefile.IterationRecord:
-    memory = MemoryStore(root)
+def _record_locked(
+    root: Path, program: Program, outcome: Outcome, budget: int, memory: Memory
+) -> statefile.IterationRecord:
     memory.sync()
     state = load_state(memory, program)
     integrity.check_records(memory, state_path(program), program.name, state)
@@ -130,13 +144,15 @@ def _record_locked(root: Path, program: Program, outcome: Outcome, budget: int) 
         decision = strategy.decide(runner, state, state.machine.best_metric, iteration, program.direction, rng, memory.read, None, rebase)
     best, baseline = _best_or_baseline(root, program, state)
     result = _judge(root, program, outcome, best)
+    if result.status == "accepted" and outcome.pending_ci and ci_gate_enabled(program):
+        result = _Judgement("pending-ci", result.metric, result.notes + "; waiting for CI", result.evaluated)
     extra = strategy.history_bullets(decision, result.metric) if decision is not None else ()
     entry = statefile.IterationRecord(
         status=result.status,
         timestamp=datetime.now(timezone.utc),
         change=outcome.summary,
         metric=result.metric,
-        commit=outcome.commit if result.status == "accepted" else None,
+        commit=_kept_commit(root, outcome, result.status),
         notes=result.notes,
         lesson=outcome.lesson if result.status != "error" else None,
         baseline=baseline,
@@ -195,6 +211,16 @@ def _best_or_baseline(root: Path, program: Program, state: statefile.StateFile) 
     if failure:
         log.warning("%s: the baseline evaluation failed (%s); the candidate becomes the baseline", program.name, failure)
     return best, baseline
+
+
+def _kept_commit(root: Path, outcome: Outcome, status: str) -> str | None:
+    """Returns the commit of a kept candidate: the one given, or for pending-ci the tree it will commit."""
+    if status == "accepted":
+        return outcome.commit
+    if status != "pending-ci":
+        return None
+    # The workflow pushes the commit after this job; until then a stash commit of the working tree names it.
+    return outcome.commit or call(open_repo(root), "stash", "create").stdout.decode().strip() or "uncommitted"
 
 
 def _at_head(root: Path, path: str) -> str | None:

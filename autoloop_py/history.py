@@ -53,6 +53,9 @@ _STATUS_BULLET_RE = re.compile(
 )
 _COUNT_RES = tuple(re.compile(p + r"\s*(\d{1,9})") for p in ("✅", "❌", "⚠\ufe0f?"))
 _KEY_RE = re.compile(r"<!--\s*autoloop-key:\s*([A-Za-z0-9_.:-]+)\s*-->")
+# The runner's own hidden line stands alone; every text a candidate supplies (change, notes, extra bullets)
+# is rendered on one bullet line, so a key it wrote into its summary never starts a line.
+_KEY_LINE_RE = re.compile(r"^<!--[ \t]*autoloop-key:[ \t]*([A-Za-z0-9_.:-]+)[ \t]*-->[ \t]*\r?$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -186,7 +189,7 @@ def parse_entry(text: str, title: str | None = None) -> HistoryEntry:
         status=_read_status(bullets.get("status", "")),
         text=text,
         timestamp=_read_when(title),
-        metric=_first_number(bullets.get("metric", "")),
+        metric=_entry_metric(bullets.get("metric", "")),
         change=bullets.get("change"),
         key=_read_key(text),
     )
@@ -234,8 +237,9 @@ def _read_status(text: str) -> str | None:
 
 
 def _read_key(text: str) -> str | None:
-    found = _KEY_RE.search(text)
-    return found.group(1) if found else None
+    """Returns the key of the entry's own hidden line (the last one standing alone), never one inside a bullet."""
+    found = _KEY_LINE_RE.findall(text)
+    return found[-1] if found else None
 
 
 def _read_when(title: str) -> datetime | None:
@@ -247,6 +251,11 @@ def _read_when(title: str) -> datetime | None:
         return datetime(year, month, day, hour, minute, second, tzinfo=timezone.utc)
     except ValueError:
         return None
+
+
+def _entry_metric(text: str) -> float | None:
+    """Returns the metric of a `**Metric**:` bullet; `— (previous best: 0.5, …)` (an error entry) has none."""
+    return _first_number(text.split("(", 1)[0])
 
 
 def prompt_text(text: str) -> str:

@@ -7,12 +7,13 @@ as refused, never run.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from github import GithubException
 
@@ -138,3 +139,43 @@ def materialize(root: Path, found: Sequence[IssueProgram], cache: Path) -> tuple
             continue
         programs.append(dataclasses.replace(program, issue=issue.number))
     return programs, problems
+
+
+SCHEDULED_DIR = "/tmp/gh-aw/issue-programs"
+SCHEDULED_JSON = "/tmp/gh-aw/autoloop.json"
+
+
+def scheduled(root: Path, environ: Mapping[str, str], taken: Iterable[str]) -> tuple[list[Program], list[ProgramError]]:
+    """Returns the issue programs an Agentic Workflows scheduler step wrote to disk, and their problems.
+
+    The agent job has no API token; the scheduler (`python3 -m autoloop_py.agentic_scheduler`) wrote each
+    body to `<dir>/<slug>.md` and the numbers to `issue_programs` in its JSON. The folder is
+    AUTOLOOP_ISSUE_PROGRAMS_DIR, or /tmp/gh-aw/issue-programs inside GitHub Actions; none elsewhere.
+    """
+    folder_env = environ.get("AUTOLOOP_ISSUE_PROGRAMS_DIR", "").strip()
+    if not folder_env and environ.get("GITHUB_ACTIONS") != "true":
+        return [], []
+    folder = Path(folder_env or SCHEDULED_DIR)
+    if not folder.is_dir():
+        return [], []
+    numbers = _scheduled_numbers(Path(environ.get("AUTOLOOP_OUTPUT", "").strip() or SCHEDULED_JSON))
+    names = set(taken)
+    found = [
+        IssueProgram(numbers.get(path.stem, 0), path.stem, path.stem, path.read_text(encoding="utf-8", errors="replace"))
+        for path in sorted(folder.glob("*.md"))
+        if path.stem not in names
+    ]
+    programs, problems = materialize(root, found, folder)
+    return [dataclasses.replace(p, issue=p.issue or None) for p in programs], problems
+
+
+def _scheduled_numbers(path: Path) -> dict[str, int]:
+    """Returns {slug: issue number} from the scheduler's JSON ({} when absent or unreadable)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    found = data.get("issue_programs") if isinstance(data, dict) else None
+    if not isinstance(found, dict):
+        return {}
+    return {str(k): v for k, v in found.items() if isinstance(v, int) and not isinstance(v, bool)}

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Mapping
 
 from autoloop_py import candidate_dir, checks, faults, recovery, trace, state as statefile
-from autoloop_py import budget, integrity, lineage_store, novelty, stale_parents
+from autoloop_py import budget, integrity, lineage_store, novelty, rejudge, stale_parents
 from autoloop_py.evaluate import EvaluationResult, evaluate
 from autoloop_py.lock import program_lock
 from autoloop_py.memory import MemoryStore
@@ -149,7 +149,7 @@ def _run_locked(root: Path, program: Program, options: RunOptions, now: datetime
         # Before reconcile records anything: a stale copy of the file must not get a reused iteration number.
         integrity.check_records(memory, state_path(program), program.name, load_state(memory, program))
         recovery.reconcile(root, program, memory, options.budget, ci_gate=options.ci_gate, dry_run=not options.writes)
-        state = load_state(memory, program)
+        state = load_state(memory, program, options.budget)
         runner = strategy.load_runner(program, root)
     over = _over_budget(memory, program, state, options, now)
     if over is not None:
@@ -166,6 +166,8 @@ def _run_locked(root: Path, program: Program, options: RunOptions, now: datetime
         base_tree = branch_tree(root, workspace.branch)
         measured = _evaluate_baseline(program, workspace.path, state, clock, sandbox)
         best, baseline, failure = _baseline_outcome(state, measured)
+        if measured is None and not options.ci_gate:
+            best = rejudge.branch_bar(root, memory, program, state, best)
         seed = seed_data(program, workspace.path, baseline)
         if failure is not None:
             attempt = _Attempt(error_record(now, "baseline", f"baseline evaluation failed: {failure}", options.run_url))
@@ -187,9 +189,10 @@ def _run_locked(root: Path, program: Program, options: RunOptions, now: datetime
         ))
     elif not options.dry_run:
         with clock("record"):
-            record_iteration(
+            record = rejudge.rejudged(root, memory, program, record, best, options.budget)
+            record = record_iteration(
                 memory, program, record, options.budget, runner, attempt.candidate, attempt.prompt, attempt.evaluated,
-                seed, attempt.decision, base,
+                seed, attempt.decision, base, functools.partial(rejudge.recheck, program, best),
             )
     return IterationOutcome(
         program=program.name,

@@ -62,4 +62,6 @@ def _acquire(handle: int, path: Path, program: str, wait: float, poll: float) ->
 def _lock_path(root: Path, program: str) -> Path:
     common = Path(run(open_repo(root), "rev-parse", "--git-common-dir"))
     common = common if common.is_absolute() else root / common
-    return common / "autoloop" / "locks" / f"{program}.lock"
+    # A folder of their own: `locks/worktrees.lock` is the worktree lock, and a program once named
+    # `worktrees` locked it first, then waited for itself in `git worktree add`.
+    return common / "autoloop" / "locks" / "programs" / f"{program}.lock"

@@ -11,7 +11,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import mistune
 from mistune.block_parser import BlockParser
@@ -234,6 +234,19 @@ def inline_text(children: list[Token]) -> str:
 
 _NEWLINE_RE = re.compile("\n")
 _EMOJI_RE = re.compile(r"[^\w\s\-–—:./()]", re.UNICODE)
+
+
+def section_named(sections: Iterable[Section], name: str) -> Section | None:
+    """Returns the first section whose heading is `name` or starts with it as whole words.
+
+    `## Evolution Strategy (inspired by OpenEvolve)` is the `evolution strategy` section; `## Goals`
+    is not the `goal` one.
+    """
+    for section in sections:
+        key = section.key
+        if key == name or (key.startswith(name) and not key[len(name)].isalnum()):
+            return section
+    return None
 
 
 def normalize_heading(text: str) -> str:

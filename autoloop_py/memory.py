@@ -11,15 +11,16 @@ import builtins
 import logging
 import os
 import random
-import tempfile
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Mapping
 
+from autoloop_py import tempdirs
 from autoloop_py import faults
 from autoloop_py.errors import GitError, StateError
+from autoloop_py.push_refusal import ACCESS, SIZE, describe, read_refusal
 from autoloop_py.redact import Redactor, from_environment
 from autoloop_py.gitutil import (
     call,
@@ -270,6 +271,10 @@ class MemoryStore:
             seen = tracking_tip(self._repo, self.config.remote, self.config.branch)
             pushed = push_branch(self._repo, self.config.remote, sha, self.config.branch, seen)
             if not pushed.ok:
+                refusal = read_refusal(pushed.stderr)
+                if refusal.kind in (SIZE, ACCESS):  # retrying cannot help; say why at once
+                    raise GitError(f"could not record {path} on {self.config.branch}: "
+                                   f"{describe(refusal, self.config.remote)}", path=self.repo_root)
                 raise _Retry(f"push rejected: {pushed.stderr.strip()}", sha)
         return sha
 
@@ -347,7 +352,7 @@ class MemoryStore:
 
     def _write_tree(self, parent: str | None, files: Mapping[str, str | bytes]) -> str:
         """Returns the tree of `parent` with `files` written over it, built in a temporary index."""
-        with tempfile.TemporaryDirectory(prefix="autoloop-index-") as tmp:
+        with tempdirs.temporary("autoloop-index-") as tmp:
             env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
             run(self._repo, "read-tree", *([parent] if parent else ["--empty"]), env=env)
             infos: list[str] = []

@@ -217,7 +217,7 @@ def _missing_support(program: Program, root: Path) -> list[ProgramError]:
 
 def _strategy_mentions(program: Program, pattern: re.Pattern[str]) -> list[tuple[str, int]]:
     """Returns (path, 1-based line) of each distinct `strategy/…` path the section's prose mentions."""
-    section = next((s for s in md.split_sections(program.text) if s.key == "evolution strategy"), None)
+    section = md.section_named(md.split_sections(program.text), "evolution strategy")
     if section is None:
         return []
     seen: dict[str, int] = {}

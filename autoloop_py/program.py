@@ -11,6 +11,7 @@ from typing import Any, Iterable
 import yaml
 
 from autoloop_py import markdown as md
+from autoloop_py import program_names
 from autoloop_py.errors import ProgramError
 
 PROGRAMS_DIR = Path(".autoloop/programs")
@@ -48,6 +49,7 @@ class ProgramConfig:
       budget_usd_per_day: dollars per UTC day.
       budget_tokens: model tokens in all.
       budget_tokens_per_day: model tokens per UTC day.
+      max_file_bytes: the largest Target file a candidate may write; a larger one is rejected before evaluation.
       extra: frontmatter keys this version does not know, kept for strategies.
     """
 
@@ -71,6 +73,7 @@ class ProgramConfig:
     budget_usd_per_day: float | None = None
     budget_tokens: float | None = None
     budget_tokens_per_day: float | None = None
+    max_file_bytes: int = 1 << 20
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -128,6 +131,7 @@ class Program:
       unconfigured: the file is a template (sentinel or placeholder text).
       text: the whole program.md.
       issue: the GitHub issue that defines the program (issue programs only).
+      warnings: `file:line: message` notes on values read leniently, saying what was assumed.
     """
 
     name: str
@@ -141,6 +145,7 @@ class Program:
     unconfigured: bool
     text: str
     issue: int | None = None
+    warnings: tuple[str, ...] = ()
 
     @property
     def base_dir(self) -> Path:
@@ -171,7 +176,9 @@ def program_name(path: Path) -> str:
 def load_programs(root: Path) -> list[Program]:
     """Loads every program under root; raises the first ProgramError (see `check_all`)."""
     paths = discover(root)
-    _check_unique(paths)
+    clashes = _clashes(paths)
+    if clashes:
+        raise clashes[0]
     return [load_program(root, p) for p in paths]
 
 
@@ -203,13 +210,12 @@ def require_on_base(program: Program, worktree: Path, base: str, remote: bool = 
 def check_all(root: Path) -> tuple[list[Program], list[ProgramError]]:
     """Returns the programs that load and every problem found in any program."""
     programs: list[Program] = []
-    problems: list[ProgramError] = []
     paths = discover(root)
-    try:
-        _check_unique(paths)
-    except ProgramError as err:
-        problems.append(err)
+    problems = _clashes(paths)
+    clashing = {p.path for p in problems}
     for rel in paths:
+        if rel in clashing:
+            continue  # a name used twice: neither program runs
         program, found = _parse(root, rel)
         problems.extend(found)
         if program is not None and not found:
@@ -227,13 +233,13 @@ def find_program(programs: Iterable[Program], name: str) -> Program:
     raise ProgramError(f"no program named '{name}'. Available programs: {names}")
 
 
-def _check_unique(paths: list[Path]) -> None:
-    seen: dict[str, Path] = {}
-    for rel in paths:
-        name = program_name(rel)
-        if name in seen:
-            raise ProgramError(f"two programs are named '{name}' (also {seen[name]}); rename one", rel)
-        seen[name] = rel
+def _clashes(paths: list[Path]) -> list[ProgramError]:
+    """Returns an error for every program whose name another program also has."""
+    clashes = program_names.duplicates((program_name(rel), rel) for rel in paths)
+    return [
+        ProgramError(program_names.duplicate_message(program_name(rel), clashes[program_name(rel).casefold()], rel), rel)
+        for rel in paths if program_name(rel).casefold() in clashes
+    ]
 
 
 def _parse(root: Path, rel: Path) -> tuple[Program | None, list[ProgramError]]:
@@ -241,12 +247,17 @@ def _parse(root: Path, rel: Path) -> tuple[Program | None, list[ProgramError]]:
         text = (root / rel).read_text(encoding="utf-8")
     except UnicodeDecodeError as err:
         return None, [ProgramError(f"not UTF-8 text (byte {err.start}); save the file as UTF-8", rel)]
-    problems: list[ProgramError] = []
     name = program_name(rel)
+    bad_name = program_names.name_problem(name)
+    if bad_name is not None:
+        return None, [ProgramError(f"{bad_name}; rename the {'folder' if rel.name == 'program.md' else 'file'}", rel)]
+    problems: list[ProgramError] = []
     directory = rel.parent if rel.name == "program.md" else None
-    config, body_offset = _parse_frontmatter(text, rel, problems)
+    warnings: list[str] = []
+    config, body_offset = _parse_frontmatter(text, rel, problems, warnings)
     unconfigured = UNCONFIGURED_SENTINEL in text
-    sections = {s.key: s for s in md.split_sections(text) if s.heading is not None}
+    found = [s for s in md.split_sections(text) if s.heading is not None]
+    sections = {name: s for name in _SECTIONS if (s := md.section_named(found, name)) is not None}
     goal = sections["goal"].body.strip() if "goal" in sections else ""
     base = directory if directory is not None else Path(".")
     target = _parse_target(sections.get("target"), root, base, rel, problems)
@@ -276,6 +287,7 @@ def _parse(root: Path, rel: Path) -> tuple[Program | None, list[ProgramError]]:
         config=config,
         unconfigured=unconfigured,
         text=text,
+        warnings=tuple(warnings),
     )
     if unconfigured:
         return program, []
@@ -288,6 +300,13 @@ def _replace(config: ProgramConfig, **changes: Any) -> ProgramConfig:
     return replace(config, **changes)
 
 
+_SECTIONS = ("goal", "target", "evaluation", "evolution strategy")
+# Keys upstream autoloop reads leniently (a bad value is a warning there): what we assume instead.
+_LENIENT = {
+    "metric_direction": (None, "assuming what the Evaluation prose says, else `higher` (as upstream autoloop)"),
+    "target_metric": (None, "ignoring it: the program never completes on its own"),
+    "timeout_minutes": (None, "ignoring it"),
+}
 _FRONTMATTER_RE = re.compile(r"\A((?:\s*<!--.*?-->\s*\n)*)---[ \t]*\n(.*?)\n---[ \t]*(?:\n|\Z)", re.DOTALL)
 
 _KEYS = {
@@ -319,10 +338,14 @@ _KEYS = {
     "llm_retries": "llm_retries",
     **{spelling: name for name in ("budget_usd", "budget_usd_per_day", "budget_tokens", "budget_tokens_per_day")
        for spelling in (name, name.replace("_", "-"))},
+    "max-file-bytes": "max_file_bytes",
+    "max_file_bytes": "max_file_bytes",
 }
 
 
-def _parse_frontmatter(text: str, rel: Path, problems: list[ProgramError]) -> tuple[ProgramConfig, int]:
+def _parse_frontmatter(
+    text: str, rel: Path, problems: list[ProgramError], warnings: list[str]
+) -> tuple[ProgramConfig, int]:
     match = _FRONTMATTER_RE.match(text)
     if not match:
         return ProgramConfig(), 0
@@ -348,7 +371,12 @@ def _parse_frontmatter(text: str, rel: Path, problems: list[ProgramError]) -> tu
         try:
             values[field_name] = _coerce(field_name, value)
         except ValueError as err:
-            problems.append(ProgramError(f"frontmatter `{key}`: {err}", rel, line))
+            if field_name not in _LENIENT:
+                problems.append(ProgramError(f"frontmatter `{key}`: {err}", rel, line))
+                continue
+            assumed, what = _LENIENT[field_name]
+            values[field_name] = assumed
+            warnings.append(f"{rel}:{line}: frontmatter `{key}`: {err}; {what}")
     return ProgramConfig(**values, extra=extra), match.end()
 
 
@@ -361,12 +389,12 @@ def _key_line(block: str, key: str) -> int:
 
 _DEFAULTED = (
     "evaluation_timeout", "repeats", "min_delta", "seed", "novelty_filter", "novelty_threshold", "llm_timeout",
-    "llm_retries", "isolation", "evaluation_network",
+    "llm_retries", "max_file_bytes", "isolation", "evaluation_network",
 )
 _ISOLATIONS = ("auto", "bwrap", "none")
-
-
-_LEAST = {"repeats": 1, "llm_retries": 0}
+# Zero or less would mean "no time at all" (and `.inf` no limit at all), so these must be positive and finite.
+_POSITIVE = ("evaluation_timeout", "timeout_minutes")
+_LEAST = {"repeats": 1, "llm_retries": 0, "max_file_bytes": 1}
 
 
 def _coerce(field_name: str, value: Any) -> Any:
@@ -380,14 +408,16 @@ def _coerce(field_name: str, value: Any) -> Any:
         if not isinstance(value, bool):
             raise ValueError(f"must be true or false, got {value!r}")
         return value
-    if field_name in ("schedule", "proposer", "model"):
+    if field_name == "schedule":
+        return _schedule(str(value).strip())
+    if field_name in ("proposer", "model"):
         return str(value).strip()
     if field_name == "metric_direction":
         direction = str(value).strip().strip("'\"").lower()
         if direction not in ("higher", "lower"):
             raise ValueError(f"must be `higher` or `lower`, got {value!r}")
         return direction
-    if field_name in ("repeats", "seed", "llm_retries"):
+    if field_name in ("repeats", "seed", "llm_retries", "max_file_bytes"):
         if isinstance(value, bool) or not isinstance(value, int) or (field_name != "seed" and value < _LEAST[field_name]):
             least = f" >= {_LEAST[field_name]}" if field_name != "seed" else ""
             raise ValueError(f"must be a whole number{least}, got {value!r}")
@@ -398,13 +428,26 @@ def _coerce(field_name: str, value: Any) -> Any:
         number = float(str(value).strip().strip("'\""))
     except ValueError:
         raise ValueError(f"must be a number, got {value!r}") from None
-    if math.isnan(number) or (field_name != "target_metric" and number < 0):
+    if not math.isfinite(number):
+        raise ValueError(f"must be a finite number, got {value!r}")
+    if field_name in _POSITIVE and number <= 0:
+        raise ValueError(f"must be a number above 0, got {value!r}")
+    if field_name != "target_metric" and number < 0:
         raise ValueError(f"must be a non-negative number, got {value!r}")
     if field_name == "llm_timeout" and number <= 0:
         raise ValueError(f"must be a number of seconds above 0, got {value!r}")
     if field_name == "novelty_threshold" and not 0 < number <= 1:
         raise ValueError(f"must be a share above 0 and at most 1 (e.g. 0.8), got {value!r}")
     return number
+
+
+def _schedule(text: str) -> str:
+    """Returns the schedule when it reads as an interval above zero; raises ValueError saying why not."""
+    from autoloop_py.schedule import parse_schedule  # schedule.py imports this module
+
+    if text:
+        parse_schedule(text)
+    return text
 
 
 def _default(field_name: str) -> Any:
@@ -417,15 +460,27 @@ def _parse_target(section: md.Section | None, root: Path, base: Path, rel: Path,
         return Target(())
     include: list[str] = []
     exclude: list[str] = []
+    prose: list[str] = []
     excluding = False
     for token in md.parse_blocks(section.body):
         if token["type"] == "paragraph":
             excluding = excluding or _says_do_not_modify(md.inline_text(token.get("children", [])))
+            if not excluding:
+                prose.extend(c["raw"].strip() for c in _codespans(token))
         elif token["type"] == "list":
-            for paths, nested_exclude in _target_items(token, excluding):
-                (exclude if nested_exclude else include).extend(paths)
+            for spans, nested_exclude in _target_items(token, excluding):
+                (exclude if nested_exclude else include).extend(spans)
+    include = [p for p in include if looks_like_path(p, root, base)]
+    exclude = [p for p in exclude if looks_like_path(p, root, base)]
+    if not include:
+        # A prose Target ("Only modify files in the test directory (e.g., `tests/`).") names its paths inline.
+        include = [p for p in prose if looks_like_path(p, root, base)]
     if not include:
         problems.append(ProgramError("`## Target` lists no backticked file paths or globs", rel, section.start + 1))
+    outside = {raw: why for raw in include + exclude if (why := _leaves_repository(root, raw, _resolve(root, base, raw)))}
+    for raw, why in outside.items():
+        problems.append(ProgramError(f"Target `{raw}` {why}", rel, _line_containing(section, f"`{raw}`")))
+    include = [p for p in include if p not in outside]
     resolved_in = [_resolve(root, base, p) for p in include]
     resolved_ex = [_resolve(root, base, p) for p in exclude]
     for pattern, raw in zip(resolved_in, include):
@@ -433,6 +488,32 @@ def _parse_target(section: md.Section | None, root: Path, base: Path, rel: Path,
             line = _line_containing(section, f"`{raw}`")
             problems.append(ProgramError(f"Target `{raw}` matches nothing; fix the path or create the file", rel, line))
     return Target(tuple(resolved_in), tuple(resolved_ex), section.start)
+
+
+# Extensions that make a backticked word a file name even when no such file exists yet (so a typo is reported).
+_FILE_SUFFIXES = frozenset(
+    "py pyi ipynb js mjs cjs jsx ts tsx json jsonl yaml yml toml ini cfg conf md rst txt csv tsv c h cc cpp cxx hpp "
+    "rs go java kt kts scala rb php pl lua r jl swift m mm cs fs sql sh bash zsh ps1 html htm css scss vue svelte "
+    "xml proto graphql tf lock mk cmake gradle dart ex exs erl hs ml zig nim v sv vhd".split()
+)
+_NOT_PATH_CHARS = frozenset(" \t()=,;:'\"<>{}|+&!%^$#@~")
+
+
+def looks_like_path(span: str, root: Path, base: Path) -> bool:
+    """Returns whether a backticked Target span names a file, folder or glob (not a marker name or code).
+
+    `code/search.py`, `tests/`, `src/**/*.ts`, `Makefile` (when it exists) are paths; `EVOLVE-BLOCK-START`,
+    `run_search` and `f(x, y)` are not.
+    """
+    text = span.strip()
+    if not text or any(ch in _NOT_PATH_CHARS for ch in text):
+        return False
+    if "/" in text or any(ch in text for ch in "*?["):
+        return True
+    if (root / base / text).exists() or (root / text).exists():
+        return True
+    stem, dot, suffix = text.rpartition(".")
+    return bool(dot and stem and suffix.lower() in _FILE_SUFFIXES)
 
 
 def _line_containing(section: md.Section, needle: str) -> int:
@@ -466,12 +547,34 @@ def _says_do_not_modify(text: str) -> bool:
     return "do not modify" in lowered or "don't modify" in lowered or "must not modify" in lowered
 
 
+def _leaves_repository(root: Path, raw: str, pattern: str) -> str:
+    """Returns how a Target path leads outside the repository (`..`, absolute, a symlink out), or ''."""
+    pure = PurePosixPath(raw.strip())
+    if pure.is_absolute() or Path(raw.strip()).is_absolute():
+        return "is an absolute path; write it relative to the program folder or the repository root"
+    if ".." in pure.parts:
+        return "holds `..`; Target paths stay inside the repository"
+    top = root.resolve()
+    if any(ch in pattern for ch in "*?["):
+        prefix = pattern.split("*")[0].split("?")[0].split("[")[0]
+        start = root / prefix.rsplit("/", 1)[0] if "/" in prefix else root
+        found = [start, *(p for p in start.rglob("*") if glob_match(pattern, p.relative_to(root).as_posix()))] \
+            if start.is_dir() else []
+    else:
+        found = [root / pattern] if (root / pattern).exists() or (root / pattern).is_symlink() else []
+    for path in found:
+        real = path.resolve()
+        if real != top and top not in real.parents:
+            return f"leads outside the repository through a symbolic link ({path.relative_to(root).as_posix()})"
+    return ""
+
+
 def _resolve(root: Path, base: Path, pattern: str) -> str:
     """Returns a repo-relative pattern: relative to the program folder if it matches there, else the root."""
-    pattern = pattern.strip().lstrip("./") if pattern.startswith("./") else pattern.strip()
+    pattern = pattern.strip().removeprefix("./")
     if pattern.startswith("/"):
         return pattern.lstrip("/")
-    local = (base / pattern).as_posix() if str(base) != "." else pattern
+    local = f"{base.as_posix()}/{pattern}" if str(base) != "." else pattern
     if str(base) == "." or _matches_any(root, local) or not _matches_any(root, pattern):
         return local
     return pattern
@@ -548,7 +651,7 @@ def target_files(target: Target, root: Path) -> list[str]:
     """Returns the existing files under root (repo-relative, sorted) that the Target allows."""
     found: set[str] = set()
     for pattern in target.include:
-        if not any(ch in pattern for ch in "*?["):
+        if not any(ch in pattern for ch in "*?[") and not pattern.endswith("/"):
             if (root / pattern).is_file() and target.allows(pattern):
                 found.add(pattern)
             continue

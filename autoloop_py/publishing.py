@@ -12,13 +12,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Mapping
 
-from autoloop_py import checks, faults, recovery
+from autoloop_py import checks, faults, push_refusal, recovery
 from autoloop_py.errors import GitError
 from autoloop_py.gitutil import call, open_repo, rev_parse
 from autoloop_py.history import IterationRecord
 from autoloop_py.lock import program_lock
 from autoloop_py.memory import MemoryStore
-from autoloop_py.outcome import MAX_FILE_BYTES, Outcome, OutcomeError, problems
+from autoloop_py.outcome import Outcome, OutcomeError, problems
 from autoloop_py.program import Program
 from autoloop_py.recording import record_iteration
 from autoloop_py.redact import from_environment
@@ -38,13 +38,15 @@ def branch_tree(root: Path, branch: str) -> str | None:
 
 def keep_candidate(
     workspace: Workspace, program: Program, summary: str, iteration: int, run_url: str | None, marks: Mapping[str, str]
-) -> tuple[str | None, str | None]:
+) -> tuple[str | None, tuple[str, str] | None]:
     """Commits the workspace's changes and pushes the program branch.
 
-    Returns (commit, None), or (None, why) when another run advanced the remote branch first: the
-    candidate was judged against a stale best, so it is withdrawn (kept under refs/autoloop/orphaned/).
+    Returns (commit, None), or (None, (why, status)) when the push was refused: the candidate is withdrawn
+    (kept under refs/autoloop/orphaned/). A lost race or a size limit makes it a rejection, anything else an
+    error, and the note says which (git's own reason, not a guess).
     """
-    message = f"[Autoloop: {program.name}] Iteration {iteration}: {summary}"
+    # One line: a summary's own paragraphs could pass for trailers (Autoloop-Key, Autoloop-Metric).
+    message = f"[Autoloop: {program.name}] Iteration {iteration}: {' '.join(summary.split())}"
     if run_url:
         message += f"\n\nRun: {run_url}"
     # The summary came from a model or an agent: a secret value in it is masked before it is pushed.
@@ -56,15 +58,24 @@ def keep_candidate(
         faults.checkpoint("after-candidate-push")
     except GitError as err:
         kept = workspace.withdraw(commit)
-        return None, (f"another run advanced autoloop/{program.name} first, so this candidate was judged against a "
-                      f"stale best; it is kept at {kept} ({err.message.splitlines()[0][:120]})")
+        refusal = push_refusal.read_refusal(err.message)
+        if refusal.is_race:
+            why = (f"another run advanced autoloop/{program.name} first, so this candidate was judged against a "
+                   f"stale best; it is kept at {kept} ({refusal.detail[:120]})")
+        else:
+            why = (f"the push of autoloop/{program.name} failed, so the candidate is not kept on the branch "
+                   f"(it is at {kept}): {push_refusal.describe(refusal, workspace.remote)}")
+        return None, (why, "rejected" if refusal.kind in (push_refusal.RACE, push_refusal.SIZE) else "error")
     return commit, None
 
 
-def settle_kept(record: IterationRecord, commit: str | None, withdrawn: str | None, ci_gate: bool) -> IterationRecord:
-    """Returns the record of an improving candidate once keep_candidate ran: accepted, pending-ci or rejected."""
+def settle_kept(
+    record: IterationRecord, commit: str | None, withdrawn: tuple[str, str] | None, ci_gate: bool
+) -> IterationRecord:
+    """Returns the record of an improving candidate once keep_candidate ran: accepted, pending-ci, rejected or error."""
     if withdrawn is not None:
-        return replace(record, status="rejected", notes=withdrawn, commit=None)
+        why, status = withdrawn
+        return replace(record, status=status, notes=why, commit=None)
     if ci_gate and commit is not None:
         return replace(record, status="pending-ci", commit=commit, notes=record.notes + CI_PENDING_NOTE)
     return replace(record, commit=commit)
@@ -76,7 +87,7 @@ def check_outcome(root: Path, program: Program, outcome: Outcome) -> None:
     if runner is None and (outcome.decision is not None or outcome.candidate_source is not None):
         raise OutcomeError(f"refusing the outcome of '{program.name}': it carries a strategy decision, and the "
                            "program runs no strategy")
-    cap = int(getattr(program.config, "max_file_bytes", MAX_FILE_BYTES) or MAX_FILE_BYTES)
+    cap = program.config.max_file_bytes
     found = problems(outcome, program.name, program.target.allows, cap)
     if found:
         raise OutcomeError(f"refusing the outcome of '{program.name}', nothing was written: " + "; ".join(found))

@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
 from autoloop_py import ci_gate, stale_parents, trace, state as statefile
-from autoloop_py.errors import ProgramError
+from autoloop_py.errors import ProgramError, StateError
 from autoloop_py.history import KEY_TRAILER
-from autoloop_py.memory import MemoryStore
+from autoloop_py.memory_folder import Memory
 from autoloop_py.population import Candidate
 from autoloop_py.program import Program
 from autoloop_py.proposers.base import Proposal
@@ -18,12 +18,22 @@ from autoloop_py.strategies import runner as strategy
 from autoloop_py.strategies.runner import StrategyRunner
 
 _UNLIMITED = 1 << 40
+Recheck = Callable[[statefile.IterationRecord, float | None], statefile.IterationRecord]
+# A state file is refused, unparsed, past HARD_CAP_FACTOR times its budget (never below HARD_CAP_FLOOR, so
+# that a hand-edited file of a few MB is still read and compacted): 50 MB took 81 s and 1.4 GB to parse.
+HARD_CAP_FACTOR = 10
+HARD_CAP_FLOOR = 8 << 20
 
 
-def load_state(memory: MemoryStore, program: Program) -> statefile.StateFile:
+def hard_cap(budget: int) -> int:
+    """Returns the size in bytes above which a state file is refused without parsing it."""
+    return max(HARD_CAP_FACTOR * budget, HARD_CAP_FLOOR)
+
+
+def load_state(memory: Memory, program: Program, budget: int = statefile.DEFAULT_BUDGET) -> statefile.StateFile:
     """Returns the program's state file as the memory branch holds it (a fresh one when it has none)."""
     path = state_path(program)
-    return parse_or_new(memory.read(path), program, path)
+    return parse_or_new(memory.read(path), program, path, budget)
 
 
 def state_path(program: Program) -> str:
@@ -31,8 +41,19 @@ def state_path(program: Program) -> str:
     return f"{program.name}.md"
 
 
-def parse_or_new(text: str | None, program: Program, path: str) -> statefile.StateFile:
-    """Returns the parsed state file, or a fresh one when the program has none yet."""
+def parse_or_new(
+    text: str | None, program: Program, path: str, budget: int = statefile.DEFAULT_BUDGET
+) -> statefile.StateFile:
+    """Returns the parsed state file, or a fresh one when the program has none yet; refuses one over the hard cap."""
+    if text is not None and len(text) > hard_cap(budget) // 4:  # a character is at most 4 bytes: measure only then
+        size = len(text.encode("utf-8"))
+        if size > hard_cap(budget):
+            raise StateError(
+                f"the state file is {size} bytes, over the hard cap of {hard_cap(budget)} "
+                f"({HARD_CAP_FACTOR}x its {budget}-byte budget, at least {HARD_CAP_FLOOR}), so it is not read; "
+                "fold or delete old history entries on the memory branch by hand",
+                path=path,
+            )
     if text is None or not text.strip():
         metric = program.evaluation.metric if program.evaluation else "metric"
         return statefile.new_state(program.name, program.goal, metric, program.direction, program.config.target_metric)
@@ -40,7 +61,7 @@ def parse_or_new(text: str | None, program: Program, path: str) -> statefile.Sta
 
 
 def record_iteration(
-    memory: MemoryStore,
+    memory: Memory,
     program: Program,
     record: statefile.IterationRecord,
     budget: int,
@@ -51,19 +72,27 @@ def record_iteration(
     seed: trace.Evaluated | None = None,
     decision: object = None,
     base: str | None = None,
-) -> None:
+    recheck: Recheck | None = None,
+) -> statefile.IterationRecord:
     """Applies the record to the freshest state file and commits it; re-applied on a concurrent update.
 
     `base` is the default-branch commit the candidate was made on, kept for its Population entry.
+    recheck(record, best of the fresh state) returns the record to apply there (an accepted one may have lost
+    to a concurrent better candidate meanwhile). Returns the record as applied.
     """
     path = state_path(program)
     kept: dict[str, str] = {}
+    applied = [record]
 
     def change(text: str | None) -> str:
-        current = parse_or_new(text, program, path)
+        current = parse_or_new(text, program, path, budget)
         if text is not None and record.key and any(entry.key == record.key for entry in current.history):
             kept.clear()  # a retried or re-run record that is already there is not added twice
             return text
+        applied[0] = recheck(record, current.machine.best_metric) if recheck is not None else record
+        return _applied(current, applied[0])
+
+    def _applied(current: statefile.StateFile, record: statefile.IterationRecord) -> str:
         apply = ci_gate.record_pending if record.status == "pending-ci" else statefile.apply_iteration
         updated = apply(
             current,
@@ -104,9 +133,10 @@ def record_iteration(
     if record.key:
         message += f"\n\n{KEY_TRAILER}: {record.key}"
     memory.update(path, change, message, extra=lambda: dict(kept))
+    return applied[0]
 
 
-def record_pause(memory: MemoryStore, program: Program, paused: bool, reason: str | None) -> None:
+def record_pause(memory: Memory, program: Program, paused: bool, reason: str | None) -> None:
     """Sets (or clears) Paused and its reason in the program's state file, on the freshest text."""
     path = state_path(program)
 

@@ -3,8 +3,8 @@
 Every iteration carries an idempotency key `<program>:<iteration>:<random token>`: in the
 trailers of its candidate commit (with `Autoloop-Metric`, `Autoloop-Baseline`, `Autoloop-Runner`), in a
 hidden line of its history entry and in the trailer of its memory-branch commit. Before an
-iteration, `reconcile` removes worktrees of dead runs, pushes memory commits the remote lacks, and
-records every candidate commit on `autoloop/<name>` whose key no record has (a run killed between
+iteration, `reconcile` removes worktrees and temporary folders of dead runs, pushes memory commits the
+remote lacks, and records every candidate commit on `autoloop/<name>` whose key no record has (a run killed between
 its candidate commit and its state update), so no accepted commit goes unrecorded.
 """
 
@@ -23,7 +23,7 @@ from typing import Collection, Mapping, Sequence
 
 import git
 
-from autoloop_py import state as statefile
+from autoloop_py import state as statefile, tempdirs
 from autoloop_py.gitutil import (
     call, fetch_branches, has_remote, is_ancestor, open_repo, push_branch, rev_parse, tracking_tip,
 )
@@ -83,7 +83,7 @@ def new_key(program: str, iteration: int) -> str:
 
 
 def key_slug(program: str) -> str:
-    """Returns the program name as a key spells it."""
+    """Returns the program name as a key (or a ref) spells it."""
     return _UNSAFE_RE.sub("-", program).strip("-") or "program"
 
 
@@ -136,7 +136,7 @@ def interrupted(commits: Sequence[tuple[str, str, datetime]], recorded: Collecti
 
 def _interrupted(sha: str, key: str, message: str, fields: Mapping[str, str], when: datetime) -> Interrupted | None:
     """Returns the unrecorded candidate, or None when its trailers carry no readable metric."""
-    metric, baseline = _number(fields.get(METRIC)), _number(fields.get(BASELINE))
+    metric, baseline = number(fields.get(METRIC)), number(fields.get(BASELINE))
     if metric is None:
         log.warning("commit %s has %s %s but no readable %s; not recovering it", sha[:12], KEY, key, METRIC)
         return None
@@ -145,7 +145,8 @@ def _interrupted(sha: str, key: str, message: str, fields: Mapping[str, str], wh
     return Interrupted(sha, key, match.group(1) if match else subject, metric, baseline, when, fields.get(RUNNER))
 
 
-def _number(text: str | None) -> float | None:
+def number(text: str | None) -> float | None:
+    """Returns a trailer's finite number (None when absent or unreadable)."""
     try:
         value = float(text) if text else None
     except ValueError:
@@ -156,7 +157,7 @@ def _number(text: str | None) -> float | None:
 def settled(item: Interrupted, now: datetime, host: str | None = None) -> bool:
     """Returns whether the run that committed `item` is surely over: a dead process on this host, or GRACE passed."""
     name, _, pid = (item.runner or "").rpartition(":")
-    if name and name == (host or socket.gethostname()) and pid.isdigit() and _pid_is_dead(int(pid)):
+    if name and name == (host or socket.gethostname()) and pid.isdigit() and tempdirs.pid_is_dead(int(pid)):
         return True
     return item.when <= now - GRACE
 
@@ -180,6 +181,11 @@ def recorded_keys(state: statefile.StateFile) -> set[str]:
     return {entry.key for entry in state.history if entry.key}
 
 
+def known_keys(repo: git.Repo, memory: MemoryStore, program: Program, state: statefile.StateFile) -> set[str]:
+    """Returns the keys of every iteration recorded for the program: in its history, or in a memory commit."""
+    return recorded_keys(state) | _memory_keys(repo, memory, program.name)
+
+
 # ---------------------------------------------------------------- effects
 
 
@@ -188,6 +194,7 @@ def reconcile(
 ) -> tuple[IterationRecord, ...]:
     """Repairs what an interrupted run left: stale worktrees, unpushed memory, unrecorded candidates; returns records added."""
     remove_stale_worktrees(root)
+    remove_stale_tempdirs()
     if dry_run:
         return ()
     memory.publish()
@@ -196,7 +203,7 @@ def reconcile(
     tip, unpushed = _branch_tip(repo, branch, remote)
     if tip is None:
         return ()
-    recorded = recorded_keys(load_state(memory, program)) | _memory_keys(repo, memory, program.name)
+    recorded = known_keys(repo, memory, program, load_state(memory, program, budget))
     now = datetime.now(timezone.utc)
     found = [item for item in interrupted(_walk(repo, tip), recorded) if settled(item, now)]
     if not found or (unpushed and not _publish_branch(repo, branch, remote)):
@@ -267,12 +274,9 @@ def remove_stale_worktrees(root: Path) -> list[Path]:
     with worktree_admin(repo):
         for line in call(repo, "worktree", "list", "--porcelain").text.splitlines():
             path = Path(line.removeprefix("worktree "))
-            dead = _dead_owner(path.parent / OWNER_FILE) if line.startswith("worktree ") else None
+            dead = tempdirs.dead_owner(path.parent / OWNER_FILE) if line.startswith("worktree ") else None
             if dead is not None:
-                # Its evaluation or agent may still run (its own process group outlives the runner);
-                # each carries its runner's token (a hash of the pid, not the pid).
-                if kill_marked(RUN_TOKEN_ENV_VAR, run_token(dead)):
-                    log.warning("killed what the interrupted run %d left running", dead)
+                _kill_left_running(dead)
                 call(repo, "worktree", "remove", "--force", str(path))
                 shutil.rmtree(path.parent, ignore_errors=True)
                 removed.append(path)
@@ -283,23 +287,13 @@ def remove_stale_worktrees(root: Path) -> list[Path]:
     return removed
 
 
-def _dead_owner(owner: Path) -> int | None:
-    """Returns the pid `owner` names when that process no longer exists (None when alive or unknown)."""
-    try:
-        pid = int(owner.read_text(encoding="utf-8").strip())
-    except (OSError, ValueError):
-        return None
-    return pid if _pid_is_dead(pid) else None
+def remove_stale_tempdirs() -> list[Path]:
+    """Removes the temporary folders (agent prompts, indexes, worktrees git no longer lists) of dead runs."""
+    return tempdirs.sweep(before_remove=_kill_left_running)
 
 
-def _pid_is_dead(pid: int) -> bool:
-    """Returns whether no process has this id (False when unsure)."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
+def _kill_left_running(dead: int) -> None:
+    """Kills what the dead run `dead` left running: its evaluation or agent outlives it in its own process group."""
+    # Each carries its runner's token (a hash of the pid, not the pid).
+    if kill_marked(RUN_TOKEN_ENV_VAR, run_token(dead)):
+        log.warning("killed what the interrupted run %d left running", dead)

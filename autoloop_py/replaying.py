@@ -5,12 +5,12 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Callable, Mapping
 
+from autoloop_py import tempdirs
 from autoloop_py.analysis.replay import Applied, ReplayEvent, Trial, apply_text, retry_user
 from autoloop_py.analysis.replay_prompts import EXACT, VariantPrompt
 from autoloop_py import candidate_dir
@@ -83,7 +83,7 @@ class Bench:
         rev = rev_parse(repo, f"refs/heads/autoloop/{self.program.name}") or rev_parse(repo, "HEAD")
         if rev is None:
             raise AutoloopError("the repository has no commit to evaluate in; commit the program first", path=self.root)
-        self._tmp = Path(tempfile.mkdtemp(prefix="autoloop-replay-"))
+        self._tmp = tempdirs.make("autoloop-replay-")
         try:
             run(repo, "worktree", "add", "--detach", str(self.path), rev)
             self.primary = primary_target(self.program, self.path)

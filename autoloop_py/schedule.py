@@ -77,6 +77,9 @@ def parse_schedule(text: str | None) -> timedelta | None:
         return _NAMED[value]
     match = _EVERY_RE.match(value)
     if match and match.group(2) in _UNITS:
+        if int(match.group(1)) == 0:
+            # A zero interval used to read as "no schedule", i.e. due on every run.
+            raise ValueError(f"schedule {text!r} is zero; give an interval of at least 1 minute, or no schedule")
         return timedelta(minutes=int(match.group(1)) * _UNITS[match.group(2)])
     raise ValueError(f"unparseable schedule {text!r}; use `every N m|h|d`, `N hours`, `hourly`, `daily` or `weekly`")
 

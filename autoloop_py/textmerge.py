@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from autoloop_py import tempdirs
 from autoloop_py.errors import GitError
 
 
@@ -34,7 +34,7 @@ def merge3(base: str, ours: str, theirs: str, labels: tuple[str, str, str] = ("o
         return Merged(theirs, 0)
     if theirs == base:
         return Merged(ours, 0)
-    with tempfile.TemporaryDirectory(prefix="autoloop-merge-") as tmp:
+    with tempdirs.temporary("autoloop-merge-") as tmp:
         paths = []
         for name, text in (("ours", ours), ("base", base), ("theirs", theirs)):
             path = Path(tmp) / name

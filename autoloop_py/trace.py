@@ -251,7 +251,9 @@ def replay_env_file(program: Program) -> tuple[str, str]:
             "direction": program.direction,
             "timeout_seconds": program.config.evaluation_timeout,
             "repeats": program.config.repeats,
-            "working_directory": program.base_dir.as_posix(),
+            # The command runs at the repository root; AUTOLOOP_PROGRAM_DIR names this folder.
+            "working_directory": ".",
+            "program_dir": program.base_dir.as_posix(),
         },
         "python": {"version": platform.python_version(), "implementation": platform.python_implementation(),
                    "executable": sys.executable},

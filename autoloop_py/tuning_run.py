@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import logging
 import shutil
-import tempfile
 import warnings
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
+from autoloop_py import tempdirs
 from autoloop_py.analysis.tuning import Knob, find_knobs, knob_prompt, parse_knob_reply
 from autoloop_py.analysis.tuning_report import (
     Choice,
@@ -104,7 +104,7 @@ def trial_worktree(root: Path, program: str) -> Iterator[Path]:
     start = next((sha for sha in (rev_parse(repo, ref) for ref in refs) if sha), None)
     if start is None:
         raise AutoloopError(f"the repository has no commit to check out for {program}; commit first", path=root)
-    tmp = Path(tempfile.mkdtemp(prefix=f"autoloop-tune-{program}-"))
+    tmp = tempdirs.make(f"autoloop-tune-{program}-")
     worktree = tmp / "worktree"
     try:
         run(repo, "worktree", "add", "--detach", "--quiet", str(worktree), start)

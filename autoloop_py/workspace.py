@@ -14,7 +14,6 @@ import logging
 import os
 import re
 import shutil
-import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -23,6 +22,7 @@ from typing import Iterable, Iterator, Mapping
 
 import git
 
+from autoloop_py import tempdirs
 from autoloop_py.errors import AutoloopError, EditError, GitError
 from autoloop_py.gitutil import (
     call,
@@ -45,8 +45,8 @@ __all__ = ["BranchSync", "Workspace", "default_branch"]
 
 logger = logging.getLogger(__name__)
 
-# Beside each worktree, the id of the process that owns it: a later run removes worktrees whose owner died.
-OWNER_FILE = "autoloop-owner"
+# Beside each worktree, the process that owns it: a later run removes worktrees whose owner died.
+OWNER_FILE = tempdirs.OWNER_FILE
 
 
 @dataclass(frozen=True)
@@ -283,8 +283,7 @@ class Workspace:
 
     def _add_worktree(self, sha: str) -> None:
         """Checks `sha` out, detached, in a new worktree under the system temp directory."""
-        self._tmp = Path(tempfile.mkdtemp(prefix=f"autoloop-{_slug(self.program)}-"))
-        (self._tmp / OWNER_FILE).write_text(f"{os.getpid()}\n", encoding="utf-8")
+        self._tmp = tempdirs.make(f"autoloop-{_slug(self.program)}-")
         try:
             with worktree_admin(self._repo):
                 run(self._repo, "worktree", "prune")

@@ -377,7 +377,7 @@ def install(base: Path, spec: Spec, strategy: str, seed: int) -> None:
         program_md += "## Evolution Strategy\n\n" + POINTERS[strategy]
     if strategy == "funsearch":
         (base / "code/evaluate_funsearch.py").write_text(spec.wrapper, encoding="utf-8")
-        program_md = program_md.replace("python3 code/evaluate.py", "python3 code/evaluate_funsearch.py")
+        program_md = program_md.replace("code/evaluate.py\"", "code/evaluate_funsearch.py\"")
     (base / "program.md").write_text(program_md, encoding="utf-8")
 
 

@@ -76,3 +76,20 @@ def clone_origin(git_repo_with_origin: Path, tmp_path: Path) -> Callable[[str], 
         return target
 
     return clone
+
+
+class _IndexInstall:
+    """A distribution pip installed from a package index: it has no direct_url.json."""
+
+    version = "0.1.0"
+
+    def read_text(self, name: str) -> str | None:
+        return None
+
+
+@pytest.fixture
+def installed_from_an_index(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Makes `autoloop init` see an autoloop installed from an index (the tests run an editable checkout)."""
+    from autoloop_py.commands import init as init_command
+
+    monkeypatch.setattr(init_command.metadata, "distribution", lambda name: _IndexInstall())

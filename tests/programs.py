@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from autoloop_py.playbook import marker_spans
+from autoloop_py.program import Program, load_program
 
 REPO = Path(__file__).parents[1]
 
@@ -19,7 +20,10 @@ def program_md(
     target: tuple[str, ...] = ("code/value.py",),
     protected: tuple[str, ...] = ("code/evaluate.py",),
 ) -> str:
-    """Returns a program.md whose evaluation runs `python3 code/evaluate.py` and reads `score` (higher is better)."""
+    """Returns a program.md whose evaluation runs `python3 code/evaluate.py` in the program folder, reading `score`.
+
+    (The command starts at the repository root; it moves to `$AUTOLOOP_PROGRAM_DIR` first.)
+    """
     head = "".join(f"{key}: {value}\n" for key, value in (frontmatter or {}).items())
     return (
         (f"---\n{head}---\n\n" if head else "")
@@ -27,8 +31,17 @@ def program_md(
         + "".join(f"- `{path}`\n" for path in target)
         + "\nDo NOT modify:\n"
         + "".join(f"- `{path}`\n" for path in protected)
-        + "\n## Evaluation\n\n```bash\npython3 code/evaluate.py\n```\n\nThe metric is `score`. Higher is better.\n"
+        + "\n## Evaluation\n\n```bash\ncd \"$AUTOLOOP_PROGRAM_DIR\" && python3 code/evaluate.py\n```\n\nThe metric is `score`. Higher is better.\n"
     )
+
+
+def small_program(root: Path, name: str = "demo") -> Program:
+    """Writes the program `name` (program_md, a `code/value.py`) under root and returns it loaded."""
+    folder = root / ".autoloop/programs" / name
+    (folder / "code").mkdir(parents=True)
+    (folder / "code/value.py").write_text("x = 1\n")
+    (folder / "program.md").write_text(program_md(name.title(), "Grow x."))
+    return load_program(root, Path(f".autoloop/programs/{name}/program.md"))
 
 
 def install_strategy_program(

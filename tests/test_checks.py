@@ -144,3 +144,27 @@ def test_a_run_on_a_case_insensitive_system_writes_the_existing_file(
     monkeypatch.setattr(checks, "case_insensitive", _sensitive)
     outcome = run_iteration(git_repo, program, RunOptions(proposer_factory=lambda name, **_: _Respell()))
     assert outcome.status == "rejected" and "Code/SOLUTION.py is not in the program's Target list" in (outcome.reason or "")
+
+
+def test_deleting_a_file_with_evolve_block_markers_is_a_violation(program: Program) -> None:
+    path = f"{PROG}/code/solution.py"
+    assert checks.violations(program, _files(Path()), {path: None}) == [
+        f"{path}: deleting a file with EVOLVE-BLOCK markers; edit only between the markers"
+    ]
+    plain = f"{PROG}/code/plain.py"
+    assert checks.violations(program, {plain: "x = 1\n"}, {plain: None}) == []  # no markers: its own to delete
+
+
+def test_a_target_file_over_the_size_cap_is_a_violation(program: Program) -> None:
+    path = f"{PROG}/code/solution.py"
+    cap = program.config.max_file_bytes
+    assert cap == 1 << 20
+    inside = SOLUTION.replace("x = 1", "x = 1  # " + "é" * ((cap - len(SOLUTION)) // 2 - 10))
+    assert checks.violations(program, _files(Path()), {path: inside}) == []
+    over = SOLUTION.replace("x = 1", "x = 1  # " + "é" * (cap // 2))
+    size = len(over.encode())
+    assert checks.violations(program, _files(Path()), {path: over}) == [
+        f"{path} is {size} bytes, over the program's limit of {cap} (`max-file-bytes`)"
+    ]
+    new = f"{PROG}/code/new.py"
+    assert checks.violations(program, {}, {new: "y" * (cap + 1)})[0].startswith(f"{new} is {cap + 1} bytes")

@@ -312,7 +312,7 @@ def test_ci_gate_enabled(tmp_path: Path, frontmatter: str, enabled: bool) -> Non
 def test_ci_gate_rejects_other_values(tmp_path: Path) -> None:
     with pytest.raises(ProgramError) as caught:
         ci_gate_enabled(write_program(tmp_path, "schedule: daily\nci-gate: sometimes\n"))
-    assert str(caught.value) == "program.md:3: frontmatter `ci-gate` is 'sometimes'; write `ci-gate: true` or " \
+    assert str(caught.value) == ".autoloop/programs/demo.md:3: frontmatter `ci-gate` is 'sometimes'; write `ci-gate: true` or " \
         "`ci-gate: false`"
 
 
@@ -320,9 +320,10 @@ def write_program(root: Path, frontmatter: str) -> Program:
     head = f"---\n{frontmatter}---\n\n" if frontmatter else ""
     body = "# Demo\n\n## Goal\n\nGo.\n\n## Target\n\n- `a.py`\n\n## Evaluation\n\n```bash\npython3 a.py\n```\n\n" \
         "The metric is `score`.\n"
-    (root / "program.md").write_text(head + body, encoding="utf-8")
+    (root / ".autoloop/programs").mkdir(parents=True)
+    (root / ".autoloop/programs/demo.md").write_text(head + body, encoding="utf-8")
     (root / "a.py").write_text("print('score: 1')\n", encoding="utf-8")
-    return load_program(root, Path("program.md"))
+    return load_program(root, Path(".autoloop/programs/demo.md"))
 
 
 # ---------------------------------------------------------------- properties

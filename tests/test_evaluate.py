@@ -321,18 +321,20 @@ def test_evaluate_timeout(tmp_path: Path) -> None:
     assert result.duration < 4
 
 
-def test_evaluate_runs_in_the_program_folder_with_a_scrubbed_environment(tmp_path: Path) -> None:
-    names = ("AUTOLOOP_PROGRAM", "AUTOLOOP_REPO_ROOT", "PYTHONDONTWRITEBYTECODE", "GITHUB_TOKEN")
+def test_evaluate_runs_in_the_repository_root_with_a_scrubbed_environment(tmp_path: Path) -> None:
+    names = ("AUTOLOOP_PROGRAM", "AUTOLOOP_REPO_ROOT", "AUTOLOOP_PROGRAM_DIR", "PYTHONDONTWRITEBYTECODE", "GITHUB_TOKEN")
     report = f"{{'score': 1, 'cwd': os.getcwd(), 'env': {{k: os.environ.get(k) for k in {names!r}}}}}"
     script = f"import json, os; print(json.dumps({report}))"
     command = f'{sys.executable} -c "{script}"'
     program = _program(tmp_path, command)
     result = run_evaluation(program, tmp_path, environ={**ENV, "GITHUB_TOKEN": "secret"})
     assert result.ok, result.error
-    assert Path(result.metrics["cwd"]) == (tmp_path / ".autoloop/programs/demo").resolve()
+    # As upstream autoloop: the command starts at the top of the tree; the folder is in AUTOLOOP_PROGRAM_DIR.
+    assert Path(result.metrics["cwd"]) == tmp_path.resolve()
     assert result.metrics["env"] == {
         "AUTOLOOP_PROGRAM": "demo",
         "AUTOLOOP_REPO_ROOT": str(tmp_path.resolve()),
+        "AUTOLOOP_PROGRAM_DIR": str((tmp_path / ".autoloop/programs/demo").resolve()),
         "PYTHONDONTWRITEBYTECODE": "1",
         "GITHUB_TOKEN": None,
     }
@@ -399,3 +401,25 @@ def test_median_metrics_takes_each_number_every_run_printed() -> None:
     assert median_metrics([{"score": 2, "n": 3}, {"score": 4, "n": 5}, {"score": 3, "n": 4}]) == {"score": 3, "n": 4}
     assert median_metrics([{"score": 2.5, "flag": True}]) == {"score": 2.5, "flag": True}
     assert median_metrics([]) == {}
+
+
+def test_a_json_line_cut_by_the_output_cap_says_so(tmp_path: Path) -> None:
+    # One 2 MB line: its start falls in the bytes dropped between the kept head and tail.
+    command = f"{sys.executable} -c \"import json; print(json.dumps({{'score': 1, 'pad': 'p' * (2 << 20)}}))\""
+    result = run_evaluation(_program(tmp_path, command), tmp_path)
+    assert not result.ok
+    assert result.error is not None and result.error.startswith("output cut at the output cap (")
+    assert "bytes dropped) before a JSON object ended" in result.error
+    assert "printed no JSON object" not in result.error
+
+
+def test_cut_output_without_any_json_is_reported_with_what_was_dropped(tmp_path: Path) -> None:
+    command = f"{sys.executable} -c \"print('x' * (2 << 20))\""
+    result = run_evaluation(_program(tmp_path, command), tmp_path)
+    assert result.error is not None
+    assert result.error.startswith("the evaluation printed no JSON object in the part of its output kept under the cap (")
+
+
+def test_short_output_without_json_keeps_the_plain_message(tmp_path: Path) -> None:
+    result = run_evaluation(_program(tmp_path, "echo hello"), tmp_path)
+    assert result.error is not None and result.error.startswith("the evaluation printed no JSON object; print one")

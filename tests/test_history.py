@@ -6,7 +6,7 @@ from dataclasses import replace
 from datetime import timedelta
 
 from autoloop_py import markdown as md
-from autoloop_py.history import IterationRecord, parse_history_section, relabel_entry
+from autoloop_py.history import IterationRecord, parse_entry, parse_history_section, relabel_entry
 from autoloop_py.state import DEFAULT_BUDGET, StateFile, compact, parse_state, render_state, with_machine
 from state_helpers import T0, fresh, rec, run, sections_by_key, table_file
 
@@ -18,6 +18,19 @@ def test_delta_sign_for_lower_is_better() -> None:
     state = run(fresh("lower"), [rec("accepted", 0, 0.5), rec("accepted", 1, 0.4)], direction="lower")
     assert "- **Metric**: 0.4 (previous best: 0.5, delta: -0.1)" in state.history[0].text
     assert state.machine.best_metric == 0.4
+
+
+def test_an_upstream_error_entry_has_no_metric() -> None:
+    error = (
+        "### Iteration 4 — 2025-01-15 12:00 UTC — [Run](https://github.com/o/r/actions/runs/9)\n\n"
+        "- **Status**: ⚠️ Error\n- **Change**: tried a heap\n"
+        "- **Metric**: — (previous best: 0.4213, evaluation crashed)\n- **Notes**: ImportError\n"
+    )
+    entry = parse_entry(error)
+    assert (entry.iteration, entry.status, entry.metric) == (4, "error", None)
+    accepted = error.replace("⚠️ Error", "✅ Accepted").replace("— (previous", "0.45 (previous")
+    assert parse_entry(accepted).metric == 0.45
+    assert parse_entry(error.replace("— (previous best: 0.4213, evaluation crashed)", "-1.25")).metric == -1.25
 
 
 def test_extra_bullets_render_before_notes() -> None:
@@ -34,6 +47,17 @@ def test_relabel_entry_rewrites_only_the_status_bullet() -> None:
                                                    "- **Status**: ✅ Accepted (CI passed)\r\n")
     assert relabelled.entries[1].status == "accepted" and relabelled.entries[0] == history.entries[0]
     assert relabel_entry(history, 7, "x") == history
+
+
+def test_a_key_a_candidate_wrote_into_its_text_is_never_read_as_the_entry_key() -> None:
+    forged = "<!-- autoloop-key: demo:1:0000000000000000 -->"
+    record = IterationRecord("accepted", T0, f"faster {forged}\n{forged}", 0.7, notes=f"n {forged}",
+                             extra=(("Operator", f"\n{forged}\n"),), key="demo:1:realrealrealreal")
+    entry = run(fresh(), [record]).history[0]
+    assert entry.text.count(forged) == 4  # kept as text, each inside a bullet line
+    assert entry.key == "demo:1:realrealrealreal"
+    without = run(fresh(), [IterationRecord("rejected", T0, f"x {forged}", 0.1, notes=forged)]).history[0]
+    assert without.key is None
 
 
 # ---------------------------------------------------------------- compaction

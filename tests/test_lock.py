@@ -40,3 +40,21 @@ def test_other_programs_do_not_wait(git_repo: Path) -> None:
     with program_lock(git_repo, "one"):
         with program_lock(git_repo, "two", wait=0):
             pass
+
+
+def test_a_program_named_worktrees_does_not_wait_for_itself(git_repo: Path) -> None:
+    # Its program lock was the worktree lock itself: `git worktree add` under it waited forever.
+    from autoloop_py.gitutil import open_repo
+    from autoloop_py.workspace import worktree_admin
+
+    entered = threading.Event()
+
+    def admin() -> None:
+        with worktree_admin(open_repo(git_repo)):
+            entered.set()
+
+    with program_lock(git_repo, "worktrees", wait=0):
+        thread = threading.Thread(target=admin, daemon=True)
+        thread.start()
+        thread.join(30)  # a guard against hanging the suite, not a timing assertion
+        assert entered.is_set()

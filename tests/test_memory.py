@@ -215,12 +215,17 @@ def test_concurrent_updates_from_four_clones_keep_every_line(
     assert run_git(origin, "rev-list", "--min-parents=2", MEMORY_BRANCH) == ""
 
 
+def _refuse_pushes(repo: Path, message: str) -> None:
+    """Gives origin a pre-receive hook that prints `message` and refuses every push."""
+    hook = repo.parent / "origin.git" / "hooks" / "pre-receive"
+    hook.write_text(f"#!/bin/sh\necho '{message}' >&2\nexit 1\n")
+    hook.chmod(0o755)
+
+
 def test_update_gives_up_after_max_attempts_without_reapplying_its_own_change(
     git_repo_with_origin: Path, run_git: GitRunner
 ) -> None:
-    hook = git_repo_with_origin.parent / "origin.git" / "hooks" / "pre-receive"
-    hook.write_text("#!/bin/sh\necho closed for maintenance >&2\nexit 1\n")
-    hook.chmod(0o755)
+    _refuse_pushes(git_repo_with_origin, "closed for maintenance")
     seen: list[str | None] = []
 
     def change(text: str | None) -> str:
@@ -258,3 +263,18 @@ def test_sync_without_remote_is_a_no_op(git_repo: Path) -> None:
     store = MemoryStore(git_repo)
     store.sync()
     assert store.read("demo.md") is None
+
+
+def test_a_push_refused_as_too_large_is_not_retried_and_says_why(git_repo_with_origin: Path) -> None:
+    _refuse_pushes(git_repo_with_origin, "error: File demo.md is 120.00 MB; this exceeds the file size limit")
+    calls: list[str | None] = []
+
+    def change(text: str | None) -> str:
+        calls.append(text)
+        return "record\n"
+
+    store = MemoryStore(git_repo_with_origin, MemoryConfig(backoff=0.001, max_attempts=5))
+    with pytest.raises(GitError, match="could not record demo.md on memory/autoloop: origin refused it as too large: pre-receive hook declined; "
+                                       "File demo.md is 120.00 MB; this exceeds the file size limit"):
+        store.update("demo.md", change, "1")
+    assert calls == [None]  # one attempt: another would be refused the same way

@@ -74,7 +74,7 @@ def test_a_valid_outcome_has_no_problems() -> None:
         (accepted(changes={"/etc/passwd": "x"}), "not a plain relative path"),
         (accepted(changes={".git/config": "x"}), "not a plain relative path"),
         (accepted(changes={"code//value.py": "x"}), "not a plain relative path"),
-        (accepted(changes={"code/value.py": "x" * 2_000_000}), "over the 1000000-byte cap"),
+        (accepted(changes={"code/value.py": "x" * 2_000_000}), "over the 1048576-byte cap"),
         (accepted(changes={}), "an accepted outcome changes no file"),
         (accepted(record=IterationRecord("rejected", WHEN, "no", 0.5)), "a rejected outcome carries files"),
         (accepted(base_tree=None), "names no base tree"),

@@ -132,7 +132,6 @@ def test_bare_program_paths_are_repo_relative(repo: Path) -> None:
     "edit, message, line",
     [
         (("repeats: 3", "repeats: three"), "frontmatter `repeats`: must be a whole number >= 1, got 'three'", 6),
-        (("metric_direction: higher", "metric_direction: sideways"), "must be `higher` or `lower`", 4),
         (("schedule: every 6h", "schedule: [every"), "invalid YAML frontmatter", None),
         (("The metric is `combined_score`.", "Score printed."), "does not name the metric", 28),
         (("```bash\npython3 code/evaluate.py\n```", "run it"), "no ```bash code block", 28),
@@ -177,6 +176,98 @@ def test_discovery_order_and_duplicate_names(repo: Path) -> None:
     write(repo, ".autoloop/programs/demo.md", PROGRAM)
     with pytest.raises(ProgramError, match="two programs are named 'demo'"):
         load_programs(repo)
+
+
+@pytest.mark.parametrize("second", [".autoloop/programs/demo.md", ".autoloop/programs/Demo/program.md"])
+def test_a_name_used_twice_loads_neither_program(repo: Path, second: str) -> None:
+    write(repo, second, PROGRAM)
+    write(repo, ".autoloop/programs/other.md", PROGRAM.replace("`code/search.py`", "`.autoloop/programs/demo/code/search.py`")
+          .replace("- `code/lib/*.py`\n", "").replace("`code/evaluate.py`", "`.autoloop/programs/demo/code/evaluate.py`"))
+    programs, problems = check_all(repo)
+    assert [p.name for p in programs] == ["other"]
+    assert sorted(p.path.as_posix() for p in problems) == sorted([".autoloop/programs/demo/program.md", second])
+    assert all("two programs are named" in p.message and "neither runs" in p.message for p in problems)
+
+
+@pytest.mark.parametrize(
+    "name, reason",
+    [
+        ("worktrees", "reserved"),
+        ("Locks", "reserved"),
+        ("HEAD", "reserved"),
+        ("a..b", "`..`"),
+        ("nightly.lock", "`.lock`"),
+        ("-dash", "outside letters"),
+        ("spa ce", "outside letters"),
+        ("ünïcode", "outside letters"),
+        ("x" * 65, "longer than 64"),
+    ],
+)
+def test_unsafe_program_names_are_an_error_naming_the_file(tmp_path: Path, name: str, reason: str) -> None:
+    write(tmp_path, f".autoloop/programs/{name}/program.md", PROGRAM)
+    write(tmp_path, f".autoloop/programs/{name}/code/search.py", "x = 1\n")
+    write(tmp_path, f".autoloop/programs/{name}/code/lib/util.py", "y = 2\n")
+    programs, problems = check_all(tmp_path)
+    assert programs == [] and len(problems) == 1
+    assert reason in problems[0].message and "rename the folder" in problems[0].message
+    assert problems[0].path == Path(f".autoloop/programs/{name}/program.md")
+
+
+@pytest.mark.parametrize("name", ["demo", "a.b_c-1", "X9"])
+def test_safe_program_names_load(tmp_path: Path, name: str) -> None:
+    write(tmp_path, f".autoloop/programs/{name}/program.md", PROGRAM)
+    write(tmp_path, f".autoloop/programs/{name}/code/search.py", "x = 1\n")
+    write(tmp_path, f".autoloop/programs/{name}/code/lib/util.py", "y = 2\n")
+    assert [p.name for p in load_programs(tmp_path)] == [name]
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (("evaluation-timeout: 30", "evaluation-timeout: .inf"), "frontmatter `evaluation-timeout`: must be a finite number"),
+        (("evaluation-timeout: 30", "evaluation-timeout: 0"), "frontmatter `evaluation-timeout`: must be a number above 0"),
+        (("evaluation-timeout: 30", "evaluation-timeout: -5"), "must be a number above 0"),
+        (("min-delta: 0.001", "min-delta: .nan"), "must be a finite number"),
+        (("schedule: every 6h", "schedule: every 0m"), "frontmatter `schedule`: schedule 'every 0m' is zero"),
+        (("schedule: every 6h", "schedule: sometimes"), "frontmatter `schedule`: unparseable schedule 'sometimes'"),
+        (("seed: 7", "max-file-bytes: 0"), "frontmatter `max-file-bytes`: must be a whole number >= 1"),
+    ],
+)
+def test_frontmatter_numbers_must_be_usable(repo: Path, edit: tuple[str, str], message: str) -> None:
+    write(repo, ".autoloop/programs/demo/program.md", PROGRAM.replace(*edit))
+    programs, problems = check_all(repo)
+    assert programs == [] and message in problems[0].message, problems
+    assert str(problems[0]).startswith(".autoloop/programs/demo/program.md:")
+
+
+def test_max_file_bytes_defaults_to_one_mebibyte_and_can_be_set(repo: Path) -> None:
+    assert load_program(repo, Path(".autoloop/programs/demo/program.md")).config.max_file_bytes == 1 << 20
+    write(repo, ".autoloop/programs/demo/program.md", PROGRAM.replace("seed: 7", "max-file-bytes: 2048"))
+    assert load_program(repo, Path(".autoloop/programs/demo/program.md")).config.max_file_bytes == 2048
+
+
+@pytest.mark.parametrize(
+    "path, message",
+    [
+        ("../../../outside.py", "holds `..`"),
+        ("code/../../demo/code/search.py", "holds `..`"),
+        ("/etc/passwd", "is an absolute path"),
+        ("code/link.py", "leads outside the repository through a symbolic link (.autoloop/programs/demo/code/link.py)"),
+        ("code/linked/*.py", "leads outside the repository through a symbolic link"),
+    ],
+)
+def test_target_paths_that_leave_the_repository_are_an_error(repo: Path, tmp_path_factory: pytest.TempPathFactory,
+                                                             path: str, message: str) -> None:
+    outside = tmp_path_factory.mktemp("outside")
+    (outside / "secret.py").write_text("token = 1\n")
+    (repo / ".autoloop/programs/demo/code/link.py").symlink_to(outside / "secret.py")
+    (repo / ".autoloop/programs/demo/code/linked").symlink_to(outside, target_is_directory=True)
+    write(repo, "outside.py", "x = 1\n")
+    write(repo, ".autoloop/programs/demo/program.md", PROGRAM.replace("`code/lib/*.py`", f"`{path}`"))
+    programs, problems = check_all(repo)
+    assert programs == []
+    assert len(problems) == 1 and problems[0].message.startswith(f"Target `{path}` {message}"), problems
+    assert problems[0].line == 23  # the line of `- `<path>`` in program.md
 
 
 @pytest.mark.parametrize(
@@ -229,3 +320,106 @@ def test_binary_program_md_is_reported(tmp_path: Path) -> None:
     (tmp_path / ".autoloop/programs/fuzz/program.md").write_bytes(b"# T\n\xff\xfe\x00junk")
     _, problems = check_all(tmp_path)
     assert [str(p) for p in problems] == [".autoloop/programs/fuzz/program.md: not UTF-8 text (byte 4); save the file as UTF-8"]
+
+
+# --- upstream autoloop's program format -------------------------------------------------------
+
+
+def test_lenient_upstream_values_are_warnings_saying_what_was_assumed(repo: Path) -> None:
+    text = PROGRAM.replace("metric_direction: higher", "metric_direction: sideways")
+    text = text.replace("target-metric: 1.4", "target-metric: soon")
+    write(repo, ".autoloop/programs/demo/program.md", text)
+    programs, problems = check_all(repo)
+    assert problems == []
+    (program,) = programs
+    assert program.direction == "higher" and program.config.target_metric is None
+    direction, target = sorted(program.warnings, key=lambda w: "metric_direction" not in w)
+    assert direction.startswith(".autoloop/programs/demo/program.md:4: frontmatter `metric_direction`")
+    assert "sideways" in direction and "assuming" in direction and "higher" in direction
+    assert target.startswith(".autoloop/programs/demo/program.md:3: frontmatter `target-metric`")
+    assert "never completes" in target
+
+
+def test_an_infinite_target_metric_is_ignored_with_a_warning(repo: Path) -> None:
+    write(repo, ".autoloop/programs/demo/program.md", PROGRAM.replace("target-metric: 1.4", "target-metric: -.inf"))
+    programs, problems = check_all(repo)
+    assert problems == [] and programs[0].config.target_metric is None
+    assert any("frontmatter `target-metric`" in w and "never completes" in w for w in programs[0].warnings)
+
+
+def test_an_unusable_timeout_minutes_is_ignored_with_a_warning_as_upstream(repo: Path) -> None:
+    # The CI job's limit, not ours to enforce: upstream reads it leniently, and so do we.
+    write(repo, ".autoloop/programs/demo/program.md", PROGRAM.replace("evaluation-timeout: 30", "timeout-minutes: 0"))
+    programs, problems = check_all(repo)
+    assert problems == []
+    (program,) = programs
+    assert program.config.timeout_minutes is None
+    assert any("frontmatter `timeout-minutes`" in w and "ignoring it" in w for w in program.warnings), program.warnings
+
+
+def test_sideways_direction_defers_to_the_evaluation_prose(repo: Path) -> None:
+    text = PROGRAM.replace("metric_direction: higher", "metric_direction: sideways")
+    write(repo, ".autoloop/programs/demo/program.md", text.replace("`combined_score`.", "`loss`. Lower is better."))
+    assert load_program(repo, Path(".autoloop/programs/demo/program.md")).direction == "lower"
+
+
+def test_headings_match_by_their_leading_words(repo: Path) -> None:
+    text = PROGRAM.replace("## Evolution Strategy", "## Evolution Strategy (inspired by OpenEvolve)")
+    text = text.replace("## Target", "## Target files")
+    write(repo, ".autoloop/programs/demo/program.md", text.replace("## Goal", "## Goal: speed"))
+    program = load_program(repo, Path(".autoloop/programs/demo/program.md"))
+    assert program.strategy_text == "Plain hill climbing."
+    assert program.goal == "Make it faster."
+    assert program.target.include[0] == ".autoloop/programs/demo/code/search.py"
+
+
+def test_a_longer_word_is_not_a_leading_word(repo: Path) -> None:
+    write(repo, ".autoloop/programs/demo/program.md", PROGRAM.replace("## Goal", "## Goalkeeping"))
+    _, problems = check_all(repo)
+    assert [p.message for p in problems] == ["missing `## Goal` section (what should improve?)"]
+
+
+def test_marker_names_and_code_in_target_bullets_are_not_paths(repo: Path) -> None:
+    bullets = (
+        "- `code/search.py` -- the search (only code between `EVOLVE-BLOCK-START` and `EVOLVE-BLOCK-END`)\n"
+        "- `code/lib/*.py`\n"
+    )
+    excluded = "- `code/evaluate.py`\n- The `run_search` and `f(x, y)` helpers outside the block in `search.py`\n"
+    text = PROGRAM.replace("- `code/search.py` — the search\n- `code/lib/*.py`\n", bullets)
+    write(repo, ".autoloop/programs/demo/program.md", text.replace("- `code/evaluate.py`\n", excluded))
+    programs, problems = check_all(repo)
+    assert problems == []
+    target = programs[0].target
+    assert target.include == (".autoloop/programs/demo/code/search.py", ".autoloop/programs/demo/code/lib/*.py")
+    assert target.exclude == (".autoloop/programs/demo/code/evaluate.py", ".autoloop/programs/demo/search.py")
+
+
+def test_root_relative_target_paths_of_a_folder_program(repo: Path) -> None:
+    text = PROGRAM.replace("`code/search.py`", "`.autoloop/programs/demo/code/search.py`")
+    write(repo, ".autoloop/programs/demo/program.md", text)
+    target = load_program(repo, Path(".autoloop/programs/demo/program.md")).target
+    assert target.include[0] == ".autoloop/programs/demo/code/search.py"
+
+
+def test_prose_target_naming_a_directory(repo: Path) -> None:
+    write(repo, "tests/test_a.py", "def test_a():\n    pass\n")
+    write(repo, "src/app.py", "a = 1\n")
+    target_section = (
+        "## Target\n\nOnly modify or create files in the test directory (e.g., `tests/`).\n\n"
+        "Do NOT modify:\n- Source code (only tests)\n- CI/CD workflows\n\n"
+    )
+    start, end = PROGRAM.index("## Target"), PROGRAM.index("## Evaluation")
+    write(repo, ".autoloop/programs/coverage.md", PROGRAM[:start] + target_section + PROGRAM[end:])
+    program = load_program(repo, Path(".autoloop/programs/coverage.md"))
+    assert program.target.include == ("tests/",)
+    assert program.target.allows("tests/test_new.py") and program.target.allows("tests/unit/test_b.py")
+    assert not program.target.allows("src/app.py") and not program.target.allows("tests_other.py")
+    assert target_files(program.target, repo) == ["tests/test_a.py"]
+
+
+def test_unparseable_target_is_still_an_error_with_its_line(repo: Path) -> None:
+    start, end = PROGRAM.index("## Target"), PROGRAM.index("## Evaluation")
+    text = PROGRAM[:start] + "## Target\n\nWhatever seems best, e.g. `EVOLVE-BLOCK-START`.\n\n" + PROGRAM[end:]
+    write(repo, ".autoloop/programs/demo/program.md", text)
+    _, problems = check_all(repo)
+    assert [(p.message, p.line) for p in problems] == [("`## Target` lists no backticked file paths or globs", 19)]

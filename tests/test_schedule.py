@@ -67,6 +67,12 @@ def test_parse_schedule_rejects_garbage(text: str) -> None:
         schedule.parse_schedule(text)
 
 
+@pytest.mark.parametrize("text", ["every 0m", "0 hours", "every 00d"])
+def test_a_zero_schedule_is_an_error_not_always_due(text: str) -> None:
+    with pytest.raises(ValueError, match="is zero; give an interval of at least 1 minute"):
+        schedule.parse_schedule(text)
+
+
 def test_due_boundary_is_due() -> None:
     program = make("a")
     assert schedule.is_due(program, Machine(last_run=NOW - timedelta(hours=6)), NOW)

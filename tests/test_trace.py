@@ -183,7 +183,8 @@ def test_replay_env_names_the_evaluation_and_the_installed_versions() -> None:
     env = json.loads(text)
     assert path == "traces/fm/replay_env.json"
     assert env["evaluation"] == {"command": "python score.py", "metric": "score", "direction": "lower",
-                                 "timeout_seconds": 60.0, "repeats": 1, "working_directory": ".autoloop/programs/fm"}
+                                 "timeout_seconds": 60.0, "repeats": 1, "working_directory": ".",
+                                 "program_dir": ".autoloop/programs/fm"}
     assert env["python"]["version"].count(".") == 2
     assert "pytest" in {name.lower() for name in env["dependencies"]}
 

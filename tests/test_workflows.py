@@ -32,9 +32,9 @@ from autoloop_py.errors import AutoloopError
 from autoloop_py.schedule import parse_schedule
 
 REPO = Path(__file__).resolve().parents[1]
-# This repository installs autoloop from its own checkout; its agentic copy keeps the unpinned package.
+# This repository installs autoloop from its own checkout, in both variants.
 REPO_OPTIONS = InitOptions(pip_spec=".")
-REPO_AGENTIC_OPTIONS = InitOptions(pip_spec="autoloop-py")
+REPO_AGENTIC_OPTIONS = InitOptions(pip_spec=".")
 OPTION_SETS = {
     "defaults": InitOptions(),
     "llm-model": InitOptions(proposer="llm", model="openai/gpt-4o-mini", max_parallel=2, timeout_minutes=30),
@@ -387,8 +387,10 @@ def test_agentic_frontmatter_and_sections(name: str) -> None:
     assert meta["timeout-minutes"] == options.timeout_minutes
     install = next(s for s in meta["steps"] if s["name"] == "Install autoloop")
     assert shlex.split(install["run"]) == ["python3", "-m", "pip", "install", "--quiet", options.pip_spec]
-    assert meta["safe-outputs"]["create-pull-request"] == {"draft": True, "max": 1}
-    assert body.index("## Strategy discovery") < body.index("## Step 1: Load state")
+    assert meta["safe-outputs"]["create-pull-request"] == {
+        "draft": True, "preserve-branch-name": True, "labels": ["automation", "autoloop"], "max": 1,
+    }
+    assert body.index("## Step 1: Pick the program") < body.index("## Step 3: Propose") < body.index("## Step 5: Publish")
 
 
 # --- schedules and options ----------------------------------------------------------------------
@@ -434,9 +436,10 @@ def test_init_command_reproduces_the_options(name: str) -> None:
 
 def test_proposer_defaults_to_llm_only_with_a_model() -> None:
     parser = build_parser()
-    assert options_from(parser.parse_args(["init"])).proposer == "tune"
-    assert options_from(parser.parse_args(["init", "--model", "gpt-4o"])).proposer == "llm"
-    assert options_from(parser.parse_args(["init", "--model", "gpt-4o", "--proposer", "agent"])).proposer == "agent"
+    spec = ["--pip-spec", "autoloop-py"]
+    assert options_from(parser.parse_args(["init", *spec])).proposer == "tune"
+    assert options_from(parser.parse_args(["init", *spec, "--model", "gpt-4o"])).proposer == "llm"
+    assert options_from(parser.parse_args(["init", *spec, "--model", "gpt-4o", "--proposer", "agent"])).proposer == "agent"
 
 
 @pytest.mark.parametrize(
@@ -448,7 +451,7 @@ def test_proposer_defaults_to_llm_only_with_a_model() -> None:
         (["--timeout-minutes", "361"], "--timeout-minutes"),
         (["--pip-spec", "autoloop-py rich"], "--pip-spec"),
         (["--pip-spec=-e."], "--pip-spec"),
-        (["--model", "gpt-4o' || 'x"], "--model"),
+        (["--model", "gpt-4o' || 'x", "--pip-spec", "autoloop-py"], "--model"),
     ],
 )
 def test_options_refuse_bad_flags(flags: list[str], message: str) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from autoloop_py import tempdirs
 from autoloop_py.analysis.report import BUCKETS, build_report
 from autoloop_py.commands.common import format_metric, repo_root, subparser
 from autoloop_py.commands.trace import export_program
@@ -57,7 +57,7 @@ def analyze_target(target: str, repo: Path | None) -> dict[str, Any]:
         return build_report(load_trace(directory))
     if "/" in target or target.startswith("."):
         raise AutoloopError("is not a directory; pass an EvoTrace run directory or a program's name", path=target)
-    with tempfile.TemporaryDirectory(prefix="autoloop-trace-") as tmp:
+    with tempdirs.temporary("autoloop-trace-") as tmp:
         report = build_report(load_trace(export_program(repo_root(repo), target, Path(tmp) / target)))
     report["run"]["directory"] = f"{MEMORY_BRANCH}:{trace_dir(target)}"
     return report

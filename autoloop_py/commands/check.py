@@ -48,6 +48,8 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
         console.print(f"[red]✗[/] {escape(message)}", highlight=False)
     for warning in (w for program in programs for w in playbook_warnings(program, root)):
         console.print(f"[yellow]![/] {escape(str(warning))}", highlight=False)
+    for warning in (w for program in programs for w in program.warnings):
+        console.print(f"[yellow]![/] {escape(warning)}", highlight=False)
     for program in programs:
         if program.name not in failing:
             note = " (unconfigured template)" if program.unconfigured else ""

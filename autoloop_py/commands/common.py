@@ -8,16 +8,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+
 import os
 
 import git
 
-from autoloop_py import github, gitutil, issue_programs
+from autoloop_py import github, gitutil, issue_programs, program_names
 from autoloop_py import state as statefile
 from autoloop_py.errors import AutoloopError, StateError
-from autoloop_py.memory import MemoryStore
 from autoloop_py.errors import ProgramError
-from autoloop_py.program import Program, check_all
+from autoloop_py.memory_folder import open_memory
+from autoloop_py.program import Program, check_all, find_program, program_name
 from autoloop_py.recording import parse_or_new, state_path
 
 logger = logging.getLogger(__name__)
@@ -53,23 +55,60 @@ def repo_root(path: Path | None) -> Path:
     return Path(top)
 
 
+def add_memory_dir(parser: argparse.ArgumentParser) -> None:
+    """Adds --memory-dir: state files in a folder (gh-aw's repo-memory clone) instead of the memory branch."""
+    parser.add_argument(
+        "--memory-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="read and write state files in DIR, e.g. /tmp/gh-aw/repo-memory/autoloop (env AUTOLOOP_MEMORY_DIR)",
+    )
+
+
+def load_named(root: Path, name: str, console: Console) -> Program:
+    """Returns the program called name, file or issue program; other programs' problems are only warnings."""
+    programs, problems = load_all(root, with_issues=True)
+    for problem in problems:
+        if problem.path is not None and program_name(problem.path) == name:
+            raise problem
+        console.print(f"[yellow]skipping a broken program:[/] {problem}", highlight=False)
+    return find_program(programs, name)
+
+
 def load_all(root: Path, with_issues: bool = False) -> tuple[list[Program], list[ProgramError]]:
-    """Returns the file programs and, in GitHub (with_issues and its environment), the issue programs too."""
+    """Returns the file programs and, in GitHub (with_issues and its environment), the issue programs too.
+
+    Without API access, an Agentic Workflows job finds the issue programs its scheduler step wrote
+    (AUTOLOOP_ISSUE_PROGRAMS_DIR, default /tmp/gh-aw/issue-programs when GITHUB_ACTIONS is set).
+    """
     programs, problems = check_all(root)
     settings = github.from_environment(os.environ) if with_issues else None
     if settings is None:
+        if with_issues:
+            more, more_problems = issue_programs.scheduled(root, os.environ, [p.name for p in programs])
+            return programs + more, problems + more_problems
         return programs, problems
     found, refused = issue_programs.discover_all(github.connect(settings), settings.repository, [p.name for p in programs])
     problems = problems + [ProgramError(why) for why in refused]
     cache = Path(gitutil.run(gitutil.open_repo(root), "rev-parse", "--git-common-dir"))
     cache = (cache if cache.is_absolute() else root / cache) / "autoloop" / "issue-programs"
     more, more_problems = issue_programs.materialize(root, found, cache)
-    return programs + more, problems + more_problems
+    return _without_clashes(programs + more, problems + more_problems)
+
+
+def _without_clashes(programs: list[Program], problems: list[ProgramError]) -> tuple[list[Program], list[ProgramError]]:
+    """Returns the programs whose name no other program has, and an error for each of the others."""
+    clashes = program_names.duplicates((p.name, p.path) for p in programs)
+    kept = [p for p in programs if p.name.casefold() not in clashes]
+    errors = [ProgramError(program_names.duplicate_message(p.name, clashes[p.name.casefold()], p.path), p.path)
+              for p in programs if p.name.casefold() in clashes]
+    return kept, problems + errors
 
 
 def read_states(root: Path, programs: list[Program], sync: bool = True) -> dict[str, statefile.StateFile | None]:
     """Returns each program's parsed state file (None when it has none yet)."""
-    memory = MemoryStore(root)
+    memory = open_memory(root)
     if sync:
         memory.sync()
     states: dict[str, statefile.StateFile | None] = {}
@@ -96,7 +135,7 @@ def states_and_damage(
     root: Path, programs: list[Program]
 ) -> tuple[dict[str, statefile.StateFile | None], dict[str, StateError]]:
     """Returns (the readable programs' states, the error of each program whose state file cannot be read)."""
-    MemoryStore(root).sync()
+    open_memory(root).sync()
     states: dict[str, statefile.StateFile | None] = {}
     damaged: dict[str, StateError] = {}
     for program in programs:

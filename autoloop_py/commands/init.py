@@ -8,7 +8,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 from datetime import timedelta
-from importlib import resources
+from importlib import metadata, resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,9 +29,13 @@ WORKFLOWS_DIR = Path(".github/workflows")
 ACTIONS_WORKFLOW = WORKFLOWS_DIR / "autoloop.yml"
 AGENTIC_WORKFLOW = WORKFLOWS_DIR / "autoloop.md"
 SAMPLE_PROGRAM = "example"
+# Where gh-aw clones `memory/autoloop` (repo-memory id `autoloop`) and what it pushes after the agent job.
+AGENTIC_MEMORY_DIR = "/tmp/gh-aw/repo-memory/autoloop"
 PROPOSERS = ("llm", "agent", "tune")
 DEFAULT_EVERY = "6h"
-DEFAULT_PIP_SPEC = f"autoloop-py=={__version__}"
+DISTRIBUTION = "autoloop-py"
+# What an autoloop installed from a package index installs again; only then is it the default.
+DEFAULT_PIP_SPEC = f"{DISTRIBUTION}=={__version__}"
 # GitHub's scheduler is busiest (and drops runs) at the top of the hour.
 CRON_MINUTE = 17
 CRON_HOUR = 3
@@ -78,7 +82,12 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--every", default=DEFAULT_EVERY, help="how often the workflow wakes up (default 6h)")
     parser.add_argument("--max-parallel", type=int, default=4, metavar="N", help="programs iterating at once")
     parser.add_argument("--max-programs", type=int, metavar="N", help="at most N due programs per wake-up")
-    parser.add_argument("--pip-spec", default=DEFAULT_PIP_SPEC, help=f"what CI installs (default {DEFAULT_PIP_SPEC})")
+    parser.add_argument(
+        "--pip-spec",
+        default=None,
+        help="what CI installs (default: where this autoloop came from, as pip recorded it: "
+        f"{DEFAULT_PIP_SPEC} from an index, git+URL@commit from a repository)",
+    )
     parser.add_argument("--proposer", choices=PROPOSERS, help="default: llm with --model, else tune")
     parser.add_argument("--model", help="litellm model when the AUTOLOOP_MODEL repository variable is unset")
     parser.add_argument("--timeout-minutes", type=int, default=45, metavar="N", help="job time limit (default 45)")
@@ -112,19 +121,56 @@ def options_from(args: argparse.Namespace) -> InitOptions:
         raise AutoloopError("--max-parallel and --max-programs must be at least 1")
     if not 1 <= args.timeout_minutes <= MAX_TIMEOUT_MINUTES:
         raise AutoloopError(f"--timeout-minutes must be 1–{MAX_TIMEOUT_MINUTES} (GitHub stops jobs after 6 hours)")
-    if not _SPEC_RE.match(args.pip_spec):
-        raise AutoloopError(f"--pip-spec {args.pip_spec!r} must be one requirement, e.g. {DEFAULT_PIP_SPEC}")
+    pip_spec = args.pip_spec if args.pip_spec is not None else running_pip_spec()
+    if not _SPEC_RE.match(pip_spec):
+        raise AutoloopError(f"--pip-spec {pip_spec!r} must be one requirement, e.g. {DEFAULT_PIP_SPEC}")
     if args.model is not None and not _MODEL_RE.match(args.model):
         raise AutoloopError(f"--model {args.model!r} is not a litellm model name such as openai/gpt-4o-mini")
     return InitOptions(
         interval=wake_interval(args.every),
         max_parallel=args.max_parallel,
         max_programs=args.max_programs,
-        pip_spec=args.pip_spec,
+        pip_spec=pip_spec,
         proposer=args.proposer or ("llm" if args.model else "tune"),
         model=args.model,
         timeout_minutes=args.timeout_minutes,
     )
+
+
+def running_pip_spec() -> str:
+    """Returns the pip requirement that installs the running autoloop again, as pip recorded its origin."""
+    try:
+        found = metadata.distribution(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return pip_spec_from_install(__version__, None, installed=False)
+    return pip_spec_from_install(found.version, found.read_text("direct_url.json"), installed=True)
+
+
+def pip_spec_from_install(version: str, direct_url: str | None, *, installed: bool) -> str:
+    """Returns the requirement for an install whose PEP 610 `direct_url.json` is direct_url (None: from an index).
+
+    Raises AutoloopError, asking for --pip-spec, when CI could not install it that way (a local folder or
+    file, or no installed distribution at all).
+    """
+    example = "--pip-spec git+https://github.com/OWNER/REPO@main"
+    if not installed:
+        raise AutoloopError(f"autoloop is not installed as a package here, so the workflow cannot know what to "
+                            f"install; pass {example} (or {DEFAULT_PIP_SPEC} once an index serves it)")
+    if direct_url is None:
+        return f"{DISTRIBUTION}=={version}"
+    try:
+        origin = json.loads(direct_url)
+        url = str(origin["url"])
+    except (ValueError, KeyError, TypeError):
+        raise AutoloopError(f"pip's record of where autoloop came from is unreadable; pass {example}") from None
+    vcs = origin.get("vcs_info")
+    if isinstance(vcs, dict) and vcs.get("commit_id") and not url.startswith("file:"):
+        return f"{vcs.get('vcs', 'git')}+{url}@{vcs['commit_id']}"
+    if isinstance(origin.get("archive_info"), dict) and url.startswith(("https://", "http://")):
+        return url
+    where = url.removeprefix("file://")
+    raise AutoloopError(f"autoloop was installed from {where}, which a GitHub runner cannot reach; pass {example} "
+                        "(the repository and branch or commit that CI should install)")
 
 
 def wake_interval(every: str) -> timedelta:
@@ -210,6 +256,7 @@ def render_workflows(options: InitOptions) -> dict[Path, str]:
         schedule=agentic_schedule(options.interval),
         timeout_minutes=options.timeout_minutes,
         pip_spec=shlex.quote(options.pip_spec),
+        memory_dir=AGENTIC_MEMORY_DIR,
     )
     return {ACTIONS_WORKFLOW: actions, AGENTIC_WORKFLOW: agentic}
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import yaml
 from rich.console import Console
 
+from autoloop_py import program_names
 from autoloop_py import markdown as md
 from autoloop_py.commands.common import repo_root, subparser
 from autoloop_py.errors import AutoloopError, ProgramError
@@ -31,7 +32,6 @@ NOTE = (
     "<!-- autoloop new: resolve every CUSTOMIZE marker (`autoloop customize {name}`, an --answers file, "
     "or by hand; `autoloop check` lists them). These two lines go once none is left. -->"
 )
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _COPY_RE = re.compile(r"`([^`]+)`\s*→\s*`([^`]+)`")
 
 
@@ -229,8 +229,10 @@ def _is_scaffold_line(line: str) -> bool:
 
 
 def _checked_name(root: Path, name: str) -> str:
-    if not _NAME_RE.match(name) or name.endswith(".md"):
-        raise AutoloopError(f"'{name}' is not a usable program name; use letters, digits, `_`, `-` and `.`")
+    problem = program_names.name_problem(name)
+    if problem is not None or name.endswith(".md"):
+        raise AutoloopError(f"'{name}' is not a usable program name ({problem or 'it ends with .md'}); "
+                            "use letters, digits, `_`, `-` and `.`")
     for existing in (root / PROGRAMS_DIR / name, root / PROGRAMS_DIR / f"{name}.md"):
         if existing.exists():
             rel = existing.relative_to(root)

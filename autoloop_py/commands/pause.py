@@ -9,9 +9,8 @@ from typing import Any
 from rich.console import Console
 
 from autoloop_py import state as statefile
-from autoloop_py.commands.common import repo_root, subparser
-from autoloop_py.memory import MemoryStore
-from autoloop_py.program import find_program, load_programs
+from autoloop_py.commands.common import add_memory_dir, load_named, repo_root, subparser
+from autoloop_py.memory_folder import open_memory
 from autoloop_py.recording import parse_or_new, state_path
 
 
@@ -20,17 +19,19 @@ def add_parser(commands: Any) -> None:
     pause = subparser(commands, "pause", "Pause a program until it is resumed.", 'autoloop pause circle_packing --reason "evaluator flaky"')
     pause.add_argument("program", help="the program's name")
     pause.add_argument("--reason", default="paused by a maintainer", help="why (shown by status and the scheduler)")
+    add_memory_dir(pause)
     pause.set_defaults(handler=cmd_pause, paused=True)
     resume = subparser(commands, "resume", "Resume a paused program (also clears a plateau).", "autoloop resume circle_packing")
     resume.add_argument("program", help="the program's name")
+    add_memory_dir(resume)
     resume.set_defaults(handler=cmd_pause, paused=False, reason=None)
 
 
 def cmd_pause(args: argparse.Namespace, console: Console) -> int:
     """Sets or clears Paused in the program's state file and commits it to the memory branch."""
     root = repo_root(args.repo)
-    program = find_program(load_programs(root), args.program)
-    memory = MemoryStore(root)
+    program = load_named(root, args.program, console)
+    memory = open_memory(root, args.memory_dir)
     memory.sync()
     path = state_path(program)
 

@@ -8,8 +8,8 @@ from typing import Any
 from rich.console import Console
 
 from autoloop_py import handoff
-from autoloop_py.commands.common import repo_root, subparser
-from autoloop_py.program import find_program, load_programs
+from autoloop_py.commands.common import add_memory_dir, load_named, repo_root, subparser
+from autoloop_py.memory_folder import open_memory
 
 
 def add_parser(commands: Any) -> None:
@@ -26,14 +26,15 @@ def add_parser(commands: Any) -> None:
         action="store_true",
         help="write the chosen parent's code into the Target file of the working tree",
     )
+    add_memory_dir(parser)
     parser.set_defaults(handler=cmd_prompt)
 
 
 def cmd_prompt(args: argparse.Namespace, console: Console) -> int:
     """Prints the prompt; notes placed parent code on stderr."""
     root = repo_root(args.repo)
-    program = find_program(load_programs(root), args.program)
-    result = handoff.prepare(root, program, place_parent=args.place_parent)
+    program = load_named(root, args.program, Console(stderr=True))
+    result = handoff.prepare(root, program, place_parent=args.place_parent, memory=open_memory(root, args.memory_dir))
     console.out(result.prompt, end="" if result.prompt.endswith("\n") else "\n", highlight=False)
     if result.placed:
         Console(stderr=True).print(f"placed the parent's code in {', '.join(result.placed)}")

@@ -8,9 +8,10 @@ from typing import Any
 from rich.console import Console
 
 from autoloop_py import handoff
-from autoloop_py.commands.common import format_metric, repo_root, subparser
+from autoloop_py.commands.common import add_memory_dir, format_metric, load_named, repo_root, subparser
 from autoloop_py.errors import AutoloopError
-from autoloop_py.program import find_program, load_programs
+from autoloop_py.memory_folder import open_memory
+from autoloop_py.recording import load_state
 
 
 def add_parser(commands: Any) -> None:
@@ -30,13 +31,17 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--approach", help="the idea in one line (Population entry)")
     parser.add_argument("--lesson", help="a transferable heuristic for Lessons Learned")
     parser.add_argument("--commit", help="the commit holding the candidate, if already made")
+    parser.add_argument("--pending-ci", action="store_true",
+                        help="keep an improving candidate as pending-ci (when the program's CI gate is on); "
+                        "`autoloop ci` settles it from its pull request's checks")
+    add_memory_dir(parser)
     parser.set_defaults(handler=cmd_record)
 
 
 def cmd_record(args: argparse.Namespace, console: Console) -> int:
     """Records the outcome and prints `status: …`; exit 0 whatever the status."""
     root = repo_root(args.repo)
-    program = find_program(load_programs(root), args.program)
+    program = load_named(root, args.program, Console(stderr=True))
     if not args.summary.strip():
         raise AutoloopError("--summary must not be empty")
     outcome = handoff.Outcome(
@@ -47,9 +52,15 @@ def cmd_record(args: argparse.Namespace, console: Console) -> int:
         error=args.error,
         evaluate=args.evaluate,
         commit=args.commit,
+        pending_ci=args.pending_ci,
     )
-    entry = handoff.record(root, program, outcome)
+    memory = open_memory(root, args.memory_dir)
+    entry = handoff.record(root, program, outcome, memory=memory)
+    machine = load_state(memory, program).machine
     console.print(f"status: {entry.status}")
     console.print(f"metric: {format_metric(entry.metric)}")
     console.print(f"notes: {entry.notes}")
+    console.print(f"completed: {'true' if machine.completed else 'false'}")
+    if machine.paused:
+        console.print(f"paused: {machine.pause_reason or 'true'}")
     return 0

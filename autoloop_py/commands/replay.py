@@ -6,7 +6,6 @@ import argparse
 import contextlib
 import dataclasses
 import json
-import tempfile
 import textwrap
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -15,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from autoloop_py import tempdirs
 from autoloop_py.analysis.replay import BEST, CLASSES, ReplayEvent, Trial, choose_events, classify, context_pool, measure
 from autoloop_py.analysis.replay_prompts import EXACT, VARIANTS, vary
 from autoloop_py.commands.common import format_metric, repo_root, subparser
@@ -150,7 +150,7 @@ def opened(name: str, repo: Path | None) -> Iterator[Target]:
         raise AutoloopError("is not a directory; pass an EvoTrace run directory or a program's name", path=name)
     root = repo_root(repo)
     programs, _ = check_all(root)
-    with tempfile.TemporaryDirectory(prefix="autoloop-trace-") as tmp:
+    with tempdirs.temporary("autoloop-trace-") as tmp:
         trace = load_trace(export_program(root, name, Path(tmp) / name))
         yield Target(trace, find_program(programs, name), root, f"memory/autoloop:traces/{name}")
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
 from rich.console import Console
 
+from autoloop_py import tempdirs
 from autoloop_py.analysis.html_report import ReportSource, render_report, report_payload
 from autoloop_py.commands.common import read_states, repo_root, subparser
 from autoloop_py.commands.trace import export_program
@@ -52,7 +52,7 @@ def build_html(target: str, repo: Path | None) -> tuple[str, str, int]:
         raise AutoloopError("is not a directory; pass an EvoTrace run directory or a program's name", path=target)
     root = repo_root(repo)
     population = _population(root, target)
-    with tempfile.TemporaryDirectory(prefix="autoloop-report-") as tmp:
+    with tempdirs.temporary("autoloop-report-") as tmp:
         trace = load_trace(export_program(root, target, Path(tmp) / target))
         page = _page(trace, target, f"{MEMORY_BRANCH}:{trace_dir(target)}", population)
     return page, target, len(trace.rows)

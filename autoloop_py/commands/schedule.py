@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 from datetime import datetime, timezone
 from typing import Any
@@ -12,6 +13,8 @@ from rich.console import Console
 
 from autoloop_py import schedule
 from autoloop_py.commands.common import load_all, machines, readable_states, repo_root, subparser
+
+logger = logging.getLogger(__name__)
 
 
 def add_parser(commands: Any) -> None:
@@ -27,7 +30,9 @@ def add_parser(commands: Any) -> None:
 def cmd_schedule(args: argparse.Namespace, console: Console) -> int:
     """Prints the plan; exit 0 when something is due, 1 when nothing is."""
     root = repo_root(args.repo)
-    programs, _ = load_all(root, with_issues=True)
+    programs, problems = load_all(root, with_issues=True)
+    for problem in problems:
+        logger.warning("skipping a broken program: %s", problem)
     forced = args.program or os.environ.get("AUTOLOOP_PROGRAM", "").strip() or None
     readable = readable_states(root, programs, forced)
     runnable = [p for p in programs if p.name in readable]

@@ -8,10 +8,9 @@ from typing import Any
 from rich.console import Console
 from rich.markdown import Markdown
 
-from autoloop_py.commands.common import repo_root, subparser
+from autoloop_py.commands.common import add_memory_dir, load_named, repo_root, subparser
 from autoloop_py.errors import AutoloopError
-from autoloop_py.memory import MemoryStore
-from autoloop_py.program import find_program, load_programs
+from autoloop_py.memory_folder import open_memory
 from autoloop_py.recording import state_path
 
 
@@ -22,14 +21,15 @@ def add_parser(commands: Any) -> None:
     )
     parser.add_argument("program", help="the program's name")
     parser.add_argument("--pretty", action="store_true", help="render the markdown instead of printing it raw")
+    add_memory_dir(parser)
     parser.set_defaults(handler=cmd_state)
 
 
 def cmd_state(args: argparse.Namespace, console: Console) -> int:
     """Prints the state file; exit 1 when the program has none yet."""
     root = repo_root(args.repo)
-    program = find_program(load_programs(root), args.program)
-    memory = MemoryStore(root)
+    program = load_named(root, args.program, Console(stderr=True))
+    memory = open_memory(root, args.memory_dir)
     memory.sync()
     text = memory.read(state_path(program))
     if text is None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import tempfile
 from functools import partial
 from pathlib import Path
 from typing import Any, Mapping
@@ -13,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from autoloop_py import tempdirs
 from autoloop_py import tuning_run
 from autoloop_py.analysis.tuning import Knob, free_name, parametrize, with_values
 from autoloop_py.analysis.tuning_report import (
@@ -71,7 +71,7 @@ def cmd_tune(args: argparse.Namespace, console: Console) -> int:
     figure = figure_class() if args.png else None
     root = repo_root(args.repo)
     program = _program(root, args.program)
-    with tempfile.TemporaryDirectory(prefix="autoloop-trace-") as tmp:
+    with tempdirs.temporary("autoloop-trace-") as tmp:
         trace = load_trace(export_program(root, program.name, Path(tmp) / program.name))
         target = tuning_run.load_target(trace, program.direction, args.candidate, args.at_iteration)
     knobs, knob_source, notes = tuning_run.select_knobs(target.source, args.llm)

@@ -37,6 +37,7 @@ class CommandResult:
       stderr: decoded stderr, capped the same way.
       timed_out: the command ran past its timeout and its process group was killed.
       duration: seconds from start until the output was read.
+      stdout_dropped: bytes of stdout dropped from the middle over the cap (0: stdout is whole).
     """
 
     returncode: int
@@ -44,6 +45,7 @@ class CommandResult:
     stderr: str
     timed_out: bool
     duration: float
+    stdout_dropped: int = 0
 
 
 def run_command(
@@ -83,7 +85,7 @@ def run_process(
         _stop_readers(readers, stop)
         process.stdout.close()
         process.stderr.close()
-    return CommandResult(returncode, out.text(), err.text(), timed_out, time.monotonic() - started)
+    return CommandResult(returncode, out.text(), err.text(), timed_out, time.monotonic() - started, out.dropped)
 
 
 def _wait_exited(process: subprocess.Popen[bytes], deadline: float) -> bool:
@@ -198,10 +200,15 @@ class _CappedBuffer:
         if len(self.tail) > 2 * self.cap:
             del self.tail[: len(self.tail) - self.cap]
 
+    @property
+    def dropped(self) -> int:
+        """Returns how many bytes text() leaves out."""
+        return self.total - len(self.head) - min(self.cap, len(self.tail))
+
     def text(self) -> str:
         """Returns the kept bytes decoded, with a marker where bytes were dropped."""
         tail = bytes(self.tail[len(self.tail) - min(self.cap, len(self.tail)) :])
-        omitted = self.total - len(self.head) - len(tail)
+        omitted = self.dropped
         marker = f"\n[... {omitted} bytes omitted ...]\n".encode() if omitted else b""
         return (bytes(self.head) + marker + tail).decode("utf-8", errors="replace")
 

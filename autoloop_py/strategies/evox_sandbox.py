@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Iterator, Sequence
 
+from autoloop_py import tempdirs
 from autoloop_py.errors import AutoloopError
 from autoloop_py.strategies.evox_contract import Choice, Genome, choice_problem, validation_genomes
 from autoloop_py.strategies.evox_worker import ALLOWED_MODULES, CONTRACT_MODULE, is_allowed_module
@@ -351,7 +352,7 @@ def _run_worker(request: dict[str, Any], limits: SandboxLimits) -> dict[str, Any
     """Runs the worker on one request within limits and returns its reply; raises StrategyFailure."""
     memory = {"memory_mb": limits.memory_mb, "cpu_seconds": limits.cpu_seconds, "output_bytes": OUTPUT_CAP}
     payload = json.dumps({**request, "limits": memory}).encode("utf-8")
-    with tempfile.TemporaryDirectory(prefix="autoloop-evox-") as workdir, tempfile.TemporaryFile() as out, \
+    with tempdirs.temporary("autoloop-evox-") as workdir, tempfile.TemporaryFile() as out, \
             tempfile.TemporaryFile() as err:  # fmt: skip
         returncode, timed_out = _start_and_wait(payload, Path(workdir), out, err, limits.seconds)
         stdout, stderr = _read(out), _read(err)

@@ -244,7 +244,7 @@ def test_new_target_writes_no_stubs_and_customize_answers_resolves_the_markers(
     labels = [m.label for m in customize_markers(text, Path("program.md"))]
     assert labels == ["goal", "evaluation command", "metric name", "direction"]
     answers = git_repo / "answers.yaml"
-    answers.write_text("goal: Make f faster.\nevaluation command: cd ../../.. && python3 bench.py\n")
+    answers.write_text("goal: Make f faster.\nevaluation command: python3 bench.py\n")
     capsys.readouterr()
     assert main(["customize", "fast", "--answers", str(answers), "--repo", str(git_repo)]) == 0
     out = capsys.readouterr().out

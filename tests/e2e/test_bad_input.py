@@ -284,6 +284,10 @@ STATE_CASES = [
               ("counter.md:3: unusual line-break character U+2028; replace it with a newline",)),
     StateCase("nul-bytes", lambda text: b"\x00" * 4096 + text.encode()[:100],
               ("counter.md:1: no '## ⚙️ Machine State' section",)),
+    # 50 MB once took 81 s and 1.4 GB to parse per iteration; past the hard cap it is refused unread.
+    StateCase("over-the-hard-cap", lambda text: (text + "\n" + "history " * (9 << 17)).encode(),
+              ("counter.md: the state file is ", " bytes, over the hard cap of 8388608 (10x its 30720-byte budget",
+               "fold or delete old history entries on the memory branch by hand")),
 ]
 
 
@@ -355,17 +359,14 @@ def test_five_megabytes_of_history_still_runs_and_is_compacted(repo: Repo, tmp_p
     _put_state(repo, _bulk_history(_state_bytes(repo).decode(), count).encode())
     assert len(_state_bytes(repo)) > 5_000_000
     snapshot = _snapshot(repo)
-    started = time.monotonic()
     assert _run(repo, *_agent_args(_agent(tmp_path, block("x = 1.5")))) == 0
-    elapsed = time.monotonic() - started
     after = _state(repo)
     assert after.machine.iteration_count == count + 3
     assert after.history[0].iteration == count + 3 and after.history[0].status == "rejected"
     assert _covered(after) == list(range(1, count + 4))  # folded into ranges, none dropped
     assert len(_state_bytes(repo)) < statefile.DEFAULT_BUDGET
     assert _snapshot(repo) == snapshot
-    # Was 60 s (four mistune parses of 5 MB); one cached parse without the inline pass takes ~8 s.
-    assert elapsed < 30, f"one iteration over 5 MB of history took {elapsed:.1f} s"
+    # How long this takes is a benchmark figure (benchmarks/scaling.py), not an assertion.
 
 
 def _kept_lines(old: str, new: str) -> bool:
@@ -487,7 +488,7 @@ def test_bad_evaluation_is_one_entry_naming_the_cause(case: EvaluationCase, repo
     before, snapshot = _state(repo), _snapshot(repo)
     started = time.monotonic()
     assert _run(repo, *_agent_args(_agent(tmp_path, block(case.code)))) == 0
-    assert time.monotonic() - started < 30
+    assert time.monotonic() - started < 90  # a hang is cut by the 3 s timeout, not waited out
     entry = _assert_one_new_entry(repo, before, snapshot, case.status, *case.expected)
     assert len(entry.text) < 2000
     assert len(_state_bytes(repo)) < statefile.DEFAULT_BUDGET
@@ -527,7 +528,7 @@ def test_children_that_outlive_the_evaluation_are_killed(repo: Repo, tmp_path: P
     started = time.monotonic()
     # Unsandboxed: the pids must be ours to check (inside bubblewrap the PID namespace dies with the run).
     assert _run(repo, "--isolation", "none", *_agent_args(_agent(tmp_path, block(code)))) == 0
-    assert time.monotonic() - started < 15
+    assert time.monotonic() - started < 90  # not the children's 100 s sleep
     _assert_one_new_entry(repo, before, snapshot, "rejected", "metric 0.5 did not improve on best 2")
     children = [int(pid) for pid in pids.read_text().split()]
     assert len(children) == 2
@@ -550,7 +551,7 @@ def test_a_child_that_left_the_process_group_is_killed_too(repo: Repo, tmp_path:
     started = time.monotonic()
     try:
         assert _run(repo, "--isolation", "none", *_agent_args(_agent(tmp_path, block(code)))) == 0
-        assert time.monotonic() - started < 15
+        assert time.monotonic() - started < 90  # not the escaped child's 100 s sleep
         _assert_one_new_entry(repo, before, snapshot, "rejected", "metric 0.25 did not improve on best 2")
         assert pid_file.exists() and not _alive(int(pid_file.read_text()))
     finally:

@@ -146,7 +146,7 @@ def test_check_reports_file_and_line(fleet: Path, capsys: pytest.CaptureFixture[
     program.write_text(program.read_text().replace("every 6h", "every fortnight"))
     assert main(["check", "--repo", str(fleet)]) == 1
     out = capsys.readouterr().out
-    assert "✗ .autoloop/programs/active/program.md: frontmatter `schedule`: unparseable schedule 'every fortnight'" in out
+    assert "✗ .autoloop/programs/active/program.md:2: frontmatter `schedule`: unparseable schedule 'every fortnight'" in out
 
 
 def test_bad_input_is_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -49,7 +49,7 @@ Do NOT modify:
 ## Evaluation
 
 ```bash
-python3 code/evaluate.py
+cd "$AUTOLOOP_PROGRAM_DIR" && python3 code/evaluate.py
 ```
 
 The metric is `score`. Higher is better.

@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -172,3 +173,34 @@ def test_killed_at_each_step_the_next_run_continues_consistently(
     assert all(e.status == "accepted" for e in state.history if e.is_detailed)
     if recovered and before == 1:  # the baseline the killed run measured is kept
         assert state.machine.initial_metric is not None
+
+
+def test_the_temporary_folders_of_a_killed_run_are_removed_by_the_next_run(counter_repo: Path, tmp_path: Path) -> None:
+    # Killed while its agent runs: the worktree folder and the agent's prompt folder are left in TMPDIR.
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    flag = tmp_path / "agent-started"
+    env = {k: v for k, v in os.environ.items() if k != "AUTOLOOP_FAULT"}
+    env["TMPDIR"] = str(tmp)
+    command = [sys.executable, "-m", "autoloop_py", "run", "--repo", str(counter_repo), "--program", "counter",
+               "--proposer", "agent", "--agent-command", f"echo $$ > {flag}; exec sleep 60"]
+    runner = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        while not (flag.exists() and flag.read_text().strip()):  # the agent has started
+            assert runner.poll() is None, "the run ended before its agent started"
+            time.sleep(0.05)
+        runner.send_signal(signal.SIGKILL)
+        runner.wait()
+        left = sorted(p.name for p in tmp.iterdir())
+        assert any(name.startswith("autoloop-agent-") for name in left), left
+        assert any(name.startswith("autoloop-counter-") for name in left), left
+        done = subprocess.run(command[:-4] + ["--proposer", "tune"], env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert sorted(p.name for p in tmp.iterdir()) == []
+    finally:
+        agent = flag.read_text().strip() if flag.exists() else ""
+        if agent.isdigit():
+            try:
+                os.kill(int(agent), signal.SIGKILL)
+            except ProcessLookupError:
+                pass

@@ -118,7 +118,7 @@ def funsearch_repo(git_repo: Path, run_git) -> Path:  # type: ignore[no-untyped-
     (base / "strategy/funsearch.md").write_text(_playbook())
     (base / "strategy/prompts/skeleton.md").write_text(SKELETON)
     program_md = (base / "program.md").read_text()
-    program_md = program_md.replace("python3 code/evaluate.py", "python3 code/evaluate_funsearch.py")
+    program_md = program_md.replace("code/evaluate.py\"", "code/evaluate_funsearch.py\"")
     program_md = program_md[: program_md.index("## Evolution Strategy")] + POINTER
     (base / "program.md").write_text(program_md)
     run_git(git_repo, "add", "-A")

@@ -29,7 +29,7 @@ Bring `x` close to 3.
 ## Evaluation
 
 ```bash
-python3 -c "import runpy; x = runpy.run_path('code/value.py')['x']; print('{\\"score\\": %r}' % (-(x - 3) ** 2))"
+cd "$AUTOLOOP_PROGRAM_DIR" && python3 -c "import runpy; x = runpy.run_path('code/value.py')['x']; print('{\\"score\\": %r}' % (-(x - 3) ** 2))"
 ```
 
 The metric is `score`.

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from autoloop_py.cli import main
+from autoloop_py.commands import init as init_command
 from autoloop_py.commands.init import DEFAULT_PIP_SPEC
 
 WORKFLOWS = (".github/workflows/autoloop.yml", ".github/workflows/autoloop.md")
@@ -20,6 +21,9 @@ SAMPLE = (
     ".autoloop/programs/example/code/solution.py",
     ".autoloop/programs/example/code/evaluate.py",
 )
+
+
+pytestmark = pytest.mark.usefixtures("installed_from_an_index")
 
 
 def bundled_strategy_files() -> dict[str, str]:
@@ -118,3 +122,23 @@ def test_init_outside_a_repository_or_with_bad_flags_writes_nothing(
     assert main(["init", "--repo", str(git_repo), "--every", "1m"]) == 1
     assert "--every '1m' is under 5 minutes" in capsys.readouterr().err
     assert not (git_repo / ".github").exists() and not (git_repo / ".autoloop").exists()
+
+
+def test_init_from_a_local_checkout_asks_for_a_pip_spec(
+    git_repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    class LocalCheckout:
+        version = "0.1.0"
+
+        def read_text(self, name: str) -> str | None:
+            return json.dumps({"url": "file:///home/me/autoloop_py", "dir_info": {"editable": True}})
+
+    monkeypatch.setattr(init_command.metadata, "distribution", lambda name: LocalCheckout())
+    assert main(["init", "--repo", str(git_repo)]) == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert "autoloop was installed from /home/me/autoloop_py, which a GitHub runner cannot reach" in err
+    assert "pass --pip-spec git+https://github.com/OWNER/REPO@main" in err
+    assert not (git_repo / ".github").exists()
+    assert main(["init", "--repo", str(git_repo), "--pip-spec", "git+https://github.com/me/autoloop_py@main"]) == 0
+    workflow = yaml.safe_load((git_repo / WORKFLOWS[0]).read_text())
+    assert workflow["env"] == {"AUTOLOOP_PIP_SPEC": "git+https://github.com/me/autoloop_py@main"}

@@ -193,7 +193,7 @@ def _link(outcome: Path) -> None:
 
 TAMPERING = {
     "outside Target": (_outside_target, "outside the program's Target"),
-    "oversize file": (_oversize, "over the 1000000-byte cap"),
+    "oversize file": (_oversize, "over the 1048576-byte cap"),
     "malformed record": (_malformed_record, "metric must be a finite number"),
     "forged ref file": (_forged_ref_file, "expected outcome.json and files/ only"),
     "forged ref key": (_forged_ref_key, "unknown ['refs']"),

@@ -34,7 +34,7 @@ Find the best `spread`.
 ## Evaluation
 
 ```bash
-python3 code/evaluate.py
+cd "$AUTOLOOP_PROGRAM_DIR" && python3 code/evaluate.py
 ```
 
 The metric is `score`. Higher is better.

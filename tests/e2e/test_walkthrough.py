@@ -31,6 +31,7 @@ def _readme_block(heading: str) -> str:
     return section[section.index("```bash\n") + 8: section.index("\n```", section.index("```bash\n"))]
 
 
+@pytest.mark.usefixtures("installed_from_an_index")  # the walk-through installs autoloop-py from an index
 def test_the_readme_walkthrough_works_as_written(
     git_repo_with_origin: Path, run_git: Callable[..., str], capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
@@ -48,6 +49,7 @@ def test_the_readme_walkthrough_works_as_written(
     (repo / "answers.yaml").write_text(answers)
 
     assert main(["init"]) == 0
+    assert "autoloop-py==" in (repo / ".github/workflows/autoloop.yml").read_text()
     assert main(["new", "speedup", "--target", "src/mylib/hot.py", "--answers", "answers.yaml"]) == 0
     assert "every <CUSTOMIZE…> marker is resolved" in capsys.readouterr().out
     assert not (repo / ".autoloop/programs/speedup/code").exists()  # no stubs over existing files

@@ -1,0 +1,54 @@
+"""`autoloop deps PROGRAM [--install]`: show or install the program's own dependencies."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import subprocess
+import sys
+from typing import Any
+
+from rich.console import Console
+
+from autoloop_py.commands.common import load_named, repo_root, subparser
+from autoloop_py.errors import AutoloopError, ProgramError
+from autoloop_py.requirements import program_requirements
+
+
+def add_parser(commands: Any) -> None:
+    """Registers `autoloop deps`."""
+    parser = subparser(
+        commands,
+        "deps",
+        "Show (or install with pip) what a program's evaluation needs: `requirements:` or requirements.txt.",
+        "autoloop deps function_minimization --install",
+    )
+    parser.add_argument("program", help="the program's name")
+    parser.add_argument("--install", action="store_true", help="run `python -m pip install` with them")
+    parser.add_argument("--if-found", action="store_true",
+                        help="a program that cannot be found (an issue program without API access) has none")
+    parser.set_defaults(handler=cmd_deps)
+
+
+def cmd_deps(args: argparse.Namespace, console: Console) -> int:
+    """Prints the pip arguments; with --install runs pip from the repository root (exit 1 if pip fails)."""
+    root = repo_root(args.repo)
+    try:
+        program = load_named(root, args.program, Console(stderr=True))
+    except ProgramError as err:
+        if not args.if_found or err.path is not None:
+            raise
+        console.print(f"{args.program}: not found here, so no requirements installed ({err.message})", markup=False)
+        return 0
+    found = program_requirements(root, program)
+    if not found.args:
+        console.print(f"{program.name}: no requirements (add `requirements: [...]` or requirements.txt)")
+        return 0
+    command = [sys.executable, "-m", "pip", "install", "--quiet", *found.args]
+    console.print(f"{program.name}: {shlex.join(found.args)}  (from {found.source})", markup=False, highlight=False)
+    if not args.install:
+        return 0
+    done = subprocess.run(command, cwd=root, check=False)
+    if done.returncode != 0:
+        raise AutoloopError(f"`{shlex.join(command)}` failed with status {done.returncode}")
+    return 0
