@@ -182,6 +182,7 @@ def test_the_temporary_folders_of_a_killed_run_are_removed_by_the_next_run(count
     flag = tmp_path / "agent-started"
     env = {k: v for k, v in os.environ.items() if k != "AUTOLOOP_FAULT"}
     env["TMPDIR"] = str(tmp)
+    env["AUTOLOOP_ISOLATION"] = "none"  # the agent's flag and pid must be the host's
     command = [sys.executable, "-m", "autoloop_py", "run", "--repo", str(counter_repo), "--program", "counter",
                "--proposer", "agent", "--agent-command", f"echo $$ > {flag}; exec sleep 60"]
     runner = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
