@@ -20,10 +20,13 @@ from autoloop_py.commands import (
     run, schedule, show, status, trace, tune,
 )
 from autoloop_py.errors import AutoloopError
+from autoloop_py.redact import RedactingFilter, RedactingStream, Redactor, from_environment
+from autoloop_py.sandbox.runner import Terminated
 
 EXIT_ERROR = 1
 EXIT_CRASH = 3
 EXIT_INTERRUPT = 130
+EXIT_TERMINATED = 143
 
 _DESCRIPTION = """\
 Run an LLM-driven improvement loop over the programs in .autoloop/programs/.
@@ -63,10 +66,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "handler", None):
         parser.print_help()
         return EXIT_ERROR
-    console = _console()
-    err_console = _console(stderr=True)
-    _setup_logging(getattr(args, "verbose", False) or args.global_verbose, err_console)
-    return _handle(lambda: _flushed(args.handler(args, console)), err_console)
+    # Secret values held in the environment are masked in everything printed or logged.
+    redactor = from_environment(os.environ)
+    console = _console(redactor=redactor)
+    err_console = _console(stderr=True, redactor=redactor)
+    _setup_logging(getattr(args, "verbose", False) or args.global_verbose, err_console, redactor)
+    return _handle(lambda: _flushed(args.handler(args, console)), err_console, redactor)
 
 
 def _flushed(status: int) -> int:
@@ -84,20 +89,26 @@ class _Console(Console):
         _stdout_to_devnull()
 
 
-def _console(stderr: bool = False) -> Console:
-    console = _Console(stderr=stderr, highlight=False, soft_wrap=True)
+def _console(stderr: bool = False, redactor: Redactor | None = None) -> Console:
+    stream = sys.stderr if stderr else sys.stdout
+    if redactor is not None and redactor.values:
+        stream = RedactingStream(stream, redactor)
+    console = _Console(file=stream, highlight=False, soft_wrap=True)
     if not console.is_terminal and "COLUMNS" not in os.environ:
         # Piped output (CI logs, files) has no width; 80 columns would squeeze the tables.
         console.width = 200
     return console
 
 
-def _handle(command: Callable[[], int], err_console: Console) -> int:
+def _handle(command: Callable[[], int], err_console: Console, redactor: Redactor | None = None) -> int:
     try:
         return command()
     except AutoloopError as err:
         err_console.print(f"[bold red]error:[/] {escape(str(err))}", markup=True, highlight=False)
         return EXIT_ERROR
+    except Terminated:
+        err_console.print("terminated (SIGTERM); the running evaluation was stopped")
+        return EXIT_TERMINATED
     except KeyboardInterrupt:
         err_console.print("interrupted")
         return EXIT_INTERRUPT
@@ -107,7 +118,7 @@ def _handle(command: Callable[[], int], err_console: Console) -> int:
         return 0
     except Exception as err:  # noqa: BLE001 - the one place that turns crashes into a report
         log_path = _crash_log()
-        log_path.write_text(traceback.format_exc(), encoding="utf-8")
+        log_path.write_text((redactor or Redactor()).text(traceback.format_exc()), encoding="utf-8")
         err_console.print(f"[bold red]An unexpected error occurred:[/] {type(err).__name__}: {escape(str(err))}")
         err_console.print(f"The traceback was written to {log_path}; please include it in a bug report.")
         return EXIT_CRASH
@@ -131,11 +142,12 @@ def _crash_log() -> Path:
     return base / "autoloop.log"
 
 
-def _setup_logging(verbose: bool, console: Console) -> None:
+def _setup_logging(verbose: bool, console: Console, redactor: Redactor) -> None:
     root = logging.getLogger("autoloop_py")
     root.handlers.clear()
     root.setLevel(logging.DEBUG if verbose else logging.WARNING)
     handler = RichHandler(console=console, show_time=False, show_path=False, markup=False)
+    handler.addFilter(RedactingFilter(redactor))
     root.addHandler(handler)
 
 

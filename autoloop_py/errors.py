@@ -39,3 +39,7 @@ class GitError(AutoloopError):
 
 class EvaluationError(AutoloopError):
     """The evaluation command could not be run at all (not a failing candidate)."""
+
+
+class SandboxError(AutoloopError):
+    """The requested isolation cannot be provided on this machine (e.g. `isolation: bwrap` without bubblewrap)."""

@@ -7,29 +7,23 @@ import json
 import logging
 import math
 import os
-import secrets
-import select
 import signal
 import statistics
-import subprocess
-import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from autoloop_py.errors import EvaluationError
 from autoloop_py.program import Program
+from autoloop_py.redact import SECRET_PATTERNS, Redactor, from_environment, secret_names
+from autoloop_py.sandbox.policy import SandboxPolicy
+from autoloop_py.sandbox.process import MARK_ENV_VAR, CommandResult, kill_marked, run_command
+from autoloop_py.sandbox.run import RUN_TOKEN_ENV_VAR, isolation_for, requested_mode, run_sandboxed, run_token
 
 logger = logging.getLogger(__name__)
 
-HEAD_CAP = 64 * 1024
 TAIL_CHARS = 4 * 1024
-READ_CHUNK = 64 * 1024
-# How long to keep reading after the command exits and its process group is killed: a child that
-# escaped the group (setsid) may hold the pipe open forever.
-DRAIN_GRACE = 1.0
-_POLL = 0.05
 _JSON_WINDOW = 64 * 1024
 _DECODE_BUDGET = 2000
 
@@ -38,34 +32,13 @@ SAFE_ENV = (
     "TMPDIR", "TMP", "TEMP", "PWD", "PYTHONPATH", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE",
     "VIRTUAL_ENV", "CONDA_PREFIX", "PYENV_*", "CI", "SYSTEMROOT",
 )  # fmt: skip
-SECRET_ENV = ("GITHUB_TOKEN", "GH_TOKEN", "ACTIONS_*", "*_TOKEN", "*_API_KEY", "*_SECRET*", "*PASSWORD*")
+SECRET_ENV = ("ACTIONS_*", "*SECRET*", *SECRET_PATTERNS)
 EXTRA_ENV_VAR = "AUTOLOOP_EVAL_ENV"
-# Set to a fresh token for each command: its descendants inherit it, even those that left the group.
-MARK_ENV_VAR = "AUTOLOOP_RUN_MARK"
-# The runner's pid: when a runner is killed, the next run finds what its commands left running.
-RUNNER_ENV_VAR = "AUTOLOOP_RUNNER_PID"
-_SWEEPS = 5
-
-
-@dataclass(frozen=True)
-class CommandResult:
-    """What one run of a shell command produced.
-
-    Attributes:
-      returncode: exit status of `bash -c` (negative: killed by that signal).
-      stdout: decoded stdout; past the cap, the first 64 KB and the last `output_cap` bytes.
-      stderr: decoded stderr, capped the same way.
-      timed_out: the command ran past its timeout and its process group was killed.
-      duration: seconds from start until the output was read.
-      stdout_dropped: bytes of stdout dropped from the middle over the cap (0: stdout is whole).
-    """
-
-    returncode: int
-    stdout: str
-    stderr: str
-    timed_out: bool
-    duration: float
-    stdout_dropped: int = 0
+# The process machinery lives in the sandbox package; these names stay importable from here.
+__all__ = [
+    "CommandResult", "EvaluationResult", "MARK_ENV_VAR", "RUN_TOKEN_ENV_VAR", "evaluate", "kill_marked",
+    "parse_metric", "run_command", "run_token", "scrub_environment",
+]
 
 
 @dataclass(frozen=True)
@@ -101,11 +74,15 @@ def evaluate(
     timeout: float | None = None,
     repeats: int | None = None,
     environ: Mapping[str, str] | None = None,
+    sandbox: SandboxPolicy | None = None,
+    redactor: Redactor | None = None,
 ) -> EvaluationResult:
     """Runs the program's evaluation `repeats` times from the repository root; returns the median metric or why it failed.
 
     The command runs where upstream autoloop runs it, at the top of the tree, with AUTOLOOP_PROGRAM_DIR
-    naming the program folder (`cd "$AUTOLOOP_PROGRAM_DIR" && …` runs it there instead).
+    naming the program folder (`cd "$AUTOLOOP_PROGRAM_DIR" && …` runs it there instead). Only workdir is
+    writable to it; sandbox says how it is confined (None: the program's `isolation`). Secret values the
+    runner holds are masked in what it printed before anything reads it.
     """
     if program.evaluation is None:
         raise EvaluationError(
@@ -119,12 +96,17 @@ def evaluate(
     started = time.monotonic()
     if not (workdir / program.base_dir).is_dir():
         return _result(f"the program folder {workdir / program.base_dir} does not exist in the workspace", started, [])
-    env = _environment(program, workdir, os.environ if environ is None else environ)
+    environ = os.environ if environ is None else environ
+    env = _environment(program, workdir, environ)
+    mask = redactor if redactor is not None else from_environment(environ)
+    if sandbox is None:
+        sandbox = isolation_for(requested_mode(program), network=program.config.evaluation_network).evaluation
     runs: list[float] = []
     printed: list[Mapping[str, Any]] = []
     for index in range(count):
         try:
-            result = run_command(program.evaluation.command, cwd, timeout=limit, env=env)
+            result = run_sandboxed(program.evaluation.command, workdir, sandbox, cwd=cwd, timeout=limit, env=env)
+            result = replace(result, stdout=mask.text(result.stdout), stderr=mask.text(result.stderr))
         except OSError as err:
             return _result(f"could not start `bash` in {cwd}: {err}", started, runs)
         value, metrics, error = _judge(result, program.evaluation.metric, limit)
@@ -307,11 +289,12 @@ def scrub_environment(environ: Mapping[str, str], allow: Iterable[str] = ()) -> 
     explicit = tuple(allow)
     extra = tuple(name.strip() for name in environ.get(EXTRA_ENV_VAR, "").split(",") if name.strip())
     patterns = SAFE_ENV + explicit + extra
+    named = set(secret_names(environ))
     kept: dict[str, str] = {}
     for name, value in environ.items():
         if not any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns):
             continue
-        if _looks_secret(name) and name not in explicit:
+        if (_looks_secret(name) or name in named) and name not in explicit:
             logger.debug("not passing %s to the evaluation: it looks like a secret", name)
             continue
         kept[name] = value
@@ -321,168 +304,3 @@ def scrub_environment(environ: Mapping[str, str], allow: Iterable[str] = ()) -> 
 def _looks_secret(name: str) -> bool:
     upper = name.upper()
     return any(fnmatch.fnmatchcase(upper, pattern) for pattern in SECRET_ENV)
-
-
-def run_command(
-    command: str, cwd: Path, *, timeout: float, env: Mapping[str, str], output_cap: int = 1 << 20
-) -> CommandResult:
-    """Runs `bash -c command` in its own process group; kills the whole group on timeout or exit."""
-    started = time.monotonic()
-    mark = secrets.token_hex(8)
-    process = subprocess.Popen(
-        ["bash", "-c", command],
-        cwd=cwd,
-        env={**env, MARK_ENV_VAR: mark, RUNNER_ENV_VAR: str(os.getpid())},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    assert process.stdout is not None and process.stderr is not None
-    out, err = _CappedBuffer(output_cap), _CappedBuffer(output_cap)
-    stop = threading.Event()
-    readers = [_start_reader(process.stdout, out, stop), _start_reader(process.stderr, err, stop)]
-    try:
-        timed_out = not _wait_exited(process, started + timeout)
-    finally:
-        # Also on Ctrl-C: the evaluation must not go on running on its own.
-        # The shell is still unreaped here, so its pid (the group id) cannot have been reused.
-        _kill_group(process.pid)
-        returncode = process.wait()
-        kill_marked(MARK_ENV_VAR, mark)
-        _stop_readers(readers, stop)
-        process.stdout.close()
-        process.stderr.close()
-    return CommandResult(returncode, out.text(), err.text(), timed_out, time.monotonic() - started, out.dropped)
-
-
-def _wait_exited(process: subprocess.Popen[bytes], deadline: float) -> bool:
-    """Returns whether the process exited before the deadline, leaving it unreaped when possible."""
-    delay = 0.001
-    while not _has_exited(process):
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return False
-        time.sleep(min(delay, remaining))
-        delay = min(delay * 2, _POLL)
-    return True
-
-
-def _has_exited(process: subprocess.Popen[bytes]) -> bool:
-    if not hasattr(os, "waitid"):
-        return process.poll() is not None
-    try:
-        return os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-    except ChildProcessError:
-        return True
-
-
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    except OSError as err:
-        logger.warning("could not kill process group %d of the evaluation: %s", pgid, err)
-
-
-def kill_marked(name: str, value: str) -> int:
-    """Kills the processes whose environment has `name=value`; returns how many were signalled.
-
-    With MARK_ENV_VAR: a command's descendants that left its group (setsid). With RUNNER_ENV_VAR: what a
-    killed runner's commands left running. Linux only (/proc); one that replaced its environment escapes.
-    """
-    needle = f"{name}={value}".encode()
-    killed = 0
-    for _ in range(_SWEEPS):  # again, in case one forked between the listing and the kill
-        marked = [pid for pid in _pids() if pid != os.getpid() and needle in _environ(pid)]
-        if not marked:
-            break
-        for pid in marked:
-            logger.info("killing process %d, left behind by a command (%s)", pid, name)
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed += 1
-            except OSError:  # gone already, or not ours to signal
-                pass
-    return killed
-
-
-def _pids() -> list[int]:
-    """Returns the ids of the live processes (none when there is no /proc)."""
-    try:
-        return [int(name) for name in os.listdir("/proc") if name.isdigit()]
-    except OSError:
-        return []
-
-
-def _environ(pid: int) -> list[bytes]:
-    """Returns the environment a process started with, as `NAME=value` entries (empty if unreadable)."""
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as handle:
-            return handle.read().split(b"\0")
-    except OSError:
-        return []
-
-
-class _CappedBuffer:
-    """Keeps the first HEAD_CAP bytes and the last `cap` bytes of a stream, counting the rest."""
-
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
-
-    def feed(self, chunk: bytes) -> None:
-        """Appends a chunk, dropping the middle once the tail holds more than twice the cap."""
-        self.total += len(chunk)
-        room = HEAD_CAP - len(self.head)
-        if room > 0:
-            self.head += chunk[:room]
-            chunk = chunk[room:]
-        self.tail += chunk
-        if len(self.tail) > 2 * self.cap:
-            del self.tail[: len(self.tail) - self.cap]
-
-    @property
-    def dropped(self) -> int:
-        """Returns how many bytes text() leaves out."""
-        return self.total - len(self.head) - min(self.cap, len(self.tail))
-
-    def text(self) -> str:
-        """Returns the kept bytes decoded, with a marker where bytes were dropped."""
-        tail = bytes(self.tail[len(self.tail) - min(self.cap, len(self.tail)) :])
-        omitted = self.dropped
-        marker = f"\n[... {omitted} bytes omitted ...]\n".encode() if omitted else b""
-        return (bytes(self.head) + marker + tail).decode("utf-8", errors="replace")
-
-
-def _start_reader(pipe: IO[bytes], buffer: _CappedBuffer, stop: threading.Event) -> threading.Thread:
-    thread = threading.Thread(target=_pump, args=(pipe.fileno(), buffer, stop), daemon=True)
-    thread.start()
-    return thread
-
-
-def _pump(fd: int, buffer: _CappedBuffer, stop: threading.Event) -> None:
-    """Copies fd into buffer until EOF or stop; polls so that stop is noticed even when no data comes."""
-    poller = select.poll()
-    poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
-    while not stop.is_set():
-        if not poller.poll(int(_POLL * 1000)):
-            continue
-        chunk = os.read(fd, READ_CHUNK)
-        if not chunk:
-            return
-        buffer.feed(chunk)
-
-
-def _stop_readers(readers: list[threading.Thread], stop: threading.Event) -> None:
-    deadline = time.monotonic() + DRAIN_GRACE
-    for reader in readers:
-        reader.join(max(0.0, deadline - time.monotonic()))
-    if any(reader.is_alive() for reader in readers):
-        logger.warning("a process left behind by the evaluation still holds its output open; stopped reading")
-    stop.set()
-    for reader in readers:
-        reader.join()

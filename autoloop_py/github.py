@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -17,6 +18,8 @@ if TYPE_CHECKING:  # PyGithub and requests are imported when a command talks to 
     import github
 
 from autoloop_py.errors import AutoloopError
+from autoloop_py.redact import Redactor
+from autoloop_py.redact import from_environment as secrets_of
 from autoloop_py.github_render import (
     DISCLOSURE,
     STATUS_MARKER,
@@ -364,7 +367,13 @@ class ProgramThread:
     """
 
     def __init__(
-        self, gh: github.Github, repo_full_name: str, program: str, *, issue_number: int | None = None
+        self,
+        gh: github.Github,
+        repo_full_name: str,
+        program: str,
+        *,
+        issue_number: int | None = None,
+        redactor: Redactor | None = None,
     ) -> None:
         # A lazy client builds issue, comment and commit objects without fetching them first.
         self._repo = gh.withLazy(True).get_repo(repo_full_name)
@@ -375,6 +384,11 @@ class ProgramThread:
         self.issue_number = issue_number
         self.pr_number: int | None = None
         self._status_comment: Any = None
+        self._redactor = redactor if redactor is not None else secrets_of(os.environ)
+
+    def _published(self, markdown: str) -> str:
+        """Returns what to post: the text with the AI disclosure, every secret value masked."""
+        return self._redactor.text(with_disclosure(markdown))
 
     @property
     def branch(self) -> str:
@@ -417,7 +431,7 @@ class ProgramThread:
         )
 
     def _create_issue(self, goal: str) -> int:
-        body = with_disclosure(render_issue(self.program, goal))
+        body = self._published(render_issue(self.program, goal))
         issue = self._repo.create_issue(issue_title(self.program), body=body, labels=list(PROGRAM_LABELS))
         logger.info("opened program issue #%d for '%s'", issue.number, self.program)
         return int(issue.number)
@@ -432,7 +446,7 @@ class ProgramThread:
     @_reported("update the status comment")
     def update_status(self, markdown: str) -> None:
         """Edits the earliest comment carrying STATUS_MARKER in place, or posts it when there is none."""
-        body = with_disclosure(markdown if STATUS_MARKER in markdown else f"{STATUS_MARKER}\n{markdown}")
+        body = self._published(markdown if STATUS_MARKER in markdown else f"{STATUS_MARKER}\n{markdown}")
         if self._status_comment is None:
             self._status_comment = self._find_status_comment()
         if self._status_comment is None:
@@ -453,7 +467,7 @@ class ProgramThread:
     @_reported("post the iteration comment")
     def post_iteration(self, markdown: str) -> None:
         """Posts a new comment for one iteration."""
-        self._issue().create_comment(with_disclosure(markdown))
+        self._issue().create_comment(self._published(markdown))
 
     @_reported("read steering comments")
     def directives(self, since: datetime | None) -> list[Directive]:
@@ -488,7 +502,7 @@ class ProgramThread:
         """Returns the program's one PR: found by head branch, then by title, and updated; else a new draft."""
         if branch != self.branch:
             raise AutoloopError(f"refusing to open a PR from '{branch}': program '{self.program}' uses '{self.branch}'")
-        title, body = pr_title(self.program, title), with_disclosure(body)
+        title, body = self._redactor.text(pr_title(self.program, title)), self._published(body)
         pull = self._find_pr()
         if pull is None:
             pull = self._create_pr(title, body)
@@ -539,7 +553,7 @@ class ProgramThread:
         if COMPLETED_LABEL in labels and PROGRAM_LABELS[0] not in labels:
             logger.info("program issue #%d is already marked completed", self.issue_number)
             return
-        issue.create_comment(with_disclosure(markdown))
+        issue.create_comment(self._published(markdown))
         if PROGRAM_LABELS[0] in labels:
             issue.remove_from_labels(PROGRAM_LABELS[0])
         if COMPLETED_LABEL not in labels:

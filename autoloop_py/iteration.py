@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import random
 import time
 from contextlib import contextmanager
@@ -27,6 +28,9 @@ from autoloop_py.population import Candidate
 from autoloop_py.proposers.base import Proposal, ProposalRequest, Proposer
 from autoloop_py.proposers.llm_call import CallLimits, limits_for
 from autoloop_py.checks import violations
+from autoloop_py.redact import Redactor, from_environment
+from autoloop_py.sandbox.policy import SandboxPolicy
+from autoloop_py.sandbox.run import Isolation, run_isolation
 from autoloop_py.recording import (
     candidate_data,
     error_record,
@@ -74,6 +78,7 @@ class RunOptions:
       proposer_factory: builds a Proposer from its name (tests inject fakes here).
       ci_gate: keep an improving candidate as `pending-ci` until its commit's checks pass.
       directives: steering for this iteration (people's comments, a CI fix request), quoted as data.
+      isolation: auto | bwrap | none, overriding the program's `isolation` (None: AUTOLOOP_ISOLATION, else the program's).
       llm_timeout: seconds per model request (overrides `llm-timeout`); llm_retries: likewise `llm-retries`.
       job_deadline: time.monotonic() at which the job is stopped (AUTOLOOP_JOB_TIMEOUT_MINUTES); model calls
         end early enough to leave the evaluation its time.
@@ -91,6 +96,7 @@ class RunOptions:
     proposer_factory: Callable[..., Proposer] = get_proposer
     ci_gate: bool = False
     directives: tuple[str, ...] = ()
+    isolation: str | None = None
     llm_timeout: float | None = None
     llm_retries: int | None = None
     job_deadline: float | None = None
@@ -163,12 +169,13 @@ def _run_locked(
     rng = iteration_rng(program, iteration)
     key = recovery.new_key(program.name, iteration)
     proposer = _proposer(program, options)
+    sandbox = run_isolation(root, program, options.isolation)
     with Workspace(root, program.name, base_branch=options.base_branch) as workspace:
         with clock("prepare branch"):
             workspace.prepare()
             require_on_base(program, workspace.path, workspace.base_ref, workspace.base_ref.startswith("origin/"))
         base_tree = branch_tree(root, workspace.branch)
-        measured = _evaluate_baseline(program, workspace.path, state, clock)
+        measured = _evaluate_baseline(program, workspace.path, state, clock, sandbox)
         best, baseline, failure = _baseline_outcome(state, measured)
         if measured is None and not options.ci_gate:
             best = rejudge.branch_bar(root, memory, program, state, best)
@@ -180,6 +187,7 @@ def _run_locked(
             context = _Context(
                 program, workspace, proposer, state, best, iteration, rng, options, clock, now, runner, memory, tip, key,
                 lineage_store.reader_for(root, memory.config.branch, program, memory.session.objects), baseline=measured,
+                sandbox=sandbox,
             )
             attempt = _try_candidate(context, root)
         record = replace(with_baseline(attempt.record, baseline), key=key)
@@ -264,6 +272,8 @@ class _Context:
     key: str = ""
     reader: lineage_store.TraceReader | None = None
     baseline: EvaluationResult | None = None
+    sandbox: Isolation | None = None
+    redactor: Redactor = field(default_factory=lambda: from_environment(os.environ))
     base_files: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -336,7 +346,7 @@ def _as_is(ctx: _Context, decision: DecisionLike, files: dict[str, str]) -> _Att
     result = ctx.baseline
     if result is None:
         with ctx.clock("evaluate"):
-            result, _ = evaluate_copy(ctx.program, ctx.workspace.path)
+            result, _ = evaluate_copy(ctx.program, ctx.workspace.path, sandbox=_policy(ctx.sandbox))
     summary = f"{decision.operator}: the Target as it is"
     proposal = Proposal({}, summary, approach="the unchanged Target")
     usage: dict[str, object] = {"extra": strategy.history_bullets(decision, result.metric)}
@@ -358,7 +368,8 @@ def _attempt(ctx: _Context, decision: DecisionLike | None, files: dict[str, str]
     # Hashed before any proposer runs, from the runner's own worktree, which no candidate process ever sees.
     guarded = checks.protected_hashes(program, workspace.path)
     with ctx.clock("propose"):
-        request = ProposalRequest(program, files, prompt, workspace.path, ctx.iteration)
+        agent_sandbox = ctx.sandbox.agent if ctx.sandbox else None
+        request = ProposalRequest(program, files, prompt, workspace.path, ctx.iteration, sandbox=agent_sandbox)
         proposal = ctx.proposer.propose(request, ctx.rng)
     faults.checkpoint("after-propose")
     usage = usage_of(proposal)
@@ -372,6 +383,7 @@ def _attempt(ctx: _Context, decision: DecisionLike | None, files: dict[str, str]
         proposal = replace(proposal, files=real)
         problems = [*proposal.problems, *clashes, *violations(program, files, proposal.files)]
         problems += checks.links(workspace.path, proposal.files) + checks.protected_changes(guarded, proposal.files)
+        problems += _secrets_in(proposal.files, ctx.redactor)
     if problems:
         notes = "Rejected before evaluation: " + "; ".join(problems)
         record = record_of("rejected", now, proposal.summary, None, notes, proposal.lesson, run_url, **usage)
@@ -385,7 +397,7 @@ def _attempt(ctx: _Context, decision: DecisionLike | None, files: dict[str, str]
     workspace.write(proposal.files)
     with ctx.clock("evaluate"):
         faults.checkpoint("during-evaluation")
-        result, tampered = evaluate_copy(program, workspace.path, guarded)
+        result, tampered = evaluate_copy(program, workspace.path, guarded, _policy(ctx.sandbox))
     evaluated = _evaluated(ctx, decision, proposal, result.metrics, prompt, runs=result.runs)
     failure = None
     if tampered:
@@ -404,6 +416,11 @@ def _attempt(ctx: _Context, decision: DecisionLike | None, files: dict[str, str]
     changes = {path: text for path, text in files.items() if ctx.base_files.get(path) != text} | dict(proposal.files)
     source = _candidate_source(ctx, proposal, files)
     return _Attempt(record, candidate, prompt, evaluated, decision, failure, changes, source, proposal.approach)
+
+
+def _secrets_in(files: Mapping[str, str | None], redactor: Redactor) -> list[str]:
+    """Returns a problem for each changed file holding the value of a secret variable (it would be pushed)."""
+    return [f"{path} holds the value of a secret variable" for path, text in files.items() if text and redactor.found_in(text)]
 
 
 def _failure_text(result: EvaluationResult) -> str:
@@ -533,24 +550,31 @@ def measure_baseline(
 
 
 def _evaluate_baseline(
-    program: Program, workdir: Path, state: statefile.StateFile, clock: _Clock | None
+    program: Program, workdir: Path, state: statefile.StateFile, clock: _Clock | None, sandbox: Isolation | None = None
 ) -> EvaluationResult | None:
     """Returns the evaluation of the unchanged code, made only when no best is known yet (else None)."""
     if state.machine.best_metric is not None:
         return None
     with (clock or _Clock())("evaluate baseline"):
-        return evaluate_copy(program, workdir)[0]
+        return evaluate_copy(program, workdir, sandbox=_policy(sandbox))[0]
 
 
-def evaluate_copy(program: Program, workdir: Path, guarded: Mapping[str, str] | None = None) -> tuple[EvaluationResult, str]:
+def evaluate_copy(
+    program: Program, workdir: Path, guarded: Mapping[str, str] | None = None, sandbox: SandboxPolicy | None = None
+) -> tuple[EvaluationResult, str]:
     """Evaluates a fresh standalone copy of the tree at `workdir`; returns the result and the protected files it changed.
 
     The evaluated code never runs in the runner's worktree (its `.git` file leads to the user's repository),
     and sees exactly the tree the runner wrote, nothing an agent left behind.
     """
     with candidate_dir.copy_of(workdir, prefix="autoloop-eval-") as tree:
-        result = evaluate(program, tree)
+        result = evaluate(program, tree, sandbox=sandbox)
         return result, checks.tampered(program, tree, guarded) if guarded is not None else ""
+
+
+def _policy(sandbox: Isolation | None) -> SandboxPolicy | None:
+    """Returns the evaluation's policy (None: evaluate() derives it from the program)."""
+    return sandbox.evaluation if sandbox else None
 
 
 def _baseline_outcome(

@@ -23,6 +23,7 @@ from autoloop_py.errors import GitError, StateError
 from autoloop_py.git_objects import GitSession
 from autoloop_py.git_trees import overlay
 from autoloop_py.push_refusal import ACCESS, SIZE, describe, read_refusal
+from autoloop_py.redact import Redactor, from_environment
 from autoloop_py.gitutil import (
     call,
     failure,
@@ -117,8 +118,11 @@ class MemoryStore:
         config: MemoryConfig = MemoryConfig(),
         rng: random.Random | None = None,
         session: GitSession | None = None,
+        redactor: Redactor | None = None,
     ) -> None:
         self.repo_root = Path(repo_root)
+        # Every byte written to the branch (state files, trace rows and blobs, messages) passes through it.
+        self._redactor = redactor if redactor is not None else from_environment(os.environ)
         self.config = config
         # A run passes its session so that one git process serves all its reads; else the store has its own.
         self.session = session if session is not None else GitSession(self.repo_root)
@@ -347,7 +351,7 @@ class MemoryStore:
             return parent
         parents = ["-p", parent] if parent else []
         env = self.session.identity_env()
-        return run(self._repo, "commit-tree", tree, *parents, "-m", message, env=env)
+        return run(self._repo, "commit-tree", tree, *parents, "-m", self._redactor.text(message), env=env)
 
     def _write_tree(self, parent: str | None, files: Mapping[str, str | bytes]) -> str:
         """Returns the tree of `parent` with `files` written over it.
@@ -359,8 +363,10 @@ class MemoryStore:
         if parent is not None and base is None:
             raise GitError(f"cannot read the tree of {parent}; run `git fsck`", path=self.repo_root)
         with tempdirs.temporary("autoloop-objects-") as tmp:
+            # Every byte written to the branch passes the redactor: no secret value lands in a blob.
             blobs = self._write_objects(Path(tmp), "blob", [
-                content.encode("utf-8") if isinstance(content, str) else content for content in files.values()
+                self._redactor.data(content.encode("utf-8") if isinstance(content, str) else content)
+                for content in files.values()
             ])
             root, trees = overlay(self._raw_tree, base, dict(zip(files, blobs)), self.session.object_format())
             written = self._write_objects(Path(tmp), "tree", list(trees.values()))

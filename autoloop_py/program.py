@@ -41,6 +41,8 @@ class ProgramConfig:
       novelty_filter: skip repeats and mostly-recycled candidates, and show recently deleted lines in prompts.
       novelty_threshold: the share of re-added deleted lines at which a candidate counts as recycled
         (novelty.DEFAULT_THRESHOLD; the paper measures about 0.3 for a typical edit).
+      isolation: how evaluations and agents are confined: auto (bubblewrap when it works), bwrap, none.
+      evaluation_network: let the evaluation use the network (inside bubblewrap it has none by default).
       llm_timeout: seconds one model request may take (`llm-timeout`).
       llm_retries: further requests after a timed-out or failed one (`llm-retries`).
       budget_usd: dollars the program may spend on model calls in all (None: no cap).
@@ -63,6 +65,8 @@ class ProgramConfig:
     seed: int = 0
     novelty_filter: bool = True
     novelty_threshold: float = 0.8
+    isolation: str = "auto"
+    evaluation_network: bool = False
     llm_timeout: float = 120.0
     llm_retries: int = 2
     budget_usd: float | None = None
@@ -325,6 +329,9 @@ _KEYS = {
     "novelty_filter": "novelty_filter",
     "novelty-threshold": "novelty_threshold",
     "novelty_threshold": "novelty_threshold",
+    "isolation": "isolation",
+    "evaluation-network": "evaluation_network",
+    "evaluation_network": "evaluation_network",
     "llm-timeout": "llm_timeout",
     "llm_timeout": "llm_timeout",
     "llm-retries": "llm_retries",
@@ -380,8 +387,11 @@ def _key_line(block: str, key: str) -> int:
     return 0
 
 
-_DEFAULTED = ("evaluation_timeout", "repeats", "min_delta", "seed", "novelty_filter", "novelty_threshold", "llm_timeout",
-              "llm_retries", "max_file_bytes")
+_DEFAULTED = (
+    "evaluation_timeout", "repeats", "min_delta", "seed", "novelty_filter", "novelty_threshold", "llm_timeout",
+    "llm_retries", "max_file_bytes", "isolation", "evaluation_network",
+)
+_ISOLATIONS = ("auto", "bwrap", "none")
 # Zero or less would mean "no time at all" (and `.inf` no limit at all), so these must be positive and finite.
 _POSITIVE = ("evaluation_timeout", "timeout_minutes")
 _LEAST = {"repeats": 1, "llm_retries": 0, "max_file_bytes": 1}
@@ -390,7 +400,11 @@ _LEAST = {"repeats": 1, "llm_retries": 0, "max_file_bytes": 1}
 def _coerce(field_name: str, value: Any) -> Any:
     if value is None:
         return None if field_name not in _DEFAULTED else _default(field_name)
-    if field_name == "novelty_filter":
+    if field_name == "isolation":
+        if str(value).strip().lower() not in _ISOLATIONS:
+            raise ValueError(f"must be one of {', '.join(_ISOLATIONS)}, got {value!r}")
+        return str(value).strip().lower()
+    if field_name in ("novelty_filter", "evaluation_network"):
         if not isinstance(value, bool):
             raise ValueError(f"must be true or false, got {value!r}")
         return value

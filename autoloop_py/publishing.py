@@ -7,6 +7,7 @@ runs no candidate code, from an Outcome the proposing job handed over (outcome.p
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import replace
 from pathlib import Path
 from typing import Mapping
@@ -20,6 +21,7 @@ from autoloop_py.memory import MemoryStore
 from autoloop_py.outcome import Outcome, OutcomeError, problems
 from autoloop_py.program import Program
 from autoloop_py.recording import record_iteration
+from autoloop_py.redact import from_environment
 from autoloop_py.strategies import runner as strategy
 from autoloop_py.workspace import Workspace
 
@@ -47,6 +49,8 @@ def keep_candidate(
     message = f"[Autoloop: {program.name}] Iteration {iteration}: {' '.join(summary.split())}"
     if run_url:
         message += f"\n\nRun: {run_url}"
+    # The summary came from a model or an agent: a secret value in it is masked before it is pushed.
+    message = from_environment(os.environ).text(message)
     commit = workspace.commit_candidate(recovery.with_trailers(message, marks))
     faults.checkpoint("after-candidate-commit")
     try:

@@ -31,7 +31,7 @@ from autoloop_py.history import KEY_TRAILER, IterationRecord
 from autoloop_py.memory import MemoryStore
 from autoloop_py.program import Program
 from autoloop_py.recording import load_state, record_iteration
-from autoloop_py.evaluate import RUNNER_ENV_VAR, kill_marked
+from autoloop_py.evaluate import RUN_TOKEN_ENV_VAR, kill_marked, run_token
 from autoloop_py.workspace import OWNER_FILE, worktree_admin
 
 log = logging.getLogger(__name__)
@@ -294,5 +294,6 @@ def remove_stale_tempdirs() -> list[Path]:
 
 def _kill_left_running(dead: int) -> None:
     """Kills what the dead run `dead` left running: its evaluation or agent outlives it in its own process group."""
-    if kill_marked(RUNNER_ENV_VAR, str(dead)):
+    # Each carries its runner's token (a hash of the pid, not the pid).
+    if kill_marked(RUN_TOKEN_ENV_VAR, run_token(dead)):
         log.warning("killed what the interrupted run %d left running", dead)

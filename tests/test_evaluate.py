@@ -15,14 +15,13 @@ from hypothesis import strategies as st
 
 from autoloop_py.errors import EvaluationError
 from autoloop_py.evaluate import (
-    DRAIN_GRACE,
-    HEAD_CAP,
     MARK_ENV_VAR,
     EvaluationResult,
     parse_metric,
     run_command,
     scrub_environment,
 )
+from autoloop_py.sandbox.process import DRAIN_GRACE, HEAD_CAP
 from autoloop_py.evaluate import evaluate as run_evaluation
 from autoloop_py.program import Program, load_program
 
@@ -377,7 +376,7 @@ def test_evaluation_result_is_frozen() -> None:
 
 @needs_proc
 def test_run_command_interrupted_kills_the_group_before_raising(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import autoloop_py.evaluate as evaluate_module
+    import autoloop_py.sandbox.process as process_module
 
     pid_file = tmp_path / "pid"
 
@@ -386,7 +385,7 @@ def test_run_command_interrupted_kills_the_group_before_raising(tmp_path: Path, 
             time.sleep(0.01)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(evaluate_module, "_wait_exited", interrupted)
+    monkeypatch.setattr(process_module, "_wait_exited", interrupted)
     with pytest.raises(KeyboardInterrupt):
         run_command("sleep 100 & echo $! > pid; wait", tmp_path, timeout=30, env=ENV)
     assert not _alive(int(pid_file.read_text()))

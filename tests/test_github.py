@@ -172,6 +172,15 @@ def test_issue_program_uses_its_source_issue(fake: FakeGitHub) -> None:
     assert not fake.requests_to(ISSUES)  # no search for a `[Autoloop: …]` issue
 
 
+def test_posted_text_has_secret_values_masked(fake: FakeGitHub, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DEPLOY_TOKEN", "tok-s3cr3t-99")
+    fake.add_issue(REPO, 7, "Speed up the parser", body="# Program\n")
+    program = thread(fake, issue_number=7)
+    program.post_iteration("the evaluation printed tok-s3cr3t-99")
+    posted = [r.body for r in fake.requests if r.method == "POST"]
+    assert posted and "tok-s3cr3t-99" not in str(posted) and "printed ***" in str(posted)
+
+
 def test_finds_the_program_issue_without_labels_and_never_a_pr(fake: FakeGitHub) -> None:
     fake.add_issue(REPO, 2, "[Autoloop: speed]", pull_request=True, labels=("autoloop",))
     fake.add_issue(REPO, 4, "[Autoloop: speed-up]", labels=PROGRAM_LABELS)

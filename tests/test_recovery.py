@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from autoloop_py import recovery
-from autoloop_py.evaluate import RUNNER_ENV_VAR
+from autoloop_py.evaluate import RUN_TOKEN_ENV_VAR, run_token
 from autoloop_py.history import IterationRecord
 from autoloop_py.memory import MemoryStore
 from autoloop_py.program import load_program
@@ -203,8 +203,10 @@ def test_what_a_dead_run_left_running_is_killed_with_its_worktree(git_repo: Path
     dead = _dead_pid()
     (stale.path.parent / OWNER_FILE).write_text(f"{dead}\n")
     # An evaluation of the dead runner, in its own session as run_command starts it, still running.
-    orphan = subprocess.Popen(["sleep", "100"], env={**os.environ, RUNNER_ENV_VAR: str(dead)}, start_new_session=True)
-    bystander = subprocess.Popen(["sleep", "100"], env={**os.environ, RUNNER_ENV_VAR: str(os.getpid())})
+    marked = {**os.environ, RUN_TOKEN_ENV_VAR: run_token(dead)}
+    orphan = subprocess.Popen(["sleep", "100"], env=marked, start_new_session=True)
+    elsewhere = {**os.environ, RUN_TOKEN_ENV_VAR: run_token(os.getpid())}
+    bystander = subprocess.Popen(["sleep", "100"], env=elsewhere)
     try:
         recovery.remove_stale_worktrees(git_repo)
         assert orphan.wait(timeout=5) == -signal.SIGKILL

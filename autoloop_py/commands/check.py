@@ -20,6 +20,7 @@ from autoloop_py.playbook import (
     playbook_warnings,
 )
 from autoloop_py.program import Program, check_all, discover
+from autoloop_py.sandbox.run import isolation_report
 from autoloop_py.schedule import parse_schedule
 from autoloop_py.strategies.alphaevolve_config import parse_alphaevolve_config
 
@@ -41,6 +42,8 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
         messages.extend(found)
         if found:
             failing.add(program.name)
+    lines, sandbox_problems = isolation_report(programs)
+    messages.extend(sandbox_problems)
     for message in messages:
         console.print(f"[red]✗[/] {escape(message)}", highlight=False)
     for warning in (w for program in programs for w in playbook_warnings(program, root)):
@@ -51,6 +54,8 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
         if program.name not in failing:
             note = " (unconfigured template)" if program.unconfigured else ""
             console.print(f"[green]✓[/] {program.name}{note}")
+    for line in (line for line in lines if line.startswith("NOT")):  # sandboxed is the normal case: silent
+        console.print(escape(line), style="yellow", highlight=False)
     if not discover(root):
         console.print("no programs found under .autoloop/programs/")
     return 1 if messages else 0

@@ -21,6 +21,7 @@ from autoloop_py.iteration import IterationOutcome, RunOptions, run_iteration
 from autoloop_py.outcome import OUTCOME_FILE, idle_outcome, write_outcome
 from autoloop_py.program import Program, find_program, program_name
 from autoloop_py.proposers import llm
+from autoloop_py.sandbox.runner import make_non_dumpable, sigterm_interrupts
 
 _MARKS = {"accepted": "✅", "rejected": "❌", "error": "⚠️", "pending-ci": "⏳"}
 
@@ -48,6 +49,12 @@ def add_parser(commands: Any) -> None:
                         help="further requests after a timed-out or failed one (else `llm-retries:`, default 2)")
     parser.add_argument("--dry-run", action="store_true", help="propose and evaluate, but record nothing")
     parser.add_argument(
+        "--isolation",
+        choices=("auto", "bwrap", "none"),
+        help="confine evaluations and agents: bwrap (bubblewrap sandbox), none (limits only), auto (bwrap when it "
+        "works; default: AUTOLOOP_ISOLATION, else the program's `isolation:`)",
+    )
+    parser.add_argument(
         "--force", action="store_true",
         help="run the --program even when it is paused; the pause stays (`autoloop resume` clears it)",
     )
@@ -73,6 +80,8 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     started, wall = time.monotonic(), time.time()
     if args.iterations < 1:
         raise AutoloopError("--iterations must be at least 1")
+    # Other processes of this user (an evaluation run without bwrap) must not read our environment.
+    make_non_dumpable()
     if args.outcome_dir is not None and (args.iterations != 1 or args.dry_run):
         raise AutoloopError("--outcome-dir holds one iteration: drop --iterations and --dry-run")
     if args.proposer == "llm":
@@ -93,6 +102,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         dry_run=args.dry_run,
         run_url=run_url(),
         base_branch=args.base_branch,
+        isolation=args.isolation,
         llm_timeout=args.llm_timeout,
         llm_retries=args.llm_retries,
         job_deadline=job_end(os.environ, started, wall),
@@ -101,7 +111,8 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     settings = github.from_environment(os.environ) if args.ci else None
     if args.ci and settings is None:
         raise AutoloopError("--ci needs GITHUB_REPOSITORY and GITHUB_TOKEN in the environment")
-    outcomes = _loop(root, programs, forced, args.iterations, options, console, settings, args.force)
+    with sigterm_interrupts():
+        outcomes = _loop(root, programs, forced, args.iterations, options, console, settings, args.force)
     if options.outcome_dir is not None and forced and not (options.outcome_dir / OUTCOME_FILE).exists():
         # The publishing job expects an outcome for every program it was planned for.
         why = outcomes[-1].reason if outcomes and outcomes[-1].status == "paused" else "the program was not due"

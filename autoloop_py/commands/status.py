@@ -19,6 +19,7 @@ from autoloop_py.commands.common import format_metric, format_time, repo_root, s
 from autoloop_py import population as pop
 from autoloop_py.playbook import find_playbook
 from autoloop_py.program import Program, check_all, find_program
+from autoloop_py.sandbox.run import isolation_report
 from autoloop_py.memory import MemoryStore
 from autoloop_py.strategies.runner import population_of, primary_target
 
@@ -57,6 +58,9 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
         else:
             table.add_row(program.name, strategy_name, *_row(program, states.get(program.name), now))
     console.print(table)
+    lines, sandbox_problems = isolation_report(shown)
+    for line in [*sandbox_problems, *lines]:
+        console.print(escape(line), style=None if line.startswith("sandbox:") else "yellow", highlight=False)
     for problem in problems:
         console.print(f"[red]✗[/] {escape(str(problem))}")
     for err in damaged.values():

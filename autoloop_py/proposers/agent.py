@@ -16,8 +16,10 @@ from typing import Mapping
 
 from autoloop_py import candidate_dir
 from autoloop_py.edits import reply_field, summary_and_lesson
-from autoloop_py.evaluate import CommandResult, run_command, scrub_environment
+from autoloop_py.evaluate import CommandResult, scrub_environment
 from autoloop_py.proposers.base import Proposal, ProposalRequest
+from autoloop_py.sandbox.policy import SandboxPolicy
+from autoloop_py.sandbox.run import isolation_for, named_files, requested_mode, run_sandboxed
 
 logger = logging.getLogger(__name__)
 
@@ -57,8 +59,9 @@ class AgentProposer:
             files_dir.mkdir()
             prompt_file, reply_file = files_dir / "prompt.md", files_dir / "reply.md"
             prompt_file.write_text(request.prompt, encoding="utf-8")
-            # run_command kills the agent's whole group (and marked strays) before it returns.
-            result = _run(command, tree, prompt_file, reply_file, timeout)
+            # run_sandboxed kills the agent's whole group (and marked strays) before it returns.
+            sandbox = request.sandbox or isolation_for(requested_mode(request.program), network=True).agent
+            result = _run(command, tree, prompt_file, reply_file, timeout, sandbox)
             reply = _reply(reply_file)
             transcript = (("user", request.prompt), ("agent", _tail(result.stdout + result.stderr)))
             if result.timed_out:
@@ -97,12 +100,17 @@ def _named(problems: tuple[str, ...]) -> list[str]:
     return [problem.split(" ", 1)[0] for problem in problems]
 
 
-def _run(command: str, workdir: Path, prompt_file: Path, reply_file: Path, timeout: float) -> CommandResult:
-    """Runs the agent command in its own process group with a scrubbed environment."""
+def _run(
+    command: str, workdir: Path, prompt_file: Path, reply_file: Path, timeout: float, sandbox: SandboxPolicy
+) -> CommandResult:
+    """Runs the agent command confined by sandbox (its prompt/reply folder writable too), env scrubbed."""
     expanded = command.replace("{prompt_file}", shlex.quote(str(prompt_file)))
     expanded = expanded.replace("{reply_file}", shlex.quote(str(reply_file)))
     logger.info("agent: running %s in %s", expanded, workdir)
-    return run_command(expanded, workdir, timeout=timeout, env=agent_environment(os.environ, prompt_file, reply_file))
+    env = agent_environment(os.environ, prompt_file, reply_file)
+    # The files the operator's command names (a script and its own state) stay writable to it.
+    writable = [prompt_file.parent, *map(Path, named_files(command))]
+    return run_sandboxed(expanded, workdir, sandbox, env=env, timeout=timeout, writable=writable)
 
 
 def agent_environment(environ: Mapping[str, str], prompt_file: Path, reply_file: Path) -> dict[str, str]:

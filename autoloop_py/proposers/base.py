@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Mapping, Protocol
 
 from autoloop_py.program import Program
+from autoloop_py.sandbox.policy import SandboxPolicy
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class ProposalRequest:
       prompt: the rendered iteration prompt.
       workdir: the runner's private worktree root: read it, never write it (the agent proposer edits a copy).
       iteration: the number of the iteration being run.
+      sandbox: how an outside agent's command is confined (None: the program's `isolation`).
     """
 
     program: Program
@@ -44,6 +46,7 @@ class ProposalRequest:
     prompt: str
     workdir: Path
     iteration: int
+    sandbox: SandboxPolicy | None = None
 
 
 @dataclass(frozen=True)

@@ -526,7 +526,8 @@ def test_children_that_outlive_the_evaluation_are_killed(repo: Repo, tmp_path: P
     )
     before, snapshot = _state(repo), _snapshot(repo)
     started = time.monotonic()
-    assert _run(repo, *_agent_args(_agent(tmp_path, block(code)))) == 0
+    # Unsandboxed: the pids must be ours to check (inside bubblewrap the PID namespace dies with the run).
+    assert _run(repo, "--isolation", "none", *_agent_args(_agent(tmp_path, block(code)))) == 0
     assert time.monotonic() - started < 90  # not the children's 100 s sleep
     _assert_one_new_entry(repo, before, snapshot, "rejected", "metric 0.5 did not improve on best 2")
     children = [int(pid) for pid in pids.read_text().split()]
@@ -549,7 +550,7 @@ def test_a_child_that_left_the_process_group_is_killed_too(repo: Repo, tmp_path:
     before, snapshot = _state(repo), _snapshot(repo)
     started = time.monotonic()
     try:
-        assert _run(repo, *_agent_args(_agent(tmp_path, block(code)))) == 0
+        assert _run(repo, "--isolation", "none", *_agent_args(_agent(tmp_path, block(code)))) == 0
         assert time.monotonic() - started < 90  # not the escaped child's 100 s sleep
         _assert_one_new_entry(repo, before, snapshot, "rejected", "metric 0.25 did not improve on best 2")
         assert pid_file.exists() and not _alive(int(pid_file.read_text()))

@@ -79,6 +79,12 @@ def _agent(tmp_path: Path, content: str) -> str:
     return f"cp {source} {VALUE}"
 
 
+@pytest.fixture(autouse=True)
+def _unsandboxed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These evaluations log to a file outside their copy, which only an unsandboxed evaluation can write."""
+    monkeypatch.setenv("AUTOLOOP_ISOLATION", "none")
+
+
 @pytest.fixture
 def repo(git_repo_with_origin: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Repo:
     for name in ("AUTOLOOP_PROGRAM", "AUTOLOOP_FAULT", "AUTOLOOP_MODEL", "AUTOLOOP_MOCK_RESPONSE"):

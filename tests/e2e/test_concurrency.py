@@ -29,6 +29,7 @@ SOLOS = [f"solo{i}" for i in range(N // 2)]
 PROGRAM_MD = """\
 ---
 evaluation-timeout: 30
+isolation: none
 ---
 
 # {name}
@@ -55,7 +56,8 @@ The metric is `score`. Higher is better.
 """
 STRATEGY = "\n## Evolution Strategy\n\nThis program uses the **AlphaEvolve** strategy: read `strategy/alphaevolve.md`.\n"
 VALUE = "# EVOLVE-BLOCK-START\nx = 1.5\ny = 2.5\n# EVOLVE-BLOCK-END\n"
-# The evaluation appends its (start, end) times to a log outside the worktree, to prove the lock.
+# The evaluation appends its (start, end) times to a log outside the worktree, to prove the lock
+# (so it runs unsandboxed: `isolation: none` above).
 EVALUATE = """\
 import json, runpy, time
 start = time.time()

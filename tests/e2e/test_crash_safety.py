@@ -6,9 +6,9 @@ by SIGKILL at that step (and that the step's effect is visible), runs it again w
 `autoloop/counter` in the Iteration History, no duplicated key or iteration number, the memory
 branch pushed, no lock held and no worktree left behind.
 
-Each evaluation scores one more than the one before (a counter file outside the repository: the
-evaluation runs in a standalone copy without git), so every candidate of the offline `tune` proposer
-is accepted and the commit steps are really reached.
+Each evaluation scores higher than the one before (the clock: the evaluation runs sandboxed in a
+standalone copy without git, and can write nothing outside it), so every candidate of the offline
+`tune` proposer is accepted and the commit steps are really reached.
 """
 
 from __future__ import annotations
@@ -36,11 +36,8 @@ PROGRAM_MD = program_md("Counter", "Change anything: every change scores higher.
 VALUE = "# EVOLVE-BLOCK-START\nx = 1.5\ny = 2.5\n# EVOLVE-BLOCK-END\n"
 
 EVALUATE = """\
-import json, pathlib
-counter = pathlib.Path({counter!r})
-count = int(counter.read_text()) + 1 if counter.exists() else 1
-counter.write_text(str(count))
-print(json.dumps({{"score": count}}))
+import json, time
+print(json.dumps({{"score": time.time()}}))
 """
 
 
@@ -62,7 +59,7 @@ def counter_repo(git_repo_with_origin: Path) -> Path:
     (folder / "code").mkdir(parents=True)
     (folder / "program.md").write_text(PROGRAM_MD)
     (folder / "code/value.py").write_text(VALUE)
-    (folder / "code/evaluate.py").write_text(EVALUATE.format(counter=str(git_repo_with_origin.parent / "evaluations")))
+    (folder / "code/evaluate.py").write_text(EVALUATE.format())
     _git(git_repo_with_origin, "add", "-A")
     _git(git_repo_with_origin, "commit", "-qm", "counter program")
     _git(git_repo_with_origin, "push", "-q", "origin", "main")
@@ -185,6 +182,7 @@ def test_the_temporary_folders_of_a_killed_run_are_removed_by_the_next_run(count
     flag = tmp_path / "agent-started"
     env = {k: v for k, v in os.environ.items() if k != "AUTOLOOP_FAULT"}
     env["TMPDIR"] = str(tmp)
+    env["AUTOLOOP_ISOLATION"] = "none"  # the agent's flag and pid must be the host's
     command = [sys.executable, "-m", "autoloop_py", "run", "--repo", str(counter_repo), "--program", "counter",
                "--proposer", "agent", "--agent-command", f"echo $$ > {flag}; exec sleep 60"]
     runner = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -28,8 +28,11 @@ def _run(repo: Path, tmp_path: Path) -> int:
 
 
 def test_an_outsiders_issue_program_never_runs_until_a_writer_approves_it(
-    counter_repo: Path, fake: FakeGitHub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    counter_repo: Path, fake: FakeGitHub, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # Unsandboxed, so that the evaluation can leave its marker outside its copy (this test is about trust).
+    monkeypatch.setenv("AUTOLOOP_ISOLATION", "none")
     (counter_repo / "src").mkdir()
     (counter_repo / "src/value.py").write_text("x = 1.0\n")
     _git(counter_repo, "add", "-A")

@@ -14,6 +14,7 @@ import pytest
 from autoloop_py.program import Evaluation, Program, ProgramConfig, Target
 from autoloop_py.proposers.agent import NO_COMMAND, AgentProposer, agent_environment
 from autoloop_py.proposers.base import ProposalRequest
+from autoloop_py.sandbox.policy import SandboxPolicy
 
 PYTHON = shlex.quote(sys.executable)
 
@@ -42,7 +43,7 @@ def repo(git_repo: Path, run_git) -> Path:  # type: ignore[no-untyped-def]
     return git_repo
 
 
-def _request(workdir: Path) -> ProposalRequest:
+def _request(workdir: Path, sandbox: SandboxPolicy | None = None) -> ProposalRequest:
     program = Program(
         name="demo",
         path=Path("program.md"),
@@ -55,7 +56,7 @@ def _request(workdir: Path) -> ProposalRequest:
         unconfigured=False,
         text="",
     )
-    return ProposalRequest(program, {"code.py": "x = 1\n"}, "be better", workdir, 1)
+    return ProposalRequest(program, {"code.py": "x = 1\n"}, "be better", workdir, 1, sandbox=sandbox)
 
 
 def _script(tmp_path: Path, body: str) -> str:
@@ -83,6 +84,7 @@ def test_prompt_file_placeholder_and_default_summary(repo: Path, monkeypatch: py
 def test_the_agent_works_in_a_standalone_copy(repo: Path, tmp_path: Path, run_git) -> None:  # type: ignore[no-untyped-def]
     head = run_git(repo, "rev-parse", "HEAD")
     where = tmp_path / "where.txt"
+    where.write_text("")  # a file the command names exists: inside the sandbox it stays writable to the agent
     # It may commit in its scratch repository: the change is read from the files, the user's repo is untouched.
     command = (f"pwd > {where}; git rev-parse --git-common-dir >> {where}; echo 'x = 3' > code.py && git add code.py "
                "&& git -c user.name=a -c user.email=a@b commit -qm agent")
@@ -133,7 +135,8 @@ def test_timeout_kills_the_agent_and_its_children(
     monkeypatch.setenv("AUTOLOOP_AGENT_TIMEOUT", "1")
     command = f"sleep 30 & echo $! > {shlex.quote(str(pidfile))}; wait"
     started = time.monotonic()
-    proposal = AgentProposer(command=command).propose(_request(repo), random.Random(0))
+    # Unsandboxed, so that the child's pid is one of ours (with bwrap its pid namespace dies with it anyway).
+    proposal = AgentProposer(command=command).propose(_request(repo, SandboxPolicy()), random.Random(0))
     assert time.monotonic() - started < 10
     assert proposal.failure == "the agent did not finish within 1 s; its process group was killed"
     child = int(pidfile.read_text())
@@ -150,6 +153,7 @@ def test_secrets_are_absent_unless_allowed(repo: Path, tmp_path: Path, monkeypat
     monkeypatch.setenv("OPENAI_API_KEY", "sk-openai")
     monkeypatch.setenv("AUTOLOOP_AGENT_ENV", "OPENAI_API_KEY")
     dump = tmp_path / "env.txt"
+    dump.write_text("")  # a file the command names exists: inside the sandbox it stays writable to the agent
     proposal = AgentProposer(command=f"env > {shlex.quote(str(dump))}; echo x > code.py").propose(
         _request(repo), random.Random(0)
     )

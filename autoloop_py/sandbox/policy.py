@@ -1,0 +1,142 @@
+"""Sandbox policy: what an evaluation or agent process may see and use, and the argv that enforces it."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Sequence
+
+AUTO, BWRAP, NONE = "auto", "bwrap", "none"
+MODES = (AUTO, BWRAP, NONE)
+
+# The system, read-only. Merged-/usr systems have these as links into /usr; run.py says which are links.
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt")
+# Only what programs need from /etc: users, name resolution, TLS roots, the dynamic linker, time zone.
+ETC_FILES = (
+    "alternatives", "ca-certificates", "ca-certificates.conf", "crypto-policies", "gai.conf", "group",
+    "host.conf", "hosts", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "mime.types",
+    "nsswitch.conf", "os-release", "passwd", "pki", "protocols", "resolv.conf", "services", "ssl", "timezone",
+    # Debian's system Python reads its sitecustomize from here.
+    "python3", "python3.9", "python3.10", "python3.11", "python3.12", "python3.13", "python3.14",
+)  # fmt: skip
+GIB = 1 << 30
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of the sandboxed process and each of its descendants (setrlimit).
+
+    Attributes:
+      processes: processes the command may add to those its user already runs (RLIMIT_NPROC).
+      address_space: bytes of virtual memory per process (RLIMIT_AS); None = unlimited (Node-based
+        agents reserve far more than they use).
+      file_size: the largest file it may write, in bytes (RLIMIT_FSIZE).
+      cpu_from_timeout: limit CPU time per process to timeout × cores (RLIMIT_CPU). Off for
+        evaluations: an armed RLIMIT_CPU makes Linux sample the process CPU clock at the scheduler
+        tick, so an evaluation that times itself with time.process_time() measures zeros (the wall
+        timeout bounds its CPU time anyway).
+    """
+
+    processes: int = 512
+    address_space: int | None = 32 * GIB
+    file_size: int = 1 * GIB
+    cpu_from_timeout: bool = False
+
+
+@dataclass(frozen=True)
+class SandboxPolicy:
+    """How one kind of command (evaluation or agent) is confined.
+
+    Attributes:
+      mode: bwrap (namespaces, read-only system, only the work directory writable) or none (limits and
+        a scrubbed environment only). `auto` is resolved to one of them before a policy is made.
+      network: keep the network (an agent reaching its model; `evaluation-network: true`).
+      read_only: more directories to show read-only (the Python installation, tools on PATH).
+      hidden: directories never shown, even inside a read-only one (the user's checkout, $HOME).
+      home: the home directory path; inside bwrap it is an empty private directory.
+      limits: the resource limits.
+    """
+
+    mode: str = NONE
+    network: bool = False
+    read_only: tuple[str, ...] = ()
+    hidden: tuple[str, ...] = ()
+    home: str | None = None
+    limits: Limits = field(default_factory=Limits)
+
+    @property
+    def sandboxed(self) -> bool:
+        """Whether commands run inside bubblewrap."""
+        return self.mode == BWRAP
+
+
+def limit_args(limits: Limits, timeout: float, processes_now: int, cpus: int) -> list[str]:
+    """Returns `prlimit` options setting the limits (processes counted on top of processes_now)."""
+    args = [f"--nproc={processes_now + limits.processes}", f"--fsize={limits.file_size}"]
+    if limits.cpu_from_timeout:
+        args.append(f"--cpu={math.ceil(min(timeout, 1e7) * max(1, cpus)) + 10}")
+    if limits.address_space is not None:
+        args.append(f"--as={limits.address_space}")
+    return args
+
+
+def bwrap_args(
+    policy: SandboxPolicy,
+    workdir: str,
+    *,
+    cwd: str | None = None,
+    writable: Sequence[str] = (),
+    links: Sequence[tuple[str, str]] = (),
+    present: Sequence[str] = (),
+) -> list[str]:
+    """Returns the bubblewrap options that confine a command to `workdir` (the one writable tree).
+
+    links: (path, target) of the system directories that are symbolic links (merged /usr);
+    present: the system and /etc paths that exist (absent ones are skipped). Mounts are applied in
+    order, so the private $HOME and /tmp go first and what must show through them is bound later.
+    """
+    args = ["--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    if not policy.network:
+        args.append("--unshare-net")
+    args += ["--die-with-parent", "--new-session", "--proc", "/proc", "--dev", "/dev"]
+    link_paths = {path for path, _ in links}
+    for path, target in links:
+        args += ["--symlink", target, path]
+    for path in SYSTEM_DIRS:
+        if path in present and path not in link_paths:
+            args += ["--ro-bind", path, path]
+    for name in ETC_FILES:
+        path = f"/etc/{name}"
+        if path in present:
+            args += ["--ro-bind", path, path]
+    args += ["--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/run"]
+    if policy.home and not _inside_any(policy.home, ("/tmp",)):
+        args += ["--tmpfs", policy.home]
+    for path in sorted(_visible(policy), key=lambda p: len(PurePosixPath(p).parts)):
+        args += ["--ro-bind-try", path, path]
+    for path in policy.hidden:
+        if _inside_any(path, _visible(policy)) and not _inside_any(workdir, (path,)):
+            args += ["--tmpfs", path]
+    for path in (workdir, *writable):
+        args += ["--bind", path, path]
+    args += ["--chdir", cwd or workdir]
+    return args
+
+
+def _visible(policy: SandboxPolicy) -> list[str]:
+    """Returns the read-only paths that do not reveal a hidden one (a path holding it would)."""
+    shown = []
+    for path in dict.fromkeys(policy.read_only):
+        if any(_inside_any(hidden, (path,)) for hidden in policy.hidden):
+            continue
+        if _inside_any(path, SYSTEM_DIRS) or path == "/":
+            continue
+        shown.append(path)
+    return shown
+
+
+def _inside_any(path: str, parents: Sequence[str]) -> bool:
+    """Returns whether path is one of parents or below one of them."""
+    pure = PurePosixPath(path)
+    return any(pure == PurePosixPath(parent) or PurePosixPath(parent) in pure.parents for parent in parents)

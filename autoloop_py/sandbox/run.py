@@ -1,0 +1,228 @@
+"""The sandbox's edge: decide bwrap or none on this machine, gather what to show, and spawn confined commands."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shlex
+import shutil
+import site
+import subprocess
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from autoloop_py.errors import SandboxError
+from autoloop_py.program import Program
+from autoloop_py.sandbox.policy import (
+    AUTO, BWRAP, ETC_FILES, MODES, NONE, SYSTEM_DIRS, Limits, SandboxPolicy, bwrap_args, limit_args,
+)
+from autoloop_py.sandbox.process import CommandResult, run_process
+
+logger = logging.getLogger(__name__)
+
+# Marks every command with its runner (a hash, not the pid itself): after a crash, the next run kills what
+# the dead runner's commands left running.
+RUN_TOKEN_ENV_VAR = "AUTOLOOP_RUN_TOKEN"
+ISOLATION_ENV = "AUTOLOOP_ISOLATION"
+# More directories to show read-only (comma-separated): a tool installed under $HOME, e.g. an agent's runtime.
+READ_ONLY_ENV = "AUTOLOOP_SANDBOX_READ_ONLY"
+NOT_SANDBOXED = "evaluations are NOT sandboxed (isolation: none): they run as you, with your files and network"
+_PREFLIGHT = ("--unshare-user", "--unshare-pid", "--unshare-net", "--die-with-parent", "--ro-bind", "/", "/", "true")
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """The resolved isolation of one run: how evaluations and the agent are confined.
+
+    Attributes:
+      evaluation: the policy of evaluation commands.
+      agent: the policy of an outside agent's command (network kept, no address-space limit).
+      reason: why bwrap is not used when `auto` fell back to none (else "").
+    """
+
+    evaluation: SandboxPolicy
+    agent: SandboxPolicy
+    reason: str = ""
+
+
+def bwrap_status() -> tuple[bool, str]:
+    """Returns (usable, why not): bubblewrap is installed and can create its namespaces here."""
+    binary = shutil.which("bwrap")
+    if binary is None:
+        return False, "bubblewrap (`bwrap`) is not installed"
+    try:
+        done = subprocess.run([binary, *_PREFLIGHT], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return False, f"bwrap could not run: {err}"
+    if done.returncode != 0:
+        return False, f"bwrap cannot create its namespaces here: {done.stderr.strip() or done.returncode}"
+    return True, ""
+
+
+def resolve_mode(requested: str | None) -> tuple[str, str]:
+    """Returns (bwrap | none, why bwrap is not used) for a requested mode; `bwrap` that cannot run is an error."""
+    mode = (requested or AUTO).strip().lower()
+    if mode not in MODES:
+        raise SandboxError(f"isolation must be one of {', '.join(MODES)}, got {requested!r}")
+    if mode == NONE:
+        return NONE, "isolation: none was requested"
+    usable, why = bwrap_status()
+    if usable:
+        return BWRAP, ""
+    if mode == BWRAP:
+        raise SandboxError(f"isolation: bwrap was requested, but {why}; install bubblewrap or set isolation: none")
+    return NONE, why
+
+
+def isolation_for(
+    requested: str | None, *, network: bool, hidden: Sequence[Path] = (), environ: Mapping[str, str] | None = None
+) -> Isolation:
+    """Returns the policies of a run: `requested` (auto | bwrap | none) resolved on this machine.
+
+    hidden: the user's checkout and its git directory, never shown to a command.
+    """
+    env = os.environ if environ is None else environ
+    mode, reason = resolve_mode(requested)
+    if mode == NONE:
+        logger.warning("%s (%s)", NOT_SANDBOXED, reason)
+    hidden_paths = tuple(str(Path(path).resolve()) for path in hidden)
+    shown = _read_only_paths(env, hidden_paths)
+    base = SandboxPolicy(mode=mode, read_only=shown, hidden=hidden_paths, home=env.get("HOME"))
+    agent = replace(base, network=True, limits=Limits(address_space=None, cpu_from_timeout=True))
+    return Isolation(evaluation=replace(base, network=network), agent=agent, reason=reason)
+
+
+def run_isolation(root: Path, program: Program, override: str | None = None) -> Isolation:
+    """Returns the isolation of a program's run in the checkout at root (override: --isolation).
+
+    The mode is the first of: override, AUTOLOOP_ISOLATION, the program's `isolation` frontmatter.
+    """
+    hidden = [root, root / ".git"]
+    return isolation_for(requested_mode(program, override), network=program.config.evaluation_network, hidden=hidden)
+
+
+def requested_mode(program: Program, override: str | None = None) -> str:
+    """Returns the isolation asked for: override (--isolation), else AUTOLOOP_ISOLATION, else the program's."""
+    return override or os.environ.get(ISOLATION_ENV, "").strip() or program.config.isolation
+
+
+def run_sandboxed(
+    command: str,
+    workdir: Path,
+    policy: SandboxPolicy,
+    *,
+    env: Mapping[str, str],
+    timeout: float,
+    cwd: Path | None = None,
+    writable: Sequence[Path] = (),
+    output_cap: int = 1 << 20,
+) -> CommandResult:
+    """Runs `bash -c command` confined by policy: only workdir (and `writable`) can be written; limits apply."""
+    work = str(workdir.resolve())
+    where = str((cwd or workdir).resolve())
+    env = {**env, RUN_TOKEN_ENV_VAR: run_token(os.getpid())}
+    argv = ["bash", "-c", command]
+    if policy.sandboxed:
+        env["TMPDIR"] = "/tmp"
+        links, present = _system_layout()
+        policy = replace(policy, read_only=(*policy.read_only, *named_files(command)))
+        options = bwrap_args(
+            policy, work, cwd=where, writable=[str(p.resolve()) for p in writable], links=links, present=present
+        )
+        argv = ["bwrap", *options, "--", *argv]
+    limits = limit_args(policy.limits, timeout, _process_count(), os.cpu_count() or 1)
+    if shutil.which("prlimit"):
+        argv = ["prlimit", *limits, "--", *argv]
+    else:
+        logger.debug("prlimit is not installed: the command runs without resource limits")
+    return run_process(argv, Path(where), timeout=timeout, env=env, output_cap=output_cap)
+
+
+def run_token(pid: int) -> str:
+    """Returns the marker of the commands of the runner with this pid (recovery derives it from a dead pid)."""
+    return hashlib.sha256(f"autoloop-run:{pid}".encode()).hexdigest()[:16]
+
+
+def named_files(command: str) -> list[str]:
+    """Returns the existing files a command names by absolute path (an agent's script): shown read-only."""
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True  # `> /path;` yields `/path` apart from the operators
+    try:
+        words = list(lexer)
+    except ValueError:
+        return []
+    return [word for word in words if word.startswith("/") and os.path.isfile(word)]
+
+
+def _read_only_paths(environ: Mapping[str, str], hidden: Sequence[str]) -> tuple[str, ...]:
+    """Returns the directories a command needs to see: the Python installation and the tools on PATH.
+
+    The Python installation is shown even inside the user's checkout (a project's .venv), read-only;
+    other PATH directories inside it are not.
+    """
+    python = [sys.prefix, sys.base_prefix, sys.exec_prefix, *site.getsitepackages()]
+    for name in ("VIRTUAL_ENV", "CONDA_PREFIX", "PYENV_ROOT"):
+        if environ.get(name):
+            python.append(environ[name])
+    user_site = site.getusersitepackages()
+    if user_site:
+        python.append(user_site)
+    tools = [entry for entry in environ.get("PATH", "").split(os.pathsep) if entry]
+    tools += [entry.strip() for entry in environ.get(READ_ONLY_ENV, "").split(",") if entry.strip()]
+    paths = [str(Path(p).resolve()) for p in python if p and Path(p).is_dir()]
+    for entry in tools:
+        resolved = Path(entry).resolve()
+        if resolved.is_dir() and not any(_under(resolved, Path(h)) for h in hidden):
+            paths.append(str(resolved))
+    return tuple(dict.fromkeys(paths))
+
+
+def _under(path: Path, parent: Path) -> bool:
+    return path == parent or parent in path.parents
+
+
+def _system_layout() -> tuple[list[tuple[str, str]], list[str]]:
+    """Returns (system directories that are symbolic links and their targets, system and /etc paths that exist)."""
+    links = [(path, os.readlink(path)) for path in SYSTEM_DIRS if os.path.islink(path)]
+    candidates = [*SYSTEM_DIRS, *(f"/etc/{name}" for name in ETC_FILES)]
+    return links, [path for path in candidates if os.path.lexists(path)]
+
+
+def _process_count() -> int:
+    """Returns how many processes run on this machine (an upper bound on those of our user)."""
+    try:
+        return sum(1 for name in os.listdir("/proc") if name.isdigit())
+    except OSError:
+        return 0
+
+
+def describe(isolation: Isolation) -> str:
+    """Returns one line saying how evaluations run (for `status` and `check`)."""
+    if isolation.evaluation.sandboxed:
+        network = "with network" if isolation.evaluation.network else "no network"
+        return f"evaluations are sandboxed with bubblewrap ({network}; only the candidate directory is writable)"
+    return f"{NOT_SANDBOXED} ({isolation.reason})" if isolation.reason else NOT_SANDBOXED
+
+
+def isolation_report(programs: Sequence[Program]) -> tuple[list[str], list[str]]:
+    """Returns (lines saying how each program's evaluations run, problems): for `status` and `check`."""
+    usable, why = bwrap_status()
+    sandboxed, bare, problems = [], [], []
+    for program in programs:
+        mode = requested_mode(program).lower()
+        if mode == BWRAP and not usable:
+            problems.append(f"{program.path}: isolation: bwrap, but {why}")
+        elif mode == NONE or not usable:
+            bare.append(program.name)
+        else:
+            sandboxed.append(program.name)
+    lines = []
+    if sandboxed:
+        lines.append(f"sandbox: evaluations of {', '.join(sandboxed)} run in bubblewrap (only the candidate writable)")
+    if bare:
+        reason = why if not usable else "isolation: none"
+        lines.append(f"NOT SANDBOXED: evaluations of {', '.join(bare)} run without a sandbox ({reason})")
+    return lines, problems

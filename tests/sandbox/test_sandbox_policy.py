@@ -1,0 +1,47 @@
+"""Tests for autoloop_py.sandbox.policy: the bubblewrap options and the rlimits a policy stands for."""
+
+from __future__ import annotations
+
+from autoloop_py.sandbox.policy import BWRAP, Limits, SandboxPolicy, bwrap_args, limit_args
+
+PRESENT = ["/usr", "/bin", "/lib", "/etc/passwd", "/etc/resolv.conf"]
+
+
+def _pairs(args: list[str], flag: str) -> list[str]:
+    return [args[i + 1] for i, arg in enumerate(args) if arg == flag]
+
+
+def test_evaluation_has_no_network_and_only_workdir_is_writable() -> None:
+    policy = SandboxPolicy(mode=BWRAP, read_only=("/opt/py",), hidden=("/home/me/repo",), home="/home/me")
+    args = bwrap_args(policy, "/tmp/w", cwd="/tmp/w/prog", links=[("/bin", "usr/bin")], present=PRESENT)
+    assert "--unshare-net" in args and "--unshare-pid" in args and "--die-with-parent" in args
+    assert "--new-session" in args and "--unshare-user" in args
+    assert _pairs(args, "--bind") == ["/tmp/w"]
+    assert _pairs(args, "--ro-bind") == ["/usr", "/lib", "/etc/passwd", "/etc/resolv.conf"]
+    assert "/home/me" in _pairs(args, "--tmpfs") and "/tmp" in _pairs(args, "--tmpfs")
+    assert args[args.index("--symlink") + 1 : args.index("--symlink") + 3] == ["usr/bin", "/bin"]
+    assert args[-2:] == ["--chdir", "/tmp/w/prog"]
+
+
+def test_network_kept_when_asked() -> None:
+    assert "--unshare-net" not in bwrap_args(SandboxPolicy(mode=BWRAP, network=True), "/w", present=PRESENT)
+
+
+def test_a_read_only_path_that_holds_a_hidden_one_is_not_shown() -> None:
+    policy = SandboxPolicy(mode=BWRAP, read_only=("/home/me", "/home/me/repo/.venv", "/srv"), hidden=("/home/me/repo",))
+    shown = _pairs(bwrap_args(policy, "/tmp/w", present=PRESENT), "--ro-bind-try")
+    # The checkout's own virtualenv is shown (read-only); the home that holds the checkout is not.
+    assert shown == ["/srv", "/home/me/repo/.venv"]
+
+
+def test_private_home_is_mounted_before_what_shows_through_it() -> None:
+    policy = SandboxPolicy(mode=BWRAP, read_only=("/home/me/.pyenv",), home="/home/me")
+    args = bwrap_args(policy, "/tmp/w", present=PRESENT)
+    assert args.index("/home/me") < args.index("/home/me/.pyenv") < args.index("--bind")
+
+
+def test_limits_count_processes_on_top_of_the_present_ones() -> None:
+    assert limit_args(Limits(processes=100, address_space=None, file_size=10), 30, 250, 2) == ["--nproc=350", "--fsize=10"]
+    agent = Limits(processes=100, address_space=None, file_size=10, cpu_from_timeout=True)
+    assert limit_args(agent, 30, 250, 2) == ["--nproc=350", "--fsize=10", "--cpu=70"]
+    assert limit_args(Limits(address_space=8), 1, 0, 1)[-1] == "--as=8"

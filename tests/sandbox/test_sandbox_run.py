@@ -1,0 +1,59 @@
+"""Tests for autoloop_py.sandbox.run: choosing bwrap or none, and what a sandboxed command can reach."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from autoloop_py.errors import SandboxError
+from autoloop_py.sandbox import run as sandbox_run
+from autoloop_py.sandbox.run import bwrap_status, isolation_for, resolve_mode, run_sandboxed
+
+
+def test_bwrap_requested_but_missing_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sandbox_run.shutil, "which", lambda name: None)
+    with pytest.raises(SandboxError, match="bubblewrap .* is not installed; install bubblewrap or set isolation: none"):
+        resolve_mode("bwrap")
+    assert resolve_mode("auto") == ("none", "bubblewrap (`bwrap`) is not installed")
+    assert resolve_mode("none")[0] == "none"
+    with pytest.raises(SandboxError, match="isolation must be one of"):
+        resolve_mode("docker")
+
+
+def test_none_still_applies_the_limits(tmp_path: Path) -> None:
+    policy = isolation_for("none", network=False).evaluation
+    result = run_sandboxed("ulimit -f; ulimit -v", tmp_path, policy, env={"PATH": os.environ["PATH"]}, timeout=30)
+    file_blocks, memory_kb = result.stdout.split()
+    assert int(file_blocks) * 512 == policy.limits.file_size or int(file_blocks) * 1024 == policy.limits.file_size
+    assert int(memory_kb) * 1024 == policy.limits.address_space
+
+
+def test_inside_bwrap_only_the_workdir_is_writable(tmp_path: Path) -> None:
+    if not bwrap_status()[0]:
+        pytest.skip(f"needs a working bubblewrap sandbox: {bwrap_status()[1]}")
+    work, outside = tmp_path / "work", tmp_path / "outside"
+    work.mkdir()
+    outside.mkdir()
+    policy = isolation_for("bwrap", network=False, hidden=[outside]).evaluation
+    command = f"echo in > inside.txt; echo out > {outside}/x.txt; ls {outside}; echo home > $HOME/h.txt; ls /"
+    result = run_sandboxed(command, work, policy, env={"PATH": os.environ["PATH"], "HOME": "/root"}, timeout=30)
+    assert (work / "inside.txt").read_text() == "in\n"
+    assert not (outside / "x.txt").exists()
+    assert "No such file or directory" in result.stderr
+
+
+def test_extra_read_only_directories_are_shown_but_never_the_checkout(tmp_path: Path) -> None:
+    tool, checkout = tmp_path / "tool", tmp_path / "checkout"
+    (checkout / "bin").mkdir(parents=True)
+    tool.mkdir()
+    env = {"PATH": "/usr/bin", "AUTOLOOP_SANDBOX_READ_ONLY": f"{tool}, {checkout / 'bin'}"}
+    shown = isolation_for("none", network=False, hidden=[checkout], environ=env).evaluation.read_only
+    assert str(tool.resolve()) in shown and str((checkout / "bin").resolve()) not in shown
+
+
+def test_files_a_command_names_are_found_next_to_shell_operators(tmp_path: Path) -> None:
+    target = tmp_path / "where.txt"
+    target.write_text("")
+    assert sandbox_run.named_files(f"pwd > {target}; cat {target}|wc -l && ls /nonexistent") == [str(target)] * 2

@@ -1,0 +1,122 @@
+"""Attacks on other processes from an evaluation: environments in /proc, the process list, fork storms, memory.
+
+Each evaluator is hostile and run by `autoloop run`; each test asserts the attack was blocked (the
+evaluator says so in its recorded error), that nothing escaped, and that the checkout is untouched.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.security.conftest import SECRET, Hostile, assert_recorded_error
+
+STEAL_ENVIRON = """\
+import json, os
+found, readable = [], 0
+chain, pid = [], os.getppid()
+while pid > 1 and len(chain) < 20:  # the runner, its parent, and theirs
+    chain.append(pid)
+    try:
+        pid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        break
+pids = {int(p) for p in os.listdir("/proc") if p.isdigit()} | set(chain)
+for pid in sorted(pids):
+    try:
+        data = open(f"/proc/{pid}/environ", "rb").read()
+    except OSError:
+        continue
+    readable += 1
+    found += [e.decode() for e in data.split(b"\\0") if e.startswith((b"FAKE_TOKEN=", b"AUTOLOOP_RUNNER_PID="))]
+if found:
+    print("stolen:", found)
+    print(json.dumps({"error": "stole " + " ".join(sorted(set(found)))}))
+else:
+    print(json.dumps({"error": f"blocked: no secret in the environment of the {readable} processes it could read"}))
+"""
+
+LIST_PROCESSES = """\
+import json, os
+MARK = "{mark}"
+mine, outside = 0, []
+for pid in [p for p in os.listdir("/proc") if p.isdigit()]:
+    try:
+        cmdline = open(f"/proc/{{pid}}/cmdline", "rb").read()
+    except OSError:
+        continue
+    mine += 1
+    if MARK.encode() in cmdline:
+        outside.append(pid)
+if outside:
+    print(json.dumps({{"error": f"found the bystander process {{outside}} among {{mine}}"}}))
+else:
+    print(json.dumps({{"error": f"blocked: {{mine}} processes visible, the bystander not among them"}}))
+"""
+
+FORK_STORM = """\
+import json, os, time
+children = 0
+try:
+    for _ in range(3000):
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(60)
+            os._exit(0)
+        children += 1
+except OSError as err:
+    print(json.dumps({"error": f"blocked: fork failed after {children} children ({err.strerror})"}))
+    raise SystemExit(0)
+print(json.dumps({"error": f"forked all {children} children"}))
+"""
+
+HUGE_MAPPING = """\
+import json, mmap
+try:
+    # 100 GiB, reserved without committing (0x4000 = MAP_NORESERVE on Linux): only an address-space limit refuses it.
+    area = mmap.mmap(-1, 100 << 30, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | 0x4000)
+except (OSError, MemoryError) as err:
+    print(json.dumps({"error": f"blocked: mapping 100 GiB failed ({err})"}))
+    raise SystemExit(0)
+print(json.dumps({"error": "mapped 100 GiB"}))
+"""
+
+
+def test_evaluation_cannot_read_the_runners_environment(hostile: Hostile, bwrap: None) -> None:
+    hostile.install(STEAL_ENVIRON)
+    outcome = hostile.run()
+    assert_recorded_error(outcome, "blocked: no secret in the environment")
+    assert outcome.leaked(SECRET) == []
+    assert outcome.checkout[0] == outcome.checkout[1]
+
+
+def test_evaluation_sees_no_other_process(hostile: Hostile, bwrap: None) -> None:
+    mark = f"autoloop-bystander-{os.getpid()}"
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", mark])
+    try:
+        hostile.install(LIST_PROCESSES.format(mark=mark))
+        outcome = hostile.run()
+    finally:
+        bystander.kill()
+        bystander.wait()
+    assert_recorded_error(outcome, "the bystander not among them")
+    visible = int(outcome.state.split("blocked: ", 1)[1].split(" ", 1)[0])
+    assert visible <= 4  # bwrap's init, bash, python: nothing of the host's
+    assert outcome.checkout[0] == outcome.checkout[1]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="Linux never applies RLIMIT_NPROC to root (uid 0)")
+def test_fork_storm_hits_the_process_limit_and_the_runner_survives(hostile: Hostile) -> None:
+    hostile.install(FORK_STORM)
+    outcome = hostile.run()
+    assert_recorded_error(outcome, "blocked: fork failed after")
+    assert outcome.checkout[0] == outcome.checkout[1]
+
+
+def test_address_space_is_limited(hostile: Hostile) -> None:
+    hostile.install(HUGE_MAPPING)
+    outcome = hostile.run()
+    assert_recorded_error(outcome, "blocked: mapping 100 GiB failed")
