@@ -248,6 +248,7 @@ def test_propose_step(name: str) -> None:
     assert env["AUTOLOOP_PROGRAM"] == "${{ matrix.program }}"
     assert env["AUTOLOOP_OUTCOME"] == "${{ runner.temp }}/autoloop-outcome"
     assert env["AUTOLOOP_JOB_TIMEOUT_MINUTES"] == str(options.timeout_minutes)
+    assert env["AUTOLOOP_ISOLATION"] == "bwrap"  # a sandbox that stops working later fails the job, too
     assert secret_names(env) == {"GITHUB_TOKEN", *PROVIDER_SECRETS}
     for secret in PROVIDER_SECRETS:
         assert env[secret] == f"${{{{ secrets.{secret} }}}}"
