@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Iterator, Mapping
+
+import pytest
 
 from autoloop_py.playbook import marker_spans
 from autoloop_py.program import Program, load_program
@@ -108,3 +112,24 @@ def _customised(text: str) -> str:
         out.append(text[cursor:start] + "function minimization of a two-dimensional multimodal function")
         cursor = end
     return "".join(out) + text[cursor:]
+
+
+@contextmanager
+def example_repo(base: Path) -> Iterator[Path]:
+    """Yields a fresh repository under base holding the function_minimization example, uncommitted,
+    with git's user and system config shut out for as long as the block runs (module-scoped fixtures)."""
+    (base / "gitconfig").write_text("")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("GIT_CONFIG_GLOBAL", str(base / "gitconfig"))
+        patch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+        root = base / "repo"
+        _git(base, "init", "-q", "-b", "main", str(root))
+        _git(root, "config", "user.name", "Test User")
+        _git(root, "config", "user.email", "test@example.invalid")
+        shutil.copytree(REPO / ".autoloop/programs/function_minimization", root / ".autoloop/programs/function_minimization",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        yield root
+
+
+def _git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)

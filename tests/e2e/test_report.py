@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Iterator
@@ -13,10 +12,9 @@ import pytest
 from autoloop_py.cli import main
 from tests.browser import Browser, Page
 from tests.mermaid_grammar import check, mermaid_blocks
-from tests.programs import install_strategy_program
+from tests.programs import example_repo, install_strategy_program
 from tests.trace_samples import write_run
 
-EXAMPLE = Path(__file__).parents[2] / ".autoloop/programs/function_minimization"
 POINTER = """## Evolution Strategy
 
 This program uses the **AdaEvolve** strategy. On every iteration, read `strategy/adaevolve.md` and follow it literally.
@@ -34,17 +32,7 @@ def _git(cwd: Path, *args: str) -> None:
 @pytest.fixture(scope="module")
 def tuned(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A repository where `autoloop run` ran 4 tune iterations of function_minimization."""
-    base = tmp_path_factory.mktemp("report")
-    (base / "gitconfig").write_text("")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("GIT_CONFIG_GLOBAL", str(base / "gitconfig"))
-        patch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-        root = base / "repo"
-        _git(base, "init", "-q", "-b", "main", str(root))
-        _git(root, "config", "user.name", "Test User")
-        _git(root, "config", "user.email", "test@example.invalid")
-        shutil.copytree(EXAMPLE, root / ".autoloop/programs/function_minimization",
-                        ignore=shutil.ignore_patterns("__pycache__"))
+    with example_repo(tmp_path_factory.mktemp("report")) as root:
         _git(root, "add", "-A")
         _git(root, "commit", "-qm", "program")
         assert main(["run", "--repo", str(root), "--program", "function_minimization", "--iterations", "4"]) == 0

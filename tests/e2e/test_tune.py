@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,10 +12,10 @@ import pytest
 
 from autoloop_py import tuning_run
 from autoloop_py.cli import main
+from tests.programs import example_repo
 
 pytest.importorskip("skopt", reason="scikit-optimize is not installed (pip install 'autoloop-py[tune]')")
 
-EXAMPLE = Path(__file__).parents[2] / ".autoloop/programs/function_minimization"
 SEARCH = ".autoloop/programs/function_minimization/code/search.py"
 
 # A program whose seed is already optimal: no tuning can beat `spread = 5.0`.
@@ -55,17 +54,8 @@ def _git(cwd: Path, *args: str) -> None:
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A repository where `autoloop run` has run function_minimization (3 iterations) and peak (1)."""
-    base = tmp_path_factory.mktemp("tune")
-    (base / "gitconfig").write_text("")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("GIT_CONFIG_GLOBAL", str(base / "gitconfig"))
-        patch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-        root = base / "repo"
-        _git(base, "init", "-q", "-b", "main", str(root))
-        _git(root, "config", "user.name", "Test User")
-        _git(root, "config", "user.email", "test@example.invalid")
+    with example_repo(tmp_path_factory.mktemp("tune")) as root:
         programs = root / ".autoloop/programs"
-        shutil.copytree(EXAMPLE, programs / "function_minimization", ignore=shutil.ignore_patterns("__pycache__"))
         (programs / "peak/code").mkdir(parents=True)
         (programs / "peak/program.md").write_text(PEAK_MD)
         (programs / "peak/code/value.py").write_text(PEAK_VALUE)
