@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from autoloop_py import candidate_dir
+from autoloop_py.sandbox import candidate_dir
 
 
 def _tree(root: Path, files: int) -> Path:

@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from autoloop_py import state as statefile
+from autoloop_py.state import file as statefile
 
 PROGRAM = """\
 ---

@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from autoloop_py.evaluate import scrub_environment
+from autoloop_py.sandbox.environment import scrub_environment
 from autoloop_py.sandbox.run import bwrap_status, isolation_for, run_sandboxed
 
 

@@ -16,8 +16,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from autoloop_py.iteration import RunOptions, run_iteration
-from autoloop_py.program import load_program
+from autoloop_py.loop.iteration import RunOptions, run_iteration
+from autoloop_py.program.model import load_program
 
 PROGRAM = """\
 ---

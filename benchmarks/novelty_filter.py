@@ -33,13 +33,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from autoloop_py import novelty, state as statefile, trace
-from autoloop_py.iteration import RunOptions, run_iteration
-from autoloop_py.lineage_store import LINEAGE_DEPTH
-from autoloop_py.machine_state import is_improvement
-from autoloop_py.memory import MemoryStore
-from autoloop_py.novelty import Ancestor, EarlierResult, NoveltyConfig
-from autoloop_py.program import load_program
+from autoloop_py.loop import novelty
+from autoloop_py.state import file as statefile, trace
+from autoloop_py.loop.iteration import RunOptions, run_iteration
+from autoloop_py.loop.lineage_store import LINEAGE_DEPTH
+from autoloop_py.state.machine import is_improvement
+from autoloop_py.state.memory import MemoryStore
+from autoloop_py.loop.novelty import Ancestor, EarlierResult, NoveltyConfig
+from autoloop_py.program.model import load_program
 
 REPO = Path(__file__).resolve().parents[1]
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)

@@ -50,15 +50,17 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import litellm  # noqa: E402  (must follow the environment variable above)
 
-from autoloop_py import population as pop  # noqa: E402
-from autoloop_py import state as statefile  # noqa: E402
-from autoloop_py.iteration import iteration_rng  # noqa: E402
-from autoloop_py.program import Program, load_program, target_files  # noqa: E402
-from autoloop_py.recording import parse_or_new, rejection_note, state_path  # noqa: E402
+from autoloop_py.state import population as pop  # noqa: E402
+from autoloop_py.state import file as statefile  # noqa: E402
+from autoloop_py.loop.iteration import iteration_rng  # noqa: E402
+from autoloop_py.program.model import Program, load_program, target_files  # noqa: E402
+from autoloop_py.loop.recording import parse_or_new, rejection_note, state_path  # noqa: E402
+from autoloop_py.program.regions import evolved_code, place_code  # noqa: E402
+from autoloop_py.state.population import population_of  # noqa: E402
 from autoloop_py.strategies import runner as strategy  # noqa: E402
 from autoloop_py.strategies.base import Decision  # noqa: E402
-from autoloop_py.strategies.alphaevolve_config import AlphaEvolveConfig  # noqa: E402
-from autoloop_py.strategies.alphaevolve_engine import AlphaEvolveEngine  # noqa: E402
+from autoloop_py.strategies.alphaevolve.config import AlphaEvolveConfig  # noqa: E402
+from autoloop_py.strategies.alphaevolve.engine import AlphaEvolveEngine  # noqa: E402
 from autoloop_py.strategies.runner import StrategyRunner  # noqa: E402
 
 
@@ -321,7 +323,7 @@ def step(run: Run, iteration: int, base: str, seed: int) -> str:
     placed = strategy.with_parent(run.runner, decision, files)
     prompt = strategy.render_prompt(run.runner, decision, program, placed, run.state, best, ROOT)
     code, summary = variant_code(base, decision.parents, rng)
-    source = strategy.place_code(run.branch_source, code)
+    source = place_code(run.branch_source, code)
     record = _record(run, decision, next_fitness(decision.parents, rng), best, summary, iteration, rng)
     candidate = strategy.candidate_for(run.runner, decision, record, source, _approach(code), iteration)
     _record_iteration(run, record, candidate)
@@ -390,7 +392,7 @@ def build_run(program: Program, runner: StrategyRunner, n: int, seed: int) -> Ru
     """Returns a run after n synthetic iterations, with n candidates in its Population."""
     source = (ROOT / runner.primary).read_text(encoding="utf-8")
     run = start_run(program, runner, n, source)
-    base = strategy.evolved_code(source)
+    base = evolved_code(source)
     for iteration in range(1, n + 1):
         step(run, iteration, base, seed)
     return run
@@ -413,7 +415,7 @@ class Snapshot:
 
 def sample(run: Run, samples: int, seed: int) -> tuple[list[str], list[Snapshot]]:
     """Returns the prompts of the next iterations (the population stays at its cap) and what each one saw."""
-    base = strategy.evolved_code((ROOT / run.runner.primary).read_text(encoding="utf-8"))
+    base = evolved_code((ROOT / run.runner.primary).read_text(encoding="utf-8"))
     first = run.state.machine.iteration_count + 1
     prompts, seen = [], []
     for iteration in range(first, first + samples):
@@ -424,7 +426,7 @@ def sample(run: Run, samples: int, seed: int) -> tuple[list[str], list[Snapshot]
 
 def unfolded(state: statefile.StateFile, memory: dict[str, str]) -> statefile.StateFile:
     """Returns the state file with every candidate's full code inline, as upstream keeps it."""
-    population = strategy.population_of(state)
+    population = population_of(state)
     full = []
     for candidate in population.candidates:
         if candidate.code is None and candidate.code_ref is not None:

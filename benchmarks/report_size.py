@@ -22,9 +22,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from autoloop_py import trace
+from autoloop_py.state import trace
 from autoloop_py.analysis.html_report import ReportSource, render_report, report_payload
-from autoloop_py.trace import TraceRow
+from autoloop_py.state.trace import TraceRow
 
 PROGRAM = "synthetic"
 BASE = [f"value_{i} = {i * 0.5:.2f}  # knob {i}\n" for i in range(60)]

@@ -204,7 +204,7 @@ class FakeGitHub:
     # -- program thread API (github.py): comments, labels, issue/PR writes, checks, permissions ---
 
     def _install_thread_routes(self) -> None:
-        """Adds the endpoints autoloop_py/github.py uses and the data they serve."""
+        """Adds the endpoints autoloop_py/github/client.py uses and the data they serve."""
         self.comments: dict[str, dict[int, list[dict[str, Any]]]] = {}
         self.labels: dict[str, list[dict[str, Any]]] = {}
         self.check_runs: dict[tuple[str, str], list[dict[str, Any]]] = {}

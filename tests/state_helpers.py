@@ -11,7 +11,7 @@ import pytest
 
 from autoloop_py import markdown as md
 from autoloop_py.errors import StateError
-from autoloop_py.state import DEFAULT_BUDGET, IterationRecord, StateFile, apply_iteration, new_state, parse_state
+from autoloop_py.state.file import DEFAULT_BUDGET, IterationRecord, StateFile, apply_iteration, new_state, parse_state
 
 FIXTURE = Path(__file__).parent / "fixtures" / "upstream_state.md"
 T0 = datetime(2026, 11, 21, 16, 40, tzinfo=timezone.utc)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from autoloop_py.evaluate import evaluate
-from autoloop_py.program import check_all, load_program
+from autoloop_py.loop.evaluate import evaluate
+from autoloop_py.program.model import check_all, load_program
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = {

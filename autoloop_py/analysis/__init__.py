@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autoloop_py.trace import Trace
+from autoloop_py.state.trace import Trace
 
 
 @dataclass(frozen=True)

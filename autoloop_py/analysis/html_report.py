@@ -11,9 +11,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 from autoloop_py.analysis.run_view import RunNode, best_lineage, run_nodes, unified_diff
-from autoloop_py.population_model import Candidate
+from autoloop_py.state.population_model import Candidate
 from autoloop_py.render import render
-from autoloop_py.trace import Trace
+from autoloop_py.state.trace import Trace
 
 DIFF_CONTEXT = 2
 MAX_DIFF_CHARS = 20_000

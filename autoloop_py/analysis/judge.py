@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 
 from autoloop_py.analysis import oriented
 from autoloop_py.render import render
-from autoloop_py.trace import Trace
+from autoloop_py.state.trace import Trace
 
 logger = logging.getLogger(__name__)
 

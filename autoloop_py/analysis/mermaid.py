@@ -13,11 +13,11 @@ from decimal import Decimal
 from dataclasses import dataclass
 from typing import Sequence
 
-from autoloop_py import trace
+from autoloop_py.state import trace
 from autoloop_py.analysis import oriented
 from autoloop_py.analysis.run_view import RunNode, best_lineage, run_nodes
-from autoloop_py.memory import MemoryStore
-from autoloop_py.program import Program
+from autoloop_py.state.memory import MemoryStore
+from autoloop_py.program.model import Program
 from autoloop_py.render import render
 
 RECENT_POINTS = 24

@@ -13,9 +13,9 @@ import re
 from dataclasses import dataclass, replace
 from typing import Collection, Sequence
 
-from autoloop_py.edits import EditFailure
+from autoloop_py.program.edits import EditFailure
 from autoloop_py.markdown import Heading, headings, normalize_heading
-from autoloop_py.prompts import fence_for
+from autoloop_py.strategies.prompt import fence_for
 from autoloop_py.render import render
 
 EXACT = "exact"

@@ -11,7 +11,7 @@ from autoloop_py.analysis import Node, nodes_of
 from autoloop_py.analysis import cycling
 from autoloop_py.analysis.tuning_share import edit_tuning
 from autoloop_py.analysis.lineage import LineageReport, analyze_lineage
-from autoloop_py.trace import Trace
+from autoloop_py.state.trace import Trace
 
 TOP_LINES = 5
 BUCKETS = ("pure-tuning", "mostly-tuning", "mixed", "mostly-structural", "pure-structural")

@@ -8,7 +8,7 @@ from typing import Mapping, Sequence
 
 from autoloop_py.analysis import oriented
 from autoloop_py.analysis.lineage import ancestry
-from autoloop_py.trace import Trace, TraceRow
+from autoloop_py.state.trace import Trace, TraceRow
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ from autoloop_py.analysis.tuning_source import (
     split_lines,
     with_values,
 )
-from autoloop_py.edits import evolve_regions
+from autoloop_py.program.regions import evolve_regions
 
 __all__ = [
     "MAX_KNOBS", "PARAMS_NAME", "SCALES", "Knob", "Literal", "bounds", "family_of", "find_knobs", "format_value", "free_name",

@@ -16,8 +16,8 @@ from autoloop_py.analysis.report import BUCKETS, build_report
 from autoloop_py.commands.common import format_metric, repo_root, subparser
 from autoloop_py.commands.trace import export_program
 from autoloop_py.errors import AutoloopError
-from autoloop_py.memory import MEMORY_BRANCH
-from autoloop_py.trace import load_trace, trace_dir
+from autoloop_py.state.memory import MEMORY_BRANCH
+from autoloop_py.state.trace import load_trace, trace_dir
 
 PLOT_HINT = "--png needs matplotlib; install it with: pip install 'autoloop-py[plot]'"
 _KINDS = ("literal", "tuning", "trivial", "any")

@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from autoloop_py.commands.common import repo_root, subparser
 from autoloop_py.errors import ProgramError
-from autoloop_py.playbook import (
+from autoloop_py.program.playbook import (
     customize_markers,
     find_playbook,
     load_config_yaml,
@@ -19,10 +19,10 @@ from autoloop_py.playbook import (
     playbook_problems,
     playbook_warnings,
 )
-from autoloop_py.program import Program, check_all, discover
+from autoloop_py.program.model import Program, check_all, discover
 from autoloop_py.sandbox.run import isolation_report
-from autoloop_py.schedule import parse_schedule
-from autoloop_py.strategies.alphaevolve_config import parse_alphaevolve_config
+from autoloop_py.loop.schedule import parse_schedule
+from autoloop_py.strategies.alphaevolve.config import parse_alphaevolve_config
 
 
 def add_parser(commands: Any) -> None:

@@ -7,9 +7,10 @@ from typing import Any
 
 from rich.console import Console
 
-from autoloop_py import ci, ci_gate
+from autoloop_py.github import ci
+from autoloop_py.loop import ci_gate
 from autoloop_py.commands.common import add_memory_dir, load_named, repo_root, subparser
-from autoloop_py.memory_folder import open_memory
+from autoloop_py.state.memory_folder import open_memory
 from autoloop_py.render import render
 
 

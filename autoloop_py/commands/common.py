@@ -14,14 +14,16 @@ import os
 
 import git
 
-from autoloop_py import github, gitutil, issue_programs, program_names
-from autoloop_py import state as statefile
+from autoloop_py.github import client as github, issue_programs
+from autoloop_py.git import command as gitutil
+from autoloop_py.program import names as program_names
+from autoloop_py.state import file as statefile
 from autoloop_py.errors import AutoloopError, StateError
-from autoloop_py.git_objects import GitSession
+from autoloop_py.git.objects import GitSession
 from autoloop_py.errors import ProgramError
-from autoloop_py.memory_folder import open_memory
-from autoloop_py.program import Program, check_all, find_program, program_name
-from autoloop_py.recording import parse_or_new, state_path
+from autoloop_py.state.memory_folder import open_memory
+from autoloop_py.program.model import Program, check_all, find_program, program_name
+from autoloop_py.loop.recording import parse_or_new, state_path
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from autoloop_py.commands.common import load_named, repo_root, subparser
 from autoloop_py.errors import AutoloopError, ProgramError
-from autoloop_py.requirements import program_requirements
+from autoloop_py.program.requirements import program_requirements
 
 
 def add_parser(commands: Any) -> None:

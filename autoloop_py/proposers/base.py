@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Protocol
 
-from autoloop_py.program import Program
+from autoloop_py.program.model import Program
 from autoloop_py.sandbox.policy import SandboxPolicy
 
 

@@ -13,10 +13,10 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from autoloop_py.edits import EditFailure, apply_reply, check_paths, parse_reply, reply_field
+from autoloop_py.program.edits import EditFailure, apply_reply, check_paths, parse_reply, reply_field
 from autoloop_py.errors import EditError
-from autoloop_py.program import Program
-from autoloop_py.prompts import render_retry_prompt
+from autoloop_py.program.model import Program
+from autoloop_py.strategies.prompt import render_retry_prompt
 from autoloop_py.proposers.base import Proposal, ProposalRequest, Usage
 from autoloop_py.proposers.llm_call import CallLimits, ModelCallError, completion, describe
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from autoloop_py.errors import SandboxError
-from autoloop_py.program import Program
+from autoloop_py.program.model import Program
 from autoloop_py.sandbox.policy import (
     AUTO, BWRAP, ETC_FILES, MODES, NONE, SYSTEM_DIRS, Limits, SandboxPolicy, bwrap_args, limit_args,
 )

@@ -6,7 +6,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Mapping, Protocol
 
-from autoloop_py.population import Candidate
+from autoloop_py.state.population import Candidate
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import random
 from typing import Any, Mapping, Protocol, Sequence
 
-from autoloop_py import population as pop
-from autoloop_py import state as statefile
-from autoloop_py.program import Program
+from autoloop_py.state import population as pop
+from autoloop_py.state import file as statefile
+from autoloop_py.program.model import Program
 from autoloop_py.strategies.base import StrategyContext
 
 

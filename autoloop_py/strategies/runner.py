@@ -10,12 +10,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
-from autoloop_py import edits
-from autoloop_py import population as pop
-from autoloop_py import state as statefile
+from autoloop_py.program.regions import evolved_code, place_code, primary_target
+from autoloop_py.state import population as pop
+from autoloop_py.state import file as statefile
 from autoloop_py.errors import ProgramError, StateError
-from autoloop_py.playbook import Playbook, load_config_yaml, runnable_playbook
-from autoloop_py.program import Program, target_files
+from autoloop_py.program.playbook import Playbook, runnable_playbook
+from autoloop_py.program.model import Program
+from autoloop_py.state.population import population_of
+from autoloop_py.strategies import registry
 from autoloop_py.strategies.base import StrategyContext
 from autoloop_py.strategies.engine import DecisionLike, Engine
 
@@ -39,78 +41,16 @@ class StrategyRunner:
     primary: str
 
 
-def _alphaevolve(program: Program, playbook: Playbook, root: Path) -> Engine:
-    from autoloop_py.strategies.alphaevolve_config import parse_alphaevolve_config
-    from autoloop_py.strategies.alphaevolve_engine import AlphaEvolveEngine
-
-    return AlphaEvolveEngine(parse_alphaevolve_config(playbook, load_config_yaml(program, root)))
-
-
-def _adaevolve(program: Program, playbook: Playbook, root: Path) -> Engine:
-    from autoloop_py.strategies.adaevolve_engine import build
-
-    return build(program, playbook, root)
-
-
-def _funsearch(program: Program, playbook: Playbook, root: Path) -> Engine:
-    from autoloop_py.strategies.funsearch_engine import build
-
-    return build(program, playbook, root)
-
-
-def _evox(program: Program, playbook: Playbook, root: Path) -> Engine:
-    from autoloop_py.strategies.evox_engine import build
-
-    return build(program, playbook, root)
-
-
-# Each strategy's engine is built from the program's playbook and config.yaml.
-ENGINES: dict[str, Callable[[Program, Playbook, Path], Engine]] = {
-    "alphaevolve": _alphaevolve,
-    "adaevolve": _adaevolve,
-    "funsearch": _funsearch,
-    "evox": _evox,
-}
-
-
 def load_runner(program: Program, root: Path) -> StrategyRunner | None:
     """Returns the program's strategy runner, or None for the default flow; refuses unresolved markers."""
     playbook = runnable_playbook(program, root)
     if playbook is None:
         return None
-    build = ENGINES.get(playbook.name)
-    if build is None:
-        available = ", ".join(sorted(ENGINES))
+    engine = registry.build_engine(playbook.name, program, playbook, root)
+    if engine is None:
+        available = ", ".join(registry.names())
         raise ProgramError(f"strategy '{playbook.name}' cannot run yet; runnable strategies: {available}", playbook.path)
-    return StrategyRunner(playbook, build(program, playbook, root), primary_target(program, root))
-
-
-def primary_target(program: Program, root: Path) -> str:
-    """Returns the Target file a strategy evolves: the first with EVOLVE-BLOCK markers, else the first."""
-    paths = target_files(program.target, root)
-    if not paths:
-        raise ProgramError("a strategy needs at least one existing Target file", program.path)
-    for path in paths:
-        if edits.evolve_regions((root / path).read_text(encoding="utf-8")):
-            return path
-    return paths[0]
-
-
-def population_of(state: statefile.StateFile) -> pop.Population:
-    """Returns the state file's Population (an empty one when the section is missing)."""
-    text = state.section_text(statefile.POPULATION)
-    if text is None:
-        return pop.empty_population()
-    return pop.parse_population(text, state.path, _first_line(state, statefile.POPULATION))
-
-
-def _first_line(state: statefile.StateFile, key: str) -> int:
-    line = 0
-    for section in state.sections:
-        if section.key == key:
-            return line
-        line += len(section.text.splitlines())
-    return line
+    return StrategyRunner(playbook, engine, primary_target(program, root))
 
 
 def decide(
@@ -202,7 +142,7 @@ def strategy_state_line(state: statefile.StateFile) -> int:
     at = text.find(block) if text is not None and block else -1
     if text is None or at < 0:
         return 0
-    return _first_line(state, statefile.POPULATION) + text.count("\n", 0, at)
+    return statefile.section_line(state, statefile.POPULATION) + text.count("\n", 0, at)
 
 
 def with_all_code(population: pop.Population, load_code: Callable[[str], str | None]) -> pop.Population:
@@ -226,26 +166,6 @@ def with_parent(runner: StrategyRunner, decision: DecisionLike, files: Mapping[s
         return current
     current[runner.primary] = place_code(current[runner.primary], decision.parents[0].code)
     return current
-
-
-def place_code(text: str, code: str) -> str:
-    """Returns text with its EVOLVE-BLOCK content replaced by code (the whole text when it has no block)."""
-    regions = edits.evolve_regions(text)
-    if not regions:
-        return code
-    start, end = regions[0]
-    lines = text.splitlines(keepends=True)
-    body = code if code.endswith("\n") or not code else code + "\n"
-    return "".join(lines[:start]) + body + "".join(lines[end:])
-
-
-def evolved_code(text: str) -> str:
-    """Returns the content of the first EVOLVE-BLOCK (the whole text when there is none)."""
-    regions = edits.evolve_regions(text)
-    if not regions:
-        return text
-    start, end = regions[0]
-    return "".join(text.splitlines(keepends=True)[start:end])
 
 
 def render_prompt(

@@ -8,8 +8,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from autoloop_py.analysis.html_report import ReportSource, render_report, report_payload
-from autoloop_py.population_model import Candidate
-from autoloop_py.trace import load_trace
+from autoloop_py.state.population_model import Candidate
+from autoloop_py.state.trace import load_trace
 from tests.trace_samples import write_run
 
 SOURCE = ReportSource(program="sample", origin="runs/sample", metric="value", direction="higher")

@@ -28,7 +28,7 @@ from autoloop_py.analysis.judge import (
     summarize,
     unified_diff,
 )
-from autoloop_py.trace import load_trace
+from autoloop_py.state.trace import load_trace
 
 GOOD = '{"labels": ["hyperparameter_tuning"], "rationale": "Only the rate changes."}'
 

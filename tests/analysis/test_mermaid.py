@@ -6,7 +6,7 @@ from pathlib import Path
 
 from autoloop_py.analysis.mermaid import charts_markdown, lineage_chart, metric_chart, metric_points
 from autoloop_py.analysis.run_view import RunNode, best_lineage, best_so_far, run_nodes
-from autoloop_py.trace import load_trace
+from autoloop_py.state.trace import load_trace
 from tests.browser import mermaid_errors, mermaid_js
 from tests.mermaid_grammar import check, mermaid_blocks
 from tests.trace_samples import write_run

@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 
 from autoloop_py.analysis.replay_prompts import ContextProgram, closest, retry_prompt, vary
-from autoloop_py.edits import EditFailure
-from autoloop_py.population import Candidate
-from autoloop_py.program import Evaluation, Program, ProgramConfig, Target
-from autoloop_py.prompts import PromptContext, Steering, render_iteration_prompt
+from autoloop_py.program.edits import EditFailure
+from autoloop_py.state.population import Candidate
+from autoloop_py.program.model import Evaluation, Program, ProgramConfig, Target
+from autoloop_py.strategies.prompt import PromptContext, Steering, render_iteration_prompt
 from autoloop_py.render import render
-from autoloop_py.strategies.adaevolve import AdaEvolveDecision
-from autoloop_py.strategies.adaevolve_config import AdaEvolveConfig
-from autoloop_py.strategies.adaevolve_prompt import render_prompt
+from autoloop_py.strategies.adaevolve.strategy import AdaEvolveDecision
+from autoloop_py.strategies.adaevolve.config import AdaEvolveConfig
+from autoloop_py.strategies.adaevolve.prompt import render_prompt
 
 FILE = "code/search.py"
 FILES = {FILE: "def search():\n    return 1\n"}

@@ -17,7 +17,7 @@ from typing import Callable
 
 import pytest
 
-from autoloop_py import agentic_scheduler
+from autoloop_py.github import agentic_scheduler
 from autoloop_py.cli import main
 from programs import program_md
 

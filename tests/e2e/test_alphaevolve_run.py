@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from autoloop_py import population as pop
-from autoloop_py import state as statefile
+from autoloop_py.state import population as pop
+from autoloop_py.state import file as statefile
 from autoloop_py.cli import main
-from autoloop_py.memory import MemoryStore
-from autoloop_py.strategies.runner import population_of
+from autoloop_py.state.memory import MemoryStore
+from autoloop_py.state.population import population_of
 
 pytest.importorskip("numpy")
 pytest.importorskip("pandas")

@@ -13,8 +13,8 @@ import trace_samples as sample
 from autoloop_py.cli import main
 from autoloop_py.commands import analyze
 from autoloop_py.errors import AutoloopError
-from autoloop_py.memory import MemoryStore
-from autoloop_py.trace import load_trace
+from autoloop_py.state.memory import MemoryStore
+from autoloop_py.state.trace import load_trace
 
 HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 
@@ -126,7 +126,7 @@ def test_a_run_of_autoloop_loads_and_round_trips(git_repo: Path, run_git, tmp_pa
     capsys.readouterr()
     report = _json(capsys, "function_minimization", "--repo", str(git_repo))
     assert report["run"]["n_programs"] == 7  # the seed and six candidates
-    from autoloop_py import state as statefile
+    from autoloop_py.state import file as statefile
 
     best = statefile.parse_state(MemoryStore(git_repo).read("function_minimization.md") or "").machine.best_metric
     assert report["lineage"]["best_score"] == pytest.approx(best)

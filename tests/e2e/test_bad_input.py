@@ -27,7 +27,7 @@ from typing import Callable, Iterator
 
 import pytest
 
-from autoloop_py import state as statefile
+from autoloop_py.state import file as statefile
 from autoloop_py.cli import main
 from tests.programs import program_md
 

@@ -10,12 +10,12 @@ from typing import Any, Callable
 
 import pytest
 
-from autoloop_py import trace
-from autoloop_py.git_objects import ObjectReader
-from autoloop_py.iteration import RunOptions, run_iteration
-from autoloop_py.memory import MemoryStore
-from autoloop_py.program import load_program
-from autoloop_py.trace import TraceRow
+from autoloop_py.state import trace
+from autoloop_py.git.objects import ObjectReader
+from autoloop_py.loop.iteration import RunOptions, run_iteration
+from autoloop_py.state.memory import MemoryStore
+from autoloop_py.program.model import load_program
+from autoloop_py.state.trace import TraceRow
 from tests.programs import program_md
 
 EVALUATE = "import runpy\nprint('{\"score\": %f}' % runpy.run_path('code/value.py')['a'])\n"

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from autoloop_py import schedule
-from autoloop_py import state as statefile
+from autoloop_py.loop import schedule
+from autoloop_py.state import file as statefile
 from autoloop_py.cli import main
-from autoloop_py.iteration import RunOptions, run_iteration
-from autoloop_py.memory import MemoryStore
-from autoloop_py.program import load_program
+from autoloop_py.loop.iteration import RunOptions, run_iteration
+from autoloop_py.state.memory import MemoryStore
+from autoloop_py.program.model import load_program
 from autoloop_py.proposers.base import Proposal, ProposalRequest, Usage
 from tests.programs import program_md
 

@@ -15,11 +15,11 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from autoloop_py import recovery
-from autoloop_py import state as statefile
-from autoloop_py.iteration import RunOptions, run_iteration
-from autoloop_py.program import load_program
-from autoloop_py.strategies.runner import population_of
+from autoloop_py.loop import recovery
+from autoloop_py.state import file as statefile
+from autoloop_py.loop.iteration import RunOptions, run_iteration
+from autoloop_py.program.model import load_program
+from autoloop_py.state.population import population_of
 from tests.conftest import GitRunner
 
 REPO = Path(__file__).parents[2]

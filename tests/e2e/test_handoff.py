@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from autoloop_py import state as statefile
+from autoloop_py.state import file as statefile
 from autoloop_py.cli import main
-from autoloop_py.memory import MemoryStore
-from autoloop_py.strategies.runner import population_of
+from autoloop_py.state.memory import MemoryStore
+from autoloop_py.state.population import population_of
 
 REPO = Path(__file__).parents[2]
 PROGRAM = ".autoloop/programs/tiny"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import trace_samples as sample
-from autoloop_py import trace
+from autoloop_py.state import trace
 from autoloop_py.cli import main
 from autoloop_py.proposers import llm
 from tests.programs import program_md

@@ -16,7 +16,7 @@ from pathlib import Path
 import git
 import pytest
 
-from autoloop_py import state as statefile
+from autoloop_py.state import file as statefile
 from autoloop_py.cli import main
 from tests.programs import program_md
 

@@ -106,7 +106,7 @@ class Sandbox:
         (self.memory / f"{name}.md").write_text(text, encoding="utf-8")
 
     def run(self, *args: str, cwd: Path | None = None, module: bool = False, **env: str) -> Run:
-        """Runs the script (or, with module, `python -m autoloop_py.agentic_scheduler`) and returns what it did."""
+        """Runs the script (or, with module, `python -m autoloop_py.github.agentic_scheduler`) and returns what it did."""
         environ = {k: v for k, v in os.environ.items() if k not in UNSET}
         environ.update(
             AUTOLOOP_MEMORY_DIR=str(self.memory),
@@ -115,7 +115,7 @@ class Sandbox:
             **env,
         )
         done = subprocess.run(
-            [sys.executable, *(("-m", "autoloop_py.agentic_scheduler") if module else (str(SCRIPT),)), *args],
+            [sys.executable, *(("-m", "autoloop_py.github.agentic_scheduler") if module else (str(SCRIPT),)), *args],
             cwd=cwd or self.repo,
             env=environ,
             capture_output=True,

@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from autoloop_py import tuning_run
+from autoloop_py.loop import tuning_run
 from autoloop_py.cli import main
 from tests.programs import example_repo
 

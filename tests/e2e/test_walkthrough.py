@@ -12,7 +12,7 @@ from typing import Callable
 
 import pytest
 
-from autoloop_py import state as statefile
+from autoloop_py.state import file as statefile
 from autoloop_py.cli import main
 from tests.programs import REPO
 

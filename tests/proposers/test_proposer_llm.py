@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from autoloop_py.program import Evaluation, Program, ProgramConfig, Target
+from autoloop_py.program.model import Evaluation, Program, ProgramConfig, Target
 from autoloop_py.proposers.base import ProposalRequest
 from autoloop_py.proposers.llm import NO_MODEL, LLMProposer
 

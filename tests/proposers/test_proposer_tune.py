@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from autoloop_py.program import Evaluation, Program, ProgramConfig, Target
+from autoloop_py.program.model import Evaluation, Program, ProgramConfig, Target
 from autoloop_py.proposers.base import ProposalRequest
 from autoloop_py.proposers.tune import NO_LITERALS, TuneProposer, find_literals, format_number, perturb
 

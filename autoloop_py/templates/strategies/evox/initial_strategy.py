@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from autoloop_py.strategies.evox_contract import Genome, StrategyBase
+from autoloop_py.strategies.evox.contract import Genome, StrategyBase
 
 
 class EvolvedStrategy(StrategyBase):

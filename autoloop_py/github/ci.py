@@ -1,0 +1,284 @@
+"""An iteration in GitHub Actions: reconcile pending CI, steer from the program issue, publish the result.
+
+Local runs never come here; `autoloop run --ci` (or GITHUB_REPOSITORY and a token in the environment)
+does. The order is: settle the candidate waiting for CI, read people's steering comments, run the
+iteration, then update the program issue, its status comment, the one draft PR and the Machine
+State's PR/Issue rows.
+
+Split in two jobs, `autoloop run --ci --outcome-dir` does the first half with a read-only token (the
+CI verdict goes to the local memory branch only, no issue is opened) and `autoloop publish --ci`
+settles the CI gate again, publishes the outcome and writes to GitHub.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from autoloop_py.loop import ci_gate
+from autoloop_py.github import client as github
+from autoloop_py.state import file as statefile
+from autoloop_py.analysis.mermaid import program_charts
+from autoloop_py.loop.iteration import IterationOutcome, RunOptions, enforce_budget, run_iteration
+from autoloop_py.state.memory import MemoryConfig, MemoryStore
+from autoloop_py.state.memory_folder import Memory
+from autoloop_py.loop.outcome import Outcome, idle_outcome, write_outcome
+from autoloop_py.program.model import Program
+from autoloop_py.loop.publishing import check_outcome, publish_outcome
+from autoloop_py.loop.recording import load_state, parse_or_new, state_path
+from autoloop_py.render import render
+
+log = logging.getLogger(__name__)
+
+# A remote no repository has: a MemoryStore configured with it commits locally and never pushes.
+LOCAL_ONLY = "autoloop-local-only"
+
+
+@dataclass(frozen=True)
+class CiOutcome:
+    """What a CI run of one program did.
+
+    Attributes:
+      outcome: the iteration, when one ran (None while waiting for CI or after a CI pause).
+      message: the CI gate's one line ('' when nothing was pending).
+      issue: the program issue's number.
+      pr: the draft PR's number, once there is one.
+    """
+
+    outcome: IterationOutcome | None
+    message: str
+    issue: int | None
+    pr: int | None
+
+
+def run_ci(
+    root: Path,
+    program: Program,
+    options: RunOptions,
+    settings: github.GitHubSettings,
+    thread: github.ProgramThread | None = None,
+    now: datetime | None = None,
+) -> CiOutcome:
+    """Runs one iteration of program as a GitHub Actions job and publishes it.
+
+    With `options.outcome_dir` it only proposes: it reads GitHub, opens no issue, pushes nothing and
+    leaves the outcome (or why none ran) in the directory for `publish_ci`.
+    """
+    proposing = options.outcome_dir is not None
+    memory = MemoryStore(root)
+    memory.sync()
+    thread = thread or _thread(memory, program, settings)
+    if proposing:
+        thread.find_issue()
+    else:
+        thread.ensure_issue(program.goal)
+    gate = ci_gate.ci_gate_enabled(program)
+    verdicts = MemoryStore(root, MemoryConfig(remote=LOCAL_ONLY)) if proposing else memory
+    settled = _settle_pending(verdicts, program, thread, now) if gate else None
+    message = settled.message if settled else ""
+    outcome = None
+    if settled is None or settled.proceeds:
+        since = load_state(memory, program).machine.last_run
+        directives = tuple(d.text for d in thread.directives(since)) if thread.issue_number else ()
+        if settled is not None and settled.fix is not None:
+            directives = (render("ci_fix_directive.md.j2", fix=settled.fix).strip(), *directives)
+        run_options = dataclasses.replace(options, ci_gate=gate, directives=directives, run_url=settings.run_url)
+        outcome = run_iteration(root, program, run_options, now)
+    elif options.outcome_dir is not None:
+        write_outcome(options.outcome_dir, idle_outcome(program.name, message))
+    if proposing:
+        return CiOutcome(outcome, message, thread.issue_number, None)
+    issue, pr = _publish(memory, program, thread, outcome, settings)
+    return CiOutcome(outcome, message, issue, pr)
+
+
+def publish_ci(
+    root: Path,
+    program: Program,
+    outcome: Outcome,
+    options: RunOptions,
+    settings: github.GitHubSettings,
+    thread: github.ProgramThread | None = None,
+    now: datetime | None = None,
+) -> CiOutcome:
+    """Publishes an outcome `run_ci` proposed: settles the CI gate, keeps and records the candidate, writes to GitHub.
+
+    The outcome is checked before anything is written, to git or to GitHub.
+    """
+    check_outcome(root, program, outcome)
+    memory = MemoryStore(root)
+    memory.sync()
+    thread = thread or _thread(memory, program, settings)
+    thread.ensure_issue(program.goal)
+    gate = ci_gate.ci_gate_enabled(program)
+    settled = _settle_pending(memory, program, thread, now) if gate else None
+    record = publish_outcome(root, program, outcome, budget=options.budget, run_url=settings.run_url,
+                             base_branch=options.base_branch, ci_gate=gate)
+    if record is None:
+        enforce_budget(root, program, now)
+    done = published(outcome, record)
+    issue, pr = _publish(memory, program, thread, done, settings)
+    return CiOutcome(done, settled.message if settled else "", issue, pr)
+
+
+def published(outcome: Outcome, record: statefile.IterationRecord | None) -> IterationOutcome | None:
+    """Returns the account of an iteration that `publish_outcome` recorded (None when it recorded none)."""
+    if record is None:
+        return None
+    return IterationOutcome(
+        program=outcome.program, iteration=outcome.iteration, status=record.status, summary=record.change,
+        metric=record.metric, best_before=outcome.best_before, commit=record.commit,
+        reason=record.notes if record.status != "accepted" else None,
+    )
+
+
+def _thread(memory: MemoryStore, program: Program, settings: github.GitHubSettings) -> github.ProgramThread:
+    """Returns the program's GitHub thread, on the issue the program or its state names (if any)."""
+    known = program.issue or _number(load_state(memory, program).machine.issue)
+    return github.ProgramThread(github.connect(settings), settings.repository, program.name, issue_number=known)
+
+
+def _settle_pending(
+    memory: MemoryStore, program: Program, thread: github.ProgramThread, now: datetime | None
+) -> ci_gate.Reconciliation | None:
+    """Reads the checks of the candidate waiting for CI and writes the verdict; None when none waits."""
+    state = load_state(memory, program)
+    pending = ci_gate.read_pending(state)
+    if pending is None:
+        return None
+    summary = thread.checks(pending.commit)
+    return settle(memory, program, ci_gate.CheckResult(summary.state, summary.failing, summary.first_error), now)
+
+
+def settle(
+    memory: Memory, program: Program, result: ci_gate.CheckResult, now: datetime | None = None
+) -> ci_gate.Reconciliation:
+    """Decides what the checks of the pending candidate mean and writes the verdict to the state file."""
+    state = load_state(memory, program)
+    verdicts: list[ci_gate.Reconciliation] = []
+    moment = now or datetime.now(timezone.utc)
+
+    def change(text: str | None) -> str:
+        fresh = parse_or_new(text, program, state_path(program))
+        verdict = ci_gate.reconcile(
+            fresh, result, direction=program.direction, target_metric=program.config.target_metric, now=moment
+        )
+        verdicts.append(verdict)
+        return statefile.render_state(verdict.state)
+
+    first = ci_gate.reconcile(
+        state, result, direction=program.direction, target_metric=program.config.target_metric, now=moment
+    )
+    if not first.changed:
+        log.info("%s: %s", program.name, first.message)
+        return first
+    memory.update(state_path(program), change, f"[Autoloop: {program.name}] CI {first.action}: {first.message}"[:200])
+    return verdicts[-1]
+
+
+def _publish(
+    memory: MemoryStore,
+    program: Program,
+    thread: github.ProgramThread,
+    outcome: IterationOutcome | None,
+    settings: github.GitHubSettings,
+) -> tuple[int, int | None]:
+    """Updates the program issue, the draft PR and the comments; records their numbers in the Machine State."""
+    state = load_state(memory, program)
+    machine = state.machine
+    issue = thread.ensure_issue(program.goal)
+    metric = program.evaluation.metric if program.evaluation else "metric"
+    pr = _number(machine.pr)
+    charts = program_charts(memory, program)
+    if outcome is not None and outcome.commit:
+        view = github.PullRequestView(
+            program=program.name,
+            metric_name=metric,
+            direction=program.direction,
+            current_metric=outcome.metric,
+            initial_metric=machine.initial_metric,
+            latest_change=outcome.summary,
+            latest_iteration=outcome.iteration,
+            issue=issue,
+            charts=charts,
+        )
+        pr = thread.ensure_pr(f"autoloop/{program.name}", f"improve {metric}", github.render_pull_request(view))
+    if outcome is not None:
+        thread.post_iteration(github.render_iteration(github.IterationView(
+            iteration=outcome.iteration,
+            status=outcome.status,
+            change=outcome.summary,
+            metric=outcome.metric,
+            previous_best=outcome.best_before,
+            commit=outcome.commit,
+            run_url=settings.run_url,
+            notes=outcome.reason or "",
+        )))
+    thread.update_status(github.render_status(dataclasses.replace(
+        _status_view(program, machine, metric, pr, settings), charts=charts
+    )))
+    write_job_summary(settings, program.name, charts)
+    if outcome is not None and machine.completed and outcome.status == "accepted" and machine.best_metric is not None:
+        target = program.config.target_metric if program.config.target_metric is not None else machine.best_metric
+        thread.complete(github.render_completion(github.CompletionView(
+            program=program.name, metric_name=metric, value=machine.best_metric, target=target,
+            iteration=outcome.iteration, pr=pr, run_url=settings.run_url,
+        )))
+    _remember_numbers(memory, program, issue, pr)
+    return issue, pr
+
+
+def _status_view(
+    program: Program, machine: statefile.MachineState, metric: str, pr: int | None, settings: github.GitHubSettings
+) -> github.StatusView:
+    if machine.completed:
+        status = "completed"
+    elif machine.paused:
+        status = f"paused: {machine.pause_reason or 'unknown'}"
+    else:
+        status = "active"
+    return github.StatusView(
+        program=program.name,
+        status=status,
+        iterations=machine.iteration_count,
+        metric_name=metric,
+        direction=program.direction,
+        best_metric=machine.best_metric,
+        initial_metric=machine.initial_metric,
+        target_metric=program.config.target_metric,
+        last_run=machine.last_run,
+        recent_statuses=machine.recent_statuses,
+        pr=pr,
+        run_url=settings.run_url,
+    )
+
+
+def write_job_summary(settings: github.GitHubSettings, program: str, charts: str) -> None:
+    """Appends the program's charts to the Actions job summary, when the job has one."""
+    if not settings.step_summary or not charts:
+        return
+    with Path(settings.step_summary).open("a", encoding="utf-8") as summary:
+        summary.write(render("github/job_summary.md.j2", program=program, charts=charts))
+
+
+def _remember_numbers(memory: MemoryStore, program: Program, issue: int, pr: int | None) -> None:
+    """Writes the PR and Issue rows of the Machine State when they changed."""
+    wanted = (f"#{pr}" if pr else None, f"#{issue}")
+    machine = load_state(memory, program).machine
+    if (machine.pr, machine.issue) == wanted:
+        return
+
+    def change(text: str | None) -> str:
+        state = parse_or_new(text, program, state_path(program))
+        updated = dataclasses.replace(state.machine, pr=wanted[0] or state.machine.pr, issue=wanted[1])
+        return statefile.render_state(statefile.with_machine(state, updated))
+
+    memory.update(state_path(program), change, f"[Autoloop: {program.name}] issue #{issue}" + (f", PR #{pr}" if pr else ""))
+
+
+def _number(value: str | None) -> int | None:
+    digits = (value or "").lstrip("#")
+    return int(digits) if digits.isdigit() else None

@@ -1,0 +1,242 @@
+"""Lineage store: a candidate's ancestors and earlier results, read from its program's trace on the memory branch.
+
+Reads are bounded, so an iteration costs the same after 10 or 10,000 iterations: the row folder's names
+come from one tree object, the lineage stops after LINEAGE_DEPTH ancestors, normalised duplicates are
+looked for among the lineage and the RECENT_ROWS newest rows only, and a byte-identical duplicate anywhere
+in the run is found through the source index (`sources/<sha[:2]>/<sha>/<row file>`, written with each row)
+rather than by reading every row. Objects come through the run's one `git cat-file --batch` process.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Iterable, Iterator, Mapping, Protocol, Sequence
+
+from autoloop_py.loop import novelty
+from autoloop_py.state import trace
+from autoloop_py.git.objects import ObjectReader
+from autoloop_py.git.command import open_repo
+from autoloop_py.state.machine import is_improvement
+from autoloop_py.loop.novelty import Ancestor, EarlierResult, NoveltyConfig, NoveltyVerdict
+from autoloop_py.program.model import Program
+from autoloop_py.strategies.runner import language_of
+
+log = logging.getLogger(__name__)
+
+LINEAGE_DEPTH = 12
+RECENT_ROWS = 8
+# Rows read at a time when a trace written before the source index is searched for an exact source.
+SCAN_CHUNK = 64
+
+
+class TraceFiles(Protocol):
+    """What the store reads the trace through (BranchFiles on the memory branch; a dict in tests)."""
+
+    def read_many(self, paths: Sequence[str]) -> dict[str, str | None]:
+        """Returns the text of each file (None when absent)."""
+        ...
+
+    def names(self, folder: str) -> list[str]:
+        """Returns the sorted names of the entries directly inside folder ([] when absent)."""
+        ...
+
+
+class BranchFiles:
+    """The files of a branch as its tip was when this was made, read through one `git cat-file --batch`."""
+
+    def __init__(self, root: Path, branch: str, objects: ObjectReader | None = None) -> None:
+        self.objects = objects if objects is not None else ObjectReader(open_repo(root))
+        self._tip = self.objects.commit_sha(f"refs/heads/{branch}")
+
+    def names(self, folder: str) -> list[str]:
+        """Returns the sorted entry names of folder at the tip ([] when the branch or folder is absent)."""
+        return [] if self._tip is None else self.objects.names(f"{self._tip}:{folder}")
+
+    def read_many(self, paths: Sequence[str]) -> dict[str, str | None]:
+        """Returns the text of each file at the tip (None when absent, not a file or not UTF-8)."""
+        if self._tip is None:
+            return {path: None for path in paths}
+        return {path: self.objects.text(f"{self._tip}:{path}") for path in paths}
+
+
+class TraceReader:
+    """One program's trace rows and sources, each file read at most once and only when needed."""
+
+    def __init__(self, files: TraceFiles, program: str, metric: str | None = None) -> None:
+        self._files = files
+        self._metric = metric
+        self._base = trace.trace_dir(program) + "/"
+        # Row files are `<iteration:06d>-<id>.json`, so sorting by name sorts by iteration.
+        self._rows = [self._base + "rows/" + name for name in files.names(self._base + "rows") if name.endswith(".json")]
+        self._by_name: dict[str, str] = {}
+        for path in self._rows:
+            self._by_name.setdefault(path.rsplit("/", 1)[1][7:-5], path)
+        self._texts: dict[str, str | None] = {}
+
+    def row(self, row_id: str) -> trace.TraceRow | None:
+        """Returns the row with this id (None when the trace has none)."""
+        path = self._by_name.get(_file_id(row_id))
+        return self._row_at(path) if path is not None else None
+
+    def source(self, row: trace.TraceRow) -> str | None:
+        """Returns the full source a row recorded (None when its blob is missing)."""
+        if not row.solution_sha256:
+            return None
+        return self._read(self._base + trace.blob_path(row.solution_sha256, ".txt"))
+
+    def lineage(self, parent_id: str | None, depth: int = LINEAGE_DEPTH) -> tuple[Ancestor, ...]:
+        """Returns the parent and its ancestors (at most depth), nearest first, stopping at a missing row or source."""
+        rows: list[trace.TraceRow] = []
+        current = parent_id
+        while current is not None and len(rows) < depth and all(r.id != current for r in rows):
+            row = self.row(current)
+            if row is None:
+                break
+            rows.append(row)
+            current = row.parent_id
+        self._prefetch_sources(rows)
+        chain: list[Ancestor] = []
+        for row in rows:
+            source = self.source(row)
+            if source is None:
+                break
+            chain.append(Ancestor(row.id, row.iteration_found, source, row.status, self._score(row), row.changes))
+        return tuple(chain)
+
+    def evaluated(
+        self, source: str, lineage: Sequence[Ancestor], language: str = "python", recent: int = RECENT_ROWS
+    ) -> dict[str, EarlierResult]:
+        """Returns the results a candidate may repeat: the lineage, the newest rows, and any row with its exact source."""
+        results: dict[str, EarlierResult] = {}
+        newest = list(reversed(self._rows[-recent:])) if recent > 0 else []
+        self._prefetch(newest)
+        rows = [self.row(a.id) for a in lineage] + [self._row_at(p) for p in newest]
+        self._prefetch_sources(row for row in rows if row is not None)
+        for row in rows:
+            if row is not None:
+                self._add(results, row, language)
+        sha = novelty.sha256_text(source)
+        if sha not in results:
+            for path in self._rows_with_source(sha):
+                row = self._row_at(path)
+                if row is not None and row.solution_sha256 == sha and self._add(results, row, language):
+                    break
+        return results
+
+    def _rows_with_source(self, sha: str) -> Iterator[str]:
+        """Yields the paths of the rows that may have recorded source `sha`, newest first."""
+        if f"{sha}.txt" not in self._files.names(self._base + f"blobs/{sha[:2]}"):
+            return
+        indexed = self._files.names(self._base + trace.source_index_dir(sha))
+        known = set(self._rows)
+        yield from (path for name in reversed(indexed) if (path := self._base + "rows/" + name) in known)
+        if indexed:
+            return
+        # A trace recorded before the source index: every row, newest first, read a chunk at a time.
+        for end in range(len(self._rows), 0, -SCAN_CHUNK):
+            chunk = self._rows[max(0, end - SCAN_CHUNK):end]
+            self._prefetch(chunk)
+            yield from reversed(chunk)
+
+    def _add(self, results: dict[str, EarlierResult], row: trace.TraceRow, language: str) -> bool:
+        """Adds an evaluated, scored row to results; returns whether it did."""
+        score = self._score(row)
+        source = self.source(row)
+        if score is None or source is None or not _was_evaluated(row) or not row.solution_sha256:
+            return False
+        if row.solution_sha256 not in results:
+            results[row.solution_sha256] = EarlierResult(
+                row.id, row.iteration_found, score, dict(row.metrics), row.status,
+                novelty.fingerprint(source, row.language or language),
+            )
+        return True
+
+    def _score(self, row: trace.TraceRow) -> float | None:
+        return trace.valid_score(row, self._metric)
+
+    def _row_at(self, path: str) -> trace.TraceRow | None:
+        text = self._read(path)
+        if not text or not text.strip():
+            return None
+        try:
+            return trace.row_from_json(json.loads(text))
+        except (json.JSONDecodeError, KeyError, TypeError) as err:
+            log.warning("%s: unreadable trace row (%s); the novelty filter ignores it", path, err)
+            return None
+
+    def _read(self, path: str) -> str | None:
+        if path not in self._texts:
+            self._texts.update(self._files.read_many([path]))
+        return self._texts[path]
+
+    def _prefetch_sources(self, rows: Iterable[trace.TraceRow]) -> None:
+        """Reads the sources of rows not read yet, in one batch."""
+        self._prefetch([self._base + trace.blob_path(row.solution_sha256, ".txt") for row in rows if row.solution_sha256])
+
+    def _prefetch(self, paths: Sequence[str]) -> None:
+        """Reads the files not read yet, in one batch."""
+        missing = [path for path in dict.fromkeys(paths) if path not in self._texts]
+        if missing:
+            self._texts.update(self._files.read_many(missing))
+
+
+def reader_for(root: Path, branch: str, program: Program, objects: ObjectReader | None = None) -> TraceReader | None:
+    """Returns the reader of the program's trace on branch, or None when its `novelty_filter` is off.
+
+    objects: the run's object reader (a MemoryStore's `session.objects`), so no new git process starts.
+    """
+    if not program.config.novelty_filter:
+        return None
+    metric = program.evaluation.metric if program.evaluation else None
+    return TraceReader(BranchFiles(root, branch, objects), program.name, metric)
+
+
+def deleted_items(reader: TraceReader | None, parent_id: str | None) -> tuple[str, ...]:
+    """Returns the prompt items of the lines the parent's lineage recently deleted (none without a reader)."""
+    if reader is None:
+        return ()
+    return tuple(line.describe() for line in novelty.recently_deleted(reader.lineage(parent_id)))
+
+
+def screen(
+    reader: TraceReader,
+    program: Program,
+    primary: str | None,
+    files: Mapping[str, str],
+    changes: Mapping[str, str | None],
+    parent_id: str | None,
+    best: float | None,
+) -> NoveltyVerdict | None:
+    """Returns the verdict on a candidate that should not be evaluated, else None.
+
+    Only a candidate of a single-file Target is judged: a trace keeps the primary file's source alone, so
+    with more files two equal primary sources may still be different programs. A duplicate whose reused
+    result would now be accepted is evaluated anyway.
+    """
+    source = changes.get(primary) if primary is not None else None
+    if source is None or set(files) | set(changes) != {primary}:
+        return None
+    language = language_of(primary or "")
+    lineage = reader.lineage(parent_id)
+    config = NoveltyConfig(threshold=program.config.novelty_threshold)
+    verdict = novelty.check(source, lineage, reader.evaluated(source, lineage, language), config, language)
+    if not verdict.skipped:
+        return None
+    if verdict.metric is not None and is_improvement(verdict.metric, best, program.direction, program.config.min_delta):
+        log.info("%s: repeats candidate %s, whose result would now be accepted; evaluating it", program.name, verdict.of)
+        return None
+    return verdict
+
+
+def _file_id(row_id: str) -> str:
+    """Returns the id as a row's file name spells it (unsafe characters replaced, as trace.row_file_name does)."""
+    return trace.row_file_name(trace.TraceRow(row_id, 0, None, {}, "accepted"))[7:-5]
+
+
+def _was_evaluated(row: trace.TraceRow) -> bool:
+    """Returns whether the row's metrics come from its own evaluation (not reused by the novelty filter)."""
+    metadata = row.extra.get("metadata")
+    verdict = metadata.get("novelty") if isinstance(metadata, dict) else None
+    return not (isinstance(verdict, dict) and verdict.get("evaluated") is False)

@@ -1,0 +1,67 @@
+"""Program locks: no two runs of one program in the same repository evaluate at the same time."""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import logging
+import os
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from autoloop_py.errors import AutoloopError
+from autoloop_py.git.command import open_repo, run
+
+log = logging.getLogger(__name__)
+
+DEFAULT_WAIT = 600.0
+
+
+@contextmanager
+def program_lock(root: Path, program: str, wait: float = DEFAULT_WAIT, poll: float = 0.2) -> Iterator[Path]:
+    """Holds an exclusive lock on the program for the block; waits up to `wait` seconds for another run to finish.
+
+    The lock is an flock on a file under the repository's git directory, so it is shared by every
+    worktree of the repository and released by the kernel if the process dies.
+    """
+    path = _lock_path(root, program)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        _acquire(handle, path, program, wait, poll)
+        os.ftruncate(handle, 0)
+        os.write(handle, f"{os.getpid()}\n".encode())
+        yield path
+    finally:
+        os.close(handle)  # closing the descriptor releases the flock
+
+
+def _acquire(handle: int, path: Path, program: str, wait: float, poll: float) -> None:
+    deadline = time.monotonic() + wait
+    announced = False
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except OSError as err:
+            if err.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+        if time.monotonic() >= deadline:
+            raise AutoloopError(
+                f"another autoloop run of '{program}' holds {path} for more than {wait:g} s; "
+                "wait for it to finish or stop it"
+            )
+        if not announced:
+            log.warning("waiting for another run of '%s' to finish (%s)", program, path)
+            announced = True
+        time.sleep(poll)
+
+
+def _lock_path(root: Path, program: str) -> Path:
+    common = Path(run(open_repo(root), "rev-parse", "--git-common-dir"))
+    common = common if common.is_absolute() else root / common
+    # A folder of their own: `locks/worktrees.lock` is the worktree lock, and a program once named
+    # `worktrees` locked it first, then waited for itself in `git worktree add`.
+    return common / "autoloop" / "locks" / "programs" / f"{program}.lock"

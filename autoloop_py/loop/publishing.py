@@ -1,0 +1,154 @@
+"""Publishing a decided iteration: commit and push a kept candidate, then record the iteration on the memory branch.
+
+`autoloop run` does this in the same process that proposed; `autoloop publish` does it in a job that
+runs no candidate code, from an Outcome the proposing job handed over (outcome.py), after checking it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Mapping
+
+from autoloop_py import faults
+from autoloop_py.loop import checks, recovery
+from autoloop_py.git import push_refusal
+from autoloop_py.errors import GitError
+from autoloop_py.git.command import call, open_repo, rev_parse
+from autoloop_py.state.history import IterationRecord
+from autoloop_py.loop.lock import program_lock
+from autoloop_py.state.memory import MemoryStore
+from autoloop_py.loop.outcome import Outcome, OutcomeError, problems
+from autoloop_py.program.model import Program
+from autoloop_py.loop.recording import record_iteration
+from autoloop_py.redact import from_environment
+from autoloop_py.strategies import runner as strategy
+from autoloop_py.loop.workspace import Workspace
+
+log = logging.getLogger(__name__)
+
+CI_PENDING_NOTE = "; kept until the commit's CI checks pass"
+
+
+def branch_tree(root: Path, branch: str) -> str | None:
+    """Returns the tree id at the tip of a local branch (None when it does not exist)."""
+    found = call(open_repo(root), "rev-parse", "-q", "--verify", f"refs/heads/{branch}^{{tree}}")
+    return found.text if found.ok else None
+
+
+def keep_candidate(
+    workspace: Workspace, program: Program, summary: str, iteration: int, run_url: str | None, marks: Mapping[str, str]
+) -> tuple[str | None, tuple[str, str] | None]:
+    """Commits the workspace's changes and pushes the program branch.
+
+    Returns (commit, None), or (None, (why, status)) when the push was refused: the candidate is withdrawn
+    (kept under refs/autoloop/orphaned/). A lost race or a size limit makes it a rejection, anything else an
+    error, and the note says which (git's own reason, not a guess).
+    """
+    # One line: a summary's own paragraphs could pass for trailers (Autoloop-Key, Autoloop-Metric).
+    message = f"[Autoloop: {program.name}] Iteration {iteration}: {' '.join(summary.split())}"
+    if run_url:
+        message += f"\n\nRun: {run_url}"
+    # The summary came from a model or an agent: a secret value in it is masked before it is pushed.
+    message = from_environment(os.environ).text(message)
+    commit = workspace.commit_candidate(recovery.with_trailers(message, marks))
+    faults.checkpoint("after-candidate-commit")
+    try:
+        workspace.push()
+        faults.checkpoint("after-candidate-push")
+    except GitError as err:
+        kept = workspace.withdraw(commit)
+        refusal = push_refusal.read_refusal(err.message)
+        if refusal.is_race:
+            why = (f"another run advanced autoloop/{program.name} first, so this candidate was judged against a "
+                   f"stale best; it is kept at {kept} ({refusal.detail[:120]})")
+        else:
+            why = (f"the push of autoloop/{program.name} failed, so the candidate is not kept on the branch "
+                   f"(it is at {kept}): {push_refusal.describe(refusal, workspace.remote)}")
+        return None, (why, "rejected" if refusal.kind in (push_refusal.RACE, push_refusal.SIZE) else "error")
+    return commit, None
+
+
+def settle_kept(
+    record: IterationRecord, commit: str | None, withdrawn: tuple[str, str] | None, ci_gate: bool
+) -> IterationRecord:
+    """Returns the record of an improving candidate once keep_candidate ran: accepted, pending-ci, rejected or error."""
+    if withdrawn is not None:
+        why, status = withdrawn
+        return replace(record, status=status, notes=why, commit=None)
+    if ci_gate and commit is not None:
+        return replace(record, status="pending-ci", commit=commit, notes=record.notes + CI_PENDING_NOTE)
+    return replace(record, commit=commit)
+
+
+def check_outcome(root: Path, program: Program, outcome: Outcome) -> None:
+    """Raises OutcomeError unless the program's own definition allows publishing the outcome."""
+    runner = strategy.load_runner(program, root)
+    if runner is None and (outcome.decision is not None or outcome.candidate_source is not None):
+        raise OutcomeError(f"refusing the outcome of '{program.name}': it carries a strategy decision, and the "
+                           "program runs no strategy")
+    cap = program.config.max_file_bytes
+    found = problems(outcome, program.name, program.target.allows, cap)
+    if found:
+        raise OutcomeError(f"refusing the outcome of '{program.name}', nothing was written: " + "; ".join(found))
+
+
+def publish_outcome(
+    root: Path, program: Program, outcome: Outcome, *, budget: int, run_url: str | None = None,
+    base_branch: str | None = None, ci_gate: bool = False,
+) -> IterationRecord | None:
+    """Checks the outcome, keeps its candidate (if accepted) and records it; returns the record written.
+
+    Nothing is written when the outcome is refused. An accepted candidate whose base tree is no longer
+    the program branch's (another run kept a candidate meanwhile) is recorded as rejected, not kept.
+    """
+    check_outcome(root, program, outcome)
+    if outcome.record is None:
+        return None
+    with program_lock(root, program.name):
+        memory = MemoryStore(root)
+        memory.sync()
+        recovery.reconcile(root, program, memory, budget, ci_gate=ci_gate)
+        record = replace(outcome.record, key=outcome.key, run_url=run_url, commit=None)
+        base = _known_commit(root, outcome.base_commit)
+        if record.status == "accepted":
+            record, base = _keep(root, program, outcome, record, base_branch, ci_gate)
+        runner = strategy.load_runner(program, root)
+        candidate = None
+        if runner is not None and outcome.decision is not None and outcome.candidate_source is not None:
+            candidate = strategy.candidate_for(runner, outcome.decision, record, outcome.candidate_source,
+                                               outcome.approach, outcome.iteration)
+        record_iteration(memory, program, record, budget, runner, candidate, outcome.prompt, outcome.evaluated,
+                         outcome.seed, outcome.decision, base)
+    return record
+
+
+def _known_commit(root: Path, sha: str | None) -> str | None:
+    """Returns sha when this repository has that commit (a claimed base it lacks is dropped)."""
+    return sha if sha is not None and rev_parse(open_repo(root), sha) == sha else None
+
+
+def _keep(
+    root: Path, program: Program, outcome: Outcome, record: IterationRecord, base_branch: str | None, ci_gate: bool
+) -> tuple[IterationRecord, str | None]:
+    """Applies the outcome's files on the program branch as fetched now, commits and pushes them.
+
+    Returns the record and the default-branch commit the branch now stands on.
+    """
+    with Workspace(root, program.name, base_branch=base_branch) as workspace:
+        workspace.prepare()
+        base = workspace.base_sha
+        if branch_tree(root, workspace.branch) != outcome.base_tree:
+            notes = (f"autoloop/{program.name} changed after this candidate was evaluated (another run kept one, or "
+                     "the base branch moved), so it was judged against a stale base; not kept")
+            return replace(record, status="rejected", notes=notes), base
+        found = checks.violations(program, workspace.files(outcome.changes), outcome.changes)
+        if found:
+            raise OutcomeError(f"refusing the outcome of '{program.name}', nothing was written: " + "; ".join(found))
+        workspace.write(outcome.changes)
+        assert record.metric is not None
+        marks = recovery.trailers(outcome.key, record.metric, record.baseline)
+        commit, withdrawn = keep_candidate(workspace, program, record.change, outcome.iteration, record.run_url, marks)
+    return settle_kept(record, commit, withdrawn, ci_gate), base

@@ -1,0 +1,181 @@
+"""Scheduling rules: which programs are due, which are skipped and why, and which one runs next."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Mapping, Protocol, Sequence
+
+from autoloop_py.state import budget
+from autoloop_py.errors import ProgramError
+from autoloop_py.program.interval import parse_schedule
+from autoloop_py.program.model import Program
+
+PLATEAU_LENGTH = 5
+
+
+class MachineView(Protocol):
+    """The Machine State fields the scheduler reads (state.MachineState satisfies it)."""
+
+    @property
+    def last_run(self) -> datetime | None: ...
+
+    @property
+    def paused(self) -> bool: ...
+
+    @property
+    def pause_reason(self) -> str | None: ...
+
+    @property
+    def completed(self) -> bool: ...
+
+    @property
+    def recent_statuses(self) -> tuple[str, ...]: ...
+
+
+@dataclass(frozen=True)
+class Skip:
+    """A program that will not run now, with the reason and (for 'not due yet') when it will."""
+
+    name: str
+    reason: str
+    next_due: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The scheduler's answer.
+
+    Attributes:
+      selected: the program to run now (None when nothing is due).
+      due: every due program, most overdue first (selected first).
+      deferred: due programs that wait for a later run.
+      skipped: programs not run, each with its reason.
+      unconfigured: names of template programs.
+      forced: whether `selected` was named by the user.
+    """
+
+    selected: str | None
+    due: tuple[str, ...]
+    deferred: tuple[str, ...]
+    skipped: tuple[Skip, ...]
+    unconfigured: tuple[str, ...]
+    forced: bool = False
+
+
+def as_utc(moment: datetime) -> datetime:
+    """Returns an aware UTC datetime (a naive one is taken as UTC)."""
+    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
+
+
+def next_due(program: Program, machine: MachineView | None) -> datetime | None:
+    """Returns when the program is next due (None: due now, never run or no schedule)."""
+    interval = parse_schedule(program.config.schedule)
+    if machine is None or machine.last_run is None or not interval:
+        return None
+    return as_utc(machine.last_run) + interval
+
+
+def is_due(program: Program, machine: MachineView | None, now: datetime) -> bool:
+    """Returns whether the schedule has elapsed; exactly on schedule counts as due."""
+    due_at = next_due(program, machine)
+    return due_at is None or as_utc(now) >= due_at
+
+
+def skip_reason(machine: MachineView | None, now: datetime | None = None) -> str | None:
+    """Returns why a program must not run (completed, paused, plateau), or None.
+
+    With `now`, a pause for a daily budget of an earlier day no longer counts (the iteration lifts it).
+    """
+    if machine is None:
+        return None
+    if machine.completed:
+        return "completed: target metric reached"
+    if machine.paused and not (now is not None and budget.daily_pause_over(True, machine.pause_reason, now)):
+        return f"paused: {machine.pause_reason or 'unknown'}"
+    return plateau_reason(statuses_since_resume(machine))
+
+
+def statuses_since_resume(machine: MachineView) -> tuple[str, ...]:
+    """Returns the recent statuses recorded after the last `autoloop resume` (all of them when never resumed).
+
+    A machine with `resumed_at` and `iteration_count` (state.MachineState) counts only the statuses
+    after the resume; one without them (upstream's snapshot) counts all.
+    """
+    statuses = tuple(machine.recent_statuses)
+    # Optional fields: upstream's scheduler snapshot (agentic_scheduler.py) has no resume marker.
+    resumed_at: int | None = getattr(machine, "resumed_at", None)
+    if resumed_at is None:
+        return statuses
+    fresh = max(0, int(getattr(machine, "iteration_count", 0)) - resumed_at)
+    return statuses[len(statuses) - fresh:] if fresh else ()
+
+
+def plateau_reason(recent_statuses: Sequence[str]) -> str | None:
+    """Returns the plateau reason when the last five statuses are all rejections."""
+    recent = list(recent_statuses)[-PLATEAU_LENGTH:]
+    if len(recent) == PLATEAU_LENGTH and all(s == "rejected" for s in recent):
+        return f"plateau: {PLATEAU_LENGTH} consecutive rejections"
+    return None
+
+
+def plan(
+    programs: Sequence[Program],
+    machines: Mapping[str, MachineView | None],
+    now: datetime,
+    forced: str | None = None,
+    force: bool = False,
+) -> Plan:
+    """Decides which program runs now; a forced name bypasses due and skip, a pause only with force.
+
+    An unknown or unconfigured forced name raises ProgramError, and so does a paused one without force.
+    """
+    unconfigured = tuple(p.name for p in programs if p.unconfigured)
+    due: list[Program] = []
+    skipped: list[Skip] = []
+    for program in programs:
+        if program.unconfigured:
+            continue
+        machine = machines.get(program.name)
+        reason = skip_reason(machine, now)
+        if reason:
+            skipped.append(Skip(program.name, reason))
+        elif not is_due(program, machine, now):
+            skipped.append(Skip(program.name, "not due yet", next_due(program, machine)))
+        else:
+            due.append(program)
+    due.sort(key=lambda p: _overdue_key(machines.get(p.name)))
+    names = tuple(p.name for p in due)
+    if forced:
+        refusal = paused_refusal(forced, machines.get(forced), force)
+        if refusal:
+            raise ProgramError(refusal)
+        return _forced_plan(forced, programs, names, tuple(skipped), unconfigured)
+    selected = names[0] if names else None
+    return Plan(selected, names, names[1:], tuple(skipped), unconfigured)
+
+
+def _overdue_key(machine: MachineView | None) -> tuple[int, datetime]:
+    if machine is None or machine.last_run is None:
+        return (0, datetime.min.replace(tzinfo=timezone.utc))
+    return (1, as_utc(machine.last_run))
+
+
+def paused_refusal(name: str, machine: MachineView | None, force: bool) -> str | None:
+    """Returns why the named program may not run (it is paused and the run is not forced), else None."""
+    if machine is None or not machine.paused or force:
+        return None
+    return (f"{name} is paused ({machine.pause_reason or 'no reason given'}): `autoloop resume {name}` clears the "
+            "pause, or add --force to run it while it stays paused")
+
+
+def _forced_plan(
+    forced: str, programs: Sequence[Program], due: tuple[str, ...], skipped: tuple[Skip, ...], unconfigured: tuple[str, ...]
+) -> Plan:
+    available = [p.name for p in programs]
+    if forced not in available:
+        raise ProgramError(f"requested program '{forced}' not found. Available programs: {', '.join(available) or 'none'}")
+    if forced in unconfigured:
+        raise ProgramError(f"requested program '{forced}' is unconfigured (has placeholders); configure it first")
+    deferred = tuple(n for n in due if n != forced)
+    return Plan(forced, (forced, *deferred), deferred, tuple(s for s in skipped if s.name != forced), unconfigured, True)

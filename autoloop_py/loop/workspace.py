@@ -1,0 +1,338 @@
+"""The workspace: a program's branch `autoloop/<name>` checked out in the runner's private, detached worktree.
+
+The user's own checkout is never touched, even when it has the program branch checked out:
+the branch moves only by compare-and-swap (`update-ref <ref> <new> <old>`), and every file
+operation happens in a worktree under the system temp directory. Only the runner works in that
+worktree: agents and evaluations get standalone copies of it (candidate_dir.py), never the worktree,
+whose `.git` file leads to the user's repository.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import re
+import shutil
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from types import TracebackType
+from typing import Iterable, Iterator, Mapping
+
+import git
+
+from autoloop_py import tempdirs
+from autoloop_py.errors import AutoloopError, EditError, GitError
+from autoloop_py.git.command import (
+    call,
+    changed_paths,
+    default_branch,
+    failure,
+    fetch_branches,
+    has_remote,
+    identity_env,
+    is_ancestor,
+    open_repo,
+    push_branch,
+    rev_parse,
+    run,
+    update_ref,
+    where,
+)
+
+__all__ = ["BranchSync", "Workspace", "default_branch"]
+
+logger = logging.getLogger(__name__)
+
+# Beside each worktree, the process that owns it: a later run removes worktrees whose owner died.
+OWNER_FILE = tempdirs.OWNER_FILE
+
+
+@dataclass(frozen=True)
+class BranchSync:
+    """How prepare() brought the program branch up to date with its base.
+
+    Attributes:
+        action: "created" (new branch), "fast-forwarded" (moved to the base or remote, nothing lost),
+            "merged" (the base merged in), "up-to-date", or "ahead" (has commits the base lacks).
+    """
+
+    action: str
+
+
+class Workspace:
+    """The program branch autoloop/<name> checked out in a private worktree."""
+
+    def __init__(
+        self, repo_root: Path, program: str, *, base_branch: str | None = None, remote: str = "origin"
+    ) -> None:
+        self.repo_root = Path(repo_root)
+        self.program = program
+        self.branch = f"autoloop/{program}"
+        self.remote = remote
+        self.base_branch = base_branch
+        self._repo = open_repo(self.repo_root)
+        self._ref = f"refs/heads/{self.branch}"
+        self._tmp: Path | None = None
+        self._worktree: git.Repo | None = None
+        self._tip: str | None = None
+        self._remote_tip: str | None = None
+        self.base_ref = base_branch or "the default branch"  # what the branch starts from, for messages
+        # The base branch's commit prepare() brought the program branch up to date with.
+        self.base_sha: str | None = None
+
+    @property
+    def path(self) -> Path:
+        """Returns the worktree root; only valid between prepare() and close()."""
+        if self._worktree is None or self._tmp is None:
+            raise AutoloopError(f"the workspace of {self.branch} is not prepared; call prepare() first")
+        return self._tmp / "worktree"
+
+    def prepare(self) -> BranchSync:
+        """Brings the program branch up to date with the base and checks it out in a private worktree."""
+        self.close()
+        run(self._repo, "check-ref-format", self._ref, hint=f"rename program {self.program!r}")
+        base_name = self.base_branch or default_branch(self.repo_root, self.remote)
+        tips = fetch_branches(self._repo, self.remote, [base_name, self.branch]) if self._has_remote() else {}
+        self._remote_tip = tips.get(self.branch)
+        self.base_ref = f"{self.remote}/{base_name}" if base_name in tips else base_name
+        base = self._base_sha(base_name, tips)
+        local = rev_parse(self._repo, self._ref)
+        start, action = self._start_point(local, tips.get(self.branch), base)
+        self._add_worktree(start)
+        try:
+            tip, action = self._catch_up(start, base, base_name, action)
+            self._move_branch(local, tip, "rerun; another run may be preparing this program")
+        except AutoloopError:
+            self.close()
+            raise
+        self._tip, self.base_sha = tip, base
+        logger.info("%s %s (worktree %s)", self.branch, action, self.path)
+        return BranchSync(action)
+
+    def files(self, paths: Iterable[str]) -> dict[str, str]:
+        """Returns the current contents of those paths that exist as UTF-8 files in the worktree."""
+        contents: dict[str, str] = {}
+        for rel in paths:
+            target = self._checked(rel)
+            if not target.is_file():
+                continue
+            try:
+                contents[rel] = target.read_bytes().decode("utf-8")
+            except UnicodeDecodeError:
+                logger.warning("skipping %s: not UTF-8 text", rel)
+        return contents
+
+    def write(self, changes: Mapping[str, str | None]) -> None:
+        """Writes (str) or deletes (None) files in the worktree; refuses any path outside it."""
+        targets = {rel: self._checked(rel) for rel in changes}
+        for rel, content in changes.items():
+            target = targets[rel]
+            if content is None:
+                if target.is_symlink() or target.is_file():
+                    target.unlink()
+                elif target.exists():
+                    raise EditError(f"cannot delete {rel!r}: it is a directory; name the files inside it")
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(content.encode("utf-8"))
+
+    def changed_paths(self) -> list[str]:
+        """Returns the sorted paths changed versus the worktree's HEAD, tracked and untracked."""
+        return changed_paths(self._wt())
+
+    def reset(self) -> None:
+        """Discards every change in the worktree, untracked and ignored files included."""
+        worktree = self._wt()
+        run(worktree, "reset", "--hard", "--quiet", "HEAD")
+        run(worktree, "clean", "-fdxq")
+
+    def commit_candidate(self, message: str) -> str:
+        """Commits all changes in the worktree, moves the program branch to it, and returns the sha."""
+        worktree = self._wt()
+        run(worktree, "add", "-A")
+        if call(worktree, "diff", "--cached", "--quiet").ok:
+            raise GitError(f"nothing to commit on {self.branch}; write a change first", path=self.path)
+        env = identity_env(worktree)
+        run(worktree, "commit", "--quiet", "--no-verify", "--no-gpg-sign", "-m", message, env=env)
+        sha = run(worktree, "rev-parse", "HEAD")
+        self._move_branch(self._tip, sha, f"the candidate is kept at {sha}; rerun prepare()")
+        self._tip = sha
+        return sha
+
+    def withdraw(self, sha: str) -> str:
+        """Moves the program branch back to the candidate's parent; keeps the candidate under refs/autoloop/orphaned/.
+
+        Used when another run advanced the remote branch first: the candidate was judged against a
+        stale best, so it is not kept, but nothing is lost. Returns the ref that holds it.
+        """
+        parent = run(self._wt(), "rev-parse", f"{sha}^")
+        keep = f"refs/autoloop/orphaned/{_slug(self.branch)}-{sha[:12]}"
+        update_ref(self._repo, keep, sha, None, "autoloop: withdrawn candidate")
+        self._move_branch(sha, parent, f"the candidate stays at {keep}")
+        self._tip = parent
+        return keep
+
+    def push(self) -> None:
+        """Pushes the runner's own tip to the remote branch by compare-and-swap against what prepare() fetched."""
+        if not self._has_remote():
+            logger.debug("no remote %r; %s stays local", self.remote, self.branch)
+            return
+        sha = self._tip
+        if sha is None:
+            raise AutoloopError(f"the workspace of {self.branch} is not prepared; call prepare() first")
+        first = push_branch(self._repo, self.remote, sha, self.branch, self._remote_tip)
+        if first.ok:
+            self._remote_tip = sha
+            return
+        remote_tip = fetch_branches(self._repo, self.remote, [self.branch]).get(self.branch)
+        if remote_tip is not None and not is_ancestor(self._repo, remote_tip, sha):
+            next_step = f"{self.remote} has commits {self.branch} lacks; rerun prepare() to merge them, then push"
+            raise failure(first, self._repo, next_step)
+        again = push_branch(self._repo, self.remote, sha, self.branch, remote_tip)
+        if not again.ok:
+            raise failure(again, self._repo, f"rerun prepare() and push {self.branch} again")
+        self._remote_tip = sha
+
+    def close(self) -> None:
+        """Removes the private worktree, if any."""
+        if self._tmp is None:
+            return
+        if self._worktree is not None:
+            self._worktree.close()
+        with worktree_admin(self._repo):
+            removed = call(self._repo, "worktree", "remove", "--force", str(self._tmp / "worktree"))
+            if not removed.ok:
+                logger.debug("git worktree remove: %s", removed.stderr)
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            call(self._repo, "worktree", "prune")
+        self._tmp = self._worktree = self._tip = None
+
+    def __enter__(self) -> Workspace:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def _has_remote(self) -> bool:
+        """Returns whether the configured remote exists."""
+        return has_remote(self._repo, self.remote)
+
+    def _wt(self) -> git.Repo:
+        """Returns the worktree's repository, or raises if prepare() has not run."""
+        if self._worktree is None:
+            raise AutoloopError(f"the workspace of {self.branch} is not prepared; call prepare() first")
+        return self._worktree
+
+    def _base_sha(self, base_name: str, tips: Mapping[str, str]) -> str:
+        """Returns the base branch tip: the remote's when it has one, else the local branch's."""
+        sha = tips.get(base_name) or rev_parse(self._repo, f"refs/heads/{base_name}")
+        if sha is None:
+            raise GitError(
+                f"base branch {base_name!r} exists neither locally nor on {self.remote!r}; "
+                "create it or name another base branch",
+                path=self.repo_root,
+            )
+        return sha
+
+    def _start_point(self, local: str | None, remote_tip: str | None, base: str) -> tuple[str, str | None]:
+        """Returns the commit the program branch starts from, and the action that took, if any."""
+        if local is None:
+            return (remote_tip or base), "created"
+        if remote_tip is None or remote_tip == local or is_ancestor(self._repo, remote_tip, local):
+            return local, None
+        if is_ancestor(self._repo, local, remote_tip):
+            return remote_tip, "fast-forwarded"
+        raise GitError(
+            f"{self.branch} and {self.remote}/{self.branch} have diverged; merge them "
+            f"(`git checkout {self.branch} && git pull {self.remote} {self.branch}`), push, and rerun",
+            path=self.repo_root,
+        )
+
+    def _catch_up(self, start: str, base: str, base_name: str, action: str | None) -> tuple[str, str]:
+        """Fast-forwards or merges the worktree onto the base; returns the new tip and the action."""
+        counts = run(self._repo, "rev-list", "--left-right", "--count", f"{base}...{start}")
+        behind, ahead = (int(n) for n in counts.split())
+        if behind == 0:
+            return start, action or ("ahead" if ahead else "up-to-date")
+        if ahead == 0:
+            run(self._wt(), "checkout", "--quiet", "--detach", base)
+            return base, "fast-forwarded"
+        return self._merge(base, base_name), "merged"
+
+    def _merge(self, base: str, base_name: str) -> str:
+        """Merges the base into the worktree's HEAD and returns the merge commit; aborts on conflict."""
+        worktree = self._wt()
+        message = f"Merge {base_name} into {self.branch}"
+        flags = ["--no-ff", "--no-edit", "--no-verify", "--no-gpg-sign"]
+        merged = call(worktree, "merge", *flags, "-m", message, base, env=identity_env(worktree))
+        if merged.ok:
+            return run(worktree, "rev-parse", "HEAD")
+        conflicts = run(worktree, "diff", "--name-only", "--diff-filter=U").split("\n")
+        call(worktree, "merge", "--abort")
+        if not any(conflicts):
+            raise failure(merged, worktree, f"merge {base_name} into {self.branch} by hand, then rerun")
+        raise GitError(
+            f"merging {base_name} into {self.branch} conflicts in {', '.join(conflicts)}; resolve it by hand "
+            f"(`git checkout {self.branch} && git merge {base_name}`, fix, commit, push) and rerun",
+            path=self.repo_root,
+        )
+
+    def _add_worktree(self, sha: str) -> None:
+        """Checks `sha` out, detached, in a new worktree under the system temp directory."""
+        self._tmp = tempdirs.make(f"autoloop-{_slug(self.program)}-")
+        try:
+            with worktree_admin(self._repo):
+                run(self._repo, "worktree", "prune")
+                run(self._repo, "worktree", "add", "--detach", str(self._tmp / "worktree"), sha)
+        except AutoloopError:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+            raise
+        self._worktree = git.Repo(self._tmp / "worktree")
+
+    def _move_branch(self, old: str | None, new: str, next_step: str) -> None:
+        """Moves the program branch from `old` to `new` by compare-and-swap, or raises GitError."""
+        if old == new:
+            return
+        if not update_ref(self._repo, self._ref, new, old, f"autoloop: {self.branch}"):
+            moved = f"{self.branch} moved meanwhile (another run or a manual commit?)"
+            raise GitError(f"{moved}; {next_step}", path=self.repo_root)
+
+    def _checked(self, rel: str) -> Path:
+        """Returns the worktree path for `rel`, or raises EditError if it escapes the worktree."""
+        root = self.path.resolve()
+        pure = PurePosixPath(rel)
+        if not rel or pure.is_absolute() or Path(rel).is_absolute() or pure.parts[:1] == (".git",):
+            raise EditError(f"refusing path {rel!r}: give a path relative to the repository root")
+        target = root / rel
+        resolved = target.resolve()
+        if resolved == root or root not in resolved.parents:
+            raise EditError(f"refusing path {rel!r}: it leads outside the worktree; name a file inside the repository")
+        return target
+
+
+@contextmanager
+def worktree_admin(repo: git.Repo) -> Iterator[None]:
+    """Holds the repository's lock on worktree bookkeeping for the block.
+
+    Runs of different programs share one repository: a `git worktree prune` deletes the empty
+    `worktrees` folder that a concurrent `git worktree add` is about to fill, so these commands take turns.
+    """
+    common = Path(run(repo, "rev-parse", "--git-common-dir"))
+    path = (common if common.is_absolute() else where(repo) / common) / "autoloop" / "locks" / "worktrees.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(handle)  # closing the descriptor releases the flock
+
+
+def _slug(name: str) -> str:
+    """Returns `name` reduced to characters safe in a directory name."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "program"

@@ -1,0 +1,528 @@
+"""Edits: a model's free-form reply parsed into SEARCH/REPLACE blocks and whole-file rewrites, then applied.
+
+Parsing and applying are separate pure steps (as in aider's editblock coder). Applying walks a ladder
+of named matching rungs, from exact to forgiving, and every failure comes back as data
+(`EditFailure`) so a proposer can show the model which block failed and the nearest real lines.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath, PureWindowsPath
+from typing import Callable, Iterable, Mapping, NoReturn, Sequence
+
+from autoloop_py.errors import EditError
+from autoloop_py.program.regions import evolve_block_violation, evolve_regions
+
+_SEARCH_RE = re.compile(r"^\s*<{5,9} ?SEARCH\b.*$")
+_DIVIDER_RE = re.compile(r"^\s*={5,9}\s*$")
+_REPLACE_RE = re.compile(r"^\s*>{5,9} ?REPLACE\b.*$")
+_FENCE_RE = re.compile(r"^\s*(`{3,}|~{3,})(.*)$")
+_SUMMARY_RE = re.compile(r"^\W*summary\W*:\s*(.*?)\s*$", re.IGNORECASE)
+_LESSON_RE = re.compile(r"^\W*lesson\W*:\s*(.*?)\s*$", re.IGNORECASE)
+_FILE_PREFIX_RE = re.compile(r"^(?:file(?:name)?|path)\s*:\s*", re.IGNORECASE)
+_NO_LESSON = {"", "none", "n/a", "-", "(none)", "none."}
+_ERROR_CONTEXT_LINES = 30
+
+
+@dataclass(frozen=True)
+class EditBlock:
+    """One SEARCH/REPLACE block of a reply.
+
+    Attributes:
+      path: the file it edits as written in the reply; None when no filename preceded it.
+      search: the exact text to find ('' to create a new file).
+      replace: the text to put in its place.
+      line: 1-based line of the `<<<<<<< SEARCH` marker in the reply.
+    """
+
+    path: str | None
+    search: str
+    replace: str
+    line: int
+
+
+@dataclass(frozen=True)
+class FileRewrite:
+    """A whole new file content given as a path line followed by a fenced block.
+
+    Attributes:
+      path: the file to rewrite.
+      content: its new content (or, for a file with EVOLVE-BLOCK markers, the new block body).
+      line: 1-based line of the opening fence in the reply.
+    """
+
+    path: str
+    content: str
+    line: int
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A parsed model reply.
+
+    Attributes:
+      summary: the SUMMARY line ('' when missing).
+      lesson: the LESSON line, or None when absent or 'none'.
+      blocks: the SEARCH/REPLACE blocks in reply order.
+      rewrites: the whole-file rewrites in reply order.
+    """
+
+    summary: str
+    lesson: str | None
+    blocks: tuple[EditBlock, ...]
+    rewrites: tuple[FileRewrite, ...]
+
+
+@dataclass(frozen=True)
+class EditFailure:
+    """Why part of a reply could not be applied, phrased for the model.
+
+    Attributes:
+      path: the file concerned, if known.
+      reason: one sentence naming the block and what to do instead.
+      block: the failing block, if the failure is about one.
+      nearest_lines: the window of the file most similar to the block's SEARCH text.
+    """
+
+    path: str | None
+    reason: str
+    block: EditBlock | None = None
+    nearest_lines: str = ""
+
+
+# --- parsing -------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Parse:
+    """Mutable state of one parse_reply pass (private; never escapes parse_reply)."""
+
+    lines: list[str]
+    blocks: list[EditBlock] = field(default_factory=list)
+    rewrites: list[FileRewrite] = field(default_factory=list)
+    code: set[int] = field(default_factory=set)
+    skip: set[int] = field(default_factory=set)
+
+
+def parse_reply(text: str) -> Reply:
+    """Parses a reply into summary, lesson, edit blocks and rewrites; raises EditError on a broken block."""
+    state = _Parse(text.replace("\r\n", "\n").split("\n"))
+    lines = state.lines
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if i in state.skip or (_FENCE_RE.match(line) and _REPLACE_RE.match(_previous_nonblank(lines, i))):
+            i += 1
+        elif _SEARCH_RE.match(line):
+            i = _read_block(state, i)
+        elif _REPLACE_RE.match(line):
+            _raise_malformed(lines, i, "`<<<<<<< SEARCH` and `=======` before this line")
+        elif _FENCE_RE.match(line):
+            i = _read_fence(state, i)
+        else:
+            i += 1
+    prose = [line for i, line in enumerate(lines) if i not in state.code]
+    summary, lesson = summary_and_lesson("\n".join(prose))
+    return Reply(summary, lesson, tuple(state.blocks), tuple(state.rewrites))
+
+
+def _read_block(state: _Parse, start: int) -> int:
+    """Reads one SEARCH/REPLACE block starting at its SEARCH marker; returns the index after it."""
+    lines = state.lines
+    divider = _find_marker(lines, start, _DIVIDER_RE, (_SEARCH_RE, _REPLACE_RE), "`=======`")
+    end = _find_marker(lines, divider, _REPLACE_RE, (_SEARCH_RE,), "`>>>>>>> REPLACE`")
+    previous = state.blocks[-1].path if state.blocks else None
+    path = _block_filename(lines, start, previous)
+    state.blocks.append(EditBlock(path, _join(lines[start + 1 : divider]), _join(lines[divider + 1 : end]), start + 1))
+    state.code.update(range(start, end + 1))
+    return end + 1
+
+
+def _find_marker(
+    lines: list[str], start: int, wanted: re.Pattern[str], bad: tuple[re.Pattern[str], ...], expected: str
+) -> int:
+    """Returns the index of the next line matching wanted; raises if a bad marker or the end comes first."""
+    for i in range(start + 1, len(lines)):
+        if wanted.match(lines[i]):
+            return i
+        if any(pattern.match(lines[i]) for pattern in bad):
+            _raise_malformed(lines, i, expected)
+    _raise_malformed(lines, len(lines) - 1, expected)
+
+
+def _read_fence(state: _Parse, start: int) -> int:
+    """Handles a fenced block: a rewrite when a filename precedes it, a wrapper when it holds edit blocks."""
+    lines = state.lines
+    match = _FENCE_RE.match(lines[start])
+    assert match is not None
+    close = _fence_close(lines, start, match.group(1))
+    if close is None:
+        return start + 1
+    body = lines[start + 1 : close]
+    if any(_SEARCH_RE.match(line) for line in body):
+        # Edit blocks wrapped in a fence: read them as usual and ignore the closing fence.
+        state.skip.add(close)
+        return start + 1
+    state.code.update(range(start, close + 1))
+    path = _filename(_previous_nonblank(lines, start))
+    if path is not None and _looks_like_path(path):
+        state.rewrites.append(FileRewrite(path, _join(body), start + 1))
+    return close + 1
+
+
+def _fence_close(lines: list[str], start: int, fence: str) -> int | None:
+    """Returns the index of the line closing the fence opened at start, or None."""
+    for i in range(start + 1, len(lines)):
+        stripped = lines[i].strip()
+        if stripped and set(stripped) == {fence[0]} and len(stripped) >= len(fence):
+            return i
+    return None
+
+
+def _block_filename(lines: list[str], start: int, previous_path: str | None) -> str | None:
+    """Returns the filename on the nearest non-empty line before a block (or its opening fence)."""
+    index = _previous_nonblank_index(lines, start)
+    if index is not None and _FENCE_RE.match(lines[index]) and not _is_closing_after_block(lines, index):
+        index = _previous_nonblank_index(lines, index)
+    if index is None:
+        return previous_path
+    line = lines[index]
+    if _REPLACE_RE.match(line) or _FENCE_RE.match(line):
+        return previous_path
+    return _filename(line) or previous_path
+
+
+def _is_closing_after_block(lines: list[str], index: int) -> bool:
+    """Returns whether the fence line at index closes a fence right after a previous block."""
+    before = _previous_nonblank_index(lines, index)
+    return before is not None and bool(_REPLACE_RE.match(lines[before]))
+
+
+def _previous_nonblank_index(lines: list[str], index: int) -> int | None:
+    """Returns the index of the nearest non-blank line before index, or None."""
+    for i in range(index - 1, -1, -1):
+        if lines[i].strip():
+            return i
+    return None
+
+
+def _previous_nonblank(lines: list[str], index: int) -> str:
+    """Returns the nearest non-blank line before index ('' if none)."""
+    found = _previous_nonblank_index(lines, index)
+    return lines[found] if found is not None else ""
+
+
+def _filename(line: str) -> str | None:
+    """Returns the filename a line names once decoration is stripped, or None if it is prose."""
+    name = line.strip().strip("#*` \t")
+    name = _FILE_PREFIX_RE.sub("", name).strip("*`: \t")
+    if not name or any(ch.isspace() for ch in name) or _SUMMARY_RE.match(line) or _LESSON_RE.match(line):
+        return None
+    if _SEARCH_RE.match(name) or _DIVIDER_RE.match(name) or _REPLACE_RE.match(name):
+        return None
+    return name
+
+
+def _looks_like_path(name: str) -> bool:
+    """Returns whether a bare token is plausibly a file path (so a fenced example is not a rewrite)."""
+    return "." in name or "/" in name
+
+
+def _join(lines: Sequence[str]) -> str:
+    """Joins reply lines into file text ending with a newline ('' for no lines)."""
+    return "".join(line + "\n" for line in lines)
+
+
+def reply_field(text: str, name: str) -> str | None:
+    """Returns the first `NAME: value` line of a reply (any case, markup around the name ignored), or None."""
+    pattern = re.compile(rf"^\W*{re.escape(name)}\W*:\s*(.*?)\s*$", re.IGNORECASE)
+    for line in text.split("\n"):
+        match = pattern.match(line)
+        if match and match.group(1).strip("*` "):
+            return match.group(1).strip("*` ")
+    return None
+
+
+def summary_and_lesson(text: str) -> tuple[str, str | None]:
+    """Returns the first SUMMARY line ('' if none) and LESSON line (None if none) of a text."""
+    lines = text.split("\n")
+    summary = next((m.group(1) for m in map(_SUMMARY_RE.match, lines) if m), "")
+    lesson = next((m.group(1) for m in map(_LESSON_RE.match, lines) if m), "")
+    summary = summary.strip("*` ")
+    lesson = lesson.strip("*` ")
+    return summary, (None if lesson.lower() in _NO_LESSON else lesson)
+
+
+def _raise_malformed(lines: list[str], at: int, expected: str) -> NoReturn:
+    """Raises an EditError quoting the text read so far with a `^^^ Expected` pointer."""
+    shown = "\n".join(lines[max(0, at - _ERROR_CONTEXT_LINES + 1) : at + 1])
+    raise EditError(
+        f"malformed edit block: expected {expected} by reply line {at + 1}\n{shown}\n^^^ Expected {expected}",
+        line=at + 1,
+    )
+
+
+# --- applying ------------------------------------------------------------------------------------
+
+_Lines = list[str]
+# A rung maps (file lines, search lines, replace lines) to the candidate (start, end, replacement) spans.
+_Span = tuple[int, int, _Lines]
+_Rung = Callable[[_Lines, _Lines, _Lines], list[_Span]]
+
+
+def apply_reply(
+    reply: Reply, files: Mapping[str, str], default_path: str | None = None
+) -> tuple[dict[str, str], list[EditFailure]]:
+    """Applies a reply's blocks and rewrites to files; returns the new content of changed files and failures."""
+    if not reply.blocks and not reply.rewrites:
+        return {}, [EditFailure(None, "the reply contains no edit: give SEARCH/REPLACE blocks or a whole-file rewrite")]
+    working = dict(files)
+    failures: list[EditFailure] = []
+    edits: list[EditBlock | FileRewrite] = sorted([*reply.blocks, *reply.rewrites], key=lambda e: e.line)
+    for edit in edits:
+        failure = _apply_one(edit, working, default_path)
+        if failure is not None:
+            failures.append(failure)
+    changed = {p: c for p, c in working.items() if files.get(p) != c}
+    for path in list(changed):
+        violation = evolve_block_violation(files[path], changed[path]) if path in files else None
+        if violation is not None:
+            del changed[path]
+            failures.append(EditFailure(path, f"changes to {path} were discarded: {violation}"))
+    return changed, failures
+
+
+def _apply_one(edit: EditBlock | FileRewrite, working: dict[str, str], default_path: str | None) -> EditFailure | None:
+    """Applies one block or rewrite to working in place; returns a failure instead when it cannot."""
+    raw = edit.path if edit.path is not None else default_path
+    if raw is None:
+        return EditFailure(
+            None,
+            f"the edit block at reply line {edit.line} names no file; put the file path on the line before it",
+            edit if isinstance(edit, EditBlock) else None,
+        )
+    path = _resolve_path(raw, working)
+    if isinstance(edit, FileRewrite):
+        return _apply_rewrite(edit, path, working)
+    return _apply_block(edit, path, working)
+
+
+def _resolve_path(path: str, files: Mapping[str, str]) -> str:
+    """Returns the known file a reply's path means: exact, else the one file ending with it."""
+    while path.startswith("./"):
+        path = path[2:]
+    if path in files:
+        return path
+    suffix = [p for p in files if p.endswith("/" + path)]
+    return suffix[0] if len(suffix) == 1 else path
+
+
+def _apply_rewrite(edit: FileRewrite, path: str, working: dict[str, str]) -> EditFailure | None:
+    """Replaces a whole file, or only its EVOLVE-BLOCK body when the new text carries no markers."""
+    old = working.get(path)
+    regions = evolve_regions(old) if old is not None else []
+    if not regions or evolve_regions(edit.content):
+        working[path] = edit.content
+        return None
+    if len(regions) > 1:
+        return EditFailure(
+            path,
+            f"{path} has {len(regions)} EVOLVE-BLOCK regions; rewrite it whole with its markers or use SEARCH/REPLACE",
+        )
+    assert old is not None
+    lines = _lines_keepends(old)
+    start, end = regions[0]
+    working[path] = "".join(lines[:start]) + edit.content + "".join(lines[end:])
+    return None
+
+
+def _apply_block(block: EditBlock, path: str, working: dict[str, str]) -> EditFailure | None:
+    """Applies one SEARCH/REPLACE block to working[path] in place, or returns why it cannot."""
+    content = working.get(path)
+    if not block.search.strip():
+        if content is None:
+            working[path] = block.replace
+            return None
+        return EditFailure(
+            path,
+            f"the edit block for {path} at reply line {block.line} has an empty SEARCH but {path} exists; "
+            "quote the lines to replace",
+            block,
+        )
+    if content is None:
+        return EditFailure(path, f"{path} does not exist; use an empty SEARCH to create it", block)
+    new, matches = replace_block(content, block.search, block.replace)
+    if new is None:
+        return _block_failure(path, block, content, matches)
+    working[path] = new
+    return None
+
+
+def _block_failure(path: str, block: EditBlock, content: str, matches: int) -> EditFailure:
+    """Returns the failure for a block, naming it by file and first SEARCH line."""
+    first = next((line.strip() for line in block.search.split("\n") if line.strip()), "")
+    where = f"the SEARCH block for {path} starting `{first}` (reply line {block.line})"
+    if matches > 1:
+        return EditFailure(path, f"{where} matches {matches} places; include more context", block)
+    return EditFailure(
+        path,
+        f"{where} matches no lines of the file; copy the lines exactly as they are now",
+        block,
+        nearest_lines(content, block.search),
+    )
+
+
+def replace_block(content: str, search: str, replace: str) -> tuple[str | None, int]:
+    """Returns (new content, 1) for a unique match along the ladder, else (None, number of matches)."""
+    lines, search_lines, replace_lines = _split(content), _split(search), _split(replace)
+    for variant_search, variant_replace in _variants(search_lines, replace_lines):
+        for rung in _RUNGS:
+            spans = rung(lines, variant_search, variant_replace)
+            if len(spans) > 1:
+                return None, len(spans)
+            if spans:
+                return _splice(content, lines, spans[0]), 1
+    return None, 0
+
+
+def _variants(search: _Lines, replace: _Lines) -> list[tuple[_Lines, _Lines]]:
+    """Returns the search/replace pair as given, then without stray leading/trailing blank lines."""
+    trimmed = _strip_blank_edges(search, replace)
+    return [(search, replace)] if trimmed is None or trimmed[0] == search else [(search, replace), trimmed]
+
+
+def _strip_blank_edges(search: _Lines, replace: _Lines) -> tuple[_Lines, _Lines] | None:
+    """Returns search without blank edge lines and replace without the same blank edges, if any remain."""
+    lead = next((i for i, line in enumerate(search) if line.strip()), None)
+    if lead is None:
+        return None
+    trail = next(i for i, line in enumerate(reversed(search)) if line.strip())
+    new_search = search[lead : len(search) - trail]
+    new_replace = list(replace)
+    while lead and new_replace and not new_replace[0].strip():
+        new_replace.pop(0)
+        lead -= 1
+    while trail and new_replace and not new_replace[-1].strip():
+        new_replace.pop()
+        trail -= 1
+    return new_search, new_replace
+
+
+def _exact(lines: _Lines, search: _Lines, replace: _Lines) -> list[_Span]:
+    """Rung 1: the SEARCH lines appear verbatim (line endings aside)."""
+    return _windows(lines, search, replace, lambda a, b: a == b)
+
+
+def _trailing_whitespace(lines: _Lines, search: _Lines, replace: _Lines) -> list[_Span]:
+    """Rung 2: the lines match once trailing whitespace is ignored on both sides."""
+    return _windows(lines, search, replace, lambda a, b: a.rstrip() == b.rstrip())
+
+
+def _windows(lines: _Lines, search: _Lines, replace: _Lines, same: Callable[[str, str], bool]) -> list[_Span]:
+    """Returns every window of lines matching search line by line under `same`."""
+    n = len(search)
+    return [
+        (i, i + n, replace)
+        for i in range(len(lines) - n + 1)
+        if all(same(lines[i + k], search[k]) for k in range(n))
+    ]
+
+
+def _indentation(lines: _Lines, search: _Lines, replace: _Lines) -> list[_Span]:
+    """Rung 3: the lines match up to one uniform indentation difference, which the replacement inherits."""
+    spans: list[_Span] = []
+    n = len(search)
+    for i in range(len(lines) - n + 1):
+        shifted = _reindent(lines[i : i + n], search, replace)
+        if shifted is not None:
+            spans.append((i, i + n, shifted))
+    return spans
+
+
+def _reindent(window: _Lines, search: _Lines, replace: _Lines) -> _Lines | None:
+    """Returns replace re-indented like window when window equals search shifted uniformly, else None."""
+    pairs = [(w.rstrip(), s.rstrip()) for w, s in zip(window, search)]
+    if any(bool(w.strip()) != bool(s.strip()) for w, s in pairs):
+        return None
+    texts = [(w, s) for w, s in pairs if w.strip()]
+    if not texts:
+        return None
+    w0, s0 = texts[0]
+    w_indent, s_indent = w0[: len(w0) - len(w0.lstrip())], s0[: len(s0) - len(s0.lstrip())]
+    if w_indent.endswith(s_indent):
+        add, remove = w_indent[: len(w_indent) - len(s_indent)], ""
+    elif s_indent.endswith(w_indent):
+        add, remove = "", s_indent[: len(s_indent) - len(w_indent)]
+    else:
+        return None
+    if not all(w == add + s[len(remove) :] and s.startswith(remove) for w, s in texts):
+        return None
+    return [_shift(line, add, remove) for line in replace]
+
+
+def _shift(line: str, add: str, remove: str) -> str:
+    """Returns a replacement line with the indentation difference applied (blank lines untouched)."""
+    if not line.strip():
+        return line
+    if remove and line.startswith(remove):
+        line = line[len(remove) :]
+    return add + line
+
+
+_RUNGS: tuple[_Rung, ...] = (_exact, _trailing_whitespace, _indentation)
+
+
+def _split(text: str) -> _Lines:
+    """Returns text's lines without terminators, split on newlines only (str.splitlines also splits on \\f)."""
+    lines = [line.removesuffix("\r") for line in text.split("\n")]
+    return lines[:-1] if lines and lines[-1] == "" else lines
+
+
+def _lines_keepends(text: str) -> list[str]:
+    """Returns text's lines with their newline, split on newlines only."""
+    parts = text.split("\n")
+    return [part + "\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
+def _splice(content: str, lines: _Lines, span: _Span) -> str:
+    """Returns content with lines [start, end) replaced, keeping the file's newline style and ending."""
+    start, end, replacement = span
+    newline = "\r\n" if "\r\n" in content else "\n"
+    out = lines[:start] + replacement + lines[end:]
+    return newline.join(out) + (newline if out and content.endswith("\n") else "")
+
+
+def nearest_lines(content: str, search: str) -> str:
+    """Returns the window of content most similar to search (difflib), for showing the model."""
+    lines, wanted = _lines_keepends(content), _lines_keepends(search)
+    n = max(1, len(wanted))
+    if not lines:
+        return ""
+    target = "".join(wanted)
+    windows = ["".join(lines[i : i + n]) for i in range(max(1, len(lines) - n + 1))]
+    scored = sorted(
+        range(len(windows)),
+        key=lambda i: -difflib.SequenceMatcher(None, target, windows[i], autojunk=False).quick_ratio(),
+    )
+    # quick_ratio is a cheap upper bound; the real ratio only runs on the few best windows.
+    best = max(scored[:8], key=lambda i: difflib.SequenceMatcher(None, target, windows[i]).ratio())
+    return windows[best]
+
+
+# --- checks --------------------------------------------------------------------------------------
+
+
+def check_paths(changed: Iterable[str], allows: Callable[[str], bool]) -> list[str]:
+    """Returns a reason for every changed path that is absolute, leaves the repository or is not allowed."""
+    reasons: list[str] = []
+    for path in changed:
+        if path.startswith(("/", "\\")) or PureWindowsPath(path).drive:
+            reasons.append(f"{path} is an absolute path; candidates may only change repository files")
+        elif ".." in PurePosixPath(path.replace("\\", "/")).parts:
+            reasons.append(f"{path} leaves the repository (`..`); candidates may only change repository files")
+        elif not allows(path):
+            reasons.append(f"{path} is not in the program's Target list; change only the Target files")
+    return reasons

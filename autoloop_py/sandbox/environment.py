@@ -1,0 +1,41 @@
+"""The environment a sandboxed command sees: an allow-list, never anything that looks like a secret."""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+from typing import Iterable, Mapping
+
+from autoloop_py.redact import SECRET_PATTERNS, secret_names
+
+logger = logging.getLogger(__name__)
+
+SAFE_ENV = (
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_*", "TERM", "TZ",
+    "TMPDIR", "TMP", "TEMP", "PWD", "PYTHONPATH", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE",
+    "VIRTUAL_ENV", "CONDA_PREFIX", "PYENV_*", "CI", "SYSTEMROOT",
+)  # fmt: skip
+SECRET_ENV = ("ACTIONS_*", "*SECRET*", *SECRET_PATTERNS)
+EXTRA_ENV_VAR = "AUTOLOOP_EVAL_ENV"
+
+
+def scrub_environment(environ: Mapping[str, str], allow: Iterable[str] = ()) -> dict[str, str]:
+    """Returns the allow-listed variables of environ, without anything that looks like a secret."""
+    explicit = tuple(allow)
+    extra = tuple(name.strip() for name in environ.get(EXTRA_ENV_VAR, "").split(",") if name.strip())
+    patterns = SAFE_ENV + explicit + extra
+    named = set(secret_names(environ))
+    kept: dict[str, str] = {}
+    for name, value in environ.items():
+        if not any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns):
+            continue
+        if (_looks_secret(name) or name in named) and name not in explicit:
+            logger.debug("not passing %s to the evaluation: it looks like a secret", name)
+            continue
+        kept[name] = value
+    return kept
+
+
+def _looks_secret(name: str) -> bool:
+    upper = name.upper()
+    return any(fnmatch.fnmatchcase(upper, pattern) for pattern in SECRET_ENV)

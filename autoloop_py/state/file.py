@@ -1,0 +1,468 @@
+"""State file: the `<name>.md` on the memory branch — parse, render losslessly, update and compact.
+
+The file is kept as its level-2 sections in source order, each holding its exact text, so
+`render_state(parse_state(text)) == text`. Updates replace only the regions the runner owns:
+the Machine State table lines (machine_state.py), the history entries it prepends or folds
+(history.py), placeholder lines it removes and the bullets it appends to Lessons Learned.
+Every other byte is re-emitted as read.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import re
+from dataclasses import dataclass, replace
+from typing import Union
+
+from autoloop_py import markdown as md
+from autoloop_py.state import prose
+from autoloop_py.errors import StateError
+from autoloop_py.state.history import (
+    KEEP_DETAILED,
+    KEEP_DETAILED_TIGHT,
+    RECORD_STATUSES,
+    TIGHT_FRACTION,
+    HistoryEntry,
+    HistorySection,
+    IterationRecord,
+    compact_entries,
+    parse_history_section,
+    prepend_entry,
+    relabel_entry,
+    render_entry,
+)
+from autoloop_py.state.machine import (
+    DIRECTIONS,
+    REASON_LIMIT,
+    RECENT_LIMIT,
+    STATUSES,
+    MachineSection,
+    MachineState,
+    advance,
+    check_direction,
+    is_improvement,
+    parse_machine_section,
+    table_rows,
+    target_reached,
+    with_baseline,
+    with_values,
+)
+from autoloop_py.render import render
+from autoloop_py.state.parts import (
+    SUMMARY_LIMIT,
+    content_end,
+    format_number,
+    is_break,
+    macro,
+    one_line,
+    trim,
+)
+
+__all__ = [
+    "DEFAULT_BUDGET",
+    "DIRECTIONS",
+    "FORECLOSED",
+    "FUTURE",
+    "HISTORY",
+    "KEEP_DETAILED",
+    "KEEP_DETAILED_TIGHT",
+    "LESSONS",
+    "MACHINE",
+    "PRIORITIES",
+    "REASON_LIMIT",
+    "RECENT_LIMIT",
+    "RECORD_STATUSES",
+    "STATUSES",
+    "SUMMARY_LIMIT",
+    "TIGHT_FRACTION",
+    "HistoryEntry",
+    "HistorySection",
+    "IterationRecord",
+    "MachineSection",
+    "MachineState",
+    "RawSection",
+    "Section",
+    "StateFile",
+    "add_item",
+    "add_lesson",
+    "with_section",
+    "POPULATION",
+    "apply_iteration",
+    "compact",
+    "format_number",
+    "is_improvement",
+    "load_state",
+    "new_state",
+    "parse_state",
+    "render_state",
+    "target_reached",
+    "with_entry_status",
+    "with_machine",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_BUDGET = 30720
+
+MACHINE = "machine state"
+HISTORY = "iteration history"
+LESSONS = "lessons learned"
+PRIORITIES = "current priorities"
+FORECLOSED = "foreclosed avenues"
+FUTURE = "future directions"
+POPULATION = "population"
+
+_SECTION_MACROS = {
+    PRIORITIES: "priorities_section",
+    LESSONS: "lessons_section",
+    FORECLOSED: "foreclosed_section",
+    FUTURE: "future_section",
+    HISTORY: "history_section",
+}
+_ODD_BREAKS_RE = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+@dataclass(frozen=True)
+class RawSection:
+    """A section the runner reads but never rewrites as a whole (prose, unknown, preamble).
+
+    Attributes:
+      key: the normalised heading ('' for the text before the first heading).
+      text: the exact source text.
+    """
+
+    key: str
+    text: str
+
+
+Section = Union[RawSection, MachineSection, HistorySection]
+
+
+@dataclass(frozen=True)
+class StateFile:
+    """A parsed state file: its sections in source order, each with its exact text.
+
+    Attributes:
+      sections: the preamble and every level-2 section, in file order.
+      path: where the file was read from, for messages.
+    """
+
+    sections: tuple[Section, ...]
+    path: str = "state.md"
+
+    @property
+    def machine(self) -> MachineState:
+        """Returns the Machine State values."""
+        for section in self.sections:
+            if isinstance(section, MachineSection):
+                return section.machine
+        return MachineState()
+
+    @property
+    def history(self) -> tuple[HistoryEntry, ...]:
+        """Returns the Iteration History entries, newest first."""
+        for section in self.sections:
+            if isinstance(section, HistorySection):
+                return section.entries
+        return ()
+
+    @property
+    def lessons(self) -> tuple[str, ...]:
+        """Returns the Lessons Learned items."""
+        return prose.items(self.section_text(LESSONS))
+
+    @property
+    def priorities(self) -> tuple[str, ...]:
+        """Returns the Current Priorities items (its paragraphs when it has no list)."""
+        return prose.items(self.section_text(PRIORITIES), paragraphs=True)
+
+    @property
+    def foreclosed(self) -> tuple[str, ...]:
+        """Returns the Foreclosed Avenues items."""
+        return prose.items(self.section_text(FORECLOSED))
+
+    @property
+    def future(self) -> tuple[str, ...]:
+        """Returns the Future Directions items."""
+        return prose.items(self.section_text(FUTURE))
+
+    def section_text(self, key: str) -> str | None:
+        """Returns the text of the first section whose normalised heading is `key`."""
+        for section in self.sections:
+            if section.key == key:
+                return section.text
+        return None
+
+
+# ---------------------------------------------------------------- creating and reading
+
+
+def new_state(name: str, goal: str, metric: str, direction: str, target_metric: float | None) -> StateFile:
+    """Returns the state of a program that has never run, rendered from the skeleton."""
+    check_direction(direction)
+    machine = MachineState(metric_direction=direction, target_metric=target_metric, branch=f"autoloop/{name}")
+    text = render(
+        "state.md.j2",
+        name=name,
+        goal=trim(one_line(goal.strip().split("\n\n")[0]), SUMMARY_LIMIT) or "—",
+        metric=metric,
+        direction=direction,
+        branch=machine.branch,
+        rows=table_rows(machine),
+    )
+    return parse_state(text, f"{name}.md")
+
+
+def load_state(
+    text: str | None, path: str, *, name: str, goal: str, metric: str, direction: str, target_metric: float | None
+) -> StateFile:
+    """Returns the parsed state, or a fresh one when the file is absent or empty (a first run)."""
+    if text is None or not text.strip():
+        return replace(new_state(name, goal, metric, direction, target_metric), path=path)
+    return parse_state(text, path)
+
+
+def parse_state(text: str, path: str = "state.md") -> StateFile:
+    """Parses a state file; raises StateError naming the line when it cannot be trusted."""
+    return _parse_state(text, path)
+
+
+# One run parses the same text several times (picking the program, loading, recording), and a file
+# holding megabytes of history (before its first compaction) takes seconds per parse. The result
+# is immutable, so sharing it is safe; errors are not cached and are raised again.
+@functools.lru_cache(maxsize=4)
+def _parse_state(text: str, path: str) -> StateFile:
+    if not text.strip():
+        raise StateError("the state file is empty; delete it to start the program afresh", path, 1)
+    _check_line_breaks(text, path)
+    sections: list[Section] = []
+    seen: dict[str, int] = {}
+    for found in md.split_sections(text, 2):
+        if found.key in (MACHINE, HISTORY) and found.key in seen:
+            raise StateError(
+                f"a second '{found.heading.text if found.heading else ''}' section (the first is at line "
+                f"{seen[found.key]}); merge them into one",
+                path,
+                found.start + 1,
+            )
+        seen.setdefault(found.key, found.start + 1)
+        sections.append(_parse_section(found, path))
+    if MACHINE not in seen:
+        raise StateError(
+            "no '## ⚙️ Machine State' section, so pause and completion cannot be read; "
+            "restore the section (see the state template) or delete the file to start afresh",
+            path,
+            1,
+        )
+    return StateFile(tuple(sections), path)
+
+
+def render_state(state: StateFile) -> str:
+    """Returns the file text: every section's text, in order."""
+    return "".join(section.text for section in state.sections)
+
+
+def _check_line_breaks(text: str, path: str) -> None:
+    found = _ODD_BREAKS_RE.search(text)
+    if found:
+        line = text.count("\n", 0, found.start()) + 1
+        raise StateError(
+            f"unusual line-break character U+{ord(found.group()):04X}; replace it with a newline", path, line
+        )
+
+
+def _parse_section(found: md.Section, path: str) -> Section:
+    if found.key == MACHINE:
+        return parse_machine_section(found, path)
+    if found.key == HISTORY:
+        return parse_history_section(found)
+    return RawSection(found.key, found.text)
+
+
+def with_machine(state: StateFile, machine: MachineState) -> StateFile:
+    """Returns the state with new Machine State values; only the table lines are rewritten."""
+    sections = [with_values(s, machine) if isinstance(s, MachineSection) else s for s in state.sections]
+    return replace(state, sections=tuple(sections))
+
+
+# ---------------------------------------------------------------- sections
+
+
+def _history_index(state: StateFile) -> int | None:
+    return next((i for i, s in enumerate(state.sections) if isinstance(s, HistorySection)), None)
+
+
+def _get_history(state: StateFile) -> HistorySection:
+    index = _history_index(state)
+    assert index is not None
+    history = state.sections[index]
+    assert isinstance(history, HistorySection)
+    return history
+
+
+def _set_history(state: StateFile, history: HistorySection) -> StateFile:
+    index = _history_index(state)
+    assert index is not None
+    sections = list(state.sections)
+    sections[index] = history
+    return replace(state, sections=tuple(sections))
+
+
+def _ensure_section(state: StateFile, key: str) -> StateFile:
+    """Returns the state with a section for `key`; a missing one is added from the skeleton, logged."""
+    if state.section_text(key) is not None:
+        return state
+    skeleton = macro(_SECTION_MACROS[key])
+    sections = list(state.sections)
+    at = _history_index(state)
+    if at is not None:
+        sections.insert(at, RawSection(key, skeleton + "\n---\n\n"))
+    else:
+        sections[-1] = _append_text(sections[-1], _separator_after(sections[-1].text))
+        found = md.split_sections(skeleton)[-1]
+        sections.append(parse_history_section(found) if key == HISTORY else RawSection(key, skeleton))
+    logger.info("%s: added the missing '%s' section", state.path, key)
+    return replace(state, sections=tuple(sections))
+
+
+def _separator_after(text: str) -> str:
+    """Returns what to append to the last section so that a new one follows a `---` line."""
+    lines = text.splitlines(keepends=True)
+    newline = "" if text.endswith(("\n", "\r")) else "\n"
+    if any(is_break(line) for line in lines[content_end(lines) :]):
+        return newline + ("" if (text + newline).endswith("\n\n") else "\n")
+    return newline + "\n---\n\n"
+
+
+def _append_text(section: Section, suffix: str) -> Section:
+    if isinstance(section, RawSection):
+        return replace(section, text=section.text + suffix)
+    return replace(section, tail=section.tail + suffix)
+
+
+def with_section(state: StateFile, key: str, text: str) -> StateFile:
+    """Returns the state with a runner-owned raw section (e.g. the Population) replaced, or appended when missing."""
+    sections = list(state.sections)
+    for index, section in enumerate(sections):
+        if section.key == key:
+            if not isinstance(section, RawSection):
+                raise ValueError(f"section {key!r} is not a raw section")
+            sections[index] = RawSection(key, text)
+            return replace(state, sections=tuple(sections))
+    sections[-1] = _append_text(sections[-1], _separator_after(sections[-1].text))
+    sections.append(RawSection(key, text))
+    return replace(state, sections=tuple(sections))
+
+
+# ---------------------------------------------------------------- prose sections
+
+
+def add_lesson(state: StateFile, lesson: str) -> StateFile:
+    """Returns the state with a lesson appended to Lessons Learned, unless it is already there."""
+    return add_item(state, LESSONS, lesson)
+
+
+def add_item(state: StateFile, key: str, item: str) -> StateFile:
+    """Returns the state with `- item` appended to the list of a prose section (created if missing)."""
+    if key not in _SECTION_MACROS or key == HISTORY:
+        raise ValueError(f"{key!r} is not a prose section of the state file")
+    item = one_line(item)
+    if not item or prose.has_item(state.section_text(key), item):
+        return state
+    state = _ensure_section(state, key)
+    sections = list(state.sections)
+    index = next(i for i, s in enumerate(sections) if s.key == key)
+    sections[index] = RawSection(key, prose.append_item(sections[index].text, item))
+    return replace(state, sections=tuple(sections))
+
+
+# ---------------------------------------------------------------- updates
+
+
+def apply_iteration(
+    state: StateFile,
+    record: IterationRecord,
+    *,
+    direction: str,
+    target_metric: float | None,
+    min_delta: float = 0.0,
+    budget: int = DEFAULT_BUDGET,
+) -> StateFile:
+    """Returns the state after one iteration: table updated, entry prepended, lesson added, compacted."""
+    _check_record(record)
+    check_direction(direction)
+    before = with_baseline(state.machine, record.baseline)
+    after = advance(before, record, direction, target_metric, min_delta)
+    state = with_machine(state, after)
+    state = _prepend_entry(state, render_entry(record, after.iteration_count, before.best_metric))
+    if record.lesson:
+        state = add_lesson(state, record.lesson)
+    return compact(state, budget)
+
+
+def _check_record(record: IterationRecord) -> None:
+    if record.status not in RECORD_STATUSES:
+        raise ValueError(f"record status {record.status!r} is not one of {RECORD_STATUSES}")
+    if record.status in ("accepted", "pending-ci") and record.metric is None:
+        raise ValueError(f"record status {record.status!r} needs its metric")
+    for value in (record.metric, record.baseline):
+        if value is not None and not math.isfinite(value):
+            raise ValueError(f"metric {value!r} is not a finite number")
+
+
+def with_entry_status(state: StateFile, iteration: int, label: str) -> StateFile:
+    """Returns the state with the Status bullet of history entry `Iteration N` set to `label` (entry-level edit)."""
+    index = _history_index(state)
+    if index is None:
+        return state
+    history = _get_history(state)
+    updated = relabel_entry(history, iteration, label)
+    if updated == history:
+        logger.info("%s: no Iteration %d entry with a Status bullet to set to %r", state.path, iteration, label)
+    return _set_history(state, updated)
+
+
+def _prepend_entry(state: StateFile, entry_text: str) -> StateFile:
+    state = _ensure_section(state, HISTORY)
+    return _set_history(state, prepend_entry(_get_history(state), entry_text))
+
+
+# ---------------------------------------------------------------- compaction
+
+
+def compact(state: StateFile, budget: int = DEFAULT_BUDGET) -> StateFile:
+    """Returns the state with old history folded: 10 detailed entries kept (5 above 80 % of the budget)."""
+    if _history_index(state) is None:
+        return state
+    history = _get_history(state)
+
+    def size(entries: tuple[HistoryEntry, ...]) -> int:
+        return _size(_set_history(state, replace(history, entries=entries)))
+
+    entries = compact_entries(history.entries, budget, size)
+    if entries != history.entries:
+        state = _set_history(state, replace(history, entries=entries))
+    if _size(state) > budget:
+        logger.warning(
+            "%s: %d bytes after compaction, over the %d-byte budget; shorten the prose sections",
+            state.path,
+            _size(state),
+            budget,
+        )
+    return state
+
+
+def _size(state: StateFile) -> int:
+    return len(render_state(state).encode("utf-8"))
+
+
+def section_line(state: StateFile, key: str) -> int:
+    """Returns the 0-based line where the section `key` starts (the end of the file when it is missing)."""
+    line = 0
+    for section in state.sections:
+        if section.key == key:
+            return line
+        line += len(section.text.splitlines())
+    return line

@@ -1,0 +1,421 @@
+"""The memory branch: state files kept on `memory/autoloop`, read and written through git objects only.
+
+Nothing here touches the user's working tree, index or HEAD: blobs are written with
+`hash-object`, trees are built in a temporary index (GIT_INDEX_FILE), commits are made with
+`commit-tree`, and the branch moves only by compare-and-swap (`update-ref <ref> <new> <old>`).
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+import os
+import random
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Mapping
+
+from autoloop_py import tempdirs
+from autoloop_py import faults
+from autoloop_py.errors import GitError, StateError
+from autoloop_py.git.objects import GitSession
+from autoloop_py.git.trees import overlay
+from autoloop_py.git.push_refusal import ACCESS, SIZE, describe, read_refusal
+from autoloop_py.redact import Redactor, from_environment
+from autoloop_py.git.command import (
+    call,
+    failure,
+    fetch_branches,
+    is_ancestor,
+    push_branch,
+    rev_parse,
+    run,
+    tracking_tip,
+    tree_paths,
+    update_ref,
+)
+
+logger = logging.getLogger(__name__)
+
+MEMORY_BRANCH = "memory/autoloop"
+ORPHANED_PREFIX = "refs/autoloop/orphaned/"
+
+Change = Callable[[str | None], str]
+Extra = Callable[[], Mapping[str, str | bytes]]
+
+
+@dataclass(frozen=True)
+class MemoryConfig:
+    """Where the memory branch lives and how hard update() tries.
+
+    Attributes:
+        branch: the branch holding state files (`<program>.md` at its root).
+        remote: the remote to sync and push to, when the repository has it.
+        max_attempts: read-modify-write attempts before update() gives up.
+        backoff: seconds before the first retry; doubles each retry, with jitter, up to max_backoff.
+        max_backoff: the longest pause between two attempts.
+    """
+
+    branch: str = MEMORY_BRANCH
+    remote: str = "origin"
+    # Sixteen runners on two cores lost a record after 6 attempts; 12 wait up to ~35 s in all.
+    max_attempts: int = 12
+    backoff: float = 0.2
+    max_backoff: float = 4.0
+
+
+@dataclass(frozen=True)
+class MemoryCommit:
+    """One commit of the memory branch, as `git log` shows it.
+
+    Attributes:
+        sha: the commit.
+        author: its author's name.
+        date: its author date, ISO 8601.
+        message: its full message.
+    """
+
+    sha: str
+    author: str
+    date: str
+    message: str
+
+    @property
+    def subject(self) -> str:
+        """Returns the message's first line."""
+        return _subject(self.message)
+
+
+class _Retry(Exception):
+    """One update() attempt lost a race; `sha` is the commit it left on the local branch, if any."""
+
+    def __init__(self, reason: str, sha: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.sha = sha
+
+
+def _subject(message: str) -> str:
+    """Returns the first line of a commit message, for the reflog."""
+    return (message.splitlines() or ["autoloop memory"])[0]
+
+
+def check_path(path: str) -> None:
+    """Raises StateError unless `path` is a plain relative path inside the memory branch."""
+    parts = path.split("/")
+    if not path or path.startswith("/") or any(part in ("", ".", "..") for part in parts):
+        raise StateError(f"invalid memory path {path!r}; use a relative path such as 'name.md'")
+
+
+class MemoryStore:
+    """Files on the memory branch, with a concurrency-safe read-modify-write."""
+
+    def __init__(
+        self,
+        repo_root: Path,
+        config: MemoryConfig = MemoryConfig(),
+        rng: random.Random | None = None,
+        session: GitSession | None = None,
+        redactor: Redactor | None = None,
+    ) -> None:
+        self.repo_root = Path(repo_root)
+        # Every byte written to the branch (state files, trace rows and blobs, messages) passes through it.
+        self._redactor = redactor if redactor is not None else from_environment(os.environ)
+        self.config = config
+        # A run passes its session so that one git process serves all its reads; else the store has its own.
+        self.session = session if session is not None else GitSession(self.repo_root)
+        self._repo = self.session.repo
+        self._ref = f"refs/heads/{config.branch}"
+        self._rng = rng if rng is not None else random.Random(os.getpid())
+
+    def has_remote(self) -> bool:
+        """Returns whether the configured remote exists in this repository."""
+        return self.session.has_remote(self.config.remote)
+
+    def sync(self) -> None:
+        """Brings the local branch up to date with the remote; diverged local commits are kept aside."""
+        if not self.has_remote():
+            logger.debug("no remote %r; memory stays local", self.config.remote)
+            return
+        remote_tip = self._fetch()
+        local = self._tip()
+        if remote_tip is None or remote_tip == local:
+            return
+        if local is None or is_ancestor(self._repo, local, remote_tip):
+            self._move(remote_tip, local, "sync memory from remote")
+        elif is_ancestor(self._repo, remote_tip, local):
+            logger.info("%s is ahead of %s; keeping the local commits", self.config.branch, self.config.remote)
+        else:
+            kept = self._orphan(local)
+            self._move(remote_tip, local, "reset memory to remote")
+            logger.warning(
+                "%s diverged from %s; local commits kept at %s, branch reset to the remote",
+                self.config.branch,
+                self.config.remote,
+                kept,
+            )
+
+    def publish(self) -> bool:
+        """Pushes local commits the remote lacks (an interrupted run's); returns whether it pushed any."""
+        if not self.has_remote():
+            return False
+        local = self._tip()
+        remote_tip = tracking_tip(self._repo, self.config.remote, self.config.branch)
+        if local is None or local == remote_tip or (remote_tip and not is_ancestor(self._repo, remote_tip, local)):
+            return False
+        pushed = push_branch(self._repo, self.config.remote, local, self.config.branch, remote_tip)
+        if not pushed.ok:
+            logger.warning("could not push %s: %s; the next update retries", self.config.branch, pushed.stderr.strip())
+        return pushed.ok
+
+    def read(self, path: str) -> str | None:
+        """Returns the text of `path` at the branch tip (None if the branch or the file is absent)."""
+        check_path(path)
+        return self._read_at(self._tip(), path)
+
+    def read_many(self, paths: builtins.list[str]) -> dict[str, str | None]:
+        """Returns the text of each path at one branch tip (None when absent)."""
+        tip = self._tip()
+        return {path: self._read_at(tip, path) for path in paths}
+
+    def tip(self) -> str | None:
+        """Returns the sha of the local branch (None when it does not exist)."""
+        return self._tip()
+
+    def read_at(self, commit: str, path: str) -> str | None:
+        """Returns the text of `path` in `commit` (None when the file is absent there)."""
+        check_path(path)
+        return self._read_at(commit, path)
+
+    def commits(
+        self,
+        path: str,
+        *,
+        since: str | None = None,
+        grep: str | None = None,
+        limit: int | None = None,
+        deleted: bool = False,
+    ) -> builtins.list[MemoryCommit]:
+        """Returns the branch's commits that changed `path`, newest first.
+
+        Only those after `since`, whose message holds `grep` (fixed text), or that deleted the file (`deleted`).
+        """
+        check_path(path)
+        tip = self._tip()
+        if tip is None:
+            return []
+        args = ["log", "--format=%H%x1f%an%x1f%aI%x1f%B%x1e"]
+        args += [f"-n{limit}"] if limit else []
+        args += ["-F", f"--grep={grep}"] if grep else []
+        args += ["--diff-filter=D"] if deleted else []
+        found = call(self._repo, *args, f"{since}..{tip}" if since else tip, "--", path)
+        if not found.ok:
+            raise failure(found, self._repo, "the repository may be corrupt; run `git fsck`")
+        commits = []
+        for record in found.text.split("\x1e"):
+            parts = record.strip("\n").split("\x1f", 3)
+            if len(parts) == 4:
+                commits.append(MemoryCommit(*parts))
+        return commits
+
+    def list(self, prefix: str = "") -> builtins.list[str]:
+        """Returns the sorted paths of files at the branch tip that start with `prefix`."""
+        tip = self._tip()
+        return [] if tip is None else tree_paths(self._repo, tip, prefix)
+
+    def commit(self, files: Mapping[str, str | bytes], message: str) -> str:
+        """Commits `files` on top of the local branch (a root commit if it is absent); returns the sha."""
+        for path in files:
+            check_path(path)
+        for _ in range(max(1, self.config.max_attempts)):
+            tip = self._tip()
+            sha = self._write_commit(tip, files, message)
+            if sha == tip or update_ref(self._repo, self._ref, sha, tip, _subject(message)):
+                return sha
+        raise GitError(
+            f"{self.config.branch} kept moving while committing; stop other autoloop runs and retry",
+            path=self.repo_root,
+        )
+
+    def update(self, path: str, change: Change, message: str, extra: Extra | None = None) -> str:
+        """Applies `change` to the text at `path`, commits and pushes, redoing it on fresh text if raced."""
+        check_path(path)
+        base = expected = self._tip()
+        mine: str | None = None
+        reason = "no attempt made"
+        for attempt in range(max(1, self.config.max_attempts)):
+            if attempt:
+                self._pause(attempt)
+                base, expected = self._rebase_point(base, mine)
+            try:
+                return self._attempt(base, expected, path, change, message, extra)
+            except _Retry as retry:
+                mine, reason = retry.sha, retry.reason
+                logger.info("memory update of %s, attempt %d: %s", path, attempt + 1, reason)
+        raise GitError(
+            f"could not record {path} on {self.config.branch} after {self.config.max_attempts} attempts "
+            f"({reason}); check access to '{self.config.remote}' and rerun",
+            path=self.repo_root,
+        )
+
+    def _attempt(
+        self, base: str | None, expected: str | None, path: str, change: Change, message: str, extra: Extra | None
+    ) -> str:
+        """Commits change(text at base) on base, moves the local branch from `expected`, and pushes."""
+        text = change(self._read_at(base, path))
+        # extra() runs after change() so that files derived from the update (ids, iteration numbers) match it.
+        files = dict(extra() if extra else {})
+        for extra_path in files:
+            check_path(extra_path)
+        files[path] = text
+        sha = self._write_commit(base, files, message)
+        if sha != expected and not update_ref(self._repo, self._ref, sha, expected, _subject(message)):
+            raise _Retry("the local branch moved during the update")
+        faults.checkpoint("after-state-commit")
+        if self.has_remote():
+            seen = tracking_tip(self._repo, self.config.remote, self.config.branch)
+            pushed = push_branch(self._repo, self.config.remote, sha, self.config.branch, seen)
+            if not pushed.ok:
+                refusal = read_refusal(pushed.stderr)
+                if refusal.kind in (SIZE, ACCESS):  # retrying cannot help; say why at once
+                    raise GitError(f"could not record {path} on {self.config.branch}: "
+                                   f"{describe(refusal, self.config.remote)}", path=self.repo_root)
+                raise _Retry(f"push rejected: {pushed.stderr.strip()}", sha)
+        return sha
+
+    def _rebase_point(self, prev_base: str | None, mine: str | None) -> tuple[str | None, str | None]:
+        """Returns (base, expected local tip) for a retry: the fresh remote tip, unless local is ahead."""
+        local = self._tip()
+        # Our own failed commit is replaced; only what it was built on could hold unpushed work.
+        keep = prev_base if mine is not None and local == mine else local
+        remote_tip = self._fetch() if self.has_remote() else None
+        if remote_tip is None or keep == remote_tip:
+            return keep, local
+        if keep is None or is_ancestor(self._repo, keep, remote_tip):
+            return remote_tip, local
+        if is_ancestor(self._repo, remote_tip, keep):
+            return keep, local
+        kept = self._orphan(keep)
+        logger.warning("unpushed memory commits diverged from the remote; kept at %s", kept)
+        return remote_tip, local
+
+    def _pause(self, attempt: int) -> None:
+        """Sleeps an exponential backoff with jitter before retry number `attempt`."""
+        delay = min(self.config.max_backoff, self.config.backoff * (2 ** (attempt - 1))) * (0.5 + self._rng.random())
+        time.sleep(delay)
+
+    def _tip(self) -> str | None:
+        """Returns the sha of the local branch, or None if it does not exist."""
+        return self.session.objects.commit_sha(self._ref)
+
+    def _fetch(self) -> str | None:
+        """Fetches the branch from the remote; returns the remote tip or None if the remote lacks it."""
+        return fetch_branches(self._repo, self.config.remote, [self.config.branch]).get(self.config.branch)
+
+    def _move(self, new: str, old: str | None, reason: str) -> None:
+        """Moves the local branch from `old` to `new`, or raises GitError if someone moved it first."""
+        if not update_ref(self._repo, self._ref, new, old, reason):
+            raise GitError(
+                f"{self.config.branch} moved while syncing (another autoloop run?); rerun", path=self.repo_root
+            )
+
+    def _orphan(self, sha: str) -> str:
+        """Keeps `sha` reachable under refs/autoloop/orphaned/<utc-timestamp>; returns that ref."""
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+        for suffix in range(100):
+            ref = ORPHANED_PREFIX + stamp + (f"-{suffix}" if suffix else "")
+            if update_ref(self._repo, ref, sha, None, "keep diverged memory commits"):
+                return ref
+        raise GitError(f"cannot create a ref under {ORPHANED_PREFIX}; prune old ones and rerun", path=self.repo_root)
+
+    def _read_at(self, commit: str | None, path: str) -> str | None:
+        """Returns the text of `path` in `commit` (None if commit or file is absent)."""
+        if commit is None:
+            return None
+        blob = self.session.objects.get(f"{commit}:{path}")
+        if blob is None or blob.kind != "blob":
+            return None
+        try:
+            return blob.data.decode("utf-8")
+        except UnicodeDecodeError as err:
+            line = blob.data.count(b"\n", 0, err.start) + 1
+            message = f"not UTF-8 text on {self.config.branch} (byte {err.start}); fix or delete the file"
+            raise StateError(message, path=path, line=line) from err
+
+    def _write_commit(self, parent: str | None, files: Mapping[str, str | bytes], message: str) -> str:
+        """Returns a new commit of `files` over parent's tree, or `parent` itself if nothing changes."""
+        tree = self._write_tree(parent, files)
+        if parent is not None and tree == self.session.objects.tree_of(parent):
+            return parent
+        parents = ["-p", parent] if parent else []
+        env = self.session.identity_env()
+        return run(self._repo, "commit-tree", tree, *parents, "-m", self._redactor.text(message), env=env)
+
+    def _write_tree(self, parent: str | None, files: Mapping[str, str | bytes]) -> str:
+        """Returns the tree of `parent` with `files` written over it.
+
+        Two git processes whatever the number of files or the size of the branch: one hash-object for
+        the blobs, one for the trees on the changed paths (computed by git_trees.overlay).
+        """
+        base = self.session.objects.tree_of(parent) if parent is not None else None
+        if parent is not None and base is None:
+            raise GitError(f"cannot read the tree of {parent}; run `git fsck`", path=self.repo_root)
+        with tempdirs.temporary("autoloop-objects-") as tmp:
+            # Every byte written to the branch passes the redactor: no secret value lands in a blob.
+            blobs = self._write_objects(Path(tmp), "blob", [
+                self._redactor.data(content.encode("utf-8") if isinstance(content, str) else content)
+                for content in files.values()
+            ])
+            root, trees = overlay(self._raw_tree, base, dict(zip(files, blobs)), self.session.object_format())
+            written = self._write_objects(Path(tmp), "tree", list(trees.values()))
+        if written != list(trees):
+            raise GitError("git stored different trees than the runner computed; run `git fsck`", path=self.repo_root)
+        return root
+
+    def _raw_tree(self, sha: str) -> bytes | None:
+        found = self.session.objects.get(sha)
+        return found.data if found is not None and found.kind == "tree" else None
+
+    def _write_objects(self, folder: Path, kind: str, contents: builtins.list[bytes]) -> builtins.list[str]:
+        """Stores every content as a `kind` object with one `hash-object --stdin-paths`; returns their ids in order."""
+        if not contents:
+            return []
+        paths = []
+        for content in contents:
+            path = folder / f"{kind}-{len(paths)}"
+            path.write_bytes(content)
+            paths.append(str(path))
+        listing = "".join(p + "\n" for p in paths).encode()
+        # --no-filters: the bytes are stored as given, whatever attributes the repository sets.
+        shas = run(self._repo, "hash-object", "-w", "-t", kind, "--no-filters", "--stdin-paths", stdin=listing).split()
+        if len(shas) != len(paths):
+            raise GitError(f"git hash-object stored {len(shas)} of {len(paths)} objects; run `git fsck`", path=self.repo_root)
+        return shas
+
+
+# A memory commit leaves about eight loose objects (blobs, trees, the commit); packing every
+# PACK_EVERY recorded iterations keeps them in the hundreds instead of tens of thousands.
+PACK_EVERY = 25
+
+
+def pack_if_due(repo_root: Path, iteration: int, every: int | None = None) -> bool:
+    """Packs the repository's loose objects after every `every`-th recorded iteration; returns whether it did.
+
+    `git repack -d` moves reachable loose objects into one new pack; `git gc --auto` then merges packs
+    once there are many (git's own thresholds). Called after the program lock is released.
+    """
+    every = PACK_EVERY if every is None else every
+    if every <= 0 or iteration <= 0 or iteration % every:
+        return False
+    session = GitSession(repo_root)
+    try:
+        packed = call(session.repo, "repack", "-d", "-q")
+        if not packed.ok:
+            logger.warning("could not pack the repository's objects: %s", packed.stderr.strip())
+            return False
+        call(session.repo, "-c", "gc.autoDetach=false", "gc", "--auto", "--quiet")
+    finally:
+        session.close()
+    return True

@@ -1,0 +1,127 @@
+"""Memory in a plain folder: gh-aw's repo-memory clone, which the framework pushes after the agent job.
+
+In a GitHub Agentic Workflows run the agent cannot push, so `memory/autoloop` is cloned to
+`/tmp/gh-aw/repo-memory/autoloop` and whatever the job leaves there is committed and pushed for it.
+`FolderMemory` reads and writes the same `<program>.md` files there that `MemoryStore` keeps on the
+branch; `open_memory` picks one of the two.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import tempfile
+from pathlib import Path
+from typing import Callable, Mapping, Union
+
+from autoloop_py.errors import StateError
+from autoloop_py.git.objects import GitSession
+from autoloop_py.state.memory import MemoryCommit, MemoryStore, check_path
+
+MEMORY_DIR_ENV = "AUTOLOOP_MEMORY_DIR"
+
+Change = Callable[[str | None], str]
+Extra = Callable[[], Mapping[str, str | bytes]]
+
+
+class FolderMemory:
+    """State files in a folder, with the read/update interface of MemoryStore (no git, no push)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+
+    def has_remote(self) -> bool:
+        """Returns False: the workflow, not autoloop, pushes the folder."""
+        return False
+
+    def sync(self) -> None:
+        """Creates the folder if missing; the workflow cloned what there is before the job."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+
+    def publish(self) -> bool:
+        """Returns False: nothing to push from here."""
+        return False
+
+    def read(self, path: str) -> str | None:
+        """Returns the text of `path` in the folder (None when absent)."""
+        check_path(path)
+        file = self.folder / path
+        if not file.is_file():
+            return None
+        data = file.read_bytes()
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as err:
+            line = data.count(b"\n", 0, err.start) + 1
+            raise StateError(f"not UTF-8 text (byte {err.start}); fix or delete the file", path=file, line=line) from err
+
+    def commits(
+        self,
+        path: str,
+        *,
+        since: str | None = None,
+        grep: str | None = None,
+        limit: int | None = None,
+        deleted: bool = False,
+    ) -> builtins.list[MemoryCommit]:
+        """Returns []: a folder keeps no history, so the record check takes its file as it is."""
+        check_path(path)
+        return []
+
+    def read_at(self, commit: str, path: str) -> str | None:
+        """Returns None: a folder has no earlier versions to read."""
+        check_path(path)
+        return None
+
+    def list(self, prefix: str = "") -> builtins.list[str]:
+        """Returns the sorted relative paths of files in the folder that start with `prefix` (no `.git`)."""
+        if not self.folder.is_dir():
+            return []
+        found = (p.relative_to(self.folder).as_posix() for p in self.folder.rglob("*") if p.is_file())
+        return sorted(p for p in found if p.startswith(prefix) and not p.startswith(".git/"))
+
+    def commit(self, files: Mapping[str, str | bytes], message: str) -> str:
+        """Writes `files` into the folder; returns the message's first line (there is no commit id)."""
+        for path in files:
+            check_path(path)
+        for path, content in files.items():
+            self._write(path, content)
+        return (message.splitlines() or [""])[0]
+
+    def update(self, path: str, change: Change, message: str, extra: Extra | None = None) -> str:
+        """Writes change(current text) to `path`, plus the extra files; the caller holds the program lock."""
+        check_path(path)
+        text = change(self.read(path))
+        files: dict[str, str | bytes] = dict(extra() if extra else {})
+        files[path] = text
+        return self.commit(files, message)
+
+    def _write(self, path: str, content: str | bytes) -> None:
+        """Replaces one file atomically, so a killed run leaves the old or the new text, never half."""
+        target = self.folder / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        data = content.encode("utf-8") if isinstance(content, str) else content
+        handle, partial = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        os.replace(partial, target)
+
+
+Memory = Union[MemoryStore, FolderMemory]
+
+
+def memory_folder(given: Path | None = None, environ: Mapping[str, str] | None = None) -> Path | None:
+    """Returns the memory folder to use: `given`, else AUTOLOOP_MEMORY_DIR, else None (the git branch)."""
+    if given is not None:
+        return given
+    value = (os.environ if environ is None else environ).get(MEMORY_DIR_ENV, "").strip()
+    return Path(value) if value else None
+
+
+def open_memory(root: Path, folder: Path | None = None, session: GitSession | None = None) -> Memory:
+    """Returns the memory of this run: the folder (`--memory-dir` or AUTOLOOP_MEMORY_DIR) or the memory branch.
+
+    session: the run's git session, so the branch's reads share its one `cat-file --batch`.
+    """
+    chosen = memory_folder(folder)
+    return FolderMemory(chosen) if chosen is not None else MemoryStore(root, session=session)

@@ -1,0 +1,232 @@
+"""AdaEvolve as an Engine: island decisions, the solution prompt, admission and the end-of-iteration step.
+
+The guide-LLM paradigm call is the one effect: the runner calls `refresh` before `decide` with a guide
+callable (or None without an LLM); the reply text travels in the decision, so that `decide` stays pure
+and `record` can install the same ideas on the freshest state it is given.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from autoloop_py.state import population as pop
+from autoloop_py.state import file as statefile
+from autoloop_py.program.playbook import Playbook, load_config_yaml
+from autoloop_py.program.model import Program
+from autoloop_py.strategies.prompt import steering_of
+from autoloop_py.strategies.adaevolve import strategy as adaevolve, prompt as adaevolve_prompt
+from autoloop_py.strategies.adaevolve.archive import archive_of, ranked
+from autoloop_py.strategies.adaevolve.config import AdaEvolveConfig, parse_adaevolve_config
+from autoloop_py.strategies.adaevolve.paradigms import GuideReplyError
+from autoloop_py.strategies.adaevolve.state import AdaEvolveState, Paradigm
+from autoloop_py.strategies.base import StrategyContext
+from autoloop_py.strategies.engine import entry_for
+
+log = logging.getLogger(__name__)
+
+SOLUTION_FRAMING = "solution.md"
+PARADIGM_FRAMING = "paradigm.md"
+Guide = Callable[[str], str]
+
+
+@dataclass(frozen=True)
+class EngineDecision:
+    """An AdaEvolve attempt as the runner sees it.
+
+    Attributes:
+      inner: the pure module's decision (island, mode, parent, context, paradigm, previous error).
+      guide_reply: the guide LLM's reply text this iteration installed ideas from (None: no guide call).
+      attempt: the attempts of the iteration so far, this one included (1 + retries after errors).
+    """
+
+    inner: adaevolve.AdaEvolveDecision
+    guide_reply: str | None = None
+    attempt: int = 1
+
+    @property
+    def operator(self) -> str:
+        """Returns the mode."""
+        return self.inner.operator
+
+    @property
+    def reason(self) -> str:
+        """Returns why the mode and parent were chosen."""
+        return self.inner.reason
+
+    @property
+    def parents(self) -> tuple[pop.Candidate, ...]:
+        """Returns the parent as a tuple (empty for the first program)."""
+        return self.inner.parents
+
+    @property
+    def island(self) -> int | None:
+        """Returns the island the child belongs to."""
+        return self.inner.island
+
+
+class AdaEvolveEngine:
+    """The runner's view of AdaEvolve."""
+
+    name = "adaevolve"
+    # Novelty, admission and migration compare the code of every archive member, folded or not.
+    needs_all_code = True
+
+    def __init__(self, config: AdaEvolveConfig, program: Program, prompts_dir: Path, state_path: str) -> None:
+        self.config = config
+        self.program = program
+        self.prompts_dir = prompts_dir
+        self.state_path = state_path
+
+    def state_of(self, population: pop.Population) -> AdaEvolveState:
+        """Returns the strategy state the Population's `### ⚙️ Strategy State` block holds."""
+        return adaevolve.parse_state_block(population.strategy_state, self.state_path, 0, self.config)
+
+    def refresh(self, population: pop.Population, guide: Guide | None) -> str | None:
+        """Returns the guide's reply when the search stagnates and a guide is given (None: no call made)."""
+        state = self.state_of(population)
+        if guide is None or not adaevolve.wants_paradigms(state, self.config):
+            return None
+        best = _best_candidate(state, population, self.config)
+        prompt = adaevolve_prompt.render_guide_prompt(
+            self.config, program=self.program, best=best, tried=state.tried, framing=self._framing(PARADIGM_FRAMING)
+        )
+        try:
+            reply = guide(prompt)
+        except Exception as err:  # litellm raises provider-specific types; a failed call must not stop the run
+            log.warning("adaevolve: the guide call failed (%s); no paradigm this iteration", err)
+            return None
+        log.info("adaevolve: the search stagnates; asked the guide for %d ideas", self.config.paradigm_num_to_generate)
+        return reply
+
+    def guide_wanted(self, population: pop.Population) -> str | None:
+        """Returns why the next iteration asks the guide for paradigms (None when it does not)."""
+        state = self.state_of(population)
+        if not adaevolve.wants_paradigms(state, self.config):
+            return None
+        found, size = sum(state.window), len(state.window)
+        return (f"the last {size} iterations found {found} new global best(s), a rate of {found / size:.2f}, below "
+                f"paradigm_improvement_threshold {self.config.paradigm_improvement_threshold:g}, and no paradigm "
+                "is active")
+
+    def decide(
+        self, population: pop.Population, context: StrategyContext, rng: random.Random, guide_reply: str | None = None
+    ) -> EngineDecision:
+        """Returns the attempt's island, mode, parent and context, after installing the guide's ideas."""
+        state = self._installed(self.state_of(population), guide_reply)
+        inner = adaevolve.decide(state, population.candidates, self.config, rng)
+        return EngineDecision(inner, guide_reply)
+
+    def retry(self, decision: EngineDecision, error: str) -> EngineDecision | None:
+        """Returns the next attempt after a failed one (same island, mode and parent; the error shown), or None.
+
+        The iteration makes at most 1 + max_error_retries attempts (none retried when enable_error_retry is off).
+        """
+        if decision.attempt >= self.config.attempts:
+            return None
+        inner = dataclasses.replace(decision.inner, previous_error=error)
+        return dataclasses.replace(decision, inner=inner, attempt=decision.attempt + 1)
+
+    def with_parents(self, decision: EngineDecision, parents: tuple[pop.Candidate, ...]) -> EngineDecision:
+        """Returns the decision with its parent replaced (its folded code loaded back)."""
+        parent = parents[0] if parents else None
+        return dataclasses.replace(decision, inner=dataclasses.replace(decision.inner, parent=parent))
+
+    def framing_file(self, decision: EngineDecision) -> str:
+        """Returns prompts/solution.md, the framing of every solution prompt."""
+        return SOLUTION_FRAMING
+
+    def prompt(
+        self,
+        decision: EngineDecision,
+        *,
+        program: Program,
+        files: Mapping[str, str],
+        framing: str,
+        state: statefile.StateFile,
+        best: float | None,
+        directives: tuple[str, ...],
+    ) -> str:
+        """Returns the AdaEvolve solution prompt."""
+        return adaevolve_prompt.render_prompt(
+            decision.inner, self.config, program=program, files=files, framing=framing, best_metric=best,
+            steering=steering_of(state, directives),
+        )
+
+    def candidate(
+        self, decision: EngineDecision, record: statefile.IterationRecord, code: str, approach: str | None,
+        iteration: int, language: str,
+    ) -> pop.Candidate:
+        """Returns the Population entry of an evaluated candidate (archive bullets are added when recorded)."""
+        return entry_for(decision, record, code, approach, iteration, language)
+
+    def record(
+        self,
+        population: pop.Population,
+        candidate: pop.Candidate,
+        decision: EngineDecision,
+        metrics: Mapping[str, Any],
+        *,
+        direction: str,
+        iteration: int,
+        rng: random.Random,
+    ) -> tuple[pop.Population, pop.Candidate]:
+        """Returns the Population after admission and the end of iteration (spawn, next island, migration)."""
+        state = self._installed(self.state_of(population), decision.guide_reply)
+        child_id = max(candidate.id, population.next_id)
+        step = adaevolve.record(state, decision.inner, candidate, metrics, population, self.config, decision.attempt)
+        step = adaevolve.end_iteration(step.state, step.population, self.config, rng, iteration)
+        child = next(c for c in step.population.candidates if c.id == child_id)
+        return step.population, child
+
+    def advance(self, population: pop.Population, decision: EngineDecision, *, iteration: int) -> pop.Population:
+        """Returns the Population after an iteration without a candidate: paradigm uses, then the end of iteration.
+
+        A proposal that failed or was rejected before evaluation teaches the archive nothing, but the attempts
+        still use the paradigm and the iteration still ends (spawn, next island, migration), as §2.2 has it.
+        """
+        state = self._installed(self.state_of(population), decision.guide_reply)
+        # Seeded as the runner seeds `record`'s draws, so an iteration ends alike with or without a candidate.
+        rng = random.Random(f"{self.program.config.seed}:{self.program.name}:{iteration}:record")
+        step = adaevolve.advance(state, decision.inner, population, self.config, rng, iteration, decision.attempt)
+        return step.population
+
+    def keep_inline(self, population: pop.Population, direction: str) -> list[int]:
+        """Returns the islands' archive members, worst first: novelty and admission need their code."""
+        members = ranked(archive_of(population.candidates, None, direction))
+        return [c.id for c, _ in reversed(members)]
+
+    def _installed(self, state: AdaEvolveState, guide_reply: str | None) -> AdaEvolveState:
+        """Returns the state with the guide reply's ideas installed (a reply without one marks a failed call)."""
+        if guide_reply is None or not adaevolve.wants_paradigms(state, self.config):
+            return state
+        return adaevolve.install_paradigms(state, _ideas(guide_reply), self.config)
+
+    def _framing(self, name: str) -> str:
+        path = self.prompts_dir / name
+        return path.read_text(encoding="utf-8") if path.is_file() else ""
+
+
+def _ideas(reply: str) -> list[Paradigm]:
+    """Returns the reply's valid ideas ([] when it has none, which install_paradigms records as a failed call)."""
+    try:
+        return adaevolve.parse_paradigms(reply)
+    except GuideReplyError as err:
+        log.warning("adaevolve: the guide reply has no usable idea: %s", err.message)
+        return []
+
+
+def _best_candidate(state: AdaEvolveState, population: pop.Population, config: AdaEvolveConfig) -> pop.Candidate | None:
+    everyone = archive_of(population.candidates, None, config.direction)
+    return adaevolve.global_best(state, everyone) if everyone else None
+
+
+def build(program: Program, playbook: Playbook, root: Path) -> AdaEvolveEngine:
+    """Returns the engine of a program's customised AdaEvolve playbook and its `code/config.yaml`."""
+    config = parse_adaevolve_config(playbook, load_config_yaml(program, root), program.direction)
+    prompts = root / playbook.path.parent / "prompts"
+    return AdaEvolveEngine(config, program, prompts, f"{program.name}.md")

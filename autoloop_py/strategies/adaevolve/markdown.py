@@ -1,0 +1,364 @@
+"""AdaEvolve's `### ⚙️ Strategy State` block: render the state and parse it back (§2.7).
+
+The block holds primary values only; columns marked `*` are recomputed on render and ignored on
+parse. Tables are read through mistune; the idea lists are read line by line because each item
+carries an HTML `<details>` block, inside which a markdown parser stops seeing list structure.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from dataclasses import replace
+from typing import Any, Callable, Sequence
+
+from autoloop_py import markdown as md
+from autoloop_py.errors import StateError
+from autoloop_py.state.population import Candidate, format_fitness
+from autoloop_py.render import render
+from autoloop_py.strategies.adaevolve.archive import in_archive
+from autoloop_py.strategies.adaevolve.config import AdaEvolveConfig
+from autoloop_py.strategies.adaevolve.state import (
+    NEG_INF,
+    STARTING_PRESET,
+    AdaEvolveState,
+    IslandState,
+    Paradigm,
+    TriedParadigm,
+    initial_state,
+    intensity,
+    raw_value,
+    ucb_score,
+)
+
+logger = logging.getLogger(__name__)
+
+NONE = "—"
+
+
+# ---------------------------------------------------------------- rendering
+
+
+def render_state_block(state: AdaEvolveState, config: AdaEvolveConfig, population: Sequence[Candidate] = ()) -> str:
+    """Returns the `### ⚙️ Strategy State` block; Members* counts each island's archive in population."""
+    members = [sum(1 for c in population if c.island == k and in_archive(c, config.direction))
+               for k in range(len(state.islands))]
+    direction = config.direction
+    view = {
+        "fields": _general_rows(state, direction),
+        "islands": [_island_row(k, island, state, config, members[k]) for k, island in enumerate(state.islands)],
+        "paradigm_fields": _paradigm_rows(state, direction),
+        "ideas": [_idea_view(p, config) for p in state.paradigms],
+        "tried": [(t.outcome, t.approach_type, t.idea, f"{t.gain:+.4f}") for t in state.tried],
+    }
+    return render("adaevolve_state.md.j2", view=view)
+
+
+def _general_rows(state: AdaEvolveState, direction: str) -> list[tuple[str, str]]:
+    return [
+        ("iteration", str(state.iteration)),
+        ("current_island", str(state.current_island)),
+        ("global_best", _fitness_text(state.global_best, direction)),
+        ("best_program_id", NONE if state.best_program_id is None else str(state.best_program_id)),
+        ("ucb_normaliser", _fitness_text(state.ucb_normaliser, direction)),
+        ("last_spawn_iteration", str(state.last_spawn)),
+        ("rng_seed", str(state.rng_seed)),
+        ("rng_draws", str(state.rng_draws)),
+    ]
+
+
+def _island_row(k: int, island: IslandState, state: AdaEvolveState, config: AdaEvolveConfig, members: int
+                ) -> list[str]:
+    ucb = ucb_score(island, state.iteration, config)
+    return [
+        str(k), island.preset, format_fitness(island.g), _fitness_text(island.best, config.direction),
+        str(island.improvements), str(island.evaluations), str(island.visits), format_fitness(island.decayed_visits),
+        format_fitness(island.decayed_reward), f"{intensity(island.g, config):.4f}",
+        NONE if ucb is None else f"{ucb:.4f}", str(members),
+    ]
+
+
+def _paradigm_rows(state: AdaEvolveState, direction: str) -> list[tuple[str, str]]:
+    return [
+        ("window", ",".join(str(tick) for tick in state.window) or NONE),
+        ("cur", str(state.current_paradigm)),
+        ("best_at_gen", _fitness_text(state.best_at_gen, direction)),
+        ("best_during", _fitness_text(state.best_during, direction)),
+        ("guide_failed_at", NONE if state.guide_failed_at is None else str(state.guide_failed_at)),
+    ]
+
+
+def _idea_view(paradigm: Paradigm, config: AdaEvolveConfig) -> dict[str, Any]:
+    tag = f"uses {paradigm.uses}/{config.paradigm_max_uses}" + (" · retired" if paradigm.retired else "")
+    return {"tag": tag, "p": paradigm}
+
+
+def _fitness_text(f: float, direction: str) -> str:
+    return NONE if f == NEG_INF else format_fitness(raw_value(f, direction))
+
+
+# ---------------------------------------------------------------- parsing
+
+_GENERAL = ("iteration", "current_island", "global_best", "best_program_id", "ucb_normaliser",
+            "last_spawn_iteration", "rng_seed", "rng_draws")
+_PARADIGM_FIELDS = ("window", "cur", "best_at_gen", "best_during", "guide_failed_at")
+_ISLAND_COLUMNS = ("island", "preset", "g", "best", "improvements", "evaluations", "visits", "decayed visits",
+                   "decayed reward")
+# The idea may itself hold " — ", so it runs to the last one; approach types never hold it.
+_IDEA_RE = re.compile(r"^\s{0,3}\d+[.)]\s+\[([^\]]*)\]\s*(.*)\s+—\s+(\S.*?)\s*$")
+_TAG_USES_RE = re.compile(r"uses\s+(\d+)(?:\s*/\s*\d+)?", re.IGNORECASE)
+_TRIED_RE = re.compile(r"^\s{0,3}[-*+]\s+(SUCCESS|FAILED):\s*(.*?)\s+—\s+(.*)\s+\(([+-]?[0-9.eE+-]+)\)\s*$")
+_DETAIL_RE = re.compile(r"^\s*(Description|Optimize|Cautions):\s?(.*)$")
+
+
+class _Reader:
+    """Turns a block-relative 0-based line into a StateError at the file's 1-based line."""
+
+    def __init__(self, path: str, first_line: int, direction: str) -> None:
+        self.path, self.first_line, self.direction = path, first_line, direction
+
+    def error(self, message: str, line: int) -> StateError:
+        """Returns the error for a block-relative 0-based line."""
+        return StateError(message, self.path, self.first_line + line + 1)
+
+    def value(self, text: str, line: int, kind: Callable[[str], Any], what: str) -> Any:
+        """Returns kind(text); raises a StateError naming what the value should be."""
+        try:
+            return kind(text.strip())
+        except ValueError:
+            raise self.error(f"{what} {text.strip()!r} is not {_KIND_NAMES[kind]}; fix the value", line) from None
+
+    def fitness(self, text: str, line: int, what: str) -> float:
+        """Returns the oriented fitness of a raw metric cell ('—' is −inf)."""
+        if text.strip() in (NONE, "-inf", "–"):
+            return NEG_INF
+        # raw_value is its own inverse: m = f, or −f for lower-is-better.
+        return raw_value(self.value(text, line, _finite, what), self.direction)
+
+
+def _count(text: str) -> int:
+    if not re.fullmatch(r"[0-9]{1,15}", text):
+        raise ValueError(text)
+    return int(text)
+
+
+def _signed(text: str) -> int:
+    if not re.fullmatch(r"-?[0-9]{1,15}", text):
+        raise ValueError(text)
+    return int(text)
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(text)
+    return value
+
+
+def _non_negative(text: str) -> float:
+    value = _finite(text)
+    if value < 0:
+        raise ValueError(text)
+    return value
+
+
+def _optional_count(text: str) -> int | None:
+    return None if text in (NONE, "–", "-", "") else _count(text)
+
+
+_KIND_NAMES: dict[Callable[[str], Any], str] = {
+    _count: "a whole number >= 0", _signed: "a whole number", _finite: "a number",
+    _non_negative: "a number >= 0", _optional_count: "a whole number >= 0 (or —)",
+}
+
+
+def parse_state_block(text: str, path: str, first_line: int, config: AdaEvolveConfig) -> AdaEvolveState:
+    """Returns the state a block holds ('' gives the initial state); raises StateError naming the line."""
+    if not text.strip():
+        return initial_state(config)
+    reader = _Reader(path, first_line, config.direction)
+    sections = {s.key: s for s in md.split_sections(text, level=4)}
+    tables = md.tables(text)
+    general = _field_table(tables, sections.get("strategy state"), _GENERAL, reader)
+    islands = _islands(tables, sections.get("islands"), config, reader)
+    state = _with_general(initial_state(config), general, reader)
+    state = replace(state, islands=islands)
+    state = _with_paradigms(state, sections.get("paradigms"), tables, text, config, reader)
+    if not 0 <= state.current_island < len(islands):
+        line = general.get("current_island", ("", 0))[1]
+        raise reader.error(f"current_island {state.current_island} is not an island (0–{len(islands) - 1})", line)
+    return state
+
+
+def _in_section(table: md.Table, section: md.Section | None) -> bool:
+    return section is not None and section.start <= table.start < section.end
+
+
+def _field_table(tables: list[md.Table], section: md.Section | None, known: tuple[str, ...], reader: _Reader
+                 ) -> dict[str, tuple[str, int]]:
+    """Returns the `| Field | Value |` rows of a section as {field: (value, line)}; unknown fields are ignored."""
+    rows: dict[str, tuple[str, int]] = {}
+    for table in (t for t in tables if _in_section(t, section) and _is_field_table(t)):
+        for row in table.rows:
+            name = "_".join(md.normalize_heading(row.cells[0]).split()) if row.cells else ""
+            if name not in known:
+                logger.warning("%s:%d: unknown field %r ignored", reader.path, reader.first_line + row.line + 1, name)
+                continue
+            if name in rows:
+                raise reader.error(f"field {name} appears twice; keep one row", row.line)
+            rows[name] = (row.cells[1] if len(row.cells) > 1 else "", row.line)
+    return rows
+
+
+def _is_field_table(table: md.Table) -> bool:
+    return tuple(md.normalize_heading(h) for h in table.header[:2]) == ("field", "value")
+
+
+def _with_general(state: AdaEvolveState, rows: dict[str, tuple[str, int]], reader: _Reader) -> AdaEvolveState:
+    def get(name: str, kind: Callable[[str], Any], default: Any) -> Any:
+        return default if name not in rows else reader.value(rows[name][0], rows[name][1], kind, name)
+
+    def best(name: str, default: float) -> float:
+        return default if name not in rows else reader.fitness(rows[name][0], rows[name][1], name)
+
+    return replace(
+        state,
+        iteration=get("iteration", _count, state.iteration),
+        current_island=get("current_island", _count, state.current_island),
+        global_best=best("global_best", state.global_best),
+        best_program_id=get("best_program_id", _optional_count, state.best_program_id),
+        ucb_normaliser=best("ucb_normaliser", state.ucb_normaliser),
+        last_spawn=get("last_spawn_iteration", _signed, state.last_spawn),
+        rng_seed=get("rng_seed", _signed, state.rng_seed),
+        rng_draws=get("rng_draws", _count, state.rng_draws),
+    )
+
+
+def _islands(tables: list[md.Table], section: md.Section | None, config: AdaEvolveConfig, reader: _Reader
+             ) -> tuple[IslandState, ...]:
+    """Returns the islands table's rows; every primary column must be present and numbered 0..K-1."""
+    table = next((t for t in tables if _in_section(t, section) and t.header
+                  and md.normalize_heading(t.header[0]) == "island"), None)
+    if table is None:
+        raise reader.error("the strategy state has no `#### Islands` table; restore it from git history", 0)
+    columns = {md.normalize_heading(h): i for i, h in enumerate(table.header) if not h.strip().endswith("*")}
+    missing = [name for name in _ISLAND_COLUMNS if name not in columns]
+    if missing:
+        raise reader.error(f"the islands table has no `{missing[0]}` column; restore it", table.start)
+    islands = [_island(row, position, columns, config, reader) for position, row in enumerate(table.rows)]
+    if not islands:
+        raise reader.error("the islands table has no rows; AdaEvolve needs at least one island", table.start)
+    return tuple(islands)
+
+
+def _island(row: md.TableRow, position: int, columns: dict[str, int], config: AdaEvolveConfig, reader: _Reader
+            ) -> IslandState:
+    def cell(name: str) -> str:
+        index = columns[name]
+        return row.cells[index] if index < len(row.cells) else ""
+
+    if reader.value(cell("island"), row.line, _count, "island") != position:
+        raise reader.error(f"island {cell('island')!r} is out of place: rows are numbered 0..K-1, "
+                           f"so this one should be {position}", row.line)
+    preset = cell("preset").strip().strip("`").lower()
+    if position >= config.num_islands and config.preset(preset) is None:
+        names = ", ".join(p.name for p in config.presets)
+        raise reader.error(f"island {position}'s preset {preset!r} is not in the playbook's presets ({names})",
+                           row.line)
+    return IslandState(
+        preset=preset or STARTING_PRESET,
+        g=reader.value(cell("g"), row.line, _non_negative, f"island {position}'s G"),
+        best=reader.fitness(cell("best"), row.line, f"island {position}'s best"),
+        improvements=reader.value(cell("improvements"), row.line, _count, "improvements"),
+        evaluations=reader.value(cell("evaluations"), row.line, _count, "evaluations"),
+        visits=reader.value(cell("visits"), row.line, _count, "visits"),
+        decayed_visits=reader.value(cell("decayed visits"), row.line, _non_negative, "decayed visits"),
+        decayed_reward=reader.value(cell("decayed reward"), row.line, _non_negative, "decayed reward"),
+    )
+
+
+def _with_paradigms(state: AdaEvolveState, section: md.Section | None, tables: list[md.Table], text: str,
+                    config: AdaEvolveConfig, reader: _Reader) -> AdaEvolveState:
+    """Returns the state with the paradigm tracker's fields and idea lists read."""
+    if section is None:
+        return state
+    rows = _field_table(tables, section, _PARADIGM_FIELDS, reader)
+    window_text, window_line = rows.get("window", (NONE, section.start))
+    window = _window(window_text, window_line, reader)[-config.paradigm_window_size:]
+    ideas, tried = _idea_lists(text.splitlines()[section.start:section.end], section.start, reader)
+    cur_text, cur_line = rows.get("cur", ("0", section.start))
+    cur = reader.value(cur_text, cur_line, _count, "cur")
+    if ideas and cur >= len(ideas):
+        raise reader.error(f"cur {cur} is not an active idea (0–{len(ideas) - 1})", cur_line)
+
+    def best(name: str) -> float:
+        return reader.fitness(rows[name][0], rows[name][1], name) if name in rows else 0.0
+
+    failed = rows.get("guide_failed_at")
+    return replace(
+        state, window=window, paradigms=ideas, current_paradigm=cur if ideas else 0, tried=tried,
+        best_at_gen=best("best_at_gen"), best_during=best("best_during"),
+        guide_failed_at=None if failed is None else reader.value(failed[0], failed[1], _optional_count,
+                                                                 "guide_failed_at"),
+    )
+
+
+def _window(text: str, line: int, reader: _Reader) -> tuple[int, ...]:
+    if text.strip() in (NONE, "", "–", "-"):
+        return ()
+    ticks = [part.strip() for part in text.split(",")]
+    if not all(tick in ("0", "1") for tick in ticks):
+        raise reader.error(f"window {text!r} must list 0s and 1s separated by commas (or —)", line)
+    return tuple(int(tick) for tick in ticks)
+
+
+def _idea_lists(lines: list[str], offset: int, reader: _Reader) -> tuple[tuple[Paradigm, ...], tuple[TriedParadigm, ...]]:
+    """Returns the active ideas (numbered items with their details) and the tried ideas (bullets)."""
+    ideas: list[Paradigm] = []
+    tried: list[TriedParadigm] = []
+    for index, line in enumerate(lines):
+        idea = _IDEA_RE.match(line)
+        if idea:
+            ideas.append(_paradigm(idea, lines[index + 1:], offset + index, reader))
+            continue
+        found = _TRIED_RE.match(line)
+        if found:
+            gain = reader.value(found.group(4), offset + index, _finite, "the gain")
+            tried.append(TriedParadigm(found.group(3).strip(), found.group(2).strip(), found.group(1), gain))
+    return tuple(ideas), tuple(tried)
+
+
+def _paradigm(match: re.Match[str], after: list[str], line: int, reader: _Reader) -> Paradigm:
+    tag = match.group(1)
+    uses = _TAG_USES_RE.search(tag)
+    retired = "retired" in tag.lower()
+    if uses is None and not retired:
+        raise reader.error(f"idea tag [{tag}] must read `[uses N/M]` (add `· retired` to retire it)", line)
+    details = _details(after)
+    return Paradigm(
+        idea=match.group(2).strip(), description=details.get("Description", ""),
+        approach_type=match.group(3).strip(), what_to_optimize=details.get("Optimize", "score") or "score",
+        cautions=details.get("Cautions", ""), uses=int(uses.group(1)) if uses else 0, retired=retired,
+    )
+
+
+def _details(after: list[str]) -> dict[str, str]:
+    """Returns the Description/Optimize/Cautions lines of the `<details>` right under an idea."""
+    found: dict[str, str] = {}
+    opened = False
+    for line in after:
+        stripped = line.strip()
+        if not opened:
+            if not stripped:
+                continue
+            if not stripped.lower().startswith("<details"):
+                break
+            opened = True
+            continue
+        if stripped.lower() == "</details>":
+            break
+        detail = _DETAIL_RE.match(line)
+        if detail:
+            found[detail.group(1)] = detail.group(2).strip()
+    return found

@@ -1,0 +1,106 @@
+"""AlphaEvolve as an Engine: the decision engine, its prompt, the MAP-Elites cell and the capped Population."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import random
+from typing import Any, Mapping
+
+from autoloop_py.state import population as pop
+from autoloop_py.state import file as statefile
+from pathlib import Path
+
+from autoloop_py.program.model import Program
+from autoloop_py.program.playbook import Playbook, load_config_yaml
+from autoloop_py.strategies.prompt import steering_of
+from autoloop_py.strategies.alphaevolve import strategy as alphaevolve, prompt as alphaevolve_prompt
+from autoloop_py.strategies.alphaevolve.config import AlphaEvolveConfig, parse_alphaevolve_config
+from autoloop_py.strategies.base import Decision, StrategyContext
+from autoloop_py.strategies.engine import entry_for
+
+log = logging.getLogger(__name__)
+
+
+class AlphaEvolveEngine:
+    """The runner's view of AlphaEvolve."""
+
+    name = "alphaevolve"
+
+    def __init__(self, config: AlphaEvolveConfig) -> None:
+        self.config = config
+        self._engine = alphaevolve.AlphaEvolve(config)
+
+    def decide(self, population: pop.Population, context: StrategyContext, rng: random.Random) -> Decision:
+        """Returns the operator, parents and island (strategies.md §1.2)."""
+        return self._engine.decide(context, rng)
+
+    def with_parents(self, decision: Decision, parents: tuple[pop.Candidate, ...]) -> Decision:
+        """Returns the decision with parents replaced."""
+        return dataclasses.replace(decision, parents=parents)
+
+    def framing_file(self, decision: Decision) -> str:
+        """Returns mutation.md or crossover.md."""
+        return alphaevolve_prompt.framing_file(decision.operator)
+
+    def prompt(
+        self,
+        decision: Decision,
+        *,
+        program: Program,
+        files: Mapping[str, str],
+        framing: str,
+        state: statefile.StateFile,
+        best: float | None,
+        directives: tuple[str, ...],
+    ) -> str:
+        """Returns the AlphaEvolve prompt."""
+        return alphaevolve_prompt.render_prompt(
+            decision,
+            self.config,
+            program=program,
+            files=files,
+            framing=framing,
+            best_metric=best,
+            direction=program.direction,
+            steering=steering_of(state, directives),
+        )
+
+    def candidate(
+        self, decision: Decision, record: statefile.IterationRecord, code: str, approach: str | None, iteration: int,
+        language: str,
+    ) -> pop.Candidate:
+        """Returns the seed schema's entry with the island and feature cell."""
+        island = alphaevolve.find_island(self.config, decision.island)
+        cell = alphaevolve.cell_for(island, code, self.config)
+        return entry_for(decision, record, code, approach, iteration, language, cell)
+
+    def record(
+        self,
+        population: pop.Population,
+        candidate: pop.Candidate,
+        decision: Decision,
+        metrics: Mapping[str, Any],
+        *,
+        direction: str,
+        iteration: int,
+        rng: random.Random,
+    ) -> tuple[pop.Population, pop.Candidate]:
+        """Appends the candidate and evicts past the cap (never a cell's best nor an elite)."""
+        candidate = dataclasses.replace(candidate, id=population.next_id)
+        population = pop.add_candidate(population, candidate)
+        population, evicted = pop.evict(population, self.config.population_size, self.config.archive_size, direction)
+        if evicted:
+            log.info("evicted candidate(s) %s", ", ".join(str(c.id) for c in evicted))
+        return population, candidate
+
+    def keep_inline(self, population: pop.Population, direction: str) -> list[int]:
+        """Returns the elite archive, worst first."""
+        elites = pop.elites(population.candidates, self.config.archive_size, direction)
+        ranked = sorted(elites, key=lambda c: (pop.oriented(c.fitness, direction) or float("-inf"), c.id))
+        return [c.id for c in ranked]
+
+
+def build(program: Program, playbook: Playbook, root: Path) -> AlphaEvolveEngine:
+    """Returns the AlphaEvolve engine configured by the program's playbook and config.yaml."""
+    return AlphaEvolveEngine(parse_alphaevolve_config(playbook, load_config_yaml(program, root)))

@@ -1,0 +1,196 @@
+"""The AlphaEvolve iteration prompt: a decision, its parents' code, the framing, islands and reply format (spec §1)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from autoloop_py.state.population import Candidate, format_fitness
+from autoloop_py.program.model import Program
+from autoloop_py.strategies.prompt import DataBlock, FileView, PromptContext, Steering, fence_for, prompt_view, steering_blocks
+from autoloop_py.render import render
+from autoloop_py.strategies.alphaevolve.strategy import TWO_PARENT_OPERATORS, find_island
+from autoloop_py.strategies.alphaevolve.config import AlphaEvolveConfig
+from autoloop_py.strategies.base import Decision
+
+
+@dataclass(frozen=True)
+class ParentView:
+    """A parent as the prompt shows it.
+
+    Attributes:
+      label: "Parent A", "Parent B", or "Parent" for a single-parent operator (migration names roles).
+      candidate: the parent.
+      island: "<index> — <name>" (or "none").
+      fitness: the raw fitness as text ("null" when missing).
+      fence: a fence its code cannot close.
+      code: its full source, or '' when only a reference is stored.
+    """
+
+    label: str
+    candidate: Candidate
+    island: str
+    fitness: str
+    fence: str
+    code: str
+
+
+@dataclass(frozen=True)
+class IslandView:
+    """An island line of the prompt.
+
+    Attributes:
+      index: the island index.
+      name: the family name ("new island: name it" when the LLM opens it).
+      description: one line on the family.
+      child: the child will belong to this island.
+    """
+
+    index: int
+    name: str
+    description: str
+    child: bool
+
+
+@dataclass(frozen=True)
+class AlphaEvolvePromptView:
+    """The one object `alphaevolve_prompt.md.j2` renders.
+
+    Attributes:
+      program: the program's name.
+      goal: the Goal text.
+      metric: the metric's name (None when unconfigured).
+      direction: 'higher' or 'lower'.
+      best: the current best metric as text, or None.
+      decision: the decision being carried out.
+      child_island: the child's island as "<index> — <name>" ("none" without islands).
+      mutation: the operator is exploitation or exploration (else crossover or migration).
+      parents: the parents, the one to edit first.
+      islands: every island, configured and opened, with the child's marked.
+      framing_name: the framing file's name under strategy/prompts/.
+      framing: its text; framing_fence: a fence it cannot close.
+      validity_checks: the playbook's cheap invariants.
+      full_rewrite: the playbook's diff style is a full rewrite of the evolve block.
+      name_new_island: the child opens an island the playbook does not list, so the reply must name it.
+      data: the maintainers' steering (comments, Priorities, Lessons, Foreclosed Avenues), fenced as data.
+      files: the Target files as they are in the worktree.
+      include: the Target patterns; exclude: the Do-not-modify patterns.
+      example_path: the path used in the reply example.
+    """
+
+    program: str
+    goal: str
+    metric: str | None
+    direction: str
+    best: str | None
+    decision: Decision
+    child_island: str
+    mutation: bool
+    parents: tuple[ParentView, ...]
+    islands: tuple[IslandView, ...]
+    framing_name: str
+    framing: str
+    framing_fence: str
+    validity_checks: tuple[str, ...]
+    full_rewrite: bool
+    name_new_island: bool
+    data: tuple[DataBlock, ...]
+    files: tuple[FileView, ...]
+    include: tuple[str, ...]
+    exclude: tuple[str, ...]
+    example_path: str
+
+    @property
+    def evolve(self) -> bool:
+        """Returns whether any Target file has EVOLVE-BLOCK markers."""
+        return any(f.evolve for f in self.files)
+
+
+def framing_file(operator: str) -> str:
+    """Returns the framing file an operator needs: mutation.md or crossover.md (under strategy/prompts/)."""
+    return "crossover.md" if operator in TWO_PARENT_OPERATORS else "mutation.md"
+
+
+def render_prompt(
+    decision: Decision,
+    config: AlphaEvolveConfig,
+    *,
+    program: Program,
+    files: Mapping[str, str],
+    framing: str,
+    best_metric: float | None,
+    direction: str,
+    steering: Steering = Steering(),
+) -> str:
+    """Returns the AlphaEvolve iteration prompt: the decision, parents' code, framing, islands and reply format."""
+    # The iteration number is not shown: the decision already says what this iteration does.
+    base = prompt_view(PromptContext(program=program, files=files, best_metric=best_metric, iteration=0))
+    view = AlphaEvolvePromptView(
+        program=program.name,
+        goal=base.goal,
+        metric=base.metric,
+        direction=direction,
+        best=base.best,
+        decision=decision,
+        child_island=_island_text(decision.island, config),
+        mutation=decision.operator not in TWO_PARENT_OPERATORS,
+        parents=_parent_views(decision, config),
+        islands=_island_views(decision, config),
+        framing_name=framing_file(decision.operator),
+        framing=_with_newline(framing.strip()),
+        framing_fence=fence_for(framing),
+        validity_checks=config.validity_checks,
+        full_rewrite=config.diff_style != "minimal_diff",
+        name_new_island=_opens_unlisted_island(decision, config),
+        data=tuple(steering_blocks(steering)),
+        files=base.files,
+        include=base.include,
+        exclude=base.exclude,
+        example_path=base.example_path,
+    )
+    return render("alphaevolve_prompt.md.j2", view=view)
+
+
+def _opens_unlisted_island(decision: Decision, config: AlphaEvolveConfig) -> bool:
+    """Returns whether the child opens an island the playbook does not list (the reply must name it)."""
+    return decision.new_island and decision.island is not None and find_island(config, decision.island) is None
+
+
+def _parent_views(decision: Decision, config: AlphaEvolveConfig) -> tuple[ParentView, ...]:
+    """Returns the parents as shown, labelled by role."""
+    labels = ("Parent",) if len(decision.parents) == 1 else ("Parent A", "Parent B")
+    if decision.operator == "migration" and len(decision.parents) == 2:
+        labels = ("Parent A (recipient: edit this one)", "Parent B (donor of the technique)")
+    return tuple(_parent_view(label, c, config) for label, c in zip(labels, decision.parents))
+
+
+def _parent_view(label: str, candidate: Candidate, config: AlphaEvolveConfig) -> ParentView:
+    """Returns one parent's display form."""
+    code = _with_newline(candidate.code or "")
+    where = _island_text(candidate.island, config)
+    return ParentView(label, candidate, where, format_fitness(candidate.fitness), fence_for(code), code)
+
+
+def _island_text(index: int | None, config: AlphaEvolveConfig) -> str:
+    """Returns an island as "<index> — <name>", the bare index when not configured, or "none"."""
+    if index is None:
+        return "none"
+    island = find_island(config, index)
+    return f"{index} — {island.name}" if island else str(index)
+
+
+def _island_views(decision: Decision, config: AlphaEvolveConfig) -> tuple[IslandView, ...]:
+    """Returns the configured islands plus any island the parents or the child use that is not configured."""
+    shown = {i.index: IslandView(i.index, i.name, i.description, i.index == decision.island) for i in config.islands}
+    # An island the LLM opened earlier is named by its members' first feature-cell bucket.
+    names = {p.island: p.cell[0] for p in decision.parents if p.cell}
+    used = {p.island for p in decision.parents} | {decision.island}
+    for index in sorted(i for i in used if i is not None and i not in shown):
+        fallback = "new island: name its family in your reply" if index == decision.island else "opened earlier"
+        shown[index] = IslandView(index, names.get(index, fallback), "", index == decision.island)
+    return tuple(shown[i] for i in sorted(shown))
+
+
+def _with_newline(text: str) -> str:
+    """Returns text ending with a newline (empty text stays empty)."""
+    return text if not text or text.endswith("\n") else text + "\n"

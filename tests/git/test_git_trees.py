@@ -1,0 +1,65 @@
+"""Tests for git_trees.py: trees computed in Python are the ones git itself builds through an index."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Callable
+
+from hypothesis import given, settings, strategies as st
+
+from autoloop_py.git.trees import TREE_MODE, object_id, overlay, parse_tree, render_tree
+from autoloop_py.state.memory import MemoryStore
+
+
+def _git(repo: Path, *args: str, data: bytes | None = None) -> bytes:
+    return subprocess.run(["git", *args], cwd=repo, input=data, capture_output=True, check=True).stdout
+
+
+def _index_tree(repo: Path, files: dict[str, str]) -> str:
+    """Returns the tree git builds for files through a fresh index."""
+    env_index = repo / ".git" / "test-index"
+    env_index.unlink(missing_ok=True)
+    for path, text in files.items():
+        blob = _git(repo, "hash-object", "-w", "--stdin", data=text.encode()).decode().strip()
+        subprocess.run(["git", "update-index", "--add", "--cacheinfo", f"100644,{blob},{path}"], cwd=repo, check=True,
+                       env={"GIT_INDEX_FILE": str(env_index), "PATH": "/usr/bin:/bin"})
+    return subprocess.run(["git", "write-tree"], cwd=repo, capture_output=True, check=True, text=True,
+                          env={"GIT_INDEX_FILE": str(env_index), "PATH": "/usr/bin:/bin"}).stdout.strip()
+
+
+def test_trees_sort_folders_as_if_they_ended_in_a_slash() -> None:
+    entries = {b"a.b": (b"100644", b"\1" * 20), b"a": (TREE_MODE, b"\2" * 20), b"a-": (b"100644", b"\3" * 20)}
+    assert [name for _, name, _ in parse_tree(render_tree(entries))] == [b"a-", b"a.b", b"a"]
+
+
+def test_overlaying_matches_an_index_built_tree(git_repo: Path) -> None:
+    memory = MemoryStore(git_repo)
+    first = {"x.md": "x\n", "traces/p/rows/1.json": "{}\n", "traces/p/blobs/ab/ab.txt": "a\n", "a-b": "dash\n"}
+    memory.commit(first, "first")
+    later = {"traces/p/rows/2.json": "{}\n", "traces/p/blobs/cd/cd.txt": "c\n", "x.md": "changed\n", "a/b": "nested\n"}
+    sha = memory.commit(later, "second")
+    assert _git(git_repo, "rev-parse", f"{sha}^{{tree}}").decode().strip() == _index_tree(git_repo, {**first, **later})
+    assert _git(git_repo, "fsck", "--strict").decode() == ""
+
+
+names = st.text(alphabet="ab.-_/", min_size=1, max_size=6).filter(
+    lambda p: not p.startswith("/") and not p.endswith("/") and "//" not in p and all(c not in (".", "..") for c in p.split("/")))
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.dictionaries(names, st.text(alphabet="xyz\n", max_size=5), min_size=1, max_size=6))
+def test_any_set_of_files_gives_git_s_own_tree(tmp_path_factory, files: dict[str, str]) -> None:  # type: ignore[no-untyped-def]
+    # Paths that are both a file and a folder cannot coexist in one tree; keep the first of each clash.
+    kept: dict[str, str] = {}
+    for path, text in files.items():
+        if not any(path.startswith(k + "/") or k.startswith(path + "/") for k in kept):
+            kept[path] = text
+    repo = tmp_path_factory.mktemp("trees")
+    _git(repo, "init", "-q")
+    blobs = {path: object_id("blob", text.encode()) for path, text in kept.items()}
+    raw: dict[str, bytes] = {}
+    root, made = overlay(raw.get, None, blobs)
+    for data in made.values():
+        _git(repo, "hash-object", "-w", "-t", "tree", "--stdin", data=data)
+    assert root == _index_tree(repo, kept)

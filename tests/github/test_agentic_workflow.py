@@ -1,0 +1,181 @@
+"""The Agentic Workflows variant `autoloop.md`: what upstream autoloop's own workflow checks ask of it, in our words.
+
+Upstream's tests read the workflow file: the memory branch is cloned before the scheduler runs, the
+program branch keeps its exact name, comments may target any issue, and the prompt warns about the
+mistakes that broke upstream's runs. The same checks run here on what `autoloop init` renders and on
+this repository's copy, and the memory clone step is run for real against a local repository.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from autoloop_py.github import agentic_scheduler
+from autoloop_py.commands.init import (
+    AGENTIC_MEMORY_DIR,
+    AGENTIC_WORKFLOW,
+    DEFAULT_PIP_SPEC,
+    InitOptions,
+    pip_spec_from_install,
+    render_workflows,
+)
+from autoloop_py.errors import AutoloopError
+
+REPO = Path(__file__).resolve().parents[2]
+CLONE_STEP = "Clone repo-memory for scheduling"
+SCHEDULE_STEP = "Check which programs are due"
+# About 4 characters a token: 12000 characters stay under the 3k-token budget of the prompt.
+PROMPT_CHAR_BUDGET = 12_000
+
+
+def split(text: str) -> tuple[dict[str, Any], str]:
+    """Returns the workflow's frontmatter and its markdown body (the agent's prompt)."""
+    assert text.startswith("---\n")
+    head, body = text[4:].split("\n---\n", 1)
+    return yaml.safe_load(head), body
+
+
+@pytest.fixture(params=["rendered", "this-repository"])
+def workflow(request: pytest.FixtureRequest) -> str:
+    """Returns the agentic workflow as `autoloop init` writes it, and as this repository keeps it."""
+    if request.param == "rendered":
+        return render_workflows(InitOptions(pip_spec="git+https://github.com/o/r@main"))[AGENTIC_WORKFLOW]
+    return (REPO / AGENTIC_WORKFLOW).read_text(encoding="utf-8")
+
+
+def step_names(text: str) -> list[str]:
+    """Returns the `- name:` lines of the file in order, read as plain text the way upstream's test does."""
+    return [m.group(1).strip() for m in re.finditer(r"^\s*-\s*name:\s*(.+)$", text, re.MULTILINE)]
+
+
+def test_the_memory_is_cloned_before_the_scheduler_reads_it(workflow: str) -> None:
+    names = step_names(workflow)
+    assert CLONE_STEP in names and SCHEDULE_STEP in names
+    assert names.index("Install autoloop") < names.index(CLONE_STEP) < names.index(SCHEDULE_STEP)
+    assert names.index(SCHEDULE_STEP) < names.index("Install the program's dependencies")
+    meta, _ = split(workflow)
+    assert meta["env"]["AUTOLOOP_MEMORY_DIR"] == AGENTIC_MEMORY_DIR == agentic_scheduler.REPO_MEMORY_DIR
+    assert meta["tools"]["repo-memory"] == {"branch-name": "memory/autoloop", "file-glob": ["*.md"], "max-file-size": 30720}
+    scheduler = next(s for s in meta["steps"] if s["name"] == SCHEDULE_STEP)
+    assert scheduler["run"] == "python3 -m autoloop_py.github.agentic_scheduler"
+    assert scheduler["env"]["AUTOLOOP_PROGRAM"] == "${{ github.event.inputs.program }}"
+
+
+def test_one_pr_per_program_on_the_exact_branch(workflow: str) -> None:
+    meta, body = split(workflow)
+    outputs = meta["safe-outputs"]
+    assert outputs["create-pull-request"]["preserve-branch-name"] is True
+    assert outputs["create-pull-request"]["max"] == 1 and outputs["create-pull-request"]["draft"] is True
+    assert "### Branch Name Must Be Exact" in body
+    assert "Use `head_branch` verbatim" in body and "`autoloop/<program>`" in body
+    assert meta["checkout"] == {"fetch": ["*"], "fetch-depth": 0}
+
+
+def test_outputs_may_target_the_program_issue_on_a_scheduled_run(workflow: str) -> None:
+    outputs = split(workflow)[0]["safe-outputs"]
+    for kind in ("add-comment", "push-to-pull-request-branch", "update-issue", "add-labels", "remove-labels"):
+        assert outputs[kind]["target"] == "*", kind
+    assert outputs["max-patch-size"] == 10240
+    assert outputs["add-comment"]["max"] == 7
+
+
+def test_network_allowlist_and_read_only_permissions(workflow: str) -> None:
+    meta, _ = split(workflow)
+    assert meta["permissions"] == "read-all"
+    assert {"defaults", "python"} <= set(meta["network"]["allowed"])
+
+
+def test_the_prompt_carries_upstreams_guidance_in_brief(workflow: str) -> None:
+    _, body = split(workflow)
+    assert "## Common mistakes to avoid" in body
+    assert '"${{ steps.sanitized.outputs.text }}"' in body  # command mode reads the /autoloop text
+    assert "Action required: configure your program" in body  # the setup guard
+    assert "autoloop-completed" in body and "🎉" in body  # halting swaps the label
+    assert "## CI gate" in body and "never call a pending run passed" in body
+    assert "autoloop ci <program> --checks success|failure|pending|none" in body
+    for command in ("autoloop prompt <program>", "autoloop record <program> --evaluate --pending-ci"):
+        assert command in body
+    assert "<!-- AUTOLOOP:STATUS -->" in body and "existing_pr" in body
+    assert len(body) < PROMPT_CHAR_BUDGET, f"the prompt grew to {len(body)} characters"
+
+
+def _git(*args: str, cwd: Path) -> str:
+    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=60, check=True)
+    return done.stdout
+
+
+@pytest.mark.parametrize("has_memory", [True, False])
+def test_the_clone_step_fetches_the_memory_branch_or_starts_empty(tmp_path: Path, has_memory: bool) -> None:
+    origin = tmp_path / "server" / "owner" / "repo.git"
+    origin.parent.mkdir(parents=True)
+    _git("init", "-q", "--bare", str(origin), cwd=tmp_path)
+    work = tmp_path / "work"
+    _git("init", "-q", "-b", "main", str(work), cwd=tmp_path)
+    _git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "--allow-empty", "-m", "init", cwd=work)
+    _git("push", "-q", str(origin), "main", cwd=work)
+    if has_memory:
+        _git("checkout", "-q", "--orphan", "memory/autoloop", cwd=work)
+        (work / "alpha.md").write_text("# Autoloop: alpha\n")
+        _git("add", "alpha.md", cwd=work)
+        _git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "-m", "state", cwd=work)
+        _git("push", "-q", str(origin), "memory/autoloop", cwd=work)
+    meta, _ = split(render_workflows(InitOptions(pip_spec=DEFAULT_PIP_SPEC))[AGENTIC_WORKFLOW])
+    script = next(s for s in meta["steps"] if s["name"] == CLONE_STEP)["run"]
+    memory = tmp_path / "gh-aw" / "repo-memory" / "autoloop"
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "AUTOLOOP_MEMORY_DIR": str(memory), "GH_TOKEN": "t",
+           # The step rewrites an https:// server URL to carry the token; a file:// one passes unchanged.
+           "GITHUB_SERVER_URL": f"file://{tmp_path / 'server'}", "GITHUB_REPOSITORY": "owner/repo"}
+    done = subprocess.run(["bash", "-e", "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert memory.is_dir()
+    found = sorted(p.name for p in memory.iterdir() if p.name != ".git")
+    assert found == (["alpha.md"] if has_memory else [])
+
+
+def test_the_repository_copy_installs_this_checkout() -> None:
+    meta, _ = split((REPO / AGENTIC_WORKFLOW).read_text(encoding="utf-8"))
+    install = next(s for s in meta["steps"] if s["name"] == "Install autoloop")
+    assert install["run"] == "python3 -m pip install --quiet ."
+
+
+# --- the pip spec `autoloop init` writes --------------------------------------------------------
+
+
+def test_an_index_install_is_pinned_to_its_version() -> None:
+    assert pip_spec_from_install("1.2.3", None, installed=True) == "autoloop-py==1.2.3"
+
+
+def test_a_vcs_install_is_pinned_to_the_commit_pip_recorded() -> None:
+    record = {"url": "https://github.com/me/autoloop_py.git",
+              "vcs_info": {"vcs": "git", "requested_revision": "main", "commit_id": "0123abcd"}}
+    found = pip_spec_from_install("0.1.0", json.dumps(record), installed=True)
+    assert found == "git+https://github.com/me/autoloop_py.git@0123abcd"
+
+
+def test_an_archive_url_install_is_installed_from_that_url() -> None:
+    record = {"url": "https://example.org/autoloop_py-0.1.0.tar.gz", "archive_info": {}}
+    assert pip_spec_from_install("0.1.0", json.dumps(record), installed=True) == record["url"]
+
+
+@pytest.mark.parametrize(
+    ("record", "installed", "says"),
+    [
+        ({"url": "file:///home/me/autoloop_py", "dir_info": {"editable": True}}, True, "/home/me/autoloop_py"),
+        ({"url": "file:///tmp/autoloop_py-0.1.0.whl", "archive_info": {}}, True, "/tmp/autoloop_py-0.1.0.whl"),
+        ({"url": "file:///srv/git/autoloop", "vcs_info": {"vcs": "git", "commit_id": "ab"}}, True, "/srv/git/autoloop"),
+        (None, False, "is not installed as a package"),
+        ("not json", True, "unreadable"),
+    ],
+)
+def test_an_unreachable_install_asks_for_a_pip_spec(record: Any, installed: bool, says: str) -> None:
+    text = record if isinstance(record, str) or record is None else json.dumps(record)
+    with pytest.raises(AutoloopError) as raised:
+        pip_spec_from_install("0.1.0", text, installed=installed)
+    assert says in str(raised.value) and "--pip-spec" in str(raised.value)

@@ -1,0 +1,89 @@
+"""Tests for github_render.py: the issue, status, iteration, PR and completion bodies."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from autoloop_py.github.render import (
+    DISCLOSURE,
+    STATUS_MARKER,
+    CompletionView,
+    IterationView,
+    PullRequestView,
+    StatusView,
+    improvement_text,
+    pr_title,
+    render_completion,
+    render_issue,
+    render_iteration,
+    render_pull_request,
+    render_status,
+    with_disclosure,
+)
+from test_github import PROGRAM, status_view  # shared helpers, found via tests/ on sys.path
+
+
+# ---------------------------------------------------------------- bodies
+
+
+def test_every_body_carries_the_disclosure() -> None:
+    bodies = [
+        render_issue(PROGRAM, "Make it faster."),
+        render_status(status_view(3, 0.8, 11)),
+        render_iteration(IterationView(3, "pending-ci", "cache", 0.8, 0.7, "abc1234")),
+        render_pull_request(PullRequestView(PROGRAM, "score", "higher", 0.8, 0.5, "cache", 3, 4)),
+        render_completion(CompletionView(PROGRAM, "score", 0.97, 0.95)),
+    ]
+    assert all(body.count(DISCLOSURE) == 1 and body.endswith("\n") for body in bodies)
+
+
+def test_status_dashboard_table() -> None:
+    view = StatusView(PROGRAM, "paused: ci-fix-exhausted: tests | lint", 7, "latency_ms", "lower", 80.0, 100.0, 50.0,
+                      datetime(2025, 1, 2, 3, 4, tzinfo=timezone.utc), ("accepted", "rejected", "pending-ci"), 11,
+                      "https://github.com/octo/widgets/actions/runs/9")
+    text = render_status(view)
+    assert text.startswith(STATUS_MARKER + "\n")
+    for row in ("| Status | paused: ci-fix-exhausted: tests \\| lint |", "| Iterations | 7 |",
+                "| Best metric | 80 |", "| Initial metric | 100 |", "| Improvement | -20 (-20.0%), better |",
+                "| Target metric | 50 |", "| Last run | 2025-01-02 03:04 UTC |", "| Recent statuses | ✅ ❌ ⏳ |",
+                "| Pull request | #11 |", "| Run | [Run](https://github.com/octo/widgets/actions/runs/9) |"):
+        assert row in text
+
+
+def test_iteration_comment_shows_metric_delta_and_commit() -> None:
+    text = render_iteration(IterationView(4, "accepted", "use a\ncache", 0.52, 0.49, "abc1234", "https://run/4"))
+    assert "### ✅ Iteration 4: Accepted" in text
+    assert "- **Change**: use a cache" in text
+    assert "- **Metric**: 0.52 (previous best: 0.49, delta: +0.03)" in text
+    assert "- **Commit**: abc1234" in text and "[Run](https://run/4)" in text
+    failed = render_iteration(IterationView(5, "error", "x", notes="Traceback: boom"))
+    assert "- **Metric**: —" in failed and "Commit" not in failed and "Traceback: boom" in failed
+
+
+def test_pr_body_and_completion_text() -> None:
+    body = render_pull_request(PullRequestView(PROGRAM, "score", "higher", 0.9, 0.6, "vectorize", 5, 4, None))
+    assert "| Current metric | 0.9 |" in body and "| Initial metric | 0.6 |" in body
+    assert "| Latest accepted change | Iteration 5: vectorize |" in body and "| Program issue | #4 |" in body
+    done = render_completion(CompletionView(PROGRAM, "score", 0.97, 0.95, 8, 11))
+    assert done.startswith("🎉 **Target metric reached!**")
+    assert "`score` is 0.97 (target 0.95) at iteration 8" in done and "#11" in done
+
+
+def test_improvement_text() -> None:
+    assert improvement_text(None, 1.0, "higher") == "—"
+    assert improvement_text(0.5, 0.5, "higher") == "0 (unchanged)"
+    assert improvement_text(0.5, 0.4, "higher") == "-0.1 (-20.0%), worse"
+    assert improvement_text(0.0, 0.3, "higher") == "+0.3, better"
+
+
+# ---------------------------------------------------------------- titles and disclosure
+
+
+def test_pr_title_is_prefixed_once() -> None:
+    assert pr_title("speed", "Improve") == "[Autoloop: speed] Improve"
+    assert pr_title("speed", "[Autoloop: speed] Improve") == "[Autoloop: speed] Improve"
+
+
+def test_with_disclosure_appends_the_line_once() -> None:
+    assert with_disclosure("body\n\n") == f"body\n\n{DISCLOSURE}\n"
+    assert with_disclosure(with_disclosure("body")) == with_disclosure("body")

@@ -1,0 +1,200 @@
+"""Tests for lineage_store.py: ancestors and earlier results read from a trace (a dict stands in for the memory branch)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import pytest
+
+from tests import trace_samples as s
+from autoloop_py.loop import lineage_store, novelty
+from autoloop_py.state import trace
+from autoloop_py.errors import ProgramError
+from autoloop_py.loop.lineage_store import BranchFiles, TraceReader
+from autoloop_py.state.memory import MEMORY_BRANCH, MemoryStore
+from autoloop_py.program.model import Program, load_program
+from autoloop_py.state.trace import TraceRow
+
+
+class _Files:
+    """Memory-branch files in a dict, counting reads."""
+
+    def __init__(self, files: dict[str, str]) -> None:
+        self.files = files
+        self.reads: list[list[str]] = []
+
+    def read_many(self, paths: Sequence[str]) -> dict[str, str | None]:
+        self.reads.append(list(paths))
+        return {path: self.files.get(path) for path in paths}
+
+    def names(self, folder: str) -> list[str]:
+        inside = (p[len(folder) + 1:] for p in self.files if p.startswith(folder + "/"))
+        return sorted({name.split("/", 1)[0] for name in inside})
+
+
+def _reader(files: dict[str, str] | None = None) -> TraceReader:
+    return TraceReader(_Files(files if files is not None else s.memory_files()), s.PROGRAM, "value")
+
+
+def _with_row(files: dict[str, str], row: TraceRow, source: str) -> dict[str, str]:
+    return {**files, **trace.row_files(s.PROGRAM, row, source, {})}
+
+
+def test_the_lineage_walks_parents_nearest_first() -> None:
+    lineage = _reader().lineage("D")
+    assert [(a.id, a.iteration, a.status, a.metric, a.change) for a in lineage] == [
+        ("D", 3, "accepted", 4.0, "candidate D"), ("C", 2, "accepted", 3.0, "candidate C"),
+        ("B", 1, "accepted", 2.0, "candidate B"), ("A", 0, "accepted", 1.0, "candidate A"),
+    ]
+    assert lineage[1].source == s.C
+
+
+def test_the_lineage_is_bounded_and_stops_at_a_missing_program() -> None:
+    assert [a.id for a in _reader().lineage("D", depth=2)] == ["D", "C"]
+    assert [a.id for a in _reader().lineage("F")] == ["F", "E", "A"]
+    assert _reader().lineage("nobody") == ()
+    assert _reader().lineage(None) == ()
+    files = {p: t for p, t in s.memory_files().items() if not p.endswith(trace.sha256_text(s.B) + ".txt")}
+    assert [a.id for a in _reader(files).lineage("D")] == ["D", "C"]
+
+
+def test_reads_are_batched_and_cached() -> None:
+    files = _Files(s.memory_files())
+    reader = TraceReader(files, s.PROGRAM, "value")
+    reader.lineage("D")
+    reader.lineage("D")
+    reader.evaluated(s.D, reader.lineage("D"), recent=4)  # adds E and F: one more source (F's is A's)
+    # One row per ancestor (each names the next), their sources in one batch, then the newest rows not read yet.
+    assert [len(paths) for paths in files.reads] == [1, 1, 1, 1, 4, 2, 1]
+    read = [path for paths in files.reads for path in paths]
+    assert len(read) == len(set(read))
+
+
+def _long_trace(size: int) -> dict[str, str]:
+    files: dict[str, str] = {}
+    for number in range(size):
+        row = TraceRow(f"it{number}", number, f"it{number - 1}" if number else None, {"value": float(number)}, "rejected")
+        files.update(trace.row_files(s.PROGRAM, row, f"x = {number}\n", {}))
+    return files
+
+
+@pytest.mark.parametrize("size", [20, 400])
+def test_an_iteration_reads_the_same_files_whatever_the_trace_length(size: int) -> None:
+    files = _Files(_long_trace(size))
+    reader = TraceReader(files, s.PROGRAM, "value")
+    old = "x = 3\n"  # an exact repeat of an early row, found through the source index
+    results = reader.evaluated(old, reader.lineage(f"it{size - 1}"))
+    assert results[trace.sha256_text(old)].id == "it3"
+    read = [path for paths in files.reads for path in paths]
+    # 12 lineage rows and their sources, the newest rows (the lineage's), the exact match's row and source.
+    assert len(read) == 2 * lineage_store.LINEAGE_DEPTH + 2
+
+
+def test_a_trace_without_the_source_index_is_scanned_newest_first() -> None:
+    unindexed = {p: t for p, t in _long_trace(200).items() if "/sources/" not in p}
+    files = _Files(unindexed)
+    reader = TraceReader(files, s.PROGRAM, "value")
+    assert reader.evaluated("x = 150\n", (), recent=0)[trace.sha256_text("x = 150\n")].id == "it150"
+    rows_read = [path for paths in files.reads for path in paths if "/rows/" in path]
+    assert len(rows_read) == lineage_store.SCAN_CHUNK  # rows 136-199: the first chunk held it
+
+
+def test_unsafe_ids_are_found_by_their_file_name() -> None:
+    files = _with_row(s.memory_files(), TraceRow("run/7 x", 4, "D", {"value": 5.0}, "rejected"), s.D + "x = 1\n")
+    assert [a.id for a in _reader(files).lineage("run/7 x")][:2] == ["run/7 x", "D"]
+
+
+def test_evaluated_holds_the_lineage_the_newest_rows_and_an_exact_match() -> None:
+    reader = _reader()
+    lineage = reader.lineage("C")
+    results = reader.evaluated("print('new')\n", lineage, recent=1)
+    assert {r.id for r in results.values()} == {"C", "B", "A", "D"}
+    assert results[trace.sha256_text(s.C)].fingerprint == novelty.fingerprint(s.C)
+    old = reader.evaluated(s.E, lineage, recent=0)
+    assert old[trace.sha256_text(s.E)].id == "E"
+
+
+def test_failed_and_reused_results_are_not_offered() -> None:
+    reused = TraceRow("it9", 9, "D", {"value": 4.0}, "rejected",
+                      extra={"metadata": {"novelty": {"verdict": "duplicate", "evaluated": False, "of": "D"}}})
+    files = _with_row(s.memory_files(), reused, s.D + "# again\n")
+    reader = _reader(files)
+    results = reader.evaluated(s.F, (), recent=10)
+    assert "it9" not in {r.id for r in results.values()}
+    # F failed: its source (A's) is offered as A's, the scored program.
+    assert results[trace.sha256_text(s.F)].id == "A"
+
+
+def test_an_unreadable_row_is_ignored() -> None:
+    files = {**s.memory_files(), f"traces/{s.PROGRAM}/rows/000009-bad.json": "{not json"}
+    assert _reader(files).row("bad") is None
+
+
+def _program(tmp_path: Path, frontmatter: str, targets: tuple[str, ...] = ("a.py",)) -> Program:
+    folder = tmp_path / ".autoloop/programs/demo"
+    folder.mkdir(parents=True)
+    for target in targets:
+        (folder / target).write_text("x = 1\n")
+    listed = "\n".join(f"- `{t}`" for t in targets)
+    (folder / "program.md").write_text(
+        f"---\n{frontmatter}---\n\n# Demo\n\n## Goal\n\nGo.\n\n## Target\n\n{listed}\n\n## Evaluation\n\n"
+        "```bash\npython3 score.py\n```\n\nThe metric is `value`. Higher is better.\n"
+    )
+    return load_program(tmp_path, Path(".autoloop/programs/demo/program.md"))
+
+
+def test_the_filter_is_on_by_default_and_switchable(git_repo: Path) -> None:
+    program = _program(git_repo, "seed: 1\n")
+    assert (program.config.novelty_filter, program.config.novelty_threshold) == (True, 0.8)
+    assert lineage_store.reader_for(git_repo, MEMORY_BRANCH, program) is not None
+    off = _program(git_repo / "off", "novelty_filter: false\nnovelty-threshold: 0.5\n")
+    assert (off.config.novelty_filter, off.config.novelty_threshold) == (False, 0.5)
+    assert lineage_store.reader_for(git_repo, MEMORY_BRANCH, off) is None
+
+
+def test_branch_files_read_many_files_at_once(git_repo: Path) -> None:
+    memory = MemoryStore(git_repo)
+    memory.commit({**s.memory_files(), "odd name.txt": "a b\n", "latin1.txt": "é".encode("latin-1")}, "trace")
+    files = BranchFiles(git_repo, MEMORY_BRANCH)
+    memory.commit({"later.txt": "after\n"}, "later")
+    rows = [f"traces/{s.PROGRAM}/rows/{name}" for name in files.names(f"traces/{s.PROGRAM}/rows")]
+    assert len(rows) == len(s.PROGRAMS)
+    texts = files.read_many([*rows, "odd name.txt", "absent.txt", "latin1.txt", "traces", "later.txt"])
+    assert [texts[p] for p in rows] == [s.memory_files()[p] for p in rows]
+    assert (texts["odd name.txt"], texts["absent.txt"], texts["latin1.txt"], texts["traces"]) == ("a b\n", None, None, None)
+    assert texts["later.txt"] is None  # the tip is the one the reader started from
+    assert BranchFiles(git_repo, "no-such-branch").read_many(["x"]) == {"x": None}
+    assert TraceReader(files, s.PROGRAM).lineage("D")[0].source == s.D
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [("novelty_filter: maybe\n", "must be true or false, got 'maybe'"),
+     ("novelty_threshold: 1.5\n", "must be a share above 0 and at most 1 (e.g. 0.8), got 1.5")],
+)
+def test_bad_novelty_settings_name_the_key(tmp_path: Path, line: str, message: str) -> None:
+    with pytest.raises(ProgramError, match=r"frontmatter `novelty_\w+`: " + message.replace("(", r"\(").replace(")", r"\)")):
+        _program(tmp_path, line)
+
+
+def test_screen_judges_single_file_candidates_only(tmp_path: Path) -> None:
+    program = _program(tmp_path, "seed: 1\n")
+    reader = _reader()
+    verdict = lineage_store.screen(reader, program, "a.py", {"a.py": s.C}, {"a.py": s.A}, "C", 4.0)
+    assert verdict is not None and (verdict.kind, verdict.of) == (novelty.DUPLICATE, "A")
+    assert lineage_store.screen(reader, program, "a.py", {"a.py": s.C, "b.py": ""}, {"a.py": s.A}, "C", 4.0) is None
+    assert lineage_store.screen(reader, program, "a.py", {"a.py": s.C}, {"a.py": s.C + "y = 2\n"}, "C", 4.0) is None
+
+
+def test_screen_evaluates_a_duplicate_whose_result_would_now_be_accepted(tmp_path: Path) -> None:
+    program = _program(tmp_path, "seed: 1\n")
+    assert lineage_store.screen(_reader(), program, "a.py", {"a.py": s.C}, {"a.py": s.A}, "C", 0.5) is None
+
+
+def test_screen_reports_a_recycled_candidate(tmp_path: Path) -> None:
+    program = _program(tmp_path, "novelty_threshold: 0.7\n")
+    candidate = s.A.replace("import math", "import cmath")
+    verdict = lineage_store.screen(_reader(), program, "a.py", {"a.py": s.C}, {"a.py": candidate}, "C", 4.0)
+    assert verdict is not None and (verdict.kind, verdict.added, verdict.recycled) == (novelty.RECYCLED, 4, 3)
+    assert verdict.note() == "not evaluated: 75% of its added lines (3 of 4) re-add lines deleted in iteration 1"

@@ -1,0 +1,60 @@
+"""Tests for lock.py: one run of a program at a time per repository."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from autoloop_py.errors import AutoloopError
+from autoloop_py.loop.lock import program_lock
+
+
+def test_second_holder_waits_for_the_first(git_repo: Path) -> None:
+    events: list[str] = []
+
+    def second() -> None:
+        with program_lock(git_repo, "demo", wait=5, poll=0.01):
+            events.append("second in")
+
+    with program_lock(git_repo, "demo") as path:
+        thread = threading.Thread(target=second)
+        thread.start()
+        time.sleep(0.2)
+        events.append("first out")
+        assert path.name == "demo.lock" and ".git" in path.parts
+    thread.join(5)
+    assert events == ["first out", "second in"]
+
+
+def test_gives_up_with_a_clear_error(git_repo: Path) -> None:
+    with program_lock(git_repo, "demo"):
+        with pytest.raises(AutoloopError, match="another autoloop run of 'demo' holds .* for more than 0.1 s"):
+            with program_lock(git_repo, "demo", wait=0.1, poll=0.02):
+                pass
+
+
+def test_other_programs_do_not_wait(git_repo: Path) -> None:
+    with program_lock(git_repo, "one"):
+        with program_lock(git_repo, "two", wait=0):
+            pass
+
+
+def test_a_program_named_worktrees_does_not_wait_for_itself(git_repo: Path) -> None:
+    # Its program lock was the worktree lock itself: `git worktree add` under it waited forever.
+    from autoloop_py.git.command import open_repo
+    from autoloop_py.loop.workspace import worktree_admin
+
+    entered = threading.Event()
+
+    def admin() -> None:
+        with worktree_admin(open_repo(git_repo)):
+            entered.set()
+
+    with program_lock(git_repo, "worktrees", wait=0):
+        thread = threading.Thread(target=admin, daemon=True)
+        thread.start()
+        thread.join(30)  # a guard against hanging the suite, not a timing assertion
+        assert entered.is_set()
