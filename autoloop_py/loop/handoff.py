@@ -22,7 +22,8 @@ from autoloop_py.git.command import call, changed_paths, open_repo
 from autoloop_py.loop.iteration import iteration_rng, measure_baseline
 from autoloop_py.loop.lock import program_lock
 from autoloop_py.state.memory_folder import Memory, open_memory
-from autoloop_py.program.model import Program, target_files
+from autoloop_py.program.model import Program
+from autoloop_py.program.target import target_files
 from autoloop_py.strategies.prompt import prompt_context, render_iteration_prompt
 from autoloop_py.loop.recording import load_state, record_iteration, rejection_note, state_path
 from autoloop_py.render import render
@@ -167,7 +168,7 @@ def _record_locked(
 
 
 def _rebase(
-    root: Path, program: Program, runner: strategy.StrategyRunner, memory: MemoryStore
+    root: Path, program: Program, runner: strategy.StrategyRunner, memory: Memory
 ) -> Callable[[pop.Population], pop.Population]:
     """Returns the step that brings Population code up to date with the checkout, as the runner does with its base."""
     return stale_parents.rebaser(root, program.name, runner.primary, stale_parents.default_tip(root), memory.read)

@@ -24,7 +24,8 @@ from autoloop_py.loop.lock import program_lock
 from autoloop_py.git.objects import GitSession
 from autoloop_py.state.memory import MemoryStore, pack_if_due
 from autoloop_py.loop.outcome import Outcome, write_outcome
-from autoloop_py.program.model import Program, require_on_base, target_files
+from autoloop_py.program.model import Program, require_on_base
+from autoloop_py.program.target import target_files
 from autoloop_py.loop.publishing import branch_tree, keep_candidate, settle_kept
 from autoloop_py.strategies.prompt import RECENTLY_DELETED, prompt_context, render_iteration_prompt, with_data_section
 from autoloop_py.proposers import get_proposer, llm

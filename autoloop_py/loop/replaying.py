@@ -17,7 +17,8 @@ from autoloop_py.sandbox import candidate_dir
 from autoloop_py.errors import AutoloopError
 from autoloop_py.loop.evaluate import evaluate
 from autoloop_py.git.command import call, open_repo, rev_parse, run
-from autoloop_py.program.model import Program, target_files
+from autoloop_py.program.model import Program
+from autoloop_py.program.target import target_files
 from autoloop_py.proposers import llm
 from autoloop_py.program.regions import primary_target
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from autoloop_py.errors import ProgramError
-from autoloop_py.program.model import Program, target_files
+from autoloop_py.program.model import Program
+from autoloop_py.program.target import target_files
 
 EVOLVE_START = "EVOLVE-BLOCK-START"
 EVOLVE_END = "EVOLVE-BLOCK-END"

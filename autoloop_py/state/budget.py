@@ -14,7 +14,7 @@ from typing import Sequence
 
 from autoloop_py.state.history import IterationRecord
 from autoloop_py.state.machine import MachineState, Spend, with_spend
-from autoloop_py.program.model import ProgramConfig
+from autoloop_py.program.frontmatter import ProgramConfig
 from autoloop_py.state.parts import format_number
 
 DAILY_PREFIX = "daily budget reached on "

@@ -30,7 +30,6 @@ from autoloop_py.git.command import (
     fetch_branches,
     is_ancestor,
     push_branch,
-    rev_parse,
     run,
     tracking_tip,
     tree_paths,

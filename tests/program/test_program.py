@@ -7,14 +7,8 @@ from pathlib import Path
 import pytest
 
 from autoloop_py.errors import ProgramError
-from autoloop_py.program.model import (
-    check_all,
-    discover,
-    glob_match,
-    load_program,
-    load_programs,
-    target_files,
-)
+from autoloop_py.program.model import check_all, discover, load_program, load_programs
+from autoloop_py.program.target import glob_match, target_files
 
 PROGRAM = """\
 ---

@@ -9,7 +9,7 @@ from autoloop_py.state import budget
 from autoloop_py.state import file as statefile
 from autoloop_py.state.history import IterationRecord
 from autoloop_py.state.machine import MachineState, Spend, with_spend
-from autoloop_py.program.model import ProgramConfig
+from autoloop_py.program.frontmatter import ProgramConfig
 
 NOON = datetime(2026, 5, 6, 12, tzinfo=timezone.utc)
 
@@ -58,7 +58,7 @@ def test_spent_rows_read_back_and_appear_only_once_something_was_spent() -> None
 
 
 def test_frontmatter_budgets_are_read() -> None:
-    from autoloop_py.program.model import _coerce, _KEYS
+    from autoloop_py.program.frontmatter import _KEYS, _coerce
 
     assert _KEYS["budget-usd-per-day"] == "budget_usd_per_day" and _KEYS["budget_tokens"] == "budget_tokens"
     assert _coerce("budget_usd", "5") == 5.0

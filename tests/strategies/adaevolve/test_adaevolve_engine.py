@@ -13,7 +13,9 @@ import pytest
 from autoloop_py.state import population as pop
 from autoloop_py.state import file as statefile
 from autoloop_py.errors import StateError
-from autoloop_py.program.model import Evaluation, Program, ProgramConfig, Target
+from autoloop_py.program.model import Evaluation, Program
+from autoloop_py.program.frontmatter import ProgramConfig
+from autoloop_py.program.target import Target
 from autoloop_py.strategies.adaevolve import strategy as adaevolve
 from autoloop_py.strategies.adaevolve.archive import archive_status
 from autoloop_py.strategies.adaevolve.config import AdaEvolveConfig

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from autoloop_py.program.model import Evaluation, Program, ProgramConfig, Target
+from autoloop_py.program.model import Evaluation, Program
+from autoloop_py.program.frontmatter import ProgramConfig
+from autoloop_py.program.target import Target
 from autoloop_py.strategies.prompt import Steering
 from autoloop_py.strategies.adaevolve.strategy import AdaEvolveDecision, decide
 from autoloop_py.strategies.adaevolve.config import AdaEvolveConfig

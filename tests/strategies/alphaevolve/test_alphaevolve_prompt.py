@@ -7,7 +7,9 @@ from pathlib import Path
 
 from autoloop_py.program.edits import parse_reply
 from autoloop_py.state.population import Candidate
-from autoloop_py.program.model import Evaluation, Program, ProgramConfig, Target
+from autoloop_py.program.model import Evaluation, Program
+from autoloop_py.program.frontmatter import ProgramConfig
+from autoloop_py.program.target import Target
 from autoloop_py.strategies.prompt import Steering
 from autoloop_py.strategies.alphaevolve.strategy import REVISIT_NOTE
 from autoloop_py.strategies.alphaevolve.config import AlphaEvolveConfig

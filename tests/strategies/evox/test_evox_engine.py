@@ -12,7 +12,9 @@ import pytest
 from autoloop_py.state import population as pop
 from autoloop_py.state import file as statefile
 from autoloop_py.program.playbook import Playbook
-from autoloop_py.program.model import Evaluation, Program, ProgramConfig, Target
+from autoloop_py.program.model import Evaluation, Program
+from autoloop_py.program.frontmatter import ProgramConfig
+from autoloop_py.program.target import Target
 from autoloop_py.strategies.evox import strategy as evox, sandbox as evox_sandbox
 from autoloop_py.strategies.base import StrategyContext
 from autoloop_py.strategies.evox.strategy import EvoXState

@@ -10,7 +10,9 @@ from typing import Any, Mapping
 
 from autoloop_py.state import population as pop
 from autoloop_py.state import file as statefile
-from autoloop_py.program.model import Evaluation, Program, ProgramConfig, Target
+from autoloop_py.program.model import Evaluation, Program
+from autoloop_py.program.frontmatter import ProgramConfig
+from autoloop_py.program.target import Target
 from autoloop_py.strategies.base import StrategyContext
 from autoloop_py.strategies.funsearch.config import FunSearchConfig
 from autoloop_py.strategies.funsearch.engine import FunSearchEngine, FunSearchStep, code_hash
