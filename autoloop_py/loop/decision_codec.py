@@ -101,4 +101,5 @@ def _dataclass(name: Any, fields: dict[str, Any], depth: int) -> Any:
 
 
 def _allowed(module: str) -> bool:
-    return module in ALLOWED_MODULES or (module.startswith(ALLOWED_MODULES[-1]) and module.count(".") == 2)
+    """A population module, or a module of the strategies package or of one strategy's package."""
+    return module in ALLOWED_MODULES or (module.startswith(ALLOWED_MODULES[-1]) and module.count(".") in (2, 3))
