@@ -56,17 +56,6 @@ def _node(trace: Trace, row: TraceRow) -> RunNode:
     )
 
 
-def best_so_far(nodes: Sequence[RunNode], direction: str) -> list[float | None]:
-    """Returns, per node in order, the best valid metric seen up to and including it."""
-    best: float | None = None
-    out: list[float | None] = []
-    for node in nodes:
-        if node.metric is not None and (best is None or oriented(node.metric, direction) > oriented(best, direction)):
-            best = node.metric
-        out.append(best)
-    return out
-
-
 def best_node(nodes: Sequence[RunNode], direction: str) -> RunNode | None:
     """Returns the first node that holds the best valid metric (None when nothing scored)."""
     scored = [node for node in nodes if node.metric is not None]

@@ -14,7 +14,7 @@ import threading
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Sequence
+from typing import IO
 
 import git
 
@@ -64,10 +64,6 @@ class ObjectReader:
                     if attempt:
                         raise GitError(f"`git cat-file --batch` stopped ({err}); run `git fsck`", path=where(self._repo)) from err
         return None
-
-    def get_many(self, specs: Sequence[str]) -> list[GitObject | None]:
-        """Returns the objects `specs` name, in order."""
-        return [self.get(spec) for spec in specs]
 
     def text(self, spec: str) -> str | None:
         """Returns a blob's text (None when spec names no blob or the blob is not UTF-8)."""

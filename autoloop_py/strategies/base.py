@@ -1,8 +1,7 @@
-"""The Strategy contract: decide what an iteration does; the runner does the rest."""
+"""What every strategy shares: the context it decides from, its decision, and the draws it makes."""
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass, field
 from typing import Mapping, Protocol
 
@@ -74,13 +73,3 @@ class DrawRecorder:
         value = self.source.random()
         self.draws.append(value)
         return value
-
-
-class Strategy(Protocol):
-    """A strategy decides each iteration deterministically from the state and a seeded RNG."""
-
-    name: str
-
-    def decide(self, context: StrategyContext, rng: random.Random) -> Decision:
-        """Returns the decision for this iteration."""
-        ...

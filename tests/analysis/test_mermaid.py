@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from autoloop_py.analysis.mermaid import charts_markdown, lineage_chart, metric_chart, metric_points
-from autoloop_py.analysis.run_view import RunNode, best_lineage, best_so_far, run_nodes
+from autoloop_py.analysis.run_view import RunNode, best_lineage, run_nodes
 from autoloop_py.state.trace import load_trace
 from tests.browser import mermaid_errors, mermaid_js
 from tests.mermaid_grammar import check, mermaid_blocks
@@ -40,7 +40,6 @@ def test_the_sample_run_charts_the_metric_and_the_lineage_of_its_best(tmp_path: 
 def test_lower_is_better_keeps_the_lowest_as_the_best_so_far() -> None:
     nodes = [RunNode("a", None, 0, 5.0, "accepted"), RunNode("b", "a", 1, 7.0, "rejected"),
              RunNode("c", "a", 2, 3.0, "accepted")]
-    assert best_so_far(nodes, "lower") == [5.0, 5.0, 3.0]
     assert [n.id for n in best_lineage(nodes, "lower")] == ["a", "c"]
     assert "line [5, 5, 3]" in metric_chart(nodes, "lower", "loss")
 

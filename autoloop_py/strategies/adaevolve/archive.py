@@ -104,15 +104,6 @@ def archive_status(candidate: Candidate) -> str | None:
     return None
 
 
-def candidate_mode(candidate: Candidate) -> str | None:
-    """Returns the mode the candidate's Island bullet records (None without one)."""
-    for label, value in candidate.extra:
-        found = _BULLET_RE.match(value.strip()) if label == _ISLAND_BULLET else None
-        if found:
-            return found.group(2).lower()
-    return None
-
-
 def is_copy(candidate: Candidate) -> bool:
     """Returns whether the candidate is a migrant, seed or spawn copy of another program."""
     return any(label in (_MIGRATED, _COPIED) for label, _ in candidate.extra)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import keyword
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, Mapping
 
 from autoloop_py.errors import ProgramError
@@ -98,8 +97,3 @@ def parse_funsearch_config(
             playbook.path,
         )
     return replace(FunSearchConfig(function_to_evolve=values.pop("function_to_evolve")), direction=direction, **values)
-
-
-def skeleton_path(playbook: Playbook) -> Path:
-    """Returns the repo-relative specification file the prompt opens with (strategy/prompts/skeleton.md)."""
-    return playbook.path.parent / "prompts" / SKELETON_FILE

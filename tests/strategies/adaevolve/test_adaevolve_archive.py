@@ -17,7 +17,6 @@ from autoloop_py.strategies.adaevolve.archive import (
     archive_of,
     archive_status,
     balanced_pool_size,
-    candidate_mode,
     code_distance,
     context_split,
     elite_scores,
@@ -203,7 +202,7 @@ def test_bullets_read_back_and_copies_say_where_they_came_from() -> None:
     assert bullets == (("Island", "2 · **Mode**: migration · **Archive**: admitted"),
                        ("Migrated from", "island 0 (#12)"))
     copy = Candidate(id=13, island=2, fitness=1.0, gen=3, operator="migration", extra=bullets)
-    assert (archive_status(copy), candidate_mode(copy), is_copy(copy)) == ("admitted", "migration", True)
+    assert (archive_status(copy), is_copy(copy)) == ("admitted", True)
     assert with_archive_status(copy, "evicted@4").extra[0][1].endswith("**Archive**: evicted@4")
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from autoloop_py.errors import ProgramError
 from autoloop_py.program.playbook import Playbook, customize_markers, resolve_markers
-from autoloop_py.strategies.funsearch.config import FunSearchConfig, parse_funsearch_config, skeleton_path
+from autoloop_py.strategies.funsearch.config import FunSearchConfig, parse_funsearch_config
 
 REPO = Path(__file__).resolve().parents[3]
 TEMPLATE = REPO / ".autoloop/strategies/funsearch"
@@ -138,10 +138,6 @@ def test_bad_overrides_name_config_yaml(overrides: dict[str, object], message: s
 def test_the_direction_must_be_known() -> None:
     with pytest.raises(ValueError, match="'higher' or 'lower'"):
         parse_funsearch_config(playbook(), {}, direction="up")
-
-
-def test_the_specification_sits_beside_the_playbook() -> None:
-    assert skeleton_path(playbook()) == DIR / "strategy/prompts/skeleton.md"
 
 
 def test_deepmind_switches_in_the_settings_table_give_the_reference_sampling() -> None:
