@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from typing import Any, Mapping, Protocol, Sequence
 
 from autoloop_py.state import population as pop
 from autoloop_py.state import file as statefile
 from autoloop_py.program.model import Program
 from autoloop_py.strategies.base import StrategyContext
+from autoloop_py.strategies.prompt import Steering
 
 
 class DecisionLike(Protocol):
@@ -25,6 +27,27 @@ class DecisionLike(Protocol):
 
     @property
     def island(self) -> int | None: ...
+
+
+@dataclass(frozen=True)
+class PromptInputs:
+    """What a strategy's prompt is rendered from, besides its decision.
+
+    Attributes:
+      program: the program.
+      files: the Target files as the candidate will start from them (the parent's code in place).
+      framing: the text of the playbook's prompts/ file the decision asked for ('' for none).
+      best: the current best metric, or None before the baseline.
+      steering: the maintainers' Priorities and directives, shown as data.
+      population: the state file's Population.
+    """
+
+    program: Program
+    files: Mapping[str, str]
+    framing: str
+    best: float | None
+    steering: Steering
+    population: pop.Population
 
 
 class Engine(Protocol):
@@ -70,17 +93,7 @@ class Engine(Protocol):
         """Returns the file under the playbook's prompts/ folder this decision's prompt needs ('' for none)."""
         ...
 
-    def prompt(
-        self,
-        decision: Any,
-        *,
-        program: Program,
-        files: Mapping[str, str],
-        framing: str,
-        state: statefile.StateFile,
-        best: float | None,
-        directives: tuple[str, ...],
-    ) -> str:
+    def prompt(self, decision: Any, inputs: PromptInputs) -> str:
         """Returns the rendered prompt."""
         ...
 

@@ -19,7 +19,8 @@ from autoloop_py.program.model import Program
 from autoloop_py.state.population import population_of
 from autoloop_py.strategies import registry
 from autoloop_py.strategies.base import StrategyContext
-from autoloop_py.strategies.engine import DecisionLike, Engine
+from autoloop_py.strategies.engine import DecisionLike, Engine, PromptInputs
+from autoloop_py.strategies.prompt import steering_of
 
 log = logging.getLogger(__name__)
 
@@ -182,9 +183,8 @@ def render_prompt(
     name = runner.engine.framing_file(decision)
     framing_path = root / runner.playbook.path.parent / "prompts" / name if name else None
     framing = framing_path.read_text(encoding="utf-8") if framing_path and framing_path.is_file() else ""
-    return runner.engine.prompt(
-        decision, program=program, files=files, framing=framing, state=state, best=best, directives=directives
-    )
+    inputs = PromptInputs(program, files, framing, best, steering_of(state, directives), population_of(state))
+    return runner.engine.prompt(decision, inputs)
 
 
 def candidate_for(

@@ -18,14 +18,13 @@ from autoloop_py.state import population as pop
 from autoloop_py.state import file as statefile
 from autoloop_py.program.playbook import Playbook, load_config_yaml
 from autoloop_py.program.model import Program
-from autoloop_py.strategies.prompt import steering_of
 from autoloop_py.strategies.adaevolve import strategy as adaevolve, prompt as adaevolve_prompt
 from autoloop_py.strategies.adaevolve.archive import archive_of, ranked
 from autoloop_py.strategies.adaevolve.config import AdaEvolveConfig, parse_adaevolve_config
 from autoloop_py.strategies.adaevolve.paradigms import GuideReplyError
 from autoloop_py.strategies.adaevolve.state import AdaEvolveState, Paradigm
 from autoloop_py.strategies.base import StrategyContext
-from autoloop_py.strategies.engine import entry_for
+from autoloop_py.strategies.engine import PromptInputs, entry_for
 
 log = logging.getLogger(__name__)
 
@@ -140,21 +139,11 @@ class AdaEvolveEngine:
         """Returns prompts/solution.md, the framing of every solution prompt."""
         return SOLUTION_FRAMING
 
-    def prompt(
-        self,
-        decision: EngineDecision,
-        *,
-        program: Program,
-        files: Mapping[str, str],
-        framing: str,
-        state: statefile.StateFile,
-        best: float | None,
-        directives: tuple[str, ...],
-    ) -> str:
+    def prompt(self, decision: EngineDecision, inputs: PromptInputs) -> str:
         """Returns the AdaEvolve solution prompt."""
         return adaevolve_prompt.render_prompt(
-            decision.inner, self.config, program=program, files=files, framing=framing, best_metric=best,
-            steering=steering_of(state, directives),
+            decision.inner, self.config, program=inputs.program, files=inputs.files, framing=inputs.framing,
+            best_metric=inputs.best, steering=inputs.steering,
         )
 
     def candidate(

@@ -13,11 +13,10 @@ from pathlib import Path
 
 from autoloop_py.program.model import Program
 from autoloop_py.program.playbook import Playbook, load_config_yaml
-from autoloop_py.strategies.prompt import steering_of
 from autoloop_py.strategies.alphaevolve import strategy as alphaevolve, prompt as alphaevolve_prompt
 from autoloop_py.strategies.alphaevolve.config import AlphaEvolveConfig, parse_alphaevolve_config
 from autoloop_py.strategies.base import Decision, StrategyContext
-from autoloop_py.strategies.engine import entry_for
+from autoloop_py.strategies.engine import PromptInputs, entry_for
 
 log = logging.getLogger(__name__)
 
@@ -43,27 +42,17 @@ class AlphaEvolveEngine:
         """Returns mutation.md or crossover.md."""
         return alphaevolve_prompt.framing_file(decision.operator)
 
-    def prompt(
-        self,
-        decision: Decision,
-        *,
-        program: Program,
-        files: Mapping[str, str],
-        framing: str,
-        state: statefile.StateFile,
-        best: float | None,
-        directives: tuple[str, ...],
-    ) -> str:
+    def prompt(self, decision: Decision, inputs: PromptInputs) -> str:
         """Returns the AlphaEvolve prompt."""
         return alphaevolve_prompt.render_prompt(
             decision,
             self.config,
-            program=program,
-            files=files,
-            framing=framing,
-            best_metric=best,
-            direction=program.direction,
-            steering=steering_of(state, directives),
+            program=inputs.program,
+            files=inputs.files,
+            framing=inputs.framing,
+            best_metric=inputs.best,
+            direction=inputs.program.direction,
+            steering=inputs.steering,
         )
 
     def candidate(

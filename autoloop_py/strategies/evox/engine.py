@@ -19,10 +19,9 @@ from autoloop_py.state import population as pop
 from autoloop_py.state import file as statefile
 from autoloop_py.program.playbook import Playbook, load_config_yaml
 from autoloop_py.program.model import Program
-from autoloop_py.strategies.prompt import steering_of
 from autoloop_py.strategies.evox import strategy as evox, fold as evox_fold, sandbox as evox_sandbox
 from autoloop_py.strategies.base import StrategyContext
-from autoloop_py.strategies.engine import entry_for
+from autoloop_py.strategies.engine import PromptInputs, entry_for
 from autoloop_py.strategies.evox.strategy import EditCheck, EvoXDecision, EvoXRefresh, EvoXState, LabelTexts, MetaOutcome
 from autoloop_py.strategies.evox.config import EvoXConfig, parse_evox_config
 from autoloop_py.strategies.evox.markdown import parse_state_block, render_state_block
@@ -179,23 +178,11 @@ class EvoXEngine:
         """Returns prompts/solution.md, the framing of every solution prompt."""
         return SOLUTION_FRAMING
 
-    def prompt(
-        self,
-        decision: EvoXDecision,
-        *,
-        program: Program,
-        files: Mapping[str, str],
-        framing: str,
-        state: statefile.StateFile,
-        best: float | None,
-        directives: tuple[str, ...],
-    ) -> str:
+    def prompt(self, decision: EvoXDecision, inputs: PromptInputs) -> str:
         """Returns the EvoX solution prompt."""
-        from autoloop_py.state.population import population_of
-
         return render_prompt(
-            decision, self.config, program=program, population=population_of(state).candidates, files=files,
-            framing=framing, best_metric=best, steering=steering_of(state, directives),
+            decision, self.config, program=inputs.program, population=inputs.population.candidates,
+            files=inputs.files, framing=inputs.framing, best_metric=inputs.best, steering=inputs.steering,
         )
 
     def candidate(

@@ -21,12 +21,12 @@ from autoloop_py.state import population as pop
 from autoloop_py.state import file as statefile
 from autoloop_py.program.playbook import Playbook, load_config_yaml
 from autoloop_py.program.model import Program
-from autoloop_py.strategies.prompt import steering_blocks, steering_of
+from autoloop_py.strategies.prompt import steering_blocks
 from autoloop_py.render import render
 from autoloop_py.strategies.funsearch import strategy as fs
 from autoloop_py.strategies.funsearch import prompt as funsearch_prompt
 from autoloop_py.strategies.base import StrategyContext
-from autoloop_py.strategies.engine import entry_for
+from autoloop_py.strategies.engine import PromptInputs, entry_for
 from autoloop_py.strategies.funsearch.config import SKELETON_FILE, FunSearchConfig, parse_funsearch_config
 from autoloop_py.strategies.funsearch.islands import evictions, without_members
 from autoloop_py.strategies.funsearch.state import FunSearchState
@@ -115,28 +115,18 @@ class FunSearchEngine:
         """Returns the specification every prompt opens with."""
         return SKELETON_FILE
 
-    def prompt(
-        self,
-        decision: FunSearchStep,
-        *,
-        program: Program,
-        files: Mapping[str, str],
-        framing: str,
-        state: statefile.StateFile,
-        best: float | None,
-        directives: tuple[str, ...],
-    ) -> str:
+    def prompt(self, decision: FunSearchStep, inputs: PromptInputs) -> str:
         """Returns the versioned prompt, asking for the Target's evolved block back in the standard reply format."""
-        current = files.get(self.primary, "")
+        current = inputs.files.get(self.primary, "")
         # The seed has no versions yet: it is prompted with the Target's own function as v0.
         inner = dataclasses.replace(decision.inner, mode=fs.SAMPLE)
         text = funsearch_prompt.render_prompt(
-            inner, self.config, program=program, specification=framing, current=current
+            inner, self.config, program=inputs.program, specification=inputs.framing, current=current
         )
         versions = len(inner.picks) or 1
         body = text.split(_REPLY_HEADING, 1)[0].rstrip("\n")
         # The versions stay the prompt's body; the maintainers' steering sits before the reply format.
-        data = steering_blocks(steering_of(state, directives))
+        data = steering_blocks(inputs.steering)
         reply = render(
             "funsearch_reply.md.j2",
             function=self.config.function_to_evolve,

@@ -19,7 +19,9 @@ from autoloop_py.strategies.evox import strategy as evox, sandbox as evox_sandbo
 from autoloop_py.strategies.base import StrategyContext
 from autoloop_py.strategies.evox.strategy import EvoXState
 from autoloop_py.strategies.evox.config import EvoXConfig, parse_evox_config
+from autoloop_py.strategies.engine import PromptInputs
 from autoloop_py.strategies.evox.engine import EvoXEngine
+from autoloop_py.strategies.prompt import Steering
 from autoloop_py.strategies.evox.markdown import render_state_block
 from autoloop_py.strategies.evox.prompt import label_texts, parse_labels_reply
 
@@ -102,6 +104,10 @@ def _stagnant() -> EvoXState:
                    labels="generated")
 
 
+def _inputs(engine: EvoXEngine, files: dict[str, str], best: float | None, population: pop.Population) -> PromptInputs:
+    return PromptInputs(engine.program, files, "", best, Steering(), population)
+
+
 def test_the_playbook_table_and_config_yaml_set_the_config(tmp_path: Path) -> None:
     text = ("| Setting | Value | What |\n|---|---|---|\n"
             "| `max_iterations` | 40 | x |\n| `switch_interval` | none | y |\n")
@@ -139,8 +145,7 @@ def test_a_retry_keeps_the_choice_and_costs_window_steps(tmp_path: Path) -> None
     assert second is not None and second.attempt == 2 and second.parent == first.parent
     third = engine.retry(second, "evaluation failed: boom again")
     assert third is not None and engine.retry(third, "x") is None
-    prompt = engine.prompt(third, program=engine.program, files={"code/search.py": "x = 1\n"}, framing="",
-                           state=statefile.new_state("fm", "g", "score", "higher", None), best=None, directives=())
+    prompt = engine.prompt(third, _inputs(engine, {"code/search.py": "x = 1\n"}, None, population))
     assert "boom again" in prompt and "The previous attempt failed" in prompt
     after = engine.state_of(engine.advance(population, third, iteration=7))
     assert after.window_bests == (0.3, 0.3, 0.3) and after.stagnant_count == 0
@@ -150,14 +155,11 @@ def test_an_empty_label_asks_for_a_targeted_improvement(tmp_path: Path) -> None:
     engine = _engine(tmp_path)
     population = _population(3)
     decision = engine.decide(population, _context(population), random.Random(1))
-    state = statefile.new_state("fm", "g", "score", "higher", None)
     files = {"code/search.py": "x = 1\n"}
-    free = engine.prompt(replace(decision, label=""), program=engine.program, files=files, framing="", state=state,
-                         best=0.3, directives=())
+    free = engine.prompt(replace(decision, label=""), _inputs(engine, files, 0.3, population))
     assert "## IMPORTANT" not in free.replace("headed `## IMPORTANT`", "")
     assert "otherwise make a targeted improvement of the program" in free
-    refine = engine.prompt(replace(decision, label="refine"), program=engine.program, files=files, framing="",
-                           state=state, best=0.3, directives=())
+    refine = engine.prompt(replace(decision, label="refine"), _inputs(engine, files, 0.3, population))
     assert decision.state.refine_label in refine and "## IMPORTANT: refine the parent" in refine
 
 

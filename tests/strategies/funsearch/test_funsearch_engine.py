@@ -15,7 +15,9 @@ from autoloop_py.program.frontmatter import ProgramConfig
 from autoloop_py.program.target import Target
 from autoloop_py.strategies.base import StrategyContext
 from autoloop_py.strategies.funsearch.config import FunSearchConfig
+from autoloop_py.strategies.engine import PromptInputs
 from autoloop_py.strategies.funsearch.engine import FunSearchEngine, FunSearchStep, code_hash
+from autoloop_py.strategies.prompt import steering_of
 from autoloop_py.program.regions import place_code
 
 PRIMARY = "code/search.py"
@@ -141,10 +143,8 @@ def test_the_prompt_shows_versions_and_asks_for_the_target_in_the_standard_forma
     step = e.with_parents(decide(e, population), tuple(decide(e, population).parents))
     files = {PRIMARY: place_code(TARGET, step.parents[0].code or "")}
     state = statefile.new_state("toy", "goal", "score", "higher", None)
-    text = e.prompt(
-        step, program=program(), files=files, framing="## Problem\n\nSpec.\n", state=state, best=0.5,
-        directives=("try a larger scale",),
-    )
+    steering = steering_of(state, ("try a larger scale",))
+    text = e.prompt(step, PromptInputs(program(), files, "## Problem\n\nSpec.\n", 0.5, steering, population))
     assert "def solve_v0(x):" in text and 'def solve_v1(x):\n    """Improved version of `solve_v0`."""' in text
     assert text.count("## How to reply") == 1 and "Spec." in text
     assert f"Write the path `{PRIMARY}` on its own line" in text and "SUMMARY:" in text
@@ -155,7 +155,8 @@ def test_the_seed_prompt_shows_the_targets_function() -> None:
     e = engine()
     step = decide(e, pop.empty_population())
     state = statefile.new_state("toy", "goal", "score", "higher", None)
-    text = e.prompt(step, program=program(), files={PRIMARY: TARGET}, framing="", state=state, best=None, directives=())
+    inputs = PromptInputs(program(), {PRIMARY: TARGET}, "", None, steering_of(state, ()), pop.empty_population())
+    text = e.prompt(step, inputs)
     assert "the function as it is in the Target now" in text and "def solve_v0(x):" in text
     assert "Steering from people" not in text
 
