@@ -12,7 +12,7 @@ import os
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar
 
 if TYPE_CHECKING:  # PyGithub and requests are imported when a command talks to GitHub, not at every CLI start
     import github
@@ -37,7 +37,8 @@ from autoloop_py.github.render import (
     render_status,
     with_disclosure,
 )
-from autoloop_py.state.parts import one_line, trim, utc
+from autoloop_py.github.checks import CheckSummary, Status, reduce_checks, run_as_check
+from autoloop_py.state.parts import utc
 
 __all__ = [
     # the edge (this module)
@@ -45,25 +46,16 @@ __all__ = [
     "COMPLETED_LABEL",
     "DEFAULT_API_URL",
     "DEFAULT_SERVER_URL",
-    "ERROR_LINE_LIMIT",
-    "FAILED_CONCLUSIONS",
-    "PASSED_CONCLUSIONS",
-    "PENDING_STATES",
     "PROGRAM_LABELS",
     "WRITE_ASSOCIATIONS",
-    "Check",
-    "CheckSummary",
     "Directive",
     "GitHubSettings",
     "ProgramThread",
-    "Status",
     "connect",
-    "first_error_line",
     "from_environment",
     "is_own_comment",
     "own_login",
     "parse_command",
-    "reduce_checks",
     # re-exported from github_render
     "DISCLOSURE",
     "STATUS_MARKER",
@@ -93,16 +85,9 @@ DEFAULT_SERVER_URL = "https://github.com"
 # Who a workflow's GITHUB_TOKEN writes as; that token may not read GET /user.
 ACTIONS_LOGIN = "github-actions[bot]"
 
-FAILED_CONCLUSIONS = ("failure", "cancelled", "timed_out", "action_required", "startup_failure", "stale")
-PASSED_CONCLUSIONS = ("success", "neutral", "skipped")
-PENDING_STATES = ("queued", "in_progress", "waiting", "requested", "pending")
-ERROR_LINE_LIMIT = 200
 
 _COMMAND_RE = re.compile(re.escape(COMMAND) + r"(?![\w-])[ \t]*(?P<rest>.*)\Z", re.DOTALL)
 _PROGRAM_PREFIX_RE = re.compile(r"(?P<name>[A-Za-z0-9][\w.-]*):(?=\s|\Z)\s*(?P<text>.*)\Z", re.DOTALL)
-# Words of failure, or an error code such as E501 or TS2322 (upstream's "top error code").
-_ERROR_RE = re.compile(r"error|fail|exception|traceback|assert|fatal|panic|\b(?-i:[A-Z]{1,4}\d{3,5})\b", re.IGNORECASE)
-_DECORATION = " \t#>*`-_|"
 
 _T = TypeVar("_T")
 
@@ -155,51 +140,6 @@ class Directive:
     command: bool
 
 
-class Check(NamedTuple):
-    """A check run of a commit; a plain `(name, status, conclusion)` tuple is one too.
-
-    A NamedTuple rather than a dataclass so that callers may pass bare tuples to `reduce_checks`.
-    """
-
-    name: str
-    status: str | None
-    conclusion: str | None
-    summary: str = ""
-    url: str | None = None
-
-
-class Status(NamedTuple):
-    """A commit status (the older statuses API); a plain `(context, state)` tuple is one too."""
-
-    context: str
-    state: str
-    description: str = ""
-    url: str | None = None
-
-
-@dataclass(frozen=True)
-class CheckSummary:
-    """The CI verdict on one commit.
-
-    Attributes:
-      state: "success", "failure", "pending" or "none" (no checks at all).
-      failing: the names of the failing checks and statuses, sorted.
-      first_error: the first error line of the first failing check's output ('' when none says more).
-      url: the link to the first failing check, None when nothing failed.
-    """
-
-    state: str
-    failing: tuple[str, ...] = ()
-    first_error: str = ""
-    url: str | None = None
-
-    @property
-    def signature(self) -> str:
-        """Returns the failure signature: the sorted failing names, then the first error line."""
-        names = ", ".join(self.failing)
-        return f"{names}: {self.first_error}" if self.first_error else names
-
-
 # ---------------------------------------------------------------- pure helpers
 
 
@@ -247,59 +187,6 @@ def parse_command(body: str, program: str | None) -> tuple[str | None, str] | No
     if program is not None and prefixed["name"] != program:
         return None
     return prefixed["name"], prefixed["text"].strip()
-
-
-def reduce_checks(
-    check_runs: Sequence[tuple[str, str | None, str | None] | Check],
-    statuses: Sequence[tuple[str, str] | Status] = (),
-) -> CheckSummary:
-    """Reduces check runs `(name, status, conclusion, ...)` and statuses `(context, state, ...)` to one verdict.
-
-    Failure wins over pending, pending over success; an unknown conclusion counts as pending,
-    so that nothing is accepted on a result this version cannot read.
-    """
-    runs, posted = [Check(*run) for run in check_runs], [Status(*status) for status in statuses]
-    verdicts = [(run, _run_verdict(run)) for run in runs]
-    verdicts += [(_status_as_check(status), _status_verdict(status)) for status in posted]
-    if not verdicts:
-        return CheckSummary("none")
-    failed = sorted((check for check, verdict in verdicts if verdict == "failure"), key=lambda c: c.name)
-    if failed:
-        first = next((first_error_line(c.summary) for c in failed if first_error_line(c.summary)), "")
-        return CheckSummary("failure", tuple(sorted({c.name for c in failed})), first, failed[0].url)
-    if any(verdict == "pending" for _, verdict in verdicts):
-        return CheckSummary("pending")
-    return CheckSummary("success")
-
-
-def _run_verdict(run: Check) -> str:
-    status = (run.status or "").lower()
-    conclusion = (run.conclusion or "").lower()
-    if status in PENDING_STATES or not conclusion:
-        return "pending"
-    if conclusion in FAILED_CONCLUSIONS:
-        return "failure"
-    return "success" if conclusion in PASSED_CONCLUSIONS else "pending"
-
-
-def _status_verdict(status: Status) -> str:
-    state = status.state.lower()
-    if state in ("failure", "error"):
-        return "failure"
-    return "success" if state == "success" else "pending"
-
-
-def _status_as_check(status: Status) -> Check:
-    return Check(status.context, "completed", status.state, status.description, status.url)
-
-
-def first_error_line(text: str | None) -> str:
-    """Returns the first line of a check's output that reads like an error, else its first line of text."""
-    # Markdown headings (`## Summary`) and decoration say nothing about the failure.
-    lines = [line.strip(_DECORATION) for line in (text or "").splitlines() if not line.lstrip().startswith("#")]
-    lines = [line for line in lines if line]
-    chosen = next((line for line in lines if _ERROR_RE.search(line)), lines[0] if lines else "")
-    return trim(one_line(chosen), ERROR_LINE_LIMIT)
 
 
 def own_login(gh: github.Github) -> str:
@@ -563,13 +450,7 @@ class ProgramThread:
     def checks(self, sha: str) -> CheckSummary:
         """Returns the reduced verdict of a commit's check runs and commit statuses."""
         commit = self._repo.get_commit(sha)
-        runs = [_run_as_check(run) for run in commit.get_check_runs()]
+        runs = [run_as_check(run) for run in commit.get_check_runs()]
         combined = commit.get_combined_status()
         statuses = [Status(s.context, s.state, s.description or "", s.target_url) for s in combined.statuses]
         return reduce_checks(runs, statuses)
-
-
-def _run_as_check(run: Any) -> Check:
-    output = run.output
-    parts = (output.summary, output.text, output.title) if output is not None else ()
-    return Check(run.name, run.status, run.conclusion, "\n".join(part for part in parts if part), run.html_url)

@@ -23,7 +23,6 @@ from autoloop_py.github.client import (
     DISCLOSURE,
     PROGRAM_LABELS,
     STATUS_MARKER,
-    Check,
     CheckSummary,
     CompletionView,
     Directive,
@@ -33,10 +32,8 @@ from autoloop_py.github.client import (
     PullRequestView,
     StatusView,
     connect,
-    first_error_line,
     from_environment,
     parse_command,
-    reduce_checks,
     render_completion,
     render_iteration,
     render_pull_request,
@@ -266,19 +263,6 @@ def test_parse_command_reads_any_text_without_raising(body: str, program: str | 
     assert parsed is None or program is None or parsed[0] in (None, program)
 
 
-@given(
-    st.lists(st.tuples(st.text(max_size=5), st.none() | st.text(max_size=12), st.none() | st.text(max_size=16))),
-    st.lists(st.tuples(st.text(max_size=5), st.sampled_from(["success", "failure", "error", "pending", "odd"]))),
-)
-def test_reduce_checks_always_gives_one_of_four_states(
-    runs: list[tuple[str, str | None, str | None]], statuses: list[tuple[str, str]]
-) -> None:
-    summary = reduce_checks(runs, statuses)
-    assert summary.state in ("success", "failure", "pending", "none")
-    assert (summary.state == "none") == (not runs and not statuses)
-    assert bool(summary.failing) == (summary.state == "failure")
-
-
 # ---------------------------------------------------------------- the one PR
 
 
@@ -343,51 +327,6 @@ def test_completion_posts_the_comment_and_swaps_the_labels_once(fake: FakeGitHub
 
 
 # ---------------------------------------------------------------- checks
-
-
-@pytest.mark.parametrize(
-    ("runs", "statuses", "state"),
-    [
-        ([], [], "none"),
-        ([("test", "completed", "success")], [], "success"),
-        ([("a", "completed", "neutral"), ("b", "completed", "skipped")], [("ci/x", "success")], "success"),
-        *[([("test", "completed", c)], [], "failure") for c in
-          ("failure", "cancelled", "timed_out", "action_required", "startup_failure", "stale", "FAILURE")],
-        *[([("test", s, None)], [], "pending") for s in ("queued", "in_progress", "waiting", "requested", "pending")],
-        ([("test", "completed", None)], [], "pending"),
-        ([("test", "completed", "some_new_conclusion")], [], "pending"),
-        ([("a", "completed", "success"), ("b", "in_progress", None)], [], "pending"),
-        ([("a", "completed", "failure"), ("b", "in_progress", None)], [], "failure"),
-        ([("a", "completed", "success")], [("ci/x", "pending")], "pending"),
-        ([("a", "completed", "success")], [("ci/x", "error")], "failure"),
-        ([], [("ci/x", "failure")], "failure"),
-    ],
-)
-def test_reduce_checks(runs: list[tuple[str, str, str | None]], statuses: list[tuple[str, str]], state: str) -> None:
-    assert reduce_checks(runs, statuses).state == state
-
-
-def test_reduce_checks_names_the_failures_and_the_first_error() -> None:
-    runs = [
-        Check("lint", "completed", "failure", "## Summary\nE501 line too long", "https://x/lint"),
-        Check("build", "completed", "failure", "", "https://x/build"),
-        Check("docs", "completed", "success", "error: not counted"),
-    ]
-    summary = reduce_checks(runs, [("ci/lint", "failure")])
-    assert summary == CheckSummary("failure", ("build", "ci/lint", "lint"), "E501 line too long", "https://x/build")
-    assert summary.signature == "build, ci/lint, lint: E501 line too long"
-    assert CheckSummary("failure", ("a",)).signature == "a"
-
-
-def test_first_error_line() -> None:
-    assert first_error_line("Ran 10 tests\n\n**FAILED** tests/test_x.py::test_y - AssertionError") == (
-        "FAILED** tests/test_x.py::test_y - AssertionError"
-    )
-    assert first_error_line("### Build summary\nall good") == "all good"
-    assert first_error_line("## Lint\nsrc/app.ts(3,7): TS2322 bad type") == "src/app.ts(3,7): TS2322 bad type"
-    assert first_error_line("Summary\nTS is fine") == "Summary"
-    assert first_error_line(None) == ""
-    assert len(first_error_line("error " * 100)) == 200
 
 
 def test_checks_of_a_commit(fake: FakeGitHub) -> None:

@@ -1,0 +1,122 @@
+"""CI checks of a commit reduced to one verdict: success, failure, pending or none, and the first error line."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Sequence
+
+from autoloop_py.state.parts import one_line, trim
+
+FAILED_CONCLUSIONS = ("failure", "cancelled", "timed_out", "action_required", "startup_failure", "stale")
+PASSED_CONCLUSIONS = ("success", "neutral", "skipped")
+PENDING_STATES = ("queued", "in_progress", "waiting", "requested", "pending")
+ERROR_LINE_LIMIT = 200
+# Words of failure, or an error code such as E501 or TS2322 (upstream's "top error code").
+_ERROR_RE = re.compile(r"error|fail|exception|traceback|assert|fatal|panic|\b(?-i:[A-Z]{1,4}\d{3,5})\b", re.IGNORECASE)
+_DECORATION = " \t#>*`-_|"
+
+
+class Check(NamedTuple):
+    """A check run of a commit; a plain `(name, status, conclusion)` tuple is one too.
+
+    A NamedTuple rather than a dataclass so that callers may pass bare tuples to `reduce_checks`.
+    """
+
+    name: str
+    status: str | None
+    conclusion: str | None
+    summary: str = ""
+    url: str | None = None
+
+
+class Status(NamedTuple):
+    """A commit status (the older statuses API); a plain `(context, state)` tuple is one too."""
+
+    context: str
+    state: str
+    description: str = ""
+    url: str | None = None
+
+
+@dataclass(frozen=True)
+class CheckSummary:
+    """The CI verdict on one commit.
+
+    Attributes:
+      state: "success", "failure", "pending" or "none" (no checks at all).
+      failing: the names of the failing checks and statuses, sorted.
+      first_error: the first error line of the first failing check's output ('' when none says more).
+      url: the link to the first failing check, None when nothing failed.
+    """
+
+    state: str
+    failing: tuple[str, ...] = ()
+    first_error: str = ""
+    url: str | None = None
+
+    @property
+    def signature(self) -> str:
+        """Returns the failure signature: the sorted failing names, then the first error line."""
+        names = ", ".join(self.failing)
+        return f"{names}: {self.first_error}" if self.first_error else names
+
+
+def reduce_checks(
+    check_runs: Sequence[tuple[str, str | None, str | None] | Check],
+    statuses: Sequence[tuple[str, str] | Status] = (),
+) -> CheckSummary:
+    """Reduces check runs `(name, status, conclusion, ...)` and statuses `(context, state, ...)` to one verdict.
+
+    Failure wins over pending, pending over success; an unknown conclusion counts as pending,
+    so that nothing is accepted on a result this version cannot read.
+    """
+    runs, posted = [Check(*run) for run in check_runs], [Status(*status) for status in statuses]
+    verdicts = [(run, _run_verdict(run)) for run in runs]
+    verdicts += [(_status_as_check(status), _status_verdict(status)) for status in posted]
+    if not verdicts:
+        return CheckSummary("none")
+    failed = sorted((check for check, verdict in verdicts if verdict == "failure"), key=lambda c: c.name)
+    if failed:
+        first = next((first_error_line(c.summary) for c in failed if first_error_line(c.summary)), "")
+        return CheckSummary("failure", tuple(sorted({c.name for c in failed})), first, failed[0].url)
+    if any(verdict == "pending" for _, verdict in verdicts):
+        return CheckSummary("pending")
+    return CheckSummary("success")
+
+
+def _run_verdict(run: Check) -> str:
+    status = (run.status or "").lower()
+    conclusion = (run.conclusion or "").lower()
+    if status in PENDING_STATES or not conclusion:
+        return "pending"
+    if conclusion in FAILED_CONCLUSIONS:
+        return "failure"
+    return "success" if conclusion in PASSED_CONCLUSIONS else "pending"
+
+
+def _status_verdict(status: Status) -> str:
+    state = status.state.lower()
+    if state in ("failure", "error"):
+        return "failure"
+    return "success" if state == "success" else "pending"
+
+
+def _status_as_check(status: Status) -> Check:
+    return Check(status.context, "completed", status.state, status.description, status.url)
+
+
+def first_error_line(text: str | None) -> str:
+    """Returns the first line of a check's output that reads like an error, else its first line of text."""
+    # Markdown headings (`## Summary`) and decoration say nothing about the failure.
+    lines = [line.strip(_DECORATION) for line in (text or "").splitlines() if not line.lstrip().startswith("#")]
+    lines = [line for line in lines if line]
+    chosen = next((line for line in lines if _ERROR_RE.search(line)), lines[0] if lines else "")
+    return trim(one_line(chosen), ERROR_LINE_LIMIT)
+
+
+def run_as_check(run: Any) -> Check:
+    """Returns a PyGithub check run as a Check."""
+    output = run.output
+    parts = (output.summary, output.text, output.title) if output is not None else ()
+    return Check(run.name, run.status, run.conclusion, "\n".join(part for part in parts if part), run.html_url)
