@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Mapping
 
 from autoloop_py.sandbox import candidate_dir
-from autoloop_py.program.edits import reply_field, summary_and_lesson
+from autoloop_py.program.reply import reply_field, summary_and_lesson
 from autoloop_py.sandbox.environment import scrub_environment
 from autoloop_py.sandbox.process import CommandResult
 from autoloop_py.proposers.base import Proposal, ProposalRequest

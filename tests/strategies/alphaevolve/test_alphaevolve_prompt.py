@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from autoloop_py.program.edits import parse_reply
+from autoloop_py.program.reply import parse_reply
 from autoloop_py.state.population import Candidate
 from autoloop_py.program.model import Evaluation, Program
 from autoloop_py.program.frontmatter import ProgramConfig
