@@ -26,6 +26,7 @@ from autoloop_py.strategies.funsearch.islands import (
     seeded,
     uniform_index,
 )
+from autoloop_py.strategies.funsearch.markdown import parse_state_block, render_state_block
 from autoloop_py.strategies.funsearch.state import (
     Cluster,
     FunSearchState,
@@ -34,8 +35,6 @@ from autoloop_py.strategies.funsearch.state import (
     Signature,
     format_signature,
     hash_token,
-    parse_state_block,
-    render_state_block,
 )
 
 __all__ = [

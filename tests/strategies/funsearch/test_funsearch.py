@@ -15,16 +15,15 @@ from autoloop_py.state.population import Candidate
 from autoloop_py.strategies.funsearch import strategy as fs
 from autoloop_py.strategies.funsearch.config import FunSearchConfig
 from autoloop_py.strategies.funsearch.islands import normal_noise, register, reset_islands
+from autoloop_py.strategies.funsearch.markdown import parse_state_block, render_state_block
 from autoloop_py.strategies.funsearch.state import (
     Cluster,
     FunSearchState,
     Island,
     Member,
-    parse_state_block,
-    render_state_block,
 )
 # The state generator is shared with the state-block tests.
-from test_funsearch_state import states
+from test_funsearch_markdown import states
 
 CONFIG = FunSearchConfig("priority")
 

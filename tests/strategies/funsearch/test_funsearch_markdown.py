@@ -1,4 +1,4 @@
-"""Tests for strategies/funsearch_state.py: the `### ⚙️ Strategy State` block read back and re-rendered (spec §4.7)."""
+"""Tests for autoloop_py.strategies.funsearch.markdown: the `### ⚙️ Strategy State` block read back and re-rendered (spec §4.7)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,13 @@ from hypothesis import strategies as st
 from autoloop_py.errors import StateError
 from autoloop_py.state.population import empty_population, parse_population, render_population, with_strategy_state
 from autoloop_py.strategies.funsearch.config import FunSearchConfig
+from autoloop_py.strategies.funsearch.markdown import parse_state_block, render_state_block
 from autoloop_py.strategies.funsearch.state import (
     Cluster,
     FunSearchState,
     Island,
     Member,
     hash_token,
-    parse_state_block,
-    render_state_block,
     sorted_members,
 )
 

@@ -1,0 +1,229 @@
+"""FunSearch's `### ⚙️ Strategy State` block: the islands and clusters rendered, and parsed back (§4.7)."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, replace
+from typing import Any
+
+from autoloop_py import markdown as md
+from autoloop_py.errors import StateError
+from autoloop_py.render import render
+from autoloop_py.state.population import format_fitness
+from autoloop_py.strategies.funsearch.config import FunSearchConfig
+from autoloop_py.strategies.funsearch.state import (
+    COUNTERS,
+    NONE_WORDS,
+    Cluster,
+    FunSearchState,
+    Island,
+    Member,
+    Signature,
+    format_signature,
+    sorted_members,
+)
+
+_MEMBER_RE = re.compile(r"\s*#?([0-9]{1,15})\s*\(\s*([0-9]{1,15})\s*(?:,\s*([0-9A-Za-z]+)\s*)?\)\s*(,|$)")
+_WHOLE_RE = re.compile(r"[0-9]{1,15}")
+
+
+def render_state_block(state: FunSearchState, config: FunSearchConfig) -> str:
+    """Returns the `### ⚙️ Strategy State` block; the Temperature* column is recomputed from config."""
+    fields = [
+        ("registrations_since_reset", str(state.registrations_since_reset)),
+        ("last_reset_at", _optional(state.last_reset_at)),
+        *((name, str(getattr(state, name))) for name in COUNTERS),
+        *((("evicted", str(state.evicted)),) if state.evicted else ()),
+        ("rng_seed", _optional(state.rng_seed)),
+        ("rng_draws", str(state.rng_draws)),
+    ]
+    islands = [
+        (
+            str(i.index),
+            str(i.version),
+            str(i.num_programs),
+            "—" if i.best_score is None else format_fitness(i.best_score),
+            _optional(i.best_id),
+            f"{config.temperature(i.num_programs):.6g}",
+        )
+        for i in state.islands
+    ]
+    clusters = [
+        (str(i.index), format_signature(c.signature), format_fitness(c.score), _members_text(c.members))
+        for i in state.islands
+        for c in i.clusters
+    ]
+    return render("funsearch_state.md.j2", view={"fields": fields, "islands": islands, "clusters": clusters})
+
+
+def _optional(value: int | None) -> str:
+    return "—" if value is None else str(value)
+
+
+def _members_text(members: tuple[Member, ...]) -> str:
+    if not members:
+        return "—"
+    return ", ".join(f"{m.id} ({m.length}{', ' + m.output_hash if m.output_hash else ''})" for m in members)
+
+
+# ---------------------------------------------------------------- parsing
+
+
+@dataclass(frozen=True)
+class _Where:
+    """Where the block sits, so errors name the file and line."""
+
+    path: str
+    first_line: int
+
+    def error(self, message: str, line: int) -> StateError:
+        """Returns a StateError at a 0-based line of the block."""
+        return StateError(message, self.path, self.first_line + line + 1)
+
+
+def parse_state_block(text: str, path: str = "state.md", first_line: int = 0) -> FunSearchState:
+    """Returns the state a block holds ('' → the initial state); raises StateError naming the line.
+
+    first_line is the 0-based line of the block in its file.
+    """
+    where = _Where(path, first_line)
+    state = FunSearchState()
+    islands: dict[int, Island] = {}
+    cluster_tables: list[md.Table] = []
+    for table in md.tables(text):
+        names = tuple(md.normalize_heading(cell) for cell in table.header)
+        if names[:2] == ("field", "value"):
+            state = _read_fields(table, where)
+        elif names[:1] == ("island",) and "version" in names:
+            islands = _read_islands(table, names, where)
+        elif names[:1] == ("island",) and "signature" in names:
+            cluster_tables.append(table)
+        else:
+            raise where.error(
+                f"a table with columns {' | '.join(table.header)} is not part of FunSearch's state; "
+                "move it out of the Strategy State block",
+                table.start,
+            )
+    for table in cluster_tables:
+        islands = _read_clusters(table, islands, where)
+    return replace(state, islands=tuple(islands[i] for i in sorted(islands)))
+
+
+def _read_fields(table: md.Table, where: _Where) -> FunSearchState:
+    """Returns the initial state with the `| Field | Value |` rows applied."""
+    values: dict[str, Any] = {}
+    optional = ("last_reset_at", "rng_seed")
+    known = ("registrations_since_reset", "last_reset_at", *COUNTERS, "evicted", "rng_seed", "rng_draws")
+    for row in table.rows:
+        name = "_".join(md.normalize_heading(row.cells[0]).split())
+        if name not in known:
+            raise where.error(f"unknown field `{row.cells[0]}`; the fields are {', '.join(known)}", row.line)
+        if name in values:
+            raise where.error(f"field `{name}` appears twice; keep one row", row.line)
+        cell = _cell(row, 1)
+        if name in optional and cell.lower() in NONE_WORDS:
+            values[name] = None
+        else:
+            values[name] = _whole(cell, f"field `{name}`", where, row.line)
+    return FunSearchState(**values)
+
+
+def _read_islands(table: md.Table, names: tuple[str, ...], where: _Where) -> dict[int, Island]:
+    """Returns the Islands table's islands by index (the Temperature* column is ignored)."""
+    columns = _columns(names, ("island", "version", "programs", "best score", "best id"), table, where)
+    islands: dict[int, Island] = {}
+    for row in table.rows:
+        index, version, programs, best, best_id = (_cell(row, columns[i]) for i in range(5))
+        number = _whole(index, "island", where, row.line)
+        if number in islands:
+            raise where.error(f"island {number} has two rows; keep one", row.line)
+        islands[number] = Island(
+            index=number,
+            version=_whole(version, "version", where, row.line),
+            num_programs=_whole(programs, "programs", where, row.line),
+            best_score=_optional_number(best, "best score", where, row.line),
+            best_id=None if best_id.lower() in NONE_WORDS else _whole(best_id.lstrip("#"), "best id", where, row.line),
+        )
+    return islands
+
+
+def _read_clusters(table: md.Table, islands: dict[int, Island], where: _Where) -> dict[int, Island]:
+    """Returns the islands with the Clusters table's rows added to them, in row order."""
+    names = tuple(md.normalize_heading(cell) for cell in table.header)
+    columns = _columns(names, ("island", "signature", "score", "members"), table, where)
+    found: dict[int, list[Cluster]] = {index: list(island.clusters) for index, island in islands.items()}
+    for row in table.rows:
+        index_text, signature_text, score_text, members_text = (_cell(row, columns[i]) for i in range(4))
+        index = _whole(index_text, "island", where, row.line)
+        if index not in found:
+            raise where.error(f"cluster of island {index}, which has no row in the Islands table; add it", row.line)
+        signature = _signature(signature_text, where, row.line)
+        if any(c.signature == signature for c in found[index]):
+            raise where.error(f"island {index} has two clusters {format_signature(signature)}; merge them", row.line)
+        score = _number(score_text, "score", where, row.line)
+        found[index].append(Cluster(signature, score, _members(members_text, where, row.line)))
+    return {index: replace(island, clusters=tuple(found[index])) for index, island in islands.items()}
+
+
+def _columns(names: tuple[str, ...], wanted: tuple[str, ...], table: md.Table, where: _Where) -> list[int]:
+    """Returns the index of each wanted column (a header starting with its name, `*` columns excluded)."""
+    columns = []
+    for name in wanted:
+        index = next((i for i, n in enumerate(names) if n.startswith(name) and "*" not in table.header[i]), None)
+        if index is None:
+            raise where.error(f"the table has no `{name.capitalize()}` column; restore it", table.start)
+        columns.append(index)
+    return columns
+
+
+def _cell(row: md.TableRow, column: int) -> str:
+    return row.cells[column].strip() if column < len(row.cells) else ""
+
+
+def _whole(text: str, what: str, where: _Where, line: int) -> int:
+    if not _WHOLE_RE.fullmatch(text.strip()):
+        raise where.error(f"{what} {text!r} is not a whole number", line)
+    return int(text)
+
+
+def _number(text: str, what: str, where: _Where, line: int) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise where.error(f"{what} {text!r} is not a finite number", line)
+    return value
+
+
+def _optional_number(text: str, what: str, where: _Where, line: int) -> float | None:
+    return None if text.lower() in NONE_WORDS else _number(text, what, where, line)
+
+
+def _signature(text: str, where: _Where, line: int) -> Signature:
+    inner = text.strip()
+    if not (inner.startswith("(") and inner.endswith(")")):
+        raise where.error(f"signature {text!r} must read like `(10, 16)`", line)
+    parts = [part.strip() for part in inner[1:-1].split(",")]
+    parts = parts[:-1] if len(parts) > 1 and not parts[-1] else parts
+    if not parts or not parts[0]:
+        raise where.error(f"signature {text!r} is empty; it lists the per-test scores, like `(10, 16)`", line)
+    return tuple(_number(part, "signature score", where, line) for part in parts)
+
+
+def _members(text: str, where: _Where, line: int) -> tuple[Member, ...]:
+    """Returns the members of a cell like `12 (340, 9f2c), 31 (512)`, shortest first."""
+    if text.strip().lower() in NONE_WORDS:
+        return ()
+    members: list[Member] = []
+    position = 0
+    while position < len(text):
+        found = _MEMBER_RE.match(text, position)
+        if found is None or (found.group(4) == "," and found.end() == len(text)):
+            raise where.error(
+                f"members {text!r} must read like `12 (340, 9f2c), 31 (512)`: id (chars[, output hash])", line
+            )
+        members.append(Member(int(found.group(1)), int(found.group(2)), found.group(3)))
+        position = found.end()
+    return sorted_members(members)
