@@ -16,8 +16,27 @@ from rich.markup import escape
 
 from autoloop_py import __version__
 from autoloop_py.commands import (
-    analyze, check, ci_checks, customize, deps, edit, init, judge, new, pause, prompt, publish, record, replay, report,
-    run, schedule, show, status, trace, tune,
+    analyze,
+    check,
+    ci_checks,
+    customize,
+    deps,
+    edit,
+    init,
+    judge,
+    new,
+    pause,
+    prompt,
+    publish,
+    record,
+    replay,
+    report,
+    run,
+    schedule,
+    show,
+    status,
+    trace,
+    tune,
 )
 from autoloop_py.errors import AutoloopError
 from autoloop_py.redact import RedactingFilter, RedactingStream, Redactor, from_environment

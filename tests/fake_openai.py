@@ -5,8 +5,8 @@ from __future__ import annotations
 import http.server
 import json
 import threading
-from typing import Iterator
 from contextlib import contextmanager
+from typing import Iterator
 
 import pytest
 

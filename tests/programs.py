@@ -10,8 +10,8 @@ from typing import Callable, Iterator, Mapping
 
 import pytest
 
-from autoloop_py.program.playbook import marker_spans
 from autoloop_py.program.model import Program, load_program
+from autoloop_py.program.playbook import marker_spans
 
 REPO = Path(__file__).parents[1]
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from autoloop_py.state import trace
 from autoloop_py.analysis import Node
+from autoloop_py.state import trace
 from autoloop_py.state.trace import TraceRow, sha256_text
 
 A = "import math\n# step size 0.5\nrate = 0.10\nvalue = helper(x)\nresult = value * rate\n"

@@ -11,8 +11,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 from autoloop_py.analysis.run_view import RunNode, best_lineage, run_nodes, unified_diff
-from autoloop_py.state.population_model import Candidate
 from autoloop_py.render import render
+from autoloop_py.state.population_model import Candidate
 from autoloop_py.state.trace import Trace
 
 DIFF_CONTEXT = 2

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import math
 import re
-from decimal import Decimal
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Sequence
 
-from autoloop_py.state import trace
 from autoloop_py.analysis import oriented
 from autoloop_py.analysis.run_view import RunNode, best_lineage, run_nodes
-from autoloop_py.state.memory import MemoryStore
 from autoloop_py.program.model import Program
 from autoloop_py.render import render
+from autoloop_py.state import trace
+from autoloop_py.state.memory import MemoryStore
 
 RECENT_POINTS = 24
 FOLDED_BUCKETS = 16

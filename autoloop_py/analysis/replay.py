@@ -15,9 +15,9 @@ from typing import Any, Callable, Mapping, Sequence
 from autoloop_py.analysis import nodes_of, oriented
 from autoloop_py.analysis.lineage import record_holders
 from autoloop_py.analysis.replay_prompts import ContextProgram, retry_prompt
+from autoloop_py.errors import AutoloopError, EditError
 from autoloop_py.program.edits import EditFailure, apply_reply
 from autoloop_py.program.reply import Reply, parse_reply
-from autoloop_py.errors import AutoloopError, EditError
 from autoloop_py.state.trace import Trace, TraceRow
 
 BEST = "best"

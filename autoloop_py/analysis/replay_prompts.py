@@ -13,10 +13,10 @@ import re
 from dataclasses import dataclass, replace
 from typing import Collection, Sequence
 
-from autoloop_py.program.edits import EditFailure
 from autoloop_py.markdown import Heading, headings, normalize_heading
-from autoloop_py.strategies.prompt import fence_for
+from autoloop_py.program.edits import EditFailure
 from autoloop_py.render import render
+from autoloop_py.strategies.prompt import fence_for
 
 EXACT = "exact"
 VARIANTS = ("exact", "strict_diff", "no_other_context", "no_history", "alternate_context")

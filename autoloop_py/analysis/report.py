@@ -7,10 +7,9 @@ import statistics
 from collections import Counter
 from typing import Any, Sequence
 
-from autoloop_py.analysis import Node, nodes_of
-from autoloop_py.analysis import cycling
-from autoloop_py.analysis.tuning_share import edit_tuning
+from autoloop_py.analysis import Node, cycling, nodes_of
 from autoloop_py.analysis.lineage import LineageReport, analyze_lineage
+from autoloop_py.analysis.tuning_share import edit_tuning
 from autoloop_py.state.trace import Trace
 
 TOP_LINES = 5

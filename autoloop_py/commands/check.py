@@ -11,6 +11,8 @@ from rich.markup import escape
 
 from autoloop_py.commands.common import repo_root, subparser
 from autoloop_py.errors import ProgramError
+from autoloop_py.loop.schedule import parse_schedule
+from autoloop_py.program.model import Program, check_all, discover
 from autoloop_py.program.playbook import (
     customize_markers,
     find_playbook,
@@ -19,9 +21,7 @@ from autoloop_py.program.playbook import (
     playbook_problems,
     playbook_warnings,
 )
-from autoloop_py.program.model import Program, check_all, discover
 from autoloop_py.sandbox.run import isolation_report
-from autoloop_py.loop.schedule import parse_schedule
 from autoloop_py.strategies.alphaevolve.config import parse_alphaevolve_config
 
 

@@ -4,26 +4,24 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import git
 from rich.console import Console
 
-import os
-
-import git
-
-from autoloop_py.github import client as github, issue_programs
+from autoloop_py.errors import AutoloopError, ProgramError, StateError
 from autoloop_py.git import command as gitutil
-from autoloop_py.program import names as program_names
-from autoloop_py.state import file as statefile
-from autoloop_py.errors import AutoloopError, StateError
 from autoloop_py.git.objects import GitSession
-from autoloop_py.errors import ProgramError
-from autoloop_py.state.memory_folder import open_memory
-from autoloop_py.program.model import Program, check_all, find_program, program_name
+from autoloop_py.github import client as github
+from autoloop_py.github import issue_programs
 from autoloop_py.loop.recording import parse_or_new, state_path
+from autoloop_py.program import names as program_names
+from autoloop_py.program.model import Program, check_all, find_program, program_name
+from autoloop_py.state import file as statefile
+from autoloop_py.state.memory_folder import open_memory
 
 logger = logging.getLogger(__name__)
 

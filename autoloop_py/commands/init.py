@@ -18,9 +18,9 @@ from autoloop_py import __version__
 from autoloop_py.commands.common import repo_root, subparser
 from autoloop_py.commands.new import STRATEGIES_DIR, TARGET, fill_markers, finish_program_md, scaffold
 from autoloop_py.errors import AutoloopError
+from autoloop_py.loop.schedule import parse_schedule
 from autoloop_py.program.model import PROGRAMS_DIR
 from autoloop_py.render import render
-from autoloop_py.loop.schedule import parse_schedule
 
 if TYPE_CHECKING:
     from importlib.abc import Traversable

@@ -26,8 +26,8 @@ from autoloop_py.analysis.judge import (
 from autoloop_py.commands.common import format_metric, subparser
 from autoloop_py.commands.replay import opened
 from autoloop_py.errors import AutoloopError
-from autoloop_py.proposers import llm
 from autoloop_py.loop.replaying import check_credentials
+from autoloop_py.proposers import llm
 from autoloop_py.state.trace import Trace
 
 _SUMMARY = "Label each parent→child edit of a run with the nine-label edit taxonomy, using an LLM as judge."

@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any, Mapping
 import yaml
 from rich.console import Console
 
-from autoloop_py.program import names as program_names
 from autoloop_py import markdown as md
 from autoloop_py.commands.common import repo_root, subparser
 from autoloop_py.errors import AutoloopError, ProgramError
-from autoloop_py.program.playbook import customize_markers, resolve_markers
+from autoloop_py.program import names as program_names
 from autoloop_py.program.model import PROGRAMS_DIR, UNCONFIGURED_SENTINEL
+from autoloop_py.program.playbook import customize_markers, resolve_markers
 from autoloop_py.render import render
 
 if TYPE_CHECKING:

@@ -9,14 +9,15 @@ from typing import Any
 
 from rich.console import Console
 
-from autoloop_py.github import ci, client as github
 from autoloop_py.commands.common import load_all, repo_root, subparser
 from autoloop_py.commands.run import print_outcome, run_url
 from autoloop_py.errors import AutoloopError
+from autoloop_py.github import ci
+from autoloop_py.github import client as github
 from autoloop_py.loop.iteration import RunOptions, enforce_budget
 from autoloop_py.loop.outcome import read_outcome
-from autoloop_py.program.model import find_program
 from autoloop_py.loop.publishing import publish_outcome
+from autoloop_py.program.model import find_program
 
 
 def add_parser(commands: Any) -> None:

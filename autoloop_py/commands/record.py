@@ -7,11 +7,11 @@ from typing import Any
 
 from rich.console import Console
 
-from autoloop_py.loop import handoff
 from autoloop_py.commands.common import add_memory_dir, format_metric, load_named, repo_root, subparser
 from autoloop_py.errors import AutoloopError
-from autoloop_py.state.memory_folder import open_memory
+from autoloop_py.loop import handoff
 from autoloop_py.loop.recording import load_state
+from autoloop_py.state.memory_folder import open_memory
 
 
 def add_parser(commands: Any) -> None:

@@ -15,13 +15,22 @@ from rich.markup import escape
 from rich.table import Table
 
 from autoloop_py import tempdirs
-from autoloop_py.analysis.replay import BEST, CLASSES, ReplayEvent, Trial, choose_events, classify, context_pool, measure
+from autoloop_py.analysis.replay import (
+    BEST,
+    CLASSES,
+    ReplayEvent,
+    Trial,
+    choose_events,
+    classify,
+    context_pool,
+    measure,
+)
 from autoloop_py.analysis.replay_prompts import EXACT, VARIANTS, vary
 from autoloop_py.commands.common import format_metric, repo_root, subparser
 from autoloop_py.commands.trace import export_program
 from autoloop_py.errors import AutoloopError
-from autoloop_py.program.model import Program, check_all, find_program
 from autoloop_py.loop.replaying import Bench, Replay, check_credentials, replay_event
+from autoloop_py.program.model import Program, check_all, find_program
 from autoloop_py.state.trace import Trace, load_trace
 
 _SUMMARY = "Re-send the saved prompt that produced a candidate and measure how reproducible it is."

@@ -13,10 +13,10 @@ from autoloop_py.analysis.html_report import ReportSource, render_report, report
 from autoloop_py.commands.common import read_states, repo_root, subparser
 from autoloop_py.commands.trace import export_program
 from autoloop_py.errors import AutoloopError
-from autoloop_py.state.memory import MEMORY_BRANCH
-from autoloop_py.state.population_model import Candidate
 from autoloop_py.program.model import check_all
+from autoloop_py.state.memory import MEMORY_BRANCH
 from autoloop_py.state.population import population_of
+from autoloop_py.state.population_model import Candidate
 from autoloop_py.state.trace import Trace, load_trace, trace_dir
 
 

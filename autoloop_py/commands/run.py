@@ -13,11 +13,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from autoloop_py.github import ci, client as github
-from autoloop_py.loop import schedule
 from autoloop_py.commands.common import format_metric, load_all, machines, readable_states, repo_root, subparser
 from autoloop_py.errors import AutoloopError
 from autoloop_py.git.objects import GitSession
+from autoloop_py.github import ci
+from autoloop_py.github import client as github
+from autoloop_py.loop import schedule
 from autoloop_py.loop.iteration import IterationOutcome, RunOptions, run_iteration
 from autoloop_py.loop.outcome import OUTCOME_FILE, idle_outcome, write_outcome
 from autoloop_py.program.model import Program, find_program, program_name

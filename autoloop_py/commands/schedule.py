@@ -11,8 +11,8 @@ from typing import Any
 
 from rich.console import Console
 
-from autoloop_py.loop import schedule
 from autoloop_py.commands.common import load_all, machines, readable_states, repo_root, subparser
+from autoloop_py.loop import schedule
 
 logger = logging.getLogger(__name__)
 

@@ -11,19 +11,19 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from autoloop_py.state import budget
-from autoloop_py.loop import schedule, stale_parents
 from autoloop_py.analysis.mermaid import program_charts
-from autoloop_py.errors import AutoloopError, ProgramError
-from autoloop_py.state import file as statefile
 from autoloop_py.commands.common import format_metric, format_time, repo_root, states_and_damage, subparser
-from autoloop_py.state import population as pop
-from autoloop_py.program.playbook import find_playbook
+from autoloop_py.errors import AutoloopError, ProgramError
+from autoloop_py.loop import schedule, stale_parents
 from autoloop_py.program.model import Program, check_all, find_program
+from autoloop_py.program.playbook import find_playbook
+from autoloop_py.program.regions import primary_target
 from autoloop_py.sandbox.run import isolation_report
+from autoloop_py.state import budget
+from autoloop_py.state import file as statefile
+from autoloop_py.state import population as pop
 from autoloop_py.state.memory import MemoryStore
 from autoloop_py.state.population import population_of
-from autoloop_py.program.regions import primary_target
 
 _SPARK = {"accepted": "✅", "rejected": "❌", "error": "⚠️", "pending-ci": "⏳", "ci-fix-exhausted": "🛑"}
 

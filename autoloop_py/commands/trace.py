@@ -8,9 +8,9 @@ from typing import Any
 
 from rich.console import Console
 
-from autoloop_py.state import trace
 from autoloop_py.commands.common import repo_root, subparser
 from autoloop_py.errors import AutoloopError
+from autoloop_py.state import trace
 from autoloop_py.state.memory import MEMORY_BRANCH, MemoryStore
 
 _SUMMARY = "Work with the run traces recorded on branch memory/autoloop."

@@ -13,7 +13,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from autoloop_py import tempdirs
-from autoloop_py.loop import tuning_run
 from autoloop_py.analysis.tuning import Knob, free_name, parametrize, with_values
 from autoloop_py.analysis.tuning_report import (
     Trial,
@@ -25,6 +24,7 @@ from autoloop_py.commands.analyze import figure_class
 from autoloop_py.commands.common import format_metric, repo_root, subparser
 from autoloop_py.commands.trace import export_program
 from autoloop_py.errors import AutoloopError
+from autoloop_py.loop import tuning_run
 from autoloop_py.program.model import Program, check_all, find_program, program_name
 from autoloop_py.program.regions import primary_target
 from autoloop_py.state.trace import load_trace

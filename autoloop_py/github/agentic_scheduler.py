@@ -85,8 +85,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Iterable, Mapping, Sequence, TypeAlias
 
 from autoloop_py import markdown as md
-from autoloop_py.loop import schedule
 from autoloop_py.github.issue_programs import IssueProgram, discover_issue_programs, slugify_issue_title
+from autoloop_py.loop import schedule
 from autoloop_py.program.model import UNCONFIGURED_SENTINEL, discover
 from autoloop_py.render import render
 

@@ -18,18 +18,18 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from autoloop_py.loop import ci_gate
-from autoloop_py.github import client as github
-from autoloop_py.state import file as statefile
 from autoloop_py.analysis.mermaid import program_charts
+from autoloop_py.github import client as github
+from autoloop_py.loop import ci_gate
 from autoloop_py.loop.iteration import IterationOutcome, RunOptions, enforce_budget, run_iteration
-from autoloop_py.state.memory import MemoryConfig, MemoryStore
-from autoloop_py.state.memory_folder import Memory
 from autoloop_py.loop.outcome import Outcome, idle_outcome, write_outcome
-from autoloop_py.program.model import Program
 from autoloop_py.loop.publishing import check_outcome, publish_outcome
 from autoloop_py.loop.recording import load_state, parse_or_new, state_path
+from autoloop_py.program.model import Program
 from autoloop_py.render import render
+from autoloop_py.state import file as statefile
+from autoloop_py.state.memory import MemoryConfig, MemoryStore
+from autoloop_py.state.memory_folder import Memory
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,7 @@ if TYPE_CHECKING:  # PyGithub and requests are imported when a command talks to 
     import github
 
 from autoloop_py.errors import AutoloopError
-from autoloop_py.redact import Redactor
-from autoloop_py.redact import from_environment as secrets_of
+from autoloop_py.github.checks import CheckSummary, Status, reduce_checks, run_as_check
 from autoloop_py.github.render import (
     DISCLOSURE,
     STATUS_MARKER,
@@ -37,7 +36,8 @@ from autoloop_py.github.render import (
     render_status,
     with_disclosure,
 )
-from autoloop_py.github.checks import CheckSummary, Status, reduce_checks, run_as_check
+from autoloop_py.redact import Redactor
+from autoloop_py.redact import from_environment as secrets_of
 from autoloop_py.state.parts import utc
 
 __all__ = [

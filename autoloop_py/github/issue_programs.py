@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
-from autoloop_py.github import issue_trust
 from autoloop_py.errors import ProgramError
+from autoloop_py.github import issue_trust
 from autoloop_py.program.model import Program, load_program
 
 if TYPE_CHECKING:

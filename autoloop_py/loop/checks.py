@@ -11,12 +11,11 @@ from pathlib import Path, PurePosixPath
 from typing import Callable, Mapping
 
 from autoloop_py.program import edits, regions
-from autoloop_py.state import file as statefile
-from autoloop_py.state.population import Candidate
 from autoloop_py.program.model import Program
-from autoloop_py.proposers.base import Proposal
 from autoloop_py.program.regions import evolved_code
-from autoloop_py.state.population import population_of
+from autoloop_py.proposers.base import Proposal
+from autoloop_py.state import file as statefile
+from autoloop_py.state.population import Candidate, population_of
 from autoloop_py.strategies.runner import StrategyRunner
 
 

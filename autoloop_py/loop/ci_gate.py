@@ -24,7 +24,6 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from autoloop_py.errors import ProgramError, StateError
-from autoloop_py.state.machine import RECENT_LIMIT, MachineSection, MachineState, accept_metric
 from autoloop_py.program.model import Program
 from autoloop_py.state.file import (
     DEFAULT_BUDGET,
@@ -34,6 +33,7 @@ from autoloop_py.state.file import (
     with_entry_status,
     with_machine,
 )
+from autoloop_py.state.machine import RECENT_LIMIT, MachineSection, MachineState, accept_metric
 from autoloop_py.state.parts import finite_number, format_number, one_line, trim, utc
 
 logger = logging.getLogger(__name__)

@@ -16,9 +16,9 @@ from typing import Any, Mapping, Sequence
 from autoloop_py.errors import EvaluationError
 from autoloop_py.program.model import Program
 from autoloop_py.redact import Redactor, from_environment
+from autoloop_py.sandbox.environment import scrub_environment
 from autoloop_py.sandbox.policy import SandboxPolicy
 from autoloop_py.sandbox.process import CommandResult
-from autoloop_py.sandbox.environment import scrub_environment
 from autoloop_py.sandbox.run import isolation_for, requested_mode, run_sandboxed
 
 logger = logging.getLogger(__name__)

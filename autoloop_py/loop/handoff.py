@@ -12,24 +12,24 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
+from autoloop_py.git.command import call, changed_paths, open_repo
 from autoloop_py.loop import integrity, stale_parents
-from autoloop_py.state import population as pop
-from autoloop_py.state import file as statefile
 from autoloop_py.loop.checks import violations
 from autoloop_py.loop.ci_gate import ci_gate_enabled
 from autoloop_py.loop.evaluate import evaluate
-from autoloop_py.git.command import call, changed_paths, open_repo
 from autoloop_py.loop.iteration import iteration_rng, measure_baseline
 from autoloop_py.loop.lock import program_lock
-from autoloop_py.state.memory_folder import Memory, open_memory
+from autoloop_py.loop.recording import load_state, record_iteration, rejection_note, state_path
+from autoloop_py.loop.workspace import Workspace
 from autoloop_py.program.model import Program
 from autoloop_py.program.target import target_files
-from autoloop_py.strategies.prompt import prompt_context, render_iteration_prompt
-from autoloop_py.loop.recording import load_state, record_iteration, rejection_note, state_path
 from autoloop_py.render import render
+from autoloop_py.state import file as statefile
+from autoloop_py.state import population as pop
+from autoloop_py.state.memory_folder import Memory, open_memory
 from autoloop_py.strategies import runner as strategy
 from autoloop_py.strategies.base import Decision
-from autoloop_py.loop.workspace import Workspace
+from autoloop_py.strategies.prompt import prompt_context, render_iteration_prompt
 
 log = logging.getLogger(__name__)
 _DISPLAY_NAMES = {"adaevolve": "AdaEvolve", "evox": "EvoX"}

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autoloop_py.state import file as statefile
 from autoloop_py.errors import StateError
+from autoloop_py.loop.recovery import key_slug, read_trailers
+from autoloop_py.state import file as statefile
 from autoloop_py.state.history import KEY_TRAILER
 from autoloop_py.state.memory import MemoryCommit, MemoryStore
-from autoloop_py.loop.recovery import key_slug, read_trailers
 
 
 @dataclass(frozen=True)

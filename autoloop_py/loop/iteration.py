@@ -14,35 +14,20 @@ from pathlib import Path
 from typing import Callable, Iterator, Mapping
 
 from autoloop_py import faults
-from autoloop_py.sandbox import candidate_dir
-from autoloop_py.loop import checks, recovery
-from autoloop_py.state import trace, file as statefile
-from autoloop_py.state import budget
-from autoloop_py.loop import integrity, lineage_store, novelty, rejudge, stale_parents
+from autoloop_py.git.objects import GitSession
+from autoloop_py.loop import checks, integrity, lineage_store, novelty, recovery, rejudge, stale_parents
+from autoloop_py.loop.checks import violations
 from autoloop_py.loop.evaluate import EvaluationResult, evaluate
 from autoloop_py.loop.lock import program_lock
-from autoloop_py.git.objects import GitSession
-from autoloop_py.state.memory import MemoryStore, pack_if_due
 from autoloop_py.loop.outcome import Outcome, write_outcome
-from autoloop_py.program.model import Program, require_on_base
-from autoloop_py.program.target import target_files
 from autoloop_py.loop.publishing import branch_tree, keep_candidate, settle_kept
-from autoloop_py.strategies.prompt import RECENTLY_DELETED, prompt_context, render_iteration_prompt, with_data_section
-from autoloop_py.proposers import get_proposer, llm
-from autoloop_py.state.population import Candidate
-from autoloop_py.proposers.base import Proposal, ProposalRequest, Proposer
-from autoloop_py.proposers.llm_call import CallLimits, limits_for
-from autoloop_py.loop.checks import violations
-from autoloop_py.redact import Redactor, from_environment
-from autoloop_py.sandbox.policy import SandboxPolicy
-from autoloop_py.sandbox.run import Isolation, run_isolation
 from autoloop_py.loop.recording import (
     candidate_data,
     error_record,
     load_state,
     parse_or_new,
-    record_iteration,
     primary_file,
+    record_iteration,
     record_of,
     record_pause,
     rejection_note,
@@ -51,10 +36,25 @@ from autoloop_py.loop.recording import (
     usage_of,
     with_baseline,
 )
+from autoloop_py.loop.workspace import Workspace
+from autoloop_py.program.model import Program, require_on_base
+from autoloop_py.program.target import target_files
+from autoloop_py.proposers import get_proposer, llm
+from autoloop_py.proposers.base import Proposal, ProposalRequest, Proposer
+from autoloop_py.proposers.llm_call import CallLimits, limits_for
+from autoloop_py.redact import Redactor, from_environment
+from autoloop_py.sandbox import candidate_dir
+from autoloop_py.sandbox.policy import SandboxPolicy
+from autoloop_py.sandbox.run import Isolation, run_isolation
+from autoloop_py.state import budget
+from autoloop_py.state import file as statefile
+from autoloop_py.state import trace
+from autoloop_py.state.memory import MemoryStore, pack_if_due
+from autoloop_py.state.population import Candidate
 from autoloop_py.strategies import runner as strategy
 from autoloop_py.strategies.engine import DecisionLike
+from autoloop_py.strategies.prompt import RECENTLY_DELETED, prompt_context, render_iteration_prompt, with_data_section
 from autoloop_py.strategies.runner import StrategyRunner
-from autoloop_py.loop.workspace import Workspace
 
 # load_state, parse_or_new, record_iteration, rejection_note, state_path and violations are re-exported
 # from their own modules for callers that import them from here.

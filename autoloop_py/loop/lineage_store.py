@@ -14,13 +14,13 @@ import logging
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping, Protocol, Sequence
 
-from autoloop_py.loop import novelty
-from autoloop_py.state import trace
-from autoloop_py.git.objects import ObjectReader
 from autoloop_py.git.command import open_repo
-from autoloop_py.state.machine import is_improvement
+from autoloop_py.git.objects import ObjectReader
+from autoloop_py.loop import novelty
 from autoloop_py.loop.novelty import Ancestor, EarlierResult, NoveltyConfig, NoveltyVerdict
 from autoloop_py.program.model import Program
+from autoloop_py.state import trace
+from autoloop_py.state.machine import is_improvement
 from autoloop_py.strategies.runner import language_of
 
 log = logging.getLogger(__name__)

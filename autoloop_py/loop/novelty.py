@@ -14,8 +14,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from autoloop_py.analysis import Node
-from autoloop_py.analysis import cycling
+from autoloop_py.analysis import Node, cycling
 
 NOVEL = "novel"
 DUPLICATE = "duplicate"

@@ -19,8 +19,8 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any, Mapping
 
-from autoloop_py.loop.decision_codec import DecisionCodecError, decode, encode
 from autoloop_py.errors import AutoloopError
+from autoloop_py.loop.decision_codec import DecisionCodecError, decode, encode
 from autoloop_py.state.history import IterationRecord
 from autoloop_py.state.trace import Evaluated
 

@@ -13,19 +13,19 @@ from pathlib import Path
 from typing import Mapping
 
 from autoloop_py import faults
-from autoloop_py.loop import checks, recovery
-from autoloop_py.git import push_refusal
 from autoloop_py.errors import GitError
+from autoloop_py.git import push_refusal
 from autoloop_py.git.command import call, open_repo, rev_parse
-from autoloop_py.state.history import IterationRecord
+from autoloop_py.loop import checks, recovery
 from autoloop_py.loop.lock import program_lock
-from autoloop_py.state.memory import MemoryStore
 from autoloop_py.loop.outcome import Outcome, OutcomeError, problems
-from autoloop_py.program.model import Program
 from autoloop_py.loop.recording import record_iteration
-from autoloop_py.redact import from_environment
-from autoloop_py.strategies import runner as strategy
 from autoloop_py.loop.workspace import Workspace
+from autoloop_py.program.model import Program
+from autoloop_py.redact import from_environment
+from autoloop_py.state.history import IterationRecord
+from autoloop_py.state.memory import MemoryStore
+from autoloop_py.strategies import runner as strategy
 
 log = logging.getLogger(__name__)
 

@@ -24,17 +24,24 @@ from typing import Collection, Mapping, Sequence
 import git
 
 from autoloop_py import tempdirs
-from autoloop_py.state import file as statefile
 from autoloop_py.git.command import (
-    call, fetch_branches, has_remote, is_ancestor, open_repo, push_branch, rev_parse, tracking_tip,
+    call,
+    fetch_branches,
+    has_remote,
+    is_ancestor,
+    open_repo,
+    push_branch,
+    rev_parse,
+    tracking_tip,
 )
-from autoloop_py.state.history import KEY_TRAILER, IterationRecord
-from autoloop_py.state.memory import MemoryStore
-from autoloop_py.program.model import Program
 from autoloop_py.loop.recording import load_state, record_iteration
+from autoloop_py.loop.workspace import OWNER_FILE, worktree_admin
+from autoloop_py.program.model import Program
 from autoloop_py.sandbox.process import kill_marked
 from autoloop_py.sandbox.run import RUN_TOKEN_ENV_VAR, run_token
-from autoloop_py.loop.workspace import OWNER_FILE, worktree_admin
+from autoloop_py.state import file as statefile
+from autoloop_py.state.history import KEY_TRAILER, IterationRecord
+from autoloop_py.state.memory import MemoryStore
 
 log = logging.getLogger(__name__)
 

@@ -19,16 +19,25 @@ from typing import Collection
 
 import git
 
-from autoloop_py.loop import recovery
 from autoloop_py.errors import GitError
-from autoloop_py.git.command import GitResult, call, fetch_branches, has_remote, is_ancestor, open_repo, rev_parse, update_ref
+from autoloop_py.git.command import (
+    GitResult,
+    call,
+    fetch_branches,
+    has_remote,
+    is_ancestor,
+    open_repo,
+    rev_parse,
+    update_ref,
+)
+from autoloop_py.git.push_refusal import read_refusal
+from autoloop_py.loop import recovery
+from autoloop_py.loop.recording import load_state
+from autoloop_py.program.model import Program
+from autoloop_py.state.file import StateFile
 from autoloop_py.state.history import IterationRecord
 from autoloop_py.state.machine import is_improvement
 from autoloop_py.state.memory import MemoryStore
-from autoloop_py.program.model import Program
-from autoloop_py.git.push_refusal import read_refusal
-from autoloop_py.loop.recording import load_state
-from autoloop_py.state.file import StateFile
 from autoloop_py.state.parts import format_number
 
 log = logging.getLogger(__name__)

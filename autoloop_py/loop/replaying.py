@@ -13,14 +13,14 @@ from typing import Callable, Mapping
 from autoloop_py import tempdirs
 from autoloop_py.analysis.replay import Applied, ReplayEvent, Trial, apply_text, retry_user
 from autoloop_py.analysis.replay_prompts import EXACT, VariantPrompt
-from autoloop_py.sandbox import candidate_dir
 from autoloop_py.errors import AutoloopError
-from autoloop_py.loop.evaluate import evaluate
 from autoloop_py.git.command import call, open_repo, rev_parse, run
+from autoloop_py.loop.evaluate import evaluate
 from autoloop_py.program.model import Program
+from autoloop_py.program.regions import primary_target
 from autoloop_py.program.target import target_files
 from autoloop_py.proposers import llm
-from autoloop_py.program.regions import primary_target
+from autoloop_py.sandbox import candidate_dir
 
 logger = logging.getLogger(__name__)
 

@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Mapping, Protocol, Sequence
 
-from autoloop_py.state import budget
 from autoloop_py.errors import ProgramError
 from autoloop_py.program.interval import parse_schedule
 from autoloop_py.program.model import Program
+from autoloop_py.state import budget
 
 PLATEAU_LENGTH = 5
 

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
-from autoloop_py.state import population as pop
 from autoloop_py.git.command import call, default_branch, open_repo, rev_parse
 from autoloop_py.program.regions import evolved_code
+from autoloop_py.state import population as pop
 from autoloop_py.state.textmerge import merge3
 
 log = logging.getLogger(__name__)

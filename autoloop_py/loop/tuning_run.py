@@ -25,11 +25,11 @@ from autoloop_py.analysis.tuning_report import (
     objective,
     penalty,
 )
-from autoloop_py.sandbox import candidate_dir
 from autoloop_py.errors import AutoloopError
-from autoloop_py.loop.evaluate import EvaluationResult, evaluate
 from autoloop_py.git.command import call, open_repo, rev_parse, run
+from autoloop_py.loop.evaluate import EvaluationResult, evaluate
 from autoloop_py.program.model import Program
+from autoloop_py.sandbox import candidate_dir
 from autoloop_py.state.trace import Trace
 
 logger = logging.getLogger(__name__)

@@ -14,6 +14,7 @@ from typing import Callable, Iterable, Mapping
 from autoloop_py.program.regions import evolve_block_violation, evolve_regions
 from autoloop_py.program.reply import EditBlock, FileRewrite, Reply
 
+
 @dataclass(frozen=True)
 class EditFailure:
     """Why part of a reply could not be applied, phrased for the model.

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Iterable
 
 from autoloop_py import markdown as md
-from autoloop_py.program import names as program_names
 from autoloop_py.errors import ProgramError
+from autoloop_py.program import names as program_names
 from autoloop_py.program.frontmatter import ProgramConfig, parse_frontmatter
 from autoloop_py.program.target import Target, parse_target
 

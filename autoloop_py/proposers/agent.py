@@ -14,12 +14,12 @@ import shlex
 from pathlib import Path
 from typing import Mapping
 
-from autoloop_py.sandbox import candidate_dir
 from autoloop_py.program.reply import reply_field, summary_and_lesson
-from autoloop_py.sandbox.environment import scrub_environment
-from autoloop_py.sandbox.process import CommandResult
 from autoloop_py.proposers.base import Proposal, ProposalRequest
+from autoloop_py.sandbox import candidate_dir
+from autoloop_py.sandbox.environment import scrub_environment
 from autoloop_py.sandbox.policy import SandboxPolicy
+from autoloop_py.sandbox.process import CommandResult
 from autoloop_py.sandbox.run import isolation_for, named_files, requested_mode, run_sandboxed
 
 logger = logging.getLogger(__name__)

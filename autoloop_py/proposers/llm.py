@@ -13,13 +13,13 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from autoloop_py.program.edits import EditFailure, apply_reply, check_paths
-from autoloop_py.program.reply import parse_reply, reply_field
 from autoloop_py.errors import EditError
+from autoloop_py.program.edits import EditFailure, apply_reply, check_paths
 from autoloop_py.program.model import Program
-from autoloop_py.strategies.prompt import render_retry_prompt
+from autoloop_py.program.reply import parse_reply, reply_field
 from autoloop_py.proposers.base import Proposal, ProposalRequest, Usage
 from autoloop_py.proposers.llm_call import CallLimits, ModelCallError, completion, describe
+from autoloop_py.strategies.prompt import render_retry_prompt
 
 logger = logging.getLogger(__name__)
 

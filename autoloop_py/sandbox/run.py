@@ -17,7 +17,16 @@ from typing import Mapping, Sequence
 from autoloop_py.errors import SandboxError
 from autoloop_py.program.model import Program
 from autoloop_py.sandbox.policy import (
-    AUTO, BWRAP, ETC_FILES, MODES, NONE, SYSTEM_DIRS, Limits, SandboxPolicy, bwrap_args, limit_args,
+    AUTO,
+    BWRAP,
+    ETC_FILES,
+    MODES,
+    NONE,
+    SYSTEM_DIRS,
+    Limits,
+    SandboxPolicy,
+    bwrap_args,
+    limit_args,
 )
 from autoloop_py.sandbox.process import CommandResult, run_process
 

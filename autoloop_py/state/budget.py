@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Sequence
 
+from autoloop_py.program.frontmatter import ProgramConfig
 from autoloop_py.state.history import IterationRecord
 from autoloop_py.state.machine import MachineState, Spend, with_spend
-from autoloop_py.program.frontmatter import ProgramConfig
 from autoloop_py.state.parts import format_number
 
 DAILY_PREFIX = "daily budget reached on "

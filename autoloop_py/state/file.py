@@ -17,8 +17,9 @@ from dataclasses import dataclass, replace
 from typing import Union
 
 from autoloop_py import markdown as md
-from autoloop_py.state import prose
 from autoloop_py.errors import StateError
+from autoloop_py.render import render
+from autoloop_py.state import prose
 from autoloop_py.state.history import (
     KEEP_DETAILED,
     KEEP_DETAILED_TIGHT,
@@ -49,7 +50,6 @@ from autoloop_py.state.machine import (
     with_baseline,
     with_values,
 )
-from autoloop_py.render import render
 from autoloop_py.state.parts import (
     SUMMARY_LIMIT,
     content_end,

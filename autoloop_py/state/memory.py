@@ -17,13 +17,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Mapping
 
-from autoloop_py import tempdirs
-from autoloop_py import faults
+from autoloop_py import faults, tempdirs
 from autoloop_py.errors import GitError, StateError
-from autoloop_py.git.objects import GitSession
-from autoloop_py.git.trees import overlay
-from autoloop_py.git.push_refusal import ACCESS, SIZE, describe, read_refusal
-from autoloop_py.redact import Redactor, from_environment
 from autoloop_py.git.command import (
     call,
     failure,
@@ -35,6 +30,10 @@ from autoloop_py.git.command import (
     tree_paths,
     update_ref,
 )
+from autoloop_py.git.objects import GitSession
+from autoloop_py.git.push_refusal import ACCESS, SIZE, describe, read_refusal
+from autoloop_py.git.trees import overlay
+from autoloop_py.redact import Redactor, from_environment
 
 logger = logging.getLogger(__name__)
 

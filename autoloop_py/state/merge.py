@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import fields, replace
 
-from autoloop_py.state import file as statefile
 from autoloop_py.errors import StateError
+from autoloop_py.state import file as statefile
 from autoloop_py.state.machine import MachineState
 from autoloop_py.state.textmerge import merge3
 

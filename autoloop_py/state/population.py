@@ -11,6 +11,8 @@ import math
 from dataclasses import replace
 from typing import Callable, Iterable, Sequence
 
+from autoloop_py.render import render
+from autoloop_py.state import file as statefile
 from autoloop_py.state.population_markdown import (
     check_writable,
     format_fitness,
@@ -28,8 +30,6 @@ from autoloop_py.state.population_model import (
     StateSlot,
     evolved_lines,
 )
-from autoloop_py.render import render
-from autoloop_py.state import file as statefile
 
 __all__ = [
     "CANDIDATE_STATUSES",

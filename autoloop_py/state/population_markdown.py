@@ -15,6 +15,7 @@ from dataclasses import fields, replace
 
 from autoloop_py import markdown as md
 from autoloop_py.errors import StateError
+from autoloop_py.render import render
 from autoloop_py.state.population_model import (
     CANDIDATE_STATUSES,
     Candidate,
@@ -24,7 +25,6 @@ from autoloop_py.state.population_model import (
     StateSlot,
     evolved_lines,
 )
-from autoloop_py.render import render
 
 __all__ = ["check_writable", "format_fitness", "parse_population", "render_population", "with_strategy_state"]
 

@@ -6,9 +6,9 @@ import random
 from dataclasses import dataclass
 from typing import Any, Mapping, Protocol, Sequence
 
-from autoloop_py.state import population as pop
-from autoloop_py.state import file as statefile
 from autoloop_py.program.model import Program
+from autoloop_py.state import file as statefile
+from autoloop_py.state import population as pop
 from autoloop_py.strategies.base import StrategyContext
 from autoloop_py.strategies.prompt import Steering
 

@@ -8,11 +8,11 @@ from pathlib import PurePosixPath
 from typing import Mapping, Sequence
 
 from autoloop_py.program.edits import EditFailure
-from autoloop_py.program.regions import evolve_regions
-from autoloop_py.state.history import prompt_text
 from autoloop_py.program.model import Program
+from autoloop_py.program.regions import evolve_regions
 from autoloop_py.render import render
 from autoloop_py.state.file import StateFile
+from autoloop_py.state.history import prompt_text
 
 _LANGUAGES = {
     ".py": "python", ".js": "javascript", ".ts": "typescript", ".rs": "rust", ".go": "go", ".c": "c",

@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
-from autoloop_py.program.regions import evolved_code, place_code, primary_target
-from autoloop_py.state import population as pop
-from autoloop_py.state import file as statefile
 from autoloop_py.errors import ProgramError, StateError
-from autoloop_py.program.playbook import Playbook, runnable_playbook
 from autoloop_py.program.model import Program
+from autoloop_py.program.playbook import Playbook, runnable_playbook
+from autoloop_py.program.regions import evolved_code, place_code, primary_target
+from autoloop_py.state import file as statefile
+from autoloop_py.state import population as pop
 from autoloop_py.state.population import population_of
 from autoloop_py.strategies import registry
 from autoloop_py.strategies.base import StrategyContext

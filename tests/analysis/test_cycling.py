@@ -5,10 +5,9 @@ from __future__ import annotations
 import time
 
 import pytest
-
 import trace_samples as sample
-from autoloop_py.analysis import Node
-from autoloop_py.analysis import cycling
+
+from autoloop_py.analysis import Node, cycling
 from autoloop_py.analysis.cycling import (
     Edit,
     classify_lineage,

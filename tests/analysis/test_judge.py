@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 import trace_samples as sample
+
 from autoloop_py.analysis.judge import (
     KEYS,
     MAX_DIFF,

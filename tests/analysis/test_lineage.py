@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-
 import trace_samples as sample
+
 from autoloop_py.analysis import Node
 from autoloop_py.analysis.lineage import BestEvent, analyze_lineage, ancestry, record_holders
 

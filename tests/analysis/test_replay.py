@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Mapping
 
 import pytest
-
 import trace_samples as sample
+
 from autoloop_py.analysis.replay import (
     NO_CHANGE,
     NO_EDIT,
@@ -26,8 +25,8 @@ from autoloop_py.analysis.replay import (
     prompt_entry,
     select_events,
 )
-from autoloop_py.errors import AutoloopError
 from autoloop_py.analysis.replay_prompts import VariantPrompt
+from autoloop_py.errors import AutoloopError
 from autoloop_py.loop.replaying import SOURCE_KEY, Replay, replay_event
 from autoloop_py.state.trace import Trace, TraceRow, export, load_trace, row_files
 

@@ -9,15 +9,15 @@ import pytest
 
 from autoloop_py.analysis.replay_prompts import ContextProgram, closest, retry_prompt, vary
 from autoloop_py.program.edits import EditFailure
-from autoloop_py.state.population import Candidate
-from autoloop_py.program.model import Evaluation, Program
 from autoloop_py.program.frontmatter import ProgramConfig
+from autoloop_py.program.model import Evaluation, Program
 from autoloop_py.program.target import Target
-from autoloop_py.strategies.prompt import PromptContext, Steering, render_iteration_prompt
 from autoloop_py.render import render
-from autoloop_py.strategies.adaevolve.strategy import AdaEvolveDecision
+from autoloop_py.state.population import Candidate
 from autoloop_py.strategies.adaevolve.config import AdaEvolveConfig
 from autoloop_py.strategies.adaevolve.prompt import render_prompt
+from autoloop_py.strategies.adaevolve.strategy import AdaEvolveDecision
+from autoloop_py.strategies.prompt import PromptContext, Steering, render_iteration_prompt
 
 FILE = "code/search.py"
 FILES = {FILE: "def search():\n    return 1\n"}

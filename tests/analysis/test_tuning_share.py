@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 import trace_samples as sample
+
 from autoloop_py.analysis.cycling import Edit, edits_of
 from autoloop_py.analysis.tuning_share import edit_tuning, tuning_bucket
 

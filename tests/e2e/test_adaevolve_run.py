@@ -13,20 +13,20 @@ from pathlib import Path
 
 import pytest
 
-from autoloop_py.state import population as pop
-from autoloop_py.state import file as statefile
 from autoloop_py.cli import main
 from autoloop_py.loop.iteration import RunOptions, run_iteration
-from autoloop_py.state.memory import MemoryStore
 from autoloop_py.program.model import load_program
+from autoloop_py.program.regions import place_code
 from autoloop_py.proposers.base import Proposal, ProposalRequest
 from autoloop_py.proposers.tune import TuneProposer
+from autoloop_py.state import file as statefile
+from autoloop_py.state import population as pop
+from autoloop_py.state.memory import MemoryStore
+from autoloop_py.state.population import population_of
 from autoloop_py.strategies.adaevolve import strategy as adaevolve
 from autoloop_py.strategies.adaevolve.archive import archive_status
 from autoloop_py.strategies.adaevolve.config import AdaEvolveConfig
 from autoloop_py.strategies.adaevolve.state import AdaEvolveState, intensity
-from autoloop_py.program.regions import place_code
-from autoloop_py.state.population import population_of
 from autoloop_py.strategies.runner import guide_wanted, load_runner
 from tests.programs import install_strategy_program
 

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
-
-from autoloop_py.github import agentic_scheduler
-from autoloop_py.cli import main
 from programs import program_md
+
+from autoloop_py.cli import main
+from autoloop_py.github import agentic_scheduler
 
 EVALUATE = 'import json, runpy\nprint(json.dumps({"score": runpy.run_path("code/value.py")["x"]}))\n'
 

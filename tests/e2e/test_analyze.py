@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 import trace_samples as sample
+
 from autoloop_py.cli import main
 from autoloop_py.commands import analyze
 from autoloop_py.errors import AutoloopError

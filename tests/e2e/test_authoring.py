@@ -19,8 +19,8 @@ import yaml
 
 from autoloop_py.cli import main
 from autoloop_py.loop.evaluate import evaluate
-from autoloop_py.program.playbook import customize_markers, resolve_markers
 from autoloop_py.program.model import UNCONFIGURED_SENTINEL, load_program
+from autoloop_py.program.playbook import customize_markers, resolve_markers
 
 REPO = Path(__file__).resolve().parents[2]
 PROGRAMS = Path(".autoloop/programs")

@@ -27,8 +27,8 @@ from typing import Callable, Iterator
 
 import pytest
 
-from autoloop_py.state import file as statefile
 from autoloop_py.cli import main
+from autoloop_py.state import file as statefile
 from tests.programs import program_md
 
 PROG = ".autoloop/programs/counter"

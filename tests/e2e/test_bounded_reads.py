@@ -10,11 +10,11 @@ from typing import Any, Callable
 
 import pytest
 
-from autoloop_py.state import trace
 from autoloop_py.git.objects import ObjectReader
 from autoloop_py.loop.iteration import RunOptions, run_iteration
-from autoloop_py.state.memory import MemoryStore
 from autoloop_py.program.model import load_program
+from autoloop_py.state import trace
+from autoloop_py.state.memory import MemoryStore
 from autoloop_py.state.trace import TraceRow
 from tests.programs import program_md
 

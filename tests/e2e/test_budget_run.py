@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from autoloop_py.loop import schedule
-from autoloop_py.state import file as statefile
 from autoloop_py.cli import main
+from autoloop_py.loop import schedule
 from autoloop_py.loop.iteration import RunOptions, run_iteration
-from autoloop_py.state.memory import MemoryStore
 from autoloop_py.program.model import load_program
 from autoloop_py.proposers.base import Proposal, ProposalRequest, Usage
+from autoloop_py.state import file as statefile
+from autoloop_py.state.memory import MemoryStore
 from tests.programs import program_md
 
 NAME = "counter"

@@ -19,8 +19,8 @@ sys.path.insert(0, str(Path(__file__).parent.parent))
 from fakegithub import FakeGitHub  # noqa: E402
 from test_run import PROG, VALUE, _git, _plan, _value, counter_repo  # noqa: E402,F401
 
-from autoloop_py.state import file as statefile  # noqa: E402
 from autoloop_py.cli import main  # noqa: E402
+from autoloop_py.state import file as statefile  # noqa: E402
 from autoloop_py.state.memory import MemoryStore  # noqa: E402
 
 REPO = "octo/counter"

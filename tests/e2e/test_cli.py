@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from autoloop_py.state import file as statefile
 from autoloop_py.cli import build_parser, main
+from autoloop_py.state import file as statefile
 from autoloop_py.state.memory import MemoryStore
 
 PROGRAM = """\

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Callable
 
 from autoloop_py.loop import recovery
-from autoloop_py.state import file as statefile
 from autoloop_py.loop.iteration import RunOptions, run_iteration
 from autoloop_py.program.model import load_program
+from autoloop_py.state import file as statefile
 from autoloop_py.state.population import population_of
 from tests.conftest import GitRunner
 

@@ -13,8 +13,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from autoloop_py.loop.iteration import RunOptions, run_iteration
-from autoloop_py.state.memory import MemoryStore
 from autoloop_py.program.model import load_program
+from autoloop_py.state.memory import MemoryStore
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 EXAMPLE = Path(__file__).parents[2] / ".autoloop/programs/function_minimization"

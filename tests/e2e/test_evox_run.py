@@ -15,18 +15,19 @@ from pathlib import Path
 
 import pytest
 
-from autoloop_py.loop import iteration as iteration_module
-from autoloop_py.state import population as pop
-from autoloop_py.state import file as statefile
 from autoloop_py.cli import main
+from autoloop_py.loop import iteration as iteration_module
 from autoloop_py.loop.iteration import RunOptions, run_iteration
-from autoloop_py.state.memory import MemoryStore
 from autoloop_py.program.model import load_program
-from autoloop_py.strategies.evox import strategy as evox, sandbox as evox_sandbox
-from autoloop_py.strategies.evox.strategy import EvoXState
+from autoloop_py.state import file as statefile
+from autoloop_py.state import population as pop
+from autoloop_py.state.memory import MemoryStore
+from autoloop_py.state.population import population_of
+from autoloop_py.strategies.evox import sandbox as evox_sandbox
+from autoloop_py.strategies.evox import strategy as evox
 from autoloop_py.strategies.evox.engine import EvoXEngine
 from autoloop_py.strategies.evox.markdown import render_state_block
-from autoloop_py.state.population import population_of
+from autoloop_py.strategies.evox.strategy import EvoXState
 from autoloop_py.strategies.runner import load_runner
 from tests.programs import install_strategy_program
 

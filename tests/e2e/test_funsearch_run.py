@@ -18,18 +18,18 @@ from pathlib import Path
 
 import pytest
 
-from autoloop_py.state import population as pop
-from autoloop_py.state import file as statefile
 from autoloop_py.cli import main
 from autoloop_py.loop.iteration import RunOptions, run_iteration
-from autoloop_py.state.memory import MemoryStore
 from autoloop_py.program.model import load_program
+from autoloop_py.program.regions import evolved_code, place_code
 from autoloop_py.proposers import get_proposer
 from autoloop_py.proposers.base import Proposal, ProposalRequest, Proposer
+from autoloop_py.state import file as statefile
+from autoloop_py.state import population as pop
+from autoloop_py.state.memory import MemoryStore
+from autoloop_py.state.population import population_of
 from autoloop_py.strategies.funsearch import strategy as fs
 from autoloop_py.strategies.funsearch.config import FunSearchConfig
-from autoloop_py.program.regions import evolved_code, place_code
-from autoloop_py.state.population import population_of
 
 REPO = Path(__file__).parents[2]
 NAME = "function_minimization"

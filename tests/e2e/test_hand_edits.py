@@ -20,13 +20,13 @@ from typing import Any
 
 import pytest
 
-from autoloop_py.state import file as statefile
 from autoloop_py.cli import main
-from autoloop_py.state.memory import MemoryStore
-from autoloop_py.proposers.base import Proposal, ProposalRequest, Proposer
-from autoloop_py.proposers.tune import TuneProposer
 from autoloop_py.loop.iteration import RunOptions, run_iteration
 from autoloop_py.program.model import load_program
+from autoloop_py.proposers.base import Proposal, ProposalRequest, Proposer
+from autoloop_py.proposers.tune import TuneProposer
+from autoloop_py.state import file as statefile
+from autoloop_py.state.memory import MemoryStore
 from tests.programs import program_md
 
 NAME = "counter"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from autoloop_py.state import file as statefile
 from autoloop_py.cli import main
+from autoloop_py.state import file as statefile
 from autoloop_py.state.memory import MemoryStore
 from autoloop_py.state.population import population_of
 

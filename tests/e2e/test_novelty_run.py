@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from autoloop_py.loop.iteration import IterationOutcome, RunOptions, run_iteration
-from autoloop_py.state.memory import MemoryStore
 from autoloop_py.program.model import load_program
 from autoloop_py.proposers.base import Proposal, ProposalRequest, Proposer
+from autoloop_py.state.memory import MemoryStore
 
 EXAMPLE = Path(__file__).parents[2] / ".autoloop/programs/function_minimization"
 NAME = "function_minimization"

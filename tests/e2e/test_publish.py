@@ -15,10 +15,10 @@ from typing import Callable
 
 import pytest
 
-from autoloop_py.state import file as statefile
 from autoloop_py.cli import main
 from autoloop_py.loop.iteration import RunOptions, run_iteration
 from autoloop_py.program.model import load_program
+from autoloop_py.state import file as statefile
 from tests.e2e.test_budget_run import DAY, FOLDER, NAME, _PricedModel, _repo
 from tests.e2e.test_budget_run import _state as budget_state
 from tests.e2e.test_run import EVALUATE, PROG, PROGRAM_MD, VALUE, _plan, _value

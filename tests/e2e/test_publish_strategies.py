@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from autoloop_py.state import file as statefile
 from autoloop_py.cli import main
+from autoloop_py.state import file as statefile
 from autoloop_py.state.population import population_of
 from tests.e2e.test_adaevolve_run import POINTER as ADA_POINTER
 from tests.e2e.test_evox_run import POINTER as EVOX_POINTER

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from autoloop_py.state import file as statefile
 from autoloop_py.commands.analyze import analyze_target
 from autoloop_py.loop.iteration import RunOptions, run_iteration
-from autoloop_py.state.memory import MemoryStore
 from autoloop_py.program.model import load_program
 from autoloop_py.proposers.base import Proposal, ProposalRequest, Proposer
+from autoloop_py.state import file as statefile
+from autoloop_py.state.memory import MemoryStore
 from autoloop_py.state.population import population_of
 from tests.programs import install_tiny_strategy_program, program_md
 

@@ -10,11 +10,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-
 import trace_samples as sample
-from autoloop_py.state import trace
+
 from autoloop_py.cli import main
 from autoloop_py.proposers import llm
+from autoloop_py.state import trace
 from tests.programs import program_md
 
 PROG = ".autoloop/programs/demo"

@@ -16,8 +16,8 @@ from pathlib import Path
 import git
 import pytest
 
-from autoloop_py.state import file as statefile
 from autoloop_py.cli import main
+from autoloop_py.state import file as statefile
 from tests.programs import program_md
 
 PROGRAM_MD = program_md("Counter", "Make `x` as large as possible.",

@@ -15,8 +15,8 @@ from typing import Callable
 import pytest
 
 from autoloop_py.cli import main
-from autoloop_py.state.memory import MemoryStore
 from autoloop_py.state.file import parse_state
+from autoloop_py.state.memory import MemoryStore
 
 PROGRAMS = ".autoloop/programs"
 

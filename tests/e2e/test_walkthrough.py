@@ -12,8 +12,8 @@ from typing import Callable
 
 import pytest
 
-from autoloop_py.state import file as statefile
 from autoloop_py.cli import main
+from autoloop_py.state import file as statefile
 from tests.programs import REPO
 
 HOT = "def weight():\n    return 0.5\n"

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from autoloop_py.git.objects import GitSession, ObjectReader, tree_entries
 from autoloop_py.git.command import open_repo
+from autoloop_py.git.objects import GitSession, ObjectReader, tree_entries
 from autoloop_py.state.memory import MemoryStore
 
 

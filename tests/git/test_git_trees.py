@@ -6,7 +6,8 @@ import subprocess
 from pathlib import Path
 from typing import Callable
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from autoloop_py.git.trees import TREE_MODE, object_id, overlay, parse_tree, render_tree
 from autoloop_py.state.memory import MemoryStore

@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 import yaml
 
-from autoloop_py.github import agentic_scheduler
 from autoloop_py.commands.init import (
     AGENTIC_MEMORY_DIR,
     AGENTIC_WORKFLOW,
@@ -27,6 +26,7 @@ from autoloop_py.commands.init import (
     render_workflows,
 )
 from autoloop_py.errors import AutoloopError
+from autoloop_py.github import agentic_scheduler
 
 REPO = Path(__file__).resolve().parents[2]
 CLONE_STEP = "Clone repo-memory for scheduling"

@@ -11,13 +11,15 @@ from typing import Iterator
 
 import github
 import pytest
+from fakegithub import REPO as REPO_PATTERN
+from fakegithub import FakeGitHub, Request, Response, _list_pulls
 from github import Auth
 from hypothesis import given
 from hypothesis import strategies as st
 
 import autoloop_py.github.client as autoloop_github
-from autoloop_py.github import render as github_render
 from autoloop_py.errors import AutoloopError
+from autoloop_py.github import render as github_render
 from autoloop_py.github.client import (
     COMPLETED_LABEL,
     DISCLOSURE,
@@ -39,8 +41,6 @@ from autoloop_py.github.client import (
     render_pull_request,
     render_status,
 )
-from fakegithub import REPO as REPO_PATTERN
-from fakegithub import FakeGitHub, Request, Response, _list_pulls
 
 REPO = "octo/widgets"
 TOKEN = "fake-token"

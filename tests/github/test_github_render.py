@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+from test_github import PROGRAM, status_view  # shared helpers, found via tests/ on sys.path
+
 from autoloop_py.github.render import (
     DISCLOSURE,
     STATUS_MARKER,
@@ -20,8 +22,6 @@ from autoloop_py.github.render import (
     render_status,
     with_disclosure,
 )
-from test_github import PROGRAM, status_view  # shared helpers, found via tests/ on sys.path
-
 
 # ---------------------------------------------------------------- bodies
 

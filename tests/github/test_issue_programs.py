@@ -6,10 +6,10 @@ from typing import Iterator
 
 import github
 import pytest
+from fakegithub import FakeGitHub
 from github import Auth
 
 from autoloop_py.github.issue_programs import IssueProgram, assign_slugs, discover_issue_programs, slugify_issue_title
-from fakegithub import FakeGitHub
 
 REPO = "octo/widgets"
 TOKEN = "fake-token"

@@ -7,11 +7,11 @@ from typing import Iterator
 
 import github
 import pytest
+from fakegithub import FakeGitHub
 from github import Auth
 
 from autoloop_py.github.issue_programs import discover_all
 from autoloop_py.github.issue_trust import Approval, Edit, IssueFacts, is_approval, refusal
-from fakegithub import FakeGitHub
 
 REPO = "octo/widgets"
 TOKEN = "fake-token"

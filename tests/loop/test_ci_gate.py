@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from state_helpers import T0, fresh, rec, run, sections_by_key, table_file, upstream_parse
 
+from autoloop_py.errors import ProgramError, StateError
 from autoloop_py.loop.ci_gate import (
     ACCEPTED_LABEL,
     EXHAUSTED_LABEL,
@@ -28,10 +30,8 @@ from autoloop_py.loop.ci_gate import (
     record_pending,
     with_pending,
 )
-from autoloop_py.errors import ProgramError, StateError
 from autoloop_py.program.model import Program, load_program
 from autoloop_py.state.file import MACHINE, StateFile, apply_iteration, parse_state, render_state, with_machine
-from state_helpers import T0, fresh, rec, run, sections_by_key, table_file, upstream_parse
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 FIX_SHA = "fedcba9876543210fedcba9876543210fedcba98"

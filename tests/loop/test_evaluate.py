@@ -14,10 +14,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from autoloop_py.errors import EvaluationError
-from autoloop_py.loop.evaluate import EvaluationResult, parse_metric
-from autoloop_py.sandbox.process import DRAIN_GRACE, HEAD_CAP, MARK_ENV_VAR, run_command
+from autoloop_py.loop.evaluate import EvaluationResult
 from autoloop_py.loop.evaluate import evaluate as run_evaluation
+from autoloop_py.loop.evaluate import parse_metric
 from autoloop_py.program.model import Program, load_program
+from autoloop_py.sandbox.process import DRAIN_GRACE, HEAD_CAP, MARK_ENV_VAR, run_command
 
 ENV = dict(os.environ)
 

@@ -7,10 +7,10 @@ from datetime import datetime, timezone
 
 import pytest
 
-from autoloop_py.state import file as statefile
 from autoloop_py.errors import StateError
-from autoloop_py.state.history import IterationRecord
 from autoloop_py.loop.integrity import Recorded, key_iteration, lost
+from autoloop_py.state import file as statefile
+from autoloop_py.state.history import IterationRecord
 from autoloop_py.state.merge import merge_edit
 from autoloop_py.state.textmerge import merge3
 

@@ -7,14 +7,14 @@ from typing import Sequence
 
 import pytest
 
-from tests import trace_samples as s
-from autoloop_py.loop import lineage_store, novelty
-from autoloop_py.state import trace
 from autoloop_py.errors import ProgramError
+from autoloop_py.loop import lineage_store, novelty
 from autoloop_py.loop.lineage_store import BranchFiles, TraceReader
-from autoloop_py.state.memory import MEMORY_BRANCH, MemoryStore
 from autoloop_py.program.model import Program, load_program
+from autoloop_py.state import trace
+from autoloop_py.state.memory import MEMORY_BRANCH, MemoryStore
 from autoloop_py.state.trace import TraceRow
+from tests import trace_samples as s
 
 
 class _Files:

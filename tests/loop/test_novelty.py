@@ -9,9 +9,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests import trace_samples as s
 from autoloop_py.loop import novelty
 from autoloop_py.loop.novelty import Ancestor, EarlierResult, NoveltyConfig, NoveltyVerdict
+from tests import trace_samples as s
 
 SCORES = {i: score for i, _, _, _, score, _ in s.PROGRAMS}
 C_LINEAGE = tuple(

@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoloop_py.state.history import IterationRecord
 from autoloop_py.loop.outcome import (
     Outcome,
     OutcomeError,
@@ -22,6 +21,7 @@ from autoloop_py.loop.outcome import (
     render_outcome,
     write_outcome,
 )
+from autoloop_py.state.history import IterationRecord
 from autoloop_py.state.trace import Evaluated
 
 WHEN = datetime(2025, 5, 1, 12, 0, tzinfo=timezone.utc)

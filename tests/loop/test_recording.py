@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from autoloop_py.loop import recording
-from autoloop_py.state import file as statefile
 from autoloop_py.errors import StateError
+from autoloop_py.loop import recording
 from autoloop_py.program.model import Program
+from autoloop_py.state import file as statefile
 from tests.programs import small_program
 
 

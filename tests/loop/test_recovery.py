@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from autoloop_py.loop import recovery
+from autoloop_py.loop.recording import load_state, record_iteration
+from autoloop_py.loop.workspace import OWNER_FILE, Workspace
+from autoloop_py.program.model import load_program
 from autoloop_py.sandbox.run import RUN_TOKEN_ENV_VAR, run_token
 from autoloop_py.state.history import IterationRecord
 from autoloop_py.state.memory import MemoryStore
-from autoloop_py.program.model import load_program
-from autoloop_py.loop.recording import load_state, record_iteration
-from autoloop_py.loop.workspace import OWNER_FILE, Workspace
 from tests.conftest import GitRunner
 
 WHEN = datetime(2026, 3, 4, 5, 6, tzinfo=timezone.utc)

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from autoloop_py.loop import rejudge
-from autoloop_py.state import file as statefile
 from autoloop_py.git.command import open_repo
-from autoloop_py.state.history import IterationRecord
-from autoloop_py.state.memory import MemoryStore
-from autoloop_py.program.model import Program
+from autoloop_py.loop import rejudge
 from autoloop_py.loop.recording import record_iteration
 from autoloop_py.loop.rejudge import TipClaim
+from autoloop_py.program.model import Program
+from autoloop_py.state import file as statefile
+from autoloop_py.state.history import IterationRecord
+from autoloop_py.state.memory import MemoryStore
 from tests.conftest import GitRunner
 from tests.programs import small_program
 

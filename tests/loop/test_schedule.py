@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from autoloop_py.loop import schedule
 from autoloop_py.errors import ProgramError
-from autoloop_py.program.model import Program
+from autoloop_py.loop import schedule
 from autoloop_py.program.frontmatter import ProgramConfig
+from autoloop_py.program.model import Program
 from autoloop_py.program.target import Target
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=timezone.utc)

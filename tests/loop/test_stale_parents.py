@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from autoloop_py.state import population as pop
 from autoloop_py.loop.stale_parents import read_bases, rebase_population, with_base
+from autoloop_py.state import population as pop
 
 OLD = "x = 1\n\n\ndef f():\n    return 0\n"
 NEW = "x = 1\n\n\ndef f():\n    return 1000\n"

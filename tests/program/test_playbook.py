@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from autoloop_py.errors import ProgramError
+from autoloop_py.program.model import Program, load_program
 from autoloop_py.program.playbook import (
     Marker,
     customize_markers,
@@ -19,7 +20,6 @@ from autoloop_py.program.playbook import (
     resolve_markers,
     runnable_playbook,
 )
-from autoloop_py.program.model import Program, load_program
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "autoloop_py/templates/strategies/alphaevolve"
 PROGRAM = """\

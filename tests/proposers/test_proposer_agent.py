@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from autoloop_py.program.model import Evaluation, Program
 from autoloop_py.program.frontmatter import ProgramConfig
+from autoloop_py.program.model import Evaluation, Program
 from autoloop_py.program.target import Target
 from autoloop_py.proposers.agent import NO_COMMAND, AgentProposer, agent_environment
 from autoloop_py.proposers.base import ProposalRequest

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from autoloop_py.program.model import Evaluation, Program
 from autoloop_py.program.frontmatter import ProgramConfig
+from autoloop_py.program.model import Evaluation, Program
 from autoloop_py.program.target import Target
 from autoloop_py.proposers.base import ProposalRequest
 from autoloop_py.proposers.llm import NO_MODEL, LLMProposer

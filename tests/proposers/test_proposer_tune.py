@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from autoloop_py.program.model import Evaluation, Program
 from autoloop_py.program.frontmatter import ProgramConfig
+from autoloop_py.program.model import Evaluation, Program
 from autoloop_py.program.target import Target
 from autoloop_py.proposers.base import ProposalRequest
 from autoloop_py.proposers.tune import NO_LITERALS, TuneProposer, find_literals, format_number, perturb

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from autoloop_py.state import file as statefile
 from autoloop_py.cli import main
+from autoloop_py.state import file as statefile
 from tests.programs import program_md
 
 PROG = ".autoloop/programs/counter"

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import date, datetime, timezone
 
+from autoloop_py.program.frontmatter import ProgramConfig
 from autoloop_py.state import budget
 from autoloop_py.state import file as statefile
 from autoloop_py.state.history import IterationRecord
 from autoloop_py.state.machine import MachineState, Spend, with_spend
-from autoloop_py.program.frontmatter import ProgramConfig
 
 NOON = datetime(2026, 5, 6, 12, tzinfo=timezone.utc)
 

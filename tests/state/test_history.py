@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
-from autoloop_py import markdown as md
-from autoloop_py.state.history import IterationRecord, parse_entry, parse_history_section, relabel_entry
-from autoloop_py.state.file import DEFAULT_BUDGET, StateFile, compact, parse_state, render_state, with_machine
 from state_helpers import T0, fresh, rec, run, sections_by_key, table_file
 
+from autoloop_py import markdown as md
+from autoloop_py.state.file import DEFAULT_BUDGET, StateFile, compact, parse_state, render_state, with_machine
+from autoloop_py.state.history import IterationRecord, parse_entry, parse_history_section, relabel_entry
 
 # ---------------------------------------------------------------- entries
 

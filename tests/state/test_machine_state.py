@@ -6,9 +6,6 @@ from dataclasses import replace
 from datetime import datetime, timezone
 
 import pytest
-
-from autoloop_py.state.machine import is_improvement
-from autoloop_py.state.file import MACHINE, parse_state, render_state, with_machine
 from state_helpers import (
     FIXTURE,
     assert_parse_error,
@@ -20,6 +17,8 @@ from state_helpers import (
     upstream_parse,
 )
 
+from autoloop_py.state.file import MACHINE, parse_state, render_state, with_machine
+from autoloop_py.state.machine import is_improvement
 
 # ---------------------------------------------------------------- parsing
 

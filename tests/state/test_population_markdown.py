@@ -8,14 +8,19 @@ from dataclasses import replace
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_population import cand, candidates, ids, population_of  # shared helpers, found via tests/ on sys.path
 
 from autoloop_py import markdown as md
 from autoloop_py.errors import StateError
-from autoloop_py.state.population import Candidate, Population, add_candidate, empty_population, evict
-from autoloop_py.state.population_markdown import format_fitness, parse_population, render_population, with_strategy_state
-from autoloop_py.state.population_model import RawBlock
 from autoloop_py.state.file import format_number
-from test_population import cand, candidates, ids, population_of  # shared helpers, found via tests/ on sys.path
+from autoloop_py.state.population import Candidate, Population, add_candidate, empty_population, evict
+from autoloop_py.state.population_markdown import (
+    format_fitness,
+    parse_population,
+    render_population,
+    with_strategy_state,
+)
+from autoloop_py.state.population_model import RawBlock
 
 INTRO = (
     "> 🤖 *Managed by the AlphaEvolve strategy. One entry per candidate that has been evaluated "

@@ -7,10 +7,21 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from state_helpers import (
+    FIXTURE,
+    T0,
+    assert_parse_error,
+    fresh,
+    rec,
+    run,
+    sections_by_key,
+    table_file,
+    upstream_parse,
+)
 
 from autoloop_py import markdown as md
-from autoloop_py.state import file as statefile
 from autoloop_py.errors import StateError
+from autoloop_py.state import file as statefile
 from autoloop_py.state.file import (
     HISTORY,
     LESSONS,
@@ -27,18 +38,6 @@ from autoloop_py.state.file import (
     parse_state,
     render_state,
 )
-from state_helpers import (
-    FIXTURE,
-    T0,
-    assert_parse_error,
-    fresh,
-    rec,
-    run,
-    sections_by_key,
-    table_file,
-    upstream_parse,
-)
-
 
 # ---------------------------------------------------------------- hand-written variants
 

@@ -8,15 +8,15 @@ import math
 from pathlib import Path
 
 import pytest
+import trace_samples as sample
 from hypothesis import given
 from hypothesis import strategies as st
 
-import trace_samples as sample
-from autoloop_py.state import trace
 from autoloop_py.errors import AutoloopError
-from autoloop_py.program.model import Evaluation, Program
 from autoloop_py.program.frontmatter import ProgramConfig
+from autoloop_py.program.model import Evaluation, Program
 from autoloop_py.program.target import Target
+from autoloop_py.state import trace
 from autoloop_py.state.trace import TraceRow, load_trace, primary_score, row_files, row_from_json, row_to_json
 
 PROMPTS = {"diff_user": {"system": "You improve code.", "user": "Make it faster ✓", "responses": ["<<<<<<< SEARCH"]}}

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from autoloop_py.program.edits import EditFailure
-from autoloop_py.program.reply import EditBlock
-from autoloop_py.program.model import Evaluation, Program
 from autoloop_py.program.frontmatter import ProgramConfig
+from autoloop_py.program.model import Evaluation, Program
+from autoloop_py.program.reply import EditBlock
 from autoloop_py.program.target import Target
 from autoloop_py.strategies.prompt import PromptContext, fence_for, render_iteration_prompt, render_retry_prompt
 

@@ -9,12 +9,12 @@ from typing import Callable
 
 import pytest
 
-from autoloop_py.state import file as statefile
 from autoloop_py.commands.new import copy_plan, pointer_block, strategy_templates
 from autoloop_py.program.model import load_program
 from autoloop_py.program.target import target_files
-from autoloop_py.strategies.prompt import prompt_context, render_iteration_prompt
+from autoloop_py.state import file as statefile
 from autoloop_py.strategies import runner as strategy
+from autoloop_py.strategies.prompt import prompt_context, render_iteration_prompt
 from tests.e2e.test_funsearch_run import funsearch_repo  # noqa: F401 - the FunSearch program fixture
 from tests.programs import REPO, install_strategy_program
 

@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from autoloop_py.state import population as pop
-from autoloop_py.state import file as statefile
-from autoloop_py.program.playbook import Playbook, load_config_yaml
 from autoloop_py.program.model import Program
-from autoloop_py.strategies.adaevolve import strategy as adaevolve, prompt as adaevolve_prompt
+from autoloop_py.program.playbook import Playbook, load_config_yaml
+from autoloop_py.state import file as statefile
+from autoloop_py.state import population as pop
+from autoloop_py.strategies.adaevolve import prompt as adaevolve_prompt
+from autoloop_py.strategies.adaevolve import strategy as adaevolve
 from autoloop_py.strategies.adaevolve.archive import archive_of, ranked
 from autoloop_py.strategies.adaevolve.config import AdaEvolveConfig, parse_adaevolve_config
 from autoloop_py.strategies.adaevolve.paradigms import GuideReplyError

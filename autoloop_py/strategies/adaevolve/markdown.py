@@ -15,8 +15,8 @@ from typing import Any, Callable, Sequence
 
 from autoloop_py import markdown as md
 from autoloop_py.errors import StateError
-from autoloop_py.state.population import Candidate, format_fitness
 from autoloop_py.render import render
+from autoloop_py.state.population import Candidate, format_fitness
 from autoloop_py.strategies.adaevolve.archive import in_archive
 from autoloop_py.strategies.adaevolve.config import AdaEvolveConfig
 from autoloop_py.strategies.adaevolve.state import (

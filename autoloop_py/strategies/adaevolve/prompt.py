@@ -5,14 +5,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from autoloop_py.state.population import Candidate, format_fitness
 from autoloop_py.program.model import Program
-from autoloop_py.strategies.prompt import DataBlock, FileView, PromptContext, Steering, fence_for, prompt_view, steering_blocks
 from autoloop_py.render import render
-from autoloop_py.strategies.adaevolve.strategy import AdaEvolveDecision
+from autoloop_py.state.population import Candidate, format_fitness
 from autoloop_py.strategies.adaevolve.archive import archive_status
 from autoloop_py.strategies.adaevolve.config import AdaEvolveConfig
 from autoloop_py.strategies.adaevolve.state import Paradigm, TriedParadigm
+from autoloop_py.strategies.adaevolve.strategy import AdaEvolveDecision
+from autoloop_py.strategies.prompt import (
+    DataBlock,
+    FileView,
+    PromptContext,
+    Steering,
+    fence_for,
+    prompt_view,
+    steering_blocks,
+)
 
 MODE_LABELS = {
     "exploration": (

@@ -14,7 +14,6 @@ from typing import Any, Mapping, Sequence
 
 from autoloop_py.state import population as pop
 from autoloop_py.state.population import Candidate, Population, oriented
-from autoloop_py.strategies.base import DrawRecorder
 from autoloop_py.strategies.adaevolve.archive import (
     Scored,
     UniformSource,
@@ -49,6 +48,7 @@ from autoloop_py.strategies.adaevolve.state import (
     intensity,
     ucb_score,
 )
+from autoloop_py.strategies.base import DrawRecorder
 
 logger = logging.getLogger(__name__)
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 import dataclasses
 import logging
 import random
-from typing import Any, Mapping
-
-from autoloop_py.state import population as pop
-from autoloop_py.state import file as statefile
 from pathlib import Path
+from typing import Any, Mapping
 
 from autoloop_py.program.model import Program
 from autoloop_py.program.playbook import Playbook, load_config_yaml
-from autoloop_py.strategies.alphaevolve import strategy as alphaevolve, prompt as alphaevolve_prompt
+from autoloop_py.state import file as statefile
+from autoloop_py.state import population as pop
+from autoloop_py.strategies.alphaevolve import prompt as alphaevolve_prompt
+from autoloop_py.strategies.alphaevolve import strategy as alphaevolve
 from autoloop_py.strategies.alphaevolve.config import AlphaEvolveConfig, parse_alphaevolve_config
 from autoloop_py.strategies.base import Decision, StrategyContext
 from autoloop_py.strategies.engine import PromptInputs, entry_for

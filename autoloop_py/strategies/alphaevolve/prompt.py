@@ -5,13 +5,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from autoloop_py.state.population import Candidate, format_fitness
 from autoloop_py.program.model import Program
-from autoloop_py.strategies.prompt import DataBlock, FileView, PromptContext, Steering, fence_for, prompt_view, steering_blocks
 from autoloop_py.render import render
-from autoloop_py.strategies.alphaevolve.strategy import TWO_PARENT_OPERATORS, find_island
+from autoloop_py.state.population import Candidate, format_fitness
 from autoloop_py.strategies.alphaevolve.config import AlphaEvolveConfig
+from autoloop_py.strategies.alphaevolve.strategy import TWO_PARENT_OPERATORS, find_island
 from autoloop_py.strategies.base import Decision
+from autoloop_py.strategies.prompt import (
+    DataBlock,
+    FileView,
+    PromptContext,
+    Steering,
+    fence_for,
+    prompt_view,
+    steering_blocks,
+)
 
 
 @dataclass(frozen=True)

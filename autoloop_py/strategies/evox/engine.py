@@ -15,14 +15,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from autoloop_py.state import population as pop
-from autoloop_py.state import file as statefile
-from autoloop_py.program.playbook import Playbook, load_config_yaml
 from autoloop_py.program.model import Program
-from autoloop_py.strategies.evox import strategy as evox, fold as evox_fold, sandbox as evox_sandbox
+from autoloop_py.program.playbook import Playbook, load_config_yaml
+from autoloop_py.state import file as statefile
+from autoloop_py.state import population as pop
 from autoloop_py.strategies.base import StrategyContext
 from autoloop_py.strategies.engine import PromptInputs, entry_for
-from autoloop_py.strategies.evox.strategy import EditCheck, EvoXDecision, EvoXRefresh, EvoXState, LabelTexts, MetaOutcome
+from autoloop_py.strategies.evox import fold as evox_fold
+from autoloop_py.strategies.evox import sandbox as evox_sandbox
+from autoloop_py.strategies.evox import strategy as evox
 from autoloop_py.strategies.evox.config import EvoXConfig, parse_evox_config
 from autoloop_py.strategies.evox.markdown import parse_state_block, render_state_block
 from autoloop_py.strategies.evox.prompt import (
@@ -33,6 +34,14 @@ from autoloop_py.strategies.evox.prompt import (
     render_labels_prompt,
     render_meta_prompt,
     render_prompt,
+)
+from autoloop_py.strategies.evox.strategy import (
+    EditCheck,
+    EvoXDecision,
+    EvoXRefresh,
+    EvoXState,
+    LabelTexts,
+    MetaOutcome,
 )
 
 log = logging.getLogger(__name__)

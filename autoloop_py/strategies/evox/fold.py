@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable
 
-from autoloop_py.strategies.evox.strategy import strategy_parent
 from autoloop_py.strategies.evox.state import EvoXState, StrategyRecord
+from autoloop_py.strategies.evox.strategy import strategy_parent
 
 STRATEGIES_DIR = "strategies"
 

@@ -16,11 +16,11 @@ from typing import Any, Callable
 
 from autoloop_py import markdown as md
 from autoloop_py.errors import StateError
+from autoloop_py.render import render
 from autoloop_py.state.memory import MEMORY_BRANCH
 from autoloop_py.state.population import format_fitness
-from autoloop_py.render import render
-from autoloop_py.strategies.evox.strategy import STATUSES, EvoXState, StrategyRecord, initial_state
 from autoloop_py.strategies.evox.config import EvoXConfig
+from autoloop_py.strategies.evox.strategy import STATUSES, EvoXState, StrategyRecord, initial_state
 
 NONE = "—"
 FIELDS = (

@@ -8,13 +8,21 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from autoloop_py import markdown as md
-from autoloop_py.state.population import Candidate, format_fitness, oriented
 from autoloop_py.program.model import Program
-from autoloop_py.strategies.prompt import DataBlock, FileView, PromptContext, Steering, fence_for, prompt_view, steering_blocks
 from autoloop_py.render import render
-from autoloop_py.strategies.evox.strategy import EvoXDecision, EvoXState, LabelTexts, StrategyRecord
+from autoloop_py.state.population import Candidate, format_fitness, oriented
 from autoloop_py.strategies.evox.config import EvoXConfig
+from autoloop_py.strategies.evox.strategy import EvoXDecision, EvoXState, LabelTexts, StrategyRecord
 from autoloop_py.strategies.evox.worker import ALLOWED_MODULES
+from autoloop_py.strategies.prompt import (
+    DataBlock,
+    FileView,
+    PromptContext,
+    Steering,
+    fence_for,
+    prompt_view,
+    steering_blocks,
+)
 
 TOP_K = 5
 ERROR_TAIL = 800

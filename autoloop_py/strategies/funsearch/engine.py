@@ -17,20 +17,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from autoloop_py.state import population as pop
-from autoloop_py.state import file as statefile
-from autoloop_py.program.playbook import Playbook, load_config_yaml
 from autoloop_py.program.model import Program
-from autoloop_py.strategies.prompt import steering_blocks
+from autoloop_py.program.playbook import Playbook, load_config_yaml
+from autoloop_py.program.regions import primary_target
 from autoloop_py.render import render
-from autoloop_py.strategies.funsearch import strategy as fs
-from autoloop_py.strategies.funsearch import prompt as funsearch_prompt
+from autoloop_py.state import file as statefile
+from autoloop_py.state import population as pop
 from autoloop_py.strategies.base import StrategyContext
 from autoloop_py.strategies.engine import PromptInputs, entry_for
+from autoloop_py.strategies.funsearch import prompt as funsearch_prompt
+from autoloop_py.strategies.funsearch import strategy as fs
 from autoloop_py.strategies.funsearch.config import SKELETON_FILE, FunSearchConfig, parse_funsearch_config
 from autoloop_py.strategies.funsearch.islands import evictions, without_members
 from autoloop_py.strategies.funsearch.state import FunSearchState
-from autoloop_py.program.regions import primary_target
+from autoloop_py.strategies.prompt import steering_blocks
 
 log = logging.getLogger(__name__)
 

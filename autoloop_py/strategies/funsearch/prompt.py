@@ -7,11 +7,11 @@ from dataclasses import dataclass
 
 from autoloop_py.errors import ProgramError
 from autoloop_py.program.model import Program
-from autoloop_py.strategies.prompt import fence_for
 from autoloop_py.render import render
-from autoloop_py.strategies.funsearch.strategy import SAMPLE, FunSearchDecision
 from autoloop_py.strategies.funsearch.code import function_source, version_name, versioned_code
 from autoloop_py.strategies.funsearch.config import FunSearchConfig
+from autoloop_py.strategies.funsearch.strategy import SAMPLE, FunSearchDecision
+from autoloop_py.strategies.prompt import fence_for
 
 logger = logging.getLogger(__name__)
 

@@ -9,6 +9,17 @@ from typing import Sequence
 import pytest
 
 from autoloop_py.state.population import Candidate, Population, empty_population, parse_population, render_population
+from autoloop_py.strategies.adaevolve.archive import archive_bullets, archive_of, archive_status
+from autoloop_py.strategies.adaevolve.config import AdaEvolveConfig
+from autoloop_py.strategies.adaevolve.paradigms import active_paradigm, install_paradigms, use_paradigm, wants_paradigms
+from autoloop_py.strategies.adaevolve.state import (
+    AdaEvolveState,
+    IslandState,
+    Paradigm,
+    initial_state,
+    intensity,
+    ucb_score,
+)
 from autoloop_py.strategies.adaevolve.strategy import (
     AdaEvolveDecision,
     decide,
@@ -27,17 +38,6 @@ from autoloop_py.strategies.adaevolve.strategy import (
     spawn_choices,
     spawn_due,
     spawn_seeds,
-)
-from autoloop_py.strategies.adaevolve.archive import archive_bullets, archive_of, archive_status
-from autoloop_py.strategies.adaevolve.config import AdaEvolveConfig
-from autoloop_py.strategies.adaevolve.paradigms import active_paradigm, install_paradigms, use_paradigm, wants_paradigms
-from autoloop_py.strategies.adaevolve.state import (
-    AdaEvolveState,
-    IslandState,
-    Paradigm,
-    initial_state,
-    intensity,
-    ucb_score,
 )
 
 CONFIG = AdaEvolveConfig()

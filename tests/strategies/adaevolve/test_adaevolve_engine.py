@@ -9,23 +9,22 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from test_adaevolve import cand, population_of
 
-from autoloop_py.state import population as pop
-from autoloop_py.state import file as statefile
 from autoloop_py.errors import StateError
-from autoloop_py.program.model import Evaluation, Program
 from autoloop_py.program.frontmatter import ProgramConfig
+from autoloop_py.program.model import Evaluation, Program
 from autoloop_py.program.target import Target
+from autoloop_py.state import file as statefile
+from autoloop_py.state import population as pop
+from autoloop_py.strategies import runner as strategy
 from autoloop_py.strategies.adaevolve import strategy as adaevolve
 from autoloop_py.strategies.adaevolve.archive import archive_status
 from autoloop_py.strategies.adaevolve.config import AdaEvolveConfig
 from autoloop_py.strategies.adaevolve.engine import AdaEvolveEngine, EngineDecision
 from autoloop_py.strategies.adaevolve.state import AdaEvolveState
-from autoloop_py.strategies import runner as strategy
 from autoloop_py.strategies.base import StrategyContext
 from autoloop_py.strategies.runner import StrategyRunner
-
-from test_adaevolve import cand, population_of
 
 CONFIG = AdaEvolveConfig(paradigm_window_size=3, use_dynamic_islands=False)
 GUIDE_REPLY = (

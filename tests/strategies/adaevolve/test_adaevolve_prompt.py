@@ -5,16 +5,17 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from autoloop_py.program.model import Evaluation, Program
+# The archive and decision helpers are shared with the decision-engine tests.
+from test_adaevolve import ARCHIVE, CONFIG, IDEAS, FakeRng, cand, state_after_seed
+
 from autoloop_py.program.frontmatter import ProgramConfig
+from autoloop_py.program.model import Evaluation, Program
 from autoloop_py.program.target import Target
-from autoloop_py.strategies.prompt import Steering
-from autoloop_py.strategies.adaevolve.strategy import AdaEvolveDecision, decide
 from autoloop_py.strategies.adaevolve.config import AdaEvolveConfig
 from autoloop_py.strategies.adaevolve.prompt import MODE_LABELS, render_guide_prompt, render_prompt
 from autoloop_py.strategies.adaevolve.state import TriedParadigm, initial_state
-# The archive and decision helpers are shared with the decision-engine tests.
-from test_adaevolve import ARCHIVE, CONFIG, IDEAS, FakeRng, cand, state_after_seed
+from autoloop_py.strategies.adaevolve.strategy import AdaEvolveDecision, decide
+from autoloop_py.strategies.prompt import Steering
 
 FILE = "code/search.py"
 WORKTREE = "import math\n# EVOLVE-BLOCK-START\ndef f():\n    return 1\n# EVOLVE-BLOCK-END\n"

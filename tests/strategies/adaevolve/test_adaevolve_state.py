@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 
 from autoloop_py.errors import StateError
 from autoloop_py.state.population import empty_population, parse_population, render_population, with_strategy_state
-from autoloop_py.strategies.adaevolve.strategy import decide
 from autoloop_py.strategies.adaevolve.config import AdaEvolveConfig
 from autoloop_py.strategies.adaevolve.markdown import parse_state_block, render_state_block
 from autoloop_py.strategies.adaevolve.paradigms import active_paradigm
@@ -23,6 +22,7 @@ from autoloop_py.strategies.adaevolve.state import (
     initial_state,
     raw_value,
 )
+from autoloop_py.strategies.adaevolve.strategy import decide
 
 CONFIG = AdaEvolveConfig()
 LOWER = replace(CONFIG, direction="lower")

@@ -9,6 +9,7 @@ from typing import Sequence
 import pytest
 
 from autoloop_py.state.population import Candidate
+from autoloop_py.strategies.alphaevolve.config import DEFAULT_WEIGHTS, AlphaEvolveConfig, Island
 from autoloop_py.strategies.alphaevolve.strategy import (
     REVISIT_NOTE,
     AlphaEvolve,
@@ -19,7 +20,6 @@ from autoloop_py.strategies.alphaevolve.strategy import (
     parents_for,
     pick_operator,
 )
-from autoloop_py.strategies.alphaevolve.config import DEFAULT_WEIGHTS, AlphaEvolveConfig, Island
 from autoloop_py.strategies.base import Decision, StrategyContext
 
 ISLANDS = (

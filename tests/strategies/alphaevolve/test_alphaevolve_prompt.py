@@ -5,18 +5,19 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from autoloop_py.program.reply import parse_reply
-from autoloop_py.state.population import Candidate
-from autoloop_py.program.model import Evaluation, Program
-from autoloop_py.program.frontmatter import ProgramConfig
-from autoloop_py.program.target import Target
-from autoloop_py.strategies.prompt import Steering
-from autoloop_py.strategies.alphaevolve.strategy import REVISIT_NOTE
-from autoloop_py.strategies.alphaevolve.config import AlphaEvolveConfig
-from autoloop_py.strategies.alphaevolve.prompt import framing_file, render_prompt
-from autoloop_py.strategies.base import Decision
 # The population and decision helpers are shared with the decision-engine tests.
 from test_alphaevolve import CONFIG, CROSS, ISLANDS, cand, decide
+
+from autoloop_py.program.frontmatter import ProgramConfig
+from autoloop_py.program.model import Evaluation, Program
+from autoloop_py.program.reply import parse_reply
+from autoloop_py.program.target import Target
+from autoloop_py.state.population import Candidate
+from autoloop_py.strategies.alphaevolve.config import AlphaEvolveConfig
+from autoloop_py.strategies.alphaevolve.prompt import framing_file, render_prompt
+from autoloop_py.strategies.alphaevolve.strategy import REVISIT_NOTE
+from autoloop_py.strategies.base import Decision
+from autoloop_py.strategies.prompt import Steering
 
 FILE = "code/groupby.py"
 WORKTREE = "import numpy as np\n# EVOLVE-BLOCK-START\ndef f():\n    return 8  # code-8\n# EVOLVE-BLOCK-END\n"

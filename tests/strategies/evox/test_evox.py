@@ -11,9 +11,9 @@ import pytest
 
 from autoloop_py.state.population import Candidate
 from autoloop_py.strategies.evox import strategy as evox
-from autoloop_py.strategies.evox.strategy import EditCheck, EvoXRefresh, LabelTexts, MetaOutcome, StrategyRecord
 from autoloop_py.strategies.evox.config import EvoXConfig, switch_interval
 from autoloop_py.strategies.evox.sandbox import Genome, Sample, StrategyFailure
+from autoloop_py.strategies.evox.strategy import EditCheck, EvoXRefresh, LabelTexts, MetaOutcome, StrategyRecord
 
 INITIAL = "class EvolvedStrategy(StrategyBase):\n    pass\n"
 NEW = "class EvolvedStrategy(StrategyBase):\n    NEW = 1\n"

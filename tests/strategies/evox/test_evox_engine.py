@@ -9,21 +9,22 @@ from pathlib import Path
 
 import pytest
 
-from autoloop_py.state import population as pop
-from autoloop_py.state import file as statefile
-from autoloop_py.program.playbook import Playbook
-from autoloop_py.program.model import Evaluation, Program
 from autoloop_py.program.frontmatter import ProgramConfig
+from autoloop_py.program.model import Evaluation, Program
+from autoloop_py.program.playbook import Playbook
 from autoloop_py.program.target import Target
-from autoloop_py.strategies.evox import strategy as evox, sandbox as evox_sandbox
+from autoloop_py.state import file as statefile
+from autoloop_py.state import population as pop
 from autoloop_py.strategies.base import StrategyContext
-from autoloop_py.strategies.evox.strategy import EvoXState
-from autoloop_py.strategies.evox.config import EvoXConfig, parse_evox_config
 from autoloop_py.strategies.engine import PromptInputs
+from autoloop_py.strategies.evox import sandbox as evox_sandbox
+from autoloop_py.strategies.evox import strategy as evox
+from autoloop_py.strategies.evox.config import EvoXConfig, parse_evox_config
 from autoloop_py.strategies.evox.engine import EvoXEngine
-from autoloop_py.strategies.prompt import Steering
 from autoloop_py.strategies.evox.markdown import render_state_block
 from autoloop_py.strategies.evox.prompt import label_texts, parse_labels_reply
+from autoloop_py.strategies.evox.strategy import EvoXState
+from autoloop_py.strategies.prompt import Steering
 
 INITIAL = evox_sandbox.initial_strategy()
 CONFIG = EvoXConfig(switch_interval=2, initial_code=INITIAL)

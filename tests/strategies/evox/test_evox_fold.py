@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from autoloop_py.strategies.evox import fold as evox_fold
-from autoloop_py.strategies.evox.strategy import EvoXState, StrategyRecord
 from autoloop_py.strategies.evox.config import EvoXConfig
 from autoloop_py.strategies.evox.markdown import parse_state_block, render_state_block
+from autoloop_py.strategies.evox.strategy import EvoXState, StrategyRecord
 
 CONFIG = EvoXConfig(switch_interval=3, initial_code="class EvolvedStrategy(StrategyBase):\n    pass\n")
 

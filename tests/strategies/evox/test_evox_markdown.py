@@ -8,12 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoloop_py.state import population as pop
 from autoloop_py.errors import StateError
+from autoloop_py.state import population as pop
 from autoloop_py.strategies.evox import strategy as evox
-from autoloop_py.strategies.evox.strategy import EvoXState, StrategyRecord
 from autoloop_py.strategies.evox.config import EvoXConfig
 from autoloop_py.strategies.evox.markdown import parse_state_block, render_state_block
+from autoloop_py.strategies.evox.strategy import EvoXState, StrategyRecord
 
 INITIAL = '"""Initial."""\n\nclass EvolvedStrategy(StrategyBase):\n    pass\n'
 CONFIG = EvoXConfig(switch_interval=4, initial_code=INITIAL)

@@ -11,6 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+# The state generator is shared with the state-block tests.
+from test_funsearch_markdown import states
+
 from autoloop_py.state.population import Candidate
 from autoloop_py.strategies.funsearch import strategy as fs
 from autoloop_py.strategies.funsearch.config import FunSearchConfig
@@ -22,8 +25,6 @@ from autoloop_py.strategies.funsearch.state import (
     Island,
     Member,
 )
-# The state generator is shared with the state-block tests.
-from test_funsearch_markdown import states
 
 CONFIG = FunSearchConfig("priority")
 

@@ -8,17 +8,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
-from autoloop_py.state import population as pop
-from autoloop_py.state import file as statefile
-from autoloop_py.program.model import Evaluation, Program
 from autoloop_py.program.frontmatter import ProgramConfig
+from autoloop_py.program.model import Evaluation, Program
+from autoloop_py.program.regions import place_code
 from autoloop_py.program.target import Target
+from autoloop_py.state import file as statefile
+from autoloop_py.state import population as pop
 from autoloop_py.strategies.base import StrategyContext
-from autoloop_py.strategies.funsearch.config import FunSearchConfig
 from autoloop_py.strategies.engine import PromptInputs
+from autoloop_py.strategies.funsearch.config import FunSearchConfig
 from autoloop_py.strategies.funsearch.engine import FunSearchEngine, FunSearchStep, code_hash
 from autoloop_py.strategies.prompt import steering_of
-from autoloop_py.program.regions import place_code
 
 PRIMARY = "code/search.py"
 CONFIG = FunSearchConfig("solve", num_islands=3, reset_every_registrations=100)

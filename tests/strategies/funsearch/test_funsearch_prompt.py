@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from autoloop_py.errors import ProgramError
-from autoloop_py.state.population import Candidate
-from autoloop_py.program.model import Evaluation, Program
 from autoloop_py.program.frontmatter import ProgramConfig
+from autoloop_py.program.model import Evaluation, Program
 from autoloop_py.program.target import Target
+from autoloop_py.state.population import Candidate
 from autoloop_py.strategies.funsearch import strategy as fs
 from autoloop_py.strategies.funsearch.config import FunSearchConfig
 from autoloop_py.strategies.funsearch.prompt import render_prompt
