@@ -16,6 +16,8 @@ from typing import Mapping, Sequence
 
 from autoloop_py.errors import SandboxError
 from autoloop_py.program.model import Program
+from autoloop_py.sandbox.cgroup import describe as describe_process_limit
+from autoloop_py.sandbox.cgroup import pids_limit
 from autoloop_py.sandbox.policy import (
     AUTO,
     BWRAP,
@@ -147,7 +149,11 @@ def run_sandboxed(
         argv = ["prlimit", *limits, "--", *argv]
     else:
         logger.debug("prlimit is not installed: the command runs without resource limits")
-    return run_process(argv, Path(where), timeout=timeout, env=env, output_cap=output_cap)
+    # RLIMIT_NPROC does not hold for root: a pids cgroup does (for other users it is not needed).
+    with pids_limit(policy.limits.processes) as group:
+        if group is not None:
+            argv = group.wrap(argv)
+        return run_process(argv, Path(where), timeout=timeout, env=env, output_cap=output_cap)
 
 
 def run_token(pid: int) -> str:
@@ -234,4 +240,7 @@ def isolation_report(programs: Sequence[Program]) -> tuple[list[str], list[str]]
     if bare:
         reason = why if not usable else "isolation: none"
         lines.append(f"NOT SANDBOXED: evaluations of {', '.join(bare)} run without a sandbox ({reason})")
+    if programs:
+        limit = describe_process_limit()
+        lines.append(limit if "NOT" in limit else f"sandbox: {limit}")
     return lines, problems

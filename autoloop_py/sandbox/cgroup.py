@@ -1,0 +1,183 @@
+"""A pids cgroup per command when the runner is root: Linux never applies RLIMIT_NPROC to uid 0.
+
+As any other user, `prlimit --nproc` bounds the processes a command may start. As root (CI containers,
+most `docker run`s) that limit is ignored, so each command gets a cgroup of its own whose `pids.max`
+the kernel enforces for every user: a fork past it fails with EAGAIN. The command enters the group
+itself (a `sh` wrapper writes its pid to `cgroup.procs`, then execs), so everything it starts is counted,
+and whatever is still in the group when the command is over is killed before the group is removed.
+Both cgroup v1 (a `pids` hierarchy) and v2 (a writable cgroup with the pids controller enabled for its
+children) are used; without either the limit is not enforced, and `autoloop check` says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import signal
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+logger = logging.getLogger(__name__)
+
+CGROUP_MOUNT = Path("/sys/fs/cgroup")
+PREFIX = "autoloop-"
+# `$0` is the cgroup.procs file, the rest the command: the shell moves itself into the group, then execs.
+_ENTER = 'echo $$ > "$0" && exec "$@"'
+_KILL_ROUNDS = 50
+
+
+@dataclass(frozen=True)
+class PidsGroup:
+    """One command's pids cgroup.
+
+    Attributes:
+      path: the cgroup's directory.
+    """
+
+    path: Path
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        """Returns argv started inside this group."""
+        return ["sh", "-c", _ENTER, str(self.path / "cgroup.procs"), *argv]
+
+    def members(self) -> list[int]:
+        """Returns the pids in the group."""
+        try:
+            text = (self.path / "cgroup.procs").read_text()
+        except OSError:
+            return []
+        return [int(line) for line in text.split() if line.isdigit()]
+
+    def kill_all(self) -> int:
+        """Kills every process in the group, again until none is left (a fork may race a kill); returns the count."""
+        killed = 0
+        for _ in range(_KILL_ROUNDS):
+            pids = self.members()
+            if not pids:
+                break
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    killed += 1
+                except OSError:
+                    pass
+            time.sleep(0.01)
+        return killed
+
+
+def own_cgroup(hierarchy: str, proc_cgroup: str) -> str | None:
+    """Returns this process's path in a hierarchy, from /proc/self/cgroup's text ('' for v2's `0::`)."""
+    for line in proc_cgroup.splitlines():
+        number, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if (hierarchy == "" and number == "0" and controllers == "") or hierarchy in controllers.split(","):
+            return path
+    return None
+
+
+def pids_parent(mount: Path = CGROUP_MOUNT, proc_cgroup: str | None = None) -> Path | None:
+    """Returns a writable cgroup directory whose new children get a `pids.max`, or None when there is none."""
+    text = proc_cgroup if proc_cgroup is not None else _read("/proc/self/cgroup")
+    v1_own = own_cgroup("pids", text)
+    candidates: list[Path] = []
+    if (mount / "pids" / "cgroup.procs").is_file():
+        # In a container the path /proc shows may not exist under the mount, whose root is its own group.
+        candidates += [mount / "pids" / (v1_own or "").lstrip("/"), mount / "pids"]
+    v2_own = own_cgroup("", text)
+    for unified in (mount, mount / "unified"):
+        if (unified / "cgroup.controllers").is_file():
+            candidates += [unified / (v2_own or "").lstrip("/"), unified]
+    for parent in candidates:
+        if _usable(parent):
+            return parent
+    return None
+
+
+@contextmanager
+def pids_limit(max_pids: int, *, root_only: bool = True) -> Iterator[PidsGroup | None]:
+    """Yields a fresh pids cgroup limited to max_pids, or None when none is needed or can be made.
+
+    root_only: make one only when this process runs as root (for others RLIMIT_NPROC holds).
+    """
+    if root_only and os.geteuid() != 0:
+        yield None
+        return
+    parent = pids_parent()
+    if parent is None:
+        logger.warning("running as root without a writable pids cgroup: the process limit is not enforced")
+        yield None
+        return
+    _remove_stale(parent)
+    path = parent / f"{PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        path.mkdir()
+        (path / "pids.max").write_text(f"{max_pids}\n")
+    except OSError as err:
+        logger.warning("could not make a pids cgroup under %s (%s): the process limit is not enforced", parent, err)
+        _rmdir(path)
+        yield None
+        return
+    group = PidsGroup(path)
+    try:
+        yield group
+    finally:
+        group.kill_all()
+        _rmdir(path)
+
+
+def describe() -> str:
+    """Returns one line on how the process limit of sandboxed commands is enforced on this machine."""
+    if os.geteuid() != 0:
+        return "process limit: RLIMIT_NPROC (prlimit)"
+    parent = pids_parent()
+    if parent is None:
+        return "NOT ENFORCED: the process limit of evaluations (running as root, with no writable pids cgroup)"
+    return f"process limit: a pids cgroup per command under {parent} (running as root)"
+
+
+def _usable(parent: Path) -> bool:
+    """Whether children made under parent get a pids.max (v1 always; v2 when the controller is delegated)."""
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        return False
+    if (parent / "pids.max").is_file() or parent.name == "pids" or (parent / "tasks").is_file():
+        return True  # v1: every group of the pids hierarchy has the controller
+    try:
+        return "pids" in (parent / "cgroup.subtree_control").read_text().split()
+    except OSError:
+        return False
+
+
+def _remove_stale(parent: Path) -> None:
+    """Removes the empty groups a killed run left (a group with processes in it is not empty, so it stays)."""
+    try:
+        stale = [p for p in parent.iterdir() if p.name.startswith(PREFIX) and p.is_dir()]
+    except OSError:
+        return
+    for path in stale:
+        owner = path.name[len(PREFIX):].split("-", 1)[0]
+        if owner.isdigit() and not Path(f"/proc/{owner}").exists():
+            PidsGroup(path).kill_all()
+            _rmdir(path)
+
+
+def _rmdir(path: Path) -> None:
+    for _ in range(_KILL_ROUNDS):
+        try:
+            path.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:  # still busy: the last killed processes are being reaped
+            time.sleep(0.01)
+    logger.warning("could not remove the cgroup %s", path)
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return ""
