@@ -197,13 +197,15 @@ def population_bytes(sizes: list[int]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--history", default="10,100,1000,5000")
+    parser.add_argument("--history", default="10,100,1000,5000", help="history sizes ('' to skip)")
     parser.add_argument("--iterations", type=int, default=3)
-    parser.add_argument("--populations", default="10,40,200")
+    parser.add_argument("--populations", default="10,40,200", help="Population sizes ('' to skip)")
     args = parser.parse_args()
     print(f"history: a program with a near-instant evaluation; {args.iterations} measured iterations per size")
-    history_scaling([int(s) for s in args.history.split(",")], args.iterations)
-    population_bytes([int(s) for s in args.populations.split(",")])
+    if args.history:
+        history_scaling([int(s) for s in args.history.split(",")], args.iterations)
+    if args.populations:
+        population_bytes([int(s) for s in args.populations.split(",")])
 
 
 if __name__ == "__main__":

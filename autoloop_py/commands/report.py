@@ -14,7 +14,7 @@ from autoloop_py.commands.common import read_states, repo_root, subparser
 from autoloop_py.commands.trace import export_program
 from autoloop_py.errors import AutoloopError
 from autoloop_py.program.model import check_all
-from autoloop_py.state.memory import MEMORY_BRANCH
+from autoloop_py.state.memory import MEMORY_BRANCH, MemoryStore
 from autoloop_py.state.population import population_of
 from autoloop_py.state.population_model import Candidate
 from autoloop_py.state.trace import Trace, load_trace, trace_dir
@@ -70,4 +70,4 @@ def _population(root: Path, name: str) -> tuple[Candidate, ...]:
     if program is None:
         return ()
     state = read_states(root, [program]).get(name)
-    return population_of(state).candidates if state is not None else ()
+    return population_of(state, MemoryStore(root).read).candidates if state is not None else ()

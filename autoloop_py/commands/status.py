@@ -138,7 +138,7 @@ def _stale(root: Path, program: Program, state: statefile.StateFile | None, cons
         return
     memory = MemoryStore(root)
     rebased = stale_parents.rebase_at(
-        root, program.name, primary, stale_parents.default_tip(root), memory.read, population_of(state)
+        root, program.name, primary, stale_parents.default_tip(root), memory.read, population_of(state, memory.read)
     )
     if rebased.stale:
         ids = ", ".join(f"#{i}" for i in rebased.stale)

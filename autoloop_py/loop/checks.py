@@ -144,7 +144,11 @@ def tampered(program: Program, workdir: Path, before: Mapping[str, str]) -> str:
 
 
 def duplicate_of(
-    runner: StrategyRunner | None, state: statefile.StateFile, proposal: Proposal, files: Mapping[str, str]
+    runner: StrategyRunner | None,
+    state: statefile.StateFile,
+    proposal: Proposal,
+    files: Mapping[str, str],
+    load: Callable[[str], str | None] | None = None,
 ) -> Candidate | None:
     """Returns the evaluated candidate whose code the proposal repeats, for engines with a `duplicate_of` hook."""
     hook = getattr(runner.engine, "duplicate_of", None) if runner is not None else None
@@ -152,4 +156,4 @@ def duplicate_of(
         return None
     primary = runner.primary
     source = proposal.files.get(primary) or files.get(primary, "")
-    return hook(population_of(state), evolved_code(source))
+    return hook(population_of(state, load), evolved_code(source))

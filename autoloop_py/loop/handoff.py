@@ -100,16 +100,18 @@ def prepare(root: Path, program: Program, place_parent: bool = False, memory: Me
     if place_parent:
         for path in changed:
             (root / path).write_text(placed[path], encoding="utf-8")
-    prompt = strategy.render_prompt(runner, decision, program, placed, state, best, root)
-    note = _guide_note(runner, state, program)
+    prompt = strategy.render_prompt(runner, decision, program, placed, state, best, root, load=memory.read)
+    note = _guide_note(runner, state, program, memory.read)
     if note:
         prompt = prompt.rstrip("\n") + "\n\n" + note
     return Handoff(iteration, prompt, decision, changed if place_parent else ())
 
 
-def _guide_note(runner: strategy.StrategyRunner, state: statefile.StateFile, program: Program) -> str:
+def _guide_note(
+    runner: strategy.StrategyRunner, state: statefile.StateFile, program: Program, load: Callable[[str], str | None]
+) -> str:
     """Returns the note that the strategy would consult its guide LLM, which the hand-off has not ('' when not)."""
-    reason = strategy.guide_wanted(runner, state)
+    reason = strategy.guide_wanted(runner, state, load)
     if reason is None:
         return ""
     log.warning("%s: %s would consult its guide LLM (%s); the hand-off has none", program.name, runner.playbook.name, reason)

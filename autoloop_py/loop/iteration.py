@@ -456,7 +456,7 @@ def _strategy_prompt(ctx: _Context, decision: DecisionLike, files: dict[str, str
     """Returns the strategy's prompt for the decision, with the recently deleted items as data."""
     assert ctx.runner is not None
     prompt = strategy.render_prompt(
-        ctx.runner, decision, ctx.program, files, ctx.state, ctx.best, root, ctx.options.directives
+        ctx.runner, decision, ctx.program, files, ctx.state, ctx.best, root, ctx.options.directives, ctx.memory.read
     )
     deleted = lineage_store.deleted_items(ctx.reader, _parent_id(ctx, decision))
     return with_data_section(prompt, RECENTLY_DELETED, deleted)
@@ -466,7 +466,7 @@ def _screen(
     ctx: _Context, decision: DecisionLike | None, proposal: Proposal, files: Mapping[str, str]
 ) -> novelty.NoveltyVerdict | None:
     """Returns why the candidate is not worth evaluating (a repeat, or mostly re-added deleted lines), else None."""
-    twin = checks.duplicate_of(ctx.runner, ctx.state, proposal, files)
+    twin = checks.duplicate_of(ctx.runner, ctx.state, proposal, files, ctx.memory.read)
     if twin is not None:
         # FunSearch's own check (its population's code hashes) runs even with the novelty filter off.
         return novelty.NoveltyVerdict(novelty.DUPLICATE, of=str(twin.id))

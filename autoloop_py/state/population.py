@@ -13,6 +13,7 @@ from typing import Callable, Iterable, Sequence
 
 from autoloop_py.render import render
 from autoloop_py.state import file as statefile
+from autoloop_py.state.population_fold import unfold_entries
 from autoloop_py.state.population_markdown import (
     check_writable,
     format_fitness,
@@ -214,10 +215,14 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def population_of(state: statefile.StateFile) -> Population:
-    """Returns the state file's Population (an empty one when the section is missing)."""
+def population_of(state: statefile.StateFile, load: Callable[[str], str | None] | None = None) -> Population:
+    """Returns the state file's Population (an empty one when the section is missing).
+
+    load: reads a memory-branch file; given, the entries folded out of the state file are read back.
+    """
     text = state.section_text(statefile.POPULATION)
     if text is None:
         return empty_population()
-    return parse_population(text, state.path, statefile.section_line(state, statefile.POPULATION))
+    population = parse_population(text, state.path, statefile.section_line(state, statefile.POPULATION))
+    return population if load is None else unfold_entries(population, load, state.path)
 

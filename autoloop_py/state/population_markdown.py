@@ -18,6 +18,7 @@ from autoloop_py.errors import StateError
 from autoloop_py.render import render
 from autoloop_py.state.population_model import (
     CANDIDATE_STATUSES,
+    FOLDED_HEADING_RE,
     Candidate,
     LayoutItem,
     Population,
@@ -227,6 +228,8 @@ def parse_population(text: str, path: str = "state.md", first_line: int = 0) -> 
 
 
 def _read_block(block: list[str], path: str, line: int) -> Candidate | RawBlock:
+    if FOLDED_HEADING_RE.match(block[0].rstrip("\r\n")):
+        return RawBlock("".join(block), line)  # entries folded to the memory branch: population_fold.py
     try:
         if _is_state_heading(block[0]):
             raise _Unreadable("a second `### ⚙️ Strategy State` block (merge it into the first)", line)

@@ -6,6 +6,7 @@ population.py can re-export the whole API without an import cycle.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Union
 
@@ -13,6 +14,8 @@ from autoloop_py.program.regions import evolve_regions
 
 OPERATORS = ("exploitation", "exploration", "crossover", "migration")
 CANDIDATE_STATUSES = ("accepted", "rejected", "error")
+# The block naming the entries folded out to the memory branch (population_fold.py).
+FOLDED_HEADING_RE = re.compile(r"^ {0,3}###[ \t]+🗄️?[ \t]*Folded entries[ \t#]*$")
 
 
 @dataclass(frozen=True)

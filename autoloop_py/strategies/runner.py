@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import random
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from autoloop_py.program.regions import evolved_code, place_code, primary_target
 from autoloop_py.state import file as statefile
 from autoloop_py.state import population as pop
 from autoloop_py.state.population import population_of
+from autoloop_py.state.population_fold import fold_entries, folded_path
 from autoloop_py.strategies import registry
 from autoloop_py.strategies.base import StrategyContext
 from autoloop_py.strategies.engine import DecisionLike, Engine, PromptInputs
@@ -72,7 +74,7 @@ def decide(
     `rebase` brings the entries' code up to date with the default branch and leaves stale ones out
     (stale_parents.py), so no strategy builds a child on code a later commit changed.
     """
-    population = population_of(state)
+    population = population_of(state, load_code)
     if getattr(runner.engine, "needs_all_code", False):
         population = with_all_code(population, load_code)
     if rebase is not None:
@@ -97,13 +99,15 @@ def decide(
     return runner.engine.with_parents(decision, parents)
 
 
-def guide_wanted(runner: StrategyRunner, state: statefile.StateFile) -> str | None:
+def guide_wanted(
+    runner: StrategyRunner, state: statefile.StateFile, load: Callable[[str], str | None] | None = None
+) -> str | None:
     """Returns why the engine would consult its guide LLM this iteration (None: it would not, or has no guide)."""
     wanted = getattr(runner.engine, "guide_wanted", None)
     if wanted is None:
         return None
     with block_lines(state):
-        reason: str | None = wanted(population_of(state))
+        reason: str | None = wanted(population_of(state, load))
     return reason
 
 
@@ -178,12 +182,16 @@ def render_prompt(
     best: float | None,
     root: Path,
     directives: tuple[str, ...] = (),
+    load: Callable[[str], str | None] | None = None,
 ) -> str:
-    """Returns the strategy's prompt, with the framing file the decision needs (and only that one)."""
+    """Returns the strategy's prompt, with the framing file the decision needs (and only that one).
+
+    load: reads the memory branch, so that the Population the prompt shows includes its folded entries.
+    """
     name = runner.engine.framing_file(decision)
     framing_path = root / runner.playbook.path.parent / "prompts" / name if name else None
     framing = framing_path.read_text(encoding="utf-8") if framing_path and framing_path.is_file() else ""
-    inputs = PromptInputs(program, files, framing, best, steering_of(state, directives), population_of(state))
+    inputs = PromptInputs(program, files, framing, best, steering_of(state, directives), population_of(state, load))
     return runner.engine.prompt(decision, inputs)
 
 
@@ -235,7 +243,7 @@ def record_candidate(
     """
     rng = random.Random(f"{program.config.seed}:{program.name}:{iteration}:record")
     with block_lines(state):
-        before = _loaded(population_of(state), runner, load_code)
+        before = _loaded(population_of(state, load_code), runner, load_code)
         population, candidate = runner.engine.record(
             before, candidate, decision, metrics or {}, direction=program.direction, iteration=iteration, rng=rng
         )
@@ -261,7 +269,7 @@ def advance_state(
     if advance is None:
         return state
     with block_lines(state):
-        before = _loaded(population_of(state), runner, load_code)
+        before = _loaded(population_of(state, load_code), runner, load_code)
         population = advance(before, decision, iteration=iteration)
         return _stored(state, before, population, runner, program, budget, sources)
 
@@ -319,24 +327,33 @@ def _stored(
                 sources[code_path(program, added)] = added.code
     population = _engine_folded(population, runner, sources)
     state = statefile.with_section(state, statefile.POPULATION, pop.render_population(population))
-    state = _fit(state, population, runner, program, budget)
+    state = _fit(state, population, runner, program, budget, sources)
     return statefile.compact(state, budget)
 
 
 def _fit(
-    state: statefile.StateFile, population: pop.Population, runner: StrategyRunner, program: Program, budget: int
+    state: statefile.StateFile,
+    population: pop.Population,
+    runner: StrategyRunner,
+    program: Program,
+    budget: int,
+    sources: dict[str, str] | None = None,
 ) -> statefile.StateFile:
-    """Returns the state with code folded into memory-branch references until it fits.
+    """Returns the state with code, then whole entries, folded to the memory branch until it fits.
 
     Non-elite code folds first, oldest first, down to 80 % of the budget (above that, compaction keeps
     only 5 detailed history entries); past the budget the elites' code folds too, worst first, but the
-    best candidate's code always stays. Every source stays on the memory branch, so nothing is lost.
+    best candidate's code always stays. When the file is still over 80 % of its budget, whole entries
+    move to one memory-branch file (population_fold.py): non-elites oldest first, then elites worst
+    first, never the best; that file goes into sources. Every source and entry stays on the memory
+    branch, so nothing is lost; without sources to keep the entries in, none are folded.
     """
     inline = runner.engine.keep_inline(population, program.direction)
     with_code = {c.id for c in population.candidates if c.code is not None}
     others = sorted(i for i in with_code if i not in set(inline))
     stages = ((others, budget * statefile.TIGHT_FRACTION), ([i for i in inline[:-1] if i in with_code], budget))
     folded: set[int] = set()
+    smaller = population
     for order, limit in stages:
         for candidate_id in order:
             if _size(state) <= limit:
@@ -344,6 +361,31 @@ def _fit(
             folded.add(candidate_id)
             smaller = pop.fold_code(population, lambda c: c.id not in folded, lambda c: code_path(program, c))
             state = statefile.with_section(state, statefile.POPULATION, pop.render_population(smaller))
+    if sources is None:
+        return state
+    order = [c.id for c in sorted(smaller.candidates, key=lambda c: c.id) if c.id not in set(inline)] + inline[:-1]
+    return _fold_entries(state, smaller, order, folded_path(program.name), budget * statefile.TIGHT_FRACTION, sources)
+
+
+def _fold_entries(
+    state: statefile.StateFile,
+    population: pop.Population,
+    order: list[int],
+    path: str,
+    limit: float,
+    sources: dict[str, str],
+) -> statefile.StateFile:
+    """Returns the state with the entries of order (in turn) folded into the file at path until it is within limit."""
+    size = _size(state)
+    count = 0
+    while size > limit and count < len(order):
+        entry_bytes = len(pop.render_population(population).encode()) / max(1, len(population.candidates))
+        # Estimate how many entries make up the excess, so that a Population of 200 is not re-rendered 200 times.
+        count = min(len(order), count + max(1, math.ceil((size - limit) / max(entry_bytes, 1.0))))
+        smaller, text = fold_entries(population, order[:count], path)
+        state = statefile.with_section(state, statefile.POPULATION, pop.render_population(smaller))
+        sources[path] = text
+        size = _size(state)
     return state
 
 

@@ -74,7 +74,7 @@ def _config(repo: Path) -> AdaEvolveConfig:
 
 def _read(memory: MemoryStore, config: AdaEvolveConfig, ours: bool = True) -> tuple[statefile.StateFile, AdaEvolveState]:
     state = statefile.parse_state(memory.read(STATE) or "", STATE)
-    population = population_of(state)
+    population = population_of(state, memory.read)
     block = population.strategy_state
     strategy = adaevolve.parse_state_block(block, STATE, 0, config)
     # A block autoloop wrote reads back and renders identically (a person's edit leaves derived cells stale).
@@ -100,7 +100,7 @@ def test_forty_iterations_migrate_and_spawn(ada_repo: Path) -> None:
     for iteration in range(1, 41):
         _run(ada_repo)
         state, strategy = _read(memory, config)
-        population = population_of(state)
+        population = population_of(state, memory.read)
         ids = [c.id for c in population.candidates]
         assert len(ids) == len(set(ids))
         assert strategy.iteration == state.machine.iteration_count == iteration

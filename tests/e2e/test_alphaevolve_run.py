@@ -49,7 +49,7 @@ def test_thirty_iterations(poc_repo: Path) -> None:
     for iteration in range(1, ITERATIONS + 1):
         assert main(["run", "--repo", str(poc_repo), "--program", "groupby_evolve", "--iterations", "1"]) == 0
         state = statefile.parse_state(memory.read("groupby_evolve.md") or "", "groupby_evolve.md")
-        population = population_of(state)
+        population = population_of(state, memory.read)
         ids = [c.id for c in population.candidates]
         assert len(ids) == len(set(ids))
         assert len(ids) <= CAP, f"cap exceeded after iteration {iteration}"

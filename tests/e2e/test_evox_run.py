@@ -83,7 +83,7 @@ def _engine(repo: Path) -> EvoXEngine:
 
 def _read(memory: MemoryStore, engine: EvoXEngine) -> tuple[pop.Population, EvoXState, str]:
     text = memory.read(STATE) or ""
-    population = population_of(statefile.parse_state(text, STATE))
+    population = population_of(statefile.parse_state(text, STATE), memory.read)
     strategy = engine.state_of(population)
     # A block autoloop wrote reads back and renders identically.
     assert render_state_block(strategy, engine.config.direction).rstrip("\n") == population.strategy_state.rstrip("\n")

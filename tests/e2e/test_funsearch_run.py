@@ -137,7 +137,7 @@ class _Replay:
 
     def propose(self, request: ProposalRequest, rng: random.Random) -> Proposal:
         placed = request.files[PRIMARY]
-        population = population_of(_state(self.memory))
+        population = population_of(_state(self.memory), self.memory.read)
         other = next(c for c in population.candidates if c.code and c.code != evolved_code(placed))
         return Proposal({PRIMARY: place_code(placed, other.code or "")}, f"replay candidate {other.id}")
 
@@ -200,11 +200,11 @@ def test_forty_iterations(funsearch_repo: Path) -> None:
     last_reset = None
     versions: dict[int, int] = {}
     for iteration in range(1, ITERATIONS + 1):
-        before = population_of(_state(memory)) if iteration == REPLAY_AT else None
+        before = population_of(_state(memory), memory.read) if iteration == REPLAY_AT else None
         _run(funsearch_repo, iteration, memory)
         state_file = _state(memory)
         assert len((memory.read(f"{NAME}.md") or "").encode("utf-8")) <= statefile.DEFAULT_BUDGET
-        population = population_of(state_file)
+        population = population_of(state_file, memory.read)
         if before is not None:
             # Discarded before evaluation: no entry, no registration, no counter moved.
             assert population.strategy_state == before.strategy_state
