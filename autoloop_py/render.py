@@ -13,6 +13,7 @@ def environment() -> jinja2.Environment:
     """Returns the package's template environment (strict, trailing newlines kept)."""
     return jinja2.Environment(
         loader=jinja2.PackageLoader("autoloop_py", "templates"),
+        auto_reload=False,  # package data does not change under a run; checking mtimes costs a stat per render
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,

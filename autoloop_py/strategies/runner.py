@@ -355,10 +355,13 @@ def _fit(
     folded: set[int] = set()
     smaller = population
     for order, limit in stages:
-        for candidate_id in order:
-            if _size(state) <= limit:
-                break
-            folded.add(candidate_id)
+        done = 0
+        while done < len(order) and (size := _size(state)) > limit:
+            # Fold about as many as the excess takes (by the mean code size), not one per re-render.
+            codes = [len((c.code or "").encode()) for c in smaller.candidates if c.id in set(order[done:])]
+            mean = max(1.0, sum(codes) / max(1, len(codes)))
+            done = min(len(order), done + max(1, math.ceil((size - limit) / mean)))
+            folded.update(order[:done])
             smaller = pop.fold_code(population, lambda c: c.id not in folded, lambda c: code_path(program, c))
             state = statefile.with_section(state, statefile.POPULATION, pop.render_population(smaller))
     if sources is None:
