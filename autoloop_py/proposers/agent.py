@@ -33,6 +33,7 @@ DEFAULT_TIMEOUT = 1800.0
 NO_COMMAND = f"no agent command: set {COMMAND_ENV} (or pass --agent-command)"
 _TAIL_CHARS = 2000
 _FAILURE_LINES = 5
+_REPLY_BYTES = 100_000
 _FAILURE_CHARS = 500
 
 
@@ -71,7 +72,7 @@ class AgentProposer:
             if result.returncode != 0:
                 failure = f"the agent command exited with status {result.returncode}: {_last_lines(result)}"
                 return Proposal({}, "agent: command failed", failure=failure, transcript=transcript)
-            changed = candidate_dir.changes(before, tree)
+            changed = candidate_dir.changes(before, tree, request.program.config.max_file_bytes)
         return _collect(changed, reply, transcript)
 
 
@@ -79,7 +80,8 @@ def _reply(reply_file: Path) -> str:
     """Returns the agent's reply file, read without following a link it may have put there."""
     if reply_file.is_symlink() or not reply_file.is_file():
         return ""
-    return reply_file.read_text(encoding="utf-8", errors="replace")[:100_000]
+    with reply_file.open("rb") as handle:  # only what is shown: a huge reply file is never read whole
+        return handle.read(_REPLY_BYTES).decode("utf-8", errors="replace")
 
 
 def _collect(changed: candidate_dir.Changes, reply: str, transcript: tuple[tuple[str, str], ...]) -> Proposal:

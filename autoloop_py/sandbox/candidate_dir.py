@@ -28,6 +28,8 @@ logger = logging.getLogger(__name__)
 SCRATCH_GIT = ".git"
 # What tools leave behind when they run Python: dropped from a candidate, never applied nor evaluated.
 CACHE_PARTS = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
+# Files above this size are told apart by size and modification time, never read (a planted 8 GiB file).
+LARGE_FILE = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -119,12 +121,20 @@ def _entry(path: Path) -> Entry:
     if stat.S_ISLNK(mode):
         return Entry("link", os.readlink(path))
     if stat.S_ISREG(mode):
-        return Entry("file", hashlib.sha256(path.read_bytes()).hexdigest())
+        info = path.lstat()
+        if info.st_size > LARGE_FILE:
+            # Not read: no candidate may be that large, and a change it hides only goes unapplied.
+            return Entry("file", f"large:{info.st_size}:{info.st_mtime_ns}")
+        with path.open("rb") as handle:
+            return Entry("file", hashlib.file_digest(handle, "sha256").hexdigest())
     return Entry("other", "")
 
 
-def changes(before: Snapshot, root: Path) -> Changes:
-    """Returns what differs under `root` from the snapshot `before`, read from the files themselves."""
+def changes(before: Snapshot, root: Path, max_bytes: int | None = None) -> Changes:
+    """Returns what differs under `root` from the snapshot `before`, read from the files themselves.
+
+    max_bytes: a changed file larger than this is a problem, and is never read.
+    """
     after = snapshot(root)
     files: dict[str, str | None] = {}
     problems: list[str] = []
@@ -144,6 +154,8 @@ def changes(before: Snapshot, root: Path) -> Changes:
             problems.append(f"{path} is a symbolic link (to {new.digest}); candidates may only write regular files")
         elif new.kind != "file":
             problems.append(f"{path} is not a regular file; candidates may only write regular files")
+        elif max_bytes is not None and (size := (root / path).lstat().st_size) > max_bytes:
+            problems.append(f"{path} is {size} bytes, over the program's max-file-bytes ({max_bytes}); it was not read")
         else:
             text = _text(root / path)
             if text is None:

@@ -24,6 +24,13 @@ PROG = ".autoloop/programs/hostile"
 SECRET = "s3cr3t-value-4711"
 SECRET_ENV = {"FAKE_TOKEN": SECRET}
 VALUE = "# EVOLVE-BLOCK-START\nx = 1.0\n# EVOLVE-BLOCK-END\n"
+_PEAK = "autoloop-test-peak-rss-kib="
+_MEASURE = (
+    "import resource, subprocess, sys\n"
+    "done = subprocess.run(sys.argv[1:])\n"
+    f"print('{_PEAK}' + str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss), file=sys.stderr)\n"
+    "sys.exit(done.returncode)\n"
+)
 
 
 @dataclass(frozen=True)
@@ -35,12 +42,14 @@ class Outcome:
       state: the program's state file on origin's memory branch ("" when none).
       published: every object of the checkout and of origin, decompressed (branches, trace blobs, messages).
       checkout: the user's checkout's `.git/config` and refs, before and after, for comparison.
+      peak_rss_kib: the largest resident set of any process of the runner's tree, in KiB.
     """
 
     process: subprocess.CompletedProcess[str]
     state: str
     published: bytes
     checkout: tuple[bytes, bytes]
+    peak_rss_kib: int | None = None
 
     @property
     def log(self) -> str:
@@ -76,14 +85,17 @@ class Hostile:
     def run(self, *args: str, env: Mapping[str, str] | None = None) -> Outcome:
         """Runs one iteration through the CLI as a subprocess, the fake secret in its environment."""
         before = self._checkout()
-        command = [sys.executable, "-m", "autoloop_py", "run", "--repo", str(self.repo), "--program", "hostile", *args]
+        # Through a wrapper that reports the largest resident set of the runner's process tree.
+        command = [sys.executable, "-c", _MEASURE, sys.executable, "-m", "autoloop_py", "run", "--repo", str(self.repo),
+                   "--program", "hostile", *args]
         full_env = {**os.environ, **SECRET_ENV, **(env or {})}
         process = subprocess.run(command, env=full_env, capture_output=True, text=True, timeout=300)
         state = subprocess.run(
             ["git", "cat-file", "blob", "memory/autoloop:hostile.md"], cwd=self.origin, capture_output=True, text=True
         ).stdout
         published = self._objects(self.repo) + self._objects(self.origin)
-        return Outcome(process, state, published, (before, self._checkout()))
+        peak = int(process.stderr.rsplit(_PEAK, 1)[1].split()[0]) if _PEAK in process.stderr else None
+        return Outcome(process, state, published, (before, self._checkout()), peak)
 
     def _objects(self, where: Path) -> bytes:
         done = subprocess.run(

@@ -98,3 +98,26 @@ def test_a_candidate_holding_a_secret_is_rejected_and_never_pushed(hostile: Host
     assert outcome.process.returncode == 0, outcome.log
     assert "code/value.py holds the value of a secret variable" in outcome.state, outcome.state
     assert outcome.leaked("agent-key-123456") == []
+
+
+HUGE_FILES = """\
+import os, pathlib
+# A sparse 900 MiB Target file and reply (the sandbox caps files at 1 GiB): reading them whole would show.
+with open("{prog}/code/value.py", "wb") as handle:
+    handle.truncate(900 << 20)
+with open(os.environ["AUTOLOOP_REPLY_FILE"], "wb") as handle:
+    handle.write(b"SUMMARY: a very large file\\n")
+    handle.truncate(900 << 20)
+"""
+
+
+def test_an_agent_planting_huge_files_is_rejected_without_reading_them(hostile: Hostile, tmp_path: Path) -> None:
+    hostile.install(EVALUATE)
+    agent = tmp_path / "agent.py"
+    agent.write_text(HUGE_FILES.format(prog=PROG))
+    outcome = hostile.run("--proposer", "agent", "--agent-command", f"python3 {agent}")
+    assert outcome.process.returncode == 0, outcome.log
+    # No process of the runner's tree ever held the 900 MiB.
+    assert outcome.peak_rss_kib is not None and outcome.peak_rss_kib < 600 << 10
+    assert f"code/value.py is {900 << 20} bytes, over the program's max-file-bytes (1048576); it was not read" in outcome.state
+    assert outcome.checkout[0] == outcome.checkout[1]
