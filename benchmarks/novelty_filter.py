@@ -34,13 +34,15 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from autoloop_py.loop import novelty
-from autoloop_py.state import file as statefile, trace
-from autoloop_py.loop.iteration import RunOptions, run_iteration
+from autoloop_py.loop.iteration import run_iteration
 from autoloop_py.loop.lineage_store import LINEAGE_DEPTH
+from autoloop_py.loop.novelty import Ancestor, EarlierResult, NoveltyConfig
+from autoloop_py.loop.options import RunOptions
+from autoloop_py.program.model import load_program
+from autoloop_py.state import file as statefile
+from autoloop_py.state import trace
 from autoloop_py.state.machine import is_improvement
 from autoloop_py.state.memory import MemoryStore
-from autoloop_py.loop.novelty import Ancestor, EarlierResult, NoveltyConfig
-from autoloop_py.program.model import load_program
 
 REPO = Path(__file__).resolve().parents[1]
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)

@@ -50,18 +50,18 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import litellm  # noqa: E402  (must follow the environment variable above)
 
-from autoloop_py.state import population as pop  # noqa: E402
-from autoloop_py.state import file as statefile  # noqa: E402
 from autoloop_py.loop.iteration import iteration_rng  # noqa: E402
-from autoloop_py.program.model import Program, load_program
-from autoloop_py.program.target import target_files  # noqa: E402
 from autoloop_py.loop.recording import parse_or_new, rejection_note, state_path  # noqa: E402
+from autoloop_py.program.model import Program, load_program
 from autoloop_py.program.regions import evolved_code, place_code  # noqa: E402
+from autoloop_py.program.target import target_files  # noqa: E402
+from autoloop_py.state import file as statefile  # noqa: E402
+from autoloop_py.state import population as pop  # noqa: E402
 from autoloop_py.state.population import population_of  # noqa: E402
 from autoloop_py.strategies import runner as strategy  # noqa: E402
-from autoloop_py.strategies.base import Decision  # noqa: E402
 from autoloop_py.strategies.alphaevolve.config import AlphaEvolveConfig  # noqa: E402
 from autoloop_py.strategies.alphaevolve.engine import AlphaEvolveEngine  # noqa: E402
+from autoloop_py.strategies.base import Decision  # noqa: E402
 from autoloop_py.strategies.runner import StrategyRunner  # noqa: E402
 
 

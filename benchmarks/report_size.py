@@ -22,8 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from autoloop_py.state import trace
 from autoloop_py.analysis.html_report import ReportSource, render_report, report_payload
+from autoloop_py.state import trace
 from autoloop_py.state.trace import TraceRow
 
 PROGRAM = "synthetic"

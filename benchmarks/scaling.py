@@ -29,13 +29,14 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from autoloop_py.loop.iteration import run_iteration
+from autoloop_py.loop.options import RunOptions
+from autoloop_py.program.model import load_program
+from autoloop_py.program.playbook import marker_spans
 from autoloop_py.state import file as statefile
 from autoloop_py.state import trace
 from autoloop_py.state.history import IterationRecord
-from autoloop_py.loop.iteration import RunOptions, run_iteration
 from autoloop_py.state.memory import MEMORY_BRANCH, MemoryStore
-from autoloop_py.program.playbook import marker_spans
-from autoloop_py.program.model import load_program
 from autoloop_py.state.trace import TraceRow
 
 ROOT = Path(__file__).resolve().parents[1]

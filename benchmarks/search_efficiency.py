@@ -31,11 +31,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from autoloop_py.state import file as statefile
-from autoloop_py.loop.iteration import RunOptions, run_iteration
-from autoloop_py.state.memory import MemoryStore
-from autoloop_py.program.playbook import Marker, customize_markers, resolve_markers
+from autoloop_py.loop.iteration import run_iteration
+from autoloop_py.loop.options import RunOptions
 from autoloop_py.program.model import load_program
+from autoloop_py.program.playbook import Marker, customize_markers, resolve_markers
+from autoloop_py.state import file as statefile
+from autoloop_py.state.memory import MemoryStore
 
 REPO = Path(__file__).resolve().parents[1]
 STRATEGIES_DIR = REPO / ".autoloop/strategies"

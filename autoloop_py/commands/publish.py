@@ -14,7 +14,8 @@ from autoloop_py.commands.run import print_outcome, run_url
 from autoloop_py.errors import AutoloopError
 from autoloop_py.github import ci
 from autoloop_py.github import client as github
-from autoloop_py.loop.iteration import RunOptions, enforce_budget
+from autoloop_py.loop.iteration import enforce_budget
+from autoloop_py.loop.options import RunOptions
 from autoloop_py.loop.outcome import read_outcome
 from autoloop_py.loop.publishing import publish_outcome
 from autoloop_py.program.model import find_program

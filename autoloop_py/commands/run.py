@@ -19,7 +19,8 @@ from autoloop_py.git.objects import GitSession
 from autoloop_py.github import ci
 from autoloop_py.github import client as github
 from autoloop_py.loop import schedule
-from autoloop_py.loop.iteration import IterationOutcome, RunOptions, run_iteration
+from autoloop_py.loop.iteration import IterationOutcome, run_iteration
+from autoloop_py.loop.options import RunOptions
 from autoloop_py.loop.outcome import OUTCOME_FILE, idle_outcome, write_outcome
 from autoloop_py.program.model import Program, find_program, program_name
 from autoloop_py.proposers import llm

@@ -21,7 +21,8 @@ from pathlib import Path
 from autoloop_py.analysis.mermaid import program_charts
 from autoloop_py.github import client as github
 from autoloop_py.loop import ci_gate
-from autoloop_py.loop.iteration import IterationOutcome, RunOptions, enforce_budget, run_iteration
+from autoloop_py.loop.iteration import IterationOutcome, enforce_budget, run_iteration
+from autoloop_py.loop.options import RunOptions
 from autoloop_py.loop.outcome import Outcome, idle_outcome, write_outcome
 from autoloop_py.loop.publishing import check_outcome, publish_outcome
 from autoloop_py.loop.recording import load_state, parse_or_new, state_path

@@ -14,12 +14,13 @@ from typing import Callable
 
 from autoloop_py.git.command import call, changed_paths, open_repo
 from autoloop_py.loop import integrity, stale_parents
+from autoloop_py.loop.baseline import measure_baseline
 from autoloop_py.loop.checks import violations
 from autoloop_py.loop.ci_gate import ci_gate_enabled
 from autoloop_py.loop.evaluate import evaluate
-from autoloop_py.loop.iteration import iteration_rng, measure_baseline
+from autoloop_py.loop.iteration import iteration_rng
 from autoloop_py.loop.lock import program_lock
-from autoloop_py.loop.recording import load_state, record_iteration, rejection_note, state_path
+from autoloop_py.loop.recording import IterationData, load_state, record_iteration, rejection_note, state_path
 from autoloop_py.loop.workspace import Workspace
 from autoloop_py.program.model import Program
 from autoloop_py.program.target import target_files
@@ -165,7 +166,8 @@ def _record_locked(
     if runner is not None and decision is not None and result.evaluated:
         source = (root / runner.primary).read_text(encoding="utf-8")
         candidate = strategy.candidate_for(runner, decision, entry, source, outcome.approach, iteration)
-    record_iteration(memory, program, entry, budget, runner, candidate, decision=decision, base=stale_parents.default_tip(root))
+    data = IterationData(runner, candidate, decision=decision, base=stale_parents.default_tip(root))
+    record_iteration(memory, program, entry, budget, data)
     return entry
 
 

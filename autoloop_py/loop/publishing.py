@@ -19,7 +19,7 @@ from autoloop_py.git.command import call, open_repo, rev_parse
 from autoloop_py.loop import checks, recovery
 from autoloop_py.loop.lock import program_lock
 from autoloop_py.loop.outcome import Outcome, OutcomeError, problems
-from autoloop_py.loop.recording import record_iteration
+from autoloop_py.loop.recording import IterationData, record_iteration
 from autoloop_py.loop.workspace import Workspace
 from autoloop_py.program.model import Program
 from autoloop_py.redact import from_environment
@@ -120,8 +120,8 @@ def publish_outcome(
         if runner is not None and outcome.decision is not None and outcome.candidate_source is not None:
             candidate = strategy.candidate_for(runner, outcome.decision, record, outcome.candidate_source,
                                                outcome.approach, outcome.iteration)
-        record_iteration(memory, program, record, budget, runner, candidate, outcome.prompt, outcome.evaluated,
-                         outcome.seed, outcome.decision, base)
+        data = IterationData(runner, candidate, outcome.prompt, outcome.evaluated, outcome.seed, outcome.decision, base)
+        record_iteration(memory, program, record, budget, data)
     return record
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Mapping
@@ -63,26 +63,44 @@ def parse_or_new(
     return statefile.parse_state(text, path)
 
 
+@dataclass(frozen=True)
+class IterationData:
+    """What an iteration leaves on the memory branch beside its history record.
+
+    Attributes:
+      runner: the program's strategy (None for the default flow).
+      candidate: the evaluated candidate's Population entry (None when nothing was evaluated).
+      prompt: the prompt that produced it ('' for none), kept under traces/<name>/prompts/.
+      evaluated: the candidate's trace data (its row).
+      seed: the unchanged code's trace data, on the run's first iteration.
+      decision: the strategy's decision (booked even when no candidate came of it).
+      base: the default-branch commit the candidate was made on, kept for its Population entry.
+    """
+
+    runner: StrategyRunner | None = None
+    candidate: Candidate | None = None
+    prompt: str = ""
+    evaluated: trace.Evaluated | None = None
+    seed: trace.Evaluated | None = None
+    decision: object = None
+    base: str | None = None
+
+
 def record_iteration(
     memory: Memory,
     program: Program,
     record: statefile.IterationRecord,
     budget: int,
-    runner: StrategyRunner | None = None,
-    candidate: Candidate | None = None,
-    prompt: str = "",
-    evaluated: trace.Evaluated | None = None,
-    seed: trace.Evaluated | None = None,
-    decision: object = None,
-    base: str | None = None,
+    data: IterationData = IterationData(),
     recheck: Recheck | None = None,
 ) -> statefile.IterationRecord:
-    """Applies the record to the freshest state file and commits it; re-applied on a concurrent update.
+    """Applies the record (and data) to the freshest state file and commits it; re-applied on a concurrent update.
 
-    `base` is the default-branch commit the candidate was made on, kept for its Population entry.
     recheck(record, best of the fresh state) returns the record to apply there (an accepted one may have lost
     to a concurrent better candidate meanwhile). Returns the record as applied.
     """
+    runner, candidate, prompt, evaluated = data.runner, data.candidate, data.prompt, data.evaluated
+    seed, decision, base = data.seed, data.decision, data.base
     path = state_path(program)
     kept: dict[str, str] = {}
     applied = [record]
@@ -172,10 +190,11 @@ def record_of(
     status: str,
     now: datetime | None,
     change: str,
-    metric: float | None,
-    notes: str,
-    lesson: str | None,
-    run_url: str | None,
+    *,
+    metric: float | None = None,
+    notes: str = "",
+    lesson: str | None = None,
+    run_url: str | None = None,
     **extra: object,
 ) -> statefile.IterationRecord:
     """Returns the history record of one iteration, its change cut to the summary's first line."""
@@ -195,7 +214,7 @@ def error_record(
     now: datetime | None, change: str, reason: str, run_url: str | None, **extra: object
 ) -> statefile.IterationRecord:
     """Returns the history record of an iteration that errored."""
-    return record_of("error", now, change, None, reason, None, run_url, **extra)
+    return record_of("error", now, change, notes=reason, run_url=run_url, **extra)
 
 
 def with_baseline(record: statefile.IterationRecord, baseline: float | None) -> statefile.IterationRecord:

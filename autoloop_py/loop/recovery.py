@@ -199,9 +199,19 @@ def known_keys(repo: git.Repo, memory: MemoryStore, program: Program, state: sta
 
 
 def reconcile(
-    root: Path, program: Program, memory: MemoryStore, budget: int, *, ci_gate: bool = False, dry_run: bool = False
+    root: Path,
+    program: Program,
+    memory: MemoryStore,
+    budget: int,
+    *,
+    ci_gate: bool = False,
+    dry_run: bool = False,
+    state: statefile.StateFile | None = None,
 ) -> tuple[IterationRecord, ...]:
-    """Repairs what an interrupted run left: stale worktrees, unpushed memory, unrecorded candidates; returns records added."""
+    """Repairs what an interrupted run left: stale worktrees, unpushed memory, unrecorded candidates; returns records added.
+
+    state: the program's state file as just read (None: read it here).
+    """
     remove_stale_worktrees(root)
     remove_stale_tempdirs()
     if dry_run:
@@ -212,7 +222,7 @@ def reconcile(
     tip, unpushed = _branch_tip(repo, branch, remote)
     if tip is None:
         return ()
-    recorded = known_keys(repo, memory, program, load_state(memory, program, budget))
+    recorded = known_keys(repo, memory, program, state if state is not None else load_state(memory, program, budget))
     now = datetime.now(timezone.utc)
     found = [item for item in interrupted(_walk(repo, tip), recorded) if settled(item, now)]
     if not found or (unpushed and not _publish_branch(repo, branch, remote)):

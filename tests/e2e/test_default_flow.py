@@ -12,7 +12,8 @@ import subprocess
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from autoloop_py.loop.iteration import RunOptions, run_iteration
+from autoloop_py.loop.iteration import run_iteration
+from autoloop_py.loop.options import RunOptions
 from autoloop_py.program.model import load_program
 from autoloop_py.state.memory import MemoryStore
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from autoloop_py.loop import checks
-from autoloop_py.loop.iteration import RunOptions, run_iteration
+from autoloop_py.loop.iteration import run_iteration
+from autoloop_py.loop.options import RunOptions
 from autoloop_py.program.model import Program, load_program
 from autoloop_py.proposers.base import Proposal, ProposalRequest
 from tests.conftest import GitRunner
