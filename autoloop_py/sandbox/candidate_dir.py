@@ -155,7 +155,8 @@ def changes(before: Snapshot, root: Path, max_bytes: int | None = None) -> Chang
         elif new.kind != "file":
             problems.append(f"{path} is not a regular file; candidates may only write regular files")
         elif max_bytes is not None and (size := (root / path).lstat().st_size) > max_bytes:
-            problems.append(f"{path} is {size} bytes, over the program's max-file-bytes ({max_bytes}); it was not read")
+            # Worded as the Target check words it; the file itself is never read.
+            problems.append(f"{path} is {size} bytes, over the program's limit of {max_bytes} (`max-file-bytes`)")
         else:
             text = _text(root / path)
             if text is None:
