@@ -16,9 +16,11 @@ from autoloop_py.github import ci
 from autoloop_py.github import client as github
 from autoloop_py.loop.iteration import enforce_budget
 from autoloop_py.loop.options import RunOptions
-from autoloop_py.loop.outcome import read_outcome
+from autoloop_py.loop.outcome import Outcome, read_outcome
 from autoloop_py.loop.publishing import publish_outcome
-from autoloop_py.program.model import find_program
+from autoloop_py.loop.tick import account_of
+from autoloop_py.loop.tick_publish import publish_tick
+from autoloop_py.program.model import Program, find_program
 
 
 def add_parser(commands: Any) -> None:
@@ -28,9 +30,13 @@ def add_parser(commands: Any) -> None:
         "publish",
         "Publish an iteration that `autoloop run --outcome-dir` proposed: check it, commit and push its "
         "candidate, record it on the memory branch (and, with --ci, on the program issue). Runs no candidate code.",
-        "autoloop publish outcome/ --ci",
+        "autoloop publish outcome/ --ci   (a tick of parallel slots: autoloop publish slot-0/ slot-1/ slot-2/ --ci)",
     )
-    parser.add_argument("outcome_dir", type=Path, metavar="DIR", help="the outcome directory")
+    parser.add_argument(
+        "outcome_dirs", type=Path, nargs="+", metavar="DIR",
+        help="the outcome directory; several: the slots of one tick (`run --slot I/K`), recorded as one update "
+        "with the best improving candidate on the program branch",
+    )
     parser.add_argument("--base-branch", help="branch program branches start from (default: origin's HEAD or main)")
     parser.add_argument(
         "--ci",
@@ -44,12 +50,15 @@ def add_parser(commands: Any) -> None:
 def cmd_publish(args: argparse.Namespace, console: Console) -> int:
     """Reads and checks the outcome, publishes it, and prints what was recorded."""
     root = repo_root(args.repo)
-    outcome = read_outcome(args.outcome_dir)
+    outcomes = [read_outcome(directory) for directory in args.outcome_dirs]
+    outcome = outcomes[0]
     programs, problems = load_all(root, with_issues=args.ci)
     for problem in problems:
         console.print(f"[yellow]skipping a broken program:[/] {problem}")
     program = find_program(programs, outcome.program)
     options = RunOptions(run_url=run_url(), base_branch=args.base_branch)
+    if len(outcomes) > 1:
+        return _publish_tick(root, program, outcomes, options, args.ci, console)
     if args.ci:
         settings = github.from_environment(os.environ)
         if settings is None:
@@ -69,4 +78,29 @@ def cmd_publish(args: argparse.Namespace, console: Console) -> int:
         console.print(f"{program.name}: no iteration to record ({outcome.waiting or 'nothing ran'})")
         return 0
     print_outcome(done, console)
+    return 0
+
+
+def _publish_tick(
+    root: Path, program: Program, outcomes: list[Outcome], options: RunOptions, with_ci: bool, console: Console
+) -> int:
+    """Publishes the slots of one tick as one update and prints each slot's record."""
+    if with_ci:
+        settings = github.from_environment(os.environ)
+        if settings is None:
+            raise AutoloopError("--ci needs GITHUB_REPOSITORY and GITHUB_TOKEN in the environment")
+        result = ci.publish_tick_ci(root, program, outcomes, options, settings)
+        if result.message:
+            console.print(f"CI: {result.message}")
+        published = result.slots
+    else:
+        published = publish_tick(root, program, outcomes, budget=options.budget, run_url=options.run_url,
+                                 base_branch=options.base_branch)
+        if all(p.record is None for p in published):
+            enforce_budget(root, program)
+    done = [account_of(p) for p in published if p.record is not None]
+    if not done:
+        console.print(f"{program.name}: no iteration to record ({outcomes[0].waiting or 'nothing ran'})")
+    for account in done:
+        print_outcome(account, console)
     return 0

@@ -22,9 +22,11 @@ from autoloop_py.loop import schedule
 from autoloop_py.loop.iteration import IterationOutcome, run_iteration
 from autoloop_py.loop.options import RunOptions
 from autoloop_py.loop.outcome import OUTCOME_FILE, idle_outcome, write_outcome
+from autoloop_py.loop.tick import run_tick
 from autoloop_py.program.model import Program, find_program, program_name
 from autoloop_py.proposers import llm
 from autoloop_py.sandbox.runner import make_non_dumpable, sigterm_interrupts
+from autoloop_py.strategies.slots import MAX_SLOTS, Slot, parse_slot
 
 _MARKS = {"accepted": "✅", "rejected": "❌", "error": "⚠️", "pending-ci": "⏳"}
 
@@ -38,7 +40,7 @@ def add_parser(commands: Any) -> None:
         "autoloop run --program function_minimization --iterations 10 --proposer tune",
     )
     parser.add_argument("--program", help="run this program (default: the most overdue; env AUTOLOOP_PROGRAM)")
-    parser.add_argument("--iterations", type=int, default=1, metavar="N", help="how many iterations (default 1)")
+    parser.add_argument("--iterations", type=int, default=1, metavar="N", help="how many iterations (default 1; ticks, with --parallel)")
     parser.add_argument(
         "--proposer",
         choices=("tune", "llm", "agent"),
@@ -75,6 +77,21 @@ def add_parser(commands: Any) -> None:
         help="propose and evaluate one iteration, write nothing to git remotes or GitHub, and leave the decided "
         "iteration in DIR for `autoloop publish DIR` (the read-only job of the generated workflow)",
     )
+    parser.add_argument(
+        "--parallel",
+        type=_slots,
+        metavar="K",
+        help="run each iteration as a tick of K slots of the program at once (K processes here), recorded as K "
+        "iterations with the best improver on the branch (default: the program's `parallel:`, else 1); with "
+        "--iterations N, N ticks",
+    )
+    parser.add_argument(
+        "--slot",
+        type=_slot,
+        metavar="I/K",
+        help="with --outcome-dir: propose slot I (from 0) of a tick of K, as the generated workflow's matrix does "
+        "(iteration next+I, the slot's island and seed); `autoloop publish DIR_0 … DIR_K-1` records the tick",
+    )
     parser.set_defaults(handler=cmd_run)
 
 
@@ -87,6 +104,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     make_non_dumpable()
     if args.outcome_dir is not None and (args.iterations != 1 or args.dry_run):
         raise AutoloopError("--outcome-dir holds one iteration: drop --iterations and --dry-run")
+    _check_slots(args)
     if args.proposer == "llm":
         llm.start_import()  # litellm's import overlaps loading the programs and the first evaluation
     root = repo_root(args.repo)
@@ -110,12 +128,14 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         llm_retries=args.llm_retries,
         job_deadline=job_end(os.environ, started, wall),
         outcome_dir=args.outcome_dir.resolve() if args.outcome_dir is not None else None,
+        slot=args.slot,
     )
     settings = github.from_environment(os.environ) if args.ci else None
     if args.ci and settings is None:
         raise AutoloopError("--ci needs GITHUB_REPOSITORY and GITHUB_TOKEN in the environment")
     with sigterm_interrupts():
-        outcomes = _loop(root, programs, forced, args.iterations, options, console, settings, args.force)
+        outcomes = _loop(root, programs, forced, args.iterations, options, console, settings, args.force,
+                         args.parallel)
     if options.outcome_dir is not None and forced and not (options.outcome_dir / OUTCOME_FILE).exists():
         # The publishing job expects an outcome for every program it was planned for.
         why = outcomes[-1].reason if outcomes and outcomes[-1].status == "paused" else "the program was not due"
@@ -134,6 +154,7 @@ def _loop(
     console: Console,
     settings: github.GitHubSettings | None = None,
     force: bool = False,
+    parallel: int | None = None,
 ) -> list[IterationOutcome]:
     outcomes: list[IterationOutcome] = []
     held: list[str | None] = []  # why the forced program would be skipped when the run started
@@ -149,6 +170,15 @@ def _loop(
             program = _pick(root, programs, forced, held, console, force, session)
             if program is None:
                 break
+            slots = _slot_count(program, parallel, options, settings)
+            if slots > 1:
+                progress.update(task, description=f"{program.name} · tick of {slots}")
+                tick = run_tick(root, program, slots, options)
+                outcomes.extend(tick)
+                for outcome in tick:
+                    print_outcome(outcome, console)
+                progress.advance(task)
+                continue
             progress.update(task, description=f"{program.name} · iteration")
             outcome = _one(root, program, options, settings, console, session)
             if outcome is None:
@@ -157,6 +187,47 @@ def _loop(
             print_outcome(outcome, console)
             progress.advance(task)
     return outcomes
+
+
+def _check_slots(args: argparse.Namespace) -> None:
+    """Refuses --parallel and --slot where they cannot work, saying what to drop."""
+    if args.parallel is not None and args.parallel > 1:
+        clash = [flag for flag, on in (("--dry-run", args.dry_run), ("--outcome-dir", args.outcome_dir is not None),
+                                       ("--ci", args.ci), ("--slot", args.slot is not None)) if on]
+        if clash:
+            raise AutoloopError(
+                f"--parallel runs and records a whole tick on this machine; it cannot go with {', '.join(clash)} "
+                "(in Actions each slot is `run --slot I/K --outcome-dir DIR`, and `publish` records the tick)"
+            )
+    if args.slot is not None and args.outcome_dir is None:
+        raise AutoloopError(f"--slot {args.slot} proposes one slot of a tick: give --outcome-dir DIR for its outcome "
+                            "and record the tick with `autoloop publish DIR_0 … DIR_K-1`")
+    if args.slot is not None and not args.program and not os.environ.get("AUTOLOOP_PROGRAM", "").strip():
+        raise AutoloopError(f"--slot {args.slot} needs --program NAME: the slots of a tick run one program")
+
+
+def _slot_count(
+    program: Program, parallel: int | None, options: RunOptions, settings: github.GitHubSettings | None
+) -> int:
+    """Returns the slots of this program's tick: --parallel, else its `parallel:` where a tick can run here."""
+    if parallel is not None:
+        return parallel
+    if not options.writes or options.slot is not None or settings is not None:
+        return 1  # a dry run, an outcome or a CI job proposes one iteration at a time
+    return program.config.parallel
+
+
+def _slot(text: str) -> Slot:
+    try:
+        return parse_slot(text)
+    except AutoloopError as err:
+        raise argparse.ArgumentTypeError(err.message) from None
+
+
+def _slots(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= MAX_SLOTS:
+        raise argparse.ArgumentTypeError(f"must be a whole number of slots from 1 to {MAX_SLOTS}, got {text!r}")
+    return int(text)
 
 
 def _one(

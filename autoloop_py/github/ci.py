@@ -26,6 +26,7 @@ from autoloop_py.loop.options import RunOptions
 from autoloop_py.loop.outcome import Outcome, idle_outcome, write_outcome
 from autoloop_py.loop.publishing import check_outcome, publish_outcome
 from autoloop_py.loop.recording import load_state, parse_or_new, state_path
+from autoloop_py.loop.tick_publish import Published, publish_tick
 from autoloop_py.program.model import Program
 from autoloop_py.render import render
 from autoloop_py.state import file as statefile
@@ -123,6 +124,66 @@ def publish_ci(
     done = published(outcome, record)
     issue, pr = _publish(memory, program, thread, done, settings)
     return CiOutcome(done, settled.message if settled else "", issue, pr)
+
+
+@dataclass(frozen=True)
+class CiTick:
+    """What publishing a tick of parallel slots did on GitHub.
+
+    Attributes:
+      slots: each slot as recorded, in iteration order.
+      message: the CI gate's one line ('' when nothing was pending).
+      issue: the program issue's number.
+      pr: the draft PR's number, once there is one.
+    """
+
+    slots: list[Published]
+    message: str
+    issue: int | None
+    pr: int | None
+
+
+def publish_tick_ci(
+    root: Path,
+    program: Program,
+    outcomes: list[Outcome],
+    options: RunOptions,
+    settings: github.GitHubSettings,
+    thread: github.ProgramThread | None = None,
+    now: datetime | None = None,
+) -> CiTick:
+    """Publishes a tick's slots as `publish_ci` does one outcome: one CI-gate settlement, one comment, one PR update."""
+    for outcome in outcomes:
+        check_outcome(root, program, outcome)
+    memory = MemoryStore(root)
+    memory.sync()
+    thread = thread or _thread(memory, program, settings)
+    thread.ensure_issue(program.goal)
+    gate = ci_gate.ci_gate_enabled(program)
+    settled = _settle_pending(memory, program, thread, now) if gate else None
+    slots = publish_tick(root, program, outcomes, budget=options.budget, run_url=settings.run_url,
+                         base_branch=options.base_branch, ci_gate=gate)
+    if all(p.record is None for p in slots):
+        enforce_budget(root, program, now)
+    memory.sync()
+    issue, pr = _publish(memory, program, thread, tick_account(slots), settings)
+    return CiTick(slots, settled.message if settled else "", issue, pr)
+
+
+def tick_account(slots: list[Published]) -> IterationOutcome | None:
+    """Returns the one account a tick posts: its kept candidate (else its last slot), noting every slot's record."""
+    recorded = [p for p in slots if p.record is not None]
+    if not recorded:
+        return None
+    lead = next((p for p in recorded if p.record is not None and p.record.commit), recorded[-1])
+    account = published(lead.outcome, lead.record)
+    assert account is not None
+    lines = "; ".join(
+        f"iteration {p.outcome.iteration} {p.record.status} ({'—' if p.record.metric is None else f'{p.record.metric:g}'})"
+        for p in recorded if p.record is not None
+    )
+    note = f"tick of {len(recorded)} slots: {lines}"
+    return dataclasses.replace(account, reason=f"{account.reason}; {note}" if account.reason else note)
 
 
 def published(outcome: Outcome, record: statefile.IterationRecord | None) -> IterationOutcome | None:

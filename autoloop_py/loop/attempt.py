@@ -243,7 +243,7 @@ def _prepare_prompt(ctx: AttemptContext, files: dict[str, str], root: Path) -> t
     rebase = stale_parents.rebaser(root, ctx.program.name, ctx.runner.primary, ctx.workspace.base_sha, ctx.memory.read)
     decision = strategy.decide(
         ctx.runner, ctx.state, ctx.best, ctx.iteration, ctx.program.direction, ctx.rng, ctx.memory.read,
-        guide_for(ctx.program, ctx.options), rebase,
+        guide_for(ctx.program, ctx.options), rebase, ctx.options.slot,
     )
     placed = strategy.with_parent(ctx.runner, decision, files)
     changed = {path: text for path, text in placed.items() if files.get(path) != text}

@@ -36,6 +36,7 @@ from autoloop_py.state import file as statefile
 from autoloop_py.state import trace
 from autoloop_py.state.memory import MemoryStore, pack_if_due
 from autoloop_py.strategies import runner as strategy
+from autoloop_py.strategies.slots import Slot, slot_iteration, slot_rng
 
 log = logging.getLogger(__name__)
 _ERROR_TAIL_LINES = 20
@@ -75,7 +76,9 @@ def run_iteration(
 
     session: the run's git session (one `cat-file --batch` for all its iterations); None makes one for this iteration.
     """
-    with program_lock(root, program.name):
+    # The slots of a tick only read (they write outcomes): each holds a lock of its own, so they run at once.
+    lock = program.name if options.slot is None else f"{program.name}.slot-{options.slot.index}"
+    with program_lock(root, lock):
         outcome = _run_locked(root, program, options, now, session)
     if options.writes:
         pack_if_due(root, outcome.iteration)  # outside the lock: other runners need not wait for it
@@ -102,8 +105,8 @@ def _run_locked(
     over = _over_budget(memory, program, state, options, now)
     if over is not None:
         return over
-    iteration = state.machine.iteration_count + 1
-    rng = iteration_rng(program, iteration)
+    iteration = slot_iteration(state.machine.iteration_count + 1, options.slot)
+    rng = iteration_rng(program, iteration, options.slot)
     key = recovery.new_key(program.name, iteration)
     proposer = proposer_for(program, options)
     sandbox = run_isolation(root, program, options.isolation)
@@ -190,8 +193,8 @@ def _over_budget(
     )
 
 
-def iteration_rng(program: Program, iteration: int) -> random.Random:
-    """Returns the random source of one iteration, seeded from (program seed, name, iteration)."""
-    return random.Random(f"{program.config.seed}:{program.name}:{iteration}")
+def iteration_rng(program: Program, iteration: int, slot: Slot | None = None) -> random.Random:
+    """Returns the random source of one iteration, seeded from (program seed, name, iteration, slot of its tick)."""
+    return slot_rng(program.config.seed, program.name, iteration, slot)
 
 

@@ -11,6 +11,7 @@ from typing import Callable, Iterator
 from autoloop_py.proposers import get_proposer
 from autoloop_py.proposers.base import Proposer
 from autoloop_py.state import file as statefile
+from autoloop_py.strategies.slots import Slot
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,8 @@ class RunOptions:
         end early enough to leave the evaluation its time.
       outcome_dir: write the decided iteration there as an Outcome instead of committing, pushing or
         recording anything (`autoloop publish` does that, in a job that runs no candidate code).
+      slot: this iteration is slot i of a tick of k parallel ones (needs outcome_dir): it records iteration
+        `next + i`, seeds its draws from the slot, and a strategy with islands works the slot's island.
     """
 
     proposer: str | None = None
@@ -51,6 +54,7 @@ class RunOptions:
     llm_retries: int | None = None
     job_deadline: float | None = None
     outcome_dir: Path | None = None
+    slot: Slot | None = None
 
     @property
     def writes(self) -> bool:

@@ -112,9 +112,9 @@ def publish_outcome(
         memory.sync()
         recovery.reconcile(root, program, memory, budget, ci_gate=ci_gate)
         record = replace(outcome.record, key=outcome.key, run_url=run_url, commit=None)
-        base = _known_commit(root, outcome.base_commit)
+        base = known_commit(root, outcome.base_commit)
         if record.status == "accepted":
-            record, base = _keep(root, program, outcome, record, base_branch, ci_gate)
+            record, base = keep_outcome(root, program, outcome, record, base_branch, ci_gate)
         runner = strategy.load_runner(program, root)
         candidate = None
         if runner is not None and outcome.decision is not None and outcome.candidate_source is not None:
@@ -125,12 +125,12 @@ def publish_outcome(
     return record
 
 
-def _known_commit(root: Path, sha: str | None) -> str | None:
+def known_commit(root: Path, sha: str | None) -> str | None:
     """Returns sha when this repository has that commit (a claimed base it lacks is dropped)."""
     return sha if sha is not None and rev_parse(open_repo(root), sha) == sha else None
 
 
-def _keep(
+def keep_outcome(
     root: Path, program: Program, outcome: Outcome, record: IterationRecord, base_branch: str | None, ci_gate: bool
 ) -> tuple[IterationRecord, str | None]:
     """Applies the outcome's files on the program branch as fetched now, commits and pushes them.

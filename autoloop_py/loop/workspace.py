@@ -161,6 +161,25 @@ class Workspace:
         self._tip = sha
         return sha
 
+    def keep_aside(self, message: str, ref: str) -> str:
+        """Commits the worktree's changes without moving the program branch, at `ref` here and on the remote.
+
+        For a tick's improving candidate that lost to a sibling: it is not the branch's, but it is kept.
+        Returns the commit's sha; a refused push is logged (the local ref still holds the commit).
+        """
+        worktree = self._wt()
+        run(worktree, "add", "-A")
+        if call(worktree, "diff", "--cached", "--quiet").ok:
+            raise GitError(f"nothing to commit for {ref}; write a change first", path=self.path)
+        run(worktree, "commit", "--quiet", "--no-verify", "--no-gpg-sign", "-m", message, env=identity_env(worktree))
+        sha = run(worktree, "rev-parse", "HEAD")
+        update_ref(self._repo, ref, sha, None, "autoloop: a tick's losing candidate")
+        if self._has_remote():
+            pushed = call(self._repo, "push", "--quiet", "--no-verify", "--force", self.remote, f"{sha}:{ref}")
+            if not pushed.ok:
+                logger.warning("could not push %s: %s; it stays in this clone", ref, pushed.stderr.strip())
+        return sha
+
     def withdraw(self, sha: str) -> str:
         """Moves the program branch back to the candidate's parent; keeps the candidate under refs/autoloop/orphaned/.
 

@@ -41,6 +41,7 @@ class ProgramConfig:
       budget_tokens: model tokens in all.
       budget_tokens_per_day: model tokens per UTC day.
       max_file_bytes: the largest Target file a candidate may write; a larger one is rejected before evaluation.
+      parallel: the slots each tick runs at once (k parallel iterations of this program, 1 to 64).
       extra: frontmatter keys this version does not know, kept for strategies.
     """
 
@@ -65,6 +66,7 @@ class ProgramConfig:
     budget_tokens: float | None = None
     budget_tokens_per_day: float | None = None
     max_file_bytes: int = 1 << 20
+    parallel: int = 1
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -107,6 +109,7 @@ _KEYS = {
        for spelling in (name, name.replace("_", "-"))},
     "max-file-bytes": "max_file_bytes",
     "max_file_bytes": "max_file_bytes",
+    "parallel": "parallel",
 }
 
 
@@ -156,12 +159,13 @@ def _key_line(block: str, key: str) -> int:
 
 _DEFAULTED = (
     "evaluation_timeout", "repeats", "min_delta", "seed", "novelty_filter", "novelty_threshold", "llm_timeout",
-    "llm_retries", "max_file_bytes", "isolation", "evaluation_network",
+    "llm_retries", "max_file_bytes", "isolation", "evaluation_network", "parallel",
 )
 _ISOLATIONS = ("auto", "bwrap", "none")
 # Zero or less would mean "no time at all" (and `.inf` no limit at all), so these must be positive and finite.
 _POSITIVE = ("evaluation_timeout", "timeout_minutes")
-_LEAST = {"repeats": 1, "llm_retries": 0, "max_file_bytes": 1}
+_LEAST = {"repeats": 1, "llm_retries": 0, "max_file_bytes": 1, "parallel": 1}
+MAX_PARALLEL = 64  # strategies.slots.MAX_SLOTS: a tick's slots are Actions matrix jobs
 
 
 def _coerce(field_name: str, value: Any) -> Any:
@@ -184,10 +188,12 @@ def _coerce(field_name: str, value: Any) -> Any:
         if direction not in ("higher", "lower"):
             raise ValueError(f"must be `higher` or `lower`, got {value!r}")
         return direction
-    if field_name in ("repeats", "seed", "llm_retries", "max_file_bytes"):
+    if field_name in ("repeats", "seed", "llm_retries", "max_file_bytes", "parallel"):
         if isinstance(value, bool) or not isinstance(value, int) or (field_name != "seed" and value < _LEAST[field_name]):
             least = f" >= {_LEAST[field_name]}" if field_name != "seed" else ""
             raise ValueError(f"must be a whole number{least}, got {value!r}")
+        if field_name == "parallel" and value > MAX_PARALLEL:
+            raise ValueError(f"must be at most {MAX_PARALLEL} slots per tick, got {value!r}")
         return value
     if isinstance(value, bool):
         raise ValueError(f"must be a number, got {value!r}")

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Protocol
 
 from autoloop_py.state.population import Candidate
+from autoloop_py.strategies.slots import Slot
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,8 @@ class StrategyContext:
       iteration: the iteration number being decided (Iteration Count + 1).
       direction: "higher" or "lower".
       next_id: the id the new candidate will get.
+      slot: the slot of a tick of parallel iterations (None: a plain iteration); strategies with islands give
+        each slot its own island.
     """
 
     population: tuple[Candidate, ...]
@@ -27,6 +30,7 @@ class StrategyContext:
     iteration: int
     direction: str
     next_id: int
+    slot: Slot | None = None
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from autoloop_py.strategies import registry
 from autoloop_py.strategies.base import StrategyContext
 from autoloop_py.strategies.engine import DecisionLike, Engine, PromptInputs
 from autoloop_py.strategies.prompt import steering_of
+from autoloop_py.strategies.slots import Slot
 
 log = logging.getLogger(__name__)
 
@@ -66,13 +67,15 @@ def decide(
     load_code: Callable[[str], str | None],
     guide: Callable[[str], str] | None = None,
     rebase: Callable[[pop.Population], pop.Population] | None = None,
+    slot: Slot | None = None,
 ) -> Any:
     """Returns this iteration's decision, with every parent's code loaded (folded code read back).
 
     An engine with a `refresh(population, guide)` method (AdaEvolve's paradigm call) may consult the
     guide LLM first; its reply goes to `decide` as `guide_reply`, so the decision itself stays pure.
     `rebase` brings the entries' code up to date with the default branch and leaves stale ones out
-    (stale_parents.py), so no strategy builds a child on code a later commit changed.
+    (stale_parents.py), so no strategy builds a child on code a later commit changed. `slot`: the slot of a
+    parallel tick, which strategies with islands turn into the slot's island.
     """
     population = population_of(state, load_code)
     if getattr(runner.engine, "needs_all_code", False):
@@ -86,6 +89,7 @@ def decide(
         iteration=iteration,
         direction=direction,
         next_id=population.next_id,
+        slot=slot,
     )
     refresh = getattr(runner.engine, "refresh", None)
     with block_lines(state):

@@ -19,6 +19,7 @@ from autoloop_py.program.playbook import Playbook, load_config_yaml
 from autoloop_py.state import file as statefile
 from autoloop_py.state import population as pop
 from autoloop_py.strategies.adaevolve import prompt as adaevolve_prompt
+from autoloop_py.strategies.adaevolve import slots
 from autoloop_py.strategies.adaevolve import strategy as adaevolve
 from autoloop_py.strategies.adaevolve.archive import archive_of, ranked
 from autoloop_py.strategies.adaevolve.config import AdaEvolveConfig, parse_adaevolve_config
@@ -118,6 +119,12 @@ class AdaEvolveEngine:
     ) -> EngineDecision:
         """Returns the attempt's island, mode, parent and context, after installing the guide's ideas."""
         state = self._installed(self.state_of(population), guide_reply)
+        slot = context.slot
+        if slot is not None and slot.parallel and state.islands:
+            first = context.iteration - slot.index
+            sources = slots.pick_sources(self.program.config.seed, self.program.name, first, slot.count)
+            island = slots.slot_islands(state, slot, first, self.config, sources)[-1]
+            state = dataclasses.replace(state, current_island=island)
         inner = adaevolve.decide(state, population.candidates, self.config, rng)
         return EngineDecision(inner, guide_reply)
 

@@ -19,6 +19,7 @@ from autoloop_py.state.population import (
     oriented,
 )
 from autoloop_py.strategies.alphaevolve.config import AlphaEvolveConfig, Island
+from autoloop_py.strategies.alphaevolve.slots import home_island, home_parents
 from autoloop_py.strategies.base import Decision, DrawRecorder, StrategyContext, UniformSource
 
 logger = logging.getLogger(__name__)
@@ -50,10 +51,17 @@ class AlphaEvolve:
         if chosen is None:
             chosen = _sampled(self.config.operator_weights, draws.random())
         operator, reason, forced = chosen
-        effective, why = effective_operator(operator, population)
-        parents, island, new_island = parents_for(
-            effective, population, self.config, context.direction, draws, forced
-        )
+        if context.slot is not None and context.slot.parallel:
+            home = home_island(context.slot, population, self.config)
+            effective, why, (parents, island, new_island) = home_parents(
+                operator, population, context.direction, draws, home
+            )
+            reason = f"{reason}; slot {context.slot} works island {home}"
+        else:
+            effective, why = effective_operator(operator, population)
+            parents, island, new_island = parents_for(
+                effective, population, self.config, context.direction, draws, forced
+            )
         notes = (REVISIT_NOTE,) if len(population) > 1 and _last_rejected(context.recent_statuses, 5) else ()
         reason = f"{reason}; {why}" if why else reason
         logger.debug("alphaevolve decided %s (%s)", effective, reason)

@@ -96,7 +96,7 @@ class FunSearchEngine:
 
     def decide(self, population: pop.Population, context: StrategyContext, rng: random.Random) -> FunSearchStep:
         """Returns the island and the versions to prompt with, or the seed decision (§4.2 steps 1–5)."""
-        decision = fs.decide(self.state_of(population), population.candidates, self.config, rng)
+        decision = fs.decide(self.state_of(population), population.candidates, self.config, rng, context.slot)
         return step_of(decision)
 
     def evaluates_as_is(self, decision: FunSearchStep) -> bool:

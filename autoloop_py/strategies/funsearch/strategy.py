@@ -36,6 +36,7 @@ from autoloop_py.strategies.funsearch.state import (
     format_signature,
     hash_token,
 )
+from autoloop_py.strategies.slots import Slot, slot_island
 
 __all__ = [
     "DISPOSITIONS",
@@ -183,21 +184,31 @@ def weighted_index(probabilities: Sequence[float], u: float) -> int:
 
 
 def decide(
-    state: FunSearchState, population: Sequence[Candidate], config: FunSearchConfig, rng: UniformSource
+    state: FunSearchState, population: Sequence[Candidate], config: FunSearchConfig, rng: UniformSource,
+    slot: Slot | None = None,
 ) -> FunSearchDecision:
-    """Returns the island and the earlier versions to prompt with (§4.2 steps 1–6), or the seed decision."""
+    """Returns the island and the earlier versions to prompt with (§4.2 steps 1–6), or the seed decision.
+
+    Slot i of a parallel tick takes island i mod n instead of a uniform draw (the next island that has
+    programs to offer, when that one has none).
+    """
     draws = DrawRecorder(rng)
     by_id = {c.id: c for c in population}
     offered = [(island, clusters) for island in state.islands if (clusters := _offered(island, by_id))]
     if not offered:
         return _seed_decision(state, config)
-    island, clusters = offered[uniform_index(draws.random(), len(offered))]
+    if slot is not None and slot.parallel:
+        home = slot_island(slot, [island.index for island in state.islands])
+        island, clusters = min(offered, key=lambda pair: (pair[0].index - home) % len(state.islands))
+    else:
+        island, clusters = offered[uniform_index(draws.random(), len(offered))]
     temperature = config.temperature(island.num_programs)
     scores = [oriented(c.score, config) for c in clusters]
     chosen, probabilities, used = choose_clusters(scores, temperature, config, draws)
     picks = [_pick_member(clusters[i], probabilities[i], by_id, config, draws) for i in chosen]
     picks.sort(key=lambda p: oriented(p.score, config))
-    reason = _reason(island, len(offered), len(state.islands), used, picks)
+    among = f"slot {slot}'s island, i mod n" if slot is not None and slot.parallel else None
+    reason = _reason(island, len(offered), len(state.islands), used, picks, among)
     logger.debug("funsearch decided: %s", reason)
     return FunSearchDecision(SAMPLE, reason, island.index, island.version, used, tuple(picks), tuple(draws.draws))
 
@@ -264,8 +275,12 @@ def _seed_decision(state: FunSearchState, config: FunSearchConfig) -> FunSearchD
     return FunSearchDecision(SEED, reason)
 
 
-def _reason(island: Island, offered: int, total: int, temperature: float, picks: Sequence[Pick]) -> str:
-    if total == 1:
+def _reason(
+    island: Island, offered: int, total: int, temperature: float, picks: Sequence[Pick], among: str | None = None
+) -> str:
+    if among is not None:
+        pass
+    elif total == 1:
         among = "the only island"
     else:
         among = f"uniform among {offered} of {total} islands" if offered < total else f"uniform among {total} islands"

@@ -1,0 +1,87 @@
+"""A tick on one machine: k slots of a program propose at once in k processes, then one publish records them all.
+
+The same split as the Actions workflow: each slot is `autoloop run --slot I/K --outcome-dir D_I`
+(read-only, its own outcome), and tick_publish consolidates the outcomes as `autoloop publish D_0 …`
+does. The slots run in fresh interpreters (spawn), so no git session or thread is shared by fork.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+
+from autoloop_py.errors import AutoloopError
+from autoloop_py.loop.iteration import IterationOutcome, run_iteration
+from autoloop_py.loop.lock import program_lock
+from autoloop_py.loop.options import RunOptions
+from autoloop_py.loop.outcome import OUTCOME_FILE, Outcome, idle_outcome, read_outcome, write_outcome
+from autoloop_py.loop.tick_publish import Published, publish_tick
+from autoloop_py.loop.workspace import Workspace
+from autoloop_py.program.model import Program
+from autoloop_py.state.memory import MemoryStore
+from autoloop_py.strategies.slots import Slot
+
+log = logging.getLogger(__name__)
+
+
+def run_tick(root: Path, program: Program, count: int, options: RunOptions) -> list[IterationOutcome]:
+    """Runs `count` slots of the program in parallel processes and publishes the tick; returns each slot's account."""
+    if not options.writes or options.slot is not None:
+        raise AutoloopError("a tick of parallel slots records what it runs: it cannot be a dry run or one slot")
+    _bring_up_to_date(root, program, options.base_branch)
+    with tempfile.TemporaryDirectory(prefix="autoloop-tick-") as folder:
+        dirs = [Path(folder) / f"slot-{i}" for i in range(count)]
+        slots = [replace(options, slot=Slot(i, count), outcome_dir=dirs[i]) for i in range(count)]
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=count, mp_context=context) as pool:
+            accounts = list(pool.map(_run_slot, [root] * count, [program] * count, slots))
+        outcomes = [_outcome_of(d, program.name) for d in dirs]
+    published = publish_tick(root, program, outcomes, budget=options.budget, run_url=options.run_url,
+                             base_branch=options.base_branch)
+    return [account_of(p, a) for p, a in zip(published, _by_iteration(accounts, outcomes))]
+
+
+def _bring_up_to_date(root: Path, program: Program, base_branch: str | None) -> None:
+    """Syncs the memory branch and the program branch once, so the slots that start together find nothing to move."""
+    with program_lock(root, program.name):
+        MemoryStore(root).sync()
+        with Workspace(root, program.name, base_branch=base_branch) as workspace:
+            workspace.prepare()
+
+
+def _run_slot(root: Path, program: Program, options: RunOptions) -> IterationOutcome:
+    """Runs one slot's iteration into its outcome directory (in a child process)."""
+    return run_iteration(root, program, options)
+
+
+def _outcome_of(directory: Path, program: str) -> Outcome:
+    """Returns the slot's outcome; a slot that stopped before one (a budget pause) leaves an idle outcome."""
+    if not (directory / OUTCOME_FILE).exists():
+        write_outcome(directory, idle_outcome(program, "no iteration ran in this slot"))
+    return read_outcome(directory)
+
+
+def _by_iteration(accounts: list[IterationOutcome], outcomes: list[Outcome]) -> list[IterationOutcome | None]:
+    """Returns the slots' accounts in the order publish_tick returns the outcomes (by iteration)."""
+    paired = sorted(zip(outcomes, accounts), key=lambda pair: pair[0].iteration)
+    return [account for _, account in paired]
+
+
+def account_of(published: Published, account: IterationOutcome | None = None) -> IterationOutcome:
+    """Returns the account of one slot as the tick recorded it."""
+    outcome, record = published.outcome, published.record
+    if record is None:
+        status = account.status if account is not None else "paused"
+        return IterationOutcome(outcome.program, outcome.iteration, status, outcome.waiting or "no iteration", None,
+                                outcome.best_before, reason=outcome.waiting or None)
+    return IterationOutcome(
+        program=outcome.program, iteration=outcome.iteration, status=record.status, summary=record.change,
+        metric=record.metric, best_before=outcome.best_before, commit=record.commit,
+        reason=record.notes if record.status != "accepted" else None,
+        timings=account.timings if account is not None else {},
+    )
+

@@ -1,0 +1,208 @@
+"""Publishing a tick: the outcomes of a program's k parallel slots, consolidated into one update.
+
+Every slot's iteration is recorded under its own number, in slot order. Of the improving candidates
+(all judged against the same best), the best goes to `autoloop/<name>`; each one that lost to a
+sibling is recorded as rejected, keeps its Population entry, and its commit is kept at
+`refs/autoloop/slots/<name>/<iteration>` (pushed too), so nothing is dropped. The records of the tick
+go to the memory branch as one commit.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+from autoloop_py.loop import checks, recovery
+from autoloop_py.loop.lock import program_lock
+from autoloop_py.loop.outcome import Outcome, OutcomeError
+from autoloop_py.loop.publishing import branch_tree, check_outcome, keep_outcome, known_commit
+from autoloop_py.loop.recording import IterationData, record_iteration, state_path
+from autoloop_py.loop.workspace import Workspace
+from autoloop_py.program.model import Program
+from autoloop_py.state.history import KEY_TRAILER, IterationRecord
+from autoloop_py.state.machine import is_improvement
+from autoloop_py.state.memory import MemoryStore
+from autoloop_py.strategies import runner as strategy
+
+log = logging.getLogger(__name__)
+
+SLOTS_REF = "refs/autoloop/slots"
+
+
+@dataclass(frozen=True)
+class Published:
+    """One slot's outcome as the tick recorded it.
+
+    Attributes:
+      outcome: the slot's outcome.
+      record: the record written (None when no iteration ran in the slot).
+    """
+
+    outcome: Outcome
+    record: IterationRecord | None
+
+
+def side_ref(program: str, iteration: int) -> str:
+    """Returns the ref that keeps the commit of an improving candidate that lost to a sibling of its tick."""
+    return f"{SLOTS_REF}/{program}/{iteration}"
+
+
+def check_tick(outcomes: Sequence[Outcome], program: str) -> None:
+    """Raises OutcomeError unless the outcomes are one program's slots with distinct iteration numbers."""
+    others = sorted({o.program for o in outcomes} - {program})
+    if others:
+        raise OutcomeError(f"a tick publishes one program; outcomes of {program!r} and {', '.join(others)} were given")
+    numbers = [o.iteration for o in outcomes if o.record is not None]
+    repeated = sorted({n for n in numbers if numbers.count(n) > 1})
+    if repeated:
+        raise OutcomeError(f"two outcomes of {program!r} claim iteration {repeated[0]}; each slot records its own")
+
+
+def winner(outcomes: Sequence[Outcome], direction: str) -> Outcome | None:
+    """Returns the accepted outcome with the best metric (ties: the lowest iteration), None when none improved."""
+    best = None
+    for outcome in sorted(outcomes, key=lambda o: o.iteration):
+        record = outcome.record
+        if record is None or record.status != "accepted" or record.metric is None:
+            continue
+        if best is None or is_improvement(record.metric, best.record.metric, direction):
+            best = outcome
+    return best
+
+
+def lost_note(record: IterationRecord, won: Outcome, ref: str) -> str:
+    """Returns the history note of an improving candidate that lost to a sibling of its tick."""
+    assert won.record is not None
+    return (f"improved on the best with {record.metric:g}, but slot iteration {won.iteration} of the same tick did "
+            f"better ({won.record.metric:g}) and took the branch; kept in the Population, its commit at {ref}")
+
+
+def publish_tick(
+    root: Path, program: Program, outcomes: Sequence[Outcome], *, budget: int, run_url: str | None = None,
+    base_branch: str | None = None, ci_gate: bool = False,
+) -> list[Published]:
+    """Checks every outcome, keeps the tick's best improver, keeps the others aside, and records all in one commit.
+
+    Nothing is written when an outcome is refused. Returns the slots in iteration order.
+    """
+    for outcome in outcomes:
+        check_outcome(root, program, outcome)
+    check_tick(outcomes, program.name)
+    ordered = sorted(outcomes, key=lambda o: o.iteration)
+    ran = [o for o in ordered if o.record is not None]
+    if not ran:
+        return [Published(o, None) for o in ordered]
+    with program_lock(root, program.name):
+        memory = MemoryStore(root)
+        memory.sync()
+        recovery.reconcile(root, program, memory, budget, ci_gate=ci_gate)
+        records, bases = _kept(root, program, ran, run_url, base_branch, ci_gate)
+        applied = _record_all(memory, program, ran, records, bases, budget)
+    return [Published(o, applied.get(o.key)) for o in ordered]
+
+
+def _kept(
+    root: Path, program: Program, ran: Sequence[Outcome], run_url: str | None, base_branch: str | None, ci_gate: bool
+) -> tuple[dict[str, IterationRecord], dict[str, str | None]]:
+    """Returns each slot's record (after keeping its candidate where it belongs) and its default-branch base."""
+    records: dict[str, IterationRecord] = {}
+    bases: dict[str, str | None] = {}
+    won = winner(ran, program.direction)
+    for outcome in ran:
+        assert outcome.record is not None
+        records[outcome.key] = replace(outcome.record, key=outcome.key, run_url=run_url, commit=None)
+        bases[outcome.key] = known_commit(root, outcome.base_commit)
+    # The losers first: they are committed on the branch as the tick found it, before the winner moves it.
+    for outcome in ran:
+        if won is not None and outcome is not won and outcome.record is not None and outcome.record.status == "accepted":
+            records[outcome.key] = _aside(root, program, outcome, records[outcome.key], won, base_branch)
+    if won is not None:
+        records[won.key], bases[won.key] = keep_outcome(root, program, won, records[won.key], base_branch, ci_gate)
+    return records, bases
+
+
+def _aside(
+    root: Path, program: Program, outcome: Outcome, record: IterationRecord, won: Outcome, base_branch: str | None
+) -> IterationRecord:
+    """Commits a losing improver on the tick's base, keeps it at its side ref; returns its record (rejected)."""
+    ref = side_ref(program.name, outcome.iteration)
+    with Workspace(root, program.name, base_branch=base_branch) as workspace:
+        workspace.prepare()
+        if branch_tree(root, workspace.branch) != outcome.base_tree:
+            notes = (f"autoloop/{program.name} changed after this candidate was evaluated, so it was judged against "
+                     "a stale base; not kept")
+            return replace(record, status="rejected", notes=notes)
+        found = checks.violations(program, workspace.files(outcome.changes), outcome.changes)
+        if found:
+            raise OutcomeError(f"refusing the outcome of '{program.name}', nothing was written: " + "; ".join(found))
+        workspace.write(outcome.changes)
+        assert record.metric is not None
+        marks = recovery.trailers(outcome.key, record.metric, record.baseline)
+        message = f"[Autoloop: {program.name}] Iteration {outcome.iteration} (lost to a sibling): {record.change}"
+        workspace.keep_aside(recovery.with_trailers(message, marks), ref)
+    return replace(record, status="rejected", notes=lost_note(record, won, ref))
+
+
+def _record_all(
+    memory: MemoryStore, program: Program, ran: Sequence[Outcome], records: Mapping[str, IterationRecord],
+    bases: Mapping[str, str | None], budget: int,
+) -> dict[str, IterationRecord]:
+    """Records every slot in iteration order as one memory commit (redone on fresh text when raced)."""
+    runner = strategy.load_runner(program, memory.repo_root)
+    path = state_path(program)
+    written: dict[str, str | bytes] = {}
+    applied: dict[str, IterationRecord] = {}
+
+    def change(text: str | None) -> str:
+        batch = BatchMemory(lambda p: text if p == path else memory.read(p))
+        applied.clear()
+        for outcome in ran:
+            record = records[outcome.key]
+            candidate = None
+            if runner is not None and outcome.decision is not None and outcome.candidate_source is not None:
+                candidate = strategy.candidate_for(runner, outcome.decision, record, outcome.candidate_source,
+                                                   outcome.approach, outcome.iteration)
+            data = IterationData(runner, candidate, outcome.prompt, outcome.evaluated, outcome.seed, outcome.decision,
+                                 bases[outcome.key])
+            applied[outcome.key] = record_iteration(batch, program, record, budget, data)
+        written.clear()
+        written.update(batch.files)
+        result = written.pop(path, text)
+        return result if isinstance(result, str) else (result or b"").decode("utf-8")
+
+    memory.update(path, change, tick_message(program.name, ran, records), extra=lambda: dict(written))
+    return applied
+
+
+def tick_message(program: str, ran: Sequence[Outcome], records: Mapping[str, IterationRecord]) -> str:
+    """Returns the memory commit message of a tick, one key trailer per slot (the newest last)."""
+    first, last = ran[0].iteration, ran[-1].iteration
+    statuses = ", ".join(f"{o.iteration} {records[o.key].status}" for o in ran)
+    subject = f"[Autoloop: {program}] tick of {len(ran)} (iterations {first}–{last}): {statuses}"[:200]
+    trailers = "\n".join(f"{KEY_TRAILER}: {o.key}" for o in ran)
+    return f"{subject}\n\n{trailers}"
+
+
+class BatchMemory:
+    """The memory branch as a tick's records see it: reads go through, updates stay here until one commit."""
+
+    def __init__(self, read: Callable[[str], str | None]) -> None:
+        self._read = read
+        self.files: dict[str, str | bytes] = {}
+
+    def read(self, path: str) -> str | None:
+        """Returns the text the batch wrote at path, else the branch's."""
+        if path in self.files:
+            value = self.files[path]
+            return value if isinstance(value, str) else value.decode("utf-8", "replace")
+        return self._read(path)
+
+    def update(self, path: str, change: Callable[[str | None], str], message: str,
+               extra: Callable[[], Mapping[str, str | bytes]] | None = None) -> str:
+        """Applies change to the batch's text at path and keeps the extra files; returns '' (nothing is committed)."""
+        text = change(self.read(path))
+        self.files.update(extra() if extra else {})
+        self.files[path] = text
+        return ""
