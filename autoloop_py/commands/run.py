@@ -23,6 +23,7 @@ from autoloop_py.loop.iteration import IterationOutcome, run_iteration
 from autoloop_py.loop.options import RunOptions
 from autoloop_py.loop.outcome import OUTCOME_FILE, idle_outcome, write_outcome
 from autoloop_py.loop.tick import run_tick
+from autoloop_py.loop.tick_publish import SLOTS_REF
 from autoloop_py.program.model import Program, find_program, program_name
 from autoloop_py.proposers import llm
 from autoloop_py.sandbox.runner import make_non_dumpable, sigterm_interrupts
@@ -336,8 +337,8 @@ def _line(outcome: IterationOutcome) -> str:
     text += f" · {outcome.summary}"
     if outcome.commit:
         text += f" · commit {outcome.commit[:8]}"
-    if outcome.status == "error" and outcome.reason:
-        text += f"\n   {outcome.reason}"
+    if outcome.reason and (outcome.status == "error" or SLOTS_REF in outcome.reason):
+        text += f"\n   {outcome.reason}"  # an error, or an improver that lost to a sibling of its tick
     return text
 
 

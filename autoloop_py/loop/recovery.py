@@ -112,6 +112,12 @@ def with_trailers(message: str, extra: Mapping[str, str]) -> str:
     return message.rstrip("\n") + "\n\n" + "\n".join(f"{name}: {value}" for name, value in extra.items())
 
 
+def trailer_values(message: str, name: str) -> list[str]:
+    """Returns every value of the `name` trailer in the message's last paragraph (a tick's commit has one per slot)."""
+    paragraph = message.strip().split("\n\n")[-1]
+    return [m.group(2) for line in paragraph.splitlines() if (m := _TRAILER_RE.match(line)) and m.group(1) == name]
+
+
 def read_trailers(message: str) -> dict[str, str]:
     """Returns the `Name: value` lines of the message's last paragraph."""
     paragraph = message.strip().split("\n\n")[-1]
@@ -272,7 +278,7 @@ def _memory_keys(repo: git.Repo, memory: MemoryStore, program: str) -> set[str]:
     found = call(repo, "log", f"-n{KEY_LOG_LIMIT}", "--format=%B%x1e", "-F", f"--grep={needle}", ref, "--")
     if not found.ok:
         return set()
-    return {key for message in found.text.split("\x1e") if (key := read_trailers(message).get(KEY))}
+    return {key for message in found.text.split("\x1e") for key in trailer_values(message, KEY)}
 
 
 def _publish_branch(repo: git.Repo, branch: str, remote: str) -> bool:

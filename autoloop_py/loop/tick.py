@@ -2,7 +2,7 @@
 
 The same split as the Actions workflow: each slot is `autoloop run --slot I/K --outcome-dir D_I`
 (read-only, its own outcome), and tick_publish consolidates the outcomes as `autoloop publish D_0 …`
-does. The slots run in fresh interpreters (spawn), so no git session or thread is shared by fork.
+does. Each slot opens its own git session; a forked slot never uses the parent's.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import tempfile
+import threading
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -36,13 +37,24 @@ def run_tick(root: Path, program: Program, count: int, options: RunOptions) -> l
     with tempfile.TemporaryDirectory(prefix="autoloop-tick-") as folder:
         dirs = [Path(folder) / f"slot-{i}" for i in range(count)]
         slots = [replace(options, slot=Slot(i, count), outcome_dir=dirs[i]) for i in range(count)]
-        context = multiprocessing.get_context("spawn")
+        context = multiprocessing.get_context(_start_method())
         with ProcessPoolExecutor(max_workers=count, mp_context=context) as pool:
             accounts = list(pool.map(_run_slot, [root] * count, [program] * count, slots))
         outcomes = [_outcome_of(d, program.name) for d in dirs]
     published = publish_tick(root, program, outcomes, budget=options.budget, run_url=options.run_url,
                              base_branch=options.base_branch)
     return [account_of(p, a) for p, a in zip(published, _by_iteration(accounts, outcomes))]
+
+
+def _start_method() -> str:
+    """Returns fork when this process runs no other thread (a fresh interpreter costs a second), else spawn.
+
+    A thread (litellm's background import, a progress display) may hold a lock at the fork, and the child
+    would wait for it forever.
+    """
+    if threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods():
+        return "fork"
+    return "spawn"
 
 
 def _bring_up_to_date(root: Path, program: Program, base_branch: str | None) -> None:

@@ -1,0 +1,135 @@
+"""End to end: `autoloop run --parallel 4` runs ticks of 4 slots against a bare origin, for every strategy.
+
+Each tick records 4 iterations with distinct numbers (and, for strategies with islands, distinct
+islands), the program branch holds the tick's best, the state file parses, and the same tick run
+again from a copy of the same origin decides the same.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from autoloop_py.cli import main
+from autoloop_py.state import file as statefile
+from autoloop_py.state.population import population_of
+from tests.e2e.test_funsearch_run import funsearch_repo  # noqa: F401
+from tests.e2e.test_publish import _clone
+from tests.e2e.test_publish_strategies import STRATEGIES, _number_the_caps
+from tests.programs import REPO, install_strategy_program
+
+pytest.importorskip("numpy")
+
+NAME = "function_minimization"
+PROGRAM = f".autoloop/programs/{NAME}"
+SLOTS = 4
+_DECISION_RE = re.compile(r"^- \*\*(Operator|Parent\(s\)|Island)\*\*: .*$", re.MULTILINE)
+_ISLAND_RE = re.compile(r"^- \*\*Island\*\*: (\S+)", re.MULTILINE)
+
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def _state(origin: Path) -> statefile.StateFile:
+    return _state_at(origin, "memory/autoloop")
+
+
+def _state_at(origin: Path, rev: str) -> statefile.StateFile:
+    return statefile.parse_state(_git(origin, "show", f"{rev}:{NAME}.md") + "\n", f"{NAME}.md")
+
+
+def _decisions(state: statefile.StateFile) -> list[tuple[object, ...]]:
+    """Returns what each recorded iteration decided and measured, newest first (timestamps left out)."""
+    return [(e.iteration, e.status, e.metric, e.change, tuple(m.group(0) for m in _DECISION_RE.finditer(e.text)))
+            for e in state.history]
+
+
+def _tick(origin: Path, work: Path) -> None:
+    assert main(["run", "--repo", str(_clone(origin, work)), "--program", NAME, "--proposer", "tune",
+                 "--parallel", str(SLOTS)]) == 0
+
+
+def _run_ticks(repo: Path, tmp_path: Path, plain: int = 0) -> tuple[Path, Path]:
+    """Runs `plain` single iterations, then one tick, against a bare origin made from repo, then the same tick again
+    against a copy of the origin as the tick found it; checks both and returns the two origins."""
+    origin, again = tmp_path / "origin.git", tmp_path / "again.git"
+    _git(tmp_path, "clone", "-q", "--bare", str(repo), str(origin))
+    if plain:
+        work = _clone(origin, tmp_path / "plain")
+        assert main(["run", "--repo", str(work), "--program", NAME, "--proposer", "tune", "--iterations", str(plain)]) == 0
+    _git(tmp_path, "clone", "-q", "--mirror", str(origin), str(again))  # the tick's starting point
+    _tick(origin, tmp_path / "tick")
+    _tick(again, tmp_path / "again")
+    for copy in (origin, again):
+        _check_tick(copy, plain)
+    assert _decisions(_state(again))[:SLOTS] == _decisions(_state(origin))[:SLOTS]
+    return origin, again
+
+
+def _check_tick(origin: Path, before: int) -> None:
+    """Checks the tick that followed `before` recorded iterations."""
+    state = _state(origin)
+    numbers = [e.iteration for e in state.history[:SLOTS]]
+    assert sorted(numbers) == list(range(before + 1, before + SLOTS + 1))
+    assert [int((e.key or "::").split(":")[1]) for e in state.history[:SLOTS]] == numbers  # each under its own key
+    assert state.machine.iteration_count == before + SLOTS
+    statefile.parse_state(statefile.render_state(state), f"{NAME}.md")
+    first = not _git(origin, "rev-list", "--max-count=1", "--skip=1", "memory/autoloop")
+    before_tick = state.machine.initial_metric if first else _state_at(origin, "memory/autoloop~1").machine.best_metric
+    improvers = [e for e in state.history[:SLOTS] if e.metric is not None and before_tick is not None
+                 and e.metric > before_tick]
+    accepted = [e for e in state.history[:SLOTS] if e.status == "accepted"]
+    assert len(accepted) == (1 if improvers else 0)  # the tick's best improver takes the branch
+    if accepted:
+        best = accepted[0]
+        assert best.metric == max(e.metric for e in improvers) == state.machine.best_metric
+        subject = _git(origin, "log", "-1", "--format=%s", f"autoloop/{NAME}")
+        assert f"Iteration {best.iteration}:" in subject
+    for entry in improvers:  # every other improver is recorded as lost, its commit kept on a side ref
+        if entry is not accepted[0]:
+            assert entry.status == "rejected" and "did better" in entry.text
+            ref = f"refs/autoloop/slots/{NAME}/{entry.iteration}"
+            assert f"Iteration {entry.iteration} (lost to a sibling)" in _git(origin, "log", "-1", "--format=%s", ref)
+    # One memory commit records the whole tick.
+    assert _git(origin, "log", "-1", "--format=%s", "memory/autoloop").startswith(f"[Autoloop: {NAME}] tick of {SLOTS}")
+
+
+def _islands(state: statefile.StateFile) -> list[str]:
+    return [found.group(1) for e in state.history[:SLOTS] if (found := _ISLAND_RE.search(e.text))]
+
+
+@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
+def test_parallel_ticks_of_a_strategy(strategy: str, git_repo: Path, run_git, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    pointer, config = STRATEGIES[strategy]
+    if strategy == "adaevolve":
+        config = "population_size: 6\nnum_islands: 4\nmax_islands: 4\n"  # an island for each slot
+    install_strategy_program(git_repo, run_git, PROGRAM, strategy, pointer, config)
+    if strategy == "alphaevolve":
+        _number_the_caps(git_repo / PROGRAM / "strategy/alphaevolve.md")
+        run_git(git_repo, "commit", "-qam", "caps")
+    origin, _ = _run_ticks(git_repo, tmp_path, plain=0 if strategy == "alphaevolve" else 1)  # the others begin with the seed
+    state = _state(origin)
+    assert len(population_of(state).candidates) >= SLOTS
+    if strategy != "evox":  # EvoX gives each slot an independent proposal from the best: no islands
+        islands = _islands(state)
+        assert len(set(islands)) == len(islands) == SLOTS, islands
+
+
+def test_parallel_ticks_of_funsearch(funsearch_repo: Path, tmp_path: Path) -> None:  # noqa: F811
+    origin, _ = _run_ticks(funsearch_repo, tmp_path, plain=1)  # the first iteration evaluates the seed
+    islands = _islands(_state(origin))
+    assert len(set(islands)) == len(islands) == SLOTS, islands
+
+
+def test_parallel_ticks_of_the_default_flow(git_repo: Path, tmp_path: Path, run_git) -> None:  # type: ignore[no-untyped-def]
+    shutil.copytree(REPO / PROGRAM, git_repo / PROGRAM, ignore=shutil.ignore_patterns("__pycache__"))
+    text = (git_repo / PROGRAM / "program.md").read_text(encoding="utf-8")
+    (git_repo / PROGRAM / "program.md").write_text(text[: text.index("## Evolution Strategy")], encoding="utf-8")
+    run_git(git_repo, "add", "-A")
+    run_git(git_repo, "commit", "-qm", "default flow")
+    _run_ticks(git_repo, tmp_path)
