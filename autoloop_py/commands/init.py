@@ -21,6 +21,7 @@ from autoloop_py.errors import AutoloopError
 from autoloop_py.loop.schedule import parse_schedule
 from autoloop_py.program.model import PROGRAMS_DIR
 from autoloop_py.render import render
+from autoloop_py.strategies.slots import MAX_SLOTS
 
 if TYPE_CHECKING:
     from importlib.abc import Traversable
@@ -60,6 +61,8 @@ class InitOptions:
       proposer: llm, agent or tune, passed to `autoloop run --proposer`.
       model: the litellm model used when the AUTOLOOP_MODEL variable is unset (None: none).
       timeout_minutes: the iterate job's time limit, also told to the run.
+      slots: the slots of a program's tick (`--parallel`); above 1 the matrix lists (program, slot) pairs and
+        one publish job per program records the tick.
     """
 
     interval: timedelta = field(default_factory=lambda: timedelta(hours=6))
@@ -69,6 +72,7 @@ class InitOptions:
     proposer: str = "tune"
     model: str | None = None
     timeout_minutes: int = 45
+    slots: int = 1
 
 
 def add_parser(commands: Any) -> None:
@@ -82,6 +86,11 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--every", default=DEFAULT_EVERY, help="how often the workflow wakes up (default 6h)")
     parser.add_argument("--max-parallel", type=int, default=4, metavar="N", help="programs iterating at once")
     parser.add_argument("--max-programs", type=int, metavar="N", help="at most N due programs per wake-up")
+    parser.add_argument(
+        "--parallel", type=int, default=1, metavar="K",
+        help="slots per program and tick: the matrix runs K proposing jobs per program (a program's own "
+        "`parallel:` wins), and one publish job records the tick (default 1; --max-parallel caps all jobs)",
+    )
     parser.add_argument(
         "--pip-spec",
         default=None,
@@ -119,6 +128,8 @@ def options_from(args: argparse.Namespace) -> InitOptions:
     """Returns the checked options of `autoloop init`; raises AutoloopError naming the bad flag."""
     if args.max_parallel < 1 or (args.max_programs is not None and args.max_programs < 1):
         raise AutoloopError("--max-parallel and --max-programs must be at least 1")
+    if not 1 <= args.parallel <= MAX_SLOTS:
+        raise AutoloopError(f"--parallel must be 1–{MAX_SLOTS} slots per program")
     if not 1 <= args.timeout_minutes <= MAX_TIMEOUT_MINUTES:
         raise AutoloopError(f"--timeout-minutes must be 1–{MAX_TIMEOUT_MINUTES} (GitHub stops jobs after 6 hours)")
     pip_spec = args.pip_spec if args.pip_spec is not None else running_pip_spec()
@@ -134,6 +145,7 @@ def options_from(args: argparse.Namespace) -> InitOptions:
         proposer=args.proposer or ("llm" if args.model else "tune"),
         model=args.model,
         timeout_minutes=args.timeout_minutes,
+        slots=args.parallel,
     )
 
 
@@ -228,6 +240,8 @@ def init_command(options: InitOptions) -> str:
     """Returns the `autoloop init` command line that writes these options again."""
     words = ["autoloop", "init", "--every", interval_words(options.interval)]
     words += ["--max-parallel", str(options.max_parallel)]
+    if options.slots > 1:
+        words += ["--parallel", str(options.slots)]
     if options.max_programs is not None:
         words += ["--max-programs", str(options.max_programs)]
     words += ["--pip-spec", options.pip_spec, "--proposer", options.proposer]
@@ -250,6 +264,7 @@ def render_workflows(options: InitOptions) -> dict[Path, str]:
         timeout_minutes=options.timeout_minutes,
         proposer=options.proposer,
         model=options.model,
+        slots=options.slots,
     )
     agentic = render(
         "workflows/autoloop.md.j2",

@@ -215,7 +215,7 @@ def _slot_count(
         return parallel
     if not options.writes or options.slot is not None or settings is not None:
         return 1  # a dry run, an outcome or a CI job proposes one iteration at a time
-    return program.config.parallel
+    return program.config.parallel or 1
 
 
 def _slot(text: str) -> Slot:

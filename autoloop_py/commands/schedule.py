@@ -12,7 +12,9 @@ from typing import Any
 from rich.console import Console
 
 from autoloop_py.commands.common import load_all, machines, readable_states, repo_root, subparser
+from autoloop_py.errors import AutoloopError
 from autoloop_py.loop import schedule
+from autoloop_py.strategies.slots import MAX_SLOTS
 
 logger = logging.getLogger(__name__)
 
@@ -24,6 +26,11 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--matrix", action="store_true", help="print a GitHub Actions matrix of the due programs")
     parser.add_argument("--max", type=int, default=None, metavar="N", help="at most N programs in the matrix")
     parser.add_argument("--program", help="force this program (env AUTOLOOP_PROGRAM)")
+    parser.add_argument(
+        "--slots", type=int, default=None, metavar="K",
+        help="with --matrix: also list (program, slot) pairs under `include`, K slots per program (or its own "
+        "`parallel:`), for the workflow `autoloop init --parallel K` writes",
+    )
     parser.set_defaults(handler=cmd_schedule)
 
 
@@ -38,7 +45,12 @@ def cmd_schedule(args: argparse.Namespace, console: Console) -> int:
     runnable = [p for p in programs if p.name in readable]
     plan = schedule.plan(runnable, machines(readable), datetime.now(timezone.utc), forced)
     due = list(plan.due[: args.max] if args.max else plan.due)
-    if args.matrix:
+    if args.slots is not None and not 1 <= args.slots <= MAX_SLOTS:
+        raise AutoloopError(f"--slots must be 1–{MAX_SLOTS}, got {args.slots}")
+    if args.matrix and args.slots is not None:
+        counts = {p.name: p.config.parallel or args.slots for p in programs}
+        console.out(json.dumps(slot_matrix(due, counts)), highlight=False)
+    elif args.matrix:
         console.out(json.dumps({"program": due}), highlight=False)
     elif args.json:
         console.out(json.dumps(_as_json(plan, due), indent=2), highlight=False)
@@ -51,6 +63,12 @@ def cmd_schedule(args: argparse.Namespace, console: Console) -> int:
         for name in plan.unconfigured:
             console.print(f"template {name}: unconfigured")
     return 0 if due else 1
+
+
+def slot_matrix(due: list[str], counts: dict[str, int]) -> dict[str, Any]:
+    """Returns the Actions matrix of a tick: the due programs, and one (program, slot, slots) entry per slot."""
+    include = [{"program": name, "slot": i, "slots": counts[name]} for name in due for i in range(counts[name])]
+    return {"program": due, "include": include}
 
 
 def _as_json(plan: schedule.Plan, due: list[str]) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from autoloop_py.loop import checks, recovery
 from autoloop_py.loop.lock import program_lock
 from autoloop_py.loop.outcome import Outcome, OutcomeError
 from autoloop_py.loop.publishing import branch_tree, check_outcome, keep_outcome, known_commit
-from autoloop_py.loop.recording import IterationData, record_iteration, state_path
+from autoloop_py.loop.recording import IterationData, load_state, record_iteration, state_path
 from autoloop_py.loop.workspace import Workspace
 from autoloop_py.program.model import Program
 from autoloop_py.state.history import KEY_TRAILER, IterationRecord
@@ -98,9 +98,39 @@ def publish_tick(
         memory = MemoryStore(root)
         memory.sync()
         recovery.reconcile(root, program, memory, budget, ci_gate=ci_gate)
-        records, bases = _kept(root, program, ran, run_url, base_branch, ci_gate)
-        applied = _record_all(memory, program, ran, records, bases, budget)
-    return [Published(o, applied.get(o.key)) for o in ordered]
+        state = load_state(memory, program, budget)
+        tokens = {_token(e.key) for e in state.history if e.key}
+        ran = numbered([o for o in ran if _token(o.key) not in tokens], state.machine.iteration_count + 1)
+        if ran:
+            records, bases = _kept(root, program, ran, run_url, base_branch, ci_gate)
+            applied = _record_all(memory, program, ran, records, bases, budget)
+        else:
+            applied = {}  # a publish that ran before recorded this tick already
+    final = {_token(o.key): o for o in ran}  # each slot as numbered when recorded
+    slots = [final.get(_token(o.key), o) if o.record is not None else o for o in ordered]
+    return [Published(o, applied.get(o.key)) for o in slots]
+
+
+def numbered(ran: Sequence[Outcome], first: int) -> list[Outcome]:
+    """Returns the outcomes numbered first, first+1, … in their order, their keys renamed to match.
+
+    The slots numbered themselves next+i from the state they read; a slot whose job failed, or a run
+    recorded meanwhile, would leave a gap or a repeat, and every iteration needs a number of its own.
+    """
+    result = []
+    for offset, outcome in enumerate(ran):
+        number = first + offset
+        if outcome.iteration != number:
+            log.warning("%s: slot iteration %d is recorded as iteration %d", outcome.program, outcome.iteration, number)
+            prefix = outcome.key.rsplit(":", 2)[0]
+            outcome = replace(outcome, iteration=number, key=f"{prefix}:{number}:{_token(outcome.key)}")
+        result.append(outcome)
+    return result
+
+
+def _token(key: str) -> str:
+    """Returns the random part of an idempotency key (what stays when a slot is renumbered)."""
+    return key.rsplit(":", 1)[-1]
 
 
 def _kept(

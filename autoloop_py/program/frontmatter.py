@@ -41,7 +41,8 @@ class ProgramConfig:
       budget_tokens: model tokens in all.
       budget_tokens_per_day: model tokens per UTC day.
       max_file_bytes: the largest Target file a candidate may write; a larger one is rejected before evaluation.
-      parallel: the slots each tick runs at once (k parallel iterations of this program, 1 to 64).
+      parallel: the slots each tick runs at once (k parallel iterations of this program, 1 to 64); None: unset
+        (one, or in Actions the workflow's `autoloop init --parallel`).
       extra: frontmatter keys this version does not know, kept for strategies.
     """
 
@@ -66,7 +67,7 @@ class ProgramConfig:
     budget_tokens: float | None = None
     budget_tokens_per_day: float | None = None
     max_file_bytes: int = 1 << 20
-    parallel: int = 1
+    parallel: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -159,7 +160,7 @@ def _key_line(block: str, key: str) -> int:
 
 _DEFAULTED = (
     "evaluation_timeout", "repeats", "min_delta", "seed", "novelty_filter", "novelty_threshold", "llm_timeout",
-    "llm_retries", "max_file_bytes", "isolation", "evaluation_network", "parallel",
+    "llm_retries", "max_file_bytes", "isolation", "evaluation_network",
 )
 _ISOLATIONS = ("auto", "bwrap", "none")
 # Zero or less would mean "no time at all" (and `.inf` no limit at all), so these must be positive and finite.

@@ -7,6 +7,7 @@ again from a copy of the same origin decides the same.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from autoloop_py.cli import main
+from autoloop_py.loop.outcome import read_outcome
 from autoloop_py.state import file as statefile
 from autoloop_py.state.population import population_of
 from tests.e2e.test_funsearch_run import funsearch_repo  # noqa: F401
@@ -127,9 +129,68 @@ def test_parallel_ticks_of_funsearch(funsearch_repo: Path, tmp_path: Path) -> No
 
 
 def test_parallel_ticks_of_the_default_flow(git_repo: Path, tmp_path: Path, run_git) -> None:  # type: ignore[no-untyped-def]
+    _default_flow(git_repo, run_git)
+    _run_ticks(git_repo, tmp_path)
+
+
+def _default_flow(git_repo: Path, run_git) -> None:  # type: ignore[no-untyped-def]
+    """Commits function_minimization without its strategy section into git_repo."""
     shutil.copytree(REPO / PROGRAM, git_repo / PROGRAM, ignore=shutil.ignore_patterns("__pycache__"))
     text = (git_repo / PROGRAM / "program.md").read_text(encoding="utf-8")
     (git_repo / PROGRAM / "program.md").write_text(text[: text.index("## Evolution Strategy")], encoding="utf-8")
     run_git(git_repo, "add", "-A")
     run_git(git_repo, "commit", "-qm", "default flow")
-    _run_ticks(git_repo, tmp_path)
+
+
+def test_the_actions_split_publishes_the_slots_that_arrived_without_a_gap(
+    git_repo: Path, tmp_path: Path, run_git, capsys: pytest.CaptureFixture[str]  # type: ignore[no-untyped-def]
+) -> None:
+    """The workflow's jobs: `run --slot I/4 --outcome-dir` per slot, then one `publish DIR…` (slot 1's job failed)."""
+    _default_flow(git_repo, run_git)
+    origin = tmp_path / "origin.git"
+    _git(tmp_path, "clone", "-q", "--bare", str(git_repo), str(origin))
+    assert main(["schedule", "--repo", str(git_repo), "--matrix", "--slots", str(SLOTS)]) == 0
+    matrix = json.loads(capsys.readouterr().out)
+    assert matrix["program"] == [NAME]
+    assert matrix["include"] == [{"program": NAME, "slot": i, "slots": SLOTS} for i in range(SLOTS)]
+    dirs = []
+    for entry in matrix["include"]:
+        dirs.append(tmp_path / f"outcome{entry['slot']}")
+        work = _clone(origin, tmp_path / f"slot{entry['slot']}")
+        assert main(["run", "--repo", str(work), "--program", NAME, "--proposer", "tune",
+                     "--slot", f"{entry['slot']}/{entry['slots']}", "--outcome-dir", str(dirs[-1])]) == 0
+    assert sorted(read_outcome(d).iteration for d in dirs) == [1, 2, 3, 4]
+    arrived = [dirs[0], *dirs[2:]]
+    assert main(["publish", "--repo", str(_clone(origin, tmp_path / "publish")), *map(str, arrived)]) == 0
+    state = _state(origin)
+    assert [e.iteration for e in state.history] == [3, 2, 1]
+    assert [int((e.key or "::").split(":")[1]) for e in state.history] == [3, 2, 1]
+    # Published again (a retried job): nothing is recorded twice.
+    assert main(["publish", "--repo", str(_clone(origin, tmp_path / "again")), *map(str, arrived)]) == 0
+    assert _state(origin).machine.iteration_count == 3
+    # The next plain iteration takes the next number: no gap, no repeat, no complaint about lost records.
+    assert main(["run", "--repo", str(_clone(origin, tmp_path / "next")), "--program", NAME, "--proposer", "tune"]) == 0
+    assert _state(origin).history[0].iteration == 4
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--parallel", "2", "--dry-run"], "--parallel runs and records a whole tick on this machine; it cannot go "
+                                           "with --dry-run"),
+        (["--parallel", "2", "--outcome-dir", "out"], "cannot go with --outcome-dir"),
+        (["--slot", "1/2"], "--slot 1/2 proposes one slot of a tick: give --outcome-dir DIR"),
+    ],
+)
+def test_slot_flags_that_cannot_work_are_refused(
+    flags: list[str], message: str, git_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", "--repo", str(git_repo), "--program", NAME, *flags]) == 1
+    assert message in " ".join(capsys.readouterr().err.split())
+
+
+@pytest.mark.parametrize("slot", ["4/4", "x", "1/0"])
+def test_a_bad_slot_is_an_argument_error(slot: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["run", "--slot", slot, "--outcome-dir", "out"])
+    assert "--slot" in capsys.readouterr().err

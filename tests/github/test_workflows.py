@@ -42,6 +42,8 @@ OPTION_SETS = {
     "git-spec-daily": InitOptions(pip_spec="git+https://github.com/o/r@main", interval=timedelta(days=1)),
     "extras-weekly": InitOptions(pip_spec="autoloop-py[tune]>=0.1", interval=timedelta(days=7), proposer="llm"),
 }
+# `autoloop init --parallel K`: the matrix lists (program, slot) pairs and one publish job records the tick.
+SLOT_OPTIONS = {"slots-4": InitOptions(slots=4, max_parallel=8), "slots-2-llm": InitOptions(slots=2, proposer="llm")}
 PROPOSE_PERMISSIONS = {"contents": "read", "issues": "read", "checks": "read", "actions": "read"}
 PUBLISH_PERMISSIONS = {
     "contents": "write",
@@ -95,7 +97,7 @@ def test_every_rendered_workflow_passes_actionlint(tmp_path: Path) -> None:
     folder = tmp_path / ".github" / "workflows"
     folder.mkdir(parents=True)
     paths = []
-    for name, options in OPTION_SETS.items():
+    for name, options in {**OPTION_SETS, **SLOT_OPTIONS}.items():
         paths.append(folder / f"autoloop-{name}.yml")
         paths[-1].write_text(render_workflows(options)[ACTIONS_WORKFLOW], encoding="utf-8")
     done = run_actionlint(paths)
@@ -282,6 +284,45 @@ def test_publish_job_runs_no_candidate_code(name: str) -> None:
     assert not any(secret_names(s.get("env", {})) for s in publish["steps"] if s.get("name") != "Publish")
 
 
+# --- the slot form: `autoloop init --parallel K` ------------------------------------------------
+
+
+@pytest.mark.parametrize("name", SLOT_OPTIONS)
+def test_slot_matrix_proposes_each_slot_and_publishes_the_tick_once(name: str) -> None:
+    options = SLOT_OPTIONS[name]
+    jobs = actions_workflow(options)["jobs"]
+    script = next(s for s in jobs["plan"]["steps"] if s.get("id") == "plan")["run"]
+    assert f"args=(--matrix --slots {options.slots})\n" in script
+    assert f'args=(--matrix --max 1 --program "$program" --slots {options.slots})\n' in script
+    propose, publish = jobs["propose"], jobs["publish"]
+    # The matrix lists (program, slot) pairs; --max-parallel caps all of its jobs; each slot queues on its own.
+    assert propose["strategy"] == {"fail-fast": False, "max-parallel": options.max_parallel,
+                                   "matrix": {"include": "${{ fromJSON(needs.plan.outputs.matrix).include }}"}}
+    assert propose["concurrency"]["group"] == "autoloop-${{ matrix.program }}-slot-${{ matrix.slot }}"
+    assert propose["permissions"] == PROPOSE_PERMISSIONS
+    run = step(propose, "Propose and evaluate")
+    assert run["run"] == (f'autoloop run --program "$AUTOLOOP_PROGRAM" --ci --proposer {options.proposer} '
+                          '--slot "$AUTOLOOP_SLOT" --outcome-dir "$AUTOLOOP_OUTCOME"')
+    assert run["env"]["AUTOLOOP_SLOT"] == "${{ matrix.slot }}/${{ matrix.slots }}"
+    assert propose["steps"][-1]["with"]["name"] == "autoloop-outcome-${{ matrix.program }}+slot-${{ matrix.slot }}"
+    # One publish job per program downloads every slot's artifact, each into a folder of its own.
+    assert publish["strategy"]["matrix"] == {"program": "${{ fromJSON(needs.plan.outputs.matrix).program }}"}
+    assert publish["permissions"] == PUBLISH_PERMISSIONS
+    download = next(s for s in publish["steps"] if s.get("uses") == "actions/download-artifact@v4")
+    assert download["with"] == {"pattern": "autoloop-outcome-${{ matrix.program }}+slot-*",
+                                "path": "${{ runner.temp }}/autoloop-outcomes", "merge-multiple": False}
+    runs = [s["run"] for s in publish["steps"] if "run" in s]
+    assert runs[-1] == 'autoloop publish "$AUTOLOOP_OUTCOMES"/*/ --ci'
+    assert not any("autoloop run" in r or "bwrap" in r for r in runs)
+    assert secret_names(step(publish, "Publish the tick")["env"]) == {"GITHUB_TOKEN"}
+
+
+@pytest.mark.parametrize("name", SLOT_OPTIONS)
+def test_slot_init_command_reproduces_the_options(name: str) -> None:
+    words = shlex.split(init_command(SLOT_OPTIONS[name]))
+    assert options_from(build_parser().parse_args(words[1:])) == SLOT_OPTIONS[name]
+
+
 # --- the plan script ----------------------------------------------------------------------------
 
 
@@ -453,6 +494,8 @@ def test_proposer_defaults_to_llm_only_with_a_model() -> None:
         (["--pip-spec", "autoloop-py rich"], "--pip-spec"),
         (["--pip-spec=-e."], "--pip-spec"),
         (["--model", "gpt-4o' || 'x", "--pip-spec", "autoloop-py"], "--model"),
+        (["--parallel", "0"], "--parallel"),
+        (["--parallel", "65"], "--parallel"),
     ],
 )
 def test_options_refuse_bad_flags(flags: list[str], message: str) -> None:
