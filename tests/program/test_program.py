@@ -417,3 +417,14 @@ def test_unparseable_target_is_still_an_error_with_its_line(repo: Path) -> None:
     write(repo, ".autoloop/programs/demo/program.md", text)
     _, problems = check_all(repo)
     assert [(p.message, p.line) for p in problems] == [("`## Target` lists no backticked file paths or globs", 19)]
+
+
+def test_parallel_is_unset_by_default_and_takes_whole_slots(repo: Path) -> None:
+    path = Path(".autoloop/programs/demo/program.md")
+    assert load_program(repo, path).config.parallel is None
+    write(repo, str(path), PROGRAM.replace("seed: 7", "parallel: 4"))
+    assert load_program(repo, path).config.parallel == 4
+    for bad, message in (("parallel: 0", "must be a whole number >= 1"), ("parallel: 65", "must be at most 64 slots per tick")):
+        write(repo, str(path), PROGRAM.replace("seed: 7", bad))
+        programs, problems = check_all(repo)
+        assert programs == [] and f"frontmatter `parallel`: {message}" in problems[0].message, problems

@@ -25,6 +25,7 @@ from autoloop_py.strategies.funsearch.state import (
     Island,
     Member,
 )
+from autoloop_py.strategies.slots import Slot
 
 CONFIG = FunSearchConfig("priority")
 
@@ -478,3 +479,15 @@ def test_any_state_yields_ordered_picks_and_a_readable_state(state: FunSearchSta
     child = Candidate(10**9 + 1, decision.island, 0.5, 1, decision.mode, code=code(0.5))
     after = fs.record(state, decision, child, {"scores": {"a": 1.0}, "output_hash": "ab"}, config, random.Random(seed))
     assert parse_state_block(render_state_block(after, config)) == after
+
+
+def test_slot_i_of_a_tick_samples_island_i_mod_n_without_a_draw_for_it() -> None:
+    state = FunSearchState(islands=(island(0, cluster(0.9, (1, 10))), island(1, cluster(0.5, (2, 10))),
+                                    island(2)))
+    population = [cand(1), cand(2)]
+    chosen = [fs.decide(state, population, CONFIG, FakeRng(0.0, 0.0), Slot(i, 4)) for i in range(4)]
+    # Island 2 has nothing to offer: its slot takes the next island that has (0, after wrapping round).
+    assert [d.island for d in chosen] == [0, 1, 0, 0]
+    assert chosen[1].reason.startswith("island 1 (slot 1/4's island, i mod n), T = 0.1: #2")
+    plain = fs.decide(state, population, CONFIG, FakeRng(0.0, 0.0, 0.0))
+    assert len(chosen[1].uniforms) == len(plain.uniforms) - 1  # a plain decision also draws its island
