@@ -11,7 +11,7 @@ import logging
 import multiprocessing
 import tempfile
 import threading
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -23,7 +23,7 @@ from autoloop_py.loop.outcome import OUTCOME_FILE, Outcome, idle_outcome, read_o
 from autoloop_py.loop.tick_publish import Published, publish_tick
 from autoloop_py.loop.workspace import Workspace
 from autoloop_py.program.model import Program
-from autoloop_py.state.memory import MemoryStore
+from autoloop_py.state.memory import MemoryStore, pack_if_due
 from autoloop_py.strategies.slots import Slot
 
 log = logging.getLogger(__name__)
@@ -39,11 +39,26 @@ def run_tick(root: Path, program: Program, count: int, options: RunOptions) -> l
         slots = [replace(options, slot=Slot(i, count), outcome_dir=dirs[i]) for i in range(count)]
         context = multiprocessing.get_context(_start_method())
         with ProcessPoolExecutor(max_workers=count, mp_context=context) as pool:
-            accounts = list(pool.map(_run_slot, [root] * count, [program] * count, slots))
+            futures = [pool.submit(_run_slot, root, program, slot) for slot in slots]
+            accounts = [_account(future, slot) for future, slot in zip(futures, slots)]
+        if all(a is None for a in accounts):
+            futures[0].result()  # every slot failed: say why, as a single iteration would
         outcomes = [_outcome_of(d, program.name) for d in dirs]
     published = publish_tick(root, program, outcomes, budget=options.budget, run_url=options.run_url,
                              base_branch=options.base_branch)
+    # Packing counts recorded iterations: a tick may step over the multiple of PACK_EVERY, so each number is tried.
+    if any(pack_if_due(root, p.outcome.iteration) for p in published if p.record is not None):
+        log.debug("packed the repository after the tick")
     return [account_of(p, a) for p, a in zip(published, _by_iteration(accounts, outcomes))]
+
+
+def _account(future: Future[IterationOutcome], slot: RunOptions) -> IterationOutcome | None:
+    """Returns a slot's account, None when its process failed (the tick is published without it)."""
+    try:
+        return future.result()
+    except Exception as error:  # noqa: BLE001 - one slot's failure must not discard its siblings' outcomes
+        log.error("slot %s of the tick failed, it is left out: %s", slot.slot, error)
+        return None
 
 
 def _start_method() -> str:
@@ -71,7 +86,7 @@ def _run_slot(root: Path, program: Program, options: RunOptions) -> IterationOut
 
 
 def _outcome_of(directory: Path, program: str) -> Outcome:
-    """Returns the slot's outcome; a slot that stopped before one (a budget pause) leaves an idle outcome."""
+    """Returns the slot's outcome; a slot that stopped before one (a budget pause, a failure) leaves an idle one."""
     if not (directory / OUTCOME_FILE).exists():
         write_outcome(directory, idle_outcome(program, "no iteration ran in this slot"))
     return read_outcome(directory)
@@ -87,7 +102,7 @@ def account_of(published: Published, account: IterationOutcome | None = None) ->
     """Returns the account of one slot as the tick recorded it."""
     outcome, record = published.outcome, published.record
     if record is None:
-        status = account.status if account is not None else "paused"
+        status = account.status if account is not None else "error"  # no account: the slot's process failed
         return IterationOutcome(outcome.program, outcome.iteration, status, outcome.waiting or "no iteration", None,
                                 outcome.best_before, reason=outcome.waiting or None)
     return IterationOutcome(

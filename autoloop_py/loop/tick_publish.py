@@ -62,14 +62,14 @@ def check_tick(outcomes: Sequence[Outcome], program: str) -> None:
 
 def winner(outcomes: Sequence[Outcome], direction: str) -> Outcome | None:
     """Returns the accepted outcome with the best metric (ties: the lowest iteration), None when none improved."""
-    best = None
+    best: tuple[Outcome, float] | None = None
     for outcome in sorted(outcomes, key=lambda o: o.iteration):
         record = outcome.record
         if record is None or record.status != "accepted" or record.metric is None:
             continue
-        if best is None or is_improvement(record.metric, best.record.metric, direction):
-            best = outcome
-    return best
+        if best is None or is_improvement(record.metric, best[1], direction):
+            best = (outcome, record.metric)
+    return best[0] if best is not None else None
 
 
 def lost_note(record: IterationRecord, won: Outcome, ref: str) -> str:
