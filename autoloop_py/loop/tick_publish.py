@@ -144,6 +144,8 @@ def _kept(
         assert outcome.record is not None
         records[outcome.key] = replace(outcome.record, key=outcome.key, run_url=run_url, commit=None)
         bases[outcome.key] = known_commit(root, outcome.base_commit)
+    _check_edits(root, program, [o for o in ran if o.record is not None and o.record.status == "accepted"],
+                 base_branch)
     # The losers first: they are committed on the branch as the tick found it, before the winner moves it.
     for outcome in ran:
         if won is not None and outcome is not won and outcome.record is not None and outcome.record.status == "accepted":
@@ -151,6 +153,19 @@ def _kept(
     if won is not None:
         records[won.key], bases[won.key] = keep_outcome(root, program, won, records[won.key], base_branch, ci_gate)
     return records, bases
+
+
+def _check_edits(root: Path, program: Program, accepted: Sequence[Outcome], base_branch: str | None) -> None:
+    """Raises OutcomeError, before anything is written, when an accepted slot edits outside its markers."""
+    if not accepted:
+        return
+    with Workspace(root, program.name, base_branch=base_branch) as workspace:
+        workspace.prepare()
+        for outcome in accepted:
+            found = checks.violations(program, workspace.files(outcome.changes), outcome.changes)
+            if found:
+                raise OutcomeError(f"refusing the outcomes of '{program.name}', nothing was written: iteration "
+                                   f"{outcome.iteration}: " + "; ".join(found))
 
 
 def _aside(

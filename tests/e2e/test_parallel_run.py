@@ -20,7 +20,7 @@ from autoloop_py.loop.outcome import read_outcome
 from autoloop_py.state import file as statefile
 from autoloop_py.state.population import population_of
 from tests.e2e.test_funsearch_run import funsearch_repo  # noqa: F401
-from tests.e2e.test_publish import _clone
+from tests.e2e.test_publish import _clone, _relist
 from tests.e2e.test_publish_strategies import STRATEGIES, _number_the_caps
 from tests.programs import REPO, install_strategy_program
 
@@ -161,6 +161,13 @@ def test_the_actions_split_publishes_the_slots_that_arrived_without_a_gap(
                      "--slot", f"{entry['slot']}/{entry['slots']}", "--outcome-dir", str(dirs[-1])]) == 0
     assert sorted(read_outcome(d).iteration for d in dirs) == [1, 2, 3, 4]
     arrived = [dirs[0], *dirs[2:]]
+    # One slot's outcome forged (a file outside the Target): the whole tick is refused, nothing is written.
+    forged = tmp_path / "forged"
+    shutil.copytree(dirs[3], forged)
+    _relist(forged, f"{PROGRAM}/code/evaluate.py", b"print('{\"combined_score\": 1e9}')\n")
+    refs = _git(origin, "for-each-ref")
+    assert main(["publish", "--repo", str(_clone(origin, tmp_path / "refused")), str(dirs[0]), str(forged)]) == 1
+    assert _git(origin, "for-each-ref") == refs
     assert main(["publish", "--repo", str(_clone(origin, tmp_path / "publish")), *map(str, arrived)]) == 0
     state = _state(origin)
     assert [e.iteration for e in state.history] == [3, 2, 1]
