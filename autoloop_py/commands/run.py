@@ -168,7 +168,7 @@ def _loop(
             if deadline is not None and time.monotonic() > deadline:
                 console.print("stopping: the job's time is nearly up")
                 break
-            program = _pick(root, programs, forced, held, console, force, session)
+            program = _pick(root, programs, forced, held, console, force, session, parallel or 1)
             if program is None:
                 break
             slots = _slot_count(program, parallel, options, settings)
@@ -295,7 +295,7 @@ def _whole(text: str) -> int:
 
 def _pick(
     root: Path, programs: list[Program], forced: str | None, held: list[str | None], console: Console, force: bool,
-    session: GitSession | None = None,
+    session: GitSession | None = None, slots: int = 1,
 ) -> Program | None:
     """Returns the program to run next, or None when nothing is due (or a forced program stopped).
 
@@ -316,7 +316,7 @@ def _pick(
         console.print(f"not running: {refusal}")
         return None
     # A forced unknown or unconfigured name raises here.
-    plan = schedule.plan(runnable, states, now, forced, force=force)
+    plan = schedule.plan(runnable, states, now, forced, force=force, default_slots=slots)
     held[:] = held or [reason]
     if plan.selected is None:
         console.print("nothing is due: " + (", ".join(f"{s.name} ({s.reason})" for s in plan.skipped) or "no programs"))

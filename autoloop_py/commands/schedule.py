@@ -43,7 +43,8 @@ def cmd_schedule(args: argparse.Namespace, console: Console) -> int:
     forced = args.program or os.environ.get("AUTOLOOP_PROGRAM", "").strip() or None
     readable = readable_states(root, programs, forced)
     runnable = [p for p in programs if p.name in readable]
-    plan = schedule.plan(runnable, machines(readable), datetime.now(timezone.utc), forced)
+    now = datetime.now(timezone.utc)
+    plan = schedule.plan(runnable, machines(readable), now, forced, default_slots=args.slots or 1)
     due = list(plan.due[: args.max] if args.max else plan.due)
     if args.slots is not None and not 1 <= args.slots <= MAX_SLOTS:
         raise AutoloopError(f"--slots must be 1–{MAX_SLOTS}, got {args.slots}")

@@ -105,7 +105,7 @@ def _status(program: Program, machine: statefile.MachineState | None, now: datet
         return "🟢 new"
     if machine.completed:
         return "✅ completed"
-    reason = schedule.skip_reason(machine, now)
+    reason = schedule.skip_reason(machine, now, program.config.parallel or 1)
     if reason:
         return f"⏸️ {reason}"
     if machine.consecutive_errors:

@@ -10,6 +10,7 @@ from autoloop_py.errors import ProgramError
 from autoloop_py.program.interval import parse_schedule
 from autoloop_py.program.model import Program
 from autoloop_py.state import budget
+from autoloop_py.state.machine import RECENT_LIMIT
 
 PLATEAU_LENGTH = 5
 
@@ -82,10 +83,11 @@ def is_due(program: Program, machine: MachineView | None, now: datetime) -> bool
     return due_at is None or as_utc(now) >= due_at
 
 
-def skip_reason(machine: MachineView | None, now: datetime | None = None) -> str | None:
+def skip_reason(machine: MachineView | None, now: datetime | None = None, slots: int = 1) -> str | None:
     """Returns why a program must not run (completed, paused, plateau), or None.
 
     With `now`, a pause for a daily budget of an earlier day no longer counts (the iteration lifts it).
+    `slots`: the slots of the program's ticks, which record that many statuses at once (see plateau_reason).
     """
     if machine is None:
         return None
@@ -93,7 +95,7 @@ def skip_reason(machine: MachineView | None, now: datetime | None = None) -> str
         return "completed: target metric reached"
     if machine.paused and not (now is not None and budget.daily_pause_over(True, machine.pause_reason, now)):
         return f"paused: {machine.pause_reason or 'unknown'}"
-    return plateau_reason(statuses_since_resume(machine))
+    return plateau_reason(statuses_since_resume(machine), slots)
 
 
 def statuses_since_resume(machine: MachineView) -> tuple[str, ...]:
@@ -111,11 +113,16 @@ def statuses_since_resume(machine: MachineView) -> tuple[str, ...]:
     return statuses[len(statuses) - fresh:] if fresh else ()
 
 
-def plateau_reason(recent_statuses: Sequence[str]) -> str | None:
-    """Returns the plateau reason when the last five statuses are all rejections."""
-    recent = list(recent_statuses)[-PLATEAU_LENGTH:]
-    if len(recent) == PLATEAU_LENGTH and all(s == "rejected" for s in recent):
-        return f"plateau: {PLATEAU_LENGTH} consecutive rejections"
+def plateau_reason(recent_statuses: Sequence[str], slots: int = 1) -> str | None:
+    """Returns the plateau reason when the last five statuses are all rejections.
+
+    A tick of k slots records k statuses, so a program with ticks needs 5·k rejections in a row (at most
+    the RECENT_LIMIT statuses the Machine State keeps): one tick that found nothing is no plateau.
+    """
+    length = min(PLATEAU_LENGTH * max(1, slots), RECENT_LIMIT) if slots > 1 else PLATEAU_LENGTH
+    recent = list(recent_statuses)[-length:]
+    if len(recent) == length and all(s == "rejected" for s in recent):
+        return f"plateau: {length} consecutive rejections"
     return None
 
 
@@ -125,8 +132,11 @@ def plan(
     now: datetime,
     forced: str | None = None,
     force: bool = False,
+    default_slots: int = 1,
 ) -> Plan:
     """Decides which program runs now; a forced name bypasses due and skip, a pause only with force.
+
+    default_slots: the slots of a tick for a program without `parallel:` (the workflow's `--slots`).
 
     An unknown or unconfigured forced name raises ProgramError, and so does a paused one without force.
     """
@@ -137,7 +147,7 @@ def plan(
         if program.unconfigured:
             continue
         machine = machines.get(program.name)
-        reason = skip_reason(machine, now)
+        reason = skip_reason(machine, now, program.config.parallel or default_slots)
         if reason:
             skipped.append(Skip(program.name, reason))
         elif not is_due(program, machine, now):

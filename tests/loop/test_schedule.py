@@ -135,3 +135,13 @@ def test_forced_runs_a_paused_program_only_with_force() -> None:
         schedule.plan(programs, {}, NOW, forced="zzz")
     with pytest.raises(ProgramError, match="unconfigured"):
         schedule.plan(programs, {}, NOW, forced="b")
+
+
+def test_a_program_with_ticks_plateaus_after_five_ticks_worth_of_rejections_at_most_ten() -> None:
+    one_tick = Machine(recent_statuses=("accepted",) + ("rejected",) * 8)
+    assert schedule.skip_reason(one_tick) == "plateau: 5 consecutive rejections"
+    assert schedule.skip_reason(one_tick, slots=4) is None  # two ticks of four that found nothing: searching on
+    assert schedule.skip_reason(Machine(recent_statuses=("rejected",) * 10), slots=4) == (
+        "plateau: 10 consecutive rejections")
+    assert schedule.skip_reason(Machine(recent_statuses=("rejected",) * 6), slots=1) == (
+        "plateau: 5 consecutive rejections")
