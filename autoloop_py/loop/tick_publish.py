@@ -72,11 +72,15 @@ def winner(outcomes: Sequence[Outcome], direction: str) -> Outcome | None:
     return best[0] if best is not None else None
 
 
-def lost_note(record: IterationRecord, won: Outcome, ref: str) -> str:
-    """Returns the history note of an improving candidate that lost to a sibling of its tick."""
+def lost_note(record: IterationRecord, won: Outcome, ref: str, population: bool = True) -> str:
+    """Returns the history note of an improving candidate that lost to a sibling of its tick.
+
+    population: the program runs a strategy, whose Population keeps the candidate.
+    """
     assert won.record is not None
+    kept = "kept in the Population, its commit at" if population else "its commit is kept at"
     return (f"improved on the best with {record.metric:g}, but slot iteration {won.iteration} of the same tick did "
-            f"better ({won.record.metric:g}) and took the branch; kept in the Population, its commit at {ref}")
+            f"better ({won.record.metric:g}) and took the branch; {kept} {ref}")
 
 
 def publish_tick(
@@ -187,7 +191,8 @@ def _aside(
         marks = recovery.trailers(outcome.key, record.metric, record.baseline)
         message = f"[Autoloop: {program.name}] Iteration {outcome.iteration} (lost to a sibling): {record.change}"
         workspace.keep_aside(recovery.with_trailers(message, marks), ref)
-    return replace(record, status="rejected", notes=lost_note(record, won, ref))
+    population = outcome.candidate_source is not None  # what the publish records as the slot's Population entry
+    return replace(record, status="rejected", notes=lost_note(record, won, ref, population))
 
 
 def _record_all(

@@ -116,7 +116,11 @@ def test_parallel_ticks_of_a_strategy(strategy: str, git_repo: Path, run_git, tm
         run_git(git_repo, "commit", "-qam", "caps")
     origin, _ = _run_ticks(git_repo, tmp_path, plain=0 if strategy == "alphaevolve" else 1)  # the others begin with the seed
     state = _state(origin)
-    assert len(population_of(state).candidates) >= SLOTS
+    population = population_of(state)
+    assert len(population.candidates) >= SLOTS
+    # Every candidate the tick evaluated joined the Population, the losing improvers' included.
+    evaluated = {e.iteration for e in state.history[:SLOTS] if e.metric is not None}
+    assert evaluated <= {c.gen for c in population.candidates}, (evaluated, [c.gen for c in population.candidates])
     if strategy != "evox":  # EvoX gives each slot an independent proposal from the best: no islands
         islands = _islands(state)
         assert len(set(islands)) == len(islands) == SLOTS, islands

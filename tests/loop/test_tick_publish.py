@@ -55,6 +55,8 @@ def test_a_lost_improver_says_who_won_and_where_its_commit_is() -> None:
     note = lost_note(lost.record, won, side_ref("prog", 3))
     assert note == ("improved on the best with 2.5, but slot iteration 2 of the same tick did better (3) and took "
                     "the branch; kept in the Population, its commit at refs/autoloop/slots/prog/3")
+    assert note.replace("kept in the Population, its commit at", "its commit is kept at") == lost_note(
+        lost.record, won, side_ref("prog", 3), population=False)
 
 
 def test_batch_memory_reads_its_own_writes_and_commits_nothing() -> None:
