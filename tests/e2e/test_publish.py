@@ -303,30 +303,29 @@ def test_a_budget_reached_pauses_the_program_through_publish(git_repo: Path, run
 
 
 def test_a_tick_of_slots_is_published_as_one_update_on_github(tmp_path: Path, fake: FakeGitHub) -> None:
-    """Three slots (`run --slot I/3 --outcome-dir --ci`), one `publish DIR… --ci`: one comment, one PR, one commit."""
+    """Two slots (`run --slot I/2 --outcome-dir --ci`), one `publish DIR… --ci`: one comment, one PR, one commit."""
     origin = _origin_with_counter(tmp_path)
-    command = _plan(tmp_path, [_value(2.0), _value(3.0), _value(2.5)])
+    command = _plan(tmp_path, [_value(2.0), _value(3.0)])
     before, asked = _refs(origin), len(fake.requests)
-    dirs = [tmp_path / f"o{i}" for i in range(3)]
+    dirs = [tmp_path / f"o{i}" for i in range(2)]
     for i, directory in enumerate(dirs):
         assert main(["run", "--repo", str(_clone(origin, tmp_path / f"p{i}")), "--program", "counter", "--proposer",
-                     "agent", "--agent-command", command, "--slot", f"{i}/3", "--outcome-dir", str(directory),
+                     "agent", "--agent-command", command, "--slot", f"{i}/2", "--outcome-dir", str(directory),
                      "--ci"]) == 0
     assert _refs(origin) == before and [r for r in fake.requests[asked:] if r.method in _WRITES] == []
     assert main(["publish", "--repo", str(_clone(origin, tmp_path / "q")), *map(str, dirs), "--ci"]) == 0
     state = _state(origin)
-    assert [(e.iteration, e.status, e.metric) for e in state.history] == [
-        (3, "rejected", 2.5), (2, "pending-ci", 3.0), (1, "rejected", 2.0)]
-    assert "slot iteration 2 of the same tick did better" in state.history[0].text
+    assert [(e.iteration, e.status, e.metric) for e in state.history] == [(2, "pending-ci", 3.0), (1, "rejected", 2.0)]
+    assert "slot iteration 2 of the same tick did better" in state.history[1].text
     assert "x = 3.0" in _git(origin, "show", f"autoloop/counter:{PROG}/code/value.py")
-    assert "x = 2.5" in _git(origin, "show", f"refs/autoloop/slots/counter/3:{PROG}/code/value.py")
+    assert "x = 2.0" in _git(origin, "show", f"refs/autoloop/slots/counter/1:{PROG}/code/value.py")
     # One memory commit records the tick (the next one remembers the issue and PR numbers, as for one iteration).
     subjects = _git(origin, "log", "--format=%s", "memory/autoloop").splitlines()
     assert subjects[:2] == ["[Autoloop: counter] issue #1, PR #2",
-                            "[Autoloop: counter] tick of 3 (iterations 1–3): 1 rejected, 2 pending-ci, 3 rejected"]
+                            "[Autoloop: counter] tick of 2 (iterations 1–2): 1 rejected, 2 pending-ci"]
     [issue] = [i for i in fake.issues[REPO] if i["title"] == "[Autoloop: counter]"]
     comments = fake.comments[REPO][issue["number"]]
     assert sum("<!-- AUTOLOOP:STATUS -->" in c["body"] for c in comments) == 1 and len(comments) == 2
-    assert "tick of 3 slots: iteration 1 rejected (2); iteration 2 pending-ci (3); iteration 3 rejected (2.5)" in (
+    assert "tick of 2 slots: iteration 1 rejected (2); iteration 2 pending-ci (3)" in (
         " ".join(" ".join(c["body"] for c in comments).split()))
     assert [p["head"]["ref"] for p in fake.pulls[REPO]] == ["autoloop/counter"]
