@@ -6,7 +6,7 @@ the kernel enforces for every user: a fork past it fails with EAGAIN. The comman
 itself (a `sh` wrapper writes its pid to `cgroup.procs`, then execs), so everything it starts is counted,
 and whatever is still in the group when the command is over is killed before the group is removed.
 Both cgroup v1 (a `pids` hierarchy) and v2 (a writable cgroup with the pids controller enabled for its
-children) are used; without either the limit is not enforced, and `autoloop check` says so.
+children) are used; process_limit.py decides when (and what holds the limit without either).
 """
 
 from __future__ import annotations
@@ -127,16 +127,6 @@ def pids_limit(max_pids: int, *, root_only: bool = True) -> Iterator[PidsGroup |
     finally:
         group.kill_all()
         _rmdir(path)
-
-
-def describe() -> str:
-    """Returns one line on how the process limit of sandboxed commands is enforced on this machine."""
-    if os.geteuid() != 0:
-        return "process limit: RLIMIT_NPROC (prlimit)"
-    parent = pids_parent()
-    if parent is None:
-        return "NOT ENFORCED: the process limit of evaluations (running as root, with no writable pids cgroup)"
-    return f"process limit: a pids cgroup per command under {parent} (running as root)"
 
 
 def _usable(parent: Path) -> bool:
