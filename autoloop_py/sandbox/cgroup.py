@@ -27,7 +27,8 @@ CGROUP_MOUNT = Path("/sys/fs/cgroup")
 PREFIX = "autoloop-"
 # `$0` is the cgroup.procs file, the rest the command: the shell moves itself into the group, then execs.
 _ENTER = 'echo $$ > "$0" && exec "$@"'
-_KILL_ROUNDS = 50
+_KILL_ROUNDS = 60
+_FIRST_WAIT, _LAST_WAIT = 0.001, 0.02
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,7 @@ class PidsGroup:
 
     def kill_all(self) -> int:
         """Kills every process in the group, again until none is left (a fork may race a kill); returns the count."""
-        killed = 0
+        killed, delay = 0, _FIRST_WAIT
         for _ in range(_KILL_ROUNDS):
             pids = self.members()
             if not pids:
@@ -65,7 +66,8 @@ class PidsGroup:
                     killed += 1
                 except OSError:
                     pass
-            time.sleep(0.01)
+            time.sleep(delay)  # short at first: most groups are empty once their killed members are reaped
+            delay = min(delay * 2, _LAST_WAIT)
         return killed
 
 
@@ -155,6 +157,7 @@ def _remove_stale(parent: Path) -> None:
 
 
 def _rmdir(path: Path) -> None:
+    delay = _FIRST_WAIT
     for _ in range(_KILL_ROUNDS):
         try:
             path.rmdir()
@@ -162,7 +165,8 @@ def _rmdir(path: Path) -> None:
         except FileNotFoundError:
             return
         except OSError:  # still busy: the last killed processes are being reaped
-            time.sleep(0.01)
+            time.sleep(delay)
+            delay = min(delay * 2, _LAST_WAIT)
     logger.warning("could not remove the cgroup %s", path)
 
 

@@ -130,7 +130,8 @@ def describe(limit: ProcessLimit) -> str:
     if limit.mechanism == NONE:
         return f"NOT ENFORCED: the process limit of evaluations and agents ({limit.reason})"
     if limit.mechanism == UID:
-        return f"process limit: {limit.reason} (running as root, no writable pids cgroup)"
+        why = f"{ENV_VAR}=uid" if limit.requested == UID else "running as root, no writable pids cgroup"
+        return f"process limit: {limit.reason} ({why})"
     return f"process limit: {limit.reason}"
 
 
