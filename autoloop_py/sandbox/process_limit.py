@@ -190,6 +190,8 @@ def hand_over(paths: list[Path]) -> None:
     """Gives uid 65534 the trees at paths that lie in autoloop's temporary directories; others are left alone.
 
     Their holder becomes traversable (not listable) by others so that, without bubblewrap, nobody reaches them.
+    The walk goes by directory descriptors and never follows a link: a process of that uid (a concurrent
+    evaluation) that swaps a directory for a link to /etc meanwhile only gets its own link chowned.
     """
     for path in paths:
         holder = holder_of(path)
@@ -197,10 +199,15 @@ def hand_over(paths: list[Path]) -> None:
             logger.debug("not handing %s to uid %d: it is not one of autoloop's temporary directories", path, NOBODY)
             continue
         os.chmod(holder, 0o711)
-        for folder, dirs, files in os.walk(path):
-            os.lchown(folder, NOBODY, NOBODY)
+        os.chown(path, NOBODY, NOBODY, follow_symlinks=False)  # its parent is root's: it cannot have been swapped
+        if not path.is_dir() or path.is_symlink():
+            continue
+        for _folder, dirs, files, fd in os.fwalk(path, follow_symlinks=False):
             for name in [*dirs, *files]:
-                os.lchown(os.path.join(folder, name), NOBODY, NOBODY)
+                try:
+                    os.chown(name, NOBODY, NOBODY, dir_fd=fd, follow_symlinks=False)
+                except FileNotFoundError:  # removed meanwhile
+                    pass
 
 
 def processes_of(uid: int | None) -> int:

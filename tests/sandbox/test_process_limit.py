@@ -119,13 +119,14 @@ def test_hand_over_gives_the_copy_to_nobody_and_leaves_everything_else(tmp_path:
         (tree / "code").mkdir(parents=True)
         (tree / "code/value.py").write_text("x = 1\n")
         os.symlink("/etc/passwd", tree / "link")
+        os.symlink(tmp_path, tree / "code/folder-link")  # never walked into
         hand_over([tree, outside])
         owners = {(p.lstat().st_uid, p.lstat().st_gid) for p in [tree, *tree.rglob("*")]}
         assert owners == {(NOBODY, NOBODY)}
         assert Path("/etc/passwd").stat().st_uid == 0  # the link itself, never its target
         assert stat.S_IMODE(holder.stat().st_mode) == 0o711
         assert holder.stat().st_uid == 0 and (holder / tempdirs.OWNER_FILE).stat().st_uid == 0
-        assert outside.stat().st_uid == 0
+        assert outside.stat().st_uid == 0 and tmp_path.stat().st_uid == 0
     finally:
         shutil.rmtree(holder)
 
