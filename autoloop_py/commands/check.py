@@ -54,8 +54,11 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
         if program.name not in failing:
             note = " (unconfigured template)" if program.unconfigured else ""
             console.print(f"[green]✓[/] {program.name}{note}")
-    for line in (line for line in lines if line.startswith("NOT")):  # sandboxed is the normal case: silent
-        console.print(escape(line), style="yellow", highlight=False)
+    for line in lines:  # sandboxed is the normal case: silent; how the process limit holds is always said
+        if line.startswith("NOT"):
+            console.print(escape(line), style="yellow", highlight=False)
+        elif line.startswith("sandbox: process limit"):
+            console.print(escape(line), highlight=False)
     if not discover(root):
         console.print("no programs found under .autoloop/programs/")
     return 1 if messages else 0

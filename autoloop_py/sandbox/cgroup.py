@@ -6,7 +6,7 @@ the kernel enforces for every user: a fork past it fails with EAGAIN. The comman
 itself (a `sh` wrapper writes its pid to `cgroup.procs`, then execs), so everything it starts is counted,
 and whatever is still in the group when the command is over is killed before the group is removed.
 Both cgroup v1 (a `pids` hierarchy) and v2 (a writable cgroup with the pids controller enabled for its
-children) are used; without either the limit is not enforced, and `autoloop check` says so.
+children) are used; process_limit.py decides when (and what holds the limit without either).
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ CGROUP_MOUNT = Path("/sys/fs/cgroup")
 PREFIX = "autoloop-"
 # `$0` is the cgroup.procs file, the rest the command: the shell moves itself into the group, then execs.
 _ENTER = 'echo $$ > "$0" && exec "$@"'
-_KILL_ROUNDS = 50
+_KILL_ROUNDS = 60
+_FIRST_WAIT, _LAST_WAIT = 0.001, 0.02
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,7 @@ class PidsGroup:
 
     def kill_all(self) -> int:
         """Kills every process in the group, again until none is left (a fork may race a kill); returns the count."""
-        killed = 0
+        killed, delay = 0, _FIRST_WAIT
         for _ in range(_KILL_ROUNDS):
             pids = self.members()
             if not pids:
@@ -65,7 +66,8 @@ class PidsGroup:
                     killed += 1
                 except OSError:
                     pass
-            time.sleep(0.01)
+            time.sleep(delay)  # short at first: most groups are empty once their killed members are reaped
+            delay = min(delay * 2, _LAST_WAIT)
         return killed
 
 
@@ -129,16 +131,6 @@ def pids_limit(max_pids: int, *, root_only: bool = True) -> Iterator[PidsGroup |
         _rmdir(path)
 
 
-def describe() -> str:
-    """Returns one line on how the process limit of sandboxed commands is enforced on this machine."""
-    if os.geteuid() != 0:
-        return "process limit: RLIMIT_NPROC (prlimit)"
-    parent = pids_parent()
-    if parent is None:
-        return "NOT ENFORCED: the process limit of evaluations (running as root, with no writable pids cgroup)"
-    return f"process limit: a pids cgroup per command under {parent} (running as root)"
-
-
 def _usable(parent: Path) -> bool:
     """Whether children made under parent get a pids.max (v1 always; v2 when the controller is delegated)."""
     if not parent.is_dir() or not os.access(parent, os.W_OK):
@@ -165,6 +157,7 @@ def _remove_stale(parent: Path) -> None:
 
 
 def _rmdir(path: Path) -> None:
+    delay = _FIRST_WAIT
     for _ in range(_KILL_ROUNDS):
         try:
             path.rmdir()
@@ -172,7 +165,8 @@ def _rmdir(path: Path) -> None:
         except FileNotFoundError:
             return
         except OSError:  # still busy: the last killed processes are being reaped
-            time.sleep(0.01)
+            time.sleep(delay)
+            delay = min(delay * 2, _LAST_WAIT)
     logger.warning("could not remove the cgroup %s", path)
 
 

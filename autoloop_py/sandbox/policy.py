@@ -56,6 +56,7 @@ class SandboxPolicy:
       hidden: directories never shown, even inside a read-only one (the user's checkout, $HOME).
       home: the home directory path; inside bwrap it is an empty private directory.
       limits: the resource limits.
+      process_limit: how the process limit is held: auto | cgroup | uid | off (sandbox/process_limit.py).
     """
 
     mode: str = NONE
@@ -64,6 +65,7 @@ class SandboxPolicy:
     hidden: tuple[str, ...] = ()
     home: str | None = None
     limits: Limits = field(default_factory=Limits)
+    process_limit: str = "auto"
 
     @property
     def sandboxed(self) -> bool:
@@ -71,9 +73,10 @@ class SandboxPolicy:
         return self.mode == BWRAP
 
 
-def limit_args(limits: Limits, timeout: float, processes_now: int, cpus: int) -> list[str]:
-    """Returns `prlimit` options setting the limits (processes counted on top of processes_now)."""
-    args = [f"--nproc={processes_now + limits.processes}", f"--fsize={limits.file_size}"]
+def limit_args(limits: Limits, timeout: float, processes_now: int | None, cpus: int) -> list[str]:
+    """Returns `prlimit` options setting the limits (processes counted on top of processes_now; None: no RLIMIT_NPROC)."""
+    args = [] if processes_now is None else [f"--nproc={processes_now + limits.processes}"]
+    args.append(f"--fsize={limits.file_size}")
     if limits.cpu_from_timeout:
         args.append(f"--cpu={math.ceil(min(timeout, 1e7) * max(1, cpus)) + 10}")
     if limits.address_space is not None:
@@ -89,37 +92,58 @@ def bwrap_args(
     writable: Sequence[str] = (),
     links: Sequence[tuple[str, str]] = (),
     present: Sequence[str] = (),
+    as_user: bool = False,
 ) -> list[str]:
     """Returns the bubblewrap options that confine a command to `workdir` (the one writable tree).
 
     links: (path, target) of the system directories that are symbolic links (merged /usr);
     present: the system and /etc paths that exist (absent ones are skipped). Mounts are applied in
     order, so the private $HOME and /tmp go first and what must show through them is bound later.
+    as_user: the command switches to another uid inside (a root runner's process limit): bwrap runs
+    privileged, without a user namespace (one maps a single uid, and its root is still uid 0 to the
+    kernel), and the directories it makes are open to that uid.
     """
-    args = ["--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    args = [] if as_user else ["--unshare-user"]
+    args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if not policy.network:
         args.append("--unshare-net")
     args += ["--die-with-parent", "--new-session", "--proc", "/proc", "--dev", "/dev"]
+    made: set[str] = set()
+
+    def bind(option: str, path: str) -> None:
+        if as_user:  # privileged bwrap makes a bind's missing parents 0700: the uid could not reach it
+            for parent in reversed(PurePosixPath(path).parents[:-1]):
+                if str(parent) not in made:
+                    made.add(str(parent))
+                    args.extend(["--perms", "0755", "--dir", str(parent)])
+        args.extend([option, path, path])
+
+    def private(path: str, perms: str = "1777") -> None:
+        made.add(path)
+        args.extend([*(["--perms", perms] if as_user else []), "--tmpfs", path])
+
     link_paths = {path for path, _ in links}
     for path, target in links:
         args += ["--symlink", target, path]
     for path in SYSTEM_DIRS:
         if path in present and path not in link_paths:
-            args += ["--ro-bind", path, path]
+            bind("--ro-bind", path)
     for name in ETC_FILES:
         path = f"/etc/{name}"
         if path in present:
-            args += ["--ro-bind", path, path]
-    args += ["--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/run"]
+            bind("--ro-bind", path)
+    private("/tmp")
+    private("/var/tmp")
+    private("/run", "0755")
     if policy.home and not _inside_any(policy.home, ("/tmp",)):
-        args += ["--tmpfs", policy.home]
+        private(policy.home)
     for path in sorted(_visible(policy), key=lambda p: len(PurePosixPath(p).parts)):
-        args += ["--ro-bind-try", path, path]
+        bind("--ro-bind-try", path)
     for path in policy.hidden:
         if _inside_any(path, _visible(policy)) and not _inside_any(workdir, (path,)):
             args += ["--tmpfs", path]
     for path in (workdir, *writable):
-        args += ["--bind", path, path]
+        bind("--bind", path)
     args += ["--chdir", cwd or workdir]
     return args
 

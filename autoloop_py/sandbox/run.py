@@ -10,13 +10,14 @@ import shutil
 import site
 import subprocess
 import sys
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Mapping, Sequence
 
 from autoloop_py.errors import SandboxError
 from autoloop_py.program.model import Program
-from autoloop_py.sandbox.cgroup import describe as describe_process_limit
+from autoloop_py.sandbox import process_limit
 from autoloop_py.sandbox.cgroup import pids_limit
 from autoloop_py.sandbox.policy import (
     AUTO,
@@ -99,9 +100,17 @@ def isolation_for(
     mode, reason = resolve_mode(requested)
     if mode == NONE:
         logger.warning("%s (%s)", NOT_SANDBOXED, reason)
+    choice = process_limit.requested(env)
+    limit = process_limit.resolve(choice)
+    if limit.problem:
+        raise SandboxError(f"{limit.problem}; unset {process_limit.ENV_VAR} or set it to auto")
+    if not limit.enforced:
+        logger.warning("%s", process_limit.describe(limit))
     hidden_paths = tuple(str(Path(path).resolve()) for path in hidden)
     shown = _read_only_paths(env, hidden_paths)
-    base = SandboxPolicy(mode=mode, read_only=shown, hidden=hidden_paths, home=env.get("HOME"))
+    base = SandboxPolicy(
+        mode=mode, read_only=shown, hidden=hidden_paths, home=env.get("HOME"), process_limit=choice
+    )
     agent = replace(base, network=True, limits=Limits(address_space=None, cpu_from_timeout=True))
     return Isolation(evaluation=replace(base, network=network), agent=agent, reason=reason)
 
@@ -135,22 +144,32 @@ def run_sandboxed(
     work = str(workdir.resolve())
     where = str((cwd or workdir).resolve())
     env = {**env, RUN_TOKEN_ENV_VAR: run_token(os.getpid())}
+    limit = process_limit.resolve(policy.process_limit, workdir)
+    if limit.problem:
+        raise SandboxError(limit.problem)
+    as_user = limit.mechanism == process_limit.UID
     argv = ["bash", "-c", command]
+    if as_user:  # RLIMIT_NPROC holds for nobody, not for root: the command becomes nobody, in a copy it owns
+        process_limit.hand_over([workdir, *writable])
+        argv = [*process_limit.setpriv_prefix(), *argv]
     if policy.sandboxed:
         env["TMPDIR"] = "/tmp"
         links, present = _system_layout()
         policy = replace(policy, read_only=(*policy.read_only, *named_files(command)))
         options = bwrap_args(
-            policy, work, cwd=where, writable=[str(p.resolve()) for p in writable], links=links, present=present
+            policy, work, cwd=where, writable=[str(p.resolve()) for p in writable], links=links, present=present,
+            as_user=as_user,
         )
         argv = ["bwrap", *options, "--", *argv]
-    limits = limit_args(policy.limits, timeout, _process_count(), os.cpu_count() or 1)
+    counted = None if not limit.enforced else process_limit.processes_of(process_limit.NOBODY if as_user else None)
+    limits = limit_args(policy.limits, timeout, counted, os.cpu_count() or 1)
     if shutil.which("prlimit"):
         argv = ["prlimit", *limits, "--", *argv]
     else:
         logger.debug("prlimit is not installed: the command runs without resource limits")
-    # RLIMIT_NPROC does not hold for root: a pids cgroup does (for other users it is not needed).
-    with pids_limit(policy.limits.processes) as group:
+    # The kernel holds a pids cgroup's limit for every user, root included.
+    grouped = limit.mechanism == process_limit.CGROUP
+    with pids_limit(policy.limits.processes, root_only=False) if grouped else nullcontext() as group:
         if group is not None:
             argv = group.wrap(argv)
         return run_process(argv, Path(where), timeout=timeout, env=env, output_cap=output_cap)
@@ -206,14 +225,6 @@ def _system_layout() -> tuple[list[tuple[str, str]], list[str]]:
     return links, [path for path in candidates if os.path.lexists(path)]
 
 
-def _process_count() -> int:
-    """Returns how many processes run on this machine (an upper bound on those of our user)."""
-    try:
-        return sum(1 for name in os.listdir("/proc") if name.isdigit())
-    except OSError:
-        return 0
-
-
 def describe(isolation: Isolation) -> str:
     """Returns one line saying how evaluations run (for `status` and `check`)."""
     if isolation.evaluation.sandboxed:
@@ -241,6 +252,9 @@ def isolation_report(programs: Sequence[Program]) -> tuple[list[str], list[str]]
         reason = why if not usable else "isolation: none"
         lines.append(f"NOT SANDBOXED: evaluations of {', '.join(bare)} run without a sandbox ({reason})")
     if programs:
-        limit = describe_process_limit()
-        lines.append(limit if "NOT" in limit else f"sandbox: {limit}")
+        limit = process_limit.resolve(process_limit.requested(os.environ))
+        line = process_limit.describe(limit)
+        lines.append(line if line.startswith("NOT") else f"sandbox: {line}")
+        if limit.problem:
+            problems.append(limit.problem)
     return lines, problems

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from autoloop_py.cli import build_parser, main
+from autoloop_py.sandbox import process_limit
 from autoloop_py.state import file as statefile
 from autoloop_py.state.memory import MemoryStore
 
@@ -191,3 +192,20 @@ def test_the_cli_starts_without_loading_pygithub_or_litellm() -> None:
     code = "import sys, autoloop_py.cli; print(sorted(m for m in ('github', 'requests', 'litellm') if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_check_and_status_say_how_the_process_limit_holds(
+    fleet: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    here = process_limit.describe(process_limit.resolve("auto"))
+    for command in ("check", "status"):
+        main([command, "--repo", str(fleet)])
+        assert here in " ".join(capsys.readouterr().out.split())
+    monkeypatch.setenv("AUTOLOOP_PROCESS_LIMIT", "off")
+    for command in ("check", "status"):
+        main([command, "--repo", str(fleet)])
+        out = " ".join(capsys.readouterr().out.split())
+        assert "NOT ENFORCED: the process limit of evaluations and agents (AUTOLOOP_PROCESS_LIMIT=off)" in out
+    monkeypatch.setenv("AUTOLOOP_PROCESS_LIMIT", "jail")
+    assert main(["check", "--repo", str(fleet)]) == 1
+    assert "✗ AUTOLOOP_PROCESS_LIMIT must be one of auto, cgroup, uid, off, got 'jail'" in capsys.readouterr().out

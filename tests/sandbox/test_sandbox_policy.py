@@ -45,3 +45,22 @@ def test_limits_count_processes_on_top_of_the_present_ones() -> None:
     agent = Limits(processes=100, address_space=None, file_size=10, cpu_from_timeout=True)
     assert limit_args(agent, 30, 250, 2) == ["--nproc=350", "--fsize=10", "--cpu=70"]
     assert limit_args(Limits(address_space=8), 1, 0, 1)[-1] == "--as=8"
+
+
+def test_limits_without_a_process_count_set_no_process_limit() -> None:
+    assert limit_args(Limits(processes=100, address_space=None, file_size=10), 30, None, 2) == ["--fsize=10"]
+
+
+def test_a_command_that_becomes_another_uid_gets_privileged_bwrap_and_reachable_directories() -> None:
+    policy = SandboxPolicy(mode=BWRAP, read_only=("/root/.pyenv/versions/3.11",), home="/root")
+    args = bwrap_args(policy, "/tmp/autoloop-eval-x/repo", links=[("/bin", "usr/bin")], present=PRESENT, as_user=True)
+    # A user namespace maps one uid, and to the kernel its root is still uid 0: RLIMIT_NPROC would not hold.
+    assert "--unshare-user" not in args and "--unshare-pid" in args
+    made = [args[i + 3] for i, arg in enumerate(args) if arg == "--perms" and args[i + 2] == "--dir"]
+    assert made == ["/etc", "/root/.pyenv", "/root/.pyenv/versions", "/tmp/autoloop-eval-x"]
+    # Each parent before what is bound below it, and after the private mounts that would hide it.
+    assert args.index("/root/.pyenv") < args.index("/root/.pyenv/versions/3.11")
+    assert args.index("/root") < args.index("/root/.pyenv")
+    assert args[args.index("/tmp") - 3 : args.index("/tmp")] == ["--perms", "1777", "--tmpfs"]
+    assert args[args.index("/root") - 3 : args.index("/root")] == ["--perms", "1777", "--tmpfs"]
+    assert "--perms" not in bwrap_args(policy, "/tmp/w", present=PRESENT)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from autoloop_py.errors import SandboxError
+from autoloop_py.sandbox import candidate_dir, process_limit
 from autoloop_py.sandbox import run as sandbox_run
 from autoloop_py.sandbox.run import bwrap_status, isolation_for, resolve_mode, run_sandboxed
 
@@ -57,3 +59,40 @@ def test_files_a_command_names_are_found_next_to_shell_operators(tmp_path: Path)
     target = tmp_path / "where.txt"
     target.write_text("")
     assert sandbox_run.named_files(f"pwd > {target}; cat {target}|wc -l && ls /nonexistent") == [str(target)] * 2
+
+
+def test_a_bad_process_limit_choice_stops_the_run_before_anything_runs() -> None:
+    with pytest.raises(SandboxError, match="AUTOLOOP_PROCESS_LIMIT must be one of auto, cgroup, uid, off"):
+        isolation_for("none", network=False, environ={"PATH": "/usr/bin", "AUTOLOOP_PROCESS_LIMIT": "docker"})
+
+
+def _uid_skip() -> str:
+    return process_limit.resolve(process_limit.UID).problem
+
+
+@pytest.mark.parametrize("mode", ["none", "bwrap"])
+def test_under_the_uid_limit_the_command_runs_as_nobody_in_a_copy_it_owns(tmp_path: Path, mode: str) -> None:
+    if _uid_skip():
+        pytest.skip(_uid_skip())
+    if mode == "bwrap" and not bwrap_status()[0]:
+        pytest.skip(f"needs a working bubblewrap sandbox: {bwrap_status()[1]}")
+    (tmp_path / "value.txt").write_text("1\n")
+    policy = replace(isolation_for(mode, network=False).evaluation, process_limit=process_limit.UID)
+    command = "id -u; echo 2 > value.txt; echo new > new.txt; ulimit -u"
+    with candidate_dir.copy_of(tmp_path, prefix="autoloop-eval-") as tree:
+        result = run_sandboxed(command, tree, policy, env={"PATH": "/usr/bin:/bin"}, timeout=30)
+        uid, nproc = result.stdout.split()
+        # What it wrote is read back by the runner as any file of the copy.
+        assert (tree / "value.txt").read_text() == "2\n" and (tree / "new.txt").read_text() == "new\n"
+    assert (result.returncode, uid) == (0, "65534"), result.stderr
+    assert int(nproc) >= policy.limits.processes and nproc != "unlimited"
+    assert (tmp_path / "value.txt").read_text() == "1\n"
+
+
+def test_the_uid_limit_is_refused_outside_autoloops_copies(tmp_path: Path) -> None:
+    if _uid_skip():
+        pytest.skip(_uid_skip())
+    policy = replace(isolation_for("none", network=False).evaluation, process_limit=process_limit.UID)
+    with pytest.raises(SandboxError, match="not one of autoloop's temporary copies"):
+        run_sandboxed("true", tmp_path, policy, env={"PATH": "/usr/bin"}, timeout=30)
+    assert tmp_path.stat().st_uid == os.geteuid()  # nothing handed over

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 import pytest
 
@@ -82,12 +82,15 @@ class Hostile:
         self.run_git(self.repo, "commit", "-qm", "hostile program")
         self.run_git(self.repo, "push", "-q", "origin", "main")
 
-    def run(self, *args: str, env: Mapping[str, str] | None = None) -> Outcome:
-        """Runs one iteration through the CLI as a subprocess, the fake secret in its environment."""
+    def run(self, *args: str, env: Mapping[str, str] | None = None, wrap: Sequence[str] = ()) -> Outcome:
+        """Runs one iteration through the CLI as a subprocess, the fake secret in its environment.
+
+        wrap: an argv prefix the runner is started under (an outer `timeout`, an outer pids cgroup).
+        """
         before = self._checkout()
         # Through a wrapper that reports the largest resident set of the runner's process tree.
-        command = [sys.executable, "-c", _MEASURE, sys.executable, "-m", "autoloop_py", "run", "--repo", str(self.repo),
-                   "--program", "hostile", *args]
+        command = [*wrap, sys.executable, "-c", _MEASURE, sys.executable, "-m", "autoloop_py", "run", "--repo",
+                   str(self.repo), "--program", "hostile", *args]
         full_env = {**os.environ, **SECRET_ENV, **(env or {})}
         process = subprocess.run(command, env=full_env, capture_output=True, text=True, timeout=300)
         state = subprocess.run(
@@ -110,7 +113,10 @@ class Hostile:
             ["git", "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads/main"],
             cwd=self.repo, capture_output=True, check=True,
         ).stdout  # fmt: skip
-        return config + refs + (self.repo / ".git/HEAD").read_bytes()
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--ignored"], cwd=self.repo, capture_output=True, check=True
+        ).stdout  # the checkout's files too: nothing written, nothing left
+        return config + refs + (self.repo / ".git/HEAD").read_bytes() + status
 
 
 @pytest.fixture

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from autoloop_py.sandbox.cgroup import pids_parent
+from autoloop_py.sandbox import process_limit
+from autoloop_py.sandbox.cgroup import pids_limit
+from autoloop_py.sandbox.run import bwrap_status
 from tests.security.conftest import SECRET, Hostile, assert_recorded_error
 
 STEAL_ENVIRON = """\
@@ -76,6 +78,48 @@ except OSError as err:
 print(json.dumps({"error": f"forked all {children} children"}))
 """
 
+# A real fork bomb: every process forks two more, each of which does the same, and all of them stay.
+# Capped so that a limit that fails cannot take the machine down: a tree of at most 2**11 processes, each
+# sleeping 60 s. Every process carries MARK on its command line (the bomb re-executes itself with it).
+FORK_BOMB = """\
+import json, os, sys, time
+MARK = "{mark}"
+if MARK not in sys.argv:
+    os.execv(sys.executable, [sys.executable, os.path.abspath(__file__), MARK])
+DEPTH = 10
+read_end, write_end = os.pipe()
+os.set_blocking(read_end, False)
+
+
+def bomb(depth):
+    for _ in range(2):
+        try:
+            pid = os.fork()
+        except OSError:
+            os.write(write_end, b"x")  # tell the first process: a fork was refused
+            return
+        if pid == 0:
+            if depth < DEPTH:
+                bomb(depth + 1)
+            time.sleep(60)
+            os._exit(0)
+
+
+bomb(1)
+refused, deadline = 0, time.monotonic() + 30
+while time.monotonic() < deadline:
+    try:
+        refused += len(os.read(read_end, 4096))
+    except BlockingIOError:
+        if refused:
+            break
+        time.sleep(0.05)
+if refused:
+    print(json.dumps({{"error": f"blocked: fork refused {{refused}} times, the bomb stopped, as uid {{os.getuid()}}"}}))
+else:
+    print(json.dumps({{"error": "the fork bomb grew to all its 2046 processes"}}))
+"""
+
 HUGE_MAPPING = """\
 import json, mmap
 try:
@@ -112,8 +156,8 @@ def test_evaluation_sees_no_other_process(hostile: Hostile, bwrap: None) -> None
 
 
 @pytest.mark.skipif(
-    os.geteuid() == 0 and pids_parent() is None,
-    reason="running as root (Linux never applies RLIMIT_NPROC to uid 0) with no writable pids cgroup to use instead",
+    not process_limit.resolve(process_limit.AUTO).enforced,
+    reason=process_limit.describe(process_limit.resolve(process_limit.AUTO)),
 )
 @pytest.mark.parametrize("isolation", ["auto", "none"])
 def test_fork_storm_hits_the_process_limit_and_the_runner_survives(hostile: Hostile, isolation: str) -> None:
@@ -130,6 +174,65 @@ def test_address_space_is_limited(hostile: Hostile) -> None:
     hostile.install(HUGE_MAPPING)
     outcome = hostile.run()
     assert_recorded_error(outcome, "blocked: mapping 100 GiB failed")
+
+
+def _limit_skip(mechanism: str, isolation: str) -> str:
+    """Returns why the forced mechanism cannot run here under this isolation ("" when it can)."""
+    if isolation == "bwrap" and not bwrap_status()[0]:
+        return f"needs a working bubblewrap sandbox: {bwrap_status()[1]}"
+    problem = process_limit.resolve(mechanism).problem
+    if problem:
+        return problem
+    if mechanism == process_limit.UID and isolation == "none":
+        # Without bubblewrap's mounts, uid 65534 runs what it can reach itself (not a Python under /root).
+        probe = [*process_limit.setpriv_prefix(), "bash", "-c", "cd / && python3 -c pass"]
+        if subprocess.run(probe, capture_output=True, timeout=30).returncode != 0:
+            return "uid 65534 can reach no python3 on PATH here, so the evaluator cannot start"
+    return ""
+
+
+@pytest.mark.parametrize("mechanism", [process_limit.CGROUP, process_limit.UID])
+@pytest.mark.parametrize("isolation", ["none", "bwrap"])
+def test_a_fork_bomb_is_stopped_by_each_process_limit(hostile: Hostile, mechanism: str, isolation: str) -> None:
+    why = _limit_skip(mechanism, isolation)
+    if why:
+        pytest.skip(why)
+    mark = f"autoloop-fork-bomb-{os.getpid()}-{mechanism}-{isolation}"
+    hostile.install(FORK_BOMB.format(mark=mark), {"isolation": isolation})
+    env = {process_limit.ENV_VAR: mechanism}
+    # Outer bounds, should the limit under test fail: a wall clock, and a pids cgroup 8x the limit where root has one.
+    with pids_limit(4096) as outer:
+        wrap = ["timeout", "-k", "5", "120", *(outer.wrap([]) if outer else [])]
+        started = time.monotonic()
+        outcome = hostile.run(env=env, wrap=wrap)
+        elapsed = time.monotonic() - started
+        left = _marked_survivors(mark)  # before the outer group's own clean-up could hide them
+    assert_recorded_error(outcome, "blocked: fork refused")
+    uid = process_limit.NOBODY if mechanism == process_limit.UID else os.geteuid()
+    assert f"the bomb stopped, as uid {uid}" in outcome.state  # the mechanism asked for held it
+    assert elapsed < 60  # the bomb's processes sleep 60 s: they were killed, not waited for
+    assert left == []
+    assert outcome.checkout[0] == outcome.checkout[1]
+    assert outcome.leaked(SECRET) == []
+
+
+def _marked_survivors(mark: str, wait: float = 5.0) -> list[int]:
+    """Returns the live processes whose command line holds mark, after up to `wait` s for the killed to go."""
+    deadline = time.monotonic() + wait
+    while True:
+        found = []
+        for name in os.listdir("/proc"):
+            try:
+                if not name.isdigit() or mark.encode() not in Path(f"/proc/{name}/cmdline").read_bytes():
+                    continue
+                state = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if state not in ("Z", "X"):
+                found.append(int(name))
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
 
 
 def _storm_survivors(repo: Path) -> list[int]:
