@@ -144,6 +144,12 @@ def location(repo: git.Repo) -> dict[str, str]:
     return located
 
 
+def common_dir(repo: git.Repo) -> Path:
+    """Returns the git directory every worktree of the repository shares (`git rev-parse --git-common-dir`, read
+    from the `commondir` file instead of asking a git process)."""
+    return Path(repo.common_dir).resolve()
+
+
 def failure(result: GitResult, repo: git.Repo, hint: str = "") -> GitError:
     """Returns the GitError for a failed command: the command, its stderr and the next step."""
     command = shlex.join(["git", *result.args])
@@ -204,14 +210,21 @@ def has_remote(repo: git.Repo, remote: str) -> bool:
 
 
 def fetch_branches(repo: git.Repo, remote: str, branches: Iterable[str]) -> dict[str, str]:
-    """Fetches the branches the remote has into refs/remotes/<remote>/; returns branch → sha."""
+    """Fetches the branches the remote has into refs/remotes/<remote>/; returns branch → sha.
+
+    A branch whose tracking ref already is at the listed sha is not fetched again (the common case
+    right after this runner pushed it): the ref and its objects are here, so a fetch would change nothing.
+    """
     wanted = {f"refs/heads/{branch}": branch for branch in branches}
     hint = f"check that the remote '{remote}' is reachable and you may read it"
     listing = run(repo, "ls-remote", remote, *wanted, hint=hint)
-    present = [wanted[ref] for ref in _listed_refs(listing) if ref in wanted]
-    if not present:
+    listed = {wanted[ref]: sha for sha, ref in _listed_pairs(listing) if ref in wanted}
+    if not listed:
         return {}
-    refspecs = [f"+refs/heads/{b}:refs/remotes/{remote}/{b}" for b in present]
+    tracking = {branch: f"refs/remotes/{remote}/{branch}" for branch in listed}
+    if resolve_refs(repo, tracking.values()) == {tracking[b]: sha for b, sha in listed.items()}:
+        return listed
+    refspecs = [f"+refs/heads/{b}:{tracking[b]}" for b in listed]
     for attempt in range(FETCH_ATTEMPTS):
         # Runs sharing a clone fetch at once: one loses the tracking ref's update ("cannot lock ref") or
         # reads a pack another is writing ("did not send all necessary objects"); the remote answered
@@ -222,8 +235,30 @@ def fetch_branches(repo: git.Repo, remote: str, branches: Iterable[str]) -> dict
         time.sleep(0.05 * (attempt + 1))
     if not fetched.ok:
         raise failure(fetched, repo, hint)
-    found = {b: rev_parse(repo, f"refs/remotes/{remote}/{b}") for b in present}
-    return {branch: sha for branch, sha in found.items() if sha}
+    found = resolve_refs(repo, tracking.values())
+    return {branch: found[ref] for branch, ref in tracking.items() if ref in found}
+
+
+def resolve_refs(repo: git.Repo, refs: Iterable[str]) -> dict[str, str]:
+    """Returns full ref name → commit sha for those of `refs` (full names) that exist, with one git process.
+
+    A ref at an annotated tag maps to the tagged commit; one at no commit is left out.
+    """
+    names = sorted(set(refs))
+    if not names:
+        return {}
+    listing = call(repo, "for-each-ref", "--format=%(objectname) %(objecttype) %(*objectname) %(*objecttype) %(refname)",
+                   *names)
+    found: dict[str, str] = {}
+    for line in listing.text.splitlines() if listing.ok else ():
+        sha, kind, peeled, peeled_kind, name = line.split(" ", 4)
+        if name not in names:
+            continue  # for-each-ref also lists the refs under a name given as a folder
+        if kind == "commit":
+            found[name] = sha
+        elif peeled_kind == "commit":
+            found[name] = peeled
+    return found
 
 
 def push_branch(repo: git.Repo, remote: str, sha: str, branch: str, expected: str | None) -> GitResult:
@@ -255,9 +290,9 @@ def tracking_tip(repo: git.Repo, remote: str, branch: str) -> str | None:
     return rev_parse(repo, f"refs/remotes/{remote}/{branch}")
 
 
-def _listed_refs(listing: str) -> list[str]:
-    """Returns the ref names of `git ls-remote` output."""
-    return [line.split("\t", 1)[1] for line in listing.splitlines() if "\t" in line]
+def _listed_pairs(listing: str) -> list[tuple[str, str]]:
+    """Returns the (sha, ref name) pairs of `git ls-remote` output."""
+    return [(line.split("\t", 1)[0], line.split("\t", 1)[1]) for line in listing.splitlines() if "\t" in line]
 
 
 def config_value(repo: git.Repo, key: str) -> str | None:

@@ -27,6 +27,7 @@ from autoloop_py.errors import AutoloopError, EditError, GitError
 from autoloop_py.git.command import (
     call,
     changed_paths,
+    common_dir,
     default_branch,
     failure,
     fetch_branches,
@@ -38,7 +39,6 @@ from autoloop_py.git.command import (
     rev_parse,
     run,
     update_ref,
-    where,
 )
 
 __all__ = ["BranchSync", "Workspace", "default_branch"]
@@ -322,8 +322,7 @@ def worktree_admin(repo: git.Repo) -> Iterator[None]:
     Runs of different programs share one repository: a `git worktree prune` deletes the empty
     `worktrees` folder that a concurrent `git worktree add` is about to fill, so these commands take turns.
     """
-    common = Path(run(repo, "rev-parse", "--git-common-dir"))
-    path = (common if common.is_absolute() else where(repo) / common) / "autoloop" / "locks" / "worktrees.lock"
+    path = common_dir(repo) / "autoloop" / "locks" / "worktrees.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
     handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
