@@ -107,7 +107,7 @@ def _run_locked(
     key = recovery.new_key(program.name, iteration)
     proposer = proposer_for(program, options)
     sandbox = run_isolation(root, program, options.isolation)
-    with Workspace(root, program.name, base_branch=options.base_branch) as workspace:
+    with Workspace(root, program.name, base_branch=options.base_branch, session=memory.session) as workspace:
         with clock("prepare branch"):
             workspace.prepare()
             require_on_base(program, workspace.path, workspace.base_ref, workspace.base_ref.startswith("origin/"))

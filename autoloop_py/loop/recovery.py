@@ -27,7 +27,6 @@ from autoloop_py import tempdirs
 from autoloop_py.git.command import (
     call,
     fetch_branches,
-    has_remote,
     is_ancestor,
     open_repo,
     push_branch,
@@ -219,7 +218,7 @@ def reconcile(
     memory.publish()
     repo = open_repo(root)
     branch, remote = f"autoloop/{program.name}", memory.config.remote
-    tip, unpushed = _branch_tip(repo, branch, remote)
+    tip, unpushed = _branch_tip(repo, branch, remote, memory.has_remote())
     if tip is None:
         return ()
     recorded = known_keys(repo, memory, program, state if state is not None else load_state(memory, program, budget))
@@ -234,10 +233,10 @@ def reconcile(
     return records
 
 
-def _branch_tip(repo: git.Repo, branch: str, remote: str) -> tuple[str | None, bool]:
+def _branch_tip(repo: git.Repo, branch: str, remote: str, remote_exists: bool) -> tuple[str | None, bool]:
     """Returns (the newer of the local and the remote program branch, whether the remote lacks it)."""
     local = rev_parse(repo, f"refs/heads/{branch}")
-    if not has_remote(repo, remote):
+    if not remote_exists:
         return local, False
     theirs = fetch_branches(repo, remote, [branch]).get(branch)
     if theirs == local:
@@ -265,14 +264,21 @@ def _date(text: str) -> datetime:
         return datetime.now(timezone.utc)
 
 
-def _memory_keys(repo: git.Repo, memory: MemoryStore, program: str) -> set[str]:
+def _memory_keys(repo: git.Repo, memory: MemoryStore, program: str) -> frozenset[str]:
     """Returns the keys in the trailers of the memory branch's commits for `program` (history folds drop them)."""
-    ref = f"refs/heads/{memory.config.branch}"
+    tip = memory.tip()
+    if tip is None:
+        return frozenset()
     needle = f"{KEY}: {key_slug(program)}:"
-    found = call(repo, "log", f"-n{KEY_LOG_LIMIT}", "--format=%B%x1e", "-F", f"--grep={needle}", ref, "--")
-    if not found.ok:
-        return set()
-    return {key for message in found.text.split("\x1e") if (key := read_trailers(message).get(KEY))}
+
+    def read() -> frozenset[str]:
+        found = call(repo, "log", f"-n{KEY_LOG_LIMIT}", "--format=%B%x1e", "-F", f"--grep={needle}", tip, "--")
+        if not found.ok:
+            return frozenset()
+        return frozenset(key for message in found.text.split("\x1e") if (key := read_trailers(message).get(KEY)))
+
+    # A commit's history never changes: an iteration asks twice (reconcile, then the branch's bar) at one tip.
+    return memory.session.cached("memory keys", (tip, needle), read)
 
 
 def _publish_branch(repo: git.Repo, branch: str, remote: str) -> bool:

@@ -40,6 +40,7 @@ from autoloop_py.git.command import (
     run,
     update_ref,
 )
+from autoloop_py.git.objects import GitSession
 
 __all__ = ["BranchSync", "Workspace", "default_branch"]
 
@@ -65,9 +66,12 @@ class Workspace:
     """The program branch autoloop/<name> checked out in a private worktree."""
 
     def __init__(
-        self, repo_root: Path, program: str, *, base_branch: str | None = None, remote: str = "origin"
+        self, repo_root: Path, program: str, *, base_branch: str | None = None, remote: str = "origin",
+        session: GitSession | None = None,
     ) -> None:
+        """session: the run's git session, whose lookups (remotes, default branch, identity) it reuses."""
         self.repo_root = Path(repo_root)
+        self._session = session
         self.program = program
         self.branch = f"autoloop/{program}"
         self.remote = remote
@@ -92,8 +96,13 @@ class Workspace:
     def prepare(self) -> BranchSync:
         """Brings the program branch up to date with the base and checks it out in a private worktree."""
         self.close()
-        run(self._repo, "check-ref-format", self._ref, hint=f"rename program {self.program!r}")
-        base_name = self.base_branch or default_branch(self.repo_root, self.remote)
+        hint = f"rename program {self.program!r}"
+        if self._session is not None:
+            self._session.check_ref_format(self._ref, hint)
+            base_name = self.base_branch or self._session.default_branch(self.remote)
+        else:
+            run(self._repo, "check-ref-format", self._ref, hint=hint)
+            base_name = self.base_branch or default_branch(self.repo_root, self.remote)
         tips = fetch_branches(self._repo, self.remote, [base_name, self.branch]) if self._has_remote() else {}
         self._remote_tip = tips.get(self.branch)
         self.base_ref = f"{self.remote}/{base_name}" if base_name in tips else base_name
@@ -154,7 +163,7 @@ class Workspace:
         run(worktree, "add", "-A")
         if call(worktree, "diff", "--cached", "--quiet").ok:
             raise GitError(f"nothing to commit on {self.branch}; write a change first", path=self.path)
-        env = identity_env(worktree)
+        env = self._session.identity_env() if self._session is not None else identity_env(worktree)
         run(worktree, "commit", "--quiet", "--no-verify", "--no-gpg-sign", "-m", message, env=env)
         sha = run(worktree, "rev-parse", "HEAD")
         self._move_branch(self._tip, sha, f"the candidate is kept at {sha}; rerun prepare()")
@@ -219,6 +228,8 @@ class Workspace:
 
     def _has_remote(self) -> bool:
         """Returns whether the configured remote exists."""
+        if self._session is not None:
+            return self._session.has_remote(self.remote)
         return has_remote(self._repo, self.remote)
 
     def _wt(self) -> git.Repo:

@@ -202,7 +202,7 @@ class MemoryStore:
         """
         check_path(path)
         tip = self._tip()
-        if tip is None:
+        if tip is None or since == tip:  # `tip..tip` names no commit
             return []
         args = ["log", "--format=%H%x1f%an%x1f%aI%x1f%B%x1e"]
         args += [f"-n{limit}"] if limit else []
