@@ -111,7 +111,7 @@ def _run_locked(
         with clock("prepare branch"):
             workspace.prepare()
             require_on_base(program, workspace.path, workspace.base_ref, workspace.base_ref.startswith("origin/"))
-        base_tree = branch_tree(root, workspace.branch)
+        base_tree = branch_tree(root, workspace.branch, memory.session)
         measured = evaluate_baseline(program, workspace.path, state, clock, sandbox)
         best, baseline, failure = baseline_outcome(state, measured)
         if measured is None and not options.ci_gate:

@@ -19,7 +19,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Collection, Mapping, Sequence
+from typing import Callable, Collection, Mapping, Sequence
 
 import git
 
@@ -218,7 +218,7 @@ def reconcile(
     memory.publish()
     repo = open_repo(root)
     branch, remote = f"autoloop/{program.name}", memory.config.remote
-    tip, unpushed = _branch_tip(repo, branch, remote, memory.has_remote())
+    tip, unpushed = _branch_tip(repo, branch, remote, memory.has_remote(), memory.session.objects.commit_sha)
     if tip is None:
         return ()
     recorded = known_keys(repo, memory, program, state if state is not None else load_state(memory, program, budget))
@@ -233,9 +233,14 @@ def reconcile(
     return records
 
 
-def _branch_tip(repo: git.Repo, branch: str, remote: str, remote_exists: bool) -> tuple[str | None, bool]:
-    """Returns (the newer of the local and the remote program branch, whether the remote lacks it)."""
-    local = rev_parse(repo, f"refs/heads/{branch}")
+def _branch_tip(
+    repo: git.Repo, branch: str, remote: str, remote_exists: bool, resolve: Callable[[str], str | None]
+) -> tuple[str | None, bool]:
+    """Returns (the newer of the local and the remote program branch, whether the remote lacks it).
+
+    resolve: returns the commit a ref names (the session's object reader).
+    """
+    local = resolve(f"refs/heads/{branch}")
     if not remote_exists:
         return local, False
     theirs = fetch_branches(repo, remote, [branch]).get(branch)

@@ -107,7 +107,7 @@ class Workspace:
         self._remote_tip = tips.get(self.branch)
         self.base_ref = f"{self.remote}/{base_name}" if base_name in tips else base_name
         base = self._base_sha(base_name, tips)
-        local = rev_parse(self._repo, self._ref)
+        local = self._rev_parse(self._ref)
         start, action = self._start_point(local, tips.get(self.branch), base)
         self._add_worktree(start)
         try:
@@ -232,6 +232,10 @@ class Workspace:
             return self._session.has_remote(self.remote)
         return has_remote(self._repo, self.remote)
 
+    def _rev_parse(self, ref: str) -> str | None:
+        """Returns the commit `ref` names (None: none), through the session's object reader when there is one."""
+        return self._session.objects.commit_sha(ref) if self._session is not None else rev_parse(self._repo, ref)
+
     def _wt(self) -> git.Repo:
         """Returns the worktree's repository, or raises if prepare() has not run."""
         if self._worktree is None:
@@ -240,7 +244,7 @@ class Workspace:
 
     def _base_sha(self, base_name: str, tips: Mapping[str, str]) -> str:
         """Returns the base branch tip: the remote's when it has one, else the local branch's."""
-        sha = tips.get(base_name) or rev_parse(self._repo, f"refs/heads/{base_name}")
+        sha = tips.get(base_name) or self._rev_parse(f"refs/heads/{base_name}")
         if sha is None:
             raise GitError(
                 f"base branch {base_name!r} exists neither locally nor on {self.remote!r}; "
