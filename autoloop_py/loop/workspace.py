@@ -42,7 +42,7 @@ from autoloop_py.git.command import (
 )
 from autoloop_py.git.objects import GitSession
 
-__all__ = ["BranchSync", "Workspace", "default_branch"]
+__all__ = ["BranchSync", "Workspace", "Worktrees", "default_branch"]
 
 logger = logging.getLogger(__name__)
 
@@ -62,16 +62,59 @@ class BranchSync:
     action: str
 
 
+class Worktrees:
+    """The private worktrees one `autoloop run` keeps between its iterations, one per program, removed at its end.
+
+    A kept worktree is checked out anew (`checkout --force`, `clean -ffdx`) by the next iteration's
+    prepare(): two git processes instead of adding and removing a worktree every iteration.
+    """
+
+    def __init__(self, repo_root: Path) -> None:
+        self.repo_root = Path(repo_root)
+        self._kept: dict[str, Path] = {}  # program → the temporary folder holding its `worktree`
+
+    def take(self, program: str) -> Path | None:
+        """Returns the folder of the program's kept worktree (no longer kept), None when there is none."""
+        return self._kept.pop(program, None)
+
+    def keep(self, program: str, folder: Path) -> None:
+        """Keeps the program's worktree folder for its next iteration (one that was kept already is removed)."""
+        previous = self._kept.pop(program, None)
+        if previous is not None and previous != folder:
+            remove_worktree(open_repo(self.repo_root), previous)
+        self._kept[program] = folder
+
+    def close(self) -> None:
+        """Removes every kept worktree."""
+        if not self._kept:
+            return
+        repo = open_repo(self.repo_root)
+        try:
+            for folder in self._kept.values():
+                remove_worktree(repo, folder)
+        finally:
+            self._kept.clear()
+            repo.close()
+
+    def __enter__(self) -> Worktrees:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 class Workspace:
     """The program branch autoloop/<name> checked out in a private worktree."""
 
     def __init__(
         self, repo_root: Path, program: str, *, base_branch: str | None = None, remote: str = "origin",
-        session: GitSession | None = None,
+        session: GitSession | None = None, worktrees: Worktrees | None = None,
     ) -> None:
-        """session: the run's git session, whose lookups (remotes, default branch, identity) it reuses."""
+        """session: the run's git session, whose lookups (remotes, default branch, identity) it reuses;
+        worktrees: the run's kept worktrees, where close() leaves this one for the next prepare()."""
         self.repo_root = Path(repo_root)
         self._session = session
+        self._worktrees = worktrees
         self.program = program
         self.branch = f"autoloop/{program}"
         self.remote = remote
@@ -210,12 +253,10 @@ class Workspace:
             return
         if self._worktree is not None:
             self._worktree.close()
-        with worktree_admin(self._repo):
-            removed = call(self._repo, "worktree", "remove", "--force", str(self._tmp / "worktree"))
-            if not removed.ok:
-                logger.debug("git worktree remove: %s", removed.stderr)
-            shutil.rmtree(self._tmp, ignore_errors=True)
-            call(self._repo, "worktree", "prune")
+        if self._worktrees is not None:
+            self._worktrees.keep(self.program, self._tmp)
+        else:
+            remove_worktree(self._repo, self._tmp)
         self._tmp = self._worktree = self._tip = None
 
     def __enter__(self) -> Workspace:
@@ -297,7 +338,10 @@ class Workspace:
         )
 
     def _add_worktree(self, sha: str) -> None:
-        """Checks `sha` out, detached, in a new worktree under the system temp directory."""
+        """Checks `sha` out, detached, in the run's kept worktree or in a new one under the system temp directory."""
+        kept = self._worktrees.take(self.program) if self._worktrees is not None else None
+        if kept is not None and self._reuse(kept, sha):
+            return
         self._tmp = tempdirs.make(f"autoloop-{_slug(self.program)}-")
         try:
             with worktree_admin(self._repo):
@@ -308,6 +352,20 @@ class Workspace:
             self._tmp = None
             raise
         self._worktree = git.Repo(self._tmp / "worktree")
+
+    def _reuse(self, folder: Path, sha: str) -> bool:
+        """Checks `sha` out in a worktree an earlier iteration left, every other file removed; False (and the
+        worktree removed) when it cannot be."""
+        try:
+            worktree = git.Repo(folder / "worktree")
+            run(worktree, "checkout", "--quiet", "--detach", "--force", sha)
+            run(worktree, "clean", "-ffdxq")
+        except (AutoloopError, git.GitError, OSError) as err:
+            logger.debug("not reusing the worktree in %s: %s", folder, err)
+            remove_worktree(self._repo, folder)
+            return False
+        self._tmp, self._worktree = folder, worktree
+        return True
 
     def _move_branch(self, old: str | None, new: str, next_step: str) -> None:
         """Moves the program branch from `old` to `new` by compare-and-swap, or raises GitError."""
@@ -328,6 +386,16 @@ class Workspace:
         if resolved == root or root not in resolved.parents:
             raise EditError(f"refusing path {rel!r}: it leads outside the worktree; name a file inside the repository")
         return target
+
+
+def remove_worktree(repo: git.Repo, folder: Path) -> None:
+    """Removes the private worktree in `folder` (and the folder)."""
+    with worktree_admin(repo):
+        removed = call(repo, "worktree", "remove", "--force", str(folder / "worktree"))
+        if not removed.ok:
+            logger.debug("git worktree remove: %s", removed.stderr)
+        shutil.rmtree(folder, ignore_errors=True)
+        call(repo, "worktree", "prune")
 
 
 @contextmanager
