@@ -113,10 +113,11 @@ def bwrap_args(
     args += ["--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/run"]
     if policy.home and not _inside_any(policy.home, ("/tmp",)):
         args += ["--tmpfs", policy.home]
-    for path in sorted(_visible(policy), key=lambda p: len(PurePosixPath(p).parts)):
+    visible = _visible(policy)
+    for path in sorted(visible, key=lambda p: len(PurePosixPath(p).parts)):
         args += ["--ro-bind-try", path, path]
     for path in policy.hidden:
-        if _inside_any(path, _visible(policy)) and not _inside_any(workdir, (path,)):
+        if _inside_any(path, visible) and not _inside_any(workdir, (path,)):
             args += ["--tmpfs", path]
     for path in (workdir, *writable):
         args += ["--bind", path, path]

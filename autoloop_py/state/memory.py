@@ -273,7 +273,8 @@ class MemoryStore:
         faults.checkpoint("after-state-commit")
         if self.has_remote():
             seen = self._tracking_tip()
-            pushed = push_branch(self._repo, self.config.remote, sha, self.config.branch, seen)
+            # _write_commit returned base itself or a child of it.
+            pushed = push_branch(self._repo, self.config.remote, sha, self.config.branch, seen, built_on=base)
             if not pushed.ok:
                 refusal = read_refusal(pushed.stderr)
                 if refusal.kind in (SIZE, ACCESS):  # retrying cannot help; say why at once
