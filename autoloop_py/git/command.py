@@ -11,7 +11,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Iterable, Iterator, Mapping, cast
+from typing import BinaryIO, Callable, Iterable, Iterator, Mapping, cast
 
 import git
 
@@ -209,11 +209,14 @@ def has_remote(repo: git.Repo, remote: str) -> bool:
     return remote in run(repo, "remote").split()
 
 
-def fetch_branches(repo: git.Repo, remote: str, branches: Iterable[str]) -> dict[str, str]:
+def fetch_branches(
+    repo: git.Repo, remote: str, branches: Iterable[str], resolve: Callable[[str], str | None] | None = None
+) -> dict[str, str]:
     """Fetches the branches the remote has into refs/remotes/<remote>/; returns branch → sha.
 
     A branch whose tracking ref already is at the listed sha is not fetched again (the common case
     right after this runner pushed it): the ref and its objects are here, so a fetch would change nothing.
+    resolve: returns the commit a ref names (a session's object reader); None asks `git for-each-ref`.
     """
     wanted = {f"refs/heads/{branch}": branch for branch in branches}
     hint = f"check that the remote '{remote}' is reachable and you may read it"
@@ -222,7 +225,7 @@ def fetch_branches(repo: git.Repo, remote: str, branches: Iterable[str]) -> dict
     if not listed:
         return {}
     tracking = {branch: f"refs/remotes/{remote}/{branch}" for branch in listed}
-    if resolve_refs(repo, tracking.values()) == {tracking[b]: sha for b, sha in listed.items()}:
+    if resolve_refs(repo, tracking.values(), resolve) == {tracking[b]: sha for b, sha in listed.items()}:
         return listed
     refspecs = [f"+refs/heads/{b}:{tracking[b]}" for b in listed]
     for attempt in range(FETCH_ATTEMPTS):
@@ -235,16 +238,21 @@ def fetch_branches(repo: git.Repo, remote: str, branches: Iterable[str]) -> dict
         time.sleep(0.05 * (attempt + 1))
     if not fetched.ok:
         raise failure(fetched, repo, hint)
-    found = resolve_refs(repo, tracking.values())
+    found = resolve_refs(repo, tracking.values(), resolve)
     return {branch: found[ref] for branch, ref in tracking.items() if ref in found}
 
 
-def resolve_refs(repo: git.Repo, refs: Iterable[str]) -> dict[str, str]:
-    """Returns full ref name → commit sha for those of `refs` (full names) that exist, with one git process.
+def resolve_refs(
+    repo: git.Repo, refs: Iterable[str], resolve: Callable[[str], str | None] | None = None
+) -> dict[str, str]:
+    """Returns full ref name → commit sha for those of `refs` (full names) that exist, with one git process
+    (or none: `resolve`, a session's object reader, answers each).
 
     A ref at an annotated tag maps to the tagged commit; one at no commit is left out.
     """
     names = sorted(set(refs))
+    if resolve is not None:
+        return {name: sha for name in names if (sha := resolve(name)) is not None}
     if not names:
         return {}
     listing = call(repo, "for-each-ref", "--format=%(objectname) %(objecttype) %(*objectname) %(*objecttype) %(refname)",

@@ -243,7 +243,7 @@ def _branch_tip(
     local = resolve(f"refs/heads/{branch}")
     if not remote_exists:
         return local, False
-    theirs = fetch_branches(repo, remote, [branch]).get(branch)
+    theirs = fetch_branches(repo, remote, [branch], resolve).get(branch)
     if theirs == local:
         return local, False
     if local is None or (theirs is not None and is_ancestor(repo, local, theirs)):

@@ -146,7 +146,8 @@ class Workspace:
         else:
             run(self._repo, "check-ref-format", self._ref, hint=hint)
             base_name = self.base_branch or default_branch(self.repo_root, self.remote)
-        tips = fetch_branches(self._repo, self.remote, [base_name, self.branch]) if self._has_remote() else {}
+        resolve = self._session.objects.commit_sha if self._session is not None else None
+        tips = fetch_branches(self._repo, self.remote, [base_name, self.branch], resolve) if self._has_remote() else {}
         self._remote_tip = tips.get(self.branch)
         self.base_ref = f"{self.remote}/{base_name}" if base_name in tips else base_name
         base = self._base_sha(base_name, tips)

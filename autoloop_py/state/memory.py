@@ -314,7 +314,8 @@ class MemoryStore:
 
     def _fetch(self) -> str | None:
         """Fetches the branch from the remote; returns the remote tip or None if the remote lacks it."""
-        return fetch_branches(self._repo, self.config.remote, [self.config.branch]).get(self.config.branch)
+        found = fetch_branches(self._repo, self.config.remote, [self.config.branch], self.session.objects.commit_sha)
+        return found.get(self.config.branch)
 
     def _move(self, new: str, old: str | None, reason: str) -> None:
         """Moves the local branch from `old` to `new`, or raises GitError if someone moved it first."""
