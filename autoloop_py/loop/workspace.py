@@ -81,7 +81,11 @@ class Worktrees:
         """Keeps the program's worktree folder for its next iteration (one that was kept already is removed)."""
         previous = self._kept.pop(program, None)
         if previous is not None and previous != folder:
-            remove_worktree(open_repo(self.repo_root), previous)
+            repo = open_repo(self.repo_root)
+            try:
+                remove_worktree(repo, previous)
+            finally:
+                repo.close()
         self._kept[program] = folder
 
     def close(self) -> None:
@@ -158,7 +162,7 @@ class Workspace:
             tip, action = self._catch_up(start, base, base_name, action)
             self._move_branch(local, tip, "rerun; another run may be preparing this program")
         except AutoloopError:
-            self.close()
+            self.close(keep=False)  # a worktree a failed merge left is not handed on
             raise
         self._tip, self.base_sha = tip, base
         logger.info("%s %s (worktree %s)", self.branch, action, self.path)
@@ -248,13 +252,13 @@ class Workspace:
             raise failure(again, self._repo, f"rerun prepare() and push {self.branch} again")
         self._remote_tip = sha
 
-    def close(self) -> None:
-        """Removes the private worktree, if any."""
+    def close(self, keep: bool = True) -> None:
+        """Removes the private worktree, if any, or leaves it to the run's kept worktrees (when given and `keep`)."""
         if self._tmp is None:
             return
         if self._worktree is not None:
             self._worktree.close()
-        if self._worktrees is not None:
+        if self._worktrees is not None and keep:
             self._worktrees.keep(self.program, self._tmp)
         else:
             remove_worktree(self._repo, self._tmp)
@@ -359,6 +363,7 @@ class Workspace:
         worktree removed) when it cannot be."""
         try:
             worktree = git.Repo(folder / "worktree")
+            # --detach: no branch moves whatever HEAD was on; a switch also drops a merge's or cherry-pick's state.
             run(worktree, "checkout", "--quiet", "--detach", "--force", sha)
             run(worktree, "clean", "-ffdxq")
         except (AutoloopError, git.GitError, OSError) as err:

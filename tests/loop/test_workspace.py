@@ -53,9 +53,13 @@ def test_a_runs_kept_worktree_is_checked_out_anew_and_removed_at_its_end(git_rep
             (first / "build").mkdir()
             (first / "build" / "out.bin").write_bytes(b"\0")
         assert first.is_dir()  # kept for the next iteration
+        run_git(first, "checkout", "-q", "-b", "stray")  # a branch checked out there is never moved by the reuse
+        stray = run_git(git_repo, "rev-parse", "stray")
         with Workspace(git_repo, "demo", worktrees=worktrees) as ws:
             ws.prepare()
             assert ws.path == first
+            assert run_git(git_repo, "rev-parse", "stray") == stray
+            assert run_git(first, "status", "--porcelain", "--branch").startswith("## HEAD (no branch)")
             assert ws.files(["README.md", "stray.txt"]) == {"README.md": "# repo\n"}
             assert not (first / "build").exists()
             assert run_git(first, "status", "--porcelain", "--ignored") == ""
