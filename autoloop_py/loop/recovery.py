@@ -33,6 +33,7 @@ from autoloop_py.git.command import (
     rev_parse,
     tracking_tip,
 )
+from autoloop_py.git.objects import GitSession
 from autoloop_py.loop.recording import load_state, record_iteration
 from autoloop_py.loop.workspace import OWNER_FILE, worktree_admin
 from autoloop_py.program.model import Program
@@ -223,7 +224,7 @@ def reconcile(
         return ()
     recorded = known_keys(repo, memory, program, state if state is not None else load_state(memory, program, budget))
     now = datetime.now(timezone.utc)
-    found = [item for item in interrupted(_walk(repo, tip), recorded) if settled(item, now)]
+    found = [item for item in interrupted(first_parents(repo, tip, memory.session), recorded) if settled(item, now)]
     if not found or (unpushed and not _publish_branch(repo, branch, remote)):
         return ()
     records = tuple(recovered_record(item, ci_gate) for item in found)
@@ -249,6 +250,15 @@ def _branch_tip(
     if local is None or (theirs is not None and is_ancestor(repo, local, theirs)):
         return theirs, False
     return local, True
+
+
+def first_parents(repo: git.Repo, tip: str, session: GitSession) -> tuple[tuple[str, str, datetime], ...]:
+    """Returns (sha, message, committer date) of the newest WALK_LIMIT first-parent commits up to the commit `tip`.
+
+    A commit's history never changes: the session keeps the last answer (an iteration asks at reconcile
+    and again for the branch's bar).
+    """
+    return session.cached("first parents", tip, lambda: tuple(_walk(repo, tip)))
 
 
 def _walk(repo: git.Repo, tip: str) -> list[tuple[str, str, datetime]]:
