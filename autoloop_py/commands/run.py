@@ -24,6 +24,7 @@ from autoloop_py.loop.options import RunOptions
 from autoloop_py.loop.outcome import OUTCOME_FILE, idle_outcome, write_outcome
 from autoloop_py.loop.tick import run_tick
 from autoloop_py.loop.tick_publish import SLOTS_REF
+from autoloop_py.loop.workspace import Worktrees
 from autoloop_py.program.model import Program, find_program, program_name
 from autoloop_py.proposers import llm
 from autoloop_py.sandbox.runner import make_non_dumpable, sigterm_interrupts
@@ -161,8 +162,9 @@ def _loop(
     held: list[str | None] = []  # why the forced program would be skipped when the run started
     # No iteration starts in the job's last 5 minutes.
     deadline = None if options.job_deadline is None else options.job_deadline - 5 * 60
-    # One git session for the whole run: its object reads go through one `cat-file --batch`.
-    with _progress(console, count) as progress, GitSession(root) as session:
+    # One git session for the whole run: its object reads go through one `cat-file --batch`; one worktree per
+    # program, checked out anew by each iteration.
+    with _progress(console, count) as progress, GitSession(root) as session, Worktrees(root) as worktrees:
         task = progress.add_task("iterating", total=count)
         for _ in range(count):
             if deadline is not None and time.monotonic() > deadline:
@@ -181,7 +183,7 @@ def _loop(
                 progress.advance(task)
                 continue
             progress.update(task, description=f"{program.name} · iteration")
-            outcome = _one(root, program, options, settings, console, session)
+            outcome = _one(root, program, options, settings, console, session, worktrees)
             if outcome is None:
                 break
             outcomes.append(outcome)
@@ -233,11 +235,11 @@ def _slots(text: str) -> int:
 
 def _one(
     root: Path, program: Program, options: RunOptions, settings: github.GitHubSettings | None, console: Console,
-    session: GitSession | None = None,
+    session: GitSession | None = None, worktrees: Worktrees | None = None,
 ) -> IterationOutcome | None:
     """Runs one iteration, through the GitHub flow when settings are given."""
     if settings is None:
-        return run_iteration(root, program, options, datetime.now(timezone.utc), session)
+        return run_iteration(root, program, options, datetime.now(timezone.utc), session, worktrees)
     result = ci.run_ci(root, program, options, settings)
     if result.message:
         console.print(f"CI: {result.message}")

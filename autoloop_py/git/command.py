@@ -11,7 +11,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Iterable, Iterator, Mapping, cast
+from typing import BinaryIO, Callable, Iterable, Iterator, Mapping, cast
 
 import git
 
@@ -144,6 +144,12 @@ def location(repo: git.Repo) -> dict[str, str]:
     return located
 
 
+def common_dir(repo: git.Repo) -> Path:
+    """Returns the git directory every worktree of the repository shares (`git rev-parse --git-common-dir`, read
+    from the `commondir` file instead of asking a git process)."""
+    return Path(repo.common_dir).resolve()
+
+
 def failure(result: GitResult, repo: git.Repo, hint: str = "") -> GitError:
     """Returns the GitError for a failed command: the command, its stderr and the next step."""
     command = shlex.join(["git", *result.args])
@@ -203,15 +209,25 @@ def has_remote(repo: git.Repo, remote: str) -> bool:
     return remote in run(repo, "remote").split()
 
 
-def fetch_branches(repo: git.Repo, remote: str, branches: Iterable[str]) -> dict[str, str]:
-    """Fetches the branches the remote has into refs/remotes/<remote>/; returns branch → sha."""
+def fetch_branches(
+    repo: git.Repo, remote: str, branches: Iterable[str], resolve: Callable[[str], str | None] | None = None
+) -> dict[str, str]:
+    """Fetches the branches the remote has into refs/remotes/<remote>/; returns branch → sha.
+
+    A branch whose tracking ref already is at the listed sha is not fetched again (the common case
+    right after this runner pushed it): the ref and its objects are here, so a fetch would change nothing.
+    resolve: returns the commit a ref names (a session's object reader); None asks `git for-each-ref`.
+    """
     wanted = {f"refs/heads/{branch}": branch for branch in branches}
     hint = f"check that the remote '{remote}' is reachable and you may read it"
     listing = run(repo, "ls-remote", remote, *wanted, hint=hint)
-    present = [wanted[ref] for ref in _listed_refs(listing) if ref in wanted]
-    if not present:
+    listed = {wanted[ref]: sha for sha, ref in _listed_pairs(listing) if ref in wanted}
+    if not listed:
         return {}
-    refspecs = [f"+refs/heads/{b}:refs/remotes/{remote}/{b}" for b in present]
+    tracking = {branch: f"refs/remotes/{remote}/{branch}" for branch in listed}
+    if resolve_refs(repo, tracking.values(), resolve) == {tracking[b]: sha for b, sha in listed.items()}:
+        return listed
+    refspecs = [f"+refs/heads/{b}:{tracking[b]}" for b in listed]
     for attempt in range(FETCH_ATTEMPTS):
         # Runs sharing a clone fetch at once: one loses the tracking ref's update ("cannot lock ref") or
         # reads a pack another is writing ("did not send all necessary objects"); the remote answered
@@ -222,18 +238,50 @@ def fetch_branches(repo: git.Repo, remote: str, branches: Iterable[str]) -> dict
         time.sleep(0.05 * (attempt + 1))
     if not fetched.ok:
         raise failure(fetched, repo, hint)
-    found = {b: rev_parse(repo, f"refs/remotes/{remote}/{b}") for b in present}
-    return {branch: sha for branch, sha in found.items() if sha}
+    found = resolve_refs(repo, tracking.values(), resolve)
+    return {branch: found[ref] for branch, ref in tracking.items() if ref in found}
 
 
-def push_branch(repo: git.Repo, remote: str, sha: str, branch: str, expected: str | None) -> GitResult:
+def resolve_refs(
+    repo: git.Repo, refs: Iterable[str], resolve: Callable[[str], str | None] | None = None
+) -> dict[str, str]:
+    """Returns full ref name → commit sha for those of `refs` (full names) that exist, with one git process
+    (or none: `resolve`, a session's object reader, answers each).
+
+    A ref at an annotated tag maps to the tagged commit; one at no commit is left out.
+    """
+    names = sorted(set(refs))
+    if resolve is not None:
+        return {name: sha for name in names if (sha := resolve(name)) is not None}
+    if not names:
+        return {}
+    listing = call(repo, "for-each-ref", "--format=%(objectname) %(objecttype) %(*objectname) %(*objecttype) %(refname)",
+                   *names)
+    found: dict[str, str] = {}
+    for line in listing.text.splitlines() if listing.ok else ():
+        sha, kind, peeled, peeled_kind, name = line.split(" ", 4)
+        if name not in names:
+            continue  # for-each-ref also lists the refs under a name given as a folder
+        if kind == "commit":
+            found[name] = sha
+        elif peeled_kind == "commit":
+            found[name] = peeled
+    return found
+
+
+def push_branch(
+    repo: git.Repo, remote: str, sha: str, branch: str, expected: str | None, *, built_on: str | None = None
+) -> GitResult:
     """Pushes commit `sha` to the remote's `branch` by compare-and-swap; updates the tracking ref when it lands.
 
     The remote branch moves only if it still is at `expected` (None: it must not exist yet), and only
     forward: `sha` must descend from `expected`. A sha, never a ref name, is pushed, so nothing that
-    moved a local ref meanwhile can change what leaves the machine.
+    moved a local ref meanwhile can change what leaves the machine. built_on: a commit that `sha` is
+    known to be or to be a child of (the caller made it so); when it is `expected`, the descent holds
+    without asking git.
     """
-    if expected is not None and not is_ancestor(repo, expected, sha):
+    known = built_on is not None and built_on == expected
+    if expected is not None and not known and not is_ancestor(repo, expected, sha):
         return GitResult(("push", remote, branch), 1, b"", f"{sha[:12]} does not descend from {expected[:12]}")
     lease = f"--force-with-lease=refs/heads/{branch}:{expected or ''}"
     result = call(repo, "push", "--quiet", "--no-verify", lease, remote, f"{sha}:refs/heads/{branch}")
@@ -255,9 +303,9 @@ def tracking_tip(repo: git.Repo, remote: str, branch: str) -> str | None:
     return rev_parse(repo, f"refs/remotes/{remote}/{branch}")
 
 
-def _listed_refs(listing: str) -> list[str]:
-    """Returns the ref names of `git ls-remote` output."""
-    return [line.split("\t", 1)[1] for line in listing.splitlines() if "\t" in line]
+def _listed_pairs(listing: str) -> list[tuple[str, str]]:
+    """Returns the (sha, ref name) pairs of `git ls-remote` output."""
+    return [(line.split("\t", 1)[0], line.split("\t", 1)[1]) for line in listing.splitlines() if "\t" in line]
 
 
 def config_value(repo: git.Repo, key: str) -> str | None:

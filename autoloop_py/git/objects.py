@@ -14,12 +14,24 @@ import threading
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Callable, Hashable, TypeVar
 
 import git
 
 from autoloop_py.errors import GitError
-from autoloop_py.git.command import call, git_environment, hardened_command, identity_env, location, open_repo, where
+from autoloop_py.git.command import (
+    call,
+    default_branch,
+    git_environment,
+    hardened_command,
+    identity_env,
+    location,
+    open_repo,
+    run,
+    where,
+)
+
+T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
@@ -169,7 +181,8 @@ def tree_entries(data: bytes) -> list[str]:
 
 
 class GitSession:
-    """What one run asks the repository again and again: objects, whether a remote exists, the commit identity.
+    """What one run asks the repository again and again: objects, whether a remote exists, the commit identity,
+    the default branch, which ref names are valid, and answers that only depend on immutable objects.
 
     Made once per `autoloop run` (or per MemoryStore when none is passed) and closed at its end.
     """
@@ -180,6 +193,34 @@ class GitSession:
         self.objects = ObjectReader(self.repo)
         self._remotes: set[str] | None = None
         self._identity: dict[str, str] | None = None
+        self._default_branches: dict[str, str] = {}
+        self._valid_refs: set[str] = set()
+        self._answers: dict[str, tuple[Hashable, object]] = {}  # kind → its last (key, answer)
+
+    def default_branch(self, remote: str) -> str:
+        """Returns the remote's default branch (see command.default_branch), asked once per session."""
+        if remote not in self._default_branches:
+            self._default_branches[remote] = default_branch(self.root, remote)
+        return self._default_branches[remote]
+
+    def check_ref_format(self, ref: str, hint: str) -> None:
+        """Raises GitError unless `ref` is a valid ref name (`git check-ref-format`, asked once per name)."""
+        if ref not in self._valid_refs:
+            run(self.repo, "check-ref-format", ref, hint=hint)
+            self._valid_refs.add(ref)
+
+    def cached(self, kind: str, key: Hashable, compute: Callable[[], T]) -> T:
+        """Returns compute(), reused while the same `key` is asked for again (one answer kept per kind).
+
+        Only for answers fixed by their key, such as a log read from a commit named by its sha; keeping
+        the last one only holds memory flat over a long run.
+        """
+        last = self._answers.get(kind)
+        if last is not None and last[0] == key:
+            return last[1]  # type: ignore[return-value]
+        answer = compute()
+        self._answers[kind] = (key, answer)
+        return answer
 
     def has_remote(self, remote: str) -> bool:
         """Returns whether the repository has this remote (asked once per session)."""

@@ -28,7 +28,7 @@ from autoloop_py.loop.recording import (
     state_path,
     with_baseline,
 )
-from autoloop_py.loop.workspace import Workspace
+from autoloop_py.loop.workspace import Workspace, Worktrees
 from autoloop_py.program.model import Program, require_on_base
 from autoloop_py.sandbox.run import run_isolation
 from autoloop_py.state import budget
@@ -70,23 +70,26 @@ class IterationOutcome:
 
 
 def run_iteration(
-    root: Path, program: Program, options: RunOptions, now: datetime | None = None, session: GitSession | None = None
+    root: Path, program: Program, options: RunOptions, now: datetime | None = None, session: GitSession | None = None,
+    worktrees: Worktrees | None = None,
 ) -> IterationOutcome:
     """Runs one iteration of program in the repository at root and records it on the memory branch.
 
     session: the run's git session (one `cat-file --batch` for all its iterations); None makes one for this iteration.
+    worktrees: the run's kept worktrees (one checkout reused by all its iterations); None: a worktree of its own.
     """
     # The slots of a tick only read (they write outcomes): each holds a lock of its own, so they run at once.
     lock = program.name if options.slot is None else f"{program.name}.slot-{options.slot.index}"
     with program_lock(root, lock):
-        outcome = _run_locked(root, program, options, now, session)
+        outcome = _run_locked(root, program, options, now, session, worktrees)
     if options.writes:
         pack_if_due(root, outcome.iteration)  # outside the lock: other runners need not wait for it
     return outcome
 
 
 def _run_locked(
-    root: Path, program: Program, options: RunOptions, now: datetime | None, session: GitSession | None = None
+    root: Path, program: Program, options: RunOptions, now: datetime | None, session: GitSession | None = None,
+    worktrees: Worktrees | None = None,
 ) -> IterationOutcome:
     """Runs the iteration while holding the program's lock."""
     clock = Clock()
@@ -110,11 +113,13 @@ def _run_locked(
     key = recovery.new_key(program.name, iteration)
     proposer = proposer_for(program, options)
     sandbox = run_isolation(root, program, options.isolation)
-    with Workspace(root, program.name, base_branch=options.base_branch) as workspace:
+    with Workspace(
+        root, program.name, base_branch=options.base_branch, session=memory.session, worktrees=worktrees
+    ) as workspace:
         with clock("prepare branch"):
             workspace.prepare()
             require_on_base(program, workspace.path, workspace.base_ref, workspace.base_ref.startswith("origin/"))
-        base_tree = branch_tree(root, workspace.branch)
+        base_tree = branch_tree(root, workspace.branch, memory.session)
         measured = evaluate_baseline(program, workspace.path, state, clock, sandbox)
         best, baseline, failure = baseline_outcome(state, measured)
         if measured is None and not options.ci_gate:

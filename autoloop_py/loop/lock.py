@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Iterator
 
 from autoloop_py.errors import AutoloopError
-from autoloop_py.git.command import open_repo, run
+from autoloop_py.git.command import common_dir, open_repo
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +60,11 @@ def _acquire(handle: int, path: Path, program: str, wait: float, poll: float) ->
 
 
 def _lock_path(root: Path, program: str) -> Path:
-    common = Path(run(open_repo(root), "rev-parse", "--git-common-dir"))
-    common = common if common.is_absolute() else root / common
+    repo = open_repo(root)
+    try:
+        common = common_dir(repo)
+    finally:
+        repo.close()
     # A folder of their own: `locks/worktrees.lock` is the worktree lock, and a program once named
     # `worktrees` locked it first, then waited for itself in `git worktree add`.
     return common / "autoloop" / "locks" / "programs" / f"{program}.lock"

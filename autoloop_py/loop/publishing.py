@@ -16,6 +16,7 @@ from autoloop_py import faults
 from autoloop_py.errors import GitError
 from autoloop_py.git import push_refusal
 from autoloop_py.git.command import call, open_repo, rev_parse
+from autoloop_py.git.objects import GitSession
 from autoloop_py.loop import checks, recovery
 from autoloop_py.loop.lock import program_lock
 from autoloop_py.loop.outcome import Outcome, OutcomeError, problems
@@ -32,8 +33,14 @@ log = logging.getLogger(__name__)
 CI_PENDING_NOTE = "; kept until the commit's CI checks pass"
 
 
-def branch_tree(root: Path, branch: str) -> str | None:
-    """Returns the tree id at the tip of a local branch (None when it does not exist)."""
+def branch_tree(root: Path, branch: str, session: GitSession | None = None) -> str | None:
+    """Returns the tree id at the tip of a local branch (None when it does not exist).
+
+    session: the run's git session, whose object reader answers without starting a process.
+    """
+    if session is not None:
+        tip = session.objects.commit_sha(f"refs/heads/{branch}")
+        return session.objects.tree_of(tip) if tip is not None else None
     found = call(open_repo(root), "rev-parse", "-q", "--verify", f"refs/heads/{branch}^{{tree}}")
     return found.text if found.ok else None
 

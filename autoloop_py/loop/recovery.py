@@ -19,7 +19,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Collection, Mapping, Sequence
+from typing import Callable, Collection, Mapping, Sequence
 
 import git
 
@@ -27,13 +27,13 @@ from autoloop_py import tempdirs
 from autoloop_py.git.command import (
     call,
     fetch_branches,
-    has_remote,
     is_ancestor,
     open_repo,
     push_branch,
     rev_parse,
     tracking_tip,
 )
+from autoloop_py.git.objects import GitSession
 from autoloop_py.loop.recording import load_state, record_iteration
 from autoloop_py.loop.workspace import OWNER_FILE, worktree_admin
 from autoloop_py.program.model import Program
@@ -225,12 +225,12 @@ def reconcile(
     memory.publish()
     repo = open_repo(root)
     branch, remote = f"autoloop/{program.name}", memory.config.remote
-    tip, unpushed = _branch_tip(repo, branch, remote)
+    tip, unpushed = _branch_tip(repo, branch, remote, memory.has_remote(), memory.session.objects.commit_sha)
     if tip is None:
         return ()
     recorded = known_keys(repo, memory, program, state if state is not None else load_state(memory, program, budget))
     now = datetime.now(timezone.utc)
-    found = [item for item in interrupted(_walk(repo, tip), recorded) if settled(item, now)]
+    found = [item for item in interrupted(first_parents(repo, tip, memory.session), recorded) if settled(item, now)]
     if not found or (unpushed and not _publish_branch(repo, branch, remote)):
         return ()
     records = tuple(recovered_record(item, ci_gate) for item in found)
@@ -240,17 +240,31 @@ def reconcile(
     return records
 
 
-def _branch_tip(repo: git.Repo, branch: str, remote: str) -> tuple[str | None, bool]:
-    """Returns (the newer of the local and the remote program branch, whether the remote lacks it)."""
-    local = rev_parse(repo, f"refs/heads/{branch}")
-    if not has_remote(repo, remote):
+def _branch_tip(
+    repo: git.Repo, branch: str, remote: str, remote_exists: bool, resolve: Callable[[str], str | None]
+) -> tuple[str | None, bool]:
+    """Returns (the newer of the local and the remote program branch, whether the remote lacks it).
+
+    resolve: returns the commit a ref names (the session's object reader).
+    """
+    local = resolve(f"refs/heads/{branch}")
+    if not remote_exists:
         return local, False
-    theirs = fetch_branches(repo, remote, [branch]).get(branch)
+    theirs = fetch_branches(repo, remote, [branch], resolve).get(branch)
     if theirs == local:
         return local, False
     if local is None or (theirs is not None and is_ancestor(repo, local, theirs)):
         return theirs, False
     return local, True
+
+
+def first_parents(repo: git.Repo, tip: str, session: GitSession) -> tuple[tuple[str, str, datetime], ...]:
+    """Returns (sha, message, committer date) of the newest WALK_LIMIT first-parent commits up to the commit `tip`.
+
+    A commit's history never changes: the session keeps the last answer (an iteration asks at reconcile
+    and again for the branch's bar).
+    """
+    return session.cached("first parents", tip, lambda: tuple(_walk(repo, tip)))
 
 
 def _walk(repo: git.Repo, tip: str) -> list[tuple[str, str, datetime]]:
@@ -271,14 +285,21 @@ def _date(text: str) -> datetime:
         return datetime.now(timezone.utc)
 
 
-def _memory_keys(repo: git.Repo, memory: MemoryStore, program: str) -> set[str]:
+def _memory_keys(repo: git.Repo, memory: MemoryStore, program: str) -> frozenset[str]:
     """Returns the keys in the trailers of the memory branch's commits for `program` (history folds drop them)."""
-    ref = f"refs/heads/{memory.config.branch}"
+    tip = memory.tip()
+    if tip is None:
+        return frozenset()
     needle = f"{KEY}: {key_slug(program)}:"
-    found = call(repo, "log", f"-n{KEY_LOG_LIMIT}", "--format=%B%x1e", "-F", f"--grep={needle}", ref, "--")
-    if not found.ok:
-        return set()
-    return {key for message in found.text.split("\x1e") for key in trailer_values(message, KEY)}
+
+    def read() -> frozenset[str]:
+        found = call(repo, "log", f"-n{KEY_LOG_LIMIT}", "--format=%B%x1e", "-F", f"--grep={needle}", tip, "--")
+        if not found.ok:
+            return frozenset()
+        return frozenset(key for message in found.text.split("\x1e") for key in trailer_values(message, KEY))
+
+    # A commit's history never changes: an iteration asks twice (reconcile, then the branch's bar) at one tip.
+    return memory.session.cached("memory keys", (tip, needle), read)
 
 
 def _publish_branch(repo: git.Repo, branch: str, remote: str) -> bool:

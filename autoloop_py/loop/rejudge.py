@@ -30,6 +30,7 @@ from autoloop_py.git.command import (
     rev_parse,
     update_ref,
 )
+from autoloop_py.git.objects import GitSession
 from autoloop_py.git.push_refusal import read_refusal
 from autoloop_py.loop import recovery
 from autoloop_py.loop.recording import load_state
@@ -53,10 +54,18 @@ class TipClaim:
     metric: float
 
 
-def tip_claim(repo: git.Repo, rev: str) -> TipClaim | None:
-    """Returns the key and metric of the newest keyed candidate commit among rev's first parents (None if none)."""
-    raw = call(repo, "log", "--first-parent", f"-n{WALK}", "--format=%B%x1e", rev, "--")
-    for message in raw.text.split("\x1e") if raw.ok else []:
+def tip_claim(repo: git.Repo, rev: str, session: GitSession | None = None) -> TipClaim | None:
+    """Returns the key and metric of the newest keyed candidate commit among rev's first parents (None if none).
+
+    session: the run's git session; the first parents it read for recovery are reused when rev is at that commit.
+    """
+    if session is not None:
+        tip = session.objects.commit_sha(rev)
+        messages = [message for _, message, _ in recovery.first_parents(repo, tip, session)[:WALK]] if tip else []
+    else:
+        raw = call(repo, "log", "--first-parent", f"-n{WALK}", "--format=%B%x1e", rev, "--")
+        messages = raw.text.split("\x1e") if raw.ok else []
+    for message in messages:
         fields = recovery.read_trailers(message)
         key, metric = fields.get(recovery.KEY), recovery.number(fields.get(recovery.METRIC))
         if key and metric is not None:
@@ -127,7 +136,7 @@ def recheck(program: Program, judged: float | None, record: IterationRecord, fre
 def branch_bar(root: Path, memory: MemoryStore, program: Program, state: StateFile, best: float | None) -> float | None:
     """Returns the best to beat: also the metric of the branch's newest candidate when its record has not landed yet."""
     repo = open_repo(root)
-    claim = tip_claim(repo, f"refs/heads/autoloop/{program.name}")
+    claim = tip_claim(repo, f"refs/heads/autoloop/{program.name}", memory.session)
     found = bar(best, claim, recovery.known_keys(repo, memory, program, state) if claim else (), program.direction)
     if found != best:
         log.info("%s: judging against %s, the metric of the unrecorded candidate its branch builds on",

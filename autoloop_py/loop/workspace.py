@@ -27,6 +27,7 @@ from autoloop_py.errors import AutoloopError, EditError, GitError
 from autoloop_py.git.command import (
     call,
     changed_paths,
+    common_dir,
     default_branch,
     failure,
     fetch_branches,
@@ -38,10 +39,10 @@ from autoloop_py.git.command import (
     rev_parse,
     run,
     update_ref,
-    where,
 )
+from autoloop_py.git.objects import GitSession
 
-__all__ = ["BranchSync", "Workspace", "default_branch"]
+__all__ = ["BranchSync", "Workspace", "Worktrees", "default_branch"]
 
 logger = logging.getLogger(__name__)
 
@@ -61,13 +62,63 @@ class BranchSync:
     action: str
 
 
+class Worktrees:
+    """The private worktrees one `autoloop run` keeps between its iterations, one per program, removed at its end.
+
+    A kept worktree is checked out anew (`checkout --force`, `clean -ffdx`) by the next iteration's
+    prepare(): two git processes instead of adding and removing a worktree every iteration.
+    """
+
+    def __init__(self, repo_root: Path) -> None:
+        self.repo_root = Path(repo_root)
+        self._kept: dict[str, Path] = {}  # program → the temporary folder holding its `worktree`
+
+    def take(self, program: str) -> Path | None:
+        """Returns the folder of the program's kept worktree (no longer kept), None when there is none."""
+        return self._kept.pop(program, None)
+
+    def keep(self, program: str, folder: Path) -> None:
+        """Keeps the program's worktree folder for its next iteration (one that was kept already is removed)."""
+        previous = self._kept.pop(program, None)
+        if previous is not None and previous != folder:
+            repo = open_repo(self.repo_root)
+            try:
+                remove_worktree(repo, previous)
+            finally:
+                repo.close()
+        self._kept[program] = folder
+
+    def close(self) -> None:
+        """Removes every kept worktree."""
+        if not self._kept:
+            return
+        repo = open_repo(self.repo_root)
+        try:
+            for folder in self._kept.values():
+                remove_worktree(repo, folder)
+        finally:
+            self._kept.clear()
+            repo.close()
+
+    def __enter__(self) -> Worktrees:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 class Workspace:
     """The program branch autoloop/<name> checked out in a private worktree."""
 
     def __init__(
-        self, repo_root: Path, program: str, *, base_branch: str | None = None, remote: str = "origin"
+        self, repo_root: Path, program: str, *, base_branch: str | None = None, remote: str = "origin",
+        session: GitSession | None = None, worktrees: Worktrees | None = None,
     ) -> None:
+        """session: the run's git session, whose lookups (remotes, default branch, identity) it reuses;
+        worktrees: the run's kept worktrees, where close() leaves this one for the next prepare()."""
         self.repo_root = Path(repo_root)
+        self._session = session
+        self._worktrees = worktrees
         self.program = program
         self.branch = f"autoloop/{program}"
         self.remote = remote
@@ -92,20 +143,26 @@ class Workspace:
     def prepare(self) -> BranchSync:
         """Brings the program branch up to date with the base and checks it out in a private worktree."""
         self.close()
-        run(self._repo, "check-ref-format", self._ref, hint=f"rename program {self.program!r}")
-        base_name = self.base_branch or default_branch(self.repo_root, self.remote)
-        tips = fetch_branches(self._repo, self.remote, [base_name, self.branch]) if self._has_remote() else {}
+        hint = f"rename program {self.program!r}"
+        if self._session is not None:
+            self._session.check_ref_format(self._ref, hint)
+            base_name = self.base_branch or self._session.default_branch(self.remote)
+        else:
+            run(self._repo, "check-ref-format", self._ref, hint=hint)
+            base_name = self.base_branch or default_branch(self.repo_root, self.remote)
+        resolve = self._session.objects.commit_sha if self._session is not None else None
+        tips = fetch_branches(self._repo, self.remote, [base_name, self.branch], resolve) if self._has_remote() else {}
         self._remote_tip = tips.get(self.branch)
         self.base_ref = f"{self.remote}/{base_name}" if base_name in tips else base_name
         base = self._base_sha(base_name, tips)
-        local = rev_parse(self._repo, self._ref)
+        local = self._rev_parse(self._ref)
         start, action = self._start_point(local, tips.get(self.branch), base)
         self._add_worktree(start)
         try:
             tip, action = self._catch_up(start, base, base_name, action)
             self._move_branch(local, tip, "rerun; another run may be preparing this program")
         except AutoloopError:
-            self.close()
+            self.close(keep=False)  # a worktree a failed merge left is not handed on
             raise
         self._tip, self.base_sha = tip, base
         logger.info("%s %s (worktree %s)", self.branch, action, self.path)
@@ -154,7 +211,7 @@ class Workspace:
         run(worktree, "add", "-A")
         if call(worktree, "diff", "--cached", "--quiet").ok:
             raise GitError(f"nothing to commit on {self.branch}; write a change first", path=self.path)
-        env = identity_env(worktree)
+        env = self._session.identity_env() if self._session is not None else identity_env(worktree)
         run(worktree, "commit", "--quiet", "--no-verify", "--no-gpg-sign", "-m", message, env=env)
         sha = run(worktree, "rev-parse", "HEAD")
         self._move_branch(self._tip, sha, f"the candidate is kept at {sha}; rerun prepare()")
@@ -214,18 +271,16 @@ class Workspace:
             raise failure(again, self._repo, f"rerun prepare() and push {self.branch} again")
         self._remote_tip = sha
 
-    def close(self) -> None:
-        """Removes the private worktree, if any."""
+    def close(self, keep: bool = True) -> None:
+        """Removes the private worktree, if any, or leaves it to the run's kept worktrees (when given and `keep`)."""
         if self._tmp is None:
             return
         if self._worktree is not None:
             self._worktree.close()
-        with worktree_admin(self._repo):
-            removed = call(self._repo, "worktree", "remove", "--force", str(self._tmp / "worktree"))
-            if not removed.ok:
-                logger.debug("git worktree remove: %s", removed.stderr)
-            shutil.rmtree(self._tmp, ignore_errors=True)
-            call(self._repo, "worktree", "prune")
+        if self._worktrees is not None and keep:
+            self._worktrees.keep(self.program, self._tmp)
+        else:
+            remove_worktree(self._repo, self._tmp)
         self._tmp = self._worktree = self._tip = None
 
     def __enter__(self) -> Workspace:
@@ -238,7 +293,13 @@ class Workspace:
 
     def _has_remote(self) -> bool:
         """Returns whether the configured remote exists."""
+        if self._session is not None:
+            return self._session.has_remote(self.remote)
         return has_remote(self._repo, self.remote)
+
+    def _rev_parse(self, ref: str) -> str | None:
+        """Returns the commit `ref` names (None: none), through the session's object reader when there is one."""
+        return self._session.objects.commit_sha(ref) if self._session is not None else rev_parse(self._repo, ref)
 
     def _wt(self) -> git.Repo:
         """Returns the worktree's repository, or raises if prepare() has not run."""
@@ -248,7 +309,7 @@ class Workspace:
 
     def _base_sha(self, base_name: str, tips: Mapping[str, str]) -> str:
         """Returns the base branch tip: the remote's when it has one, else the local branch's."""
-        sha = tips.get(base_name) or rev_parse(self._repo, f"refs/heads/{base_name}")
+        sha = tips.get(base_name) or self._rev_parse(f"refs/heads/{base_name}")
         if sha is None:
             raise GitError(
                 f"base branch {base_name!r} exists neither locally nor on {self.remote!r}; "
@@ -301,7 +362,10 @@ class Workspace:
         )
 
     def _add_worktree(self, sha: str) -> None:
-        """Checks `sha` out, detached, in a new worktree under the system temp directory."""
+        """Checks `sha` out, detached, in the run's kept worktree or in a new one under the system temp directory."""
+        kept = self._worktrees.take(self.program) if self._worktrees is not None else None
+        if kept is not None and self._reuse(kept, sha):
+            return
         self._tmp = tempdirs.make(f"autoloop-{_slug(self.program)}-")
         try:
             with worktree_admin(self._repo):
@@ -312,6 +376,21 @@ class Workspace:
             self._tmp = None
             raise
         self._worktree = git.Repo(self._tmp / "worktree")
+
+    def _reuse(self, folder: Path, sha: str) -> bool:
+        """Checks `sha` out in a worktree an earlier iteration left, every other file removed; False (and the
+        worktree removed) when it cannot be."""
+        try:
+            worktree = git.Repo(folder / "worktree")
+            # --detach: no branch moves whatever HEAD was on; a switch also drops a merge's or cherry-pick's state.
+            run(worktree, "checkout", "--quiet", "--detach", "--force", sha)
+            run(worktree, "clean", "-ffdxq")
+        except (AutoloopError, git.GitError, OSError) as err:
+            logger.debug("not reusing the worktree in %s: %s", folder, err)
+            remove_worktree(self._repo, folder)
+            return False
+        self._tmp, self._worktree = folder, worktree
+        return True
 
     def _move_branch(self, old: str | None, new: str, next_step: str) -> None:
         """Moves the program branch from `old` to `new` by compare-and-swap, or raises GitError."""
@@ -334,6 +413,16 @@ class Workspace:
         return target
 
 
+def remove_worktree(repo: git.Repo, folder: Path) -> None:
+    """Removes the private worktree in `folder` (and the folder)."""
+    with worktree_admin(repo):
+        removed = call(repo, "worktree", "remove", "--force", str(folder / "worktree"))
+        if not removed.ok:
+            logger.debug("git worktree remove: %s", removed.stderr)
+        shutil.rmtree(folder, ignore_errors=True)
+        call(repo, "worktree", "prune")
+
+
 @contextmanager
 def worktree_admin(repo: git.Repo) -> Iterator[None]:
     """Holds the repository's lock on worktree bookkeeping for the block.
@@ -341,8 +430,7 @@ def worktree_admin(repo: git.Repo) -> Iterator[None]:
     Runs of different programs share one repository: a `git worktree prune` deletes the empty
     `worktrees` folder that a concurrent `git worktree add` is about to fill, so these commands take turns.
     """
-    common = Path(run(repo, "rev-parse", "--git-common-dir"))
-    path = (common if common.is_absolute() else where(repo) / common) / "autoloop" / "locks" / "worktrees.lock"
+    path = common_dir(repo) / "autoloop" / "locks" / "worktrees.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
     handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:

@@ -137,10 +137,11 @@ def bwrap_args(
     private("/run", "0755")
     if policy.home and not _inside_any(policy.home, ("/tmp",)):
         private(policy.home)
-    for path in sorted(_visible(policy), key=lambda p: len(PurePosixPath(p).parts)):
+    visible = _visible(policy)
+    for path in sorted(visible, key=lambda p: len(PurePosixPath(p).parts)):
         bind("--ro-bind-try", path)
     for path in policy.hidden:
-        if _inside_any(path, _visible(policy)) and not _inside_any(workdir, (path,)):
+        if _inside_any(path, visible) and not _inside_any(workdir, (path,)):
             args += ["--tmpfs", path]
     for path in (workdir, *writable):
         bind("--bind", path)

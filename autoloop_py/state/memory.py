@@ -26,7 +26,6 @@ from autoloop_py.git.command import (
     is_ancestor,
     push_branch,
     run,
-    tracking_tip,
     tree_paths,
     update_ref,
 )
@@ -160,7 +159,7 @@ class MemoryStore:
         if not self.has_remote():
             return False
         local = self._tip()
-        remote_tip = tracking_tip(self._repo, self.config.remote, self.config.branch)
+        remote_tip = self._tracking_tip()
         if local is None or local == remote_tip or (remote_tip and not is_ancestor(self._repo, remote_tip, local)):
             return False
         pushed = push_branch(self._repo, self.config.remote, local, self.config.branch, remote_tip)
@@ -202,7 +201,7 @@ class MemoryStore:
         """
         check_path(path)
         tip = self._tip()
-        if tip is None:
+        if tip is None or since == tip:  # `tip..tip` names no commit
             return []
         args = ["log", "--format=%H%x1f%an%x1f%aI%x1f%B%x1e"]
         args += [f"-n{limit}"] if limit else []
@@ -273,8 +272,9 @@ class MemoryStore:
             raise _Retry("the local branch moved during the update")
         faults.checkpoint("after-state-commit")
         if self.has_remote():
-            seen = tracking_tip(self._repo, self.config.remote, self.config.branch)
-            pushed = push_branch(self._repo, self.config.remote, sha, self.config.branch, seen)
+            seen = self._tracking_tip()
+            # _write_commit returned base itself or a child of it.
+            pushed = push_branch(self._repo, self.config.remote, sha, self.config.branch, seen, built_on=base)
             if not pushed.ok:
                 refusal = read_refusal(pushed.stderr)
                 if refusal.kind in (SIZE, ACCESS):  # retrying cannot help; say why at once
@@ -308,9 +308,14 @@ class MemoryStore:
         """Returns the sha of the local branch, or None if it does not exist."""
         return self.session.objects.commit_sha(self._ref)
 
+    def _tracking_tip(self) -> str | None:
+        """Returns what was last fetched of (or pushed to) the remote branch (see command.tracking_tip), without a process."""
+        return self.session.objects.commit_sha(f"refs/remotes/{self.config.remote}/{self.config.branch}")
+
     def _fetch(self) -> str | None:
         """Fetches the branch from the remote; returns the remote tip or None if the remote lacks it."""
-        return fetch_branches(self._repo, self.config.remote, [self.config.branch]).get(self.config.branch)
+        found = fetch_branches(self._repo, self.config.remote, [self.config.branch], self.session.objects.commit_sha)
+        return found.get(self.config.branch)
 
     def _move(self, new: str, old: str | None, reason: str) -> None:
         """Moves the local branch from `old` to `new`, or raises GitError if someone moved it first."""

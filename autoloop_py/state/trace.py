@@ -280,9 +280,10 @@ def installed_distributions() -> dict[str, str]:
     """Returns {distribution name: version} of every installed distribution, sorted by name."""
     found: dict[str, str] = {}
     for dist in importlib.metadata.distributions():
-        name = dist.metadata["Name"] if dist.metadata else None
+        metadata = dist.metadata  # parsed anew on each access (`dist.version` too): once here
+        name = metadata["Name"] if metadata else None
         if name:
-            found.setdefault(str(name), str(dist.version))
+            found.setdefault(str(name), str(metadata["Version"]))
     return dict(sorted(found.items(), key=lambda item: item[0].lower()))
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from autoloop_py.git.command import open_repo
+from autoloop_py.git.objects import GitSession
 from autoloop_py.loop import rejudge
 from autoloop_py.loop.recording import record_iteration
 from autoloop_py.loop.rejudge import TipClaim
@@ -62,14 +63,19 @@ def _commit(repo: Path, run_git: GitRunner, message: str) -> str:
     return run_git(repo, "rev-parse", "HEAD")
 
 
-def test_tip_claim_reads_the_newest_keyed_commit(git_repo: Path, run_git: GitRunner) -> None:
+@pytest.mark.parametrize("with_session", [False, True])
+def test_tip_claim_reads_the_newest_keyed_commit(git_repo: Path, run_git: GitRunner, with_session: bool) -> None:
     repo = open_repo(git_repo)
-    assert rejudge.tip_claim(repo, "HEAD") is None
-    _commit(git_repo, run_git, "[Autoloop: demo] Iteration 1: a\n\nAutoloop-Key: demo:1:a\nAutoloop-Metric: 4.0")
-    _commit(git_repo, run_git, "a person's commit")
-    assert rejudge.tip_claim(repo, "HEAD") == TipClaim("demo:1:a", 4.0)
-    _commit(git_repo, run_git, "[Autoloop: demo] Iteration 2: b\n\nAutoloop-Key: demo:2:b\nAutoloop-Metric: nan")
-    assert rejudge.tip_claim(repo, "HEAD") == TipClaim("demo:1:a", 4.0)  # an unreadable metric claims nothing
+    with GitSession(git_repo) as session:
+        def claim() -> TipClaim | None:
+            return rejudge.tip_claim(repo, "refs/heads/main", session if with_session else None)
+
+        assert claim() is None
+        _commit(git_repo, run_git, "[Autoloop: demo] Iteration 1: a\n\nAutoloop-Key: demo:1:a\nAutoloop-Metric: 4.0")
+        _commit(git_repo, run_git, "a person's commit")
+        assert claim() == TipClaim("demo:1:a", 4.0)
+        _commit(git_repo, run_git, "[Autoloop: demo] Iteration 2: b\n\nAutoloop-Key: demo:2:b\nAutoloop-Metric: nan")
+        assert claim() == TipClaim("demo:1:a", 4.0)  # an unreadable metric claims nothing
 
 
 def test_withdraw_takes_a_candidate_at_the_tip_off_the_branch(git_repo_with_origin: Path, run_git: GitRunner) -> None:

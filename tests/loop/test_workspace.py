@@ -9,7 +9,7 @@ from typing import Callable
 import pytest
 
 from autoloop_py.errors import AutoloopError, EditError, GitError
-from autoloop_py.loop.workspace import BranchSync, Workspace, default_branch
+from autoloop_py.loop.workspace import BranchSync, Workspace, Worktrees, default_branch
 
 GitRunner = Callable[..., str]
 BRANCH = "autoloop/demo"
@@ -42,6 +42,47 @@ def test_prepare_creates_the_branch_from_main(git_repo: Path, run_git: GitRunner
         assert ws.files(["README.md", "missing.md"]) == {"README.md": "# repo\n"}
         assert git_repo.resolve() not in ws.path.resolve().parents
         assert run_git(ws.path, "status", "--porcelain", "--branch").startswith("## HEAD (no branch)")
+
+
+def test_a_runs_kept_worktree_is_checked_out_anew_and_removed_at_its_end(git_repo: Path, run_git: GitRunner) -> None:
+    with Worktrees(git_repo) as worktrees:
+        with Workspace(git_repo, "demo", worktrees=worktrees) as ws:
+            ws.prepare()
+            first = ws.path
+            ws.write({"README.md": "changed, not committed\n", "stray.txt": "left behind\n"})
+            (first / "build").mkdir()
+            (first / "build" / "out.bin").write_bytes(b"\0")
+        assert first.is_dir()  # kept for the next iteration
+        run_git(first, "checkout", "-q", "-b", "stray")  # a branch checked out there is never moved by the reuse
+        stray = run_git(git_repo, "rev-parse", "stray")
+        with Workspace(git_repo, "demo", worktrees=worktrees) as ws:
+            ws.prepare()
+            assert ws.path == first
+            assert run_git(git_repo, "rev-parse", "stray") == stray
+            assert run_git(first, "status", "--porcelain", "--branch").startswith("## HEAD (no branch)")
+            assert ws.files(["README.md", "stray.txt"]) == {"README.md": "# repo\n"}
+            assert not (first / "build").exists()
+            assert run_git(first, "status", "--porcelain", "--ignored") == ""
+            ws.write({"new.md": "kept\n"})
+            sha = ws.commit_candidate("candidate: new.md")
+        with Workspace(git_repo, "demo", worktrees=worktrees) as ws:
+            ws.prepare()
+            assert run_git(ws.path, "rev-parse", "HEAD") == sha
+            assert ws.files(["new.md"]) == {"new.md": "kept\n"}
+    assert not first.exists()
+    assert _worktrees(run_git, git_repo) == [str(git_repo)]
+
+
+def test_a_kept_worktree_that_vanished_is_replaced(git_repo: Path, run_git: GitRunner) -> None:
+    with Worktrees(git_repo) as worktrees:
+        with Workspace(git_repo, "demo", worktrees=worktrees) as ws:
+            ws.prepare()
+            first = ws.path
+        run_git(git_repo, "worktree", "remove", "--force", str(first))
+        with Workspace(git_repo, "demo", worktrees=worktrees) as ws:
+            ws.prepare()
+            assert ws.path != first and ws.files(["README.md"]) == {"README.md": "# repo\n"}
+    assert _worktrees(run_git, git_repo) == [str(git_repo)]
 
 
 def test_worktree_is_private_and_removed_on_close(git_repo: Path, run_git: GitRunner) -> None:

@@ -1,0 +1,60 @@
+"""The iterations of one `autoloop run` share its git work: one worktree, one set of lookups, no fetch of what is here."""
+
+from __future__ import annotations
+
+import subprocess
+from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from autoloop_py.git.objects import GitSession
+from autoloop_py.loop.iteration import run_iteration
+from autoloop_py.loop.options import RunOptions
+from autoloop_py.loop.workspace import Worktrees
+from autoloop_py.program.model import load_program
+from tests.e2e.test_bounded_reads import _repo, _subcommand
+
+START = datetime(2025, 1, 1, tzinfo=timezone.utc)
+
+
+def test_later_iterations_of_a_run_reuse_its_worktree_and_lookups(
+    git_repo_with_origin: Path, run_git: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = _repo(git_repo_with_origin, run_git)
+    run_git(root, "push", "-q", "origin", "main")
+    program = load_program(root, Path(".autoloop/programs/bench/program.md"))
+    per_iteration: list[Counter[str]] = []
+    real_popen = subprocess.Popen.__init__
+    counting = [True]
+
+    def popen(self: Any, args: Any, *rest: Any, **kwargs: Any) -> None:
+        if counting[0] and isinstance(args, (list, tuple)) and args and Path(str(args[0])).name == "git":
+            words = [str(a) for a in args[1:]]
+            name = _subcommand(words)
+            after = words[words.index(name) + 1:] if name in words else []
+            # `worktree add` and `worktree remove` apart from the stale-worktree check's `worktree list`
+            per_iteration[-1][f"{name} {after[0]}" if name == "worktree" and after else name] += 1
+        real_popen(self, args, *rest, **kwargs)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", popen)
+    with GitSession(root) as session, Worktrees(root) as worktrees:
+        for number in range(3):
+            per_iteration.append(Counter())
+            outcome = run_iteration(root, program, RunOptions(proposer="tune"), START, session, worktrees)
+            assert outcome.iteration == number + 1
+        counting[0] = False
+        worktrees_during = run_git(root, "worktree", "list", "--porcelain")
+    first, *later = per_iteration
+    assert first["worktree add"] == 1 and first["fetch"] == 0  # the branches the run pushed need no fetch
+    for counts in later:
+        assert counts["worktree add"] == counts["worktree remove"] == counts["fetch"] == 0
+        assert counts["checkout"] == 1 and counts["clean"] == 1  # the kept worktree, checked out anew
+        for lookup in ("remote", "config", "symbolic-ref", "check-ref-format", "for-each-ref"):
+            assert counts[lookup] == 0, lookup
+        assert counts["ls-remote"] >= 1  # the remote is still asked what it holds
+    assert worktrees_during.count("worktree ") == 2  # the checkout and the run's kept worktree
+    assert run_git(root, "worktree", "list", "--porcelain").count("worktree ") == 1  # removed at the run's end
+    assert run_git(root, "rev-parse", "memory/autoloop") == run_git(root, "rev-parse", "origin/memory/autoloop")
