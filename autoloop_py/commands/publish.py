@@ -60,10 +60,7 @@ def cmd_publish(args: argparse.Namespace, console: Console) -> int:
     if len(outcomes) > 1:
         return _publish_tick(root, program, outcomes, options, args.ci, console)
     if args.ci:
-        settings = github.from_environment(os.environ)
-        if settings is None:
-            raise AutoloopError("--ci needs GITHUB_REPOSITORY and GITHUB_TOKEN in the environment")
-        result = ci.publish_ci(root, program, outcome, options, settings)
+        result = ci.publish_ci(root, program, outcome, options, _ci_settings())
         if result.message:
             console.print(f"CI: {result.message}")
         done = result.outcome
@@ -81,15 +78,19 @@ def cmd_publish(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _ci_settings() -> github.GitHubSettings:
+    settings = github.from_environment(os.environ)
+    if settings is None:
+        raise AutoloopError("--ci needs GITHUB_REPOSITORY and GITHUB_TOKEN in the environment")
+    return settings
+
+
 def _publish_tick(
     root: Path, program: Program, outcomes: list[Outcome], options: RunOptions, with_ci: bool, console: Console
 ) -> int:
     """Publishes the slots of one tick as one update and prints each slot's record."""
     if with_ci:
-        settings = github.from_environment(os.environ)
-        if settings is None:
-            raise AutoloopError("--ci needs GITHUB_REPOSITORY and GITHUB_TOKEN in the environment")
-        result = ci.publish_tick_ci(root, program, outcomes, options, settings)
+        result = ci.publish_tick_ci(root, program, outcomes, options, _ci_settings())
         if result.message:
             console.print(f"CI: {result.message}")
         published = result.slots

@@ -111,12 +111,7 @@ def publish_ci(
     The outcome is checked before anything is written, to git or to GitHub.
     """
     check_outcome(root, program, outcome)
-    memory = MemoryStore(root)
-    memory.sync()
-    thread = thread or _thread(memory, program, settings)
-    thread.ensure_issue(program.goal)
-    gate = ci_gate.ci_gate_enabled(program)
-    settled = _settle_pending(memory, program, thread, now) if gate else None
+    memory, thread, gate, settled = _open_thread(root, program, settings, thread, now)
     record = publish_outcome(root, program, outcome, budget=options.budget, run_url=settings.run_url,
                              base_branch=options.base_branch, ci_gate=gate)
     if record is None:
@@ -124,6 +119,20 @@ def publish_ci(
     done = published(outcome, record)
     issue, pr = _publish(memory, program, thread, done, settings)
     return CiOutcome(done, settled.message if settled else "", issue, pr)
+
+
+def _open_thread(
+    root: Path, program: Program, settings: github.GitHubSettings, thread: github.ProgramThread | None,
+    now: datetime | None,
+) -> tuple[MemoryStore, github.ProgramThread, bool, ci_gate.Reconciliation | None]:
+    """Syncs the memory branch, makes sure the program issue exists and settles a pending CI gate (when on)."""
+    memory = MemoryStore(root)
+    memory.sync()
+    thread = thread or _thread(memory, program, settings)
+    thread.ensure_issue(program.goal)
+    gate = ci_gate.ci_gate_enabled(program)
+    settled = _settle_pending(memory, program, thread, now) if gate else None
+    return memory, thread, gate, settled
 
 
 @dataclass(frozen=True)
@@ -155,12 +164,7 @@ def publish_tick_ci(
     """Publishes a tick's slots as `publish_ci` does one outcome: one CI-gate settlement, one comment, one PR update."""
     for outcome in outcomes:
         check_outcome(root, program, outcome)
-    memory = MemoryStore(root)
-    memory.sync()
-    thread = thread or _thread(memory, program, settings)
-    thread.ensure_issue(program.goal)
-    gate = ci_gate.ci_gate_enabled(program)
-    settled = _settle_pending(memory, program, thread, now) if gate else None
+    memory, thread, gate, settled = _open_thread(root, program, settings, thread, now)
     slots = publish_tick(root, program, outcomes, budget=options.budget, run_url=settings.run_url,
                          base_branch=options.base_branch, ci_gate=gate)
     if all(p.record is None for p in slots):
