@@ -9,6 +9,8 @@ pair). For each run it measures, through a wrapper process that waits for the wh
   evaluation, measured beforehand) minus the server's own handling time, over the iterations;
 - CPU per iteration: user + system time of the process tree (evaluations included, equal for both);
 - peak RSS: the largest resident set of any process of the tree;
+- steady overhead: the same measure between the first and the last model request, so without what a
+  run does once (imports, setup, the first evaluation);
 - prompt tokens per request (litellm.token_counter, gpt-4o encoding) and time to the first request.
 Each is printed as ours/peer with min/median/max over the pairs.
 
@@ -275,8 +277,14 @@ def one_run(kind: str, base: Path, iterations: int, server: Server, url: str, cl
     requests = len(server.arrivals)
     evaluations = iterations + 1  # both evaluate the initial program first
     overhead = figures["wall"] - evaluations * eval_s - server.handling
+    # Between the first and the last request each iteration is one evaluation, one reply and the
+    # framework's own work, so this is the overhead once started, without the imports and setup.
+    arrivals = sorted(server.arrivals)
+    steady = ((arrivals[-1] - arrivals[0]) / (len(arrivals) - 1) - eval_s - server.handling / len(arrivals)
+              if len(arrivals) > 1 else float("nan"))
     return {
         "overhead": overhead / iterations,
+        "steady": steady,
         "cpu": figures["cpu"] / iterations,
         "rss": figures["rss_mb"],
         "tokens": prompt_tokens(list(server.prompts)),
@@ -316,7 +324,8 @@ def main() -> int:
 
 
 def _report(results: dict[str, list[dict[str, float]]]) -> None:
-    names = {"overhead": "overhead s/iteration (minus evaluation and server)", "cpu": "CPU s/iteration (tree)",
+    names = {"overhead": "overhead s/iteration (minus evaluation and server)",
+             "steady": "the same between first and last request", "cpu": "CPU s/iteration (tree)",
              "rss": "peak RSS MB", "tokens": "prompt tokens per request", "first": "time to first request s",
              "requests": "model requests"}
     print()

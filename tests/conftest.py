@@ -19,6 +19,13 @@ def _git(cwd: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
+@pytest.fixture(autouse=True)
+def _no_terminal_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keeps the caller's COLUMNS/LINES (pytest-xdist sets 80x24) from narrowing the CLI's tables."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
+
+
 @pytest.fixture
 def run_git() -> GitRunner:
     """Returns a function `run_git(cwd, *args) -> stdout` for arranging and inspecting repos."""

@@ -70,6 +70,7 @@ def _uid_skip() -> str:
     return process_limit.resolve(process_limit.UID).problem
 
 
+@pytest.mark.xdist_group("uid-65534")  # beside the fork storms of tests/security/test_process_attacks.py
 @pytest.mark.parametrize("mode", ["none", "bwrap"])
 def test_under_the_uid_limit_the_command_runs_as_nobody_in_a_copy_it_owns(tmp_path: Path, mode: str) -> None:
     if _uid_skip():

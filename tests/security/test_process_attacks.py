@@ -19,6 +19,10 @@ from autoloop_py.sandbox.cgroup import pids_limit
 from autoloop_py.sandbox.run import bwrap_status
 from tests.security.conftest import SECRET, Hostile, assert_recorded_error
 
+# Fork storms as uid 65534 use up that user's RLIMIT_NPROC headroom: under pytest-xdist they run
+# in one worker, never beside another test's commands as that uid.
+pytestmark = pytest.mark.xdist_group("uid-65534")
+
 STEAL_ENVIRON = """\
 import json, os
 found, readable = [], 0
