@@ -134,8 +134,13 @@ def test_an_edit_during_an_iteration_and_the_iteration_both_land(repo: Path, tmp
 
 
 EDITOR = """\
-import os, re, subprocess, sys
+import os, re, subprocess, sys, time
 path = sys.argv[1]
+if os.environ["EDIT_MODE"] == "conflict":
+    # Last Run has one-second resolution: the iteration below must record another second than the opened file.
+    opened = re.search(r"\\| Last Run \\| (\\S+) \\|", open(path).read()).group(1)
+    while time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) <= opened:
+        time.sleep(0.05)
 # An iteration commits while the file is open in the editor.
 subprocess.run([sys.executable, "-m", "autoloop_py", "run", "--repo", os.environ["REPO"], "--program", "counter"],
                check=True, capture_output=True)
