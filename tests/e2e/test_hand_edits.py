@@ -16,7 +16,6 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -24,7 +23,7 @@ from autoloop_py.cli import main
 from autoloop_py.loop.iteration import run_iteration
 from autoloop_py.loop.options import RunOptions
 from autoloop_py.program.model import load_program
-from autoloop_py.proposers.base import Proposal, ProposalRequest, Proposer
+from autoloop_py.proposers.base import Proposal, ProposalRequest
 from autoloop_py.proposers.tune import TuneProposer
 from autoloop_py.state import file as statefile
 from autoloop_py.state.memory import MemoryStore
