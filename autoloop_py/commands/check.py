@@ -12,7 +12,7 @@ from rich.markup import escape
 from autoloop_py.commands.common import repo_root, subparser
 from autoloop_py.errors import ProgramError
 from autoloop_py.loop.schedule import parse_schedule
-from autoloop_py.program.model import Program, check_all, discover
+from autoloop_py.program.model import UNCONFIGURED_SENTINEL, Program, check_all, discover
 from autoloop_py.program.playbook import (
     customize_markers,
     find_playbook,
@@ -52,8 +52,7 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
         console.print(f"[yellow]![/] {escape(warning)}", highlight=False)
     for program in programs:
         if program.name not in failing:
-            note = " (unconfigured template)" if program.unconfigured else ""
-            console.print(f"[green]✓[/] {program.name}{note}")
+            console.print(f"[green]✓[/] {program.name}{escape(_unconfigured_note(program))}")
     for line in lines:  # sandboxed is the normal case: silent; how the process limit holds is always said
         if line.startswith("NOT"):
             console.print(escape(line), style="yellow", highlight=False)
@@ -62,6 +61,16 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
     if not discover(root):
         console.print("no programs found under .autoloop/programs/")
     return 1 if messages else 0
+
+
+def _unconfigured_note(program: Program) -> str:
+    """Returns what keeps a marker-free program from running: the template's sentinel line, if it is still there."""
+    if not program.unconfigured:
+        return ""
+    line = next((number for number, text in enumerate(program.text.splitlines(), 1)
+                 if UNCONFIGURED_SENTINEL in text), 1)
+    return (f" (unconfigured template: no CUSTOMIZE marker is left; delete the {UNCONFIGURED_SENTINEL} line at "
+            f"{program.path}:{line} and the note under it, and it runs)")
 
 
 def _program_problems(program: Program, root: Path) -> list[str]:

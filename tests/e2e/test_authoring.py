@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 import subprocess
 import sys
@@ -125,6 +126,18 @@ def test_new_without_strategy_writes_prose_and_a_goal_marker(git_repo: Path, cap
     assert "## Evolution Strategy\n\nPlain hill climbing" in (folder / "program.md").read_text()
     assert main(["check", "--repo", str(git_repo)]) == 1
     assert "plain/program.md:12: unresolved <CUSTOMIZE: goal" in capsys.readouterr().out
+
+
+def test_check_names_the_sentinel_line_left_after_markers_resolved_by_hand(
+        git_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["new", "plain", "--strategy", "none", "--repo", str(git_repo)]) == 0
+    program = git_repo / PROGRAMS / "plain" / "program.md"
+    program.write_text(re.sub(r"<CUSTOMIZE:[^>]*>", "filled in by hand", program.read_text()))
+    capsys.readouterr()
+    assert main(["check", "--repo", str(git_repo)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert ("plain (unconfigured template: no CUSTOMIZE marker is left; delete the <!-- AUTOLOOP:UNCONFIGURED --> "
+            f"line at {PROGRAMS}/plain/program.md:1 and the note under it, and it runs)") in out
 
 
 def test_strategy_templates_come_from_the_repository_first(git_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
