@@ -128,6 +128,21 @@ class ObjectReader:
             current = match[1].hex()
         return None
 
+    def files(self, spec: str) -> list[str] | None:
+        """Returns the sorted paths (relative to it) of every non-tree entry under the tree `spec` names, as
+        `git ls-files` lists them in a checkout of it; None when spec names no tree."""
+        found = self.get(spec)
+        if found is None or found.kind != "tree":
+            return None
+        paths: list[str] = []
+        for mode, name, oid in parse_tree(found.data, len(found.sha) // 2):
+            path = name.decode("utf-8", "surrogateescape")
+            if mode == b"40000":
+                paths += [f"{path}/{inner}" for inner in self.files(oid.hex()) or []]
+            else:
+                paths.append(path)
+        return sorted(paths)
+
     def names(self, spec: str) -> list[str]:
         """Returns the sorted entry names of the tree `spec` names ([] when it names no tree)."""
         found = self.get(spec)

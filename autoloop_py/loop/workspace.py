@@ -202,6 +202,14 @@ class Workspace:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(content.encode("utf-8"))
 
+    def tracked(self, folder: Path) -> set[str] | None:
+        """Returns the repo-relative paths of the files the checkout tracks under `folder`, read from the tip's tree
+        (which the index holds after prepare()) without a git process; None without the run's session."""
+        if self._session is None or self._tip is None:
+            return None
+        listed = self._session.objects.files(f"{self._tip}:{folder.as_posix()}")
+        return {f"{folder.as_posix()}/{path}" for path in listed or []}
+
     def changed_paths(self) -> list[str]:
         """Returns the sorted paths changed versus the worktree's HEAD, tracked and untracked."""
         return changed_paths(self._wt())

@@ -90,3 +90,4 @@ def test_a_later_iteration_lists_the_remote_twice_and_reads_no_log_it_already_ho
         # did not move: no `git log`, no `rev-list`.
         assert counts["log"] == counts["rev-list"] == 0
         assert counts["update-ref"] == 1  # the memory branch; git push moved the tracking ref itself
+        assert counts["ls-files"] == 0  # the protected files are listed from the tip's tree
