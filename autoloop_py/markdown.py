@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, Iterable, Iterator
 
@@ -73,6 +73,12 @@ class Section:
     start: int
     end: int
     text: str
+    # The document's top-level block tokens inside the section (lines relative to its start) and the
+    # document's parse environment, when parsing the section alone would give the same tokens: what
+    # section_headings and list_item_texts read instead of parsing the section again.
+    blocks: tuple[Token, ...] | None = field(default=None, compare=False, repr=False)
+    env: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    inner: tuple[Heading, ...] | None = field(default=None, compare=False, repr=False)  # its headings, so read
 
     @property
     def key(self) -> str:
@@ -119,9 +125,20 @@ def parse_blocks(text: str) -> list[Token]:
 
 def headings(text: str) -> list[Heading]:
     """Returns the top-level ATX headings (those not inside code, lists or quotes)."""
-    found: list[Heading] = []
-    lines = text.splitlines()
     tokens, state = _block_tokens(text)
+    return _headings(tokens, text.splitlines(), state.env)
+
+
+def section_headings(section: Section) -> list[Heading]:
+    """Returns headings(section.text), read from the document's parse when the section carries it."""
+    if section.inner is None:
+        return headings(section.text)
+    return list(section.inner)
+
+
+def _headings(tokens: Iterable[Token], lines: list[str], env: dict[str, Any]) -> list[Heading]:
+    """Returns the ATX headings among block tokens whose `line` indexes `lines`."""
+    found: list[Heading] = []
     for token in tokens:
         if token["type"] != "heading" or token.get("style") != "atx" or "line" not in token:
             continue
@@ -129,7 +146,7 @@ def headings(text: str) -> list[Heading]:
         # mistune reports the match start, which may sit on preceding blank lines.
         while line < len(lines) and not lines[line].lstrip().startswith("#"):
             line += 1
-        children = _parser().inline(token["text"].strip(" \r\n\t\f"), state.env)
+        children = _parser().inline(token["text"].strip(" \r\n\t\f"), env)
         found.append(Heading(token["attrs"]["level"], inline_text(children), line))
     return found
 
@@ -152,16 +169,44 @@ def _block_tokens(text: str) -> tuple[list[Token], BlockState]:
 
 
 def split_sections(text: str, level: int = 2) -> list[Section]:
-    """Splits text at headings of `level` or above; the first section is the preamble (maybe empty)."""
+    """Splits text at headings of `level` or above; the first section is the preamble (maybe empty).
+
+    Each section carries the document's block tokens that fall in it (see Section.blocks) when no link
+    reference definition could make the section read differently alone, and the document's lines are
+    numbered alike by mistune and by str.splitlines.
+    """
     lines = text.splitlines(keepends=True)
-    cuts = [h for h in headings(text) if h.level <= level]
+    tokens, state = _block_tokens(text)
+    every = _headings(tokens, text.splitlines(), state.env)
+    cuts = [h for h in every if h.level <= level]
+    shared = not state.env.get("ref_links") and len(lines) == state.src.count("\n")
     sections: list[Section] = []
     starts = [0] + [h.line for h in cuts]
     owners: list[Heading | None] = [None, *cuts]
+    at = 0  # tokens are in source order: each section takes the next run of them
     for i, (start, owner) in enumerate(zip(starts, owners)):
         end = starts[i + 1] if i + 1 < len(starts) else len(lines)
-        sections.append(Section(owner, start, end, "".join(lines[start:end])))
+        blocks: tuple[Token, ...] | None = None
+        inner: tuple[Heading, ...] | None = None
+        if shared:
+            inner = tuple(replace(h, line=h.line - start) for h in every if start <= h.line < end)
+            taken = []
+            while at < len(tokens) and _block_line(tokens[at], lines) < end:
+                taken.append({**tokens[at], "line": tokens[at]["line"] - start} if "line" in tokens[at] else tokens[at])
+                at += 1
+            blocks = tuple(taken)
+        sections.append(Section(owner, start, end, "".join(lines[start:end]), blocks, state.env if shared else None,
+                                inner))
     return sections
+
+
+def _block_line(token: Token, lines: list[str]) -> int:
+    """Returns the line a block token starts on (a heading's own line, not the blank lines mistune puts before it)."""
+    line = token.get("line", 0)
+    if token["type"] == "heading" and token.get("style") == "atx":
+        while line < len(lines) and not lines[line].lstrip().startswith("#"):
+            line += 1
+    return line
 
 
 def tables(text: str) -> list[Table]:
@@ -179,6 +224,55 @@ def tables(text: str) -> list[Table]:
             rows.append(TableRow(cells, start + 2 + i))
         found.append(Table(header, tuple(rows), start, start + 2 + len(rows)))
     return found
+
+
+def list_item_texts(blocks: Iterable[Token], env: dict[str, Any]) -> list[str]:
+    """Returns the plain texts of list_items() of a text, from its block tokens (as Section.blocks has them).
+
+    env: the document's parse environment; it must hold no link reference definitions (as Section.env).
+    """
+    texts: list[str] = []
+    for token in blocks:
+        if token["type"] == "list" and "line" in token:
+            texts.extend(_item_texts(token, env))
+    return texts
+
+
+def _item_texts(token: Token, env: dict[str, Any]) -> Iterator[str]:
+    """Yields the plain text of each item of a list token, nested items after their parent (as _walk_items)."""
+    for item in token.get("children", []):
+        own = [child for child in item.get("children", []) if child["type"] != "list"]
+        yield " ".join(_block_plain_text(child, env) for child in own).strip()
+        for sub in item.get("children", []):
+            if sub["type"] == "list":
+                yield from _item_texts(sub, env)
+
+
+def _block_plain_text(block: Token, env: dict[str, Any]) -> str:
+    """Returns inline_text of a block token's children once mistune's inline pass has run over it."""
+    if "children" in block:
+        return inline_text([_inline_pass(child, env) for child in block["children"]])
+    if "text" in block:
+        # The same bullet lines ("**Status**: ❌ Rejected") recur in thousands of entries.
+        return _inline_plain_text(block["text"].strip(" \r\n\t\f"))
+    return ""
+
+
+@lru_cache(maxsize=4096)
+def _inline_plain_text(text: str) -> str:
+    """Returns the plain text of inline markdown, in a document without link reference definitions."""
+    return inline_text(_parser().inline(text, {"ref_links": {}}))
+
+
+def _inline_pass(token: Token, env: dict[str, Any]) -> Token:
+    """Returns a copy of a block token with its inline text parsed into children, as mistune's parse() does."""
+    if "children" in token:
+        return {**token, "children": [_inline_pass(child, env) for child in token["children"]]}
+    if "text" in token:
+        copied = {key: value for key, value in token.items() if key != "text"}
+        copied["children"] = _parser().inline(token["text"].strip(" \r\n\t\f"), env)
+        return copied
+    return token
 
 
 def list_items(text: str) -> list[tuple[str, int]]:

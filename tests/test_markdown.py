@@ -81,3 +81,20 @@ def test_headings_match_the_full_parse_with_inline_markup_references_and_crlf() 
             expected.append((token["attrs"]["level"], md.inline_text(token["children"]), line))
     assert [(h.level, h.text, h.line) for h in md.headings(text)] == expected
     assert expected[-2:] == [(2, "Bold code link em", 21), (3, "Iter#3", 24)]
+
+
+_PIECES = ["# A", "## B", "### Iteration 3", "text", "", "```", "- item", "- **Status**: ✅ _ok_", "  - nested `x`",
+           "* [a link](u)", "1. one", "> - quoted", "<!-- c -->", "| a | b |", "    - indented", "---", "\\- no"]
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=30), st.booleans())
+def test_a_section_reads_as_it_would_alone(lines: list[str], reference: bool) -> None:
+    # A section carries the document's parse; what it gives must equal parsing the section's text alone.
+    text = "\n".join(lines + (["", "[u]: https://example.invalid"] if reference else [])) + "\n"
+    for section in md.split_sections(text):
+        assert reference or section.blocks is not None  # only a reference definition may change a section's reading
+        assert md.section_headings(section) == md.headings(section.text)
+        if section.blocks is not None and section.env is not None:
+            alone = [item for item, _ in md.list_items(section.text)]
+            assert md.list_item_texts(section.blocks, section.env) == alone

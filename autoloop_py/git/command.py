@@ -11,10 +11,11 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterable, Iterator, Mapping, cast
+from typing import BinaryIO, Callable, Iterable, Iterator, Mapping, Sequence, cast
 
 import git
 
+from autoloop_py import tempdirs
 from autoloop_py.errors import GitError
 
 logger = logging.getLogger(__name__)
@@ -209,19 +210,30 @@ def has_remote(repo: git.Repo, remote: str) -> bool:
     return remote in run(repo, "remote").split()
 
 
+def list_remote(repo: git.Repo, remote: str, branches: Iterable[str]) -> dict[str, str]:
+    """Returns branch → sha of those `branches` the remote has, with one `git ls-remote`."""
+    wanted = {f"refs/heads/{branch}": branch for branch in branches}
+    hint = f"check that the remote '{remote}' is reachable and you may read it"
+    listing = run(repo, "ls-remote", remote, *wanted, hint=hint)
+    return {wanted[ref]: sha for sha, ref in _listed_pairs(listing) if ref in wanted}
+
+
 def fetch_branches(
-    repo: git.Repo, remote: str, branches: Iterable[str], resolve: Callable[[str], str | None] | None = None
+    repo: git.Repo, remote: str, branches: Iterable[str], resolve: Callable[[str], str | None] | None = None,
+    listed: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """Fetches the branches the remote has into refs/remotes/<remote>/; returns branch → sha.
 
     A branch whose tracking ref already is at the listed sha is not fetched again (the common case
     right after this runner pushed it): the ref and its objects are here, so a fetch would change nothing.
     resolve: returns the commit a ref names (a session's object reader); None asks `git for-each-ref`.
+    listed: branch → sha of what the remote holds, as a listing just made says (None: `git ls-remote` asks it).
     """
-    wanted = {f"refs/heads/{branch}": branch for branch in branches}
+    names = list(branches)
     hint = f"check that the remote '{remote}' is reachable and you may read it"
-    listing = run(repo, "ls-remote", remote, *wanted, hint=hint)
-    listed = {wanted[ref]: sha for sha, ref in _listed_pairs(listing) if ref in wanted}
+    if listed is None:
+        listed = list_remote(repo, remote, names)
+    listed = {branch: sha for branch, sha in listed.items() if branch in names}
     if not listed:
         return {}
     tracking = {branch: f"refs/remotes/{remote}/{branch}" for branch in listed}
@@ -270,7 +282,8 @@ def resolve_refs(
 
 
 def push_branch(
-    repo: git.Repo, remote: str, sha: str, branch: str, expected: str | None, *, built_on: str | None = None
+    repo: git.Repo, remote: str, sha: str, branch: str, expected: str | None, *, built_on: str | None = None,
+    resolve: Callable[[str], str | None] | None = None,
 ) -> GitResult:
     """Pushes commit `sha` to the remote's `branch` by compare-and-swap; updates the tracking ref when it lands.
 
@@ -278,7 +291,8 @@ def push_branch(
     forward: `sha` must descend from `expected`. A sha, never a ref name, is pushed, so nothing that
     moved a local ref meanwhile can change what leaves the machine. built_on: a commit that `sha` is
     known to be or to be a child of (the caller made it so); when it is `expected`, the descent holds
-    without asking git.
+    without asking git. resolve: returns the commit a ref names (a session's object reader); git push moves the
+    tracking ref itself when the remote's fetch refspec maps the branch, and resolve tells whether it did.
     """
     known = built_on is not None and built_on == expected
     if expected is not None and not known and not is_ancestor(repo, expected, sha):
@@ -287,8 +301,9 @@ def push_branch(
     result = call(repo, "push", "--quiet", "--no-verify", lease, remote, f"{sha}:refs/heads/{branch}")
     if not result.ok and _remote_tip(repo, remote, branch) == sha:
         result = GitResult(result.args, 0, result.stdout, "")  # another run sharing this clone pushed it already
-    if result.ok:
-        run(repo, "update-ref", "-m", "autoloop push", f"refs/remotes/{remote}/{branch}", sha)
+    tracking = f"refs/remotes/{remote}/{branch}"
+    if result.ok and (resolve is None or resolve(tracking) != sha):
+        run(repo, "update-ref", "-m", "autoloop push", tracking, sha)
     return result
 
 
@@ -306,6 +321,24 @@ def tracking_tip(repo: git.Repo, remote: str, branch: str) -> str | None:
 def _listed_pairs(listing: str) -> list[tuple[str, str]]:
     """Returns the (sha, ref name) pairs of `git ls-remote` output."""
     return [(line.split("\t", 1)[0], line.split("\t", 1)[1]) for line in listing.splitlines() if "\t" in line]
+
+
+def hash_objects(repo: git.Repo, kind: str, contents: Sequence[bytes]) -> list[str]:
+    """Stores every content as a `kind` object with one `hash-object --stdin-paths`; returns their ids in order."""
+    if not contents:
+        return []
+    with tempdirs.temporary("autoloop-objects-") as tmp:
+        paths = []
+        for content in contents:
+            path = Path(tmp) / f"{kind}-{len(paths)}"
+            path.write_bytes(content)
+            paths.append(str(path))
+        listing = "".join(p + "\n" for p in paths).encode()
+        # --no-filters: the bytes are stored as given, whatever attributes the repository sets.
+        shas = run(repo, "hash-object", "-w", "-t", kind, "--no-filters", "--stdin-paths", stdin=listing).split()
+    if len(shas) != len(paths):
+        raise GitError(f"git hash-object stored {len(shas)} of {len(paths)} objects; run `git fsck`", path=where(repo))
+    return shas
 
 
 def config_value(repo: git.Repo, key: str) -> str | None:

@@ -7,29 +7,36 @@ read of a run; refs are resolved by the same process, which reads the ref files 
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import subprocess
 import threading
 import weakref
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import IO, Callable, Hashable, TypeVar
+from typing import IO, Callable, Hashable, Iterable, Sequence, TypeVar
 
 import git
+from gitdb import IStream, LooseObjectDB
 
 from autoloop_py.errors import GitError
 from autoloop_py.git.command import (
     call,
+    common_dir,
     default_branch,
     git_environment,
     hardened_command,
+    hash_objects,
     identity_env,
+    list_remote,
     location,
     open_repo,
     run,
     where,
 )
+from autoloop_py.git.trees import parse_tree
 
 T = TypeVar("T")
 
@@ -99,6 +106,43 @@ class ObjectReader:
             return None
         return found.data[5:45].decode("ascii")
 
+    def commit(self, sha: str) -> CommitInfo | None:
+        """Returns the parts of the commit `sha` (None when it names no commit)."""
+        found = self.get(sha)
+        return parse_commit(found.sha, found.data) if found is not None and found.kind == "commit" else None
+
+    def entry(self, tree: str, path: str) -> tuple[bytes, str] | None:
+        """Returns (mode, id) of the entry at `path` (slash-separated) under the tree `tree`, None when absent."""
+        parts = path.encode("utf-8", "surrogateescape").split(b"/")
+        current = tree
+        for depth, part in enumerate(parts):
+            found = self.get(current)
+            if found is None or found.kind != "tree":
+                return None
+            match = next(((mode, oid) for mode, name, oid in parse_tree(found.data, len(current) // 2) if name == part),
+                         None)
+            if match is None:
+                return None
+            if depth == len(parts) - 1:
+                return match[0], match[1].hex()
+            current = match[1].hex()
+        return None
+
+    def files(self, spec: str) -> list[str] | None:
+        """Returns the sorted paths (relative to it) of every non-tree entry under the tree `spec` names, as
+        `git ls-files` lists them in a checkout of it; None when spec names no tree."""
+        found = self.get(spec)
+        if found is None or found.kind != "tree":
+            return None
+        paths: list[str] = []
+        for mode, name, oid in parse_tree(found.data, len(found.sha) // 2):
+            path = name.decode("utf-8", "surrogateescape")
+            if mode == b"40000":
+                paths += [f"{path}/{inner}" for inner in self.files(oid.hex()) or []]
+            else:
+                paths.append(path)
+        return sorted(paths)
+
     def names(self, spec: str) -> list[str]:
         """Returns the sorted entry names of the tree `spec` names ([] when it names no tree)."""
         found = self.get(spec)
@@ -126,6 +170,57 @@ class ObjectReader:
         if self._finalizer is not None:
             self._finalizer()
         self._process = self._finalizer = None
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    """One commit object's parts.
+
+    Attributes:
+        sha: the commit.
+        tree: its root tree.
+        parents: its parents, in order.
+        author: its author's name.
+        date: its author date, ISO 8601 with the author's offset (as `git log --format=%aI` shows it).
+        message: its message (as `git log --format=%B` shows it).
+    """
+
+    sha: str
+    tree: str
+    parents: tuple[str, ...]
+    author: str
+    date: str
+    message: str
+
+
+def parse_commit(sha: str, data: bytes) -> CommitInfo | None:
+    """Returns the parts of a raw commit object (None when it has no tree header)."""
+    head, _, body = data.partition(b"\n\n")
+    tree, parents, author, date = "", [], "", ""
+    for line in head.decode("utf-8", "replace").split("\n"):
+        field, _, value = line.partition(" ")
+        if field == "tree":
+            tree = value
+        elif field == "parent":
+            parents.append(value)
+        elif field == "author":
+            author, date = _person(value)
+    if not tree:
+        return None
+    return CommitInfo(sha, tree, tuple(parents), author, date, body.decode("utf-8", "replace"))
+
+
+def _person(value: str) -> tuple[str, str]:
+    """Returns (name, ISO 8601 date) of an `author`/`committer` header value: `Name <email> <epoch> <+hhmm>`."""
+    name, _, rest = value.partition(" <")
+    stamp = rest.rpartition("> ")[2].split()
+    try:
+        seconds, offset = int(stamp[0]), stamp[1]
+        sign = -1 if offset.startswith("-") else 1
+        zone = timezone(sign * timedelta(hours=int(offset[1:3]), minutes=int(offset[3:5])))
+        return name, datetime.fromtimestamp(seconds, zone).isoformat()
+    except (IndexError, ValueError, OverflowError):
+        return name, ""
 
 
 def _exchange(process: subprocess.Popen[bytes], spec: str) -> GitObject | None:
@@ -196,6 +291,9 @@ class GitSession:
         self._default_branches: dict[str, str] = {}
         self._valid_refs: set[str] = set()
         self._answers: dict[str, tuple[Hashable, object]] = {}  # kind → its last (key, answer)
+        self._loose: LooseObjectDB | None = None
+        self._asked: dict[str, set[str]] = {}  # remote → every branch asked about in this session
+        self._listings: dict[str, tuple[frozenset[str], dict[str, str]]] = {}  # remote → (branches listed, tips)
 
     def default_branch(self, remote: str) -> str:
         """Returns the remote's default branch (see command.default_branch), asked once per session."""
@@ -222,12 +320,59 @@ class GitSession:
         self._answers[kind] = (key, answer)
         return answer
 
+    def remote_tips(self, remote: str, branches: Iterable[str], *, reuse: bool = False) -> dict[str, str]:
+        """Returns branch → sha of those `branches` the remote has.
+
+        One `git ls-remote` lists every branch this session asked about, so the next asker of the same
+        iteration finds its branches listed. reuse: answer from the listing kept since the last
+        forget_listing() when it covers `branches` (for the steps that start one iteration, moments apart);
+        otherwise the remote is asked now.
+        """
+        names = set(branches)
+        asked = self._asked.setdefault(remote, set())
+        asked.update(names)
+        kept = self._listings.get(remote)
+        if not reuse or kept is None or not names <= kept[0]:
+            listed = frozenset(asked)
+            kept = (listed, list_remote(self.repo, remote, sorted(listed)))
+            self._listings[remote] = kept
+        return {branch: sha for branch, sha in kept[1].items() if branch in names}
+
+    def landed(self, remote: str, branch: str, sha: str) -> None:
+        """Notes that this runner's push moved the remote's `branch` to `sha` (the kept listing says so now)."""
+        kept = self._listings.get(remote)
+        if kept is not None and branch in kept[0]:
+            kept[1][branch] = sha
+
+    def forget_listing(self) -> None:
+        """Drops the kept listings: the next remote_tips() asks the remote, whatever `reuse` says."""
+        self._listings.clear()
+
     def has_remote(self, remote: str) -> bool:
         """Returns whether the repository has this remote (asked once per session)."""
         if self._remotes is None:
             listed = call(self.repo, "remote")
             self._remotes = set(listed.text.split()) if listed.ok else set()
         return remote in self._remotes
+
+    def write_objects(self, kind: str, contents: Sequence[bytes]) -> list[str]:
+        """Stores every content as a `kind` object (blob, tree); returns their ids in order.
+
+        In a SHA-1 repository through gitdb (GitPython's object database), with no git process: each object is
+        written to a temporary file and renamed into place, as git does. Otherwise with one `git hash-object`.
+        """
+        if self.object_format() != "sha1":
+            return hash_objects(self.repo, kind, contents)
+        # gitdb's own loose database: GitPython's repo.odb would start a `git hash-object` per object.
+        if self._loose is None:
+            self._loose = LooseObjectDB(str(common_dir(self.repo) / "objects"))
+        database = self._loose
+        try:
+            return [database.store(IStream(kind.encode(), len(data), io.BytesIO(data))).hexsha.decode("ascii")
+                    for data in contents]
+        except OSError as err:
+            raise GitError(f"cannot write to the object database ({err}); check that you may write to "
+                           f"{database.root_path()}", path=self.root) from err
 
     def object_format(self) -> str:
         """Returns the repository's object hash, sha1 or sha256 (read from its config, no process)."""

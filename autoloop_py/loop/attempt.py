@@ -165,7 +165,7 @@ def _attempt(ctx: AttemptContext, decision: DecisionLike | None, files: dict[str
     program, workspace, now, options = ctx.program, ctx.workspace, ctx.now, ctx.options
     run_url = options.run_url
     # Hashed before any proposer runs, from the runner's own worktree, which no candidate process ever sees.
-    guarded = checks.protected_hashes(program, workspace.path)
+    guarded = checks.protected_hashes(program, workspace.path, workspace.tracked)
     with ctx.clock("propose"):
         agent_sandbox = ctx.sandbox.agent if ctx.sandbox else None
         request = ProposalRequest(program, files, prompt, workspace.path, ctx.iteration, sandbox=agent_sandbox)

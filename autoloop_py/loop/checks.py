@@ -99,16 +99,20 @@ def links(workdir: Path, changes: Mapping[str, str | None]) -> list[str]:
             if (workdir / path).is_symlink()]
 
 
-def protected_hashes(program: Program, workdir: Path) -> dict[str, str]:
+def protected_hashes(
+    program: Program, workdir: Path, tracked_in: Callable[[Path], set[str] | None] | None = None
+) -> dict[str, str]:
     """Returns hashes of program.md and the program folder's committed non-Target files (evaluator, config).
 
     Files git does not track (a `run.log` the evaluation writes, as upstream's autoresearch does) are
-    the evaluation's output, not protected inputs.
+    the evaluation's output, not protected inputs. tracked_in: returns the files tracked under a folder
+    (the workspace reads them from its tip's tree); None, or its None, asks `git ls-files`.
     """
     base = workdir / program.base_dir
     paths = [workdir / program.path]
     if program.directory is not None:
-        tracked = _tracked(workdir, program.base_dir)
+        tracked = tracked_in(program.base_dir) if tracked_in is not None else None
+        tracked = tracked if tracked is not None else _tracked(workdir, program.base_dir)
         paths += [p for p in base.rglob("*") if p.is_file() and "__pycache__" not in p.parts
                   and (tracked is None or p.relative_to(workdir).as_posix() in tracked)]
     hashes = {}

@@ -77,7 +77,14 @@ def problem_of(state: statefile.StateFile, recorded: Recorded | None) -> str | N
 
 def newest_record(memory: MemoryStore, path: str, program: str) -> Recorded | None:
     """Returns the runner's newest keyed record of `program` in the history of `path` (None before the first)."""
-    for commit in memory.commits(path, grep=f"{KEY_TRAILER}: {key_slug(program)}:", limit=5):
+    needle = f"{KEY_TRAILER}: {key_slug(program)}:"
+    # Usually the tip is the record the previous iteration made: read from its object, no `git log`.
+    tip = memory.tip_commit(path)
+    key = read_trailers(tip.message).get(KEY_TRAILER) if tip is not None and needle in tip.message else None
+    iteration = key_iteration(key) if key else None
+    if tip is not None and key is not None and iteration is not None:
+        return Recorded(key, iteration, tip.sha)
+    for commit in memory.commits(path, grep=needle, limit=5):
         key = read_trailers(commit.message).get(KEY_TRAILER)
         iteration = key_iteration(key) if key else None
         if key is None or iteration is None:

@@ -14,7 +14,7 @@ from autoloop_py.git.objects import GitSession
 from autoloop_py.loop import integrity, lineage_store, recovery, rejudge
 from autoloop_py.loop.attempt import Attempt, AttemptContext, proposer_for, try_candidate
 from autoloop_py.loop.baseline import baseline_outcome, evaluate_baseline
-from autoloop_py.loop.lock import program_lock
+from autoloop_py.loop.lock import held_program_lock, program_lock
 from autoloop_py.loop.options import Clock, RunOptions
 from autoloop_py.loop.outcome import Outcome, write_outcome
 from autoloop_py.loop.publishing import branch_tree
@@ -80,8 +80,13 @@ def run_iteration(
     """
     # The slots of a tick only read (they write outcomes): each holds a lock of its own, so they run at once.
     lock = program.name if options.slot is None else f"{program.name}.slot-{options.slot.index}"
-    with program_lock(root, lock):
-        outcome = _run_locked(root, program, options, now, session, worktrees)
+    with held_program_lock(root, lock) as held:
+        try:
+            # The remote's tips listed just before (by the run's pick) still hold unless another run held the lock.
+            outcome = _run_locked(root, program, options, now, session, worktrees, reuse_listing=not held.waited)
+        finally:
+            if session is not None:
+                session.forget_listing()  # the next iteration asks the remote afresh
     if options.writes:
         pack_if_due(root, outcome.iteration)  # outside the lock: other runners need not wait for it
     return outcome
@@ -89,18 +94,23 @@ def run_iteration(
 
 def _run_locked(
     root: Path, program: Program, options: RunOptions, now: datetime | None, session: GitSession | None = None,
-    worktrees: Worktrees | None = None,
+    worktrees: Worktrees | None = None, reuse_listing: bool = False,
 ) -> IterationOutcome:
-    """Runs the iteration while holding the program's lock."""
+    """Runs the iteration while holding the program's lock.
+
+    reuse_listing: the memory sync and reconcile may take the remote's tips from the session's last listing (the
+    run's pick, moments ago); prepare asks the remote again, so that it builds on what was pushed meanwhile.
+    """
     clock = Clock()
     memory = MemoryStore(root, session=session)
     with clock("load state"):
-        memory.sync()
+        memory.sync(reuse_listing)
         state = load_state(memory, program, options.budget)
         # Before reconcile records anything: a stale copy of the file must not get a reused iteration number.
         integrity.check_records(memory, state_path(program), program.name, state)
         recovered = recovery.reconcile(
-            root, program, memory, options.budget, ci_gate=options.ci_gate, dry_run=not options.writes, state=state
+            root, program, memory, options.budget, ci_gate=options.ci_gate, dry_run=not options.writes, state=state,
+            reuse_listing=True,
         )
         if recovered:
             state = load_state(memory, program, options.budget)  # the records it recovered are in the file now

@@ -8,6 +8,7 @@ import logging
 import os
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -19,6 +20,19 @@ log = logging.getLogger(__name__)
 DEFAULT_WAIT = 600.0
 
 
+@dataclass(frozen=True)
+class HeldLock:
+    """A program lock being held.
+
+    Attributes:
+      path: the lock file.
+      waited: whether another run held it when it was asked for (so the remote may have moved meanwhile).
+    """
+
+    path: Path
+    waited: bool
+
+
 @contextmanager
 def program_lock(root: Path, program: str, wait: float = DEFAULT_WAIT, poll: float = 0.2) -> Iterator[Path]:
     """Holds an exclusive lock on the program for the block; waits up to `wait` seconds for another run to finish.
@@ -26,25 +40,33 @@ def program_lock(root: Path, program: str, wait: float = DEFAULT_WAIT, poll: flo
     The lock is an flock on a file under the repository's git directory, so it is shared by every
     worktree of the repository and released by the kernel if the process dies.
     """
+    with held_program_lock(root, program, wait, poll) as held:
+        yield held.path
+
+
+@contextmanager
+def held_program_lock(root: Path, program: str, wait: float = DEFAULT_WAIT, poll: float = 0.2) -> Iterator[HeldLock]:
+    """program_lock, telling whether it had to wait for another run."""
     path = _lock_path(root, program)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        _acquire(handle, path, program, wait, poll)
+        waited = _acquire(handle, path, program, wait, poll)
         os.ftruncate(handle, 0)
         os.write(handle, f"{os.getpid()}\n".encode())
-        yield path
+        yield HeldLock(path, waited)
     finally:
         os.close(handle)  # closing the descriptor releases the flock
 
 
-def _acquire(handle: int, path: Path, program: str, wait: float, poll: float) -> None:
+def _acquire(handle: int, path: Path, program: str, wait: float, poll: float) -> bool:
+    """Takes the flock; returns whether it had to wait for it."""
     deadline = time.monotonic() + wait
     announced = False
     while True:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
+            return announced
         except OSError as err:
             if err.errno not in (errno.EAGAIN, errno.EACCES):
                 raise

@@ -19,7 +19,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Callable, Collection, Mapping, Sequence
+from typing import Callable, Collection, Container, Mapping, Sequence
 
 import git
 
@@ -129,7 +129,7 @@ def read_trailers(message: str) -> dict[str, str]:
     return found
 
 
-def interrupted(commits: Sequence[tuple[str, str, datetime]], recorded: Collection[str]) -> list[Interrupted]:
+def interrupted(commits: Sequence[tuple[str, str, datetime]], recorded: Container[str]) -> list[Interrupted]:
     """Returns the keyed commits no record has, oldest first; `commits` are (sha, message, date), newest first.
 
     The walk stops at the first recorded key: runs of one program are serialised, so everything
@@ -196,9 +196,29 @@ def recorded_keys(state: statefile.StateFile) -> set[str]:
     return {entry.key for entry in state.history if entry.key}
 
 
-def known_keys(repo: git.Repo, memory: MemoryStore, program: Program, state: statefile.StateFile) -> set[str]:
+class KnownKeys:
+    """The keys of every iteration recorded for a program: in its history, or in a memory commit's trailers.
+
+    The memory log is read only when asked about a key the history lacks: the newest candidate's key is
+    almost always in the history, so most iterations need no `git log` of the memory branch.
+    """
+
+    def __init__(self, recorded: Collection[str], more: Callable[[], Collection[str]]) -> None:
+        self._recorded = recorded
+        self._more = more
+        self._read: Collection[str] | None = None
+
+    def __contains__(self, key: object) -> bool:
+        if key in self._recorded:
+            return True
+        if self._read is None:
+            self._read = self._more()
+        return key in self._read
+
+
+def known_keys(repo: git.Repo, memory: MemoryStore, program: Program, state: statefile.StateFile) -> KnownKeys:
     """Returns the keys of every iteration recorded for the program: in its history, or in a memory commit."""
-    return recorded_keys(state) | _memory_keys(repo, memory, program.name)
+    return KnownKeys(recorded_keys(state), lambda: _memory_keys(repo, memory, program.name))
 
 
 # ---------------------------------------------------------------- effects
@@ -213,10 +233,12 @@ def reconcile(
     ci_gate: bool = False,
     dry_run: bool = False,
     state: statefile.StateFile | None = None,
+    reuse_listing: bool = False,
 ) -> tuple[IterationRecord, ...]:
     """Repairs what an interrupted run left: stale worktrees, unpushed memory, unrecorded candidates; returns records added.
 
-    state: the program's state file as just read (None: read it here).
+    state: the program's state file as just read (None: read it here). reuse_listing: take the remote program
+    branch's tip from the listing the session keeps for this iteration, if any.
     """
     remove_stale_worktrees(root)
     remove_stale_tempdirs()
@@ -225,13 +247,14 @@ def reconcile(
     memory.publish()
     repo = open_repo(root)
     branch, remote = f"autoloop/{program.name}", memory.config.remote
-    tip, unpushed = _branch_tip(repo, branch, remote, memory.has_remote(), memory.session.objects.commit_sha)
+    listed = memory.session.remote_tips(remote, [branch], reuse=reuse_listing) if memory.has_remote() else None
+    tip, unpushed = _branch_tip(repo, branch, remote, listed, memory.session.objects.commit_sha)
     if tip is None:
         return ()
     recorded = known_keys(repo, memory, program, state if state is not None else load_state(memory, program, budget))
     now = datetime.now(timezone.utc)
     found = [item for item in interrupted(first_parents(repo, tip, memory.session), recorded) if settled(item, now)]
-    if not found or (unpushed and not _publish_branch(repo, branch, remote)):
+    if not found or (unpushed and not _publish_branch(repo, branch, remote, memory.session)):
         return ()
     records = tuple(recovered_record(item, ci_gate) for item in found)
     for record in records:
@@ -241,16 +264,17 @@ def reconcile(
 
 
 def _branch_tip(
-    repo: git.Repo, branch: str, remote: str, remote_exists: bool, resolve: Callable[[str], str | None]
+    repo: git.Repo, branch: str, remote: str, listed: Mapping[str, str] | None, resolve: Callable[[str], str | None]
 ) -> tuple[str | None, bool]:
     """Returns (the newer of the local and the remote program branch, whether the remote lacks it).
 
-    resolve: returns the commit a ref names (the session's object reader).
+    listed: what the remote holds of the branch (None: there is no remote). resolve: returns the commit a ref
+    names (the session's object reader).
     """
     local = resolve(f"refs/heads/{branch}")
-    if not remote_exists:
+    if listed is None:
         return local, False
-    theirs = fetch_branches(repo, remote, [branch], resolve).get(branch)
+    theirs = fetch_branches(repo, remote, [branch], resolve, listed).get(branch)
     if theirs == local:
         return local, False
     if local is None or (theirs is not None and is_ancestor(repo, local, theirs)):
@@ -302,7 +326,7 @@ def _memory_keys(repo: git.Repo, memory: MemoryStore, program: str) -> frozenset
     return memory.session.cached("memory keys", (tip, needle), read)
 
 
-def _publish_branch(repo: git.Repo, branch: str, remote: str) -> bool:
+def _publish_branch(repo: git.Repo, branch: str, remote: str, session: GitSession) -> bool:
     """Pushes the local program branch, which holds a candidate the remote lacks; returns whether it got there."""
     local = rev_parse(repo, f"refs/heads/{branch}")
     if local is None:
@@ -310,6 +334,8 @@ def _publish_branch(repo: git.Repo, branch: str, remote: str) -> bool:
     pushed = push_branch(repo, remote, local, branch, tracking_tip(repo, remote, branch))
     if not pushed.ok:
         log.warning("could not push %s to %s: %s; its unrecorded candidate stays local", branch, remote, pushed.stderr)
+    else:
+        session.landed(remote, branch, local)
     return pushed.ok
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Collection
+from typing import Container
 
 import git
 
@@ -73,7 +73,7 @@ def tip_claim(repo: git.Repo, rev: str, session: GitSession | None = None) -> Ti
     return None
 
 
-def bar(best: float | None, claim: TipClaim | None, recorded: Collection[str], direction: str) -> float | None:
+def bar(best: float | None, claim: TipClaim | None, recorded: Container[str], direction: str) -> float | None:
     """Returns the best a candidate built on the claimed commit must beat: the better of the two when unrecorded."""
     if claim is None or claim.key in recorded or best is None:
         return best

@@ -141,7 +141,10 @@ class Workspace:
         return self._tmp / "worktree"
 
     def prepare(self) -> BranchSync:
-        """Brings the program branch up to date with the base and checks it out in a private worktree."""
+        """Brings the program branch up to date with the base and checks it out in a private worktree.
+
+        The remote is asked afresh: what another run pushed while this one loaded its state is built on.
+        """
         self.close()
         hint = f"rename program {self.program!r}"
         if self._session is not None:
@@ -150,8 +153,12 @@ class Workspace:
         else:
             run(self._repo, "check-ref-format", self._ref, hint=hint)
             base_name = self.base_branch or default_branch(self.repo_root, self.remote)
-        resolve = self._session.objects.commit_sha if self._session is not None else None
-        tips = fetch_branches(self._repo, self.remote, [base_name, self.branch], resolve) if self._has_remote() else {}
+        tips: dict[str, str] = {}
+        if self._has_remote():
+            wanted = [base_name, self.branch]
+            resolve = self._session.objects.commit_sha if self._session is not None else None
+            listed = self._session.remote_tips(self.remote, wanted) if self._session is not None else None
+            tips = fetch_branches(self._repo, self.remote, wanted, resolve, listed)
         self._remote_tip = tips.get(self.branch)
         self.base_ref = f"{self.remote}/{base_name}" if base_name in tips else base_name
         base = self._base_sha(base_name, tips)
@@ -194,6 +201,14 @@ class Workspace:
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(content.encode("utf-8"))
+
+    def tracked(self, folder: Path) -> set[str] | None:
+        """Returns the repo-relative paths of the files the checkout tracks under `folder`, read from the tip's tree
+        (which the index holds after prepare()) without a git process; None without the run's session."""
+        if self._session is None or self._tip is None:
+            return None
+        listed = self._session.objects.files(f"{self._tip}:{folder.as_posix()}")
+        return {f"{folder.as_posix()}/{path}" for path in listed or []}
 
     def changed_paths(self) -> list[str]:
         """Returns the sorted paths changed versus the worktree's HEAD, tracked and untracked."""
@@ -258,9 +273,12 @@ class Workspace:
         sha = self._tip
         if sha is None:
             raise AutoloopError(f"the workspace of {self.branch} is not prepared; call prepare() first")
-        first = push_branch(self._repo, self.remote, sha, self.branch, self._remote_tip)
+        resolve = self._session.objects.commit_sha if self._session is not None else None
+        first = push_branch(self._repo, self.remote, sha, self.branch, self._remote_tip, resolve=resolve)
         if first.ok:
             self._remote_tip = sha
+            if self._session is not None:
+                self._session.landed(self.remote, self.branch, sha)
             return
         remote_tip = fetch_branches(self._repo, self.remote, [self.branch]).get(self.branch)
         if remote_tip is not None and not is_ancestor(self._repo, remote_tip, sha):
@@ -270,6 +288,8 @@ class Workspace:
         if not again.ok:
             raise failure(again, self._repo, f"rerun prepare() and push {self.branch} again")
         self._remote_tip = sha
+        if self._session is not None:
+            self._session.landed(self.remote, self.branch, sha)
 
     def close(self, keep: bool = True) -> None:
         """Removes the private worktree, if any, or leaves it to the run's kept worktrees (when given and `keep`)."""
@@ -334,14 +354,25 @@ class Workspace:
 
     def _catch_up(self, start: str, base: str, base_name: str, action: str | None) -> tuple[str, str]:
         """Fast-forwards or merges the worktree onto the base; returns the new tip and the action."""
-        counts = run(self._repo, "rev-list", "--left-right", "--count", f"{base}...{start}")
-        behind, ahead = (int(n) for n in counts.split())
+        behind, ahead = self._behind_ahead(base, start)
         if behind == 0:
             return start, action or ("ahead" if ahead else "up-to-date")
         if ahead == 0:
             run(self._wt(), "checkout", "--quiet", "--detach", base)
             return base, "fast-forwarded"
         return self._merge(base, base_name), "merged"
+
+    def _behind_ahead(self, base: str, start: str) -> tuple[int, int]:
+        """Returns how many commits `start` lacks of `base` and has beyond it.
+
+        Fixed by the two shas: the run's session keeps the last answer, so an iteration after a rejected one
+        (neither branch moved) asks no git process.
+        """
+        def count() -> tuple[int, int]:
+            behind, ahead = run(self._repo, "rev-list", "--left-right", "--count", f"{base}...{start}").split()
+            return int(behind), int(ahead)
+
+        return self._session.cached("behind ahead", (base, start), count) if self._session is not None else count()
 
     def _merge(self, base: str, base_name: str) -> str:
         """Merges the base into the worktree's HEAD and returns the merge commit; aborts on conflict."""

@@ -160,19 +160,47 @@ class IterationRecord:
 
 
 def parse_history_section(found: md.Section) -> HistorySection:
-    """Splits the section into its head, its `### ` entries and its trailing separators."""
+    """Splits the section into its head, its `### ` entries and its trailing separators.
+
+    When the section carries the document's parse (md.Section.blocks), the entries' bullets are read from
+    it: a file of 15,000 entries is parsed once, not once more per entry.
+    """
     lines = found.text.splitlines(keepends=True)
-    titles = {h.line: h.text for h in md.headings(found.text) if h.level == 3}
+    titles = {h.line: h.text for h in md.section_headings(found) if h.level == 3}
     cuts = sorted(titles)
     end = content_end(lines, max(cuts, default=0) + 1)
     bounds = list(zip(cuts, [*cuts[1:], end]))
-    entries = tuple(parse_entry("".join(lines[a:b]), titles[a]) for a, b in bounds)
+    items = _entry_items(found, bounds)
+    entries = tuple(parse_entry("".join(lines[a:b]), titles[a], items[i] if items else None)
+                    for i, (a, b) in enumerate(bounds))
     head = "".join(lines[: cuts[0] if cuts else end])
     return HistorySection(found.key, head, entries, "".join(lines[end:]))
 
 
-def parse_entry(text: str, title: str | None = None) -> HistoryEntry:
-    """Reads one `### ` entry: its numbers from the heading, status/metric/change from the bullets."""
+def _entry_items(found: md.Section, bounds: list[tuple[int, int]]) -> list[list[str]] | None:
+    """Returns the list item texts of each entry (lines [a, b) of the section), from the section's block
+    tokens; None when the section carries none."""
+    if found.blocks is None or found.env is None:
+        return None
+    lists = [token for token in found.blocks if token["type"] == "list" and "line" in token]
+    items: list[list[str]] = []
+    at = 0
+    for start, stop in bounds:
+        while at < len(lists) and lists[at]["line"] < start:
+            at += 1
+        mine = []
+        while at < len(lists) and lists[at]["line"] < stop:
+            mine.append(lists[at])
+            at += 1
+        items.append(md.list_item_texts(mine, found.env))
+    return items
+
+
+def parse_entry(text: str, title: str | None = None, items: list[str] | None = None) -> HistoryEntry:
+    """Reads one `### ` entry: its numbers from the heading, status/metric/change from the bullets.
+
+    items: the plain texts of the entry's list items, when its caller has them (else the entry is parsed).
+    """
     if title is None:
         found = md.headings(text)
         title = found[0].text if found else ""
@@ -182,7 +210,7 @@ def parse_entry(text: str, title: str | None = None) -> HistoryEntry:
     single = _ITERATION_RE.match(title)
     if not single:
         return HistoryEntry(None, None, None, text)
-    bullets = _bullets(text)
+    bullets = _bullets(text, items)
     return HistoryEntry(
         iteration=int(single.group(1)),
         last_iteration=None,
@@ -216,9 +244,9 @@ def _parse_range(text: str, first: int, last: int, rest: str) -> HistoryEntry:
     )
 
 
-def _bullets(text: str) -> dict[str, str]:
+def _bullets(text: str, items: list[str] | None = None) -> dict[str, str]:
     found: dict[str, str] = {}
-    for item, _ in md.list_items(text):
+    for item in items if items is not None else (item for item, _ in md.list_items(text)):
         label, sep, value = item.partition(":")
         if sep:
             found.setdefault(label.strip().lower(), value.strip())

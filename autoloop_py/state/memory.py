@@ -1,7 +1,7 @@
 """The memory branch: state files kept on `memory/autoloop`, read and written through git objects only.
 
-Nothing here touches the user's working tree, index or HEAD: blobs are written with
-`hash-object`, trees are built in a temporary index (GIT_INDEX_FILE), commits are made with
+Nothing here touches the user's working tree, index or HEAD: blobs and the trees on the changed paths
+are written to the object database (git_trees.overlay computes the trees), commits are made with
 `commit-tree`, and the branch moves only by compare-and-swap (`update-ref <ref> <new> <old>`).
 """
 
@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Mapping
 
-from autoloop_py import faults, tempdirs
+from autoloop_py import faults
 from autoloop_py.errors import GitError, StateError
 from autoloop_py.git.command import (
     call,
@@ -131,12 +131,15 @@ class MemoryStore:
         """Returns whether the configured remote exists in this repository."""
         return self.session.has_remote(self.config.remote)
 
-    def sync(self) -> None:
-        """Brings the local branch up to date with the remote; diverged local commits are kept aside."""
+    def sync(self, reuse_listing: bool = False) -> None:
+        """Brings the local branch up to date with the remote; diverged local commits are kept aside.
+
+        reuse_listing: take the remote's tip from the listing the session keeps for this iteration, if any.
+        """
         if not self.has_remote():
             logger.debug("no remote %r; memory stays local", self.config.remote)
             return
-        remote_tip = self._fetch()
+        remote_tip = self._fetch(reuse_listing)
         local = self._tip()
         if remote_tip is None or remote_tip == local:
             return
@@ -162,9 +165,12 @@ class MemoryStore:
         remote_tip = self._tracking_tip()
         if local is None or local == remote_tip or (remote_tip and not is_ancestor(self._repo, remote_tip, local)):
             return False
-        pushed = push_branch(self._repo, self.config.remote, local, self.config.branch, remote_tip)
+        pushed = push_branch(self._repo, self.config.remote, local, self.config.branch, remote_tip,
+                             resolve=self.session.objects.commit_sha)
         if not pushed.ok:
             logger.warning("could not push %s: %s; the next update retries", self.config.branch, pushed.stderr.strip())
+        else:
+            self.session.landed(self.config.remote, self.config.branch, local)
         return pushed.ok
 
     def read(self, path: str) -> str | None:
@@ -216,6 +222,24 @@ class MemoryStore:
             if len(parts) == 4:
                 commits.append(MemoryCommit(*parts))
         return commits
+
+    def tip_commit(self, path: str) -> MemoryCommit | None:
+        """Returns the branch tip as commits(path) lists it when the tip itself changed `path`, else None.
+
+        Read through the session's object reader (no git process): the tip's parent is its only one (or it has
+        none) and the file's entry differs from the parent's.
+        """
+        check_path(path)
+        tip = self._tip()
+        commit = self.session.objects.commit(tip) if tip is not None else None
+        if commit is None or len(commit.parents) > 1:
+            return None
+        entry = self.session.objects.entry(commit.tree, path)
+        parent = self.session.objects.commit(commit.parents[0]) if commit.parents else None
+        before = self.session.objects.entry(parent.tree, path) if parent is not None else None
+        if entry is None and before is None or entry == before or (commit.parents and parent is None):
+            return None
+        return MemoryCommit(commit.sha, commit.author, commit.date, commit.message)
 
     def list(self, prefix: str = "") -> builtins.list[str]:
         """Returns the sorted paths of files at the branch tip that start with `prefix`."""
@@ -274,13 +298,15 @@ class MemoryStore:
         if self.has_remote():
             seen = self._tracking_tip()
             # _write_commit returned base itself or a child of it.
-            pushed = push_branch(self._repo, self.config.remote, sha, self.config.branch, seen, built_on=base)
+            pushed = push_branch(self._repo, self.config.remote, sha, self.config.branch, seen, built_on=base,
+                                 resolve=self.session.objects.commit_sha)
             if not pushed.ok:
                 refusal = read_refusal(pushed.stderr)
                 if refusal.kind in (SIZE, ACCESS):  # retrying cannot help; say why at once
                     raise GitError(f"could not record {path} on {self.config.branch}: "
                                    f"{describe(refusal, self.config.remote)}", path=self.repo_root)
                 raise _Retry(f"push rejected: {pushed.stderr.strip()}", sha)
+            self.session.landed(self.config.remote, self.config.branch, sha)
         return sha
 
     def _rebase_point(self, prev_base: str | None, mine: str | None) -> tuple[str | None, str | None]:
@@ -312,10 +338,12 @@ class MemoryStore:
         """Returns what was last fetched of (or pushed to) the remote branch (see command.tracking_tip), without a process."""
         return self.session.objects.commit_sha(f"refs/remotes/{self.config.remote}/{self.config.branch}")
 
-    def _fetch(self) -> str | None:
+    def _fetch(self, reuse_listing: bool = False) -> str | None:
         """Fetches the branch from the remote; returns the remote tip or None if the remote lacks it."""
-        found = fetch_branches(self._repo, self.config.remote, [self.config.branch], self.session.objects.commit_sha)
-        return found.get(self.config.branch)
+        remote, branch = self.config.remote, self.config.branch
+        listed = self.session.remote_tips(remote, [branch], reuse=reuse_listing)
+        found = fetch_branches(self._repo, remote, [branch], self.session.objects.commit_sha, listed)
+        return found.get(branch)
 
     def _move(self, new: str, old: str | None, reason: str) -> None:
         """Moves the local branch from `old` to `new`, or raises GitError if someone moved it first."""
@@ -359,20 +387,19 @@ class MemoryStore:
     def _write_tree(self, parent: str | None, files: Mapping[str, str | bytes]) -> str:
         """Returns the tree of `parent` with `files` written over it.
 
-        Two git processes whatever the number of files or the size of the branch: one hash-object for
-        the blobs, one for the trees on the changed paths (computed by git_trees.overlay).
+        No git process in a SHA-1 repository, whatever the number of files or the size of the branch: the
+        blobs and the trees on the changed paths (computed by git_trees.overlay) go to the object database.
         """
         base = self.session.objects.tree_of(parent) if parent is not None else None
         if parent is not None and base is None:
             raise GitError(f"cannot read the tree of {parent}; run `git fsck`", path=self.repo_root)
-        with tempdirs.temporary("autoloop-objects-") as tmp:
-            # Every byte written to the branch passes the redactor: no secret value lands in a blob.
-            blobs = self._write_objects(Path(tmp), "blob", [
-                self._redactor.data(content.encode("utf-8") if isinstance(content, str) else content)
-                for content in files.values()
-            ])
-            root, trees = overlay(self._raw_tree, base, dict(zip(files, blobs)), self.session.object_format())
-            written = self._write_objects(Path(tmp), "tree", list(trees.values()))
+        # Every byte written to the branch passes the redactor: no secret value lands in a blob.
+        blobs = self.session.write_objects("blob", [
+            self._redactor.data(content.encode("utf-8") if isinstance(content, str) else content)
+            for content in files.values()
+        ])
+        root, trees = overlay(self._raw_tree, base, dict(zip(files, blobs)), self.session.object_format())
+        written = self.session.write_objects("tree", list(trees.values()))
         if written != list(trees):
             raise GitError("git stored different trees than the runner computed; run `git fsck`", path=self.repo_root)
         return root
@@ -380,22 +407,6 @@ class MemoryStore:
     def _raw_tree(self, sha: str) -> bytes | None:
         found = self.session.objects.get(sha)
         return found.data if found is not None and found.kind == "tree" else None
-
-    def _write_objects(self, folder: Path, kind: str, contents: builtins.list[bytes]) -> builtins.list[str]:
-        """Stores every content as a `kind` object with one `hash-object --stdin-paths`; returns their ids in order."""
-        if not contents:
-            return []
-        paths = []
-        for content in contents:
-            path = folder / f"{kind}-{len(paths)}"
-            path.write_bytes(content)
-            paths.append(str(path))
-        listing = "".join(p + "\n" for p in paths).encode()
-        # --no-filters: the bytes are stored as given, whatever attributes the repository sets.
-        shas = run(self._repo, "hash-object", "-w", "-t", kind, "--no-filters", "--stdin-paths", stdin=listing).split()
-        if len(shas) != len(paths):
-            raise GitError(f"git hash-object stored {len(shas)} of {len(paths)} objects; run `git fsck`", path=self.repo_root)
-        return shas
 
 
 # A memory commit leaves about eight loose objects (blobs, trees, the commit); packing every

@@ -68,6 +68,11 @@ class FolderMemory:
         check_path(path)
         return []
 
+    def tip_commit(self, path: str) -> MemoryCommit | None:
+        """Returns None: a folder keeps no history."""
+        check_path(path)
+        return None
+
     def read_at(self, commit: str, path: str) -> str | None:
         """Returns None: a folder has no earlier versions to read."""
         check_path(path)

@@ -58,3 +58,36 @@ def test_later_iterations_of_a_run_reuse_its_worktree_and_lookups(
     assert worktrees_during.count("worktree ") == 2  # the checkout and the run's kept worktree
     assert run_git(root, "worktree", "list", "--porcelain").count("worktree ") == 1  # removed at the run's end
     assert run_git(root, "rev-parse", "memory/autoloop") == run_git(root, "rev-parse", "origin/memory/autoloop")
+
+
+def test_a_later_iteration_lists_the_remote_twice_and_reads_no_log_it_already_holds(
+    git_repo_with_origin: Path, run_git: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = _repo(git_repo_with_origin, run_git)
+    run_git(root, "push", "-q", "origin", "main")
+    program = load_program(root, Path(".autoloop/programs/bench/program.md"))
+    per_iteration: list[Counter[str]] = []
+    real_popen = subprocess.Popen.__init__
+
+    def popen(self: Any, args: Any, *rest: Any, **kwargs: Any) -> None:
+        if isinstance(args, (list, tuple)) and args and Path(str(args[0])).name == "git":
+            per_iteration[-1][_subcommand([str(a) for a in args[1:]])] += 1
+        real_popen(self, args, *rest, **kwargs)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", popen)
+    statuses = []
+    with GitSession(root) as session, Worktrees(root) as worktrees:
+        for _ in range(5):
+            per_iteration.append(Counter())
+            statuses.append(run_iteration(root, program, RunOptions(proposer="tune"), START, session, worktrees).status)
+    # A rejected iteration after a rejected one (the first created the program branch): nothing moved but memory.
+    later = [per_iteration[n] for n in range(2, len(statuses)) if statuses[n - 1] == statuses[n] == "rejected"]
+    assert later, (statuses, per_iteration)
+    for counts in later:
+        # One listing for the memory sync and reconcile, one for prepare (what was pushed meanwhile is built on).
+        assert counts["ls-remote"] == 2
+        # The newest record is the memory tip, the newest candidate's key is in the history, the branches
+        # did not move: no `git log`, no `rev-list`.
+        assert counts["log"] == counts["rev-list"] == 0
+        assert counts["update-ref"] == 1  # the memory branch; git push moved the tracking ref itself
+        assert counts["ls-files"] == 0  # the protected files are listed from the tip's tree

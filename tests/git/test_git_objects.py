@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import subprocess
+from collections import Counter
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
-from autoloop_py.git.command import open_repo
+import pytest
+
+from autoloop_py.git.command import open_repo, push_branch
 from autoloop_py.git.objects import GitSession, ObjectReader, tree_entries
 from autoloop_py.state.memory import MemoryStore
 
@@ -64,3 +68,81 @@ def test_a_session_shares_its_reader_between_stores(git_repo: Path) -> None:
 def test_tree_entries_parse_raw_trees() -> None:
     raw = b"100644 b.txt\0" + b"\1" * 20 + b"40000 a dir\0" + b"\2" * 20
     assert tree_entries(raw) == ["a dir", "b.txt"]
+
+
+def _git_processes(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """Counts the git processes started from now on, by subcommand (after the hardening `-c` pairs)."""
+    started: Counter[str] = Counter()
+    real = subprocess.Popen.__init__
+
+    def popen(self: Any, args: Any, *rest: Any, **kwargs: Any) -> None:
+        if isinstance(args, (list, tuple)) and args and Path(str(args[0])).name == "git":
+            words = [str(word) for word in args[1:]]
+            while words and words[0] == "-c":
+                words = words[2:]
+            started[words[0] if words else "?"] += 1
+        real(self, args, *rest, **kwargs)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", popen)
+    return started
+
+
+def test_one_listing_of_the_remote_serves_every_branch_the_session_asked_about(
+    git_repo_with_origin: Path, run_git: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = git_repo_with_origin
+    main = run_git(root, "rev-parse", "main")
+    started = _git_processes(monkeypatch)
+    with GitSession(root) as session:
+        assert session.remote_tips("origin", ["main"]) == {"main": main}
+        assert session.remote_tips("origin", ["absent"], reuse=True) == {}  # not listed yet: asks, for both
+        assert started["ls-remote"] == 2
+        assert session.remote_tips("origin", ["main", "absent"], reuse=True) == {"main": main}
+        assert started["ls-remote"] == 2  # both were in the last listing
+        run_git(root, "commit", "-q", "--allow-empty", "-m", "more")
+        run_git(root, "push", "-q", "origin", "main")
+        newer = run_git(root, "rev-parse", "main")
+        assert session.remote_tips("origin", ["main"], reuse=True) == {"main": main}  # the kept listing
+        assert session.remote_tips("origin", ["main"]) == {"main": newer}  # without reuse: asked now
+        assert started["ls-remote"] == 3
+        session.landed("origin", "absent", main)  # this runner's own push
+        assert session.remote_tips("origin", ["absent"], reuse=True) == {"absent": main}
+        session.forget_listing()
+        assert session.remote_tips("origin", ["absent"], reuse=True) == {}
+        assert started["ls-remote"] == 4
+
+
+def test_a_commit_and_a_tree_entry_read_as_git_shows_them(git_repo: Path, run_git: Callable[..., str]) -> None:
+    first = MemoryStore(git_repo).commit({"a.md": "a\n", "dir/b.txt": "b\n"}, "first\n\nAutoloop-Key: x:1:y")
+    second = MemoryStore(git_repo).commit({"dir/b.txt": "c\n"}, "second")
+    with GitSession(git_repo) as session:
+        commit = session.objects.commit(second)
+        assert commit is not None and commit.parents == (first,)
+        assert commit.tree == run_git(git_repo, "rev-parse", f"{second}^{{tree}}")
+        assert (commit.author, commit.date) == tuple(run_git(git_repo, "log", "-1", "--format=%an%n%aI", second).split("\n"))
+        assert commit.message.strip() == "second"
+        root = session.objects.commit(first)
+        assert root is not None and root.parents == () and root.message.endswith("Autoloop-Key: x:1:y\n")
+        listed = run_git(git_repo, "ls-tree", commit.tree, "dir/b.txt").split()
+        assert session.objects.entry(commit.tree, "dir/b.txt") == (listed[0].encode(), listed[2])
+        assert session.objects.entry(commit.tree, "dir/none") is None
+        assert session.objects.entry(commit.tree, "a.md/x") is None  # a blob has no entries
+        assert session.objects.commit(commit.tree) is None
+
+
+@pytest.mark.parametrize("refspec", [True, False])
+def test_a_push_leaves_the_tracking_ref_at_what_it_pushed(
+    refspec: bool, git_repo_with_origin: Path, run_git: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = git_repo_with_origin
+    if not refspec:  # git push moves the tracking ref only through the remote's fetch refspec
+        run_git(root, "config", "--unset-all", "remote.origin.fetch")
+    base = run_git(root, "rev-parse", "main")
+    run_git(root, "commit", "-q", "--allow-empty", "-m", "next")
+    child = run_git(root, "rev-parse", "HEAD")
+    started = _git_processes(monkeypatch)
+    with GitSession(root) as session:
+        assert push_branch(session.repo, "origin", child, "main", base, built_on=base,
+                           resolve=session.objects.commit_sha).ok
+    assert run_git(root, "rev-parse", "refs/remotes/origin/main") == child
+    assert started["update-ref"] == (0 if refspec else 1)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
-from typing import Callable
+from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -64,3 +65,34 @@ def test_any_set_of_files_gives_git_s_own_tree(tmp_path_factory, files: dict[str
     for data in made.values():
         _git(repo, "hash-object", "-w", "-t", "tree", "--stdin", data=data)
     assert root == _index_tree(repo, kept)
+
+
+def test_a_memory_commit_writes_its_objects_without_a_git_process(git_repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    memory = MemoryStore(git_repo)
+    memory.commit({"x.md": "x\n", "dir/y.md": "y\n"}, "first")
+    started: list[str] = []
+    real = subprocess.Popen.__init__
+
+    def popen(self: Any, args: Any, *rest: Any, **kwargs: Any) -> None:
+        if isinstance(args, (list, tuple)) and "hash-object" in map(str, args):
+            started.append("hash-object")
+        real(self, args, *rest, **kwargs)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", popen)
+    sha = memory.commit({"dir/y.md": "changed\n", "dir/z/w.md": "new\n"}, "second")
+    assert started == []
+    monkeypatch.undo()
+    assert _git(git_repo, "show", f"{sha}:dir/z/w.md") == b"new\n"
+    assert _git(git_repo, "fsck", "--strict", "--no-dangling") == b""
+
+
+def test_a_sha256_repository_gets_sha256_objects(tmp_path: Path, isolated_git_config: None) -> None:
+    repo = tmp_path / "repo256"
+    _git(tmp_path, "init", "-q", "--object-format=sha256", "-b", "main", str(repo))
+    _git(repo, "config", "user.name", "Test User")
+    _git(repo, "config", "user.email", "test@example.invalid")
+    memory = MemoryStore(repo)
+    memory.commit({"x.md": "x\n"}, "first")
+    sha = memory.commit({"dir/y.md": "y\n"}, "second")
+    assert len(sha) == 64 and memory.read("dir/y.md") == "y\n" and memory.read("x.md") == "x\n"
+    assert _git(repo, "fsck", "--strict", "--no-dangling") == b""

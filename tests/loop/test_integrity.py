@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from autoloop_py.errors import StateError
-from autoloop_py.loop.integrity import Recorded, key_iteration, lost
+from autoloop_py.loop.integrity import Recorded, key_iteration, lost, newest_record
 from autoloop_py.state import file as statefile
 from autoloop_py.state.history import IterationRecord
+from autoloop_py.state.memory import MemoryStore
 from autoloop_py.state.merge import merge_edit
 from autoloop_py.state.textmerge import merge3
 
@@ -72,3 +75,26 @@ def test_a_count_below_the_history_would_reuse_a_number() -> None:
     folded = _state(14)
     lowered = statefile.with_machine(folded, replace(folded.machine, iteration_count=1))
     assert numbering(lowered) == "Iteration Count is 1, but the history already has iteration 14"
+
+
+def test_the_newest_record_is_read_from_the_tip_when_the_tip_is_it(git_repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    memory = MemoryStore(git_repo)
+    logs: list[str] = []
+    real = MemoryStore.commits
+
+    def commits(self: MemoryStore, path: str, **kwargs: Any) -> list[Any]:
+        logs.append(path)
+        return real(self, path, **kwargs)
+
+    monkeypatch.setattr(MemoryStore, "commits", commits)
+    first = memory.commit({"p.md": "one\n"}, "[Autoloop: p] rejected (1): a\n\nAutoloop-Key: p:1:aa")
+    assert newest_record(memory, "p.md", "p") == Recorded("p:1:aa", 1, first)
+    assert logs == []  # the tip is the record: no `git log`
+    memory.commit({"other.md": "x\n"}, "[Autoloop: p] rejected (2): b\n\nAutoloop-Key: p:2:bb")  # not p.md
+    assert newest_record(memory, "p.md", "p") == Recorded("p:1:aa", 1, first)
+    memory.commit({"p.md": "edited\n"}, "a hand edit")
+    assert newest_record(memory, "p.md", "p") == Recorded("p:1:aa", 1, first)
+    assert len(logs) == 2 + 2  # each asked the log (and whether the file was deleted since)
+    third = memory.commit({"p.md": "three\n"}, "[Autoloop: p] accepted (3): c\n\nAutoloop-Key: p:3:cc")
+    assert newest_record(memory, "p.md", "p") == Recorded("p:3:cc", 3, third)
+    assert newest_record(memory, "p.md", "q") is None and len(logs) == 5  # another program's key: the log

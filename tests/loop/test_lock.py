@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from autoloop_py.errors import AutoloopError
-from autoloop_py.loop.lock import program_lock
+from autoloop_py.loop.lock import held_program_lock, program_lock
 
 
 def test_second_holder_waits_for_the_first(git_repo: Path) -> None:
@@ -58,3 +58,20 @@ def test_a_program_named_worktrees_does_not_wait_for_itself(git_repo: Path) -> N
         thread.start()
         thread.join(30)  # a guard against hanging the suite, not a timing assertion
         assert entered.is_set()
+
+
+def test_a_held_lock_says_whether_it_waited_for_another_run(git_repo: Path) -> None:
+    with held_program_lock(git_repo, "demo") as held:
+        assert not held.waited and held.path.name == "demo.lock"
+    seen: list[bool] = []
+
+    def second() -> None:
+        with held_program_lock(git_repo, "demo", wait=5, poll=0.01) as other:
+            seen.append(other.waited)
+
+    with program_lock(git_repo, "demo"):
+        thread = threading.Thread(target=second)
+        thread.start()
+        time.sleep(0.1)
+    thread.join(5)
+    assert seen == [True]

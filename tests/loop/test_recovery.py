@@ -215,3 +215,16 @@ def test_what_a_dead_run_left_running_is_killed_with_its_worktree(git_repo: Path
         for process in (orphan, bystander):
             process.kill()
             process.wait()
+
+
+def test_known_keys_read_the_memory_log_only_for_a_key_the_history_lacks() -> None:
+    reads: list[int] = []
+
+    def memory_log() -> set[str]:
+        reads.append(1)
+        return {"demo:1:folded"}
+
+    keys = recovery.KnownKeys({"demo:2:kept"}, memory_log)
+    assert "demo:2:kept" in keys and reads == []
+    assert "demo:1:folded" in keys and "demo:3:none" not in keys
+    assert reads == [1]  # read once, then kept

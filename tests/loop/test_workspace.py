@@ -9,6 +9,7 @@ from typing import Callable
 import pytest
 
 from autoloop_py.errors import AutoloopError, EditError, GitError
+from autoloop_py.git.objects import GitSession
 from autoloop_py.loop.workspace import BranchSync, Workspace, Worktrees, default_branch
 
 GitRunner = Callable[..., str]
@@ -300,3 +301,21 @@ def test_default_branch(
 def test_missing_base_branch_is_a_git_error(git_repo: Path) -> None:
     with pytest.raises(GitError, match="base branch 'release' exists neither locally nor on 'origin'"):
         Workspace(git_repo, "demo", base_branch="release").prepare()
+
+
+def test_the_tracked_files_of_a_folder_are_what_git_ls_files_lists(git_repo: Path, run_git: GitRunner) -> None:
+    folder = git_repo / "prog"
+    (folder / "code" / "deep").mkdir(parents=True)
+    for name in ("program.md", "code/evaluate.py", "code/deep/odd name é.txt", "code/z.py"):
+        (folder / name).write_text("x\n")
+    run_git(git_repo, "add", "-A")
+    run_git(git_repo, "commit", "-q", "-m", "program")
+    with GitSession(git_repo) as session, Workspace(git_repo, "demo", session=session) as ws:
+        ws.prepare()
+        (ws.path / "prog" / "code" / "untracked.log").write_text("output\n")
+        listed = run_git(ws.path, "-c", "core.quotePath=false", "ls-files", "--", "prog").splitlines()
+        assert ws.tracked(Path("prog")) == set(listed) and len(listed) == 4
+        assert ws.tracked(Path("absent")) == set()
+    with Workspace(git_repo, "demo") as ws:
+        ws.prepare()
+        assert ws.tracked(Path("prog")) is None  # no session: checks.protected_hashes asks `git ls-files`

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
+import pytest
 from state_helpers import T0, fresh, rec, run, sections_by_key, table_file
 
 from autoloop_py import markdown as md
@@ -153,3 +154,22 @@ def test_summary_is_trimmed() -> None:
     folded = [e for e in run(fresh(), records).history if e.is_range][0]
     assert len(folded.summary) <= 200 and folded.summary.startswith("…")
     assert folded.summary.endswith("change number 9 " + "w" * 30)
+
+
+def test_a_long_history_is_parsed_once_not_once_more_per_entry(monkeypatch: pytest.MonkeyPatch) -> None:
+    state = fresh()
+    for number in range(1, 41):
+        state = run(state, [rec(["accepted", "rejected", "error"][number % 3], number)])
+    text = render_state(state)
+    history = next(s for s in md.split_sections(text) if s.key.endswith("iteration history"))
+    alone = parse_history_section(replace(history, blocks=None, env=None, inner=None))  # each entry parsed alone
+    parsed: list[str] = []
+    real = md.parse_blocks
+
+    def counted(source: str) -> list[dict[str, object]]:
+        parsed.append(source)
+        return real(source)
+
+    monkeypatch.setattr(md, "parse_blocks", counted)
+    assert parse_history_section(history) == alone
+    assert parsed == []
