@@ -42,7 +42,7 @@ def evaluate_copy(
     """
     with candidate_dir.copy_of(workdir, prefix="autoloop-eval-") as tree:
         result = evaluate(program, tree, sandbox=sandbox)
-        return result, checks.tampered(program, tree, guarded) if guarded is not None else ""
+        return result, checks.tampered(tree, guarded) if guarded is not None else ""
 
 
 def evaluation_policy(sandbox: Isolation | None) -> SandboxPolicy | None:

@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Callable, Mapping
 
+from autoloop_py.git.command import git_environment, hardened_command
 from autoloop_py.program import edits, regions
 from autoloop_py.program.model import Program
 from autoloop_py.program.regions import evolved_code
@@ -118,8 +119,9 @@ def protected_hashes(
     hashes = {}
     for path in paths:
         rel = path.relative_to(workdir).as_posix()
-        if path.is_file() and (rel == program.path.as_posix() or not program.target.allows(rel)):
-            hashes[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+        digest = _digest(path)
+        if digest is not None and (rel == program.path.as_posix() or not program.target.allows(rel)):
+            hashes[rel] = digest
     return hashes
 
 
@@ -127,8 +129,9 @@ def _tracked(workdir: Path, folder: Path) -> set[str] | None:
     """Returns the files git tracks under folder (repo-relative), or None when workdir is no git checkout."""
     if not (workdir / ".git").exists():
         return None
-    done = subprocess.run(["git", "-C", str(workdir), "ls-files", "-z", "--", folder.as_posix()],
-                          capture_output=True, timeout=60, check=False)
+    # Hardened as every runner git is: no hook or fsmonitor of the checkout's config runs.
+    done = subprocess.run(hardened_command(["-C", str(workdir), "ls-files", "-z", "--", folder.as_posix()]),
+                          env=git_environment(os.environ), capture_output=True, timeout=60, check=False)
     if done.returncode != 0:
         return None
     return {name for name in done.stdout.decode("utf-8", "replace").split("\0") if name}
@@ -140,11 +143,25 @@ def protected_changes(guarded: Mapping[str, str], changes: Mapping[str, str | No
             for path in changes if path in guarded]
 
 
-def tampered(program: Program, workdir: Path, before: Mapping[str, str]) -> str:
-    """Returns the protected files whose hashes changed since before, comma-separated ('' when none)."""
-    after = protected_hashes(program, workdir)
-    changed = sorted(p for p in before if after.get(p) != before[p])
+def tampered(workdir: Path, before: Mapping[str, str]) -> str:
+    """Returns the protected files whose hashes changed since before, comma-separated ('' when none).
+
+    Only the files of `before` are read back: the evaluated code owned workdir, and a `.git` it made
+    there would run its own config's commands (core.fsmonitor) in any git the runner started in it.
+    """
+    changed = sorted(path for path, digest in before.items() if _digest(workdir / path) != digest)
     return ", ".join(changed)
+
+
+def _digest(path: Path) -> str | None:
+    """Returns the sha256 of a file's bytes, or of where a symbolic link points (never read through: it may
+    lead to /dev/zero); None when there is no file."""
+    if path.is_symlink():
+        return hashlib.sha256(b"link:" + os.fsencode(os.readlink(path))).hexdigest()
+    if not path.is_file():
+        return None
+    with path.open("rb") as handle:  # in chunks: a candidate's file may be as large as its disk limit
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def duplicate_of(

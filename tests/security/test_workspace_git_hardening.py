@@ -103,3 +103,27 @@ def test_push_is_compare_and_swap_of_a_descendant(
     assert run_git(git_repo_with_origin, "rev-parse", "origin/main") == child
     # Already there (another run sharing this clone pushed it): done, whatever the stale expectation said.
     assert gitutil.push_branch(repo, "origin", child, "main", base).ok
+
+
+PLANT_GIT = """\
+import json, pathlib, subprocess
+here = pathlib.Path.cwd()
+root = next(p for p in [here, *here.parents] if (p / ".autoloop").is_dir())
+if not (root / ".git").exists():  # a repository in its own copy, whose fsmonitor is a command of the attacker's
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    subprocess.run(["git", "-C", str(root), "add", ".autoloop"], check=True)
+    subprocess.run(["git", "-C", str(root), "config", "core.fsmonitor", "echo escaped > {marker}; false #"], check=True)
+print(json.dumps({{"score": 1.0}}))
+"""
+
+
+def test_a_git_repository_planted_by_the_evaluation_runs_nothing_as_the_runner(
+        hostile, bwrap: None, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # The runner reads back the protected files of the evaluated copy; a git started there would run the fsmonitor.
+    marker = tmp_path / "ESCAPED"
+    hostile.install(PLANT_GIT.format(marker=marker))
+    outcome = hostile.run()
+    assert outcome.process.returncode == 0, outcome.log
+    assert "Iteration 1" in outcome.state and "git init" not in outcome.log
+    assert not marker.exists()
+    assert outcome.checkout[0] == outcome.checkout[1]
