@@ -79,13 +79,16 @@ def evaluate(program_path):
     with tempfile.TemporaryDirectory() as tmp:
         shutil.copy(program_path, pathlib.Path(tmp) / "search.py")
         shutil.copy(HERE / "evaluate.py", pathlib.Path(tmp) / "evaluate.py")
-        done = subprocess.run([sys.executable, "evaluate.py"], cwd=tmp, capture_output=True, text=True, timeout=60)
+        done = subprocess.run([EVAL_PYTHON, "evaluate.py"], cwd=tmp, capture_output=True, text=True, timeout=60)
     lines = [line for line in done.stdout.splitlines() if line.strip().startswith("{")]
     result = json.loads(lines[-1]) if lines else {"error": done.stderr[-300:]}
     if "error" in result:
         return {"combined_score": 0.0, "error": 1.0}
     return {k: v for k, v in result.items() if isinstance(v, (int, float))}
 '''
+# Both frameworks evaluate with the interpreter our program's `python3 code/evaluate.py` finds on PATH (not
+# OpenEvolve's virtualenv Python, whose start-up can be several times shorter), so one figure is subtracted.
+EVAL_PYTHON = shutil.which("python3") or sys.executable
 OE_CONFIG = """\
 max_iterations: {iterations}
 checkpoint_interval: 100000
@@ -213,7 +216,7 @@ def peer_setup(base: Path, iterations: int, api_base: str) -> Path:
     run.mkdir(parents=True)
     shutil.copy(EXAMPLE / "search.py", run / "initial_program.py")
     shutil.copy(EXAMPLE / "evaluate.py", run / "evaluate.py")
-    (run / "evaluator.py").write_text(OE_EVALUATOR)
+    (run / "evaluator.py").write_text(OE_EVALUATOR.replace("EVAL_PYTHON", repr(EVAL_PYTHON)))
     (run / "config.yaml").write_text(OE_CONFIG.format(iterations=iterations, api_base=api_base))
     return run
 
@@ -242,7 +245,7 @@ def evaluation_seconds(repeats: int = 7) -> float:
         shutil.copy(EXAMPLE / "evaluate.py", Path(tmp) / "evaluate.py")
         for _ in range(repeats):
             started = time.perf_counter()
-            subprocess.run([sys.executable, "evaluate.py"], cwd=tmp, capture_output=True, check=True)
+            subprocess.run([EVAL_PYTHON, "evaluate.py"], cwd=tmp, capture_output=True, check=True)
             times.append(time.perf_counter() - started)
     return statistics.median(times)
 
