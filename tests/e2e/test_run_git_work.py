@@ -14,32 +14,50 @@ from autoloop_py.git.objects import GitSession
 from autoloop_py.loop.iteration import run_iteration
 from autoloop_py.loop.options import RunOptions
 from autoloop_py.loop.workspace import Worktrees
-from autoloop_py.program.model import load_program
+from autoloop_py.program.model import Program, load_program
 from tests.e2e.test_bounded_reads import _repo, _subcommand
 
 START = datetime(2025, 1, 1, tzinfo=timezone.utc)
 
 
-def test_later_iterations_of_a_run_reuse_its_worktree_and_lookups(
-    git_repo_with_origin: Path, run_git: Callable[..., str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    root = _repo(git_repo_with_origin, run_git)
+def _bench(origin_repo: Path, run_git: Callable[..., str]) -> tuple[Path, Program]:
+    """Returns the bench repository, its main pushed, and its program."""
+    root = _repo(origin_repo, run_git)
     run_git(root, "push", "-q", "origin", "main")
-    program = load_program(root, Path(".autoloop/programs/bench/program.md"))
-    per_iteration: list[Counter[str]] = []
+    return root, load_program(root, Path(".autoloop/programs/bench/program.md"))
+
+
+def _count_git(monkeypatch: pytest.MonkeyPatch, per_iteration: list[Counter[str]],
+               name_of: Callable[[list[str]], str | None]) -> None:
+    """Counts each git process started into per_iteration[-1], under name_of(its arguments) (None: not counted)."""
     real_popen = subprocess.Popen.__init__
-    counting = [True]
 
     def popen(self: Any, args: Any, *rest: Any, **kwargs: Any) -> None:
-        if counting[0] and isinstance(args, (list, tuple)) and args and Path(str(args[0])).name == "git":
-            words = [str(a) for a in args[1:]]
-            name = _subcommand(words)
-            after = words[words.index(name) + 1:] if name in words else []
-            # `worktree add` and `worktree remove` apart from the stale-worktree check's `worktree list`
-            per_iteration[-1][f"{name} {after[0]}" if name == "worktree" and after else name] += 1
+        if isinstance(args, (list, tuple)) and args and Path(str(args[0])).name == "git":
+            name = name_of([str(a) for a in args[1:]])
+            if name is not None:
+                per_iteration[-1][name] += 1
         real_popen(self, args, *rest, **kwargs)
 
     monkeypatch.setattr(subprocess.Popen, "__init__", popen)
+
+
+def test_later_iterations_of_a_run_reuse_its_worktree_and_lookups(
+    git_repo_with_origin: Path, run_git: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, program = _bench(git_repo_with_origin, run_git)
+    per_iteration: list[Counter[str]] = []
+    counting = [True]
+
+    def name_of(words: list[str]) -> str | None:
+        if not counting[0]:
+            return None
+        name = _subcommand(words)
+        after = words[words.index(name) + 1:] if name in words else []
+        # `worktree add` and `worktree remove` apart from the stale-worktree check's `worktree list`
+        return f"{name} {after[0]}" if name == "worktree" and after else name
+
+    _count_git(monkeypatch, per_iteration, name_of)
     with GitSession(root) as session, Worktrees(root) as worktrees:
         for number in range(3):
             per_iteration.append(Counter())
@@ -63,18 +81,9 @@ def test_later_iterations_of_a_run_reuse_its_worktree_and_lookups(
 def test_a_later_iteration_lists_the_remote_twice_and_reads_no_log_it_already_holds(
     git_repo_with_origin: Path, run_git: Callable[..., str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    root = _repo(git_repo_with_origin, run_git)
-    run_git(root, "push", "-q", "origin", "main")
-    program = load_program(root, Path(".autoloop/programs/bench/program.md"))
+    root, program = _bench(git_repo_with_origin, run_git)
     per_iteration: list[Counter[str]] = []
-    real_popen = subprocess.Popen.__init__
-
-    def popen(self: Any, args: Any, *rest: Any, **kwargs: Any) -> None:
-        if isinstance(args, (list, tuple)) and args and Path(str(args[0])).name == "git":
-            per_iteration[-1][_subcommand([str(a) for a in args[1:]])] += 1
-        real_popen(self, args, *rest, **kwargs)
-
-    monkeypatch.setattr(subprocess.Popen, "__init__", popen)
+    _count_git(monkeypatch, per_iteration, _subcommand)
     statuses = []
     with GitSession(root) as session, Worktrees(root) as worktrees:
         for _ in range(5):
