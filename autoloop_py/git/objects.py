@@ -27,6 +27,7 @@ from autoloop_py.git.command import (
     common_dir,
     default_branch,
     git_environment,
+    guarded,
     hardened_command,
     hash_objects,
     identity_env,
@@ -156,8 +157,8 @@ class ObjectReader:
     def _started(self) -> subprocess.Popen[bytes]:
         if self._process is None or self._process.poll() is not None:
             # The same hardened command line and scrubbed environment as every other runner git command.
-            command = hardened_command(["cat-file", "--batch"])
             env = {**git_environment(os.environ), **location(self._repo)}
+            command = hardened_command(["cat-file", "--batch"], guarded(self._repo, env))
             self._process = subprocess.Popen(
                 command, cwd=where(self._repo), env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,

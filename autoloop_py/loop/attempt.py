@@ -71,6 +71,7 @@ class AttemptContext:
     sandbox: Isolation | None = None
     redactor: Redactor = field(default_factory=lambda: from_environment(os.environ))
     base_files: Mapping[str, str] = field(default_factory=dict)
+    verify_checkout: Callable[..., None] = lambda during="": None
 
 
 @dataclass(frozen=True)
@@ -170,6 +171,7 @@ def _attempt(ctx: AttemptContext, decision: DecisionLike | None, files: dict[str
         agent_sandbox = ctx.sandbox.agent if ctx.sandbox else None
         request = ProposalRequest(program, files, prompt, workspace.path, ctx.iteration, sandbox=agent_sandbox)
         proposal = ctx.proposer.propose(request, ctx.rng)
+    ctx.verify_checkout(during="the proposer ran")
     faults.checkpoint("after-propose")
     usage = usage_of(proposal)
     if decision is not None:
@@ -203,6 +205,7 @@ def _attempt(ctx: AttemptContext, decision: DecisionLike | None, files: dict[str
     with ctx.clock("evaluate"):
         faults.checkpoint("during-evaluation")
         result, tampered = evaluate_copy(program, workspace.path, guarded, evaluation_policy(ctx.sandbox))
+    ctx.verify_checkout(during="the evaluation ran")
     evaluated = _evaluated(ctx, decision, proposal, result.metrics, prompt, runs=result.runs)
     failure = None
     if tampered:
