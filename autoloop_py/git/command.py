@@ -105,7 +105,8 @@ def call(
     environment = git_environment(os.environ, network=bool(args) and args[0] in NETWORK_COMMANDS)
     environment.update(location(repo))
     environment.update(env or {})
-    command = hardened_command(args, guarded(repo, environment))
+    guard = guarded(repo, environment)
+    command = hardened_command(guard.command(args), guard.arguments)
     try:
         with _stdin(stdin) as handle:
             done = subprocess.run(
@@ -128,12 +129,12 @@ def hardened_command(args: Iterable[str], guard: Sequence[str] = ()) -> list[str
     return [git.Git.GIT_PYTHON_GIT_EXECUTABLE or "git", *HARDENING, *guard, *args]
 
 
-def guarded(repo: git.Repo, environment: Mapping[str, str]) -> tuple[str, ...]:
+def guarded(repo: git.Repo, environment: Mapping[str, str]) -> config_guard.Guard:
     """Returns the `-c` overrides that keep every command the repository's config names from running."""
     return guarded_at(where(repo), Path(repo.git_dir).resolve(), common_dir(repo), environment)
 
 
-def guarded_at(cwd: Path, git_dir: Path, common: Path, environment: Mapping[str, str]) -> tuple[str, ...]:
+def guarded_at(cwd: Path, git_dir: Path, common: Path, environment: Mapping[str, str]) -> config_guard.Guard:
     """Returns the `-c` overrides of the config git reads for the repository at git_dir (see `config_guard`), run
     in cwd with environment; listed again whenever a config file, or one it includes, changed."""
     base = config_guard.contents(config_guard.base_files(git_dir, common, environment))
@@ -142,7 +143,7 @@ def guarded_at(cwd: Path, git_dir: Path, common: Path, environment: Mapping[str,
     if config_guard.contents(guard.watched) != guard.digest:
         _listed_guard.cache_clear()
         guard = _listed_guard(*key)
-    return guard.arguments
+    return guard
 
 
 @functools.lru_cache(maxsize=64)

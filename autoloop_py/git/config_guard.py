@@ -6,7 +6,8 @@ drivers, `gpg.program`, config-based hooks... An agent or evaluation that reache
 sandbox, through `/proc/<pid>/cwd`) can write any of them into `.git/config`, and a candidate's `.gitattributes`
 can switch on a filter the user's global config defines. So the runner reads the config git would read
 (`git config --list --includes`, once per content of the config files) and adds a `-c` for every such key:
-the command line is the last word in git's config.
+the command line is the last word in git's config (but for a remote's upload/receive-pack, where git keeps the
+first value: the fetch or push then names the program itself, `--upload-pack=git-upload-pack`).
 
 - Keys of the repository's own config (scope `local` or `worktree`, with what they include) that run a command
   are set back to the user's global value, else to git's default (`git-upload-pack`, `ssh`...); credential
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
@@ -41,19 +42,22 @@ _PLAIN_DEFAULTS = {
 }  # fmt: skip
 # Untrusted `section.<sub>.name` → its default.
 _SUB_DEFAULTS = {
-    ("remote", "uploadpack"): "git-upload-pack", ("remote", "receivepack"): "git-receive-pack",
     ("gpg", "program"): "", ("gpg", "defaultkeycommand"): "", ("trailer", "command"): "", ("trailer", "cmd"): "",
-    ("pager", None): "false",
 }  # fmt: skip
 _GPG_PROGRAMS = {"openpgp": "gpg", "x509": "gpgsm", "ssh": "ssh-keygen"}
 # Neutralised in every scope: the candidate's attributes choose which of them would run.
 _DRIVERS = {
     ("filter", "clean"): "", ("filter", "smudge"): "", ("filter", "process"): "", ("filter", "required"): "false",
-    ("diff", "textconv"): "", ("diff", "command"): "true", ("merge", "driver"): MERGE_FILE,
+    ("diff", "textconv"): "cat", ("diff", "command"): "true", ("merge", "driver"): MERGE_FILE,
     ("hook", "command"): "true",
 }  # fmt: skip
 _REFUSED = {("remote", "vcs"): "a remote helper git runs by name"}
-
+# `remote.<r>.uploadpack`/`receivepack`: git takes the FIRST value, so `-c` cannot override them; the command's own
+# option does (`git push --receive-pack=…`). Key → (its default, the option, the commands that take it).
+_PACKS = {
+    "uploadpack": ("git-upload-pack", "--upload-pack", ("fetch", "ls-remote", "pull", "clone")),
+    "receivepack": ("git-receive-pack", "--receive-pack", ("push",)),
+}
 
 @dataclass(frozen=True)
 class ConfigEntry:
@@ -127,12 +131,12 @@ def overrides(entries: Sequence[ConfigEntry]) -> tuple[str, ...]:
 
 def _untrusted_default(section: str, sub: str | None, name: str) -> str | None:
     """Returns git's default for a command-running key of the repository's config (None: not one)."""
+    if section == "pager":
+        return "false"  # pager.<command>: a pager (a command) for that git command
     if sub is None:
         return _PLAIN_DEFAULTS.get(f"{section}.{name}")
     if section == "gpg" and name == "program":
         return _GPG_PROGRAMS.get(sub.lower(), "")
-    if section == "pager":
-        return None
     return _SUB_DEFAULTS.get((section, name))
 
 
@@ -190,10 +194,30 @@ class Guard:
     arguments: tuple[str, ...]
     watched: tuple[Path, ...]
     digest: str
+    packs: Mapping[str, str] = field(default_factory=dict)
+
+    def command(self, args: Sequence[str]) -> tuple[str, ...]:
+        """Returns `args` (a git subcommand and its arguments) with the upload/receive-pack option it needs."""
+        for key, value in self.packs.items():
+            _, option, commands = _PACKS[key]
+            if args and args[0] in commands:
+                return (args[0], f"{option}={value}", *args[1:])
+        return tuple(args)
+
+
+def packs(entries: Sequence[ConfigEntry]) -> dict[str, str]:
+    """Returns uploadpack/receivepack → the program a fetch/push must name, when the repository's config sets one."""
+    found = {}
+    for entry in entries:
+        section, sub, name = entry.parts
+        if section == "remote" and sub is not None and name in _PACKS and not entry.trusted:
+            trusted = [e.value for e in entries if e.trusted and e.parts[0] == "remote" and e.parts[2] == name and e.value]
+            found[name] = trusted[0] if trusted else _PACKS[name][0]
+    return found
 
 
 def fresh_guard(raw: bytes, cwd: Path) -> Guard:
     """Returns the guard of a config listing."""
     entries = parse_listing(raw)
     watched = tuple(watched_files(entries, cwd))
-    return Guard(overrides(entries), watched, contents(watched))
+    return Guard(overrides(entries), watched, contents(watched), packs(entries))

@@ -158,7 +158,7 @@ class ObjectReader:
         if self._process is None or self._process.poll() is not None:
             # The same hardened command line and scrubbed environment as every other runner git command.
             env = {**git_environment(os.environ), **location(self._repo)}
-            command = hardened_command(["cat-file", "--batch"], guarded(self._repo, env))
+            command = hardened_command(["cat-file", "--batch"], guarded(self._repo, env).arguments)
             self._process = subprocess.Popen(
                 command, cwd=where(self._repo), env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,

@@ -191,7 +191,7 @@ def init_scratch_repo(root: Path) -> None:
     for args in steps:
         # After `init`: the user's global filters and drivers stay off whatever the copy's .gitattributes say.
         scratch = root / SCRATCH_GIT
-        guard = guarded_at(root, scratch, scratch, env) if args[0] != "init" else ()
+        guard = guarded_at(root, scratch, scratch, env).arguments if args[0] != "init" else ()
         done = subprocess.run(hardened_command(args, guard), cwd=root, env=env, capture_output=True, check=False)
         if done.returncode != 0:
             logger.warning("the agent's scratch repository is incomplete: git %s: %s", args[0], done.stderr[-300:])
