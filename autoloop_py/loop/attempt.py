@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from autoloop_py import faults
+from autoloop_py.errors import GitError
 from autoloop_py.loop import checks, lineage_store, novelty, recovery, stale_parents
 from autoloop_py.loop.baseline import evaluate_copy, evaluation_policy
 from autoloop_py.loop.checks import violations
@@ -352,7 +353,12 @@ def _ratchet(
     if not options.writes:
         return record
     with clock("commit"):
-        commit, withdrawn = keep_candidate(workspace, program, proposal.summary, iteration, run_url, marks or {})
+        try:
+            commit, withdrawn = keep_candidate(workspace, program, proposal.summary, iteration, run_url, marks or {})
+        except GitError as error:
+            # Evaluated and paid for: recorded as an error with its metric and cost, not lost with the run.
+            reason = f"the evaluated candidate could not be committed: {error}"
+            return error_record(now, proposal.summary, reason, run_url, metric=result.metric, **usage)
     return settle_kept(record, commit, withdrawn, options.ci_gate)
 
 
