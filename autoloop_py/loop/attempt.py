@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Mapping
 
-from autoloop_py import faults
+from autoloop_py import faults, untrusted_text
 from autoloop_py.errors import GitError
 from autoloop_py.loop import checks, lineage_store, novelty, recovery, stale_parents
 from autoloop_py.loop.baseline import evaluate_copy, evaluation_policy
@@ -171,7 +171,7 @@ def _attempt(ctx: AttemptContext, decision: DecisionLike | None, files: dict[str
     with ctx.clock("propose"):
         agent_sandbox = ctx.sandbox.agent if ctx.sandbox else None
         request = ProposalRequest(program, files, prompt, workspace.path, ctx.iteration, sandbox=agent_sandbox)
-        proposal = ctx.proposer.propose(request, ctx.rng)
+        proposal = _plain_text(ctx.proposer.propose(request, ctx.rng))
     ctx.verify_checkout(during="the proposer ran")
     faults.checkpoint("after-propose")
     usage = usage_of(proposal)
@@ -225,6 +225,16 @@ def _attempt(ctx: AttemptContext, decision: DecisionLike | None, files: dict[str
     changes = {path: text for path, text in files.items() if ctx.base_files.get(path) != text} | dict(proposal.files)
     source = _candidate_source(ctx, proposal, files)
     return Attempt(record, candidate, prompt, evaluated, decision, failure, changes, source, proposal.approach)
+
+
+def _plain_text(proposal: Proposal) -> Proposal:
+    """Returns the proposal with its texts (summary, lesson, approach, failure) stripped of escape sequences and
+    control characters: they reach the terminal, the state file and the commit message."""
+    def clean(text: str | None) -> str | None:
+        return untrusted_text.plain(text) if text is not None else None
+
+    return replace(proposal, summary=untrusted_text.plain(proposal.summary), lesson=clean(proposal.lesson),
+                   approach=clean(proposal.approach), failure=clean(proposal.failure))  # fmt: skip
 
 
 def _secrets_in(files: Mapping[str, str | None], redactor: Redactor) -> list[str]:

@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Mapping
 
+from autoloop_py import untrusted_text
 from autoloop_py.errors import ProgramError, StateError
 from autoloop_py.loop import ci_gate, stale_parents
 from autoloop_py.program.model import Program
@@ -197,14 +198,19 @@ def record_of(
     run_url: str | None = None,
     **extra: object,
 ) -> statefile.IterationRecord:
-    """Returns the history record of one iteration, its change cut to the summary's first line."""
+    """Returns the history record of one iteration, its change cut to the summary's first line.
+
+    Its texts may hold what a model, an agent or candidate code printed: escape sequences and control characters
+    are stripped (the record reaches the terminal, the state file and commit messages).
+    """
+    change = untrusted_text.plain(change or "")
     return statefile.IterationRecord(
         status=status,
         timestamp=now or datetime.now(timezone.utc),
-        change=(change or "(no summary)").strip().splitlines()[0] if (change or "").strip() else "(no summary)",
+        change=change.strip().splitlines()[0] if change.strip() else "(no summary)",
         metric=metric,
-        notes=notes,
-        lesson=lesson,
+        notes=untrusted_text.plain(notes),
+        lesson=untrusted_text.plain(lesson) if lesson is not None else None,
         run_url=run_url,
         **extra,  # type: ignore[arg-type]
     )
