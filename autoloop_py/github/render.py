@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from autoloop_py.render import render
-from autoloop_py.untrusted_text import github_safe, plain
+from autoloop_py.state.untrusted_text import github_safe, plain
 from autoloop_py.state.parts import format_number, one_line, utc
 
 __all__ = [

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Mapping
 
-from autoloop_py import faults, untrusted_text
+from autoloop_py import faults
 from autoloop_py.errors import GitError
 from autoloop_py.loop import checks, lineage_store, novelty, recovery, stale_parents
 from autoloop_py.loop.baseline import evaluate_copy, evaluation_policy
@@ -37,7 +37,7 @@ from autoloop_py.redact import Redactor, from_environment
 from autoloop_py.sandbox.run import Isolation
 from autoloop_py.state import budget
 from autoloop_py.state import file as statefile
-from autoloop_py.state import trace
+from autoloop_py.state import trace, untrusted_text
 from autoloop_py.state.memory import MemoryStore
 from autoloop_py.state.population import Candidate
 from autoloop_py.strategies import runner as strategy

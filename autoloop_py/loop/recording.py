@@ -7,14 +7,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Mapping
 
-from autoloop_py import untrusted_text
 from autoloop_py.errors import ProgramError, StateError
 from autoloop_py.loop import ci_gate, stale_parents
 from autoloop_py.program.model import Program
 from autoloop_py.program.regions import primary_target
 from autoloop_py.proposers.base import Proposal
 from autoloop_py.state import file as statefile
-from autoloop_py.state import trace
+from autoloop_py.state import trace, untrusted_text
 from autoloop_py.state.history import KEY_TRAILER
 from autoloop_py.state.memory_folder import Memory
 from autoloop_py.state.population import Candidate

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from autoloop_py.untrusted_text import github_safe, plain
+from autoloop_py.state.untrusted_text import github_safe, plain
 
 
 @pytest.mark.parametrize(
