@@ -19,7 +19,7 @@ from autoloop_py.redact import Redactor, from_environment
 from autoloop_py.sandbox.environment import scrub_environment
 from autoloop_py.sandbox.policy import SandboxPolicy
 from autoloop_py.sandbox.process import CommandResult
-from autoloop_py.sandbox.run import isolation_for, requested_mode, run_sandboxed
+from autoloop_py.sandbox.run import isolation_for, program_limits, requested_mode, run_sandboxed
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +87,9 @@ def evaluate(
     env = _environment(program, workdir, environ)
     mask = redactor if redactor is not None else from_environment(environ)
     if sandbox is None:
-        sandbox = isolation_for(requested_mode(program), network=program.config.evaluation_network).evaluation
+        sandbox = isolation_for(
+            requested_mode(program), network=program.config.evaluation_network, limits=program_limits(program)
+        ).evaluation
     runs: list[float] = []
     printed: list[Mapping[str, Any]] = []
     for index in range(count):

@@ -174,6 +174,18 @@ def _text(path: Path) -> str | None:
         return None
 
 
+def disk_bytes(root: Path) -> int:
+    """Returns the bytes the files under root occupy on disk (links not followed, sparse files as allocated)."""
+    total = 0
+    for folder, dirs, names in os.walk(root):
+        for name in [*names, *dirs]:
+            try:
+                total += os.lstat(os.path.join(folder, name)).st_blocks * 512
+            except OSError:
+                continue
+    return total
+
+
 def init_scratch_repo(root: Path) -> None:
     """Makes `root` a throwaway git repository whose one commit is the tree as it is, for agents that need git.
 

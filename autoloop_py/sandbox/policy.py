@@ -73,6 +73,13 @@ class SandboxPolicy:
         return self.mode == BWRAP
 
 
+def evaluation_limits(max_memory: int | None, max_disk: int, total_memory: int | None) -> Limits:
+    """Returns an evaluation's limits: RLIMIT_AS at `max-memory` (unset: half the machine's memory, 4 to 32 GiB) and
+    no file larger than `max-disk` (nor than 1 GiB)."""
+    default = 32 * GIB if total_memory is None else min(32 * GIB, max(4 * GIB, total_memory // 2))
+    return Limits(address_space=max_memory or default, file_size=min(1 * GIB, max_disk))
+
+
 def limit_args(limits: Limits, timeout: float, processes_now: int | None, cpus: int) -> list[str]:
     """Returns `prlimit` options setting the limits (processes counted on top of processes_now; None: no RLIMIT_NPROC)."""
     args = [] if processes_now is None else [f"--nproc={processes_now + limits.processes}"]

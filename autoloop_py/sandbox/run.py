@@ -29,6 +29,7 @@ from autoloop_py.sandbox.policy import (
     Limits,
     SandboxPolicy,
     bwrap_args,
+    evaluation_limits,
     limit_args,
 )
 from autoloop_py.sandbox.process import CommandResult, run_process
@@ -90,11 +91,13 @@ def resolve_mode(requested: str | None) -> tuple[str, str]:
 
 
 def isolation_for(
-    requested: str | None, *, network: bool, hidden: Sequence[Path] = (), environ: Mapping[str, str] | None = None
+    requested: str | None, *, network: bool, hidden: Sequence[Path] = (), environ: Mapping[str, str] | None = None,
+    limits: Limits | None = None,
 ) -> Isolation:
     """Returns the policies of a run: `requested` (auto | bwrap | none) resolved on this machine.
 
-    hidden: the user's checkout and its git directory, never shown to a command.
+    hidden: the user's checkout and its git directory, never shown to a command. limits: the evaluation's
+    (`program_limits`); None: the defaults.
     """
     env = os.environ if environ is None else environ
     mode, reason = resolve_mode(requested)
@@ -112,7 +115,17 @@ def isolation_for(
         mode=mode, read_only=shown, hidden=hidden_paths, home=env.get("HOME"), process_limit=choice
     )
     agent = replace(base, network=True, limits=Limits(address_space=None, cpu_from_timeout=True))
-    return Isolation(evaluation=replace(base, network=network), agent=agent, reason=reason)
+    evaluation = replace(base, network=network, limits=limits or base.limits)
+    return Isolation(evaluation=evaluation, agent=agent, reason=reason)
+
+
+def program_limits(program: Program) -> Limits:
+    """Returns the limits of a program's evaluations (its `max-memory` and `max-disk`, on this machine's memory)."""
+    try:
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        total = None
+    return evaluation_limits(program.config.max_memory, program.config.max_disk, total)
 
 
 def run_isolation(root: Path, program: Program, override: str | None = None) -> Isolation:
@@ -121,7 +134,10 @@ def run_isolation(root: Path, program: Program, override: str | None = None) -> 
     The mode is the first of: override, AUTOLOOP_ISOLATION, the program's `isolation` frontmatter.
     """
     hidden = [root, root / ".git"]
-    return isolation_for(requested_mode(program, override), network=program.config.evaluation_network, hidden=hidden)
+    return isolation_for(
+        requested_mode(program, override), network=program.config.evaluation_network, hidden=hidden,
+        limits=program_limits(program),
+    )
 
 
 def requested_mode(program: Program, override: str | None = None) -> str:
