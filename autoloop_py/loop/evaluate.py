@@ -163,6 +163,8 @@ def _judge(result: CommandResult, metric: str, timeout: float) -> tuple[float | 
     value, metrics, error = parse_metric(result.stdout, metric)
     if value is None and not metrics and result.stdout_dropped:
         error = _cut_error(result)
+    if result.escaped:
+        return None, metrics, f"broke its confinement: {result.escaped}"
     if result.timed_out:
         return None, metrics, f"timed out after {timeout:g} s"
     if result.returncode < 0:

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from autoloop_py.sandbox.process import marked_pids
+
 logger = logging.getLogger(__name__)
 
 CGROUP_MOUNT = Path("/sys/fs/cgroup")
@@ -52,6 +54,16 @@ class PidsGroup:
         except OSError:
             return []
         return [int(line) for line in text.split() if line.isdigit()]
+
+    def escaped(self, name: str, value: str) -> str:
+        """Returns why the command broke out ('' when it did not): its marked processes (`name=value` in their
+        environment) that are alive outside this group, having moved themselves out of the pids limit."""
+        inside = set(self.members())
+        outside = [pid for pid in marked_pids(name, value) if pid not in inside]
+        if not outside:
+            return ""
+        return (f"{len(outside)} of its processes left its pids cgroup {self.path} (moved into another cgroup, out "
+                f"of the process limit); they were killed")
 
     def kill_all(self) -> int:
         """Kills every process in the group, again until none is left (a fork may race a kill); returns the count."""

@@ -188,7 +188,8 @@ def run_sandboxed(
     with pids_limit(policy.limits.processes, root_only=False) if grouped else nullcontext() as group:
         if group is not None:
             argv = group.wrap(argv)
-        return run_process(argv, Path(where), timeout=timeout, env=env, output_cap=output_cap)
+        audit = group.escaped if group is not None else None
+        return run_process(argv, Path(where), timeout=timeout, env=env, output_cap=output_cap, audit=audit)
 
 
 def run_token(pid: int) -> str:
