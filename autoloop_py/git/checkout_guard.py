@@ -62,7 +62,8 @@ def changes(before: CheckoutSnapshot, after: CheckoutSnapshot) -> list[str]:
         if name.startswith("worktrees/") and (name not in before.files or name not in after.files):
             continue
         if before.files.get(name) != after.files.get(name):
-            verb = "appeared" if before.files.get(name) is None else "was removed" if after.files.get(name) is None else "changed"
+            old, new = before.files.get(name), after.files.get(name)
+            verb = "appeared" if old is None else "was removed" if new is None else "changed"
             found.append(f"{before.git_dir / name} {verb}")
     for ref in sorted(set(before.refs) | set(after.refs)):
         old, new = before.refs.get(ref), after.refs.get(ref)

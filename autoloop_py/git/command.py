@@ -159,7 +159,8 @@ def _listed_guard(cwd: str, base_digest: str, environment: tuple[tuple[str, str]
         raise GitError(f"cannot run git ({error}); install git and put it on PATH") from error
     if done.returncode not in (0, 1):  # 1: no config at all
         message = done.stderr.decode("utf-8", "replace").strip()
-        raise GitError(f"`git config --list` failed (exit {done.returncode}): {message}; fix the config", path=Path(cwd))
+        failed = f"`git config --list` failed (exit {done.returncode}): {message}; fix the config"
+        raise GitError(failed, path=Path(cwd))
     return config_guard.fresh_guard(done.stdout, Path(cwd))
 
 

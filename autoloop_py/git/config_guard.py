@@ -211,7 +211,8 @@ def packs(entries: Sequence[ConfigEntry]) -> dict[str, str]:
     for entry in entries:
         section, sub, name = entry.parts
         if section == "remote" and sub is not None and name in _PACKS and not entry.trusted:
-            trusted = [e.value for e in entries if e.trusted and e.parts[0] == "remote" and e.parts[2] == name and e.value]
+            trusted = [e.value for e in entries
+                       if e.trusted and e.parts[0] == "remote" and e.parts[2] == name and e.value]
             found[name] = trusted[0] if trusted else _PACKS[name][0]
     return found
 

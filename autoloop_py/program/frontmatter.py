@@ -233,7 +233,10 @@ MIN_SIZE = 1 << 20
 
 
 def parse_size(value: Any) -> int:
-    """Returns the bytes a size names (`4GiB`, `512 MiB`, `2G`, `1000000`); raises ValueError below 1 MiB or unreadable."""
+    """Returns the bytes a size names (`4GiB`, `512 MiB`, `2G`, `1000000`).
+
+    Raises ValueError for an unreadable size or one below 1 MiB.
+    """
     match = _SIZE_RE.fullmatch(str(value)) if not isinstance(value, bool) else None
     unit = _UNITS.get(match.group(2).lower()) if match else None
     if match is None or unit is None:

@@ -22,7 +22,9 @@ from typing import Iterable
 MAX_CHANGED_PATHS = 500
 MAX_COMPONENT_BYTES = 255
 # Code points HFS+ ignores in names (git's is_hfs_dotgit): `.g\u200cit` is `.git` on a Mac.
-_HFS_IGNORED = frozenset("\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u206a\u206b\u206c\u206d\u206e\u206f\ufeff")
+_HFS_IGNORED = frozenset(
+    "\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u206a\u206b\u206c\u206d\u206e\u206f\ufeff"
+)
 
 
 def path_problems(changed: Iterable[str], existing: Iterable[str] = ()) -> list[str]:

@@ -93,7 +93,8 @@ def run_process(
         _stop_readers(readers, stop)
         process.stdout.close()
         process.stderr.close()
-    return CommandResult(returncode, out.text(), err.text(), timed_out, time.monotonic() - started, out.dropped, escaped)
+    duration = time.monotonic() - started
+    return CommandResult(returncode, out.text(), err.text(), timed_out, duration, out.dropped, escaped)
 
 
 def _wait_exited(process: subprocess.Popen[bytes], deadline: float) -> bool:

@@ -11,9 +11,14 @@ from __future__ import annotations
 
 import re
 
-# ESC [ … final byte (CSI), ESC ] … BEL or ESC \ (OSC), ESC P/X/^/_ … ESC \ (strings), any other ESC + one character.
+# ESC [ … final byte (CSI), ESC ] … BEL or ESC \ (OSC), ESC P/X/^/_ … ESC \ (strings), any other ESC and one
+# character, and the one-byte CSI (0x9b).
 _ESCAPES = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\|$)|\x1b[PX^_][^\x1b]*(?:\x1b\\|$)|\x1b.?|\x9b[0-?]*[ -/]*[@-~]",
+    r"\x1b\[[0-?]*[ -/]*[@-~]"
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\|$)"
+    r"|\x1b[PX^_][^\x1b]*(?:\x1b\\|$)"
+    r"|\x1b.?"
+    r"|\x9b[0-?]*[ -/]*[@-~]",
     re.DOTALL,
 )
 # C0 controls but tab and newline, DEL, C1 controls, and the bidirectional embeddings, overrides and isolates.
