@@ -165,6 +165,9 @@ def _judge(result: CommandResult, metric: str, timeout: float) -> tuple[float | 
         error = _cut_error(result)
     if result.escaped:
         return None, metrics, f"broke its confinement: {result.escaped}"
+    if result.memory_cap is not None:
+        return None, metrics, (f"was killed at the program's `max-memory` of {result.memory_cap} bytes (its processes "
+                               "together, a memory cgroup)")
     if result.timed_out:
         return None, metrics, f"timed out after {timeout:g} s"
     if result.returncode < 0:

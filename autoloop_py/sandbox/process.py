@@ -39,6 +39,7 @@ class CommandResult:
       duration: seconds from start until the output was read.
       stdout_dropped: bytes of stdout dropped from the middle over the cap (0: stdout is whole).
       escaped: why the command broke its confinement (its processes left the pids cgroup), '' when it did not.
+      memory_cap: the memory cgroup's cap in bytes when the kernel killed some of its processes for it, else None.
     """
 
     returncode: int
@@ -48,6 +49,7 @@ class CommandResult:
     duration: float
     stdout_dropped: int = 0
     escaped: str = ""
+    memory_cap: int | None = None
 
 
 def run_command(

@@ -19,6 +19,7 @@ from autoloop_py.errors import SandboxError
 from autoloop_py.program.model import Program
 from autoloop_py.sandbox import process_limit
 from autoloop_py.sandbox.cgroup import pids_limit
+from autoloop_py.sandbox.memory_cgroup import memory_limit
 from autoloop_py.sandbox.policy import (
     AUTO,
     BWRAP,
@@ -185,11 +186,17 @@ def run_sandboxed(
         logger.debug("prlimit is not installed: the command runs without resource limits")
     # The kernel holds a pids cgroup's limit for every user, root included.
     grouped = limit.mechanism == process_limit.CGROUP
-    with pids_limit(policy.limits.processes, root_only=False) if grouped else nullcontext() as group:
+    with (pids_limit(policy.limits.processes, root_only=False) if grouped else nullcontext()) as group, \
+            memory_limit(policy.limits.memory, group) as memory:
+        if memory is not None:
+            argv = memory.wrap(argv)
         if group is not None:
             argv = group.wrap(argv)
         audit = group.escaped if group is not None else None
-        return run_process(argv, Path(where), timeout=timeout, env=env, output_cap=output_cap, audit=audit)
+        done = run_process(argv, Path(where), timeout=timeout, env=env, output_cap=output_cap, audit=audit)
+        if memory is not None and memory.oom_kills():
+            done = replace(done, memory_cap=memory.limit)
+        return done
 
 
 def run_token(pid: int) -> str:

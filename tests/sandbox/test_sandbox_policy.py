@@ -67,8 +67,11 @@ def test_a_command_that_becomes_another_uid_gets_privileged_bwrap_and_reachable_
 
 
 def test_evaluation_limits_follow_max_memory_and_max_disk() -> None:
-    assert evaluation_limits(None, 2 * GIB, 23 * GIB) == Limits(address_space=23 * GIB // 2, file_size=1 * GIB)
+    half = 23 * GIB // 2
+    assert evaluation_limits(None, 2 * GIB, 23 * GIB) == Limits(address_space=half, file_size=1 * GIB, memory=half)
     assert evaluation_limits(None, 2 * GIB, 2 * GIB).address_space == 4 * GIB  # at least 4 GiB
     assert evaluation_limits(None, 2 * GIB, 512 * GIB).address_space == 32 * GIB  # at most 32 GiB
     assert evaluation_limits(None, 2 * GIB, None).address_space == 32 * GIB
-    assert evaluation_limits(256 << 20, 16 << 20, 23 * GIB) == Limits(address_space=256 << 20, file_size=16 << 20)
+    assert evaluation_limits(256 << 20, 16 << 20, 23 * GIB) == Limits(
+        address_space=256 << 20, file_size=16 << 20, memory=256 << 20
+    )
