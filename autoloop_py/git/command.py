@@ -138,7 +138,9 @@ def guarded_at(cwd: Path, git_dir: Path, common: Path, environment: Mapping[str,
     """Returns the `-c` overrides of the config git reads for the repository at git_dir (see `config_guard`), run
     in cwd with environment; listed again whenever a config file, or one it includes, changed."""
     base = config_guard.contents(config_guard.base_files(git_dir, common, environment))
-    key = (str(cwd), base, tuple(sorted(environment.items())))
+    # What authentication needs (tokens, agents, proxies) changes nothing git reads as config: one listing serves both.
+    listed = tuple(sorted((k, v) for k, v in environment.items() if k not in GIT_NETWORK_ENV))
+    key = (str(cwd), base, listed)
     guard = _listed_guard(*key)
     if config_guard.contents(guard.watched) != guard.digest:
         _listed_guard.cache_clear()
