@@ -24,6 +24,7 @@ from autoloop_py.commands.ci_install import (
     wheel_path,
 )
 from autoloop_py.commands.common import repo_root, subparser
+from autoloop_py.commands.init_agent import AgentSetup, add_agent_arguments, agent_context, agent_setup_from, agent_words
 from autoloop_py.commands.init_install import place_wheel, upgrade, wheel_from
 from autoloop_py.commands.new import STRATEGIES_DIR, TARGET, fill_markers, finish_program_md, scaffold
 from autoloop_py.errors import AutoloopError
@@ -68,6 +69,7 @@ class InitOptions:
       timeout_minutes: the iterate job's time limit, also told to the run.
       slots: the slots of a program's tick (`--parallel`); above 1 the matrix lists (program, slot) pairs and
         one publish job per program records the tick.
+      agent: the agent's command, install step and credentials (--proposer agent).
     """
 
     interval: timedelta = field(default_factory=lambda: timedelta(hours=6))
@@ -78,6 +80,7 @@ class InitOptions:
     model: str | None = None
     timeout_minutes: int = 45
     slots: int = 1
+    agent: AgentSetup = field(default_factory=AgentSetup)
 
 
 def add_parser(commands: Any) -> None:
@@ -106,6 +109,7 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--proposer", choices=PROPOSERS, help="default: llm with --model, else tune")
     parser.add_argument("--model", help="litellm model when the AUTOLOOP_MODEL repository variable is unset")
     parser.add_argument("--timeout-minutes", type=int, default=45, metavar="N", help="job time limit (default 45)")
+    add_agent_arguments(parser)
     parser.add_argument("--force", action="store_true", help="overwrite files that exist already")
     parser.add_argument(
         "--upgrade", action="store_true",
@@ -168,15 +172,17 @@ def options_from(args: argparse.Namespace, source: InstallSource | None = None) 
     check_spec(pip_spec)
     if args.model is not None and not _MODEL_RE.match(args.model):
         raise AutoloopError(f"--model {args.model!r} is not a litellm model name such as openai/gpt-4o-mini")
+    proposer = args.proposer or ("llm" if args.model else "tune")
     return InitOptions(
         interval=wake_interval(args.every),
         max_parallel=args.max_parallel,
         max_programs=args.max_programs,
         pip_spec=pip_spec,
-        proposer=args.proposer or ("llm" if args.model else "tune"),
+        proposer=proposer,
         model=args.model,
         timeout_minutes=args.timeout_minutes,
         slots=args.parallel,
+        agent=agent_setup_from(args, proposer),
     )
 
 
@@ -243,6 +249,7 @@ def init_command(options: InitOptions) -> str:
     if options.model:
         words += ["--model", options.model]
     words += ["--timeout-minutes", str(options.timeout_minutes)]
+    words += agent_words(options.agent)
     return " ".join(shlex.quote(word) for word in words)
 
 
@@ -260,6 +267,7 @@ def render_workflows(options: InitOptions) -> dict[Path, str]:
         proposer=options.proposer,
         model=options.model,
         slots=options.slots,
+        **agent_context(options.agent),
     )
     agentic = render(
         "workflows/autoloop.md.j2",
@@ -321,4 +329,5 @@ def next_steps(options: InitOptions) -> str:
         cron=cron_schedule(options.interval),
         agentic=AGENTIC_WORKFLOW.as_posix(),
         wheel=options.pip_spec if Path(options.pip_spec).parent == WHEELS_DIR else None,
+        agent=options.agent,
     )
