@@ -18,6 +18,7 @@ from autoloop_py.loop.outcome import Outcome, OutcomeError
 from autoloop_py.loop.recovery import key_slug
 from autoloop_py.program.model import Program
 from autoloop_py.state import file as statefile
+from autoloop_py.strategies.slots import MAX_SLOTS
 
 log = logging.getLogger(__name__)
 
@@ -95,14 +96,17 @@ def refuse(program: str, found: Sequence[str]) -> None:
 
 
 def numbered_claims(outcomes: Sequence[Outcome], state: statefile.StateFile) -> list[str]:
-    """Returns the outcomes whose iteration is past what the state allows: a tick of k slots numbers next…next+k-1.
+    """Returns the outcomes whose iteration is past any the state handed out.
 
-    An older number is a run recorded meanwhile (renumbered by the caller); a newer one was never handed out.
+    Slot i of a tick numbers itself next+i (i below MAX_SLOTS; the slots that failed leave gaps), and an
+    older number is a run recorded meanwhile: the caller renumbers both to the next ones. A newer number
+    was never handed out.
     """
     recorded = {entry.key for entry in state.history if entry.key}
-    last = state.machine.iteration_count + len(outcomes)
-    return [f"iteration: {o.iteration} is not the next iteration of '{o.program}' "
-            f"({state.machine.iteration_count + 1}{f'–{last}' if len(outcomes) > 1 else ''})"
+    first = state.machine.iteration_count + 1
+    last = state.machine.iteration_count + max(len(outcomes), MAX_SLOTS)
+    return [f"iteration: {o.iteration} is not the next iteration of '{o.program}' ({first}, or up to {last} "
+            "for the slots of a tick)"
             for o in outcomes if o.record is not None and o.key not in recorded and o.iteration > last]
 
 

@@ -18,6 +18,7 @@ from typing import Any, Callable
 import pytest
 
 from autoloop_py.cli import main
+from autoloop_py.strategies.slots import MAX_SLOTS
 from tests.e2e.test_publish import _clone, _edit_json, _git, _origin_with_counter, _propose, _refs
 from tests.e2e.test_run import PROG, _plan, _value
 
@@ -67,8 +68,8 @@ FORGERIES = {
     "year 1 east of UTC": (_record("timestamp", "0001-01-01T00:00:00+05:00"), "record.timestamp: 0001-01-01T00:00:00+05:00 is out of range"),
     "year 9999": (_record("timestamp", "9999-12-31T23:59:59+00:00"), "record.timestamp: 9999-12-31T23:59:59+00:00 is in the future"),
     "an hour before the run": (_hour_before, "is before this run started"),
-    "iteration 999999999": (_iteration(999_999_999), "iteration: 999999999 is not the next iteration of 'counter' (1)"),
-    "iteration 2 of 1": (_iteration(2), "iteration: 2 is not the next iteration of 'counter' (1)"),
+    "iteration 999999999": (_iteration(999_999_999), "iteration: 999999999 is not the next iteration of 'counter' (1, "),
+    "iteration past any slot": (_iteration(MAX_SLOTS + 1), f"iteration: {MAX_SLOTS + 1} is not the next iteration"),
     "another existing program": (_program("other"), "program: the outcome is for 'other', the workflow publishes 'counter'"),
     "a key of another program": (_other_key, "key: 'other:1:"),
     "negative cost": (_record("cost", -1e9), "record.cost: -1e+09 is not between 0 and 1e+09"),
@@ -114,6 +115,19 @@ def test_the_unforged_outcome_publishes_with_the_workflows_flags(tmp_path: Path)
     assert "Autoloop-Key: counter:1:" in _git(origin, "log", "-1", "--format=%B", "memory/autoloop")
 
 
+def test_the_one_slot_that_arrived_is_recorded_as_the_next_iteration(tmp_path: Path) -> None:
+    """Slot 1 of 2 numbered itself 2; slot 0's job failed: the publish records it as iteration 1, no gap."""
+    origin = _origin_with_counter(tmp_path)
+    outcome = tmp_path / "slot-1"
+    assert main(["run", "--repo", str(_clone(origin, tmp_path / "propose")), "--program", "counter", "--proposer",
+                 "agent", "--agent-command", _plan(tmp_path, [_value(2.0)]), "--slot", "1/2",
+                 "--outcome-dir", str(outcome)]) == 0
+    assert main(["publish", "--repo", str(_clone(origin, tmp_path / "publish")), str(outcome),
+                 "--program", "counter"]) == 0
+    message = _git(origin, "log", "-1", "--format=%B", "memory/autoloop")
+    assert "Autoloop-Key: counter:1:" in message and "counter:2:" not in message
+
+
 def test_a_forged_slot_of_a_tick_is_refused_and_nothing_is_written(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -130,7 +144,7 @@ def test_a_forged_slot_of_a_tick_is_refused_and_nothing_is_written(
     capsys.readouterr()
     assert main(["publish", "--repo", str(publisher), *map(str, slots), "--program", "counter"]) == 1
     err = " ".join(capsys.readouterr().err.split())
-    assert "iteration: 999999999 is not the next iteration of 'counter' (1–2)" in err
+    assert f"iteration: 999999999 is not the next iteration of 'counter' (1, or up to {MAX_SLOTS} for the slots" in err
     assert _refs(origin) == before
 
 

@@ -11,6 +11,7 @@ import pytest
 from autoloop_py.loop import publish_guard as guard
 from autoloop_py.loop.outcome import Outcome, OutcomeError
 from autoloop_py.state.trace import Evaluated
+from autoloop_py.strategies.slots import MAX_SLOTS
 from tests.programs import small_program
 from tests.state_helpers import T0, fresh, rec, run
 
@@ -60,14 +61,16 @@ def test_refuse_names_every_problem_and_is_quiet_without_one() -> None:
         guard.refuse("demo", ["a", "b"])
 
 
-def test_numbers_past_the_next_are_claims_older_ones_are_renumbered() -> None:
+def test_numbers_past_any_slot_are_claims_older_ones_are_renumbered() -> None:
     state = run(fresh(), [rec("accepted", 0, 0.5)])  # iteration 1 recorded: the next is 2
     assert guard.numbered_claims([outcome(iteration=2, key="demo:2:0123456789abcdef")], state) == []
     assert guard.numbered_claims([outcome()], state) == []  # a run recorded meanwhile: renumbered, not refused
-    claims = guard.numbered_claims([outcome(iteration=3, key="demo:3:0123456789abcdef")], state)
-    assert claims == ["iteration: 3 is not the next iteration of 'demo' (2)"]
-    tick = [outcome(iteration=3, key="demo:3:0123456789abcdef"), outcome(iteration=2, key="demo:2:00000000000000ff")]
-    assert guard.numbered_claims(tick, state) == []  # slots of a tick of two number 2 and 3
+    last = 1 + MAX_SLOTS
+    slot = outcome(iteration=last, key=f"demo:{last}:0123456789abcdef")  # the last slot of the widest tick
+    assert guard.numbered_claims([slot], state) == []
+    claims = guard.numbered_claims([outcome(iteration=last + 1, key=f"demo:{last + 1}:0123456789abcdef")], state)
+    assert claims == [f"iteration: {last + 1} is not the next iteration of 'demo' (2, or up to {last} for the slots "
+                      "of a tick)"]
     assert guard.renumbered(outcome(), 2).key == "demo:2:0123456789abcdef"
 
 
