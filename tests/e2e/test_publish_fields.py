@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable
@@ -103,13 +104,17 @@ def test_a_forged_field_is_refused_naming_it_and_nothing_is_written(
     assert _git(publisher, "status", "--porcelain") == ""
 
 
-def test_the_unforged_outcome_publishes_with_the_workflows_flags(tmp_path: Path) -> None:
-    """The control: the same outcome, untouched, passes every check the forgeries fail."""
+def test_the_unforged_outcome_publishes_with_the_workflows_flags(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The control: the same outcome, untouched, passes every check the forgeries fail (without litellm,
+    which the publish job does not install)."""
     origin = _origin_with_two(tmp_path)
     started = str(int(datetime.now(timezone.utc).timestamp()))  # what the plan job's `date -u +%s` writes
     outcome = tmp_path / "outcome"
     _propose(origin, _clone(origin, tmp_path / "propose"), _plan(tmp_path, [_value(2.0)]), outcome)
     publisher = _clone(origin, tmp_path / "publish")
+    monkeypatch.setitem(sys.modules, "litellm", None)
     assert main(["publish", "--repo", str(publisher), str(outcome), "--program", "counter",
                  "--not-before", started]) == 0
     assert "Autoloop-Key: counter:1:" in _git(origin, "log", "-1", "--format=%B", "memory/autoloop")

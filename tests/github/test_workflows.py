@@ -210,7 +210,11 @@ def test_propose_job_is_read_only_and_sandboxed(name: str) -> None:
     assert python["uses"] == "actions/setup-python@v5"
     assert python["with"]["cache"] == "pip"
     assert python["with"]["cache-dependency-path"] == ACTIONS_WORKFLOW.as_posix()
-    assert step(propose, "Install autoloop")["run"] == 'python -m pip install "$AUTOLOOP_PIP_SPEC"'
+    # Only a job that calls a model installs the `llm` extra (litellm).
+    extra = ' "autoloop-py[llm]"' if options.proposer == "llm" else ""
+    assert step(propose, "Install autoloop")["run"] == f'python -m pip install "$AUTOLOOP_PIP_SPEC"{extra}'
+    for job in ("plan", "publish"):
+        assert step(workflow["jobs"][job], "Install autoloop")["run"] == 'python -m pip install "$AUTOLOOP_PIP_SPEC"'
     assert workflow["env"] == {"AUTOLOOP_PIP_SPEC": options.pip_spec}
     assert "git config --global user.name" in step(propose, "Configure git")["run"]
 
