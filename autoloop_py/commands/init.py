@@ -24,7 +24,13 @@ from autoloop_py.commands.ci_install import (
     wheel_path,
 )
 from autoloop_py.commands.common import repo_root, subparser
-from autoloop_py.commands.init_agent import AgentSetup, add_agent_arguments, agent_context, agent_setup_from, agent_words
+from autoloop_py.commands.init_agent import (
+    AgentSetup,
+    add_agent_arguments,
+    agent_context,
+    agent_setup_from,
+    agent_words,
+)
 from autoloop_py.commands.init_install import place_wheel, upgrade, wheel_from
 from autoloop_py.commands.new import STRATEGIES_DIR, TARGET, fill_markers, finish_program_md, scaffold
 from autoloop_py.errors import AutoloopError
