@@ -191,3 +191,24 @@ def test_a_last_run_in_the_year_9999_stops_only_its_program(
 
     assert main(["run", "--repo", str(repo), "--program", "counter", "--proposer", "tune"]) == 1
     assert "counter.md: 'Last Run' is 9999-12-31T23:59:59+00:00" in " ".join(capsys.readouterr().err.split())
+
+
+# ---------------------------------------------------------------- in GitHub Actions (loopback GitHub)
+
+from tests.e2e.test_ci import fake  # noqa: E402,F401
+from tests.e2e.test_publish import _WRITES  # noqa: E402
+from tests.fakegithub import FakeGitHub  # noqa: E402
+
+
+@pytest.mark.parametrize("name", ["year 9999", "iteration 999999999", "another existing program"])
+def test_a_forged_field_writes_nothing_to_github_either(tmp_path: Path, fake: FakeGitHub, name: str) -> None:
+    origin = _origin_with_two(tmp_path)
+    outcome = tmp_path / "outcome"
+    _propose(origin, _clone(origin, tmp_path / "propose"), _plan(tmp_path, [_value(2.0)]), outcome)
+    forge, _ = FORGERIES[name]
+    _edit_json(outcome, lambda doc: forge(doc, datetime.now(timezone.utc)))
+    asked, before = len(fake.requests), _refs(origin)
+    assert main(["publish", "--repo", str(_clone(origin, tmp_path / "publish")), str(outcome), "--ci",
+                 "--program", "counter"]) == 1
+    assert [r.path for r in fake.requests[asked:] if r.method in _WRITES] == []
+    assert _refs(origin) == before
