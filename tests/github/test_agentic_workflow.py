@@ -112,7 +112,8 @@ def test_network_allowlist_and_read_only_permissions(workflow: str) -> None:
 def test_the_prompt_carries_upstreams_guidance_in_brief(workflow: str) -> None:
     _, body = split(workflow)
     assert "## Common Mistakes to Avoid" in body
-    assert "no suffixes" in body
+    assert "no suffixes, no hashes, no run IDs, no iteration numbers" in body
+    assert "Never let the gh-aw framework auto-generate a branch name" in body
     assert '"${{ steps.sanitized.outputs.text }}"' in body  # command mode reads the /autoloop text
     assert "Action required: configure your program" in body  # the setup guard
     assert "autoloop-completed" in body and "🎉" in body  # halting swaps the label
