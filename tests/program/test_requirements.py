@@ -42,9 +42,20 @@ def test_other_commands_have_none(command: str) -> None:
     assert leading_pip_install(command) is None
 
 
-@pytest.mark.parametrize("option", ["--index-url https://evil.example/simple", "-e .", "--extra-index-url x", "-i x"])
-def test_an_option_that_changes_what_is_installed_is_refused(option: str) -> None:
-    with pytest.raises(ValueError, match="is not passed on"):
+@pytest.mark.parametrize(
+    ("option", "says"),
+    [
+        ("--index-url https://evil.example/simple", "is not passed on"),
+        ("-e .", "is not passed on"),
+        ("--extra-index-url x", "is not passed on"),
+        ("-i x", "is not passed on"),
+        ("-r https://evil.example/requirements.txt", "not a file of the repository"),  # could name any index
+        ("-r /etc/passwd", "not a file of the repository"),
+        ("--requirement ../../outside.txt", "not a file of the repository"),
+    ],
+)
+def test_an_option_that_changes_what_is_installed_is_refused(option: str, says: str) -> None:
+    with pytest.raises(ValueError, match=says):
         leading_pip_install(f"pip install {option} numpy && python3 e.py")
 
 
