@@ -4,8 +4,9 @@ gh-aw's contract, read from its compiler (github/gh-aw `pkg/workflow/repo_memory
 push_repo_memory.cjs`): a `tools.repo-memory` entry has an id (`default` when none is given, and always
 in the object form); its branch is cloned into `/tmp/gh-aw/repo-memory/<id>` after the workflow's own
 steps; at the end of the agent job that folder alone is uploaded (hidden files such as `.git` are
-not), and a later job copies its files that match `file-glob` (each at most `max-file-size` bytes)
-onto the branch, commits and pushes. Anything written elsewhere under /tmp/gh-aw is lost with the
+not), a later job refuses the lot if any file has an extension outside .json/.jsonl/.txt/.md/.csv,
+then copies the files that match `file-glob` (each at most `max-file-size` bytes) onto the branch,
+commits and pushes. Anything written elsewhere under /tmp/gh-aw is lost with the
 runner.
 
 The test runs that contract twice from the rendered workflow: its clone and scheduler steps, gh-aw's
@@ -15,9 +16,9 @@ the save. Paths under /tmp/gh-aw are mapped into the test's own folder.
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -35,6 +36,9 @@ from autoloop_py.github import agentic_scheduler
 
 GH_AW = "/tmp/gh-aw"
 MEMORY_BRANCH = "memory/autoloop"
+# gh-aw's default `allowed-extensions`, checked over the whole uploaded folder.
+ALLOWED_EXTENSIONS = (".json", ".jsonl", ".txt", ".md", ".csv")
+REPO = Path(__file__).resolve().parents[2]
 EVALUATE = 'import json, runpy\nprint(json.dumps({"score": runpy.run_path("code/value.py")["x"]}))\n'
 
 
@@ -46,6 +50,8 @@ class RepoMemory:
     branch: str
     file_glob: tuple[str, ...]
     max_file_size: int
+    max_file_count: int
+    allowed_extensions: tuple[str, ...]
 
     @property
     def folder(self) -> str:
@@ -60,8 +66,17 @@ def repo_memories(tools: dict[str, Any]) -> list[RepoMemory]:
     for entry in entries:
         memory_id = entry.get("id") or "default"
         found.append(RepoMemory(memory_id, entry.get("branch-name") or f"memory/{memory_id}",
-                                tuple(entry.get("file-glob") or ()), int(entry.get("max-file-size") or 10240)))
+                                tuple(entry.get("file-glob") or ()), int(entry.get("max-file-size") or 10240),
+                                int(entry.get("max-file-count") or 100),
+                                tuple(entry.get("allowed-extensions") or ALLOWED_EXTENSIONS)))
     return found
+
+
+def glob_matches(pattern: str, path: str) -> bool:
+    """gh-aw's file-glob: `**` matches across folders, `*` within one."""
+    regex = "".join(".*" if part == "**" else re.escape(part).replace(r"\*", "[^/]*")
+                    for part in re.split(r"(\*\*)", pattern))
+    return re.fullmatch(regex, path) is not None
 
 
 def workflow() -> tuple[dict[str, Any], str]:
@@ -120,6 +135,10 @@ class Runner:
             if path.is_file() and not any(part.startswith(".") for part in rel.parts):
                 (artifact / rel).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(path, artifact / rel)
+        # Every uploaded file must have one of the allowed extensions, or the whole save fails.
+        uploaded = [p for p in artifact.rglob("*") if p.is_file()]
+        stray = [p for p in uploaded if p.suffix.lower() not in memory.allowed_extensions]
+        assert not stray, f"gh-aw would refuse to save repo-memory holding {stray}"
         url = str(self.server / "owner" / "repo.git")
         git(self.gh_aw.parent, "clone", "-q", url, str(work))
         git(work, "config", "user.name", "github-actions")
@@ -130,24 +149,37 @@ class Runner:
         else:
             git(work, "checkout", "-q", "--orphan", memory.branch)
             git(work, "rm", "-r", "-q", "-f", "--ignore-unmatch", ".")
+        copied: list[str] = []
         for path in artifact.rglob("*") if artifact.is_dir() else ():
             rel = path.relative_to(artifact).as_posix()
-            if path.is_file() and (not memory.file_glob or any(fnmatch.fnmatch(rel, g) for g in memory.file_glob)):
+            if path.is_file() and (not memory.file_glob or any(glob_matches(g, rel) for g in memory.file_glob)):
                 assert path.stat().st_size <= memory.max_file_size, f"{rel} is over repo-memory's max-file-size"
+                copied.append(rel)
                 (work / rel).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(path, work / rel)
+        assert len(copied) <= memory.max_file_count, "gh-aw refuses more files than max-file-count"
+        assert {p.relative_to(artifact).as_posix() for p in uploaded} == set(copied), "files gh-aw would drop"
         if git(work, "status", "--porcelain").strip():
             git(work, "add", ".")
             git(work, "commit", "-q", "-m", "Update repo memory from workflow run")
             git(work, "push", "-q", url, f"HEAD:{memory.branch}")
 
 
-@pytest.fixture
-def server(git_repo: Path, tmp_path: Path, run_git: Callable[..., str]) -> Path:
-    """Returns a git server folder holding owner/repo.git with program `alpha` (target-metric 3)."""
+@pytest.fixture(params=["plain", "alphaevolve"])
+def server(request: pytest.FixtureRequest, git_repo: Path, tmp_path: Path, run_git: Callable[..., str]) -> Path:
+    """Returns a git server folder holding owner/repo.git with program `alpha` (target-metric 3).
+
+    With alphaevolve, alpha follows the AlphaEvolve playbook: `autoloop record` also keeps each candidate's
+    code in the memory folder (`candidates/alpha/<id>.py`), which gh-aw must accept and save too.
+    """
     folder = git_repo / ".autoloop" / "programs" / "alpha"
     (folder / "code").mkdir(parents=True)
-    (folder / "program.md").write_text(program_md("Alpha", "Raise x.", frontmatter={"target-metric": 3}))
+    text = program_md("Alpha", "Raise x.", frontmatter={"target-metric": 3})
+    if request.param == "alphaevolve":
+        text += ("\n## Evolution Strategy\n\nThis program uses the **AlphaEvolve** strategy. On every iteration, "
+                 "read `strategy/alphaevolve.md` and follow it literally.\n")
+        shutil.copytree(REPO / ".autoloop/programs/groupby_evolve/strategy", folder / "strategy")
+    (folder / "program.md").write_text(text)
     (folder / "code" / "value.py").write_text("x = 1\n")
     (folder / "code" / "evaluate.py").write_text(EVALUATE)
     run_git(git_repo, "add", "-A")
@@ -215,6 +247,10 @@ def test_two_runs_keep_state_through_gh_aws_save(
     server: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     first, state = one_run(1, server, tmp_path, 2, monkeypatch, capsys)
+    saved = git(tmp_path, "--git-dir", str(server / "owner" / "repo.git"), "ls-tree", "-r", "--name-only", MEMORY_BRANCH)
+    strategy = (server.parent / "repo" / ".autoloop/programs/alpha/strategy").is_dir()
+    assert saved.split() == (["alpha.md", "candidates/alpha/1.py", "candidates/alpha/bases.json"] if strategy
+                             else ["alpha.md"])
     assert first["selected"] == "alpha"
     assert "| Iteration Count | 1 |" in state
     branch = git(tmp_path, "--git-dir", str(server / "owner" / "repo.git"), "show", f"{MEMORY_BRANCH}:alpha.md")
@@ -226,3 +262,6 @@ def test_two_runs_keep_state_through_gh_aws_save(
     branch = git(tmp_path, "--git-dir", str(server / "owner" / "repo.git"), "show", f"{MEMORY_BRANCH}:alpha.md")
     assert "| Iteration Count | 2 |" in branch and "| Best Metric | 3 |" in branch
     assert "x to 2" in branch and "x to 3" in branch  # the second run appended to the first's history
+    if strategy:
+        saved = git(tmp_path, "--git-dir", str(server / "owner" / "repo.git"), "show", f"{MEMORY_BRANCH}:candidates/alpha/2.py")
+        assert saved == "x = 3\n" and "### Candidate 2" in branch and "### Candidate 1" in branch

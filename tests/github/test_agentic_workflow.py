@@ -64,7 +64,9 @@ def test_the_memory_is_cloned_before_the_scheduler_reads_it(workflow: str) -> No
     meta, _ = split(workflow)
     assert meta["env"]["AUTOLOOP_MEMORY_DIR"] == AGENTIC_MEMORY_DIR == "/tmp/gh-aw/repo-memory/default"
     assert meta["tools"]["repo-memory"] == [
-        {"id": "default", "branch-name": "memory/autoloop", "file-glob": ["*.md"], "max-file-size": 30720}
+        {"id": "default", "branch-name": "memory/autoloop", "file-glob": ["*.md", "candidates/**"],
+         "allowed-extensions": [".md", ".json", ".txt", ".py", ".js", ".ts", ".rs"],
+         "max-file-size": 30720, "max-file-count": 1000}
     ]
     scheduler = next(s for s in meta["steps"] if s["name"] == SCHEDULE_STEP)
     assert scheduler["run"] == "python3 -m autoloop_py.github.agentic_scheduler"
