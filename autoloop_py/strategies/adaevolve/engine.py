@@ -25,7 +25,7 @@ from autoloop_py.strategies.adaevolve.archive import archive_of, ranked
 from autoloop_py.strategies.adaevolve.config import AdaEvolveConfig, parse_adaevolve_config
 from autoloop_py.strategies.adaevolve.paradigms import GuideReplyError
 from autoloop_py.strategies.adaevolve.state import AdaEvolveState, Paradigm
-from autoloop_py.strategies.base import StrategyContext
+from autoloop_py.strategies.base import StrategyContext, seeds_from_history
 from autoloop_py.strategies.engine import PromptInputs, entry_for
 
 log = logging.getLogger(__name__)
@@ -43,11 +43,13 @@ class EngineDecision:
       inner: the pure module's decision (island, mode, parent, context, paradigm, previous error).
       guide_reply: the guide LLM's reply text this iteration installed ideas from (None: no guide call).
       attempt: the attempts of the iteration so far, this one included (1 + retries after errors).
+      as_is: the Target is evaluated as it is and seeds the islands (a program with history and no Population).
     """
 
     inner: adaevolve.AdaEvolveDecision
     guide_reply: str | None = None
     attempt: int = 1
+    as_is: bool = False
 
     @property
     def operator(self) -> str:
@@ -126,7 +128,15 @@ class AdaEvolveEngine:
             island = slots.slot_islands(state, slot, first, self.config, sources)[-1]
             state = dataclasses.replace(state, current_island=island)
         inner = adaevolve.decide(state, population.candidates, self.config, rng)
+        if seeds_from_history(context):
+            reason = ("the program has history but no Population yet: its current best is evaluated as it is, "
+                      "seeds island 0 and is copied to the other islands")
+            return EngineDecision(dataclasses.replace(inner, reason=reason), guide_reply, as_is=True)
         return EngineDecision(inner, guide_reply)
+
+    def evaluates_as_is(self, decision: EngineDecision) -> bool:
+        """Returns whether the decision seeds the islands with the Target as it is (a program with history)."""
+        return decision.as_is
 
     def retry(self, decision: EngineDecision, error: str) -> EngineDecision | None:
         """Returns the next attempt after a failed one (same island, mode and parent; the error shown), or None.
