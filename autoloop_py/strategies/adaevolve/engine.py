@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from autoloop_py.program.model import Program
-from autoloop_py.program.playbook import Playbook, load_config_yaml
+from autoloop_py.program.playbook import Playbook, load_config_yaml, problem_framing
 from autoloop_py.state import file as statefile
 from autoloop_py.state import population as pop
 from autoloop_py.strategies.adaevolve import prompt as adaevolve_prompt
@@ -79,8 +79,11 @@ class AdaEvolveEngine:
     # Novelty, admission and migration compare the code of every archive member, folded or not.
     needs_all_code = True
 
-    def __init__(self, config: AdaEvolveConfig, program: Program, prompts_dir: Path, state_path: str) -> None:
+    def __init__(
+        self, config: AdaEvolveConfig, program: Program, prompts_dir: Path, state_path: str, problem: str = ""
+    ) -> None:
         self.config = config
+        self.problem = problem
         self.program = program
         self.prompts_dir = prompts_dir
         self.state_path = state_path
@@ -96,7 +99,8 @@ class AdaEvolveEngine:
             return None
         best = _best_candidate(state, population, self.config)
         prompt = adaevolve_prompt.render_guide_prompt(
-            self.config, program=self.program, best=best, tried=state.tried, framing=self._framing(PARADIGM_FRAMING)
+            self.config, program=self.program, best=best, tried=state.tried, framing=self._framing(PARADIGM_FRAMING),
+            problem=self.problem,
         )
         try:
             reply = guide(prompt)
@@ -161,7 +165,7 @@ class AdaEvolveEngine:
         """Returns the AdaEvolve solution prompt."""
         return adaevolve_prompt.render_prompt(
             decision.inner, self.config, program=inputs.program, files=inputs.files, framing=inputs.framing,
-            best_metric=inputs.best, steering=inputs.steering,
+            best_metric=inputs.best, steering=inputs.steering, problem=self.problem,
         )
 
     def candidate(
@@ -236,4 +240,4 @@ def build(program: Program, playbook: Playbook, root: Path) -> AdaEvolveEngine:
     """Returns the engine of a program's customised AdaEvolve playbook and its `code/config.yaml`."""
     config = parse_adaevolve_config(playbook, load_config_yaml(program, root), program.direction)
     prompts = root / playbook.path.parent / "prompts"
-    return AdaEvolveEngine(config, program, prompts, f"{program.name}.md")
+    return AdaEvolveEngine(config, program, prompts, f"{program.name}.md", problem_framing(playbook.text))

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from autoloop_py.program.model import Program
-from autoloop_py.program.playbook import Playbook, load_config_yaml
+from autoloop_py.program.playbook import Playbook, load_config_yaml, problem_framing
 from autoloop_py.state import file as statefile
 from autoloop_py.state import population as pop
 from autoloop_py.strategies.alphaevolve import prompt as alphaevolve_prompt
@@ -27,8 +27,9 @@ class AlphaEvolveEngine:
 
     name = "alphaevolve"
 
-    def __init__(self, config: AlphaEvolveConfig) -> None:
+    def __init__(self, config: AlphaEvolveConfig, problem: str = "") -> None:
         self.config = config
+        self.problem = problem
         self._engine = alphaevolve.AlphaEvolve(config)
 
     def decide(self, population: pop.Population, context: StrategyContext, rng: random.Random) -> Decision:
@@ -58,6 +59,7 @@ class AlphaEvolveEngine:
             best_metric=inputs.best,
             direction=inputs.program.direction,
             steering=inputs.steering,
+            problem=self.problem,
         )
 
     def candidate(
@@ -107,4 +109,5 @@ class AlphaEvolveEngine:
 
 def build(program: Program, playbook: Playbook, root: Path) -> AlphaEvolveEngine:
     """Returns the AlphaEvolve engine configured by the program's playbook and config.yaml."""
-    return AlphaEvolveEngine(parse_alphaevolve_config(playbook, load_config_yaml(program, root)))
+    config = parse_alphaevolve_config(playbook, load_config_yaml(program, root))
+    return AlphaEvolveEngine(config, problem_framing(playbook.text))

@@ -67,6 +67,7 @@ class AlphaEvolvePromptView:
     Attributes:
       program: the program's name.
       goal: the Goal text.
+      problem: the playbook's Problem framing ('' when it has none).
       metric: the metric's name (None when unconfigured).
       direction: 'higher' or 'lower'.
       best: the current best metric as text, or None.
@@ -92,6 +93,7 @@ class AlphaEvolvePromptView:
     direction: str
     best: str | None
     decision: Decision
+    problem: str
     child_island: str
     mutation: bool
     parents: tuple[ParentView, ...]
@@ -129,6 +131,7 @@ def render_prompt(
     best_metric: float | None,
     direction: str,
     steering: Steering = Steering(),
+    problem: str = "",
 ) -> str:
     """Returns the AlphaEvolve iteration prompt: the decision, parents' code, framing, islands and reply format."""
     # The iteration number is not shown: the decision already says what this iteration does.
@@ -140,6 +143,7 @@ def render_prompt(
         direction=direction,
         best=base.best,
         decision=decision,
+        problem=problem,
         child_island=_island_text(decision.island, config),
         mutation=decision.operator not in TWO_PARENT_OPERATORS,
         parents=_parent_views(decision, config),
