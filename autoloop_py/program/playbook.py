@@ -239,16 +239,6 @@ def _prose_lines(body: str) -> list[tuple[int, str]]:
     return [(i, line) for i, line in enumerate(lines) if i not in code]
 
 
-def problem_framing(text: str) -> str:
-    """Returns the playbook's `## Problem framing` paragraph ('' when absent or still a marker).
-
-    Every solution prompt shows it: it is the orientation the playbook says the model reads first.
-    """
-    section = md.section_named(md.split_sections(text), "problem framing")
-    body = section.body.strip() if section is not None else ""
-    return "" if not body or customize_markers(body, Path("-")) else body
-
-
 def load_config_yaml(program: Program, root: Path) -> dict[str, Any]:
     """Returns the program's `code/config.yaml` as a mapping ({} when absent or empty)."""
     rel = program.base_dir / CONFIG_YAML

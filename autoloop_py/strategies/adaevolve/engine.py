@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from autoloop_py.program.model import Program
-from autoloop_py.program.playbook import Playbook, load_config_yaml, problem_framing
+from autoloop_py.program.playbook import Playbook, load_config_yaml
+from autoloop_py.program.playbook_notes import labelled_line, opening_paragraph, problem_framing
 from autoloop_py.state import file as statefile
 from autoloop_py.state import population as pop
 from autoloop_py.strategies.adaevolve import prompt as adaevolve_prompt
@@ -80,10 +81,12 @@ class AdaEvolveEngine:
     needs_all_code = True
 
     def __init__(
-        self, config: AdaEvolveConfig, program: Program, prompts_dir: Path, state_path: str, problem: str = ""
+        self, config: AdaEvolveConfig, program: Program, prompts_dir: Path, state_path: str, problem: str = "",
+        notes: tuple[str, ...] = (),
     ) -> None:
         self.config = config
         self.problem = problem
+        self.notes = notes
         self.program = program
         self.prompts_dir = prompts_dir
         self.state_path = state_path
@@ -100,7 +103,7 @@ class AdaEvolveEngine:
         best = _best_candidate(state, population, self.config)
         prompt = adaevolve_prompt.render_guide_prompt(
             self.config, program=self.program, best=best, tried=state.tried, framing=self._framing(PARADIGM_FRAMING),
-            problem=self.problem,
+            problem=self.problem, notes=self.notes,
         )
         try:
             reply = guide(prompt)
@@ -240,4 +243,6 @@ def build(program: Program, playbook: Playbook, root: Path) -> AdaEvolveEngine:
     """Returns the engine of a program's customised AdaEvolve playbook and its `code/config.yaml`."""
     config = parse_adaevolve_config(playbook, load_config_yaml(program, root), program.direction)
     prompts = root / playbook.path.parent / "prompts"
-    return AdaEvolveEngine(config, program, prompts, f"{program.name}.md", problem_framing(playbook.text))
+    notes = (labelled_line(playbook.text, "tuning notes"), opening_paragraph(playbook.text, "island presets"))
+    return AdaEvolveEngine(config, program, prompts, f"{program.name}.md", problem_framing(playbook.text),
+                           tuple(n for n in notes if n))

@@ -153,12 +153,14 @@ def render_guide_prompt(
     evaluator: str = "",
     feedback: str = "",
     problem: str = "",
+    notes: Sequence[str] = (),
 ) -> str:
     """Returns the guide LLM's prompt asking for `paradigm_num_to_generate` breakthrough ideas as JSON."""
     view = {
         "program": program.name,
         "goal": program.goal.strip(),
         "problem": problem,
+        "notes": [n for n in notes if n],
         "metric": program.evaluation.metric if program.evaluation else None,
         "direction": program.direction,
         "best": None if best is None else program_view(best),

@@ -53,6 +53,8 @@ class AlphaEvolveConfig:
       diff_style: "full_rewrite" or "minimal_diff".
       validity_checks: the playbook's cheap invariants, shown in the prompt.
       dimensions: the two dimensions: the island, the line count, or an evaluator metric binned by its running range.
+      weights_note: the playbook's note on its operator weights (the parentheses after "using these weights").
+      islands_note: the playbook's note on its islands (the parentheses after "**Islands** for this program").
     """
 
     islands: tuple[Island, ...]
@@ -64,6 +66,8 @@ class AlphaEvolveConfig:
     diff_style: str = "full_rewrite"
     validity_checks: tuple[str, ...] = field(default_factory=tuple)
     dimensions: tuple[FeatureDimension, FeatureDimension] = DEFAULT_FEATURES
+    weights_note: str = ""
+    islands_note: str = ""
 
 
 # --- parsing the customised playbook -----------------------------------------------------------
@@ -74,6 +78,8 @@ MIN_ISLANDS, MAX_ISLANDS = 3, 6
 _RATIO_KEYS = {f"{name}_ratio": name for name in OPERATOR_NAMES}
 _ISLAND_RE = re.compile(r"^Island\s+(\d+)\s*[—–-]+\s*(.+?)\s*:\s*(.*)$", re.DOTALL)
 _INT_RE = re.compile(r"\d+")
+_WEIGHTS_NOTE_RE = re.compile(r"using these weights\s*\(", re.IGNORECASE)
+_ISLANDS_NOTE_RE = re.compile(r"\*\*Islands\*\*[^(\n]*\(")
 
 
 def parse_alphaevolve_config(playbook: Playbook, overrides: Mapping[str, Any] | None = None) -> AlphaEvolveConfig:
@@ -93,6 +99,8 @@ def parse_alphaevolve_config(playbook: Playbook, overrides: Mapping[str, Any] | 
         dimensions=dimensions,
         diff_style=_diff_style(text),
         validity_checks=_validity_checks(text),
+        weights_note=_note_after(text, _WEIGHTS_NOTE_RE),
+        islands_note=_note_after(text, _ISLANDS_NOTE_RE),
     )
     config_path = playbook.program_dir / "code" / "config.yaml"
     config = apply_overrides(config, overrides or {}, config_path)
@@ -193,6 +201,15 @@ def _bullet_int(items: list[tuple[str, int]], label: str, default: int, path: Pa
                                    path, line + 1)
             return int(number.group()), line + 1
     return default, None
+
+
+def _note_after(text: str, pattern: re.Pattern[str]) -> str:
+    """Returns the parenthesized note that follows pattern's match, whitespace collapsed ('' without one)."""
+    found = pattern.search(text)
+    if found is None:
+        return ""
+    note = " ".join(_parenthesized(text[found.end() - 1 :]).split())
+    return "" if "<CUSTOMIZE" in note else note
 
 
 def _diff_style(text: str) -> str:

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from autoloop_py.program.model import Program
-from autoloop_py.program.playbook import Playbook, load_config_yaml, problem_framing
+from autoloop_py.program.playbook import Playbook, load_config_yaml
+from autoloop_py.program.playbook_notes import problem_framing
 from autoloop_py.state import file as statefile
 from autoloop_py.state import population as pop
 from autoloop_py.strategies.alphaevolve import prompt as alphaevolve_prompt

@@ -78,6 +78,8 @@ class AlphaEvolvePromptView:
       islands: every island, configured and opened, with the child's marked.
       framing_name: the framing file's name under strategy/prompts/.
       framing: its text; framing_fence: a fence it cannot close.
+      weights: the operator weights as shown ("exploitation 0.5 · …"); weights_note, islands_note: the playbook's
+        notes on its weights and islands ('' without one).
       validity_checks: the playbook's cheap invariants.
       full_rewrite: the playbook's diff style is a full rewrite of the evolve block.
       name_new_island: the child opens an island the playbook does not list, so the reply must name it.
@@ -101,6 +103,9 @@ class AlphaEvolvePromptView:
     framing_name: str
     framing: str
     framing_fence: str
+    weights: str
+    weights_note: str
+    islands_note: str
     validity_checks: tuple[str, ...]
     full_rewrite: bool
     name_new_island: bool
@@ -151,6 +156,9 @@ def render_prompt(
         framing_name=framing_file(decision.operator),
         framing=_with_newline(framing.strip()),
         framing_fence=fence_for(framing),
+        weights=" · ".join(f"{name} {float(weight):g}" for name, weight in config.operator_weights),
+        weights_note=config.weights_note,
+        islands_note=config.islands_note,
         validity_checks=config.validity_checks,
         full_rewrite=config.diff_style != "minimal_diff",
         name_new_island=_opens_unlisted_island(decision, config),

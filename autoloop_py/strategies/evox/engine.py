@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from autoloop_py.program.model import Program
-from autoloop_py.program.playbook import Playbook, load_config_yaml, problem_framing
+from autoloop_py.program.playbook import Playbook, load_config_yaml
+from autoloop_py.program.playbook_notes import labelled_line, problem_framing
 from autoloop_py.state import file as statefile
 from autoloop_py.state import population as pop
 from autoloop_py.strategies.base import StrategyContext
@@ -62,10 +63,12 @@ class EvoXEngine:
     needs_all_code = True
 
     def __init__(
-        self, config: EvoXConfig, program: Program, root: Path, prompts_dir: Path, state_path: str, problem: str = ""
+        self, config: EvoXConfig, program: Program, root: Path, prompts_dir: Path, state_path: str, problem: str = "",
+        notes: tuple[str, ...] = (),
     ) -> None:
         self.config = config
         self.problem = problem
+        self.notes = notes
         self.program = program
         self.root = root
         self.prompts_dir = prompts_dir
@@ -131,6 +134,7 @@ class EvoXEngine:
                 scored, self.config, program=self.program, population=population.candidates,
                 parent=scored.strategy(parent), references=[scored.strategy(i) for i in references],
                 framing=self._framing(META_FRAMING), problems=problems, problem=self.problem,
+                notes=self.notes,
             )
             try:
                 reply = guide(prompt)
@@ -284,4 +288,5 @@ def build(program: Program, playbook: Playbook, root: Path) -> EvoXEngine:
     config = parse_evox_config(playbook, load_config_yaml(program, root), program.direction)
     config = replace(config, initial_code=evox_sandbox.initial_strategy())
     prompts = root / playbook.path.parent / "prompts"
-    return EvoXEngine(config, program, root, prompts, f"{program.name}.md", problem_framing(playbook.text))
+    notes = tuple(n for n in (labelled_line(playbook.text, "tuning notes"),) if n)
+    return EvoXEngine(config, program, root, prompts, f"{program.name}.md", problem_framing(playbook.text), notes)

@@ -219,11 +219,12 @@ def render_meta_prompt(
     framing: str,
     problems: Sequence[str] = (),
     problem: str = "",
+    notes: Sequence[str] = (),
 ) -> str:
     """Returns the meta LLM's request for a full rewrite of the strategy that scores J best so far."""
     view = {
         "program": program.name, "goal": program.goal.strip(), "direction": program.direction, "problem": problem,
-        "metric": program.evaluation.metric if program.evaluation else None,
+        "notes": [n for n in notes if n], "metric": program.evaluation.metric if program.evaluation else None,
         "horizon": state.switch_interval, "threshold": config.improvement_threshold,
         "num_context": config.num_context_programs, "allowed": ALLOWED_MODULES,
         "start": _raw_text(state.window_start_score, config.direction),
