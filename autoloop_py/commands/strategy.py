@@ -217,11 +217,15 @@ def _refuse_pointer(program: Program, name: str) -> None:
 
 
 def _refuse_existing(root: Path, folder: Path, files: dict[str, str]) -> None:
-    """Refuses to overwrite files of the program's strategy/ folder."""
-    present = [folder / rel for rel in files if (root / folder / rel).exists()]
+    """Refuses to overwrite files of the program's strategy/ folder, or to write through a symlink out of it."""
+    base = (root / folder).resolve()
+    present = [folder / rel for rel in files if (root / folder / rel).exists() or (root / folder / rel).is_symlink()]
     if present:
         listed = ", ".join(str(p) for p in present)
         raise AutoloopError(f"{listed} already exist; move them away (or `git rm` them) before adding the strategy")
+    for rel in files:
+        if not (root / folder / rel).resolve().is_relative_to(base):
+            raise AutoloopError(f"{folder / rel} leads out of {folder} through a symlink; remove the link first")
 
 
 def _report_markers(console: Console, folder: Path, files: dict[str, str], answers: Path | None) -> None:

@@ -247,3 +247,24 @@ def test_a_program_without_the_section_gets_one(git_repo: Path, capsys: pytest.C
     assert "(added the section)" in capsys.readouterr().out
     after = (folder / "program.md").read_text()
     assert after.startswith(text[: text.index("## Evolution Strategy")].rstrip("\n") + "\n\n## Evolution Strategy\n")
+
+
+def test_add_and_remove_never_write_or_delete_through_a_symlink(  # hostile: a planted strategy/ link
+    ran_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    outside = tmp_path / "outside"
+    (outside / "prompts").mkdir(parents=True)
+    (outside / "keep.md").write_text("not autoloop's\n")
+    link = ran_repo / PROGRAM / "strategy"
+    link.symlink_to(outside, target_is_directory=True)
+    assert main(["strategy", "add", "alphaevolve", "--program", NAME, "--repo", str(ran_repo)]) == 1
+    assert "leads out of .autoloop/programs/function_minimization through a symlink" in capsys.readouterr().err
+    assert sorted(p.name for p in outside.rglob("*")) == ["keep.md", "prompts"]
+    # A pointer already there, with strategy/ a link: remove drops the link, never what it points to.
+    program = ran_repo / PROGRAM / "program.md"
+    text = program.read_text()
+    program.write_text(text.replace("Plain hill climbing: propose one focused change per iteration.",
+                                    "This program uses `strategy/alphaevolve.md`."))
+    assert main(["strategy", "remove", "alphaevolve", "--program", NAME, "--repo", str(ran_repo)]) == 0
+    assert not link.exists() and not link.is_symlink()
+    assert (outside / "keep.md").read_text() == "not autoloop's\n"
