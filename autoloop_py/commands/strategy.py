@@ -27,24 +27,33 @@ from autoloop_py.program.strategy_template import (
 from autoloop_py.render import render
 
 _SUMMARY = "Add a strategy (AlphaEvolve, AdaEvolve, EvoX, FunSearch) to an existing program, list or remove one."
+_ANSWERS_EXAMPLE = """\
+answers.yaml answers the <CUSTOMIZE: …> markers, by label or by `file:line` (a list for two on a line):
+    "2–4 sentences describing the target artifact": Sort 10^6 ints; fitness is -seconds; output must be sorted.
+    "strategy/alphaevolve.md:41": [insertion, insertion-based sorts]
+    population_size: "40"
+  Without --answers the markers are listed with file:line; answer them by hand or with `autoloop customize`."""
+_ADD_EXAMPLE = f"""\
+autoloop strategy add alphaevolve --program perf_sort --answers answers.yaml
+
+  writes .autoloop/programs/perf_sort/strategy/alphaevolve.md (the playbook) and strategy/prompts/*.md,
+  points program.md's `## Evolution Strategy` at them, and runs `autoloop check` on the program.
+  The program's history stays: the first iteration with the strategy evaluates the current best as it
+  is and seeds the Population with it. Commit the folder so that runs use it.
+
+  {_ANSWERS_EXAMPLE}"""
 _DESCRIPTION = f"""\
 {_SUMMARY}
-
-`add` copies the strategy's playbook and prompts into the program's strategy/ folder (the playbook
-becomes strategy/<name>.md), points the program's `## Evolution Strategy` section at it, answers the
-<CUSTOMIZE: …> markers from --answers (a YAML file: `label: text` or `"strategy/<file>:<line>": text`),
-lists the markers left, and runs `autoloop check` on the program. The program's history stays: the
-first iteration with the strategy evaluates the current best as it is and seeds the Population with it.
 
 example:
   autoloop strategy list
   autoloop strategy add alphaevolve --program perf_sort --answers answers.yaml
   autoloop strategy remove alphaevolve --program perf_sort
 
-answers.yaml for alphaevolve (one line per marker label; `autoloop strategy add` without --answers lists them):
-  "2–4 sentences describing the target artifact": Sort 1e6 ints; fitness is -seconds; output must be sorted.
-  "strategy/alphaevolve.md:41": [insertion, "insertion-based sorts"]
-  population_size: "40"
+`add` {_ADD_EXAMPLE.split(chr(10), 2)[2].strip()}
+
+`remove` deletes the program's strategy/ folder and points `## Evolution Strategy` back to the default
+flow; the state file's Population is left alone.
 """
 
 
@@ -56,8 +65,7 @@ def add_parser(commands: Any) -> None:
     actions = parser.add_subparsers(dest="strategy_command", metavar="ACTION")
     choices = " | ".join(package_strategies())
     add = subparser(
-        actions, "add", "Copy a strategy into a program's strategy/ folder and point program.md at it.",
-        "autoloop strategy add alphaevolve --program perf_sort --answers answers.yaml",
+        actions, "add", "Copy a strategy into a program's strategy/ folder and point program.md at it.", _ADD_EXAMPLE,
     )
     add.add_argument("name", help=f"the strategy: {choices}, or a folder of .autoloop/strategies/")
     add.add_argument("--program", required=True, help="the program's name (a folder under .autoloop/programs/)")
@@ -76,7 +84,7 @@ def add_parser(commands: Any) -> None:
     remove.add_argument("--program", required=True, help="the program's name")
     remove.set_defaults(handler=cmd_remove)
     # Before the action too (`autoloop strategy --repo R list`); the action's own --repo would override a shared dest.
-    parser.add_argument("--repo", dest="strategy_repo", type=Path, help="the git repository (default: the current one)")
+    parser.add_argument("--repo", dest="strategy_repo", metavar="REPO", type=Path, help="the git repository (default: the current one)")
     parser.set_defaults(handler=lambda args, console: _usage(parser))
 
 

@@ -268,3 +268,22 @@ def test_add_and_remove_never_write_or_delete_through_a_symlink(  # hostile: a p
     assert main(["strategy", "remove", "alphaevolve", "--program", NAME, "--repo", str(ran_repo)]) == 0
     assert not link.exists() and not link.is_symlink()
     assert (outside / "keep.md").read_text() == "not autoloop's\n"
+
+
+def test_the_help_teaches_an_answers_file_that_works(
+    ran_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["strategy", "add", "--help"])
+    help_text = capsys.readouterr().out
+    lines = help_text.split("answers.yaml answers the", 1)[1].split("Without --answers", 1)[0].splitlines()[1:]
+    example = "\n".join(line[4:] for line in lines if line.startswith("    "))
+    assert example.count("\n") == 2
+    answers = tmp_path / "answers.yaml"
+    answers.write_text(example + "\n", encoding="utf-8")
+    assert main(["strategy", "add", "alphaevolve", "--program", NAME, "--answers", str(answers),
+                 "--repo", str(ran_repo)]) == 0
+    playbook = (ran_repo / PROGRAM / "strategy/alphaevolve.md").read_text()
+    assert "\n\nSort 10^6 ints; fitness is -seconds; output must be sorted.\n" in playbook
+    assert "- **Island 0 — insertion**: insertion-based sorts\n" in playbook
+    assert "- **Population cap**: 40." in playbook
