@@ -11,9 +11,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from autoloop_py.commands.check import program_findings
-from autoloop_py.commands.common import repo_root, subparser
+from autoloop_py.commands.common import read_states, repo_root, subparser
 from autoloop_py.commands.new import fill_markers, load_answers, package_strategies, strategy_templates
-from autoloop_py.errors import AutoloopError, ProgramError
+from autoloop_py.errors import AutoloopError, ProgramError, StateError
 from autoloop_py.program.model import PROGRAMS_DIR, Program, check_all, find_program, load_program, program_name
 from autoloop_py.program.playbook import customize_markers, marker_problem, playbook_pointer
 from autoloop_py.program.strategy_section import section_line, with_strategy_section
@@ -25,6 +25,8 @@ from autoloop_py.program.strategy_template import (
     program_files,
 )
 from autoloop_py.render import render
+from autoloop_py.state.population import population_of
+from autoloop_py.strategies.runner import load_runner
 
 _SUMMARY = "Add a strategy (AlphaEvolve, AdaEvolve, EvoX, FunSearch) to an existing program, list or remove one."
 _ANSWERS_EXAMPLE = """\
@@ -117,8 +119,9 @@ def cmd_add(args: argparse.Namespace, console: Console) -> int:
     console.print(f"{program.path}: `## Evolution Strategy` now points to {playbook_path(template.name)} ({where})",
                   markup=False, highlight=False)
     _report_markers(console, folder, files, args.answers)
-    console.print("Its history stays: the first iteration with the strategy evaluates the current best as it is "
-                  "and seeds the Population with it.", markup=False)
+    console.print("The program's history stays: when its state file has no Population yet, the first iteration "
+                  "with the strategy evaluates the current best as it is and seeds the Population with it.",
+                  markup=False)
     return _check(root, program, folder, files, console)
 
 
@@ -167,7 +170,8 @@ def cmd_remove(args: argparse.Namespace, console: Console) -> int:
                   markup=False, highlight=False)
     console.print(
         f"The state file's `## 🧬 Population` (on memory/autoloop) is left alone: the default flow does not read "
-        f"it, and adding a strategy again starts from it. `autoloop edit {program.name}` deletes it by hand.",
+        f"it, and adding {args.name} again starts from it. Before adding another strategy, delete it with "
+        f"`autoloop edit {program.name}`.",
         markup=False, highlight=False,
     )
     return 0
@@ -248,11 +252,33 @@ def _report_markers(console: Console, folder: Path, files: dict[str, str], answe
         console.print(f"  {marker.path}:{marker.line}: {marker.preview}", markup=False, highlight=False)
 
 
+def _population_problems(root: Path, program: Program) -> list[str]:
+    """Returns why the strategy cannot read the Population another strategy left in the state file ([] if it can)."""
+    try:
+        state = read_states(root, [program], sync=False).get(program.name)
+        population = population_of(state) if state is not None else None
+        if population is None or not (population.candidates or population.strategy_state):
+            return []
+        runner = load_runner(program, root)
+    except (ProgramError, StateError):
+        return []  # unanswered markers and a damaged state file have their own messages
+    state_of = getattr(runner.engine, "state_of", None) if runner is not None else None
+    try:
+        if state_of is not None:
+            state_of(population)
+    except StateError as err:
+        return [f"{state.path} on memory/autoloop: its `## 🧬 Population` was written by another strategy, which "
+                f"{runner.playbook.name} cannot read ({err.message}); delete that section with `autoloop edit "
+                f"{program.name}` before the next run (git keeps the old entries in the branch's history)"]
+    return []
+
+
 def _check(root: Path, program: Program, folder: Path, files: dict[str, str], console: Console) -> int:
     """Prints what `autoloop check` finds in the program now (the markers listed above only counted); returns 0."""
     try:
         loaded = load_program(root, program.path)
         problems, warnings = program_findings(loaded, root)
+        problems += _population_problems(root, loaded)
     except ProgramError as err:
         loaded, problems, warnings = program, [str(err)], []
     listed = {str(marker_problem(m, loaded)) for rel, text in files.items() for m in customize_markers(text, folder / rel)}

@@ -72,7 +72,7 @@ ANSWERS: dict[str, dict[str, Any]] = {
         "function skeleton": "def search_algorithm(rng, bounds):\n    \"\"\"SKELETON-FS: returns (x, y, value).\"\"\"",
     },
 }
-SEEDED_AS_IS = {"alphaevolve": "seed", "adaevolve": "exploration", "evox": None, "funsearch": "seed"}
+SEEDED_AS_IS = {"alphaevolve": "seed", "adaevolve": "exploration", "evox": "seed", "funsearch": "seed"}
 
 
 @pytest.fixture
@@ -123,8 +123,7 @@ def test_add_to_a_program_that_ran_then_check_and_run(  # type: ignore[no-untype
     # The Population starts from the program's current best, evaluated as it is, not from nothing.
     assert first.fitness == pytest.approx(best)
     assert first.approach == "the unchanged Target"
-    if SEEDED_AS_IS[strategy] is not None:
-        assert first.operator == SEEDED_AS_IS[strategy]
+    assert first.operator == SEEDED_AS_IS[strategy]
     assert state.machine.iteration_count == 3
     newest = state.history[0]
     assert newest.is_detailed
@@ -180,6 +179,14 @@ def test_remove_drops_the_folder_and_the_pointer_and_leaves_the_state(  # type: 
                             "keep it only if the metric improves.\n")
     assert MemoryStore(ran_repo).read(f"{NAME}.md") == before
     assert main(["check", "--repo", str(ran_repo)]) == 0
+    capsys.readouterr()
+    # Another strategy cannot read AlphaEvolve's Population: add says so, with the fix, before any run fails.
+    assert main(["strategy", "add", "adaevolve", "--program", NAME, "--answers", str(_answers(tmp_path, "adaevolve")),
+                 "--repo", str(ran_repo)]) == 0
+    out = capsys.readouterr().out
+    assert (f"✗ {NAME}.md on memory/autoloop: its `## 🧬 Population` was written by another strategy, which adaevolve "
+            "cannot read") in out
+    assert f"delete that section with `autoloop edit {NAME}` before the next run" in out
 
 
 def test_refusals(ran_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
