@@ -63,9 +63,12 @@ def seeds_from_history(context: StrategyContext) -> bool:
     """Returns whether a program with history but no Population should evaluate its current best as the seed.
 
     A strategy added to a program that already ran starts from the branch's best code, not from scratch:
-    the first iteration evaluates the Target as it is (the branch tip) and records it as the first member.
+    the first iteration evaluates the Target as it is (the branch tip) and records it as the first member
+    (in a tick of parallel slots, the first slot; the others decide as for an empty Population).
     """
-    return not context.population and context.iteration > 1 and context.best_metric is not None
+    index = context.slot.index if context.slot is not None else 0
+    # In a tick of parallel slots, slot k decides iteration first + k: the tick's first slot alone seeds.
+    return not context.population and index == 0 and context.iteration > 1 and context.best_metric is not None
 
 
 class UniformSource(Protocol):

@@ -108,3 +108,15 @@ def test_a_program_with_history_seeds_its_population_with_the_current_best() -> 
     assert AlphaEvolveEngine(config).evaluates_as_is(decision)
     fresh = AlphaEvolve(config).decide(StrategyContext((), (), None, 1, "higher", 1), random.Random(0))
     assert (fresh.operator, fresh.as_is) == ("exploration", False)
+
+
+def test_in_a_parallel_tick_only_the_first_slot_seeds() -> None:
+    from autoloop_py.strategies.slots import Slot
+
+    config = AlphaEvolveConfig(islands=ISLANDS)
+    decisions = [AlphaEvolve(config).decide(StrategyContext((), (), 0.7, 1 + k, "higher", 1, Slot(k, 3)),
+                                            random.Random(0)) for k in range(3)]
+    assert [d.as_is for d in decisions] == [False, False, False]  # a fresh program: no history before the tick
+    later = [AlphaEvolve(config).decide(StrategyContext((), ("accepted",), 0.7, 5 + k, "higher", 1, Slot(k, 3)),
+                                        random.Random(0)) for k in range(3)]
+    assert [d.as_is for d in later] == [True, False, False]
