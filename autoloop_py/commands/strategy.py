@@ -86,7 +86,8 @@ def add_parser(commands: Any) -> None:
     remove.add_argument("--program", required=True, help="the program's name")
     remove.set_defaults(handler=cmd_remove)
     # Before the action too (`autoloop strategy --repo R list`); the action's own --repo would override a shared dest.
-    parser.add_argument("--repo", dest="strategy_repo", metavar="REPO", type=Path, help="the git repository (default: the current one)")
+    parser.add_argument("--repo", dest="strategy_repo", metavar="REPO", type=Path,
+                        help="the git repository (default: the current one)")
     parser.set_defaults(handler=lambda args, console: _usage(parser))
 
 
@@ -140,6 +141,8 @@ def cmd_list(args: argparse.Namespace, console: Console) -> int:
     for program in programs:
         pointer = playbook_pointer(program)
         used = f"{Path(pointer[0]).stem} ({program.base_dir / pointer[0]})" if pointer else "default flow"
+        if pointer and not (root / program.base_dir / pointer[0]).is_file():
+            used += ", which does not exist: the default flow runs"
         console.print(f"  {program.name}: {used}", markup=False, highlight=False)
     for problem in problems:
         console.print(f"  [yellow]![/] {escape(str(problem))}", highlight=False)
@@ -281,7 +284,8 @@ def _check(root: Path, program: Program, folder: Path, files: dict[str, str], co
         problems += _population_problems(root, loaded)
     except ProgramError as err:
         loaded, problems, warnings = program, [str(err)], []
-    listed = {str(marker_problem(m, loaded)) for rel, text in files.items() for m in customize_markers(text, folder / rel)}
+    markers = [m for rel, text in files.items() for m in customize_markers(text, folder / rel)]
+    listed = {str(marker_problem(m, loaded)) for m in markers}
     console.print("autoloop check:", markup=False)
     for problem in (p for p in problems if p not in listed):
         console.print(f"[red]✗[/] {escape(problem)}", highlight=False)

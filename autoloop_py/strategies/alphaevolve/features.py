@@ -128,7 +128,7 @@ def bucket(
     metrics: Mapping[str, Any],
     ranges: Mapping[str, FeatureRange],
 ) -> str:
-    """Returns a candidate's bucket on one dimension (ranges: the running min–max, this candidate's value included)."""
+    """Returns a candidate's bucket on one dimension (ranges: the running min–max, its own value included)."""
     if dimension.kind == ISLANDS:
         return island_name
     if dimension.kind == LINES:
