@@ -2,8 +2,8 @@
 
 The four strategies are added to function_minimization with the distinctive answers of
 tests/e2e/test_strategy_command.py (`autoloop strategy add --answers`); their engines are built as a run
-builds them, and the prompts each strategy sends are rendered. NOT_IN_A_PROMPT lists the answers no prompt
-shows, each with why.
+builds them, and the prompts each strategy sends are rendered. NOT_IN_A_PROMPT would list an answer no prompt
+shows, with why: none is left.
 """
 
 from __future__ import annotations
@@ -32,8 +32,7 @@ NOT_IN_A_PROMPT = {
     "alphaevolve": set(),
     "adaevolve": set(),
     "evox": set(),
-    # FunSearch's prompt is the skeleton and the versions only (its Step 3); the skeleton's Problem carries it.
-    "funsearch": {"FRAMING-FS"},
+    "funsearch": set(),
 }
 
 
@@ -137,3 +136,4 @@ def test_funsearch_answers_reach_the_prompt_and_the_function(adopted) -> None:  
     inputs = PromptInputs(program, _files(root), skeleton, None, Steering(), pop.empty_population())
     prompt = engine.prompt(decision, inputs)
     assert _used(_tags("funsearch"), [prompt]) == _tags("funsearch") - NOT_IN_A_PROMPT["funsearch"]
+    assert "## Problem framing\n\nFRAMING-FS: the search rewrites search_algorithm" in prompt
