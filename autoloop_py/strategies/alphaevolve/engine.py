@@ -90,6 +90,11 @@ class AlphaEvolveEngine:
         """
         ranges = features.updated_ranges(features.parse_ranges(population.strategy_state), self.config.dimensions,
                                          metrics)
+        for dimension in self.config.dimensions:
+            if dimension.kind == features.METRIC and features.metric_value(metrics, dimension.name) is None:
+                log.warning("the feature dimension `%s` is no numeric metric of this evaluation (it printed %s); "
+                            "the cell says n/a: name a metric the evaluator prints", dimension.name,
+                            ", ".join(sorted(metrics)) or "none")
         island = alphaevolve.find_island(self.config, candidate.island)
         cell = alphaevolve.cell_for(island, candidate.code or "", self.config, metrics, ranges)
         candidate = dataclasses.replace(candidate, id=population.next_id, cell=cell)

@@ -120,3 +120,14 @@ def test_in_a_parallel_tick_only_the_first_slot_seeds() -> None:
     later = [AlphaEvolve(config).decide(StrategyContext((), ("accepted",), 0.7, 5 + k, "higher", 1, Slot(k, 3)),
                                         random.Random(0)) for k in range(3)]
     assert [d.as_is for d in later] == [True, False, False]
+
+
+def test_a_dimension_naming_no_metric_of_the_evaluation_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    config = AlphaEvolveConfig(islands=ISLANDS, dimensions=(FeatureDimension("approach_family", "islands"),
+                                                             FeatureDimension("speeed", "metric", 2)))
+    child = pop.Candidate(0, 0, 1.0, 1, "exploration", code="x = 1\n", status="rejected")
+    with caplog.at_level("WARNING"):
+        _, recorded = AlphaEvolveEngine(config).record(pop.empty_population(), child, None, {"speed": 1.0},
+                                                       direction="higher", iteration=1, rng=random.Random(0))
+    assert recorded.cell == ("greedy", "n/a")
+    assert "the feature dimension `speeed` is no numeric metric of this evaluation (it printed speed)" in caplog.text
