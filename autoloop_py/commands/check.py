@@ -113,3 +113,11 @@ def _tunable_problems(program: Program, root: Path) -> list[str]:
     except ProgramError as err:
         return [str(err)]
     return []
+
+
+def program_findings(program: Program, root: Path) -> tuple[list[str], list[str]]:
+    """Returns (problems, warnings) that `autoloop check` reports for one loaded program."""
+    _, sandbox_problems = isolation_report([program])
+    problems = _program_problems(program, root) + list(sandbox_problems)
+    warnings = [str(w) for w in playbook_warnings(program, root)] + list(program.warnings)
+    return problems, warnings
