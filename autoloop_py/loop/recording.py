@@ -9,11 +9,12 @@ from typing import Callable, Mapping
 
 from autoloop_py.errors import ProgramError, StateError
 from autoloop_py.loop import ci_gate, stale_parents
+from autoloop_py.loop.evaluate import EvaluationResult
 from autoloop_py.program.model import Program
 from autoloop_py.program.regions import primary_target
 from autoloop_py.proposers.base import Proposal
 from autoloop_py.state import file as statefile
-from autoloop_py.state import trace
+from autoloop_py.state import feedback, trace
 from autoloop_py.state.history import KEY_TRAILER
 from autoloop_py.state.memory_folder import Memory
 from autoloop_py.state.population import Candidate
@@ -178,6 +179,28 @@ def rejection_note(metric: float, best: float | None, program: Program) -> str:
     return f"metric {metric:g} did not improve on best {best:g}{floor} ({program.direction} is better)"
 
 
+def rejected_note(result: EvaluationResult) -> str:
+    """Returns the history note of a candidate its evaluator judged invalid (a metric beside an `error`)."""
+    return f"the evaluation rejected it: {_one_line(result.rejection)} (metric {result.metric:g})"
+
+
+def failure_note(result: EvaluationResult) -> str:
+    """Returns the history note of a failed evaluation: its reason and the last line of its feedback (`log_tail`)."""
+    told = [line.strip() for line in result.feedback.splitlines() if line.strip()]
+    return f"evaluation failed: {result.error}" + (f" — {_one_line(told[-1])}" if told else "")
+
+
+def artifacts_of_result(result: EvaluationResult) -> dict[str, str]:
+    """Returns what the candidate's trace row keeps of its evaluation beside the metrics (state/feedback.py)."""
+    return feedback.artifacts_of(result.feedback, result.rejection or result.error or "", result.stdout_tail,
+                                 result.stderr_tail)
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
 def usage_of(proposal: Proposal) -> dict[str, object]:
     """Returns the record fields (tokens, cost) of the proposal's model usage."""
     if proposal.usage is None:
@@ -266,11 +289,16 @@ def candidate_data(
     )
 
 
-def seed_data(program: Program, workdir: Path, baseline: float | None) -> trace.Evaluated | None:
-    """Returns the trace data of the unchanged code when this iteration measured the baseline."""
+def seed_data(
+    program: Program, workdir: Path, baseline: float | None, result: EvaluationResult | None = None
+) -> trace.Evaluated | None:
+    """Returns the trace data of the unchanged code when this iteration measured the baseline (result: its evaluation)."""
     if baseline is None:
         return None
     primary = primary_file(program, workdir)
     source = (workdir / primary).read_text(encoding="utf-8", errors="replace") if primary else ""
     metric = program.evaluation.metric if program.evaluation else "metric"
-    return trace.Evaluated(source=source, metrics={metric: baseline}, language=strategy.language_of(primary or ""))
+    metrics = {**(result.metrics if result is not None else {}), metric: baseline}
+    artifacts = artifacts_of_result(result) if result is not None else {}
+    return trace.Evaluated(source=source, metrics=metrics, language=strategy.language_of(primary or ""),
+                           artifacts=artifacts)

@@ -497,6 +497,8 @@ class Evaluated:
       language: the source's language (python, cpp, ...).
       metadata: extra `metadata` fields of its row (the novelty filter's verdict on a candidate it did not evaluate).
       runs: the primary metric of each evaluation run with `repeats` > 1 (metrics hold their median).
+      artifacts: what the evaluation said beside its metrics (EvoTrace's `artifacts`): `feedback`, `error`
+        (a rejection's or failure's reason), `stdout_tail`, `stderr_tail`; redacted and bounded (state/feedback.py).
     """
 
     source: str
@@ -511,6 +513,7 @@ class Evaluated:
     language: str = "python"
     metadata: Mapping[str, Any] = field(default_factory=dict)
     runs: tuple[float, ...] = ()
+    artifacts: Mapping[str, str] = field(default_factory=dict)
 
 
 _ROW_STATUS = {"accepted": "accepted", "pending-ci": "accepted", "rejected": "rejected"}
@@ -523,6 +526,8 @@ def _row_extra(evaluated: Evaluated) -> dict[str, Any]:
         extra["metadata"] = dict(evaluated.metadata)
     if len(evaluated.runs) > 1:
         extra["runs"] = list(evaluated.runs)
+    if evaluated.artifacts:
+        extra["artifacts"] = dict(evaluated.artifacts)
     return extra
 
 
