@@ -148,3 +148,19 @@ def test_a_report_that_is_a_link_or_a_fifo_is_never_followed(tmp_path: Path) -> 
         assert not result.ok and "wrote no report" in (result.error or "")
         assert "424242" not in repr(result)
         os.system(f"rm -rf {repo}")  # noqa: S605 - the test's own folder
+
+
+def test_a_secret_in_the_report_is_masked_before_anything_keeps_it(tmp_path: Path) -> None:
+    # The evaluation never gets the runner's secrets, but one it finds elsewhere (here written into its own
+    # file) is masked in the feedback, the rejection and the metrics before they reach a trace or a prompt.
+    repo = tmp_path / "repo"
+    secret = "s3cr3t-value-4242-abcdef"
+    evaluator = (
+        "import json, os\n"
+        f"told = 'the token is {secret}'\n"
+        "json.dump({'score': 1, 'error': told, 'feedback': told, 'note': told}, open(os.environ['AUTOLOOP_RESULT'], 'w'))\n"
+    )
+    program = _program(repo, evaluator)
+    result = run_evaluation(program, repo, environ={**os.environ, "DEPLOY_TOKEN": secret})
+    assert result.ok and result.rejection and result.feedback
+    assert secret not in repr(result)
