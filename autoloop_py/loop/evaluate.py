@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import shlex
 import signal
 import stat
 import statistics
@@ -19,7 +20,6 @@ from autoloop_py.loop.evaluation_report import AUTO, FILE, RESULT_ENV, STDOUT, R
 from autoloop_py.program.model import Program
 from autoloop_py.program.target import target_files
 from autoloop_py.redact import Redactor, from_environment
-from autoloop_py.sandbox.candidate_dir import CACHE_PARTS
 from autoloop_py.sandbox.environment import scrub_environment
 from autoloop_py.sandbox.policy import SandboxPolicy
 from autoloop_py.sandbox.process import CommandResult
@@ -30,9 +30,9 @@ logger = logging.getLogger(__name__)
 TAIL_CHARS = 4 * 1024
 # A report file larger than this is refused unread (a metric object is a few hundred bytes).
 REPORT_CAP = 1 << 20
-# The program folder's files read to learn whether its evaluator writes $AUTOLOOP_RESULT (`evaluation-report: auto`).
+# The files the evaluation command names, read to learn whether it writes $AUTOLOOP_RESULT (`evaluation-report: auto`).
 _SCANNED_BYTES = 256 * 1024
-_SCANNED_FILES = 200
+_SCANNED_FILES = 64
 _CHANGED = ("the report in $AUTOLOOP_RESULT changed after the evaluation's command exited: a process it left "
             "running wrote it, so it does not count; let nothing the evaluator starts outlive it")
 
@@ -136,6 +136,9 @@ def _runs(
         result = replace(result, stdout=mask.text(result.stdout), stderr=mask.text(result.stderr))
         report = _judge(result, None if text is None else mask.text(text), program.evaluation.metric, limit, channel)
         logger.info("evaluation of %s, run %d/%d: %s", program.name, index + 1, count, report.error or report.metric)
+        if report.metric is None and channel == STDOUT and not report.metrics and read_channel(report_file).strip():
+            report = replace(report, error=f"{report.error}; it wrote $AUTOLOOP_RESULT, which this program does not "
+                             "read: set `evaluation-report: file` in its frontmatter")
         if report.metric is None:
             return _result(report.error or "no metric", started, runs, report.metrics, result, report, channel)
         runs.append(report.metric)
@@ -175,23 +178,39 @@ def read_channel(path: Path) -> str:
 
 
 def _evaluator_texts(program: Program, workdir: Path) -> list[str]:
-    """Returns the evaluation command and the program folder's own files (not the Target's), to find the channel."""
+    """Returns the evaluation command and the files it names (not the Target's), to find the report's channel."""
     assert program.evaluation is not None
     texts = [program.evaluation.command]
-    if program.config.evaluation_report != AUTO or program.directory is None:
+    if program.config.evaluation_report != AUTO:
         return texts
-    candidate = set(target_files(program.target, workdir))
-    for folder, dirs, names in os.walk(workdir / program.base_dir):  # os.walk never follows a link to a folder
-        dirs[:] = sorted(d for d in dirs if d not in CACHE_PARTS)
-        for name in sorted(names):
-            path = Path(folder, name)
-            if path.relative_to(workdir).as_posix() in candidate or path.is_symlink() or not path.is_file():
-                continue
-            with path.open("rb") as handle:
-                texts.append(handle.read(_SCANNED_BYTES).decode("utf-8", errors="replace"))
-            if len(texts) > _SCANNED_FILES:
-                return texts
+    candidate = {workdir / path for path in target_files(program.target, workdir)}
+    for path in named_paths(program.evaluation.command, workdir, workdir / program.base_dir):
+        if path in candidate or path.is_symlink() or not path.is_file():
+            continue
+        with path.open("rb") as handle:
+            texts.append(handle.read(_SCANNED_BYTES).decode("utf-8", errors="replace"))
     return texts
+
+
+def named_paths(command: str, root: Path, folder: Path) -> list[Path]:
+    """Returns the paths inside root that the command's words name: from root, the program folder, or its variables."""
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        words = list(lexer)
+    except ValueError:  # an unclosed quote: the command will fail anyway
+        return []
+    found: list[Path] = []
+    for word in words[:_SCANNED_FILES]:
+        word = word.replace("${AUTOLOOP_PROGRAM_DIR}", str(folder)).replace("$AUTOLOOP_PROGRAM_DIR", str(folder))
+        word = word.replace("${AUTOLOOP_REPO_ROOT}", str(root)).replace("$AUTOLOOP_REPO_ROOT", str(root))
+        if not word or word.startswith("-") or "$" in word:
+            continue
+        for base in (root, folder):
+            path = Path(os.path.normpath(base / word))
+            if (path == root or root in path.parents) and path not in found:
+                found.append(path)
+    return found
 
 
 def _result(

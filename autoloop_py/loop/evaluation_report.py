@@ -173,8 +173,8 @@ CHANNELS = (AUTO, FILE, STDOUT)
 def channel_of(setting: str, evaluator_texts: Iterable[str]) -> str:
     """Returns where a run's report is read: `file` or `stdout` (`auto`: file when the evaluator names the file).
 
-    evaluator_texts: the evaluation command and the program folder's own files (never the candidate's Target
-    files), so candidate code can neither choose stdout for an evaluator that writes the file nor the reverse.
+    evaluator_texts: the evaluation command and the files it names (never the candidate's Target files), so
+    candidate code can neither choose stdout for an evaluator that writes the file nor the reverse.
     """
     if setting in (FILE, STDOUT):
         return setting

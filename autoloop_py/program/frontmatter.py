@@ -45,7 +45,7 @@ class ProgramConfig:
         (one, or in Actions the workflow's `autoloop init --parallel`).
       evaluation_report: where a run's report is read: `file` (the file AUTOLOOP_RESULT names, read once the
         command exited), `stdout` (upstream's last JSON object printed), or `auto` (file when the evaluation
-        command or the program folder's own files mention AUTOLOOP_RESULT, else stdout).
+        command or a file it names mentions AUTOLOOP_RESULT, else stdout).
       feedback_bytes: the most bytes of an evaluation's feedback one prompt shows per candidate.
       extra: frontmatter keys this version does not know, kept for strategies.
     """

@@ -164,3 +164,22 @@ def test_a_secret_in_the_report_is_masked_before_anything_keeps_it(tmp_path: Pat
     result = run_evaluation(program, repo, environ={**os.environ, "DEPLOY_TOKEN": secret})
     assert result.ok and result.rejection and result.feedback
     assert secret not in repr(result)
+
+
+def test_an_evaluator_run_through_a_script_that_does_not_name_the_file_is_told_the_key(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    program = _program(repo, EVALUATOR.replace("solution.py", "absent.py"))
+    folder = repo / ".autoloop/programs/demo"
+    (folder / "code/run.sh").write_text('exec python3 "$(dirname "$0")/evaluate.py"\n')
+    (folder / "code/evaluate.py").write_text(
+        "import json, os\njson.dump({'score': 1}, open(os.environ['AUTOLOOP_' + 'RESULT'], 'w'))\n"
+    )
+    text = (folder / "program.md").read_text().replace('python3 "$AUTOLOOP_PROGRAM_DIR/code/evaluate.py"',
+                                                       'bash "$AUTOLOOP_PROGRAM_DIR/code/run.sh"')
+    (folder / "program.md").write_text(text)
+    result = run_evaluation(load_program(repo, Path(".autoloop/programs/demo/program.md")), repo)
+    assert not result.ok and result.channel == "stdout"
+    assert "it wrote $AUTOLOOP_RESULT, which this program does not read: set `evaluation-report: file`" in (result.error or "")
+    (folder / "program.md").write_text("---\nevaluation-report: file\n---\n\n" + text)
+    result = run_evaluation(load_program(repo, Path(".autoloop/programs/demo/program.md")), repo)
+    assert result.ok and result.metric == 1.0
