@@ -27,6 +27,7 @@ from autoloop_py.loop.recording import (
     record_of,
     rejected_note,
     rejection_note,
+    stages_metadata,
     usage_of,
 )
 from autoloop_py.loop.workspace import Workspace
@@ -213,7 +214,8 @@ def _attempt(ctx: AttemptContext, decision: DecisionLike | None, files: dict[str
     with ctx.clock("evaluate"):
         faults.checkpoint("during-evaluation")
         result, tampered = evaluate_copy(program, workspace.path, guarded, evaluation_policy(ctx.sandbox))
-    evaluated = _evaluated(ctx, decision, proposal, result.metrics, prompt, runs=result.runs)
+    evaluated = _evaluated(ctx, decision, proposal, result.metrics, prompt, runs=result.runs,
+                           metadata=stages_metadata(result))
     evaluated = replace(evaluated, artifacts=artifacts_of_result(result))
     failure = None
     if tampered:
@@ -221,12 +223,13 @@ def _attempt(ctx: AttemptContext, decision: DecisionLike | None, files: dict[str
     elif not result.ok or result.metric is None:
         record = error_record(now, proposal.summary, failure_note(result), run_url, **usage)
         failure = _failure_text(result)
-    elif result.rejection:
+    elif result.rejection or result.stopped:
         if decision is not None:
             usage["extra"] = strategy.history_bullets(decision, result.metric)
+        saved = lineage_store.stage_seconds(ctx.history, len(result.stages)) if result.stopped else None
         record = record_of(
             "rejected", now, proposal.summary,
-            metric=result.metric, notes=rejected_note(result), lesson=proposal.lesson, run_url=run_url, **usage,
+            metric=result.metric, notes=rejected_note(result, saved), lesson=proposal.lesson, run_url=run_url, **usage,
         )
     else:
         if decision is not None:

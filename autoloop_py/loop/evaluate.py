@@ -17,7 +17,9 @@ from typing import Any, Mapping, Sequence
 from autoloop_py import tempdirs
 from autoloop_py.errors import EvaluationError
 from autoloop_py.loop.evaluation_report import AUTO, FILE, RESULT_ENV, STDOUT, Report, channel_of, read_report
+from autoloop_py.loop.cascade import run_cascade
 from autoloop_py.program.model import Program
+from autoloop_py.program.stages import STAGE_ENV
 from autoloop_py.program.target import target_files
 from autoloop_py.redact import Redactor, from_environment
 from autoloop_py.sandbox.environment import scrub_environment
@@ -55,6 +57,8 @@ class EvaluationResult:
         (never kept) rather than counted as an error ('' when none).
       feedback: the report's `feedback` (and `log_tail`) text of the last run ('' when none).
       channel: where the report was read: `file` ($AUTOLOOP_RESULT) or `stdout`.
+      stopped: why a stage of `evaluation-stages` stopped the candidate before the last (`stage 1 of 2: …`), else ''.
+      stages: each stage run, in order: (number, seconds, passed); () without stages.
     """
 
     ok: bool
@@ -68,6 +72,21 @@ class EvaluationResult:
     rejection: str = ""
     feedback: str = ""
     channel: str = STDOUT
+    stopped: str = ""
+    stages: tuple[tuple[int, float, bool], ...] = ()
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """What every run of one evaluation shares: where, how confined, its environment and how its report is read."""
+
+    program: Program
+    workdir: Path
+    sandbox: SandboxPolicy
+    env: Mapping[str, str]
+    mask: Redactor
+    limit: float
+    channel: str
 
 
 def evaluate(
@@ -108,14 +127,25 @@ def evaluate(
         folder = holder / "report"
         folder.mkdir()
         env = {**_environment(program, workdir, environ), RESULT_ENV: str(folder / "result.json")}
-        return _runs(program, workdir, sandbox, env, mask, limit, count, channel, started)
+        setup = _Setup(program, workdir, sandbox, env, mask, limit, channel)
+        if not program.config.evaluation_stages:
+            return _runs(setup, program.evaluation.command, count, started)
+
+        def stage(command: str, runs: int, number: int, need_metric: bool) -> EvaluationResult:
+            staged = replace(setup, env={**env, STAGE_ENV: str(number)})
+            return _runs(staged, command or program.evaluation.command, runs, time.monotonic(), need_metric)
+
+        return run_cascade(program, stage, count, started)
 
 
-def _runs(
-    program: Program, workdir: Path, sandbox: SandboxPolicy, env: Mapping[str, str], mask: Redactor,
-    limit: float, count: int, channel: str, started: float,
-) -> EvaluationResult:
-    """Runs the evaluation count times; returns the median, or the first run's failure or rejection."""
+def _runs(setup: _Setup, command: str, count: int, started: float, need_metric: bool = True) -> EvaluationResult:
+    """Runs the command count times; returns the median, or the first run's failure or rejection.
+
+    need_metric False (a pass/fail stage): a report without the metric and without an `error` passes.
+    """
+    program, workdir, sandbox, env, mask, limit, channel = (
+        setup.program, setup.workdir, setup.sandbox, setup.env, setup.mask, setup.limit, setup.channel
+    )
     assert program.evaluation is not None
     report_file = Path(env[RESULT_ENV])
     runs: list[float] = []
@@ -127,7 +157,7 @@ def _runs(
         taken: list[str] = []
         try:
             result = run_sandboxed(
-                program.evaluation.command, workdir, sandbox, cwd=workdir, timeout=limit, env=env,
+                command, workdir, sandbox, cwd=workdir, timeout=limit, env=env,
                 writable=[report_file.parent], on_exit=lambda: taken.append(read_channel(report_file)),
             )
         except OSError as err:
@@ -139,6 +169,9 @@ def _runs(
         if report.metric is None and channel == STDOUT and not report.metrics and read_channel(report_file).strip():
             report = replace(report, error=f"{report.error}; it wrote $AUTOLOOP_RESULT, which this program does not "
                              "read: set `evaluation-report: file` in its frontmatter")
+        if report.metric is None and report.missing and not need_metric:
+            printed.append(report.metrics)
+            continue
         if report.metric is None:
             return _result(report.error or "no metric", started, runs, report.metrics, result, report, channel)
         runs.append(report.metric)
@@ -225,7 +258,7 @@ def _result(
     """Returns the outcome: ok with the median of runs when error is None, else failed with error."""
     return EvaluationResult(
         ok=error is None,
-        metric=statistics.median(runs) if error is None else None,
+        metric=statistics.median(runs) if error is None and runs else None,
         metrics=metrics or {},
         error=error,
         runs=tuple(runs),
@@ -281,7 +314,7 @@ def _judge(result: CommandResult, text: str | None, metric: str, timeout: float,
         failed = f"was killed by signal {_signal_name(-result.returncode)}"
     elif result.returncode != 0:
         failed = f"exited with status {result.returncode}: {_exit_detail(result, report.metrics)}"
-    return report if failed is None else replace(report, metric=None, error=failed, rejection="")
+    return report if failed is None else replace(report, metric=None, error=failed, rejection="", missing=False)
 
 
 def _cut_error(result: CommandResult) -> str:

@@ -35,6 +35,7 @@ class Report:
         rejected, never kept, and not counted as an error that pauses the program ('' when none).
       feedback: the report's `feedback` text, then its `log_tail` ('' when neither).
       values: the report's other named values (neither the metric, `error`, `feedback` nor `log_tail`).
+      missing: the object has no metric key and no `error` (a pass/fail stage of a cascade needs none).
     """
 
     metric: float | None
@@ -43,6 +44,7 @@ class Report:
     rejection: str = ""
     feedback: str = ""
     values: Mapping[str, Any] = field(default_factory=dict)
+    missing: bool = False
 
 
 def read_report(text: str, metric: str, *, whole: bool = False) -> Report:
@@ -64,7 +66,8 @@ def report_of(found: Mapping[str, Any], metric: str) -> Report:
     value, why = _metric_value(found, metric)
     if value is None:
         error = f"evaluation reported an error: {reported}" if reported else why
-        return Report(None, found, error, feedback=feedback, values=values)
+        missing = not reported and metric not in found
+        return Report(None, found, error, feedback=feedback, values=values, missing=missing)
     return Report(value, found, None, rejection=reported, feedback=feedback, values=values)
 
 

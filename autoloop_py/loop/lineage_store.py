@@ -127,12 +127,15 @@ class TraceReader:
                     break
         return results
 
-    def recent_children(self, parent_id: str, recent: int = RECENT_ROWS) -> list[trace.TraceRow]:
-        """Returns the rows derived from parent_id among the `recent` newest rows, newest first."""
+    def recent_rows(self, recent: int = RECENT_ROWS) -> list[trace.TraceRow]:
+        """Returns the `recent` newest rows, newest first (unreadable ones left out)."""
         newest = list(reversed(self._rows[-recent:])) if recent > 0 else []
         self._prefetch(newest)
-        rows = [self._row_at(path) for path in newest]
-        return [row for row in rows if row is not None and row.parent_id == parent_id]
+        return [row for row in (self._row_at(path) for path in newest) if row is not None]
+
+    def recent_children(self, parent_id: str, recent: int = RECENT_ROWS) -> list[trace.TraceRow]:
+        """Returns the rows derived from parent_id among the `recent` newest rows, newest first."""
+        return [row for row in self.recent_rows(recent) if row.parent_id == parent_id]
 
     def _rows_with_source(self, sha: str) -> Iterator[str]:
         """Yields the paths of the rows that may have recorded source `sha`, newest first."""
@@ -228,6 +231,21 @@ def feedback_items(reader: TraceReader | None, parent_id: str | None, program: P
         if view is not None:
             items.append(feedback.render_feedback(view, program.config.feedback_bytes))
     return tuple(items)
+
+
+def stage_seconds(reader: TraceReader | None, after: int, recent: int = RECENT_ROWS) -> float | None:
+    """Returns the seconds the stages after `after` took on the newest recent candidate that ran them (None: unknown)."""
+    if reader is None:
+        return None
+    for row in reader.recent_rows(recent):
+        metadata = row.extra.get("metadata")
+        runs = metadata.get("stages") if isinstance(metadata, Mapping) else None
+        if not isinstance(runs, list) or len(runs) <= after:
+            continue
+        later = [run.get("seconds") for run in runs[after:] if isinstance(run, Mapping)]
+        if later and all(isinstance(s, (int, float)) and not isinstance(s, bool) for s in later):
+            return float(sum(later))
+    return None
 
 
 def deleted_items(reader: TraceReader | None, parent_id: str | None) -> tuple[str, ...]:

@@ -179,15 +179,31 @@ def rejection_note(metric: float, best: float | None, program: Program) -> str:
     return f"metric {metric:g} did not improve on best {best:g}{floor} ({program.direction} is better)"
 
 
-def rejected_note(result: EvaluationResult) -> str:
-    """Returns the history note of a candidate its evaluator judged invalid (a metric beside an `error`)."""
-    return f"the evaluation rejected it: {_one_line(result.rejection)} (metric {result.metric:g})"
+def rejected_note(result: EvaluationResult, saved: float | None = None) -> str:
+    """Returns the history note of a candidate its evaluator judged invalid, or that a stage stopped early.
+
+    saved: seconds the stages it never ran took on the last candidate that ran them (None: unknown).
+    """
+    metric = "" if result.metric is None else f" (metric {result.metric:g})"
+    if not result.stopped:
+        return f"the evaluation rejected it: {_one_line(result.rejection)}{metric}"
+    spared = f"; saved about {saved:.1f} s" if saved is not None else ""
+    return f"stopped at {_one_line(result.stopped)}{metric}; later stages not run{spared}"
 
 
 def failure_note(result: EvaluationResult) -> str:
-    """Returns the history note of a failed evaluation: its reason and the last line of its feedback (`log_tail`)."""
+    """Returns the history note of a failed evaluation: its stage, reason and the last line of its feedback."""
     told = [line.strip() for line in result.feedback.splitlines() if line.strip()]
-    return f"evaluation failed: {result.error}" + (f" — {_one_line(told[-1])}" if told else "")
+    reason = f"stopped at {result.stopped}" if result.stopped else str(result.error)
+    return f"evaluation failed: {reason}" + (f" — {_one_line(told[-1])}" if told else "")
+
+
+def stages_metadata(result: EvaluationResult) -> dict[str, object]:
+    """Returns the trace row's record of an evaluation's stages: each one's seconds and whether it passed."""
+    if not result.stages:
+        return {}
+    runs = [{"stage": number, "seconds": round(seconds, 3), "passed": passed} for number, seconds, passed in result.stages]
+    return {"stages": runs}
 
 
 def artifacts_of_result(result: EvaluationResult) -> dict[str, str]:

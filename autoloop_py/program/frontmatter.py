@@ -12,6 +12,7 @@ import yaml
 
 from autoloop_py.errors import ProgramError
 from autoloop_py.program.interval import parse_schedule
+from autoloop_py.program.stages import Stage, parse_stages
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class ProgramConfig:
         command exited), `stdout` (upstream's last JSON object printed), or `auto` (file when the evaluation
         command or a file it names mentions AUTOLOOP_RESULT, else stdout).
       feedback_bytes: the most bytes of an evaluation's feedback one prompt shows per candidate.
+      evaluation_stages: the cascade of evaluations, cheap first (`evaluation-stages`; () runs the one command).
       extra: frontmatter keys this version does not know, kept for strategies.
     """
 
@@ -74,6 +76,7 @@ class ProgramConfig:
     parallel: int | None = None
     evaluation_report: str = "auto"
     feedback_bytes: int = 4096
+    evaluation_stages: tuple[Stage, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -121,6 +124,8 @@ _KEYS = {
     "evaluation_report": "evaluation_report",
     "feedback-bytes": "feedback_bytes",
     "feedback_bytes": "feedback_bytes",
+    "evaluation-stages": "evaluation_stages",
+    "evaluation_stages": "evaluation_stages",
 }
 
 
@@ -171,6 +176,7 @@ def _key_line(block: str, key: str) -> int:
 _DEFAULTED = (
     "evaluation_timeout", "repeats", "min_delta", "seed", "novelty_filter", "novelty_threshold", "llm_timeout",
     "llm_retries", "max_file_bytes", "isolation", "evaluation_network", "evaluation_report", "feedback_bytes",
+    "evaluation_stages",
 )
 _ISOLATIONS = ("auto", "bwrap", "none")
 _REPORT_CHANNELS = ("auto", "file", "stdout")  # loop/evaluation_report.CHANNELS
@@ -194,6 +200,8 @@ def _coerce(field_name: str, value: Any) -> Any:
         return value
     if field_name == "schedule":
         return _schedule(str(value).strip())
+    if field_name == "evaluation_stages":
+        return parse_stages(value)
     if field_name in ("proposer", "model"):
         return str(value).strip()
     if field_name == "metric_direction":
