@@ -117,6 +117,7 @@ def test_circle_packing_overlap_is_a_rejection_naming_the_constraint(tmp_path: P
     assert result.ok and result.metric == 0.0 and result.channel == "file"
     assert "overlap" in result.rejection or "leaves the square" in result.rejection
     assert result.feedback.startswith("invalid packing, rejected: ") and "no two may overlap" in result.feedback
+    assert result.stopped.startswith("stage 1 of 2 (validity): ") and len(result.stages) == 1
 
 
 def test_circle_packing_valid_packing_says_how_it_scores() -> None:

@@ -316,5 +316,6 @@ def seed_data(
     metric = program.evaluation.metric if program.evaluation else "metric"
     metrics = {**(result.metrics if result is not None else {}), metric: baseline}
     artifacts = artifacts_of_result(result) if result is not None else {}
+    stages = stages_metadata(result) if result is not None else {}
     return trace.Evaluated(source=source, metrics=metrics, language=strategy.language_of(primary or ""),
-                           artifacts=artifacts)
+                           metadata=stages, artifacts=artifacts)

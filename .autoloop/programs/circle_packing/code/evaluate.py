@@ -3,6 +3,7 @@
 The report goes to the file $AUTOLOOP_RESULT names (candidate code printing a score of its own changes
 nothing), or to stdout when run by hand. An invalid packing is a rejected candidate scoring 0, with the
 violated constraint as `error` and `feedback`; a candidate that crashes is an error (exit 1).
+With AUTOLOOP_STAGE=1 (the program's cheap first stage) it only checks that the packing is valid.
 Do not modify: the loop compares candidates by this file's report.
 """
 
@@ -62,11 +63,20 @@ def validate(centers: list[tuple[float, ...]], radii: list[float]) -> None:
                 raise InvalidPacking(f"circles {i} and {j} overlap by {radii[i] + radii[j] - gap:.3g}")
 
 
-def measure(module: ModuleType) -> dict[str, Any]:
-    """Returns the metrics and feedback of the module's packing; raises InvalidPacking for an invalid one."""
+def valid_packing(module: ModuleType) -> tuple[list[tuple[float, ...]], list[float]]:
+    """Returns the module's centres and radii; raises InvalidPacking for an invalid packing."""
     centers = as_floats(module.construct_packing(), 2, "centres")
     radii = [r for (r,) in as_floats(module.compute_max_radii(centers), 1, "radii")]
     validate(centers, radii)
+    return centers, radii
+
+
+def measure(module: ModuleType) -> dict[str, Any]:
+    """Returns the metrics and feedback of the module's packing; raises InvalidPacking for an invalid one."""
+    if os.environ.get("AUTOLOOP_STAGE") == "1":  # the validity stage: pass/fail, no score
+        valid_packing(module)
+        return {"validity": 1.0, "feedback": "valid packing"}
+    centers, radii = valid_packing(module)
     total = sum(radii)
     smallest = min(range(CIRCLES), key=lambda i: radii[i])
     return {
