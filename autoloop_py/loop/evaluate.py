@@ -35,6 +35,7 @@ REPORT_CAP = 1 << 20
 # The files the evaluation command names, read to learn whether it writes $AUTOLOOP_RESULT (`evaluation-report: auto`).
 _SCANNED_BYTES = 256 * 1024
 _SCANNED_FILES = 64
+_NAME_MAX = 1024
 _CHANGED = ("the report in $AUTOLOOP_RESULT changed after the evaluation's command exited: a process it left "
             "running wrote it, so it does not count; let nothing the evaluator starts outlive it")
 
@@ -218,10 +219,13 @@ def _evaluator_texts(program: Program, workdir: Path) -> list[str]:
         return texts
     candidate = {workdir / path for path in target_files(program.target, workdir)}
     for path in named_paths(program.evaluation.command, workdir, workdir / program.base_dir):
-        if path in candidate or path.is_symlink() or not path.is_file():
+        try:
+            if path in candidate or path.is_symlink() or not path.is_file():
+                continue
+            with path.open("rb") as handle:
+                texts.append(handle.read(_SCANNED_BYTES).decode("utf-8", errors="replace"))
+        except OSError:  # a word of inline code is no file name (too long, not readable)
             continue
-        with path.open("rb") as handle:
-            texts.append(handle.read(_SCANNED_BYTES).decode("utf-8", errors="replace"))
     return texts
 
 
@@ -237,7 +241,7 @@ def named_paths(command: str, root: Path, folder: Path) -> list[Path]:
     for word in words[:_SCANNED_FILES]:
         word = word.replace("${AUTOLOOP_PROGRAM_DIR}", str(folder)).replace("$AUTOLOOP_PROGRAM_DIR", str(folder))
         word = word.replace("${AUTOLOOP_REPO_ROOT}", str(root)).replace("$AUTOLOOP_REPO_ROOT", str(root))
-        if not word or word.startswith("-") or "$" in word:
+        if not word or word.startswith("-") or "$" in word or "\n" in word or len(word) > _NAME_MAX:
             continue
         for base in (root, folder):
             path = Path(os.path.normpath(base / word))

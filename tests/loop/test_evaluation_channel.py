@@ -183,3 +183,14 @@ def test_an_evaluator_run_through_a_script_that_does_not_name_the_file_is_told_t
     (folder / "program.md").write_text("---\nevaluation-report: file\n---\n\n" + text)
     result = run_evaluation(load_program(repo, Path(".autoloop/programs/demo/program.md")), repo)
     assert result.ok and result.metric == 1.0
+
+
+def test_named_paths_reads_the_files_a_command_names_and_skips_inline_code(tmp_path: Path) -> None:
+    from autoloop_py.loop.evaluate import named_paths
+
+    folder = tmp_path / ".autoloop/programs/demo"
+    inline = "python3 -c 'print(" + "1 + " * 2000 + "1)'"
+    found = named_paths(f'cd "$AUTOLOOP_PROGRAM_DIR" && python3 code/evaluate.py --n 3; {inline}', tmp_path, folder)
+    assert folder / "code/evaluate.py" in found and tmp_path / "code/evaluate.py" in found
+    assert all(tmp_path == p or tmp_path in p.parents for p in found)
+    assert named_paths("python3 ../../etc/passwd 'unclosed", tmp_path, folder) == []
