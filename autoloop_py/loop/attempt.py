@@ -288,7 +288,12 @@ def _strategy_prompt(ctx: AttemptContext, decision: DecisionLike, files: dict[st
 
 def _feedback(ctx: AttemptContext, parent_id: str | None) -> tuple[str, ...]:
     """Returns what evaluations said of the parent and its latest attempts not kept, redacted, for the prompt."""
-    return tuple(ctx.redactor.text(item) for item in lineage_store.feedback_items(ctx.history, parent_id, ctx.program))
+    seed = None  # the baseline this iteration measured is recorded with it, after the prompt
+    if ctx.baseline is not None and parent_id == trace.SEED_ID:
+        seed = trace.TraceRow(trace.SEED_ID, 0, None, dict(ctx.baseline.metrics), "accepted",
+                              extra={"artifacts": artifacts_of_result(ctx.baseline)})
+    items = lineage_store.feedback_items(ctx.history, parent_id, ctx.program, seed)
+    return tuple(ctx.redactor.text(item) for item in items)
 
 
 def _screen(

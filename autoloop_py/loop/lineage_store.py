@@ -210,16 +210,19 @@ def trace_reader(root: Path, branch: str, program: Program, objects: ObjectReade
     return TraceReader(BranchFiles(root, branch, objects), program.name, metric)
 
 
-def feedback_items(reader: TraceReader | None, parent_id: str | None, program: Program) -> tuple[str, ...]:
+def feedback_items(
+    reader: TraceReader | None, parent_id: str | None, program: Program, pending: trace.TraceRow | None = None
+) -> tuple[str, ...]:
     """Returns the prompt items of what evaluations said of the parent and of its latest attempts that were not kept.
 
     Each item is one candidate's feedback cut to the program's `feedback-bytes` (none without a reader).
+    pending: the parent's row when this iteration made it and has not recorded it yet (the baseline's seed).
     """
     if reader is None or parent_id is None or program.config.feedback_bytes <= 0:
         return ()
     metric = program.evaluation.metric if program.evaluation else None
     shown: list[tuple[str, trace.TraceRow]] = []
-    parent = reader.row(parent_id)
+    parent = reader.row(parent_id) or (pending if pending is not None and pending.id == parent_id else None)
     if parent is not None:
         shown.append((f"The parent ({parent.id})", parent))
     earlier = [row for row in reader.recent_children(parent_id) if row.status != "accepted"][:FEEDBACK_ATTEMPTS]

@@ -145,7 +145,7 @@ def record_iteration(
             updated = strategy.advance_state(updated, runner, decision, program, iteration, budget, memory.read, kept)
         stamp = record.timestamp.isoformat()
         if seed is not None:
-            kept.update(trace.iteration_files(program, seed, "seed", 0, "accepted", stamp, "the unchanged code"))
+            kept.update(trace.iteration_files(program, seed, trace.SEED_ID, 0, "accepted", stamp, "the unchanged code"))
         if evaluated is not None:
             kept.update(trace.iteration_files(program, evaluated, row_id, iteration, record.status, stamp, record.change))
         return statefile.render_state(updated)

@@ -34,6 +34,8 @@ SCHEMA_VERSION = 1
 BACKEND = "autoloop"
 STATUSES = ("accepted", "rejected", "failed")
 SCORE_KEYS = ("combined_score", "overall_score", "score")
+# The row id of the unchanged code, measured as the baseline on a program's first iteration.
+SEED_ID = "seed"
 # Other frameworks write -2**63 as "no score" (seen in EvoTrace ahc025/ahc027).
 SENTINEL_SCORE = -(2**63)
 HARD_FAILURES = frozenset(

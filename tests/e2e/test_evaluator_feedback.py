@@ -88,6 +88,8 @@ def test_a_rejected_candidates_feedback_reaches_the_next_prompt(
     rejected = [e for e in state.history if e.is_detailed and e.status == "rejected" and "evaluation rejected" in e.text]
     assert rejected and not state.machine.paused
     assert "violates x >= 0 (metric -" in rejected[-1].text
+    if strategy is None:  # the first prompt shows what the baseline's evaluation said of the unchanged code
+        assert "The parent (seed): accepted (score 1.0)" in prompts[0] and "FEEDBACK-MARK: x was 1.0;" in prompts[0]
     # A prompt after the first rejection shows a rejected candidate's feedback and error, fenced as data.
     first = next(i for i, p in enumerate(prompts) if "Evaluator feedback" in p or i == len(prompts) - 1)
     later = [p for p in prompts[first:] if re.search(r"FEEDBACK-MARK: x was -\d+\.0;", p)]
