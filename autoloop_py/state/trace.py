@@ -179,7 +179,12 @@ def blob_path(sha: str, suffix: str) -> str:
 
 def row_file_name(row: TraceRow) -> str:
     """Returns the row's file name: `<iteration:06d>-<id>.json`, the id made safe for a path."""
-    return f"{row.iteration_found:06d}-{_UNSAFE_NAME.sub('_', row.id)}.json"
+    return f"{row.iteration_found:06d}-{safe_id(row.id)}.json"
+
+
+def safe_id(row_id: str) -> str:
+    """Returns a row id as its file name has it (characters unsafe in a path replaced)."""
+    return _UNSAFE_NAME.sub("_", row_id)
 
 
 def row_files(program: str, row: TraceRow, source: str, prompts: Mapping[str, Any]) -> dict[str, str]:

@@ -35,6 +35,8 @@ class _Overlap:
     def propose(self, request: ProposalRequest, rng: random.Random) -> Proposal:
         source = request.files[PACKING]
         change = "[r + 0.05 for r in radii]" if self.grow else "[r * 0.99 for r in radii]"
+        # The candidate's own output carries a terminal escape (it reaches the trace's stdout tail).
+        source = source.replace("def construct_packing", "print('\\x1b]0;pwned\\x07 hi')\n\n\ndef construct_packing", 1)
         return Proposal({PACKING: source.replace("    return radii\n", f"    return {change}\n")}, f"radii {change}")
 
 
@@ -65,3 +67,22 @@ def test_an_invalid_packing_stops_at_the_validity_stage(git_repo: Path, run_git,
     page = out.read_text()
     assert '"stg": "1 \\u2717' in page or '"stg": "1 ✗' in page
     assert "invalid packing, rejected: circle" in page
+
+
+def test_trace_show_prints_a_candidates_stage_and_feedback(git_repo: Path, run_git, capsys) -> None:  # type: ignore[no-untyped-def]
+    shutil.copytree(REPO / FOLDER, git_repo / FOLDER, ignore=shutil.ignore_patterns("__pycache__"))
+    run_git(git_repo, "add", "-A")
+    run_git(git_repo, "commit", "-qm", "circle packing")
+    program = load_program(git_repo, Path(FOLDER) / "program.md")
+    run_iteration(git_repo, program, RunOptions(proposer_factory=_factory(True)), START)
+    capsys.readouterr()
+    assert main(["trace", "show", NAME, "it1", "--repo", str(git_repo)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Candidate it1 · iteration 1 · rejected · parent seed\n")
+    assert "  combined_score: 0.0\n" in out and "  stage 1: stopped the candidate in " in out
+    assert "Feedback:\n  invalid packing, rejected: circle" in out
+    assert main(["trace", "show", NAME, "seed", "--repo", str(git_repo)]) == 0
+    assert "  stage 2: passed in " in capsys.readouterr().out
+    assert "End of stdout:\n  ]0;pwned hi" in out and "\x1b" not in out and "\x07" not in out
+    assert main(["trace", "show", NAME, "it99", "--repo", str(git_repo)]) == 1
+    assert "no candidate 'it99' in the trace of 'circle_packing'" in capsys.readouterr().err
