@@ -53,7 +53,9 @@ class FeedbackView:
     stderr: str = ""
 
 
-def view_of(who: str, status: str, metrics: Mapping[str, Any], artifacts: Mapping[str, Any], metric: str | None) -> FeedbackView | None:
+def view_of(
+    who: str, status: str, metrics: Mapping[str, Any], artifacts: Mapping[str, Any], metric: str | None
+) -> FeedbackView | None:
     """Returns what a prompt shows of one candidate's evaluation (None when it said nothing beside its metric)."""
     texts = {key: str(artifacts.get(key) or "") for key in FIELDS}
     values = tuple(
