@@ -19,6 +19,7 @@ from autoloop_py.errors import EvaluationError
 from autoloop_py.loop.evaluation_report import AUTO, FILE, RESULT_ENV, STDOUT, Report, channel_of, read_report
 from autoloop_py.loop.cascade import run_cascade
 from autoloop_py.program.model import Program
+from autoloop_py.program.requirements import without_leading_pip_install
 from autoloop_py.program.stages import STAGE_ENV
 from autoloop_py.program.target import target_files
 from autoloop_py.redact import Redactor, from_environment
@@ -123,6 +124,9 @@ def evaluate(
     mask = redactor if redactor is not None else from_environment(environ)
     if sandbox is None:
         sandbox = isolation_for(requested_mode(program), network=program.config.evaluation_network).evaluation
+    command = program.evaluation.command
+    if sandbox.sandboxed and not sandbox.network:
+        command = without_leading_pip_install(command)  # `autoloop deps` installed it; offline it can only fail
     channel = channel_of(program.config.evaluation_report, _evaluator_texts(program, workdir))
     with tempdirs.temporary("autoloop-report-") as holder:
         folder = holder / "report"
@@ -130,11 +134,11 @@ def evaluate(
         env = {**_environment(program, workdir, environ), RESULT_ENV: str(folder / "result.json")}
         setup = _Setup(program, workdir, sandbox, env, mask, limit, channel)
         if not program.config.evaluation_stages:
-            return _runs(setup, program.evaluation.command, count, started)
+            return _runs(setup, command, count, started)
 
-        def stage(command: str, runs: int, number: int, need_metric: bool) -> EvaluationResult:
+        def stage(own: str, runs: int, number: int, need_metric: bool) -> EvaluationResult:
             staged = replace(setup, env={**env, STAGE_ENV: str(number)})
-            return _runs(staged, command or program.evaluation.command, runs, time.monotonic(), need_metric)
+            return _runs(staged, own or command, runs, time.monotonic(), need_metric)
 
         return run_cascade(program, stage, count, started)
 
