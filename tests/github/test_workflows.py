@@ -28,6 +28,7 @@ from autoloop_py.commands.init import (
     render_workflows,
     wake_interval,
 )
+from autoloop_py.commands.init_agent import AgentSetup
 from autoloop_py.errors import AutoloopError
 from autoloop_py.loop.schedule import parse_schedule
 
@@ -41,6 +42,9 @@ OPTION_SETS = {
     "agent-capped": InitOptions(proposer="agent", max_programs=3, interval=timedelta(minutes=15)),
     "git-spec-daily": InitOptions(pip_spec="git+https://github.com/o/r@main", interval=timedelta(days=1)),
     "extras-weekly": InitOptions(pip_spec="autoloop-py[tune]>=0.1", interval=timedelta(days=7), proposer="llm"),
+    "agent-installed": InitOptions(proposer="agent", agent=AgentSetup(
+        command="codex exec --full-auto \"$(cat {prompt_file})\" # it's", install="npm install -g @openai/codex",
+        env=("OPENAI_API_KEY", "CODEX_TOKEN"))),
 }
 # `autoloop init --parallel K`: the matrix lists (program, slot) pairs and one publish job records the tick.
 SLOT_OPTIONS = {"slots-4": InitOptions(slots=4, max_parallel=8), "slots-2-llm": InitOptions(slots=2, proposer="llm")}
@@ -252,7 +256,7 @@ def test_propose_step(name: str) -> None:
     assert env["AUTOLOOP_OUTCOME"] == "${{ runner.temp }}/autoloop-outcome"
     assert env["AUTOLOOP_JOB_TIMEOUT_MINUTES"] == str(options.timeout_minutes)
     assert env["AUTOLOOP_ISOLATION"] == "bwrap"  # a sandbox that stops working later fails the job, too
-    assert secret_names(env) == {"GITHUB_TOKEN", *PROVIDER_SECRETS}
+    assert secret_names(env) == {"GITHUB_TOKEN", *PROVIDER_SECRETS, *options.agent.env}
     for secret in PROVIDER_SECRETS:
         assert env[secret] == f"${{{{ secrets.{secret} }}}}"
     default = f" || '{options.model}'" if options.model else ""
