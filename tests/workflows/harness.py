@@ -130,8 +130,10 @@ class Tick:
     def explain(self) -> str:
         """Returns the failed steps and the log's tail: what an assertion message should show."""
         failed = "".join(f"\n  {s.job} {s.matrix}: {s.stage} {s.name}" for s in self.failed_steps())
-        tail = "\n".join(self.log.splitlines()[-80:])
-        return f"act exited {self.returncode}; failed steps:{failed or ' none'}\n--- act log (tail) ---\n{tail}"
+        errors = "".join(f"\n  {line.strip()}" for line in self.log.splitlines() if "::error::" in line)
+        tail = "\n".join(self.log.splitlines()[-40:])
+        return (f"act exited {self.returncode}; failed steps:{failed or ' none'}\nerrors:{errors or ' none'}"
+                f"\n--- act log (tail) ---\n{tail}")
 
     def expect(self, **jobs: list[str]) -> Tick:
         """Asserts the results of each named job (e.g. plan=["success"], propose=[]); returns self."""
@@ -178,16 +180,10 @@ def _seconds(start: str, end: str) -> float:
 
 
 def build_wheel(target: Path) -> Path:
-    """Builds a wheel of this checkout into target (from a copy: nothing is written into the checkout)."""
-    source = target / "source"
-    shutil.copytree(ROOT / "autoloop_py", source / "autoloop_py",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy2(ROOT / name, source / name)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "--no-index",
-                    "-w", str(target), str(source)], check=True, capture_output=True, text=True)
-    [wheel] = target.glob("autoloop_py-*.whl")
-    return wheel
+    """Builds a wheel of this checkout into target, as `autoloop init` does (the checkout is left as it was)."""
+    from autoloop_py.commands.ci_install import build_wheel as build
+
+    return build(str(ROOT), target)
 
 
 def sandbox_problem() -> str | None:
@@ -338,11 +334,15 @@ class Site:
         self.git(self.work, "push", "-q", "origin", "main")
         return self.git(self.work, "rev-parse", "HEAD")
 
-    def init(self, *flags: str) -> str:
-        """Runs `autoloop init` (this checkout, pip spec the wheel) in the work clone; returns its output."""
-        done = subprocess.run([sys.executable, "-m", "autoloop_py", "init", "--repo", str(self.work),
-                               "--pip-spec", str(self.wheel), *flags],
-                              capture_output=True, text=True, env={**self.base_env(), "PYTHONPATH": str(ROOT)})
+    def init(self, *flags: str, own_wheel: bool = False) -> str:
+        """Runs `autoloop init` of this checkout in the work clone; returns its output.
+
+        The workflows install the session's wheel (`--pip-spec`), or with own_wheel the one init writes into
+        .autoloop/wheels/ (the test interpreter's autoloop must then be an install of a checkout).
+        """
+        spec = () if own_wheel else ("--pip-spec", str(self.wheel))
+        done = subprocess.run([sys.executable, "-m", "autoloop_py", "init", "--repo", str(self.work), *spec, *flags],
+                              cwd=self.work, capture_output=True, text=True, env=self.base_env())
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout
 
@@ -380,7 +380,8 @@ class Site:
         for uses, folder in STAND_INS.items():
             args += ["--local-repository", f"{uses}={folder}"]
         job_env = {"GITHUB_API_URL": self.api_url, "AUTOLOOP_ACT_PYTHON": sys.executable,
-                   "AUTOLOOP_ACT_ARTIFACTS": str(run / "artifacts"), **self.env}
+                   "AUTOLOOP_ACT_ARTIFACTS": str(run / "artifacts"), "AUTOLOOP_ACT_TOOLCACHE": str(run / "toolcache"),
+                   **self.env}
         for name, value in job_env.items():
             args += ["--env", f"{name}={value}"]
         for name, value in self.secrets.items():

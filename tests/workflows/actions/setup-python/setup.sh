@@ -24,7 +24,8 @@ have="$("$AUTOLOOP_ACT_PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[
 if [ -n "$INPUT_PYTHON_VERSION" ] && [ "$INPUT_PYTHON_VERSION" != "$have" ]; then
   echo "::warning::python-version $INPUT_PYTHON_VERSION asked for; the test stand-in sets up Python $have"
 fi
-venv="$RUNNER_TEMP/setup-python-$GITHUB_JOB-$$"
+# A self-hosted runner's tool cache outlives the job; the harness's (AUTOLOOP_ACT_TOOLCACHE) outlives the tick.
+venv="${AUTOLOOP_ACT_TOOLCACHE:-$RUNNER_TEMP}/setup-python-$GITHUB_JOB-$$"
 "$AUTOLOOP_ACT_PYTHON" -m venv --without-pip --system-site-packages "$venv"
 echo "$venv/bin" >> "$GITHUB_PATH"
 echo "pythonLocation=$venv" >> "$GITHUB_ENV"
