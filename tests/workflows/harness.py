@@ -42,6 +42,7 @@ REPO = "octo/counter"
 TOKEN = "t0ken-act"
 # Where a stray HTTP(S) request goes: a loopback port nothing listens on.
 DEAD_PROXY = "http://127.0.0.1:9"
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 SANDBOX_STEPS = ("Install bubblewrap", "Sandbox preflight")
 ACT_TIMEOUT = 600
 AGENT = HERE / "agent.py"
@@ -157,7 +158,7 @@ def parse_log(text: str) -> tuple[tuple[Job, ...], tuple[Step, ...], str]:
         if not isinstance(entry, dict):
             continue
         job_id, matrix = str(entry.get("jobID", "")), entry.get("matrix") or {}
-        lines.append(f"[{entry.get('job', '')}] {entry.get('msg', '')}")
+        lines.append(f"[{entry.get('job', '')}] {_ANSI.sub('', str(entry.get('msg', '')))}")
         key = (job_id, json.dumps(matrix, sort_keys=True))
         started.setdefault(key, str(entry.get("time", "")))
         if "jobResult" in entry:
@@ -298,7 +299,7 @@ class Site:
             GIT_CONFIG_GLOBAL=str(self.gitconfig), GIT_CONFIG_NOSYSTEM="1", ACT_DISABLE_VERSION_CHECK="1",
             HTTP_PROXY=DEAD_PROXY, HTTPS_PROXY=DEAD_PROXY, ALL_PROXY=DEAD_PROXY, http_proxy=DEAD_PROXY,
             https_proxy=DEAD_PROXY, all_proxy=DEAD_PROXY, NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost",
-            PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1", PATH=f"{self.shims}:{os.environ.get('PATH', '')}",
+            PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1", npm_config_offline="true", PATH=f"{self.shims}:{os.environ.get('PATH', '')}",
         )
         return env
 
@@ -333,6 +334,16 @@ class Site:
         self.git(self.work, "commit", "-qm", message)
         self.git(self.work, "push", "-q", "origin", "main")
         return self.git(self.work, "rev-parse", "HEAD")
+
+    def copy_checkout(self) -> str:
+        """Commits the files git tracks in this checkout (as they are on disk) to main and pushes; returns the commit."""
+        listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+        for rel in filter(None, listed.decode().split("\0")):
+            source = ROOT / rel
+            if source.is_file() and not source.is_symlink():
+                (self.work / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, self.work / rel)
+        return self.commit("this checkout")
 
     def init(self, *flags: str, own_wheel: bool = False) -> str:
         """Runs `autoloop init` of this checkout in the work clone; returns its output.

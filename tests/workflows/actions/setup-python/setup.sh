@@ -4,7 +4,7 @@ set -euo pipefail
 case "$INPUT_CACHE" in
   '') ;;
   pip)
-    patterns="${INPUT_CACHE_DEPENDENCY_PATH:-**/requirements.txt}"
+    patterns="${INPUT_CACHE_DEPENDENCY_PATH:-$'**/requirements.txt\n**/pyproject.toml'}"
     shopt -s globstar nullglob
     found=()
     while IFS= read -r pattern; do
@@ -14,7 +14,7 @@ case "$INPUT_CACHE" in
       found+=("${matches[@]}")
     done <<< "$patterns"
     if [ ${#found[@]} -eq 0 ]; then
-      echo "::error::No file in $GITHUB_WORKSPACE matched to [$patterns], make sure you have checked out the target repository"
+      echo "::error::No file in $GITHUB_WORKSPACE matched to [${patterns//$'\n'/ or }], make sure you have checked out the target repository"
       exit 1
     fi;;
   *) echo "::error::Caching for '$INPUT_CACHE' is not supported"; exit 1;;
