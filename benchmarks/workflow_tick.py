@@ -22,12 +22,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.fakegithub import FakeGitHub  # noqa: E402
-from tests.workflows.harness import TOKEN, Site, Tick, agent_command, build_wheel, program_files  # noqa: E402
+from tests.workflows.act_log import Tick  # noqa: E402
+from tests.workflows.harness import TOKEN, Site, agent_command, build_wheel, program_files  # noqa: E402
 
 # The steps worth a line of their own; the others are summed as "other".
-NAMED = ("Install autoloop", "Plan the due programs", "Propose and evaluate", "Publish", "Publish the tick",
-         "Install the program's dependencies", "actions/checkout@v4", "actions/setup-python@v5",
-         "actions/upload-artifact@v4", "actions/download-artifact@v4")
+NAMED = ("Install autoloop", "Install bubblewrap", "Sandbox preflight", "Plan the due programs",
+         "Propose and evaluate", "Publish", "Publish the tick", "Install the program's dependencies",
+         "actions/checkout@v4", "actions/setup-python@v5", "actions/upload-artifact@v4", "actions/download-artifact@v4")
 
 
 def one_tick(root: Path, wheel: Path, programs: int) -> Tick:
@@ -62,23 +63,20 @@ def main() -> int:
     jobs: dict[str, list[float]] = defaultdict(list)
     steps: dict[tuple[str, str], list[float]] = defaultdict(list)
     for tick in ticks:
-        per_job: dict[str, float] = defaultdict(float)
         per_step: dict[tuple[str, str], float] = defaultdict(float)
-        for job in tick.jobs:
-            per_job[job.job] = max(per_job[job.job], job.seconds)
         for step in tick.steps:
-            name = step.name if step.name in NAMED else "other"
-            per_step[(step.job, name)] = max(per_step[(step.job, name)], 0.0) + step.seconds / max(
-                1, len(tick.runs(step.job)))
-        for key, value in per_job.items():
-            jobs[key].append(value)
-        for key, value in per_step.items():
-            steps[key].append(value)
+            per_step[(step.job, step.name if step.name in NAMED else "other")] += step.seconds
+        for job in {run.job for run in tick.jobs}:
+            runs = tick.runs(job)
+            jobs[job].append(statistics.mean(run.seconds for run in runs))
+            for (step_job, name), total in per_step.items():
+                if step_job == job:
+                    steps[(job, name)].append(total / len(runs))
     print(f"{'job':<10} {'step':<38} {'seconds':>8}")
     for job in ("plan", "propose", "publish"):
         if job not in jobs:
             continue
-        print(f"{job:<10} {'(whole job, slowest matrix run)':<38} {statistics.median(jobs[job]):>8.2f}")
+        print(f"{job:<10} {'(whole job, mean of its matrix runs)':<38} {statistics.median(jobs[job]):>8.2f}")
         for (step_job, name), values in sorted(steps.items(), key=lambda kv: -statistics.median(kv[1])):
             if step_job == job:
                 print(f"{'':<10} {name:<38} {statistics.median(values):>8.2f}")
