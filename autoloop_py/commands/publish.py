@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from autoloop_py.commands.run import print_outcome, run_url
 from autoloop_py.errors import AutoloopError
 from autoloop_py.github import ci
 from autoloop_py.github import client as github
+from autoloop_py.loop import publish_guard as guard
 from autoloop_py.loop.iteration import enforce_budget
 from autoloop_py.loop.options import RunOptions
 from autoloop_py.loop.outcome import Outcome, read_outcome
@@ -38,6 +40,13 @@ def add_parser(commands: Any) -> None:
         "with the best improving candidate on the program branch",
     )
     parser.add_argument("--base-branch", help="branch program branches start from (default: origin's HEAD or main)")
+    parser.add_argument("--program", metavar="NAME",
+                        help="the program this job publishes (the workflow's matrix): an outcome of another is refused")
+    parser.add_argument(
+        "--not-before", type=_moment, metavar="TIME",
+        help="when the run started (ISO time or Unix seconds; the workflow passes its plan job's start): a record "
+        f"older than that is refused (default: {guard.DEFAULT_WINDOW.days} days before now)",
+    )
     parser.add_argument(
         "--ci",
         action="store_true",
@@ -55,7 +64,9 @@ def cmd_publish(args: argparse.Namespace, console: Console) -> int:
     programs, problems = load_all(root, with_issues=args.ci)
     for problem in problems:
         console.print(f"[yellow]skipping a broken program:[/] {problem}")
-    program = find_program(programs, outcome.program)
+    program = find_program(programs, args.program or outcome.program)
+    window = guard.publish_window(datetime.now(timezone.utc), args.not_before)
+    guard.refuse(program.name, [p for o in outcomes for p in guard.field_problems(o, program.name, window)])
     options = RunOptions(run_url=run_url(), base_branch=args.base_branch)
     if len(outcomes) > 1:
         return _publish_tick(root, program, outcomes, options, args.ci, console)
@@ -76,6 +87,16 @@ def cmd_publish(args: argparse.Namespace, console: Console) -> int:
         return 0
     print_outcome(done, console)
     return 0
+
+
+def _moment(text: str) -> datetime:
+    """Returns the time of --not-before: Unix seconds or an ISO time (UTC when it names no zone)."""
+    try:
+        when = datetime.fromtimestamp(int(text), timezone.utc) if text.strip().isdigit() else \
+            datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except (ValueError, OverflowError, OSError):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a time (ISO, e.g. 2026-11-21T16:40:00Z, or Unix seconds)")
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
 
 
 def _ci_settings() -> github.GitHubSettings:

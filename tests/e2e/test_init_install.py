@@ -168,22 +168,25 @@ def test_pip_install_of_a_clone_then_init_needs_no_pip_spec_and_the_workflow_ins
     done = pip_install(user, ".", cwd=clone)
     assert done.returncode == 0, done.stderr
 
-    done = autoloop(user, "init", "--repo", str(git_repo), cwd=tmp_path)
+    done = autoloop(user, "init", "--repo", str(git_repo), "--model", "openai/gpt-4o-mini", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     wheel = WHEEL.format("0.1.0")
     assert f"building a wheel of autoloop 0.1.0 from {clone} …\n" in done.stdout
     assert f"wrote {wheel}\n" in done.stdout and "autoloop init --upgrade" in done.stdout
     spec, runs, agentic = install_steps(git_repo)
     assert spec == wheel and (git_repo / wheel).is_file()
-    assert runs == ['python -m pip install "$AUTOLOOP_PIP_SPEC"'] * 3  # plan, propose, publish
+    plain, with_llm = 'python -m pip install "$AUTOLOOP_PIP_SPEC"', ' "autoloop-py[llm]"'
+    assert runs == [plain, plain + with_llm, plain]  # plan, propose (the llm proposer: the `llm` extra), publish
     assert agentic == f"run: python3 -m pip install --quiet {wheel}"
     assert sorted(p.name for p in (git_repo / ".autoloop/wheels").iterdir()) == [Path(wheel).name]
 
-    # The install step as a runner runs it: in the checkout, a fresh venv, dependencies from what pip finds.
+    # The propose job's install step as a runner runs it: in the checkout, a fresh venv, the dependencies
+    # and the `llm` extra's litellm from what pip finds (this interpreter's packages, no index).
     ci = venv(tmp_path / "venv-ci")
-    step = subprocess.run(["bash", "-c", runs[0]], capture_output=True, text=True, timeout=600, cwd=git_repo,
+    step = subprocess.run(["bash", "-c", runs[1]], capture_output=True, text=True, timeout=600, cwd=git_repo,
                           env={**offline(ci), "AUTOLOOP_PIP_SPEC": spec})
     assert step.returncode == 0, step.stderr
+    assert "does not provide the extra" not in step.stderr
     assert installed(ci).version == "0.1.0"
     helped = autoloop(ci, "--help", cwd=tmp_path)
     assert helped.returncode == 0 and "init" in helped.stdout, helped.stderr

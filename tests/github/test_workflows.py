@@ -161,8 +161,11 @@ def test_plan_job(name: str) -> None:
     assert "startsWith(github.event.comment.body, '/autoloop')" in condition
     assert """fromJSON('["OWNER", "MEMBER", "COLLABORATOR"]'), github.event.comment.author_association""" in condition
     assert plan["outputs"] == {"matrix": "${{ steps.plan.outputs.matrix }}",
-                               "has_work": "${{ steps.plan.outputs.has_work }}"}
+                               "has_work": "${{ steps.plan.outputs.has_work }}",
+                               "started_at": "${{ steps.start.outputs.at }}"}
     assert plan["steps"][0] == {"uses": "actions/checkout@v4", "with": {"fetch-depth": 0}}
+    assert step(plan, "Note the plan's start") == {
+        "name": "Note the plan's start", "id": "start", "run": 'echo "at=$(date -u +%s)" >> "$GITHUB_OUTPUT"'}
     script = next(s for s in plan["steps"] if s.get("id") == "plan")["run"]
     capped = f" --max {options.max_programs}" if options.max_programs else ""
     assert f"args=(--matrix{capped})\n" in script
@@ -208,7 +211,11 @@ def test_propose_job_is_read_only_and_sandboxed(name: str) -> None:
     assert python["uses"] == "actions/setup-python@v5"
     assert python["with"]["cache"] == "pip"
     assert python["with"]["cache-dependency-path"] == ACTIONS_WORKFLOW.as_posix()
-    assert step(propose, "Install autoloop")["run"] == 'python -m pip install "$AUTOLOOP_PIP_SPEC"'
+    # Only a job that calls a model installs the `llm` extra (litellm).
+    extra = ' "autoloop-py[llm]"' if options.proposer == "llm" else ""
+    assert step(propose, "Install autoloop")["run"] == f'python -m pip install "$AUTOLOOP_PIP_SPEC"{extra}'
+    for job in ("plan", "publish"):
+        assert step(workflow["jobs"][job], "Install autoloop")["run"] == 'python -m pip install "$AUTOLOOP_PIP_SPEC"'
     assert workflow["env"] == {"AUTOLOOP_PIP_SPEC": options.pip_spec}
     assert "git config --global user.name" in step(propose, "Configure git")["run"]
 
@@ -278,7 +285,8 @@ def test_publish_job_runs_no_candidate_code(name: str) -> None:
     assert publish["permissions"] == PUBLISH_PERMISSIONS
     assert publish["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.matrix) }}"
     runs = [s["run"] for s in publish["steps"] if "run" in s]
-    assert runs[-1] == 'autoloop publish "$AUTOLOOP_OUTCOME" --ci'
+    assert runs[-1] == ('autoloop publish "$AUTOLOOP_OUTCOME" --ci --program "$AUTOLOOP_PROGRAM" '
+                        '--not-before "$AUTOLOOP_STARTED_AT"')
     # Nothing from the candidate's tree is run: only pip, git config and autoloop itself.
     assert not any("autoloop run" in r or "bwrap" in r for r in runs)
     download = next(s for s in publish["steps"] if s.get("uses") == "actions/download-artifact@v4")
@@ -286,6 +294,8 @@ def test_publish_job_runs_no_candidate_code(name: str) -> None:
                                 "path": "${{ runner.temp }}/autoloop-outcome"}
     env = step(publish, "Publish")["env"]
     assert secret_names(env) == {"GITHUB_TOKEN"}
+    assert env["AUTOLOOP_PROGRAM"] == "${{ matrix.program }}"
+    assert env["AUTOLOOP_STARTED_AT"] == "${{ needs.plan.outputs.started_at }}"
     assert not any(secret_names(s.get("env", {})) for s in publish["steps"] if s.get("name") != "Publish")
 
 
@@ -317,7 +327,8 @@ def test_slot_matrix_proposes_each_slot_and_publishes_the_tick_once(name: str) -
     assert download["with"] == {"pattern": "autoloop-outcome-${{ matrix.program }}+slot-*",
                                 "path": "${{ runner.temp }}/autoloop-outcomes", "merge-multiple": False}
     runs = [s["run"] for s in publish["steps"] if "run" in s]
-    assert runs[-1] == 'autoloop publish "$AUTOLOOP_OUTCOMES"/*/ --ci'
+    assert runs[-1] == ('autoloop publish "$AUTOLOOP_OUTCOMES"/*/ --ci --program "$AUTOLOOP_PROGRAM" '
+                        '--not-before "$AUTOLOOP_STARTED_AT"')
     assert not any("autoloop run" in r or "bwrap" in r for r in runs)
     assert secret_names(step(publish, "Publish the tick")["env"]) == {"GITHUB_TOKEN"}
 
