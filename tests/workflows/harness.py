@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -45,6 +46,7 @@ REPO = "octo/counter"
 TOKEN = "t0ken-act"
 # Where a stray HTTP(S) request goes unless a site names a recording proxy: a loopback port nothing listens on.
 DEAD_PROXY = "http://127.0.0.1:9"
+LOOPBACK = "127.0.0.1,localhost"
 SANDBOX_STEPS = ("Install bubblewrap", "Sandbox preflight")
 ACT_TIMEOUT = 600
 AGENT = HERE / "agent.py"
@@ -130,6 +132,19 @@ case "${args[0]}" in
 esac
 """
 
+# git as a job of the act harness runs it: with a global config of its own, as each GitHub runner has its own
+# ~/.gitconfig (act's jobs share HOME; two jobs' `git config --global` at once collide on the lock).
+_GIT = """#!/usr/bin/env bash
+if [ -n "${RUNNER_TEMP:-}" ] && [ -n "${AUTOLOOP_ACT_GITCONFIG:-}" ]; then
+  own="$RUNNER_TEMP/.gitconfig"
+  if [ ! -f "$own" ]; then
+    cp "$AUTOLOOP_ACT_GITCONFIG" "$own.$$" && mv -f "$own.$$" "$own"
+  fi
+  export GIT_CONFIG_GLOBAL="$own"
+fi
+exec %s "$@"
+"""
+
 
 @dataclass
 class Site:
@@ -170,7 +185,9 @@ class Site:
         self.git(self.root, "init", "-q", "-b", "main", str(self.work))
         self.git(self.work, "remote", "add", "origin", f"https://github.com/{self.repo}")
         self.shims.mkdir()
-        for name, text in (("sudo", _SUDO), ("apt-get", _APT_GET)):
+        git = shutil.which("git")
+        assert git is not None, "git is not installed"
+        for name, text in (("sudo", _SUDO), ("apt-get", _APT_GET), ("git", _GIT % shlex.quote(git))):
             (self.shims / name).write_text(text)
             (self.shims / name).chmod(0o755)
 
@@ -183,10 +200,12 @@ class Site:
                and not k.endswith(("_API_KEY", "_API_BASE", "_PROXY", "_proxy"))}
         env.update(
             HOME=str(self.home), XDG_CACHE_HOME=str(self.home / ".cache"), XDG_CONFIG_HOME=str(self.home / ".config"),
-            GIT_CONFIG_GLOBAL=str(self.gitconfig), GIT_CONFIG_NOSYSTEM="1", ACT_DISABLE_VERSION_CHECK="1",
+            GIT_CONFIG_GLOBAL=str(self.gitconfig), GIT_CONFIG_NOSYSTEM="1", AUTOLOOP_ACT_GITCONFIG=str(self.gitconfig),
+            ACT_DISABLE_VERSION_CHECK="1",
             HTTP_PROXY=self.proxy, HTTPS_PROXY=self.proxy, ALL_PROXY=self.proxy, http_proxy=self.proxy,
-            https_proxy=self.proxy, all_proxy=self.proxy, NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost",
-            PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1", npm_config_offline="true", PATH=f"{self.shims}:{os.environ.get('PATH', '')}",
+            https_proxy=self.proxy, all_proxy=self.proxy, NO_PROXY=LOOPBACK, no_proxy=LOOPBACK,
+            PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1", npm_config_offline="true",
+            PATH=f"{self.shims}:{os.environ.get('PATH', '')}",
         )
         return env
 
@@ -223,7 +242,7 @@ class Site:
         return self.git(self.work, "rev-parse", "HEAD")
 
     def copy_checkout(self) -> str:
-        """Commits the files git tracks in this checkout (as they are on disk) to main and pushes; returns the commit."""
+        """Commits the files git tracks in this checkout (as on disk) to main and pushes; returns the commit."""
         listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
         for rel in filter(None, listed.decode().split("\0")):
             source = ROOT / rel

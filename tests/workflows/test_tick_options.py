@@ -1,4 +1,4 @@
-"""The workflows of other `autoloop init` options under act: slots, the llm proposer, a crashing evaluation, the CI gate.
+"""Other `autoloop init` options under act: slots, the llm proposer, a crashing evaluation, the CI gate.
 
 Each test is one site with the sample program; see tests/workflows/harness.py for what runs and what stands in.
 """

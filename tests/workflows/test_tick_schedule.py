@@ -89,7 +89,8 @@ def test_ticks_of_two_programs_comments_and_nothing_due(site: Site, github: Fake
     assert machine.best_metric == -0.5
     assert text in (site.show("memory/autoloop", "traces/example/prompts/2.md") or "")
     after = site.refs()
-    assert site.git(site.origin, "rev-list", "--count", f"{refs['refs/heads/autoloop/example']}..autoloop/example") == "1"
+    one_more = f"{refs['refs/heads/autoloop/example']}..autoloop/example"
+    assert site.git(site.origin, "rev-list", "--count", one_more) == "1"
     assert site.git(site.origin, "merge-base", "--is-ancestor", refs["refs/heads/autoloop/example"],
                     "autoloop/example") == ""
     assert after["refs/heads/autoloop/second"] == refs["refs/heads/autoloop/second"]
