@@ -9,8 +9,14 @@ artifact actions, and returns a `Tick`: every job's and step's result and time, 
 
 Offline: act's notices check is off (ACT_DISABLE_VERSION_CHECK), actions are only read from the local stand-ins
 (`--local-repository`, `--action-offline-mode`; a `uses:` without a stand-in is refused before act starts),
-no image is pulled (host mode, `--pull=false`), no cache server starts, pip has no index (PIP_NO_INDEX) and
-every HTTP(S) proxy variable points at a closed loopback port with only loopback exempt.
+no image is pulled (host mode, `--pull=false`), no cache server starts, pip has no index (PIP_NO_INDEX), npm is
+offline, and every HTTP(S) proxy variable points at a loopback proxy (tests/workflows/offline.py records and
+refuses what reaches it) with only loopback exempt.
+
+What this machine lacks is stood in by small scripts first on PATH (`shims/`): sudo and apt-get that never
+change the machine (apt-get update is not run, install only checks the package is there), and a git that gives
+each job its own global config. Where bubblewrap cannot isolate here, the sandbox steps are taken out of the
+run and the tick warns (SandboxStepsNotRun) with the reason; it never skips them silently.
 """
 
 from __future__ import annotations
