@@ -32,7 +32,8 @@ WHEEL_GLOB = "autoloop_py-*.whl"
 # pyproject.toml's [build-system] requires: when this interpreter has them, the wheel builds offline with them.
 BUILD_REQUIREMENTS = ("setuptools", "wheel")
 # Left out of the copy a folder's wheel is built from: a stale build/ would put deleted modules back in.
-NOT_SOURCE = (".git", ".venv", "venv", "build", "dist", "*.egg-info", "__pycache__", "*.pyc", ".ci", ".*_cache")
+NOT_SOURCE = (".git", ".venv", "venv", "build", "dist", "*.egg-info", "__pycache__", "*.pyc", ".ci", ".*_cache",
+              ".hypothesis", ".benchmarks", "node_modules")
 BUILD_TIMEOUT_SECONDS = 600
 _SPEC_RE = re.compile(r"^[^\s-]\S*$")
 

@@ -20,9 +20,11 @@ from autoloop_py.loop.iteration import enforce_budget
 from autoloop_py.loop.options import RunOptions
 from autoloop_py.loop.outcome import Outcome, read_outcome
 from autoloop_py.loop.publishing import publish_outcome
+from autoloop_py.loop.recording import load_state
 from autoloop_py.loop.tick import account_of
 from autoloop_py.loop.tick_publish import publish_tick
 from autoloop_py.program.model import Program, find_program
+from autoloop_py.state.memory import MemoryStore
 
 
 def add_parser(commands: Any) -> None:
@@ -68,6 +70,7 @@ def cmd_publish(args: argparse.Namespace, console: Console) -> int:
     window = guard.publish_window(datetime.now(timezone.utc), args.not_before)
     guard.refuse(program.name, [p for o in outcomes for p in guard.field_problems(o, program.name, window)])
     options = RunOptions(run_url=run_url(), base_branch=args.base_branch)
+    _check_against_state(root, program, outcomes, options.budget)
     if len(outcomes) > 1:
         return _publish_tick(root, program, outcomes, options, args.ci, console)
     if args.ci:
@@ -87,6 +90,17 @@ def cmd_publish(args: argparse.Namespace, console: Console) -> int:
         return 0
     print_outcome(done, console)
     return 0
+
+
+def _check_against_state(root: Path, program: Program, outcomes: list[Outcome], budget: int) -> None:
+    """Refuses forged iteration numbers and records that would break the state file before anything is
+    written, to git or to GitHub (publishing checks again under the program's lock)."""
+    memory = MemoryStore(root)
+    memory.sync()
+    state = load_state(memory, program, budget)
+    guard.refuse(program.name, guard.numbered_claims(outcomes, state))
+    records = [o.record for o in outcomes if o.record is not None]
+    guard.refuse(program.name, guard.state_problems(state, program, records, budget))
 
 
 def _moment(text: str) -> datetime:

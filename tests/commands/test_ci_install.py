@@ -47,7 +47,8 @@ def test_an_archive_url_install_is_installed_from_that_url() -> None:
         ({"url": "file:///home/me/autoloop_py", "dir_info": {"editable": True}}, "/home/me/autoloop_py"),
         ({"url": "file:///home/me/auto%20loop", "dir_info": {}}, "/home/me/auto loop"),
         ({"url": "file:///tmp/autoloop_py-0.1.0.whl", "archive_info": {}}, "/tmp/autoloop_py-0.1.0.whl"),
-        ({"url": "file:///srv/git/autoloop", "vcs_info": {"vcs": "git", "commit_id": "ab"}}, "git+file:///srv/git/autoloop@ab"),
+        ({"url": "file:///srv/git/autoloop", "vcs_info": {"vcs": "git", "commit_id": "ab"}},
+         "git+file:///srv/git/autoloop@ab"),
     ],
 )
 def test_a_local_install_builds_a_wheel_from_where_pip_found_it(record: dict[str, Any], build_from: str) -> None:
@@ -90,7 +91,8 @@ def test_the_wheel_is_named_as_pip_names_a_pure_python_wheel() -> None:
 def test_stale_wheels_are_the_other_autoloop_wheels(tmp_path: Path) -> None:
     folder = tmp_path / ".autoloop/wheels"
     folder.mkdir(parents=True)
-    for name in ("autoloop_py-0.1.0-py3-none-any.whl", "autoloop_py-0.2.0-py3-none-any.whl", "other-1.0-py3-none-any.whl"):
+    names = ("autoloop_py-0.1.0-py3-none-any.whl", "autoloop_py-0.2.0-py3-none-any.whl", "other-1.0-py3-none-any.whl")
+    for name in names:
         (folder / name).write_bytes(b"")
     assert stale_wheels(tmp_path, wheel_path("0.2.0")) == [wheel_path("0.1.0")]
     assert stale_wheels(tmp_path, None) == [wheel_path("0.1.0"), wheel_path("0.2.0")]

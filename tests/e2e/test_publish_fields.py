@@ -64,14 +64,15 @@ def _other_key(doc: dict[str, Any], started: datetime) -> None:
     doc["key"] = re.sub(r"^[^:]+:", "other:", doc["key"])
 
 
+YEAR_1, YEAR_1_EAST, YEAR_9999 = "0001-01-01T00:00:00+00:00", "0001-01-01T00:00:00+05:00", "9999-12-31T23:59:59+00:00"
 FORGERIES = {
-    "year 1": (_record("timestamp", "0001-01-01T00:00:00+00:00"), "record.timestamp: 0001-01-01T00:00:00+00:00 is before"),
-    "year 1 east of UTC": (_record("timestamp", "0001-01-01T00:00:00+05:00"), "record.timestamp: 0001-01-01T00:00:00+05:00 is out of range"),
-    "year 9999": (_record("timestamp", "9999-12-31T23:59:59+00:00"), "record.timestamp: 9999-12-31T23:59:59+00:00 is in the future"),
+    "year 1": (_record("timestamp", YEAR_1), f"record.timestamp: {YEAR_1} is before"),
+    "year 1 east of UTC": (_record("timestamp", YEAR_1_EAST), f"record.timestamp: {YEAR_1_EAST} is out of range"),
+    "year 9999": (_record("timestamp", YEAR_9999), f"record.timestamp: {YEAR_9999} is in the future"),
     "an hour before the run": (_hour_before, "is before this run started"),
-    "iteration 999999999": (_iteration(999_999_999), "iteration: 999999999 is not the next iteration of 'counter' (1, "),
+    "iteration 999999999": (_iteration(999_999_999), "iteration: 999999999 is not the next iteration of 'counter' (1,"),
     "iteration past any slot": (_iteration(MAX_SLOTS + 1), f"iteration: {MAX_SLOTS + 1} is not the next iteration"),
-    "another existing program": (_program("other"), "program: the outcome is for 'other', the workflow publishes 'counter'"),
+    "another existing program": (_program("other"), "program: the outcome is for 'other', the workflow publishes"),
     "a key of another program": (_other_key, "key: 'other:1:"),
     "negative cost": (_record("cost", -1e9), "record.cost: -1e+09 is not between 0 and 1e+09"),
     "too many tokens": (_record("tokens", 10**15), "record.tokens: 1000000000000000 is over"),
@@ -190,3 +191,24 @@ def test_a_last_run_in_the_year_9999_stops_only_its_program(
 
     assert main(["run", "--repo", str(repo), "--program", "counter", "--proposer", "tune"]) == 1
     assert "counter.md: 'Last Run' is 9999-12-31T23:59:59+00:00" in " ".join(capsys.readouterr().err.split())
+
+
+# ---------------------------------------------------------------- in GitHub Actions (loopback GitHub)
+
+from tests.e2e.test_ci import fake  # noqa: E402,F401
+from tests.e2e.test_publish import _WRITES  # noqa: E402
+from tests.fakegithub import FakeGitHub  # noqa: E402
+
+
+@pytest.mark.parametrize("name", ["year 9999", "iteration 999999999", "another existing program"])
+def test_a_forged_field_writes_nothing_to_github_either(tmp_path: Path, fake: FakeGitHub, name: str) -> None:
+    origin = _origin_with_two(tmp_path)
+    outcome = tmp_path / "outcome"
+    _propose(origin, _clone(origin, tmp_path / "propose"), _plan(tmp_path, [_value(2.0)]), outcome)
+    forge, _ = FORGERIES[name]
+    _edit_json(outcome, lambda doc: forge(doc, datetime.now(timezone.utc)))
+    asked, before = len(fake.requests), _refs(origin)
+    assert main(["publish", "--repo", str(_clone(origin, tmp_path / "publish")), str(outcome), "--ci",
+                 "--program", "counter"]) == 1
+    assert [r.path for r in fake.requests[asked:] if r.method in _WRITES] == []
+    assert _refs(origin) == before
