@@ -19,7 +19,7 @@ from typing import Union
 from autoloop_py import markdown as md
 from autoloop_py.errors import StateError
 from autoloop_py.render import render
-from autoloop_py.state import prose
+from autoloop_py.state import model_stats, prose
 from autoloop_py.state.history import (
     KEEP_DETAILED,
     KEEP_DETAILED_TIGHT,
@@ -70,6 +70,7 @@ __all__ = [
     "KEEP_DETAILED_TIGHT",
     "LESSONS",
     "MACHINE",
+    "MODELS",
     "PRIORITIES",
     "REASON_LIMIT",
     "RECENT_LIMIT",
@@ -113,6 +114,7 @@ PRIORITIES = "current priorities"
 FORECLOSED = "foreclosed avenues"
 FUTURE = "future directions"
 POPULATION = "population"
+MODELS = model_stats.MODELS
 
 _SECTION_MACROS = {
     PRIORITIES: "priorities_section",
@@ -396,10 +398,30 @@ def apply_iteration(
     before = with_baseline(state.machine, record.baseline)
     after = advance(before, record, direction, target_metric, min_delta)
     state = with_machine(state, after)
+    state = _with_model_use(state, record, before.best_metric, direction)
     state = _prepend_entry(state, render_entry(record, after.iteration_count, before.best_metric))
     if record.lesson:
         state = add_lesson(state, record.lesson)
     return compact(state, budget)
+
+
+def _with_model_use(state: StateFile, record: IterationRecord, best: float | None, direction: str) -> StateFile:
+    """Returns the state with the record's model use added to the Models table (created before the history)."""
+    use = model_stats.use_of(record)
+    if use.proposer is None and not use.spend:
+        return state
+    text = state.section_text(MODELS)
+    table = model_stats.parse_models_section(text, state.path, section_line(state, MODELS))
+    gain = 0.0
+    if record.metric is not None and best is not None:
+        gain = record.metric - best if direction == "higher" else best - record.metric
+    rendered = model_stats.render_models_section(model_stats.with_record(table, record, gain))
+    at = _history_index(state)
+    if text is not None or at is None:
+        return with_section(state, MODELS, rendered)
+    sections = list(state.sections)
+    sections.insert(at, RawSection(MODELS, rendered + "\n---\n\n"))
+    return replace(state, sections=tuple(sections))
 
 
 def _check_record(record: IterationRecord) -> None:
