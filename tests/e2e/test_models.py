@@ -1,0 +1,140 @@
+"""End to end: a `models:` list of two loopback servers, one whose edits improve the metric and one whose edits do not.
+
+The servers are OpenAI-compatible (tests/fake_openai.py) and scripted: each reads the current `x = N` from
+the prompt it is sent and answers with an edit block. `autoloop run` draws the model of each iteration
+from the state file's Models table; the tests assert what the servers received and what the table holds.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from autoloop_py.cli import main
+from autoloop_py.state.model_stats import parse_models_section
+from tests.e2e.test_run import PROG, _state, counter_repo  # noqa: F401 - the counter program fixture
+from tests.fake_openai import fake_openai
+
+_X_RE = re.compile(r"^x = (-?[0-9.]+)$", re.MULTILINE)
+
+
+def _edit(step: float) -> Callable[[dict[str, Any]], str]:
+    """Returns a server script that moves x by `step` (an improvement when positive)."""
+    def reply(body: dict[str, Any]) -> str:
+        prompt = "\n".join(str(m.get("content", "")) for m in body.get("messages", []) if m.get("role") == "user")
+        found = _X_RE.search(prompt)
+        x = float(found.group(1)) if found else 1.0
+        return (f"SUMMARY: move x by {step:g}\n\n{PROG}/code/value.py\n<<<<<<< SEARCH\nx = {found.group(1) if found else x}\n"
+                f"=======\nx = {x + step:g}\n>>>>>>> REPLACE\n")
+    return reply
+
+
+def _configure(repo: Path, frontmatter: str) -> None:
+    program = repo / PROG / "program.md"
+    program.write_text(program.read_text().replace("---\n", "---\n" + frontmatter, 1))
+    for args in (["commit", "-qam", "models"], ["push", "-q", "origin", "main"]):
+        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+
+
+def _run(repo: Path, iterations: int) -> int:
+    return main(["run", "--repo", str(repo), "--program", "counter", "--proposer", "llm",
+                 "--iterations", str(iterations)])
+
+
+def _models(repo: Path) -> dict[str, Any]:
+    state = _state(repo)
+    table = parse_models_section(state.section_text("models"), state.path)
+    return {row.name: row for row in table.rows}
+
+
+def _two_models(good: str, bad: str, selection: str) -> str:
+    return (
+        f"model-selection: {selection}\n"
+        "models:\n"
+        f"  - model: openai/good\n    api-base: {good}\n    temperature: 0.3\n    max-tokens: 256\n    top-p: 0.9\n"
+        "    input-cost-per-token: 0.000001\n    output-cost-per-token: 0.000002\n"
+        f"  - model: openai/bad\n    api-base: {bad}\n"
+        "    input-cost-per-token: 0.00001\n    output-cost-per-token: 0.00002\n"
+    )
+
+
+def test_ucb_moves_the_draw_to_the_model_that_improves(counter_repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AUTOLOOP_MODEL", raising=False)
+    with fake_openai("reply", monkeypatch, _edit(+1), tokens=100) as good, \
+            fake_openai("reply", monkeypatch, _edit(-5), tokens=100) as bad:
+        _configure(counter_repo, _two_models(good.base_url, bad.base_url, "ucb"))
+        assert _run(counter_repo, 12) == 0
+    rows = _models(counter_repo)
+    assert rows["openai/good"].calls + rows["openai/bad"].calls == 12
+    # Each model is tried; after that the improving one gets most of the draws.
+    assert rows["openai/bad"].calls >= 1 and rows["openai/good"].calls >= 8
+    assert rows["openai/good"].accepted == rows["openai/good"].calls and rows["openai/bad"].accepted == 0
+    assert rows["openai/good"].improvement == rows["openai/good"].calls
+    assert good.requests == rows["openai/good"].calls and bad.requests == rows["openai/bad"].calls
+    # Spend per model: 200 tokens a call, priced by each entry's own per-token prices.
+    assert rows["openai/good"].tokens == 200 * good.requests
+    assert rows["openai/good"].usd == pytest.approx(good.requests * 100 * (0.000001 + 0.000002))
+    assert rows["openai/bad"].usd == pytest.approx(bad.requests * 100 * (0.00001 + 0.00002))
+    machine = _state(counter_repo).machine
+    assert machine.spent is not None
+    assert machine.spent.usd == pytest.approx(rows["openai/good"].usd + rows["openai/bad"].usd)
+
+
+def test_sampling_controls_reach_the_request_body(counter_repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AUTOLOOP_MODEL", raising=False)
+    with fake_openai("reply", monkeypatch, _edit(+1)) as good, fake_openai("reply", monkeypatch, _edit(-5)) as bad:
+        _configure(counter_repo, _two_models(good.base_url, bad.base_url, "weighted"))
+        assert _run(counter_repo, 4) == 0
+    assert good.bodies, "the weighted draw never picked openai/good in 4 iterations"
+    for body in good.bodies:
+        assert (body["model"], body["temperature"], body["max_tokens"], body["top_p"]) == ("good", 0.3, 256, 0.9)
+    for body in bad.bodies:  # the other entry sets none: the provider's defaults
+        assert "temperature" not in body and "max_tokens" not in body and "top_p" not in body
+    entry = _state(counter_repo).history[0]
+    assert "- **Model**: openai/" in entry.text and "- **Model spend**: openai/" in entry.text
+
+
+def test_a_hand_set_weight_of_zero_keeps_a_model_out(counter_repo: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     run_git) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.delenv("AUTOLOOP_MODEL", raising=False)
+    with fake_openai("reply", monkeypatch, _edit(+1)) as good, fake_openai("reply", monkeypatch, _edit(-5)) as bad:
+        _configure(counter_repo, _two_models(good.base_url, bad.base_url, "ucb"))
+        assert _run(counter_repo, 2) == 0  # ucb tries each model once
+        _edit_state(counter_repo, run_git, lambda text: re.sub(r"\| `openai/good` \| — \|", "| `openai/good` | 0 |", text))
+        before = bad.requests
+        assert _run(counter_repo, 3) == 0
+    assert good.requests == 1 and bad.requests == before + 3
+    assert _models(counter_repo)["openai/good"].weight == 0
+
+
+def test_a_malformed_models_row_stops_the_run_naming_its_line(
+    counter_repo: Path, monkeypatch: pytest.MonkeyPatch, run_git, capsys: pytest.CaptureFixture[str]  # type: ignore[no-untyped-def]
+) -> None:
+    monkeypatch.delenv("AUTOLOOP_MODEL", raising=False)
+    with fake_openai("reply", monkeypatch, _edit(+1)) as good, fake_openai("reply", monkeypatch, _edit(-5)) as bad:
+        _configure(counter_repo, _two_models(good.base_url, bad.base_url, "ucb"))
+        assert _run(counter_repo, 1) == 0
+        text = _edit_state(counter_repo, run_git, lambda t: re.sub(r"(\| `openai/\w+` \| — \|) 1 \|", r"\1 many |", t))
+        requests = good.requests + bad.requests
+        assert _run(counter_repo, 1) != 0
+        assert good.requests + bad.requests == requests  # no model was asked
+    line = next(i for i, row in enumerate(text.splitlines(), 1) if "| many |" in row)
+    assert f"counter.md:{line}: Calls is 'many', which is not a whole number >= 0" in capsys.readouterr().err
+
+
+def _edit_state(repo: Path, run_git, change: Callable[[str], str]) -> str:  # type: ignore[no-untyped-def]
+    """Edits the state file on the memory branch as a person would (a commit pushed to the remote); returns its text."""
+    run_git(repo, "fetch", "-q", "origin", "memory/autoloop")
+    run_git(repo, "checkout", "-q", "-B", "hand", "origin/memory/autoloop")
+    path = repo / "counter.md"
+    edited = change(path.read_text())
+    assert edited != path.read_text()
+    path.write_text(edited)
+    run_git(repo, "commit", "-qam", "hand edit of the Models table")
+    run_git(repo, "push", "-q", "origin", "hand:memory/autoloop")
+    run_git(repo, "checkout", "-q", "main")
+    return edited
