@@ -1,6 +1,6 @@
 """A loopback OpenAI-compatible server for tests: it hangs, answers garbage, or answers with a canned or scripted reply.
 
-Every request's JSON body is kept in `bodies`, so a test asserts what litellm sent (temperature, max_tokens…).
+Every request's JSON body is kept in `bodies` (its API key in `keys`), so a test asserts what litellm sent (temperature, max_tokens…).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         except ValueError:
             body = {}
         self.server.bodies.append(body)
+        self.server.keys.append(str(self.headers.get("authorization", "")).removeprefix("Bearer "))
         if self.server.mode == "hang":
             self.server.release.wait(120)  # never answers while the test runs
             return
@@ -59,6 +60,7 @@ class _Server(http.server.ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.mode, self.reply, self.requests, self.tokens = mode, reply, 0, tokens
         self.bodies: list[dict[str, Any]] = []
+        self.keys: list[str] = []  # the API key each request carried
         self.release = threading.Event()
 
     def answer(self, body: dict[str, Any]) -> str:

@@ -33,11 +33,12 @@ def _edit(step: float) -> Callable[[dict[str, Any]], str]:
     return reply
 
 
-def _configure(repo: Path, frontmatter: str) -> None:
-    program = repo / PROG / "program.md"
+def _configure(repo: Path, frontmatter: str, folder: str = PROG) -> None:
+    program = repo / folder / "program.md"
     program.write_text(program.read_text().replace("---\n", "---\n" + frontmatter, 1))
-    for args in (["commit", "-qam", "models"], ["push", "-q", "origin", "main"]):
-        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+    subprocess.run(["git", "commit", "-qam", "models"], cwd=repo, check=True, capture_output=True)
+    if subprocess.run(["git", "remote"], cwd=repo, check=True, capture_output=True, text=True).stdout.strip():
+        subprocess.run(["git", "push", "-q", "origin", "main"], cwd=repo, check=True, capture_output=True)
 
 
 def _run(repo: Path, iterations: int) -> int:
@@ -138,3 +139,37 @@ def _edit_state(repo: Path, run_git, change: Callable[[str], str]) -> str:  # ty
     run_git(repo, "push", "-q", "origin", "hand:memory/autoloop")
     run_git(repo, "checkout", "-q", "main")
     return edited
+
+
+def test_a_strategys_guide_calls_go_to_the_guide_model_and_are_counted(  # type: ignore[no-untyped-def]
+    git_repo: Path, run_git, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from autoloop_py.loop.iteration import run_iteration
+    from autoloop_py.loop.options import RunOptions
+    from autoloop_py.program.model import load_program
+    from autoloop_py.state import file as statefile
+    from autoloop_py.state.memory import MemoryStore
+    from tests.e2e.test_evox_run import LABELS_REPLY, PROGRAM, STATE, _install
+
+    monkeypatch.delenv("AUTOLOOP_MODEL", raising=False)
+    repo = _install(git_repo, run_git, "switch_interval: 2\nimprovement_threshold: 0.5\nmeta_attempts: 1\n")
+    with fake_openai("reply", monkeypatch, "SUMMARY: nothing\n", tokens=10) as proposer, \
+            fake_openai("reply", monkeypatch, LABELS_REPLY, tokens=50) as guide:
+        _configure(repo, "models:\n"
+                   f"  - model: openai/solver\n    api-base: {proposer.base_url}\n"
+                   f"  - model: openai/meta\n    api-base: {guide.base_url}\n    role: guide\n"
+                   "    input-cost-per-token: 0.001\n    output-cost-per-token: 0.001\n", PROGRAM)
+        program = load_program(repo, Path(PROGRAM) / "program.md")
+        for _ in range(3):  # 1 scores the Target as it is and asks the guide for labels; 2 and 3 propose
+            run_iteration(repo, program, RunOptions(proposer="llm"))
+    assert guide.requests == 1 and proposer.requests >= 1
+    state = statefile.parse_state(MemoryStore(repo).read(STATE) or "", STATE)
+    rows = {row.name: row for row in parse_models_section(state.section_text("models"), STATE).rows}
+    assert (rows["openai/meta"].calls, rows["openai/meta"].tokens, rows["openai/meta"].usd) == (0, 100, 0.1)
+    assert rows["openai/solver"].calls == 2 and rows["openai/solver"].tokens == 20 * proposer.requests
+    # The guide's tokens and dollars count in the program's spend, which its budgets are checked against.
+    assert state.machine.spent is not None
+    assert state.machine.spent.tokens == 100 + 20 * proposer.requests and state.machine.spent.usd == pytest.approx(0.1)
+    # EvoX asks for its labels in the first iteration, which scores the Target as it is: no model proposed there.
+    first = state.history[-1]
+    assert "- **Model spend**: openai/meta: 100 tokens, $0.1\n" in first.text and "- **Model**:" not in first.text
