@@ -18,7 +18,7 @@ from autoloop_py.proposers import llm
 from autoloop_py.proposers.base import Usage
 from autoloop_py.proposers.model_choice import choose, model_rng
 from autoloop_py.state import file as statefile
-from autoloop_py.state.model_stats import ModelUse, parse_models_section, use_bullets
+from autoloop_py.state.model_stats import ModelUse, use_bullets
 
 
 def uses_llm(program: Program, options: RunOptions) -> bool:
@@ -33,9 +33,7 @@ def draw(program: Program, options: RunOptions, state: statefile.StateFile, iter
     specs = llm.resolve_models(program, options.model)
     if not specs:
         return None
-    table = parse_models_section(
-        state.section_text(statefile.MODELS), state.path, statefile.section_line(state, statefile.MODELS)
-    )
+    table = statefile.models_of(state)
     rng = model_rng(program.config.seed, program.name, iteration)
     return choose(specs, table, program.config.model_selection, rng)
 

@@ -95,6 +95,7 @@ __all__ = [
     "format_number",
     "is_improvement",
     "load_state",
+    "models_of",
     "new_state",
     "parse_state",
     "render_state",
@@ -405,13 +406,18 @@ def apply_iteration(
     return compact(state, budget)
 
 
+def models_of(state: StateFile) -> model_stats.ModelTable:
+    """Returns the Models table (empty before any model call); raises StateError naming a malformed row's line."""
+    return model_stats.parse_models_section(state.section_text(MODELS), state.path, section_line(state, MODELS))
+
+
 def _with_model_use(state: StateFile, record: IterationRecord, best: float | None, direction: str) -> StateFile:
     """Returns the state with the record's model use added to the Models table (created before the history)."""
     use = model_stats.use_of(record)
     if use.proposer is None and not use.spend:
         return state
     text = state.section_text(MODELS)
-    table = model_stats.parse_models_section(text, state.path, section_line(state, MODELS))
+    table = models_of(state)
     gain = 0.0
     if record.metric is not None and best is not None:
         gain = record.metric - best if direction == "higher" else best - record.metric

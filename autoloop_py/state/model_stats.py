@@ -179,6 +179,20 @@ def _cells(row: ModelRow) -> dict[str, str]:
     }
 
 
+def summary_rows(table: ModelTable) -> list[dict[str, str]]:
+    """Returns each model's figures as people read them (status, the report, the status comment)."""
+    return [
+        {
+            "model": row.name,
+            "calls": str(row.calls),
+            "accepted": "—" if row.accepted_share is None else f"{row.accepted} ({row.accepted_share:.0%})",
+            "improvement": format_number(round(row.improvement, 6)),
+            "spend": f"{row.tokens} tokens, ${row.usd:.4f}" if row.usd else f"{row.tokens} tokens",
+        }
+        for row in table.rows
+    ]
+
+
 # ---------------------------------------------------------------- one iteration
 
 

@@ -7,6 +7,7 @@ from the state file's Models table; the tests assert what the servers received a
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -63,7 +64,9 @@ def _two_models(good: str, bad: str, selection: str) -> str:
     )
 
 
-def test_ucb_moves_the_draw_to_the_model_that_improves(counter_repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ucb_moves_the_draw_to_the_model_that_improves(
+    counter_repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     monkeypatch.delenv("AUTOLOOP_MODEL", raising=False)
     with fake_openai("reply", monkeypatch, _edit(+1), tokens=100) as good, \
             fake_openai("reply", monkeypatch, _edit(-5), tokens=100) as bad:
@@ -83,6 +86,32 @@ def test_ucb_moves_the_draw_to_the_model_that_improves(counter_repo: Path, monke
     machine = _state(counter_repo).machine
     assert machine.spent is not None
     assert machine.spent.usd == pytest.approx(rows["openai/good"].usd + rows["openai/bad"].usd)
+    _shows_the_figures(counter_repo, rows, capsys, tmp_path)
+
+
+def _shows_the_figures(repo: Path, rows: dict[str, Any], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """`status`, `analyze --json` and `report` show per model: calls, accepted share, improvement, spend."""
+    good, bad = rows["openai/good"], rows["openai/bad"]
+    capsys.readouterr()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("COLUMNS", "200")  # the rich table's cells on one line each
+        assert main(["status", "--repo", str(repo), "counter"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(rf"openai/good\s*│\s*{good.calls}\s*│\s*{good.calls} \(100%\)\s*│\s*{good.calls}\s*│"
+                     rf"\s*{good.tokens} tokens, \${good.usd:.4f}", out), out
+    assert re.search(rf"openai/bad\s*│\s*{bad.calls}\s*│\s*0 \(0%\)\s*│\s*0\s*│", out), out
+    assert main(["analyze", "--repo", str(repo), "counter", "--json"]) == 0
+    figures = {m["model"]: m for m in json.loads(capsys.readouterr().out)["models"]}
+    assert (figures["openai/good"]["calls"], figures["openai/good"]["accepted_share"]) == (good.calls, 1.0)
+    assert figures["openai/good"]["improvement"] == pytest.approx(good.improvement)
+    assert figures["openai/good"]["cost"] == pytest.approx(good.usd)
+    assert (figures["openai/bad"]["accepted"], figures["openai/bad"]["improvement"]) == (0, 0)
+    page = tmp_path / "report.html"
+    assert main(["report", "--repo", str(repo), "counter", "--out", str(page)]) == 0
+    data = re.search(r'<script type="application/json" id="run-data">(.*?)</script>', page.read_text(), re.DOTALL)
+    assert data is not None
+    assert {m["model"]: m["calls"] for m in json.loads(data.group(1))["models"]} == {
+        "openai/good": good.calls, "openai/bad": bad.calls}
 
 
 def test_sampling_controls_reach_the_request_body(counter_repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
