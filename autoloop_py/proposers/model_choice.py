@@ -7,7 +7,8 @@ and the draw is reproducible: the same rows and the same `random.Random` give th
 
 - weighted: draws by weight (the table's Weight when set, else the frontmatter's).
 - ucb: ShinkaEvolve's asymmetric UCB in our own words: a model never drawn goes first; then each model
-  scores its improvement per spend, scaled by the best model's so that it lies in [0, 1] (improvement is
+  scores its improvement per spend (with one pseudo-call at the pooled averages, so a few fruitless
+  calls do not rank it at zero), scaled by the best model's so that it lies in [0, 1] (improvement is
   never negative: a worse candidate gains 0, the asymmetry), plus an exploration bonus
   `C * sqrt(2 ln N / n)`; the best score gets 1 - EPSILON of the draw and the others share EPSILON.
 - thompson: each model draws a keep rate from Beta(1 + kept, 1 + not kept) and scores that rate times its
@@ -26,7 +27,7 @@ from typing import Sequence
 from autoloop_py.program.models import ModelSpec
 from autoloop_py.state.model_stats import ModelRow, ModelTable
 
-UCB_C = 0.5
+UCB_C = 1.0
 EPSILON = 0.1
 _TINY = 1e-12
 
@@ -81,11 +82,16 @@ def choose(specs: Sequence[ModelSpec], table: ModelTable, method: str, rng: rand
 
 def ucb_shares(candidates: Sequence[Arm]) -> list[float]:
     """Returns each model's share of the UCB draw: 1 - EPSILON for the best score, EPSILON for the others."""
-    values = [arm.row.improvement / max(spent, _TINY) for arm, spent in zip(candidates, _spends(candidates))]
+    spends = _spends(candidates)
+    calls = max(sum(arm.row.calls for arm in candidates), 1)
+    # One pseudo-call at the pooled averages: a model whose first sparse calls gained nothing is not ranked
+    # at zero (kept candidates are rare, so a mean over few calls is mostly noise).
+    prior_gain, prior_spend = sum(arm.row.improvement for arm in candidates) / calls, sum(spends) / calls
+    values = [(arm.row.improvement + prior_gain) / max(spent + prior_spend, _TINY)
+              for arm, spent in zip(candidates, spends)]
     top = max(values)
-    total = sum(arm.row.calls for arm in candidates)
     scores = [
-        (value / top if top > 0 else 0.0) + UCB_C * math.sqrt(2 * math.log(max(total, 2)) / max(arm.row.calls, 1))
+        (value / top if top > 0 else 0.0) + UCB_C * math.sqrt(2 * math.log(max(calls, 2)) / max(arm.row.calls, 1))
         for arm, value in zip(candidates, values)
     ]
     best = max(scores)
