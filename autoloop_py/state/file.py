@@ -14,6 +14,7 @@ import logging
 import math
 import re
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Union
 
 from autoloop_py import markdown as md
@@ -48,6 +49,7 @@ from autoloop_py.state.machine import (
     table_rows,
     target_reached,
     with_baseline,
+    with_spend,
     with_values,
 )
 from autoloop_py.state.parts import (
@@ -102,6 +104,7 @@ __all__ = [
     "target_reached",
     "with_entry_status",
     "with_machine",
+    "with_model_spend",
 ]
 
 logger = logging.getLogger(__name__)
@@ -409,6 +412,16 @@ def apply_iteration(
 def models_of(state: StateFile) -> model_stats.ModelTable:
     """Returns the Models table (empty before any model call); raises StateError naming a malformed row's line."""
     return model_stats.parse_models_section(state.section_text(MODELS), state.path, section_line(state, MODELS))
+
+
+def with_model_spend(state: StateFile, use: model_stats.ModelUse, when: datetime) -> StateFile:
+    """Returns the state with model calls made outside an iteration (customize, judge, replay) in Spent and Models."""
+    tokens = sum(used for used, _ in use.spend.values())
+    costs = [usd for _, usd in use.spend.values() if usd is not None]
+    record = IterationRecord("rejected", when, "model calls", None, tokens=tokens or None,
+                             cost=sum(costs) if costs else None, extra=model_stats.use_bullets(use))
+    state = with_machine(state, with_spend(state.machine, record))
+    return _with_model_use(state, record, None, state.machine.metric_direction)
 
 
 def _with_model_use(state: StateFile, record: IterationRecord, best: float | None, direction: str) -> StateFile:

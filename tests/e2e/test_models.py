@@ -202,3 +202,42 @@ def test_a_strategys_guide_calls_go_to_the_guide_model_and_are_counted(  # type:
     # EvoX asks for its labels in the first iteration, which scores the Target as it is: no model proposed there.
     first = state.history[-1]
     assert "- **Model spend**: openai/meta: 100 tokens, $0.1\n" in first.text and "- **Model**:" not in first.text
+
+
+def test_judge_replay_and_customize_calls_count_in_the_programs_spend(  # type: ignore[no-untyped-def]
+    git_repo: Path, run_git, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from autoloop_py.state import file as statefile
+    from autoloop_py.state.memory import MemoryStore
+    from tests.e2e.test_replay_judge import VERDICT, run_demo
+    from tests.e2e.test_replay_judge import _edit as edit
+
+    repo = run_demo(git_repo, run_git, monkeypatch, capsys)
+
+    def spend() -> tuple[int, int, int]:
+        state = statefile.parse_state(MemoryStore(repo).read("demo.md") or "", "demo.md")
+        (row,) = statefile.models_of(state).rows
+        assert state.machine.spent is not None and row.name == "gpt-4o-mini"
+        return state.machine.spent.tokens, row.tokens, row.calls
+
+    total, tokens, calls = spend()
+    assert calls == 3 and tokens == total > 0
+    monkeypatch.setenv("AUTOLOOP_MOCK_RESPONSE", VERDICT)
+    assert main(["judge", "demo", "--repo", str(repo), "--cache", str(tmp_path / "cache")]) == 0
+    after_judge = spend()
+    # Three judge calls: more tokens in the program's Spent and the model's row; no more proposals.
+    assert after_judge[0] > total and after_judge[1] - tokens == after_judge[0] - total and after_judge[2] == 3
+    monkeypatch.setenv("AUTOLOOP_MOCK_RESPONSE", edit(2, 5))
+    assert main(["replay", "demo", "--repo", str(repo), "--repeats", "2"]) == 0
+    after_replay = spend()
+    assert after_replay[0] > after_judge[0] and after_replay[1] - after_judge[1] == after_replay[0] - after_judge[0]
+    # customize: a reply that cannot be used is refused, and still paid for.
+    (repo / ".autoloop/programs/demo/program.md").write_text(
+        (repo / ".autoloop/programs/demo/program.md").read_text() + "\n<CUSTOMIZE: a note>\n")
+    monkeypatch.setenv("AUTOLOOP_MOCK_RESPONSE", "not json")
+    assert main(["customize", "demo", "--model", "gpt-4o-mini", "--repo", str(repo)]) == 1
+    after_customize = spend()
+    assert after_customize[0] > after_replay[0] and after_customize[2] == 3
+    log = run_git(repo, "log", "--format=%s", "memory/autoloop")
+    for what in ("judge", "replay", "customize"):
+        assert f"[Autoloop: demo] spend of {what}" in log
