@@ -133,8 +133,8 @@ def _entry(item: Any, number: int) -> ModelSpec:
 def _value(kind: str, raw: Any) -> Any:
     if kind in ("text", "env", "role"):
         text = "" if raw is None else str(raw).strip()
-        if kind == "text" and (not text or any(c.isspace() for c in text)):
-            raise ValueError(f"must be one word, got {raw!r}")
+        if kind == "text" and (not text or any(c.isspace() or c in "`|<>" for c in text)):
+            raise ValueError(f"must be one word without `, |, < or >, got {raw!r}")
         if kind == "env" and not _ENV_RE.fullmatch(text):
             raise ValueError(f"must be an environment variable's name, got {raw!r}")
         if kind == "role" and text not in ROLES:

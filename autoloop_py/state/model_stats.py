@@ -144,8 +144,8 @@ def _split(line: str) -> list[str]:
 
 
 def _row(cells: list[str], path: str, line: int) -> ModelRow:
-    name = cells[0].strip("`").strip()
-    if not name or any(c.isspace() for c in name):
+    name = cells[0].strip().removeprefix("`").removesuffix("`").strip()
+    if not readable_name(name):
         raise StateError(f"'{cells[0]}' is not a model string; write the litellm model name", path, line)
     values = [_number(label, cell, path, line, whole) for label, cell, whole in zip(
         _HEADER[1:], cells[1:], (False, True, True, False, True, False))]
@@ -153,6 +153,11 @@ def _row(cells: list[str], path: str, line: int) -> ModelRow:
     if accepted is not None and calls is not None and accepted > calls:
         raise StateError(f"{name}: Accepted ({int(accepted)}) exceeds Calls ({int(calls)}); correct one", path, line)
     return ModelRow(name, weight, int(calls or 0), int(accepted or 0), improvement or 0.0, int(tokens or 0), usd or 0.0)
+
+
+def readable_name(name: str) -> bool:
+    """Returns whether a model name can stand in a row and read back (a name from --model is not checked before)."""
+    return bool(name) and not any(c.isspace() or c in "`|<>\\;" for c in name)
 
 
 def _number(label: str, cell: str, path: str, line: int, whole: bool) -> float | None:
@@ -221,6 +226,9 @@ def with_record(table: ModelTable, record: IterationRecord, improvement: float) 
     improvement: how much the record's metric beat the best before it (0 unless it was kept).
     """
     use = use_of(record)
+    # A name that could not be read back (a --model value is not checked) stays out of the table.
+    use = ModelUse(use.proposer if use.proposer and readable_name(use.proposer) else None,
+                   {name: spent for name, spent in use.spend.items() if readable_name(name)})
     rows = list(table.rows)
     for name in ([use.proposer] if use.proposer else []) + [n for n in use.spend if n != use.proposer]:
         if table.row(name) is None and all(row.name != name for row in rows):

@@ -116,3 +116,10 @@ def test_bullets_round_trip_and_a_new_table_renders_from_the_skeleton() -> None:
     text = render_models_section(table)
     assert text.startswith("## 🎰 Models\n") and "| `openai/a` | — | 1 | 1 | 0.5 | 12 | $0.5 |" in text
     assert parse_models_section(text, "x.md").rows == table.rows
+
+
+def test_a_name_that_could_not_be_read_back_stays_out_of_the_table() -> None:
+    record = _record("accepted", 2.0, ModelUse("my model|x", {"my model|x": (5, None), "ok/m": (3, None)}))
+    table = with_record(ModelTable(), record, 1.0)
+    assert [row.name for row in table.rows] == ["ok/m"]
+    assert parse_models_section(render_models_section(table), "x.md").rows == table.rows
