@@ -23,7 +23,7 @@ from autoloop_py.program.playbook import customize_markers, find_playbook
 from autoloop_py.loop.model_use import record_spend
 from autoloop_py.program.models import ModelSpec
 from autoloop_py.proposers.base import Usage
-from autoloop_py.proposers.llm import MOCK_ENV, MODEL_ENV, resolve_model, usage_of
+from autoloop_py.proposers.llm import MOCK_ENV, MODEL_ENV, litellm_module, resolve_model, usage_of
 from autoloop_py.proposers.llm_call import CallLimits, ModelCallError, completion, limits_for
 from autoloop_py.render import render
 
@@ -185,10 +185,7 @@ def _complete(
     model: str, messages: list[dict[str, str]], limits: CallLimits, spent: list[Usage] | None = None
 ) -> str:
     """Sends the messages to the model through litellm (within llm-timeout and llm-retries) and returns the reply's text."""
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
-
-    litellm.suppress_debug_info = True
+    litellm = litellm_module()
     kwargs: dict[str, Any] = {"model": model, "messages": list(messages)}
     if os.environ.get(MOCK_ENV) is not None:
         kwargs["mock_response"] = os.environ[MOCK_ENV]

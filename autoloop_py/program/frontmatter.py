@@ -23,12 +23,12 @@ class ProgramConfig:
       schedule: upstream schedule string (`every 6h`, `daily`...), or None for always due.
       target_metric: stop (complete) once the best metric reaches this value.
       metric_direction: "higher" or "lower"; None when neither frontmatter nor prose says.
-      timeout_minutes: the CI job's time limit (upstream key).
+      timeout_minutes: the CI job's time limit (upstream key); the evaluation's too when evaluation_timeout is unset.
       proposer: default proposer for this program (tune, llm, agent).
       model: litellm model name for the llm proposer.
       models: the `models:` list (program/models.py); empty when only `model:` (or nothing) is set.
       model_selection: how a proposal's model is drawn from `models:`: weighted, ucb or thompson.
-      evaluation_timeout: seconds one evaluation run may take.
+      evaluation_timeout: seconds one evaluation run may take (default: timeout_minutes, else 300).
       repeats: evaluations per candidate; the median counts.
       min_delta: the smallest improvement that counts as one.
       seed: base seed of every random choice for this program.
@@ -161,6 +161,9 @@ def parse_frontmatter(
         line = first_line + _key_line(match.group(2), "model")
         problems.append(ProgramError("set `model:` or `models:`, not both (list the one model under `models:`)",
                                      rel, line))
+    if values.get("timeout_minutes") is not None and values.get("evaluation_timeout") is None:
+        # Upstream's programs set only `timeout-minutes`, and evaluate for most of it (autoresearch: 6 minutes).
+        values["evaluation_timeout"] = values["timeout_minutes"] * 60
     return ProgramConfig(**values, extra=extra), match.end()
 
 
