@@ -6,6 +6,8 @@ from dataclasses import replace
 from datetime import datetime, timezone
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from autoloop_py.errors import StateError
 from autoloop_py.state import file as statefile
@@ -123,3 +125,31 @@ def test_a_name_that_could_not_be_read_back_stays_out_of_the_table() -> None:
     table = with_record(ModelTable(), record, 1.0)
     assert [row.name for row in table.rows] == ["ok/m"]
     assert parse_models_section(render_models_section(table), "x.md").rows == table.rows
+
+
+_NAMES = st.from_regex(r"[a-z][a-z0-9_.-]{0,8}/[a-zA-Z0-9_.:-]{1,12}", fullmatch=True)
+_ROWS = st.lists(
+    st.builds(
+        ModelRow, _NAMES, st.one_of(st.none(), st.floats(0, 100, allow_nan=False)), st.integers(0, 10**6),
+        st.just(0), st.floats(0, 1e6, allow_nan=False), st.integers(0, 10**9), st.floats(0, 1e4, allow_nan=False),
+    ),
+    max_size=6, unique_by=lambda row: row.name,
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(_ROWS, st.text(alphabet="abc \n", max_size=30))
+def test_any_table_reads_back_as_written(rows: list[ModelRow], note: str) -> None:
+    rows = [replace(row, accepted=row.calls // 2) for row in rows]
+    fresh = render_models_section(ModelTable(tuple(rows)))
+    table = parse_models_section(fresh, "x.md")
+    assert [(r.name, r.weight, r.calls, r.accepted, r.tokens) for r in table.rows] == [
+        (r.name, r.weight, r.calls, r.accepted, r.tokens) for r in rows]
+    for read, written in zip(table.rows, rows):
+        assert read.improvement == pytest.approx(written.improvement, rel=1e-9, abs=1e-9)
+        assert read.usd == pytest.approx(written.usd, rel=1e-9, abs=1e-9)
+    # The prose around the table is kept byte for byte through a re-render.
+    text = fresh.replace("\n\n| Model |", f"\n\n{note.strip()}\n\n| Model |" if note.strip() else "\n\n| Model |")
+    assert render_models_section(parse_models_section(text, "x.md")) == render_models_section(
+        parse_models_section(render_models_section(parse_models_section(text, "x.md")), "x.md"))
+    assert render_models_section(parse_models_section(text, "x.md")).startswith(text.split("| Model |")[0])
