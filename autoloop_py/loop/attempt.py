@@ -28,9 +28,9 @@ from autoloop_py.loop.recording import (
 )
 from autoloop_py.loop.workspace import Workspace
 from autoloop_py.program.model import Program
+from autoloop_py.program.models import ModelSpec
 from autoloop_py.program.target import target_files
 from autoloop_py.proposers import llm
-from autoloop_py.program.models import ModelSpec
 from autoloop_py.proposers.base import Proposal, ProposalRequest, Proposer, Usage
 from autoloop_py.proposers.llm_call import CallLimits, limits_for
 from autoloop_py.redact import Redactor, from_environment

@@ -196,9 +196,10 @@ def litellm_module() -> Any:
 
 
 def resolve_model(program: Program, fallback: str | None) -> str | None:
-    """Returns the model: program.md's `model:` (or first proposing `models:` entry), else AUTOLOOP_MODEL, else the fallback."""
+    """Returns the model: `model:` (or the first proposing `models:` entry), else AUTOLOOP_MODEL, else the fallback."""
     listed = proposers(program.config.models)
-    return program.config.model or (listed[0].name if listed else None) or os.environ.get(MODEL_ENV) or fallback or None
+    first = listed[0].name if listed else None
+    return program.config.model or first or os.environ.get(MODEL_ENV) or fallback or None
 
 
 def resolve_models(program: Program, fallback: str | None) -> tuple[ModelSpec, ...]:
@@ -271,7 +272,9 @@ def _litellm() -> Any:
 def request_kwargs(spec: ModelSpec, messages: list[dict[str, str]]) -> dict[str, Any]:
     """Returns litellm's arguments for a request to a `models:` entry: its sampling controls, server and key."""
     kwargs: dict[str, Any] = {"model": spec.name, "messages": messages, **spec.params()}
-    if spec.api_key_env and os.environ.get(spec.api_key_env):
+    if spec.api_key_env:
+        if not os.environ.get(spec.api_key_env):
+            raise ModelCallError(f"its api-key-env {spec.api_key_env} is not set in the environment; set it")
         kwargs["api_key"] = os.environ[spec.api_key_env]
     return kwargs
 

@@ -186,3 +186,17 @@ def test_without_litellm_the_proposer_says_which_extra_installs_it(monkeypatch: 
             call()
     proposal = LLMProposer(mock_responses=[GOOD]).propose(_request(), random.Random(0))
     assert proposal.files == {} and proposal.failure == f"gpt-4o-mini: {LITELLM_MISSING}"
+
+
+def test_an_unset_api_key_env_is_a_plain_failure_before_any_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
+    from autoloop_py.program.models import ModelSpec
+    from tests.fake_openai import fake_openai
+
+    monkeypatch.delenv("NOT_SET_KEY", raising=False)
+    with fake_openai("reply", monkeypatch, GOOD) as server:
+        spec = ModelSpec("openai/entry", api_base=server.base_url, api_key_env="NOT_SET_KEY")
+        proposal = LLMProposer().propose(replace(_request(None), model=spec), random.Random(0))
+    assert proposal.failure == "openai/entry: its api-key-env NOT_SET_KEY is not set in the environment; set it"
+    assert server.requests == 0
