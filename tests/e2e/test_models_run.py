@@ -100,6 +100,11 @@ def _shows_the_figures(repo: Path, rows: dict[str, Any], capsys: pytest.CaptureF
     assert re.search(rf"openai/good\s*│\s*{good.calls}\s*│\s*{good.calls} \(100%\)\s*│\s*{good.calls}\s*│"
                      rf"\s*{good.tokens} tokens, \${good.usd:.4f}", out), out
     assert re.search(rf"openai/bad\s*│\s*{bad.calls}\s*│\s*0 \(0%\)\s*│\s*0\s*│", out), out
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("COLUMNS", "200")
+        assert main(["analyze", "--repo", str(repo), "counter"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(rf"openai/good\s*│\s*{good.calls}\s*│\s*{good.calls} \(100%\)\s*│", out), out
     assert main(["analyze", "--repo", str(repo), "counter", "--json"]) == 0
     figures = {m["model"]: m for m in json.loads(capsys.readouterr().out)["models"]}
     assert (figures["openai/good"]["calls"], figures["openai/good"]["accepted_share"]) == (good.calls, 1.0)
