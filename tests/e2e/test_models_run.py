@@ -64,13 +64,15 @@ def _two_models(good: str, bad: str, selection: str) -> str:
     )
 
 
-def test_ucb_moves_the_draw_to_the_model_that_improves(
-    counter_repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+@pytest.mark.parametrize("selection", ["ucb", "thompson"])
+def test_the_bandit_moves_the_draw_to_the_model_that_improves(
+    counter_repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path,
+    selection: str,
 ) -> None:
     monkeypatch.delenv("AUTOLOOP_MODEL", raising=False)
     with fake_openai("reply", monkeypatch, _edit(+1), tokens=100) as good, \
             fake_openai("reply", monkeypatch, _edit(-5), tokens=100) as bad:
-        _configure(counter_repo, _two_models(good.base_url, bad.base_url, "ucb"))
+        _configure(counter_repo, _two_models(good.base_url, bad.base_url, selection))
         assert _run(counter_repo, 12) == 0
     rows = _models(counter_repo)
     assert rows["openai/good"].calls + rows["openai/bad"].calls == 12
