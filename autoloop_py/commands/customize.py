@@ -20,7 +20,7 @@ from autoloop_py.commands.new import fill_markers, finish_program_md, load_answe
 from autoloop_py.errors import AutoloopError
 from autoloop_py.program.model import PROGRAMS_DIR, Program, discover, load_program, program_name
 from autoloop_py.program.playbook import customize_markers, find_playbook
-from autoloop_py.loop.model_use import record_spend
+from autoloop_py.loop.model_use import check_budget, record_spend
 from autoloop_py.program.models import ModelSpec
 from autoloop_py.proposers.base import Usage
 from autoloop_py.proposers.llm import MOCK_ENV, MODEL_ENV, litellm_module, resolve_model, usage_of
@@ -69,6 +69,7 @@ def cmd_customize(args: argparse.Namespace, console: Console) -> int:
         "customize_prompt.md.j2", name=program.name, guide=_guide(root, program),
         context=_context(root, folder, files), files=files,
     )
+    check_budget(root, program, "customize")
     spent: list[Usage] = []
     try:
         proposed = _ask(model, prompt, files, limits_for(program.config.llm_timeout, program.config.llm_retries), spent)

@@ -27,7 +27,7 @@ from autoloop_py.analysis.judge import (
 from autoloop_py.commands.common import format_metric, subparser
 from autoloop_py.commands.replay import opened
 from autoloop_py.errors import AutoloopError
-from autoloop_py.loop.model_use import record_spend
+from autoloop_py.loop.model_use import check_budget, record_spend
 from autoloop_py.loop.replaying import check_credentials
 from autoloop_py.proposers import llm
 from autoloop_py.proposers.base import Usage
@@ -68,6 +68,8 @@ def cmd_judge(args: argparse.Namespace, console: Console) -> int:
         if edits:
             check_credentials(model)
         settings = JudgeSettings(model, retries=args.retries, concurrency=args.concurrency, show_scores=args.show_scores)
+        if edits and target.program is not None and target.root is not None:
+            check_budget(target.root, target.program, "judge")
         spent: list[Usage] = []
         try:
             judgements = judge_all(edits, settings, functools.partial(ask_judge, spent=spent),

@@ -30,7 +30,7 @@ from autoloop_py.analysis.replay_prompts import EXACT, VARIANTS, vary
 from autoloop_py.commands.common import format_metric, repo_root, subparser
 from autoloop_py.commands.trace import export_program
 from autoloop_py.errors import AutoloopError
-from autoloop_py.loop.model_use import record_spend
+from autoloop_py.loop.model_use import check_budget, record_spend
 from autoloop_py.loop.replaying import Ask, Bench, Replay, check_credentials, replay_event, send
 from autoloop_py.program.model import Program, check_all, find_program
 from autoloop_py.proposers.base import Usage
@@ -104,6 +104,8 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
         models = {event.id: _model(args.model, event) for event in events}
         for model in dict.fromkeys(models.values()):
             check_credentials(model)
+        if events and target.program is not None and target.root is not None:
+            check_budget(target.root, target.program, "replay")
         spent: list[Usage] = []
         ask = functools.partial(send, spent=spent)
         try:

@@ -14,17 +14,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
-from autoloop_py.errors import GitError
+from autoloop_py.errors import AutoloopError, GitError
 from autoloop_py.loop.lock import program_lock
 
 from autoloop_py.loop.options import RunOptions
-from autoloop_py.loop.recording import parse_or_new, state_path
+from autoloop_py.loop.recording import load_state, parse_or_new, state_path
 from autoloop_py.program import models
 from autoloop_py.program.model import Program
 from autoloop_py.program.models import ModelSpec
 from autoloop_py.proposers import llm
 from autoloop_py.proposers.base import Usage
 from autoloop_py.proposers.model_choice import choose, model_rng
+from autoloop_py.state import budget
 from autoloop_py.state import file as statefile
 from autoloop_py.state.memory import MemoryStore
 from autoloop_py.state.model_stats import ModelUse, use_bullets
@@ -70,6 +71,19 @@ def with_use(
         tokens, cost = tokens + used, _plus(cost, usd)
     use = ModelUse(proposer.name if proposer else None, spend)
     return replace(record, tokens=tokens or None, cost=cost, extra=(*record.extra, *use_bullets(use)))
+
+
+def check_budget(root: Path, program: Program, what: str, now: datetime | None = None) -> None:
+    """Raises AutoloopError before a command's model calls (customize, judge, replay) when a budget is reached."""
+    moment = now or datetime.now(timezone.utc)
+    try:
+        machine = load_state(MemoryStore(root), program).machine
+    except GitError as err:  # no memory branch to read: nothing was spent yet
+        log.debug("%s: no state to check the budgets of %s against: %s", program.name, what, err)
+        return
+    limit = budget.reached(program.config, machine, moment)
+    if limit is not None:
+        raise AutoloopError(f"{program.name}: no {what} call: {budget.pause_reason(limit, program.name, moment.date())}")
 
 
 def record_spend(root: Path, program: Program, spent: Sequence[Usage], what: str, now: datetime | None = None) -> None:

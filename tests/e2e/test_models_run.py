@@ -248,3 +248,22 @@ def test_judge_replay_and_customize_calls_count_in_the_programs_spend(  # type: 
     log = run_git(repo, "log", "--format=%s", "memory/autoloop")
     for what in ("judge", "replay", "customize"):
         assert f"[Autoloop: demo] spend of {what}" in log
+
+
+def test_a_reached_budget_stops_judge_replay_and_customize_before_any_call(  # type: ignore[no-untyped-def]
+    git_repo: Path, run_git, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from tests.e2e.test_replay_judge import VERDICT, run_demo
+
+    repo = run_demo(git_repo, run_git, monkeypatch, capsys)
+    program = repo / ".autoloop/programs/demo/program.md"
+    program.write_text("---\nbudget-tokens: 10\n---\n" + program.read_text() + "\n<CUSTOMIZE: a note>\n")
+    log = run_git(repo, "log", "--format=%s", "memory/autoloop")
+    monkeypatch.setenv("AUTOLOOP_MOCK_RESPONSE", VERDICT)
+    capsys.readouterr()
+    for argv in (["judge", "demo", "--cache", str(tmp_path / "cache")], ["replay", "demo", "--repeats", "1"],
+                 ["customize", "demo", "--model", "gpt-4o-mini"]):
+        assert main([*argv, "--repo", str(repo)]) == 1
+        err = capsys.readouterr().err
+        assert f"demo: no {argv[0]} call: budget reached: spent " in err and "(budget-tokens)" in err
+    assert run_git(repo, "log", "--format=%s", "memory/autoloop") == log  # nothing spent, nothing recorded
