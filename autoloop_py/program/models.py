@@ -15,7 +15,9 @@ from typing import Any
 SELECTIONS = ("weighted", "ucb", "thompson")
 PROPOSE, GUIDE = "propose", "guide"
 ROLES = (PROPOSE, GUIDE)
-_ENV_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# An API key's variable must end in _KEY: the redactor hides such values (redact.SECRET_PATTERNS), and a
+# program cannot send the runner's other secrets (GITHUB_TOKEN…) to its api-base as a key.
+_ENV_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*_KEY")
 # frontmatter spelling -> (ModelSpec field, kind)
 _FIELDS = {
     "model": ("name", "text"),
@@ -136,7 +138,7 @@ def _value(kind: str, raw: Any) -> Any:
         if kind == "text" and (not text or any(c.isspace() or c in "`|<>" for c in text)):
             raise ValueError(f"must be one word without `, |, < or >, got {raw!r}")
         if kind == "env" and not _ENV_RE.fullmatch(text):
-            raise ValueError(f"must be an environment variable's name, got {raw!r}")
+            raise ValueError(f"must name an environment variable ending in _KEY (e.g. MY_PROVIDER_API_KEY), got {raw!r}")
         if kind == "role" and text not in ROLES:
             raise ValueError(f"must be one of {', '.join(ROLES)}, got {raw!r}")
         return text
