@@ -23,6 +23,7 @@ from autoloop_py.state import budget
 from autoloop_py.state import file as statefile
 from autoloop_py.state import population as pop
 from autoloop_py.state.memory import MemoryStore
+from autoloop_py.state.model_stats import summary_rows
 from autoloop_py.state.population import population_of
 
 _SPARK = {"accepted": "✅", "rejected": "❌", "error": "⚠️", "pending-ci": "⏳", "ci-fix-exhausted": "🛑"}
@@ -126,6 +127,20 @@ def _details(state: statefile.StateFile | None, console: Console) -> None:
         console.print(f"  {entry.iteration:>4} {mark} {entry.status or '?':<9} {format_metric(entry.metric):>10}  {entry.change}")
     if state.section_text(statefile.POPULATION) is not None:
         _population_summary(population_of(state), state.machine.metric_direction, console)
+    _models_summary(state, console)
+
+
+def _models_summary(state: statefile.StateFile, console: Console) -> None:
+    """Prints each model's calls, accepted share, improvement and spend (nothing before the first model call)."""
+    rows = summary_rows(statefile.models_of(state))
+    if not rows:
+        return
+    table = Table(title="models")
+    for column in ("model", "calls", "accepted", "improvement", "spend"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*(escape(row[key]) for key in ("model", "calls", "accepted", "improvement", "spend")))
+    console.print(table)
 
 
 def _stale(root: Path, program: Program, state: statefile.StateFile | None, console: Console) -> None:

@@ -20,6 +20,7 @@ from autoloop_py.program.model import Program
 from autoloop_py.program.regions import primary_target
 from autoloop_py.program.target import target_files
 from autoloop_py.proposers import llm
+from autoloop_py.proposers.base import Usage
 from autoloop_py.sandbox import candidate_dir
 
 logger = logging.getLogger(__name__)
@@ -31,9 +32,12 @@ SOURCE_KEY = "program"
 _INVALID = (0, -1)
 
 
-def send(model: str, system: str, user: str) -> str:
-    """Returns the model's reply to a saved prompt (AUTOLOOP_MOCK_RESPONSE, when set, answers instead)."""
-    return llm.complete(model, user, system=system)
+def send(model: str, system: str, user: str, spent: list[Usage] | None = None) -> str:
+    """Returns the model's reply to a saved prompt (AUTOLOOP_MOCK_RESPONSE, when set, answers instead).
+
+    spent: gets the reply's usage appended (replays count in the program's spend).
+    """
+    return llm.complete(model, user, system=system, spent=spent)
 
 
 def check_credentials(model: str, option: str = "--model") -> None:

@@ -13,6 +13,7 @@ import yaml
 from autoloop_py.errors import ProgramError
 from autoloop_py.program.interval import parse_schedule
 from autoloop_py.program.stages import Stage, parse_stages
+from autoloop_py.program.models import ModelSpec, parse_models, parse_selection
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,8 @@ class ProgramConfig:
       timeout_minutes: the CI job's time limit (upstream key); the evaluation's too when evaluation_timeout is unset.
       proposer: default proposer for this program (tune, llm, agent).
       model: litellm model name for the llm proposer.
+      models: the `models:` list (program/models.py); empty when only `model:` (or nothing) is set.
+      model_selection: how a proposal's model is drawn from `models:`: weighted, ucb or thompson.
       evaluation_timeout: seconds one evaluation run may take (default: timeout_minutes, else 300).
       repeats: evaluations per candidate; the median counts.
       min_delta: the smallest improvement that counts as one.
@@ -58,6 +61,8 @@ class ProgramConfig:
     timeout_minutes: float | None = None
     proposer: str | None = None
     model: str | None = None
+    models: tuple[ModelSpec, ...] = ()
+    model_selection: str = "weighted"
     evaluation_timeout: float = 300.0
     repeats: int = 1
     min_delta: float = 0.0
@@ -98,6 +103,9 @@ _KEYS = {
     "timeout_minutes": "timeout_minutes",
     "proposer": "proposer",
     "model": "model",
+    "models": "models",
+    "model-selection": "model_selection",
+    "model_selection": "model_selection",
     "evaluation-timeout": "evaluation_timeout",
     "evaluation_timeout": "evaluation_timeout",
     "repeats": "repeats",
@@ -158,15 +166,30 @@ def parse_frontmatter(
             values[field_name] = _coerce(field_name, value)
         except ValueError as err:
             if field_name not in _LENIENT:
-                problems.append(ProgramError(f"frontmatter `{key}`: {err}", rel, line))
+                at = _item_line(match.group(2), line - first_line, str(err)) if field_name == "models" else 0
+                problems.append(ProgramError(f"frontmatter `{key}`: {err}", rel, line + at))
                 continue
             assumed, what = _LENIENT[field_name]
             values[field_name] = assumed
             warnings.append(f"{rel}:{line}: frontmatter `{key}`: {err}; {what}")
+    if values.get("model") and values.get("models"):
+        line = first_line + _key_line(match.group(2), "model")
+        problems.append(ProgramError("set `model:` or `models:`, not both (list the one model under `models:`)",
+                                     rel, line))
     if values.get("timeout_minutes") is not None and values.get("evaluation_timeout") is None:
         # Upstream's programs set only `timeout-minutes`, and evaluate for most of it (autoresearch: 6 minutes).
         values["evaluation_timeout"] = values["timeout_minutes"] * 60
     return ProgramConfig(**values, extra=extra), match.end()
+
+
+def _item_line(block: str, key_line: int, message: str) -> int:
+    """Returns how many lines below its key the list item a `models:` error names (`item 3: …`) starts (0: the key)."""
+    found = re.match(r"item (\d+)\b", message)
+    if found is None:
+        return 0
+    items = [i for i, line in enumerate(block.splitlines()[key_line + 1:], 1) if line.lstrip().startswith("- ")]
+    number = int(found.group(1))
+    return items[number - 1] if number <= len(items) else 0
 
 
 def _key_line(block: str, key: str) -> int:
@@ -177,9 +200,9 @@ def _key_line(block: str, key: str) -> int:
 
 
 _DEFAULTED = (
-    "evaluation_timeout", "repeats", "min_delta", "seed", "novelty_filter", "novelty_threshold", "llm_timeout",
-    "llm_retries", "max_file_bytes", "isolation", "evaluation_network", "evaluation_report", "feedback_bytes",
-    "evaluation_stages",
+    "models", "model_selection", "evaluation_timeout", "repeats", "min_delta", "seed", "novelty_filter",
+    "novelty_threshold", "llm_timeout", "llm_retries", "max_file_bytes", "isolation", "evaluation_network",
+    "evaluation_report", "feedback_bytes", "evaluation_stages",
 )
 _ISOLATIONS = ("auto", "bwrap", "none")
 _REPORT_CHANNELS = ("auto", "file", "stdout")  # loop/evaluation_report.CHANNELS
@@ -205,6 +228,10 @@ def _coerce(field_name: str, value: Any) -> Any:
         return _schedule(str(value).strip())
     if field_name == "evaluation_stages":
         return parse_stages(value)
+    if field_name == "models":
+        return parse_models(value)
+    if field_name == "model_selection":
+        return parse_selection(value)
     if field_name in ("proposer", "model"):
         return str(value).strip()
     if field_name == "metric_direction":
