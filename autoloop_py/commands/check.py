@@ -12,6 +12,7 @@ from rich.markup import escape
 from autoloop_py.commands.common import repo_root, subparser
 from autoloop_py.errors import ProgramError
 from autoloop_py.loop.schedule import parse_schedule
+from autoloop_py.program.frontmatter import key_line
 from autoloop_py.program.model import UNCONFIGURED_SENTINEL, Program, check_all, discover
 from autoloop_py.program.playbook import (
     customize_markers,
@@ -21,6 +22,7 @@ from autoloop_py.program.playbook import (
     playbook_problems,
     playbook_warnings,
 )
+from autoloop_py.proposers.setup import missing_keys, provider_problem
 from autoloop_py.sandbox.run import isolation_report
 from autoloop_py.strategies.alphaevolve.config import parse_alphaevolve_config
 
@@ -48,7 +50,7 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
         console.print(f"[red]✗[/] {escape(message)}", highlight=False)
     for warning in (w for program in programs for w in playbook_warnings(program, root)):
         console.print(f"[yellow]![/] {escape(str(warning))}", highlight=False)
-    for warning in (w for program in programs for w in program.warnings):
+    for warning in (w for program in programs for w in [*program.warnings, *_key_warnings(program)]):
         console.print(f"[yellow]![/] {escape(warning)}", highlight=False)
     for program in programs:
         if program.name not in failing:
@@ -80,10 +82,34 @@ def _program_problems(program: Program, root: Path) -> list[str]:
         parse_schedule(program.config.schedule)
     except ValueError as err:
         messages.append(f"{program.path}: frontmatter `schedule`: {err}")
+    if program.direction_problem is not None and not program.unconfigured:
+        messages.append(str(program.direction_problem))
+    problem = provider_problem(program.config.model) if program.config.model else None
+    if problem is not None:
+        messages.append(f"{_model_place(program)}: frontmatter `model`: {problem}; write a provider-prefixed litellm "
+                        "model name such as openai/gpt-4o-mini")
     messages.extend(str(marker_problem(m, program)) for m in customize_markers(program.text, program.path))
     found = playbook_problems(program, root)
     messages.extend(str(p) for p in found)
     return messages + ([] if found else _tunable_problems(program, root))
+
+
+def _model_place(program: Program) -> str:
+    """Returns `program.md:line` of the frontmatter's `model:`."""
+    line = key_line(program.text, "model")
+    return f"{program.path}" + ("" if line is None else f":{line}")
+
+
+def _key_warnings(program: Program) -> list[str]:
+    """Returns a warning for each API key the program's `model:` needs and this environment lacks.
+
+    A warning, not a problem: the key may live where the program runs (a CI secret), not here.
+    """
+    model = program.config.model
+    if not model or provider_problem(model) is not None:
+        return []
+    return [f"{_model_place(program)}: model '{model}' needs {key} in the environment where it runs (not set here)"
+            for key in missing_keys(model)]
 
 
 def _tunable_problems(program: Program, root: Path) -> list[str]:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -160,6 +161,7 @@ def _loop(
 ) -> list[IterationOutcome]:
     outcomes: list[IterationOutcome] = []
     held: list[str | None] = []  # why the forced program would be skipped when the run started
+    warned: set[str] = set()
     # No iteration starts in the job's last 5 minutes.
     deadline = None if options.job_deadline is None else options.job_deadline - 5 * 60
     # One git session for the whole run: its object reads go through one `cat-file --batch`; one worktree per
@@ -173,6 +175,7 @@ def _loop(
             program = _pick(root, programs, forced, held, console, force, session, parallel or 1)
             if program is None:
                 break
+            _warn_direction(program, warned, console)
             slots = _slot_count(program, parallel, options, settings)
             if slots > 1:
                 progress.update(task, description=f"{program.name} · tick of {slots}")
@@ -190,6 +193,15 @@ def _loop(
             print_outcome(outcome, console)
             progress.advance(task)
     return outcomes
+
+
+def _warn_direction(program: Program, warned: set[str], console: Console) -> None:
+    """Says once per run that a program's direction is unreadable and higher is assumed (`check` refuses it)."""
+    if program.direction_problem is None or program.name in warned:
+        return
+    warned.add(program.name)
+    console.print(f"[yellow]warning:[/] {escape(str(program.direction_problem))}; running with "
+                  f"{program.direction} is better, as upstream autoloop does", highlight=False)
 
 
 def _check_slots(args: argparse.Namespace) -> None:
