@@ -143,3 +143,25 @@ def test_init_from_a_local_checkout_asks_for_a_pip_spec(
     assert main(["init", "--repo", str(git_repo), "--pip-spec", "git+https://github.com/me/autoloop_py@main"]) == 0
     workflow = yaml.safe_load((git_repo / WORKFLOWS[0]).read_text())
     assert workflow["env"] == {"AUTOLOOP_PIP_SPEC": "git+https://github.com/me/autoloop_py@main"}
+
+
+def test_tune_cannot_game_the_sample_by_moving_its_problem_constant(
+    git_repo_with_origin: Path, run_git, capsys: pytest.CaptureFixture[str]  # type: ignore[no-untyped-def]
+) -> None:
+    from autoloop_py.proposers.tune import find_literals
+
+    repo = git_repo_with_origin
+    assert main(["init", "--repo", str(repo)]) == 0
+    solution = ".autoloop/programs/example/code/solution.py"
+    text = (repo / solution).read_text()
+    # The sample used to keep its goal in `-abs(WIDTH - 3.0)`, inside the EVOLVE-BLOCK: tune moved the 3.0 (and
+    # never WIDTH, which reads as a problem constant). Now the goal is outside the block, pinned.
+    assert "GOAL = 3.0  # autoloop: fixed" in text and "-abs(GUESS - GOAL)" in text
+    assert [literal.name for literal in find_literals(solution, text)] == ["GUESS"]
+    run_git(repo, "add", "-A")
+    run_git(repo, "commit", "-qm", "autoloop init")
+    run_git(repo, "push", "-q", "origin", "main")
+    assert main(["run", "--repo", str(repo), "--program", "example", "--proposer", "tune", "--iterations", "4"]) == 0
+    evolved = run_git(repo, "show", f"origin/autoloop/example:{solution}")
+    assert "GOAL = 3.0  # autoloop: fixed" in evolved and "GUESS = 1.5" not in evolved  # the guess moved
+    capsys.readouterr()
