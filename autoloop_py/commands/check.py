@@ -22,6 +22,7 @@ from autoloop_py.program.playbook import (
     playbook_problems,
     playbook_warnings,
 )
+from autoloop_py.program.requirements import leading_pip_install
 from autoloop_py.proposers.setup import missing_keys, provider_problem
 from autoloop_py.sandbox.run import isolation_report
 from autoloop_py.strategies.alphaevolve.config import parse_alphaevolve_config
@@ -50,7 +51,8 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
         console.print(f"[red]✗[/] {escape(message)}", highlight=False)
     for warning in (w for program in programs for w in playbook_warnings(program, root)):
         console.print(f"[yellow]![/] {escape(str(warning))}", highlight=False)
-    for warning in (w for program in programs for w in [*program.warnings, *_key_warnings(program)]):
+    notes = (w for program in programs for w in [*program.warnings, *_pip_notes(program), *_key_warnings(program)])
+    for warning in notes:
         console.print(f"[yellow]![/] {escape(warning)}", highlight=False)
     for program in programs:
         if program.name not in failing:
@@ -73,6 +75,22 @@ def _unconfigured_note(program: Program) -> str:
                  if UNCONFIGURED_SENTINEL in text), 1)
     return (f" (unconfigured template: no CUSTOMIZE marker is left; delete the {UNCONFIGURED_SENTINEL} line at "
             f"{program.path}:{line} and the note under it, and it runs)")
+
+
+def _pip_notes(program: Program) -> list[str]:
+    """Returns a note on a `pip install` the evaluation begins with: the sandbox has no network for it."""
+    if program.evaluation is None:
+        return []
+    where = f"{program.path}:{program.evaluation.line}"
+    try:
+        leading = leading_pip_install(program.evaluation.command)
+    except ValueError as err:
+        return [f"{where}: the evaluation's `pip install`: {err}; `autoloop deps` will not install it"]
+    if leading is None:
+        return []
+    return [f"{where}: the evaluation begins with `{leading.text}`, which has no network inside the sandbox: "
+            f"`autoloop deps {program.name} --install` installs {' '.join(leading.args)} before it runs "
+            "(the workflows do)"]
 
 
 def _program_problems(program: Program, root: Path) -> list[str]:
@@ -122,3 +140,11 @@ def _tunable_problems(program: Program, root: Path) -> list[str]:
     except ProgramError as err:
         return [str(err)]
     return []
+
+
+def program_findings(program: Program, root: Path) -> tuple[list[str], list[str]]:
+    """Returns (problems, warnings) that `autoloop check` reports for one loaded program."""
+    _, sandbox_problems = isolation_report([program])
+    problems = _program_problems(program, root) + list(sandbox_problems)
+    warnings = [str(w) for w in playbook_warnings(program, root)] + list(program.warnings)
+    return problems, warnings

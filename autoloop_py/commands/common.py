@@ -63,7 +63,7 @@ def add_memory_dir(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         metavar="DIR",
-        help="read and write state files in DIR, e.g. /tmp/gh-aw/repo-memory/autoloop (env AUTOLOOP_MEMORY_DIR)",
+        help="read and write state files in DIR, e.g. /tmp/gh-aw/repo-memory/default (env AUTOLOOP_MEMORY_DIR)",
     )
 
 

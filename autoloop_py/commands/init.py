@@ -30,8 +30,14 @@ WORKFLOWS_DIR = Path(".github/workflows")
 ACTIONS_WORKFLOW = WORKFLOWS_DIR / "autoloop.yml"
 AGENTIC_WORKFLOW = WORKFLOWS_DIR / "autoloop.md"
 SAMPLE_PROGRAM = "example"
-# Where gh-aw clones `memory/autoloop` (repo-memory id `autoloop`) and what it pushes after the agent job.
-AGENTIC_MEMORY_DIR = "/tmp/gh-aw/repo-memory/autoloop"
+# gh-aw clones `memory/autoloop` for repo-memory id `default` into /tmp/gh-aw/repo-memory/<id> and, after
+# the agent job, commits and pushes that folder alone (github/gh-aw pkg/workflow/repo_memory.go).
+AGENTIC_MEMORY_ID = "default"
+AGENTIC_MEMORY_DIR = f"/tmp/gh-aw/repo-memory/{AGENTIC_MEMORY_ID}"
+# The workflow's own early clone for the scheduler (its default folder, as upstream's); never saved.
+AGENTIC_SCHEDULE_MEMORY_DIR = "/tmp/gh-aw/repo-memory/autoloop"
+# Every title the agent's safe outputs create or may touch: `[Autoloop: <program>]…`.
+AGENTIC_TITLE_PREFIX = "[Autoloop: "
 PROPOSERS = ("llm", "agent", "tune")
 DEFAULT_EVERY = "6h"
 DISTRIBUTION = "autoloop-py"
@@ -271,7 +277,10 @@ def render_workflows(options: InitOptions) -> dict[Path, str]:
         schedule=agentic_schedule(options.interval),
         timeout_minutes=options.timeout_minutes,
         pip_spec=shlex.quote(options.pip_spec),
+        memory_id=AGENTIC_MEMORY_ID,
         memory_dir=AGENTIC_MEMORY_DIR,
+        schedule_memory_dir=AGENTIC_SCHEDULE_MEMORY_DIR,
+        title_prefix=AGENTIC_TITLE_PREFIX,
     )
     return {ACTIONS_WORKFLOW: actions, AGENTIC_WORKFLOW: agentic}
 

@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence
 
 from autoloop_py.errors import EvaluationError
 from autoloop_py.program.model import Program
+from autoloop_py.program.requirements import without_leading_pip_install
 from autoloop_py.redact import Redactor, from_environment
 from autoloop_py.sandbox.environment import scrub_environment
 from autoloop_py.sandbox.policy import SandboxPolicy
@@ -88,11 +89,14 @@ def evaluate(
     mask = redactor if redactor is not None else from_environment(environ)
     if sandbox is None:
         sandbox = isolation_for(requested_mode(program), network=program.config.evaluation_network).evaluation
+    command = program.evaluation.command
+    if sandbox.sandboxed and not sandbox.network:
+        command = without_leading_pip_install(command)  # `autoloop deps` installed it; offline it can only fail
     runs: list[float] = []
     printed: list[Mapping[str, Any]] = []
     for index in range(count):
         try:
-            result = run_sandboxed(program.evaluation.command, workdir, sandbox, cwd=cwd, timeout=limit, env=env)
+            result = run_sandboxed(command, workdir, sandbox, cwd=cwd, timeout=limit, env=env)
             result = replace(result, stdout=mask.text(result.stdout), stderr=mask.text(result.stderr))
         except OSError as err:
             return _result(f"could not start `bash` in {cwd}: {err}", started, runs)

@@ -23,10 +23,10 @@ class ProgramConfig:
       schedule: upstream schedule string (`every 6h`, `daily`...), or None for always due.
       target_metric: stop (complete) once the best metric reaches this value.
       metric_direction: "higher" or "lower"; None when neither frontmatter nor prose says.
-      timeout_minutes: the CI job's time limit (upstream key).
+      timeout_minutes: the CI job's time limit (upstream key); the evaluation's too when evaluation_timeout is unset.
       proposer: default proposer for this program (tune, llm, agent).
       model: litellm model name for the llm proposer.
-      evaluation_timeout: seconds one evaluation run may take.
+      evaluation_timeout: seconds one evaluation run may take (default: timeout_minutes, else 300).
       repeats: evaluations per candidate; the median counts.
       min_delta: the smallest improvement that counts as one.
       seed: base seed of every random choice for this program.
@@ -155,6 +155,9 @@ def parse_frontmatter(
             assumed, what = _LENIENT[field_name]
             values[field_name] = assumed
             warnings.append(f"{rel}:{line}: frontmatter `{key}`: {err}; {what}")
+    if values.get("timeout_minutes") is not None and values.get("evaluation_timeout") is None:
+        # Upstream's programs set only `timeout-minutes`, and evaluate for most of it (autoresearch: 6 minutes).
+        values["evaluation_timeout"] = values["timeout_minutes"] * 60
     return ProgramConfig(**values, extra=extra), match.end()
 
 

@@ -57,6 +57,7 @@ def test_init_installs_workflows_strategies_and_a_sample_that_check_accepts(
     for rel, text in strategies.items():
         assert (git_repo / rel).read_text(encoding="utf-8") == text
     assert "Next steps:" in out and "OPENAI_API_KEY" in out and "autoloop check" in out and "git commit" in out
+    assert "COPILOT_GITHUB_TOKEN" in out  # the agentic variant's engine secret (upstream issue #65)
     workflow = yaml.safe_load((git_repo / WORKFLOWS[0]).read_text())
     assert workflow["env"] == {"AUTOLOOP_PIP_SPEC": DEFAULT_PIP_SPEC}
     assert workflow.get("on", workflow.get(True))["schedule"] == [{"cron": "17 */6 * * *"}]

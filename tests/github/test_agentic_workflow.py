@@ -19,6 +19,7 @@ import yaml
 
 from autoloop_py.commands.init import (
     AGENTIC_MEMORY_DIR,
+    AGENTIC_SCHEDULE_MEMORY_DIR,
     AGENTIC_WORKFLOW,
     DEFAULT_PIP_SPEC,
     InitOptions,
@@ -61,10 +62,16 @@ def test_the_memory_is_cloned_before_the_scheduler_reads_it(workflow: str) -> No
     assert names.index("Install autoloop") < names.index(CLONE_STEP) < names.index(SCHEDULE_STEP)
     assert names.index(SCHEDULE_STEP) < names.index("Install the program's dependencies")
     meta, _ = split(workflow)
-    assert meta["env"]["AUTOLOOP_MEMORY_DIR"] == AGENTIC_MEMORY_DIR == agentic_scheduler.REPO_MEMORY_DIR
-    assert meta["tools"]["repo-memory"] == {"branch-name": "memory/autoloop", "file-glob": ["*.md"], "max-file-size": 30720}
+    assert meta["env"]["AUTOLOOP_MEMORY_DIR"] == AGENTIC_MEMORY_DIR == "/tmp/gh-aw/repo-memory/default"
+    assert meta["tools"]["repo-memory"] == [
+        {"id": "default", "branch-name": "memory/autoloop", "file-glob": ["*.md", "candidates/**"],
+         "allowed-extensions": [".md", ".json", ".txt", ".py", ".js", ".ts", ".rs"],
+         "max-file-size": 30720, "max-file-count": 1000}
+    ]
     scheduler = next(s for s in meta["steps"] if s["name"] == SCHEDULE_STEP)
     assert scheduler["run"] == "python3 -m autoloop_py.github.agentic_scheduler"
+    # The scheduler reads the early clone, in upstream's folder (its default); gh-aw's own clone comes later.
+    assert scheduler["env"]["AUTOLOOP_MEMORY_DIR"] == AGENTIC_SCHEDULE_MEMORY_DIR == agentic_scheduler.REPO_MEMORY_DIR
     assert scheduler["env"]["AUTOLOOP_PROGRAM"] == "${{ github.event.inputs.program }}"
 
 
@@ -76,6 +83,18 @@ def test_one_pr_per_program_on_the_exact_branch(workflow: str) -> None:
     assert "### Branch Name Must Be Exact" in body
     assert "Use `head_branch` verbatim" in body and "`autoloop/<program>`" in body
     assert meta["checkout"] == {"fetch": ["*"], "fetch-depth": 0}
+
+
+def test_outputs_are_as_tight_as_upstreams(workflow: str) -> None:
+    outputs = split(workflow)[0]["safe-outputs"]
+    for kind in ("create-pull-request", "push-to-pull-request-branch", "create-issue", "update-issue"):
+        assert outputs[kind]["title-prefix"] == "[Autoloop: ", kind
+    for kind in ("create-pull-request", "push-to-pull-request-branch"):
+        assert outputs[kind]["protected-files"] == "fallback-to-issue", kind
+    _, body = split(workflow)
+    # Every title the prompt has the agent write starts with the prefix, or gh-aw would refuse the output.
+    titles = re.findall(r"`(\[Autoloop[^`]*)`", body)
+    assert titles and all(t.startswith("[Autoloop: ") for t in titles), titles
 
 
 def test_outputs_may_target_the_program_issue_on_a_scheduled_run(workflow: str) -> None:
@@ -94,7 +113,9 @@ def test_network_allowlist_and_read_only_permissions(workflow: str) -> None:
 
 def test_the_prompt_carries_upstreams_guidance_in_brief(workflow: str) -> None:
     _, body = split(workflow)
-    assert "## Common mistakes to avoid" in body
+    assert "## Common Mistakes to Avoid" in body
+    assert "no suffixes, no hashes, no run IDs, no iteration numbers" in body
+    assert "Never let the gh-aw framework auto-generate a branch name" in body
     assert '"${{ steps.sanitized.outputs.text }}"' in body  # command mode reads the /autoloop text
     assert "Action required: configure your program" in body  # the setup guard
     assert "autoloop-completed" in body and "🎉" in body  # halting swaps the label
@@ -104,6 +125,19 @@ def test_the_prompt_carries_upstreams_guidance_in_brief(workflow: str) -> None:
         assert command in body
     assert "<!-- AUTOLOOP:STATUS -->" in body and "existing_pr" in body
     assert len(body) < PROMPT_CHAR_BUDGET, f"the prompt grew to {len(body)} characters"
+
+
+def test_strategy_discovery_comes_before_step_1(workflow: str) -> None:
+    _, body = split(workflow)
+    assert body.index("## Strategy discovery") < body.index("## Step 1: Pick the program")
+    section = body[body.index("## Strategy discovery"):body.index("## Step 1: Pick the program")]
+    rules = re.findall(r"^\d\. (.+(?:\n   .+)*)", section, re.MULTILINE)
+    assert len(rules) == 4, rules
+    assert "`## Evolution Strategy`" in rules[0]
+    assert "follow it literally" in rules[1]
+    assert "supersedes" in rules[2] and "Analyze through Accept/Reject" in rules[2] and "autoloop record" in rules[2]
+    assert all(words in rules[3] for words in ("absent", "only prose", "does not\n   exist", "fall back"))
+    assert "`autoloop prompt <program>`" in section
 
 
 def _git(*args: str, cwd: Path) -> str:

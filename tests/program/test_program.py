@@ -352,6 +352,23 @@ def test_an_unusable_timeout_minutes_is_ignored_with_a_warning_as_upstream(repo:
     assert any("frontmatter `timeout-minutes`" in w and "ignoring it" in w for w in program.warnings), program.warnings
 
 
+@pytest.mark.parametrize(
+    ("lines", "seconds"),
+    [
+        ("timeout-minutes: 10", 600.0),  # upstream's programs give only the job's limit: the evaluation may use it
+        ("timeout_minutes: 0.5", 30.0),
+        ("timeout-minutes: 10\nevaluation-timeout: 45", 45.0),  # ours, when given, is the evaluation's
+        ("evaluation-timeout: 45\ntimeout-minutes: 10", 45.0),
+        ("timeout-minutes: 0", 300.0),  # unusable: ignored, so the default stands
+        ("schedule: daily", 300.0),
+    ],
+)
+def test_timeout_minutes_is_the_evaluation_timeout_unless_one_is_given(repo: Path, lines: str, seconds: float) -> None:
+    write(repo, ".autoloop/programs/demo/program.md", PROGRAM.replace("evaluation-timeout: 30", lines))
+    programs, problems = check_all(repo)
+    assert problems == [] and programs[0].config.evaluation_timeout == seconds
+
+
 def test_sideways_direction_defers_to_the_evaluation_prose(repo: Path) -> None:
     text = PROGRAM.replace("metric_direction: higher", "metric_direction: sideways")
     write(repo, ".autoloop/programs/demo/program.md", text.replace("`combined_score`.", "`loss`. Lower is better."))
