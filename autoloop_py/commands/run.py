@@ -175,7 +175,7 @@ def _loop(
             program = _pick(root, programs, forced, held, console, force, session, parallel or 1)
             if program is None:
                 break
-            _warn_direction(program, warned, console)
+            _warn_once(program, warned, console)
             slots = _slot_count(program, parallel, options, settings)
             if slots > 1:
                 progress.update(task, description=f"{program.name} · tick of {slots}")
@@ -195,13 +195,17 @@ def _loop(
     return outcomes
 
 
-def _warn_direction(program: Program, warned: set[str], console: Console) -> None:
-    """Says once per run that a program's direction is unreadable and higher is assumed (`check` refuses it)."""
-    if program.direction_problem is None or program.name in warned:
+def _warn_once(program: Program, warned: set[str], console: Console) -> None:
+    """Says once per run what `check` warns about (unknown keys, lenient values) and an unreadable direction."""
+    if program.name in warned:
         return
     warned.add(program.name)
-    console.print(f"[yellow]warning:[/] {escape(str(program.direction_problem))}; running with "
-                  f"{program.direction} is better, as upstream autoloop does", highlight=False)
+    notes = list(program.warnings)
+    if program.direction_problem is not None:  # `check` refuses it; upstream assumes higher
+        notes.append(f"{program.direction_problem}; running with {program.direction} is better, as upstream "
+                     "autoloop does")
+    for note in notes:
+        console.print(f"[yellow]warning:[/] {escape(note)}", highlight=False)
 
 
 def _check_slots(args: argparse.Namespace) -> None:

@@ -115,7 +115,6 @@ def _run_locked(
         )
         if recovered:
             state = load_state(memory, program, options.budget)  # the records it recovered are in the file now
-        runner = strategy.load_runner(program, root)
     over = _over_budget(memory, program, state, options, now)
     if over is not None:
         return over
@@ -128,6 +127,7 @@ def _run_locked(
             workspace.prepare()
             require_on_base(program, workspace.path, workspace.base_ref, workspace.base_ref.startswith("origin/"))
             program = committed_program(program, workspace.path, workspace.base_ref)
+        runner = strategy.load_runner(program, root)  # the committed program's direction and settings
         rng = iteration_rng(program, iteration, options.slot)
         proposer = proposer_for(program, options)
         check_setup(proposer, program)  # a missing setting stops the run here, before anything is recorded

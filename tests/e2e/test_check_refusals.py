@@ -81,15 +81,21 @@ def test_frontmatter_and_prose_that_disagree_are_refused(counter_repo: Path, cap
             "`Higher is better`; make them agree") in out
 
 
-def test_unknown_keys_warn_with_the_nearest_known_key(counter_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_unknown_keys_warn_with_the_nearest_known_key(
+    counter_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     keys = "evaluation-timout: 5\nisolaton: none\nSchedule: every 1h\nmystery-knob: 3\n"
-    _rewrite(counter_repo, "schedule: every 6h\n", "schedule: every 6h\n" + keys, commit=False)
+    _rewrite(counter_repo, "schedule: every 6h\n", "schedule: every 6h\n" + keys)
     code, out = _check(counter_repo, capsys)
     assert code == 0 and "✓ counter" in out  # warnings: the program runs as before
     for key, hint in (("evaluation-timout", "; did you mean `evaluation-timeout`?"),
                       ("isolaton", "; did you mean `isolation`?"), ("Schedule", "; did you mean `schedule`?"),
                       ("mystery-knob", " (known keys: ")):
         assert f"! {PROGRAM}:{_line_of(counter_repo, key + ':')}: unknown frontmatter key `{key}`, ignored{hint}" in out
+    # run says it too, once, before its first iteration.
+    assert _run(counter_repo, _plan(tmp_path, [_value(2.0), _value(3.0)]), 2) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert out.count("unknown frontmatter key `isolaton`, ignored; did you mean `isolation`?") == 1
 
 
 def test_a_misspelt_proposer_is_refused_with_file_and_line_by_check_and_run(
