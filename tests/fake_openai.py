@@ -1,4 +1,4 @@
-"""A loopback OpenAI-compatible server for tests: it hangs, answers garbage, or answers with a canned reply."""
+"""A loopback OpenAI-compatible server for tests: it hangs, answers garbage, refuses the key, or answers a canned reply."""
 
 from __future__ import annotations
 
@@ -20,8 +20,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if self.server.mode == "hang":
             self.server.release.wait(120)  # never answers while the test runs
             return
+        status = 200
         if self.server.mode == "garbage":
             body = b"<html>this is not JSON</html>"
+        elif self.server.mode == "bad-key":
+            status = 401
+            body = json.dumps({"error": {"message": "Incorrect API key provided", "type": "invalid_request_error",
+                                         "code": "invalid_api_key"}}).encode()
         else:
             body = json.dumps({
                 "id": "x", "object": "chat.completion", "created": 0, "model": "test",
@@ -29,7 +34,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                              "message": {"role": "assistant", "content": self.server.reply}}],
                 "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
             }).encode()
-        self.send_response(200)
+        self.send_response(status)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(body)))
         self.end_headers()
@@ -54,7 +59,7 @@ class _Server(http.server.ThreadingHTTPServer):
 
 @contextmanager
 def fake_openai(mode: str, monkeypatch: pytest.MonkeyPatch, reply: str = "") -> Iterator[_Server]:
-    """Serves `mode` (hang | garbage | reply) on loopback and points litellm's `openai/…` models at it."""
+    """Serves `mode` (hang | garbage | bad-key | reply) on loopback and points litellm's `openai/…` models at it."""
     server = _Server(mode, reply)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

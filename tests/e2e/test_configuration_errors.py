@@ -79,6 +79,17 @@ def test_a_refused_connection_names_the_url_tried_and_its_setting(
     _nothing_recorded(counter_repo)
 
 
+def test_a_refused_key_names_the_variable(
+    counter_repo: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with fake_openai("bad-key", monkeypatch) as server:
+        codes = _run_three(counter_repo, "--proposer", "llm", "--model", "openai/test")
+    assert codes == [1, 1, 1] and server.requests == 3  # one request per run: a refused key is not retried
+    err = " ".join(capsys.readouterr().err.split())
+    assert "model 'openai/test': the provider refused the API key (authentication failed); check OPENAI_API_KEY" in err
+    _nothing_recorded(counter_repo)
+
+
 def test_once_the_server_answers_the_same_program_runs(
     counter_repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
