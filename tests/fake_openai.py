@@ -15,8 +15,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     server: "_Server"
 
     def do_POST(self) -> None:  # noqa: N802 - the name http.server calls
-        self.rfile.read(int(self.headers.get("content-length", 0)))
+        request = self.rfile.read(int(self.headers.get("content-length", 0)))
         self.server.requests += 1
+        self.server.bodies.append(request.decode("utf-8", errors="replace"))
         if self.server.mode == "hang":
             self.server.release.wait(120)  # never answers while the test runs
             return
@@ -31,7 +32,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             body = json.dumps({
                 "id": "x", "object": "chat.completion", "created": 0, "model": "test",
                 "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": self.server.reply}}],
+                             "message": {"role": "assistant", "content": self._reply()}}],
                 "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
             }).encode()
         self.send_response(status)
@@ -39,6 +40,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("content-length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+    def _reply(self) -> str:
+        """Returns the canned reply, `@N@` in it replaced by this request's number (so replies can differ)."""
+        return self.server.reply.replace("@N@", str(self.server.requests))
 
     def log_message(self, *args: object) -> None:
         pass
@@ -50,6 +55,7 @@ class _Server(http.server.ThreadingHTTPServer):
     def __init__(self, mode: str, reply: str) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.mode, self.reply, self.requests = mode, reply, 0
+        self.bodies: list[str] = []  # each request's JSON body, in order (the prompts the model was sent)
         self.release = threading.Event()
 
     @property

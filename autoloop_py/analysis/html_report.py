@@ -87,6 +87,7 @@ def _node_data(node: RunNode) -> dict[str, Any]:
     return {
         "id": node.id, "p": node.parent_id, "it": node.iteration, "m": node.metric, "s": node.status,
         "op": node.operator, "isl": node.island, "sum": node.summary,
+        **({"fb": node.feedback} if node.feedback else {}), **({"stg": node.stages} if node.stages else {}),
     }
 
 

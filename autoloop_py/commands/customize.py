@@ -20,7 +20,7 @@ from autoloop_py.commands.new import fill_markers, finish_program_md, load_answe
 from autoloop_py.errors import AutoloopError
 from autoloop_py.program.model import PROGRAMS_DIR, Program, discover, load_program, program_name
 from autoloop_py.program.playbook import customize_markers, find_playbook
-from autoloop_py.proposers.llm import MOCK_ENV, MODEL_ENV
+from autoloop_py.proposers.llm import MOCK_ENV, MODEL_ENV, litellm_module
 from autoloop_py.proposers.llm_call import CallLimits, ModelCallError, completion, limits_for
 from autoloop_py.render import render
 
@@ -171,10 +171,7 @@ def _ask(model: str, prompt: str, files: Mapping[str, str], limits: CallLimits) 
 
 def _complete(model: str, messages: list[dict[str, str]], limits: CallLimits) -> str:
     """Sends the messages to the model through litellm (within llm-timeout and llm-retries) and returns the reply's text."""
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
-
-    litellm.suppress_debug_info = True
+    litellm = litellm_module()
     kwargs: dict[str, Any] = {"model": model, "messages": list(messages)}
     if os.environ.get(MOCK_ENV) is not None:
         kwargs["mock_response"] = os.environ[MOCK_ENV]

@@ -109,6 +109,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         raise AutoloopError("--outcome-dir holds one iteration: drop --iterations and --dry-run")
     _check_slots(args)
     if args.proposer == "llm":
+        llm.require_litellm()
         llm.start_import()  # litellm's import overlaps loading the programs and the first evaluation
     root = repo_root(args.repo)
     programs, problems = load_all(root, with_issues=args.ci)

@@ -19,11 +19,15 @@ from autoloop_py.loop.evaluate import EvaluationResult
 from autoloop_py.loop.options import Clock, RunOptions
 from autoloop_py.loop.publishing import keep_candidate, settle_kept
 from autoloop_py.loop.recording import (
+    artifacts_of_result,
     candidate_data,
     error_record,
+    failure_note,
     primary_file,
     record_of,
+    rejected_note,
     rejection_note,
+    stages_metadata,
     usage_of,
 )
 from autoloop_py.loop.workspace import Workspace
@@ -41,7 +45,13 @@ from autoloop_py.state.memory import MemoryStore
 from autoloop_py.state.population import Candidate
 from autoloop_py.strategies import runner as strategy
 from autoloop_py.strategies.engine import DecisionLike
-from autoloop_py.strategies.prompt import RECENTLY_DELETED, prompt_context, render_iteration_prompt, with_data_section
+from autoloop_py.strategies.prompt import (
+    EVALUATOR_FEEDBACK,
+    RECENTLY_DELETED,
+    prompt_context,
+    render_iteration_prompt,
+    with_data_section,
+)
 from autoloop_py.strategies.runner import StrategyRunner
 
 log = logging.getLogger(__name__)
@@ -71,6 +81,7 @@ class AttemptContext:
     sandbox: Isolation | None = None
     redactor: Redactor = field(default_factory=lambda: from_environment(os.environ))
     base_files: Mapping[str, str] = field(default_factory=dict)
+    history: lineage_store.TraceReader | None = None
 
 
 @dataclass(frozen=True)
@@ -203,13 +214,23 @@ def _attempt(ctx: AttemptContext, decision: DecisionLike | None, files: dict[str
     with ctx.clock("evaluate"):
         faults.checkpoint("during-evaluation")
         result, tampered = evaluate_copy(program, workspace.path, guarded, evaluation_policy(ctx.sandbox))
-    evaluated = _evaluated(ctx, decision, proposal, result.metrics, prompt, runs=result.runs)
+    evaluated = _evaluated(ctx, decision, proposal, result.metrics, prompt, runs=result.runs,
+                           metadata=stages_metadata(result))
+    evaluated = replace(evaluated, artifacts=artifacts_of_result(result))
     failure = None
     if tampered:
         record = error_record(now, proposal.summary, f"the candidate changed protected files: {tampered}", run_url, **usage)
     elif not result.ok or result.metric is None:
-        record = error_record(now, proposal.summary, f"evaluation failed: {result.error}", run_url, **usage)
+        record = error_record(now, proposal.summary, failure_note(result), run_url, **usage)
         failure = _failure_text(result)
+    elif result.rejection or result.stopped:
+        if decision is not None:
+            usage["extra"] = strategy.history_bullets(decision, result.metric)
+        saved = lineage_store.stage_seconds(ctx.history, len(result.stages)) if result.stopped else None
+        record = record_of(
+            "rejected", now, proposal.summary,
+            metric=result.metric, notes=rejected_note(result, saved), lesson=proposal.lesson, run_url=run_url, **usage,
+        )
     else:
         if decision is not None:
             usage["extra"] = strategy.history_bullets(decision, result.metric)
@@ -229,9 +250,10 @@ def _secrets_in(files: Mapping[str, str | None], redactor: Redactor) -> list[str
 
 
 def _failure_text(result: EvaluationResult) -> str:
-    """Returns why an evaluation failed, with the end of its stderr, for a retry's prompt."""
+    """Returns why an evaluation failed, with its feedback (an upstream `log_tail`) and stderr's end, for a retry."""
     tail = "\n".join(result.stderr_tail.strip().splitlines()[-_ERROR_TAIL_LINES:])
-    return f"evaluation failed: {result.error}" + (f"\n{tail}" if tail else "")
+    told = "\n".join(result.feedback.strip().splitlines()[-_ERROR_TAIL_LINES:])
+    return "\n".join(part for part in (f"evaluation failed: {result.error}", told, tail) if part)
 
 
 def _prepare_prompt(ctx: AttemptContext, files: dict[str, str], root: Path) -> tuple[DecisionLike | None, dict[str, str], str]:
@@ -239,7 +261,8 @@ def _prepare_prompt(ctx: AttemptContext, files: dict[str, str], root: Path) -> t
     if ctx.runner is None:
         deleted = lineage_store.deleted_items(ctx.reader, ctx.tip)
         context = prompt_context(ctx.program, files, ctx.state, ctx.best, ctx.iteration, ctx.options.directives, deleted)
-        return None, files, render_iteration_prompt(context)
+        told = _feedback(ctx, ctx.tip)
+        return None, files, with_data_section(render_iteration_prompt(context), EVALUATOR_FEEDBACK, told, bullets=False)
     rebase = stale_parents.rebaser(root, ctx.program.name, ctx.runner.primary, ctx.workspace.base_sha, ctx.memory.read)
     decision = strategy.decide(
         ctx.runner, ctx.state, ctx.best, ctx.iteration, ctx.program.direction, ctx.rng, ctx.memory.read,
@@ -256,10 +279,21 @@ def _strategy_prompt(ctx: AttemptContext, decision: DecisionLike, files: dict[st
     """Returns the strategy's prompt for the decision, with the recently deleted items as data."""
     assert ctx.runner is not None
     prompt = strategy.render_prompt(
-        ctx.runner, decision, ctx.program, files, ctx.state, ctx.best, root, ctx.options.directives, ctx.memory.read
+        ctx.runner, decision, ctx.program, files, ctx.state, ctx.best, root, ctx.options.directives, ctx.memory.read,
+        _feedback(ctx, _parent_id(ctx, decision)),
     )
     deleted = lineage_store.deleted_items(ctx.reader, _parent_id(ctx, decision))
     return with_data_section(prompt, RECENTLY_DELETED, deleted)
+
+
+def _feedback(ctx: AttemptContext, parent_id: str | None) -> tuple[str, ...]:
+    """Returns what evaluations said of the parent and its latest attempts not kept, redacted, for the prompt."""
+    seed = None  # the baseline this iteration measured is recorded with it, after the prompt
+    if ctx.baseline is not None and parent_id == trace.SEED_ID:
+        seed = trace.TraceRow(trace.SEED_ID, 0, None, dict(ctx.baseline.metrics), "accepted",
+                              extra={"artifacts": artifacts_of_result(ctx.baseline)})
+    items = lineage_store.feedback_items(ctx.history, parent_id, ctx.program, seed)
+    return tuple(ctx.redactor.text(item) for item in items)
 
 
 def _screen(

@@ -137,15 +137,15 @@ def _run_locked(
         best, baseline, failure = baseline_outcome(state, measured)
         if measured is None and not options.ci_gate:
             best = rejudge.branch_bar(root, memory, program, state, best)
-        seed = seed_data(program, workspace.path, baseline)
+        seed = seed_data(program, workspace.path, baseline, measured)
         if failure is not None:
             attempt = Attempt(error_record(now, "baseline", f"baseline evaluation failed: {failure}", options.run_url))
         else:
-            tip = "seed" if seed is not None else (memory.read(trace.tip_path(program.name)) or "").strip() or None
+            tip = trace.SEED_ID if seed is not None else (memory.read(trace.tip_path(program.name)) or "").strip() or None
+            reader = lineage_store.trace_reader(root, memory.config.branch, program, memory.session.objects)
             context = AttemptContext(
                 program, workspace, proposer, state, best, iteration, rng, options, clock, now, runner, memory, tip, key,
-                lineage_store.reader_for(root, memory.config.branch, program, memory.session.objects), baseline=measured,
-                sandbox=sandbox,
+                reader if program.config.novelty_filter else None, baseline=measured, sandbox=sandbox, history=reader,
             )
             attempt = try_candidate(context, root)
         record = replace(with_baseline(attempt.record, baseline), key=key)

@@ -13,6 +13,7 @@ import yaml
 
 from autoloop_py.errors import ProgramError
 from autoloop_py.program.interval import parse_schedule
+from autoloop_py.program.stages import Stage, parse_stages
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,11 @@ class ProgramConfig:
       max_file_bytes: the largest Target file a candidate may write; a larger one is rejected before evaluation.
       parallel: the slots each tick runs at once (k parallel iterations of this program, 1 to 64); None: unset
         (one, or in Actions the workflow's `autoloop init --parallel`).
+      evaluation_report: where a run's report is read: `file` (the file AUTOLOOP_RESULT names, read once the
+        command exited), `stdout` (upstream's last JSON object printed), or `auto` (file when the evaluation
+        command or a file it names mentions AUTOLOOP_RESULT, else stdout).
+      feedback_bytes: the most bytes of an evaluation's feedback one prompt shows per candidate.
+      evaluation_stages: the cascade of evaluations, cheap first (`evaluation-stages`; () runs the one command).
       extra: frontmatter keys kept as written: those other modules read (PASSTHROUGH_KEYS) and unknown ones
         (each of which `check` warns about, with the nearest known key).
     """
@@ -70,6 +76,9 @@ class ProgramConfig:
     budget_tokens_per_day: float | None = None
     max_file_bytes: int = 1 << 20
     parallel: int | None = None
+    evaluation_report: str = "auto"
+    feedback_bytes: int = 4096
+    evaluation_stages: tuple[Stage, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -113,6 +122,12 @@ _KEYS = {
     "max-file-bytes": "max_file_bytes",
     "max_file_bytes": "max_file_bytes",
     "parallel": "parallel",
+    "evaluation-report": "evaluation_report",
+    "evaluation_report": "evaluation_report",
+    "feedback-bytes": "feedback_bytes",
+    "feedback_bytes": "feedback_bytes",
+    "evaluation-stages": "evaluation_stages",
+    "evaluation_stages": "evaluation_stages",
 }
 # Keys kept in `extra` for the modules that read them (program.requirements, loop.ci_gate): known, not warned about.
 PASSTHROUGH_KEYS = ("requirements", "ci-gate", "ci_gate")
@@ -190,28 +205,33 @@ def _key_line(block: str, key: str) -> int:
 
 _DEFAULTED = (
     "evaluation_timeout", "repeats", "min_delta", "seed", "novelty_filter", "novelty_threshold", "llm_timeout",
-    "llm_retries", "max_file_bytes", "isolation", "evaluation_network",
+    "llm_retries", "max_file_bytes", "isolation", "evaluation_network", "evaluation_report", "feedback_bytes",
+    "evaluation_stages",
 )
 _ISOLATIONS = ("auto", "bwrap", "none")
+_REPORT_CHANNELS = ("auto", "file", "stdout")  # loop/evaluation_report.CHANNELS
 # Zero or less would mean "no time at all" (and `.inf` no limit at all), so these must be positive and finite.
 _POSITIVE = ("evaluation_timeout", "timeout_minutes")
-_LEAST = {"repeats": 1, "llm_retries": 0, "max_file_bytes": 1, "parallel": 1}
+_LEAST = {"repeats": 1, "llm_retries": 0, "max_file_bytes": 1, "parallel": 1, "feedback_bytes": 0}
 MAX_PARALLEL = 64  # strategies.slots.MAX_SLOTS: a tick's slots are Actions matrix jobs
 
 
 def _coerce(field_name: str, value: Any) -> Any:
     if value is None:
         return None if field_name not in _DEFAULTED else _default(field_name)
-    if field_name == "isolation":
-        if str(value).strip().lower() not in _ISOLATIONS:
-            raise ValueError(f"must be one of {', '.join(_ISOLATIONS)}, got {value!r}")
-        return str(value).strip().lower()
+    for name, allowed in (("isolation", _ISOLATIONS), ("evaluation_report", _REPORT_CHANNELS)):
+        if field_name == name:
+            if str(value).strip().lower() not in allowed:
+                raise ValueError(f"must be one of {', '.join(allowed)}, got {value!r}")
+            return str(value).strip().lower()
     if field_name in ("novelty_filter", "evaluation_network"):
         if not isinstance(value, bool):
             raise ValueError(f"must be true or false, got {value!r}")
         return value
     if field_name == "schedule":
         return _schedule(str(value).strip())
+    if field_name == "evaluation_stages":
+        return parse_stages(value)
     if field_name == "proposer":
         if str(value).strip().lower() not in PROPOSERS:
             raise ValueError(f"must be one of {'|'.join(PROPOSERS)}, got {value!r}")
@@ -223,7 +243,7 @@ def _coerce(field_name: str, value: Any) -> Any:
         if direction not in ("higher", "lower"):
             raise ValueError(f"must be `higher` or `lower`, got {value!r}")
         return direction
-    if field_name in ("repeats", "seed", "llm_retries", "max_file_bytes", "parallel"):
+    if field_name in ("repeats", "seed", "llm_retries", "max_file_bytes", "parallel", "feedback_bytes"):
         if isinstance(value, bool) or not isinstance(value, int) or (field_name != "seed" and value < _LEAST[field_name]):
             least = f" >= {_LEAST[field_name]}" if field_name != "seed" else ""
             raise ValueError(f"must be a whole number{least}, got {value!r}")

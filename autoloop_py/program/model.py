@@ -19,6 +19,8 @@ UNCONFIGURED_SENTINEL = "<!-- AUTOLOOP:UNCONFIGURED -->"
 _PLACEHOLDER_RE = re.compile(r"\bTODO\b|\bREPLACE[ _-]?ME\b|<REPLACE\b")
 _METRIC_RE = re.compile(r"metric\s+is\s+`([^`]+)`", re.IGNORECASE)
 _SHELL_INFOS = ("bash", "sh", "shell", "console", "")
+# An evaluation report's keys that are never a metric (loop/evaluation_report.RESERVED_KEYS), and what they are.
+_RESERVED_KEYS = {"error": "the reason the candidate is invalid", "feedback": "text for the model"}
 
 
 @dataclass(frozen=True)
@@ -240,6 +242,19 @@ def _parse_evaluation(section: md.Section | None, rel: Path, problems: list[Prog
             )
         )
         return None
-    return Evaluation(command.strip(), metric_match.group(1).strip(), section.start + 1 + line + 1)
+    metric = metric_match.group(1).strip()
+    if metric.lower() in _RESERVED_KEYS:
+        where = section.start + 1 + section.body.count("\n", 0, metric_match.start()) + 1
+        problems.append(
+            ProgramError(
+                f"the metric cannot be named `{metric}`: an evaluation's `{metric.lower()}` key is "
+                f"{_RESERVED_KEYS[metric.lower()]}, never a score; rename the metric (e.g. `score`) here and in "
+                "the evaluator's JSON",
+                rel,
+                where,
+            )
+        )
+        return None
+    return Evaluation(command.strip(), metric, section.start + 1 + line + 1)
 
 

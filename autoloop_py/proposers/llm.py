@@ -6,6 +6,7 @@ and never makes it reach for the network.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import random
@@ -13,7 +14,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from autoloop_py.errors import ConfigurationError, EditError
+from autoloop_py.errors import AutoloopError, ConfigurationError, EditError
 from autoloop_py.program.edits import EditFailure, apply_reply, check_paths
 from autoloop_py.program.model import Program
 from autoloop_py.program.reply import parse_reply, reply_field
@@ -26,6 +27,8 @@ logger = logging.getLogger(__name__)
 NO_MODEL = "no model configured: set `model:` in program.md frontmatter or AUTOLOOP_MODEL"
 MODEL_ENV = "AUTOLOOP_MODEL"
 MOCK_ENV = "AUTOLOOP_MOCK_RESPONSE"
+# litellm is the `llm` extra: the workflow's plan and publish jobs, which call no model, go without it.
+LITELLM_MISSING = "the llm proposer needs litellm: pip install 'autoloop-py[llm]'"
 NO_CHANGE = "the edits leave every file unchanged; propose a change that alters the code"
 
 
@@ -226,10 +229,24 @@ def start_import() -> threading.Thread:
     return thread
 
 
+def require_litellm() -> None:
+    """Raises AutoloopError, saying how to install it, when litellm is not installed (it is an extra)."""
+    if importlib.util.find_spec("litellm") is None:
+        raise AutoloopError(LITELLM_MISSING)
+
+
 def _litellm() -> Any:
-    """Imports litellm, making it use its bundled price list instead of fetching one."""
+    """Imports litellm, making it use its bundled price list instead of fetching one.
+
+    Raises AutoloopError when it is not installed: jobs that never call a model install autoloop without it.
+    """
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
+    try:
+        import litellm
+    except ModuleNotFoundError as err:
+        if err.name != "litellm":
+            raise
+        raise AutoloopError(LITELLM_MISSING) from None
 
     litellm.suppress_debug_info = True
     return litellm

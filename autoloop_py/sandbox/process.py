@@ -12,7 +12,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Mapping, Sequence
+from typing import IO, Callable, Mapping, Sequence
 
 logger = logging.getLogger(__name__)
 
@@ -56,9 +56,14 @@ def run_command(
 
 
 def run_process(
-    argv: Sequence[str], cwd: Path, *, timeout: float, env: Mapping[str, str], output_cap: int = 1 << 20
+    argv: Sequence[str], cwd: Path, *, timeout: float, env: Mapping[str, str], output_cap: int = 1 << 20,
+    on_exit: Callable[[], object] | None = None,
 ) -> CommandResult:
-    """Runs argv in its own process group; kills the whole group (and what left it) on timeout, exit or Ctrl-C."""
+    """Runs argv in its own process group; kills the whole group (and what left it) on timeout, exit or Ctrl-C.
+
+    on_exit: called the moment the command exits in time, before what it left running is killed (the
+    evaluation's report is taken then).
+    """
     started = time.monotonic()
     mark = secrets.token_hex(8)
     process = subprocess.Popen(
@@ -76,6 +81,8 @@ def run_process(
     readers = [_start_reader(process.stdout, out, stop), _start_reader(process.stderr, err, stop)]
     try:
         timed_out = not _wait_exited(process, started + timeout)
+        if on_exit is not None and not timed_out:
+            on_exit()
     finally:
         # Also on Ctrl-C: the evaluation must not go on running on its own.
         # The shell is still unreaped here, so its pid (the group id) cannot have been reused.

@@ -13,7 +13,7 @@ import sys
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from autoloop_py.errors import SandboxError
 from autoloop_py.program.model import Program
@@ -139,8 +139,12 @@ def run_sandboxed(
     cwd: Path | None = None,
     writable: Sequence[Path] = (),
     output_cap: int = 1 << 20,
+    on_exit: Callable[[], object] | None = None,
 ) -> CommandResult:
-    """Runs `bash -c command` confined by policy: only workdir (and `writable`) can be written; limits apply."""
+    """Runs `bash -c command` confined by policy: only workdir (and `writable`) can be written; limits apply.
+
+    on_exit: called when the command exits, before what it left running is killed (see run_process).
+    """
     work = str(workdir.resolve())
     where = str((cwd or workdir).resolve())
     env = {**env, RUN_TOKEN_ENV_VAR: run_token(os.getpid())}
@@ -172,7 +176,7 @@ def run_sandboxed(
     with pids_limit(policy.limits.processes, root_only=False) if grouped else nullcontext() as group:
         if group is not None:
             argv = group.wrap(argv)
-        return run_process(argv, Path(where), timeout=timeout, env=env, output_cap=output_cap)
+        return run_process(argv, Path(where), timeout=timeout, env=env, output_cap=output_cap, on_exit=on_exit)
 
 
 def run_token(pid: int) -> str:

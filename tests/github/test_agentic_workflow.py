@@ -8,7 +8,6 @@ this repository's copy, and the memory clone step is run for real against a loca
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 from pathlib import Path
@@ -23,10 +22,8 @@ from autoloop_py.commands.init import (
     AGENTIC_WORKFLOW,
     DEFAULT_PIP_SPEC,
     InitOptions,
-    pip_spec_from_install,
     render_workflows,
 )
-from autoloop_py.errors import AutoloopError
 from autoloop_py.github import agentic_scheduler
 
 REPO = Path(__file__).resolve().parents[2]
@@ -177,39 +174,3 @@ def test_the_repository_copy_installs_this_checkout() -> None:
     meta, _ = split((REPO / AGENTIC_WORKFLOW).read_text(encoding="utf-8"))
     install = next(s for s in meta["steps"] if s["name"] == "Install autoloop")
     assert install["run"] == "python3 -m pip install --quiet ."
-
-
-# --- the pip spec `autoloop init` writes --------------------------------------------------------
-
-
-def test_an_index_install_is_pinned_to_its_version() -> None:
-    assert pip_spec_from_install("1.2.3", None, installed=True) == "autoloop-py==1.2.3"
-
-
-def test_a_vcs_install_is_pinned_to_the_commit_pip_recorded() -> None:
-    record = {"url": "https://github.com/me/autoloop_py.git",
-              "vcs_info": {"vcs": "git", "requested_revision": "main", "commit_id": "0123abcd"}}
-    found = pip_spec_from_install("0.1.0", json.dumps(record), installed=True)
-    assert found == "git+https://github.com/me/autoloop_py.git@0123abcd"
-
-
-def test_an_archive_url_install_is_installed_from_that_url() -> None:
-    record = {"url": "https://example.org/autoloop_py-0.1.0.tar.gz", "archive_info": {}}
-    assert pip_spec_from_install("0.1.0", json.dumps(record), installed=True) == record["url"]
-
-
-@pytest.mark.parametrize(
-    ("record", "installed", "says"),
-    [
-        ({"url": "file:///home/me/autoloop_py", "dir_info": {"editable": True}}, True, "/home/me/autoloop_py"),
-        ({"url": "file:///tmp/autoloop_py-0.1.0.whl", "archive_info": {}}, True, "/tmp/autoloop_py-0.1.0.whl"),
-        ({"url": "file:///srv/git/autoloop", "vcs_info": {"vcs": "git", "commit_id": "ab"}}, True, "/srv/git/autoloop"),
-        (None, False, "is not installed as a package"),
-        ("not json", True, "unreadable"),
-    ],
-)
-def test_an_unreachable_install_asks_for_a_pip_spec(record: Any, installed: bool, says: str) -> None:
-    text = record if isinstance(record, str) or record is None else json.dumps(record)
-    with pytest.raises(AutoloopError) as raised:
-        pip_spec_from_install("0.1.0", text, installed=installed)
-    assert says in str(raised.value) and "--pip-spec" in str(raised.value)

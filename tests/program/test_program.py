@@ -128,6 +128,8 @@ def test_bare_program_paths_are_repo_relative(repo: Path) -> None:
         (("repeats: 3", "repeats: three"), "frontmatter `repeats`: must be a whole number >= 1, got 'three'", 6),
         (("schedule: every 6h", "schedule: [every"), "invalid YAML frontmatter", None),
         (("The metric is `combined_score`.", "Score printed."), "does not name the metric", 28),
+        (("`combined_score`.", "`error`."), "the metric cannot be named `error`: an evaluation's `error` key", 34),
+        (("`combined_score`.", "`Feedback`."), "the metric cannot be named `Feedback`", 34),
         (("```bash\npython3 code/evaluate.py\n```", "run it"), "no ```bash code block", 28),
         (("- `code/search.py` — the search", "- `code/nothing.py`"), "Target `code/nothing.py` matches nothing", 22),
     ],
@@ -446,3 +448,13 @@ def test_parallel_is_unset_by_default_and_takes_whole_slots(repo: Path) -> None:
         write(repo, str(path), PROGRAM.replace("seed: 7", bad))
         programs, problems = check_all(repo)
         assert programs == [] and f"frontmatter `parallel`: {message}" in problems[0].message, problems
+
+
+def test_report_channel_and_feedback_bytes_frontmatter(repo: Path) -> None:
+    text = PROGRAM.replace("repeats: 3", "repeats: 3\nevaluation-report: FILE\nfeedback-bytes: 100")
+    write(repo, ".autoloop/programs/demo/program.md", text)
+    program = load_program(repo, Path(".autoloop/programs/demo/program.md"))
+    assert (program.config.evaluation_report, program.config.feedback_bytes) == ("file", 100)
+    write(repo, ".autoloop/programs/demo/program.md", PROGRAM.replace("repeats: 3", "repeats: 3\nevaluation-report: fd"))
+    _, problems = check_all(repo)
+    assert "frontmatter `evaluation-report`: must be one of auto, file, stdout, got 'fd'" in problems[0].message

@@ -135,3 +135,17 @@ def test_litellm_can_be_imported_ahead_of_the_first_call() -> None:
     thread = start_import()
     thread.join(timeout=120)
     assert not thread.is_alive() and "litellm" in sys.modules
+
+
+def test_without_litellm_the_proposer_says_which_extra_installs_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """litellm is the `llm` extra: an install without it names the command that adds it."""
+    from autoloop_py.errors import AutoloopError
+    from autoloop_py.proposers.llm import LITELLM_MISSING, litellm_module, require_litellm
+
+    monkeypatch.setitem(sys.modules, "litellm", None)  # what `import litellm` meets where it is not installed
+    assert LITELLM_MISSING == "the llm proposer needs litellm: pip install 'autoloop-py[llm]'"
+    for call in (require_litellm, litellm_module):
+        with pytest.raises(AutoloopError, match=r"pip install 'autoloop-py\[llm\]'"):
+            call()
+    proposal = LLMProposer(mock_responses=[GOOD]).propose(_request(), random.Random(0))
+    assert proposal.files == {} and proposal.failure == f"gpt-4o-mini: {LITELLM_MISSING}"

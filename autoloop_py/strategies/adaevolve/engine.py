@@ -77,6 +77,8 @@ class AdaEvolveEngine:
     """The runner's view of AdaEvolve."""
 
     name = "adaevolve"
+    # The solution prompt has its own "Evaluator feedback" slot (strategies.md: evaluator feedback after the context).
+    evaluator_feedback = "slot"
     # Novelty, admission and migration compare the code of every archive member, folded or not.
     needs_all_code = True
 
@@ -169,6 +171,7 @@ class AdaEvolveEngine:
         return adaevolve_prompt.render_prompt(
             decision.inner, self.config, program=inputs.program, files=inputs.files, framing=inputs.framing,
             best_metric=inputs.best, steering=inputs.steering, problem=self.problem,
+            feedback="\n\n".join(inputs.feedback),
         )
 
     def candidate(

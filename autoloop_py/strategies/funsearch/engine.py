@@ -82,6 +82,8 @@ class FunSearchEngine:
     """The runner's view of FunSearch."""
 
     name = "funsearch"
+    # DeepMind's prompt is the versions alone: no evaluator feedback, as in the reference.
+    evaluator_feedback = "none"
 
     def __init__(
         self, config: FunSearchConfig, primary: str, state_path: str = "state.md", seed: int | None = None,
