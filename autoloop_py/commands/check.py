@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from autoloop_py.commands.common import repo_root, subparser
-from autoloop_py.errors import ProgramError
+from autoloop_py.errors import AutoloopError, ProgramError
 from autoloop_py.loop.schedule import parse_schedule
 from autoloop_py.program.frontmatter import key_line
 from autoloop_py.program.model import UNCONFIGURED_SENTINEL, Program, check_all, discover
@@ -102,7 +102,7 @@ def _program_problems(program: Program, root: Path) -> list[str]:
         messages.append(f"{program.path}: frontmatter `schedule`: {err}")
     if program.direction_problem is not None and not program.unconfigured:
         messages.append(str(program.direction_problem))
-    problem = provider_problem(program.config.model) if program.config.model else None
+    problem = _model_problem(program.config.model) if program.config.model else None
     if problem is not None:
         messages.append(f"{_model_place(program)}: frontmatter `model`: {problem}; write a provider-prefixed litellm "
                         "model name such as openai/gpt-4o-mini")
@@ -118,16 +118,28 @@ def _model_place(program: Program) -> str:
     return f"{program.path}" + ("" if line is None else f":{line}")
 
 
+def _model_problem(model: str) -> str | None:
+    """Returns why litellm cannot place the model (None when it can, or when litellm is not installed here)."""
+    try:
+        return provider_problem(model)
+    except AutoloopError:  # no litellm here (the `llm` extra): _key_warnings says the model was not checked
+        return None
+
+
 def _key_warnings(program: Program) -> list[str]:
     """Returns a warning for each API key the program's `model:` needs and this environment lacks.
 
     A warning, not a problem: the key may live where the program runs (a CI secret), not here.
     """
     model = program.config.model
-    if not model or provider_problem(model) is not None:
-        return []
+    try:
+        if not model or provider_problem(model) is not None:
+            return []
+        missing = missing_keys(model)
+    except AutoloopError as err:
+        return [f"{_model_place(program)}: model '{model}' not checked: {err}"]
     return [f"{_model_place(program)}: model '{model}' needs {key} in the environment where it runs (not set here)"
-            for key in missing_keys(model)]
+            for key in missing]
 
 
 def _tunable_problems(program: Program, root: Path) -> list[str]:

@@ -53,9 +53,13 @@ def check_model(model: str, change: str = "pass --model with") -> None:
 
 
 def provider_problem(model: str) -> str | None:
-    """Returns why litellm cannot tell the model's provider (None when it can)."""
+    """Returns why litellm cannot tell the model's provider (None when it can).
+
+    Raises AutoloopError (llm.LITELLM_MISSING) when litellm is not installed.
+    """
+    litellm = llm.litellm_module()
     try:
-        llm.litellm_module().get_llm_provider(model)
+        litellm.get_llm_provider(model)
     except Exception as err:  # litellm.BadRequestError: the name has no provider litellm knows
         return f"litellm cannot tell the provider of model '{model}' ({llm.error_line(err)})"
     return None
@@ -63,8 +67,9 @@ def provider_problem(model: str) -> str | None:
 
 def missing_keys(model: str) -> list[str]:
     """Returns the API key variables litellm says the model needs and the environment lacks."""
+    litellm = llm.litellm_module()
     try:
-        found = llm.litellm_module().validate_environment(model)
+        found = litellm.validate_environment(model)
     except Exception as err:  # litellm raises assorted errors for models it cannot place
         logger.debug("could not check the environment of %s: %s", model, err)
         return []

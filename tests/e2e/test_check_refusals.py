@@ -7,6 +7,7 @@ Now each is a `file:line` line of `check`, and `run` says which direction it ass
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,14 @@ def test_a_model_whose_key_is_missing_here_is_a_warning(
     assert code == 0 and "✓ counter" in out
     assert (f"! {PROGRAM}:{line}: model 'anthropic/claude-3-5-haiku-latest' needs ANTHROPIC_API_KEY in the "
             "environment where it runs (not set here)") in out
+
+
+def test_without_litellm_check_says_the_model_was_not_checked(
+    counter_repo: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "litellm", None)  # as where the `llm` extra is not installed
+    _rewrite(counter_repo, "schedule: every 6h\n", "schedule: every 6h\nmodel: lml/nothing\n", commit=False)
+    code, out = _check(counter_repo, capsys)
+    assert code == 0 and "✓ counter" in out
+    assert (f"! {PROGRAM}:{_line_of(counter_repo, 'model:')}: model 'lml/nothing' not checked: the llm proposer "
+            "needs litellm: pip install 'autoloop-py[llm]'") in out
