@@ -205,10 +205,13 @@ def command_paths(command: str) -> list[str]:
         if venv is not None:
             shown.append(str(venv.resolve()))
             home = _venv_home(venv / "pyvenv.cfg")
-            if home is not None:
-                shown.append(str(_prefix_of(home)))
+            if home is not None and home.name == "bin":
+                shown.append(str(home.parent))
         real = path.resolve()
-        shown.append(str(_prefix_of(real.parent) if real != path.absolute() else real))
+        # A link to an interpreter (`venv/bin/python3` -> `/opt/py/bin/python3.12`) needs that installation;
+        # any other link shows only the file it points to.
+        linked_bin = real != path.absolute() and real.parent.name == "bin"
+        shown.append(str(real.parent.parent if linked_bin else real))
         shown.append(word)
     return list(dict.fromkeys(shown))
 
@@ -224,11 +227,6 @@ def _venv_home(config: Path) -> Path | None:
         if sep and key.strip() == "home" and value.strip().startswith("/"):
             return Path(value.strip()).resolve()
     return None
-
-
-def _prefix_of(folder: Path) -> Path:
-    """Returns the installation a `bin` directory belongs to (its parent), else the folder itself."""
-    return folder.parent if folder.name == "bin" else folder
 
 
 def _read_only_paths(environ: Mapping[str, str], hidden: Sequence[str]) -> tuple[str, ...]:

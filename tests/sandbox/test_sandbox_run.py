@@ -109,6 +109,12 @@ def test_a_named_interpreter_brings_its_virtualenv_and_its_base_installation(tmp
     (venv / "bin" / "python3").symlink_to(base / "python3.99")
     shown = sandbox_run.command_paths(f"cd here && {venv}/bin/python3 evaluate.py > out.json")
     assert shown == [str(venv.resolve()), str(base.parent.resolve()), f"{venv}/bin/python3"]
+    # A link that is no interpreter shows the one file it points to, never that file's folder.
+    (tmp_path / "secrets").mkdir()
+    (tmp_path / "secrets" / "data.json").write_text("{}")
+    (tmp_path / "data.json").symlink_to(tmp_path / "secrets" / "data.json")
+    shown = sandbox_run.command_paths(f"cat {tmp_path}/data.json")
+    assert shown == [str((tmp_path / "secrets" / "data.json").resolve()), f"{tmp_path}/data.json"]
 
 
 def test_a_file_inside_a_shown_directory_is_not_bound_again() -> None:
