@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from autoloop_py.cli import main
 from tests.e2e.test_run import PROG, _git, _plan, _run, _state, _value, counter_repo  # noqa: F401 - fixture
 
 CHEAT = "cd \"$AUTOLOOP_PROGRAM_DIR\" && echo '{\"score\": 100}'"
