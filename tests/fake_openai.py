@@ -1,4 +1,4 @@
-"""A loopback OpenAI-compatible server for tests: it hangs, answers garbage, or answers with a canned or scripted reply.
+"""A loopback OpenAI-compatible server for tests: it hangs, answers garbage, refuses the key, or answers with a canned or scripted reply.
 
 Every request's JSON body is kept in `bodies` (its API key in `keys`), so a test asserts what litellm sent (temperature, max_tokens…).
 """
@@ -29,8 +29,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if self.server.mode == "hang":
             self.server.release.wait(120)  # never answers while the test runs
             return
+        status = 200
         if self.server.mode == "garbage":
             body = b"<html>this is not JSON</html>"
+        elif self.server.mode == "bad-key":
+            status = 401
+            body = json.dumps({"error": {"message": "Incorrect API key provided", "type": "invalid_request_error",
+                                         "code": "invalid_api_key"}}).encode()
         else:
             body = json.dumps({
                 "id": "x", "object": "chat.completion", "created": 0, "model": "test",
@@ -39,7 +44,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 "usage": {"prompt_tokens": self.server.tokens, "completion_tokens": self.server.tokens,
                           "total_tokens": 2 * self.server.tokens},
             }).encode()
-        self.send_response(200)
+        self.send_response(status)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(body)))
         self.end_headers()
@@ -76,7 +81,7 @@ class _Server(http.server.ThreadingHTTPServer):
 def fake_openai(
     mode: str, monkeypatch: pytest.MonkeyPatch, reply: Reply = "", tokens: int = 1
 ) -> Iterator[_Server]:
-    """Serves `mode` (hang | garbage | reply) on loopback and points litellm's `openai/…` models at it.
+    """Serves `mode` (hang | garbage | bad-key | reply) on loopback and points litellm's `openai/…` models at it.
 
     tokens: the prompt and the completion tokens each reply reports.
     """

@@ -13,8 +13,9 @@ from rich.table import Table
 
 from autoloop_py.analysis.mermaid import program_charts
 from autoloop_py.commands.common import format_metric, format_time, repo_root, states_and_damage, subparser
-from autoloop_py.errors import AutoloopError, ProgramError
-from autoloop_py.loop import schedule, stale_parents
+from autoloop_py.errors import AutoloopError, ProgramError, StateError
+from autoloop_py.loop import integrity, schedule, stale_parents
+from autoloop_py.loop.recording import state_path
 from autoloop_py.program.model import Program, check_all, find_program
 from autoloop_py.program.playbook import find_playbook
 from autoloop_py.program.regions import primary_target
@@ -53,25 +54,43 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
     for column in ("program", "strategy", "status", "best", "initial", "iterations", "last run", "next due", "recent",
                    "spent / budget"):
         table.add_column(column)
+    stopped = _blocked(root, shown, states)
     for program in shown:
         playbook = find_playbook(program, root)
         strategy_name = playbook.name if playbook else "default"
         if program.name in damaged:
             table.add_row(program.name, strategy_name, "❌ state file unreadable", *["—"] * 7)
         else:
-            table.add_row(program.name, strategy_name, *_row(program, states.get(program.name), now))
+            row = _row(program, states.get(program.name), now)
+            if program.name in stopped:
+                row[0] = f"🛑 blocked: {stopped[program.name][0]}"
+            table.add_row(program.name, strategy_name, *row)
     console.print(table)
     lines, sandbox_problems = isolation_report(shown)
     for line in [*sandbox_problems, *lines]:
         console.print(escape(line), style=None if line.startswith("sandbox:") else "yellow", highlight=False)
     for problem in problems:
         console.print(f"[red]✗[/] {escape(str(problem))}")
-    for err in damaged.values():
+    for err in [*damaged.values(), *(error for _, error in stopped.values())]:
         console.print(f"[red]✗[/] {escape(str(err))}")
     if args.program and args.program not in damaged:
         _details(states.get(args.program), console)
         _stale(root, find_program(programs, args.program), states.get(args.program), console)
     return 1 if args.program in damaged else 0
+
+
+def _blocked(
+    root: Path, programs: list[Program], states: dict[str, statefile.StateFile | None]
+) -> dict[str, tuple[str, StateError]]:
+    """Returns, per program whose state file lost the runner's records, what it lost and how to restore it."""
+    memory = MemoryStore(root)
+    found = {}
+    for program in programs:
+        state = states.get(program.name)
+        stop = integrity.blocked(memory, state_path(program), program.name, state) if state is not None else None
+        if stop is not None:
+            found[program.name] = stop
+    return found
 
 
 def _print_mermaid(root: Path, programs: list[Program], name: str | None, console: Console) -> int:

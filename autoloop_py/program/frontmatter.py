@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from dataclasses import dataclass, field
@@ -52,7 +53,8 @@ class ProgramConfig:
         command or a file it names mentions AUTOLOOP_RESULT, else stdout).
       feedback_bytes: the most bytes of an evaluation's feedback one prompt shows per candidate.
       evaluation_stages: the cascade of evaluations, cheap first (`evaluation-stages`; () runs the one command).
-      extra: frontmatter keys this version does not know, kept for strategies.
+      extra: frontmatter keys kept as written: those other modules read (PASSTHROUGH_KEYS) and unknown ones
+        (each of which `check` warns about, with the nearest known key).
     """
 
     schedule: str | None = None
@@ -135,6 +137,9 @@ _KEYS = {
     "evaluation-stages": "evaluation_stages",
     "evaluation_stages": "evaluation_stages",
 }
+# Keys kept in `extra` for the modules that read them (program.requirements, loop.ci_gate): known, not warned about.
+PASSTHROUGH_KEYS = ("requirements", "ci-gate", "ci_gate")
+PROPOSERS = ("tune", "llm", "agent")  # proposers.get_proposer's names
 
 
 def parse_frontmatter(
@@ -161,6 +166,8 @@ def parse_frontmatter(
         field_name = _KEYS.get(str(key))
         if field_name is None:
             extra[str(key)] = value
+            if str(key) not in PASSTHROUGH_KEYS:
+                warnings.append(f"{rel}:{line}: unknown frontmatter key `{key}`, ignored{_nearest_hint(str(key))}")
             continue
         try:
             values[field_name] = _coerce(field_name, value)
@@ -190,6 +197,26 @@ def _item_line(block: str, key_line: int, message: str) -> int:
     items = [i for i, line in enumerate(block.splitlines()[key_line + 1:], 1) if line.lstrip().startswith("- ")]
     number = int(found.group(1))
     return items[number - 1] if number <= len(items) else 0
+
+
+def _nearest_hint(key: str) -> str:
+    """Returns `; did you mean `x`?` naming the known key nearest to an unknown one ('' when none is near)."""
+    known = [*_KEYS, *PASSTHROUGH_KEYS]
+    folded = key.strip().lower()
+    near = [k for k in known if k == folded] or difflib.get_close_matches(folded, known, n=1, cutoff=0.6)
+    return f"; did you mean `{near[0]}`?" if near else f" (known keys: {', '.join(sorted(set(_KEYS.values())))})"
+
+
+def key_line(text: str, field_name: str) -> int | None:
+    """Returns the 1-based line of program.md's frontmatter key for field_name, in any spelling (None: not set)."""
+    match = _FRONTMATTER_RE.match(text)
+    if not match:
+        return None
+    spellings = [key for key, name in _KEYS.items() if name == field_name]
+    for i, line in enumerate(match.group(2).splitlines()):
+        if any(line.strip().startswith(f"{key}:") for key in spellings):
+            return match.group(1).count("\n") + 2 + i
+    return None
 
 
 def _key_line(block: str, key: str) -> int:
@@ -232,7 +259,11 @@ def _coerce(field_name: str, value: Any) -> Any:
         return parse_models(value)
     if field_name == "model_selection":
         return parse_selection(value)
-    if field_name in ("proposer", "model"):
+    if field_name == "proposer":
+        if str(value).strip().lower() not in PROPOSERS:
+            raise ValueError(f"must be one of {'|'.join(PROPOSERS)}, got {value!r}")
+        return str(value).strip().lower()
+    if field_name == "model":
         return str(value).strip()
     if field_name == "metric_direction":
         direction = str(value).strip().strip("'\"").lower()

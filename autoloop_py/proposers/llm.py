@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
-from autoloop_py.errors import AutoloopError, EditError
+from autoloop_py.errors import AutoloopError, ConfigurationError, EditError
 from autoloop_py.program.edits import EditFailure, apply_reply, check_paths
 from autoloop_py.program.model import Program
 from autoloop_py.program.models import ModelSpec, proposers
@@ -106,7 +106,10 @@ class LLMProposer:
         self.mock_responses = tuple(mock_responses)
 
     def propose(self, request: ProposalRequest, rng: random.Random) -> Proposal:
-        """Returns the model's candidate, retrying with the failures shown, or a failure."""
+        """Returns the model's candidate, retrying with the failures shown, or a failure.
+
+        Raises ConfigurationError when the model's settings keep it from answering at all (see llm_call).
+        """
         model = request.model.name if request.model else resolve_model(request.program, self.model)
         if model is None:
             return Proposal({}, "llm: no model", failure=NO_MODEL)
@@ -116,6 +119,8 @@ class LLMProposer:
         for call in range(self.max_retries + 1):
             try:
                 text = self._complete(conversation, call)
+            except ConfigurationError:
+                raise  # a setting, not the candidate: the run stops before it records this iteration
             except Exception as err:  # litellm raises provider-specific types; any of them ends the proposal
                 why = str(err) if isinstance(err, ModelCallError) else describe(err)
                 return conversation.proposal({}, summary or "llm: no reply", failure=f"{model}: {why}")
@@ -130,7 +135,7 @@ class LLMProposer:
             if call < self.max_retries:
                 conversation.add("user", render_retry_prompt(failures, list(attempt.kept), attempt.parse_error))
         tries = self.max_retries + 1
-        reason = f"no applicable edit after {tries} {'reply' if tries == 1 else 'replies'}: {_one_line(problem)}"
+        reason = f"no applicable edit after {tries} {'reply' if tries == 1 else 'replies'}: {error_line(problem)}"
         return conversation.proposal({}, summary or "llm: no valid edit", failure=reason)
 
     def _complete(self, conversation: _Conversation, call: int) -> str:
@@ -301,11 +306,11 @@ def _cost(litellm: Any, response: Any) -> float | None:
         return None
 
 
-def _one_line(error: object) -> str:
+def error_line(error: object, limit: int = 300) -> str:
     """Returns the first non-empty line of an error's text, shortened."""
     text = str(error).strip()
     line = next((part.strip() for part in text.splitlines() if part.strip()), type(error).__name__)
-    return line if len(line) <= 300 else line[:297] + "..."
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def _default_summary(changed: Mapping[str, str]) -> str:
