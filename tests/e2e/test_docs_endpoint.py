@@ -1,4 +1,5 @@
-"""End to end: docs/models.md's recipe for your own OpenAI-compatible server, run as written against a loopback one.
+"""End to end: docs/models.md's recipe for your own OpenAI-compatible server, run as written against a loopback one,
+and its `models:` example read as a program's frontmatter reads it.
 
 The page's bash block sets OPENAI_API_BASE, a dummy OPENAI_API_KEY and AUTOLOOP_MODEL=openai/<name>;
 here the base URL points at tests/fake_openai.py's server, the other two stay as the page writes them.
@@ -11,8 +12,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from autoloop_py.cli import main
+from autoloop_py.program.models import guide, parse_models, parse_selection, proposers
 from tests.e2e.test_run import PROG, VALUE, _state, counter_repo  # noqa: F401 - the counter program fixture
 from tests.fake_openai import fake_openai
 from tests.programs import REPO
@@ -71,3 +74,15 @@ def test_without_the_dummy_key_nothing_reaches_the_server(counter_repo: Path, mo
         monkeypatch.setenv("AUTOLOOP_MODEL", exports["AUTOLOOP_MODEL"])
         main([*command, "--repo", str(counter_repo)])
     assert server.requests == 0
+
+
+def test_the_pages_models_example_is_a_valid_frontmatter() -> None:
+    text = (REPO / "docs/models.md").read_text(encoding="utf-8")
+    section = text[text.index("## Several models"):]
+    block = section[section.index("```yaml\n") + 8: section.index("\n```", section.index("```yaml\n"))]
+    data = yaml.safe_load(block)
+    specs = parse_models(data["models"])
+    assert parse_selection(data["model-selection"]) == "ucb"
+    local = next(spec for spec in specs if spec.api_base)
+    assert local.name.startswith("openai/") and local.api_key_env == "LOCAL_LLM_KEY"
+    assert guide(specs) is not None and len(proposers(specs)) == 3
