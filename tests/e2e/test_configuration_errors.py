@@ -110,3 +110,22 @@ def test_a_candidate_that_fails_is_still_an_iteration_error(
                      "--model", "openai/test", "--iterations", "3"]) == 0
     machine = _state(counter_repo).machine
     assert machine.recent_statuses == ("error", "error", "error") and machine.paused
+
+
+@pytest.mark.parametrize(("entry", "sentence"), [
+    ("  - lml/x\n", "litellm cannot tell the provider of model 'lml/x'"),
+    ("  - model: openai/x\n    api-key-env: MISSING_PROXY_KEY\n",
+     "model 'openai/x' reads its key from MISSING_PROXY_KEY (api-key-env), which is not set"),
+])
+def test_each_entry_of_a_models_list_is_checked_before_any_iteration(
+    counter_repo: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, entry: str, sentence: str
+) -> None:
+    monkeypatch.delenv("MISSING_PROXY_KEY", raising=False)
+    program = counter_repo / PROG / "program.md"
+    program.write_text(program.read_text().replace("---\n", "---\nmodels:\n" + entry, 1))
+    _git(counter_repo, "commit", "-qam", "models list")
+    _git(counter_repo, "push", "-q", "origin", "main")
+    assert _run_three(counter_repo, "--proposer", "llm") == [1, 1, 1]
+    err = " ".join(capsys.readouterr().err.split())
+    assert err.count(sentence) == 3 and "Traceback" not in err
+    _nothing_recorded(counter_repo)
