@@ -35,6 +35,7 @@ from autoloop_py.commands import (
     schedule,
     show,
     status,
+    strategy,
     trace,
     tune,
 )
@@ -60,6 +61,7 @@ examples:
   autoloop analyze function_minimization           cycling, lineage and best-so-far of its trace
   autoloop report function_minimization            an HTML page: metric curve, evolution tree, diffs
   autoloop tune function_minimization              the tuning gap of its best candidate
+  autoloop strategy add alphaevolve --program function_minimization --answers answers.yaml
 """
 
 
@@ -72,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     # Accepted before the command too (`autoloop -v status`); each command also takes it after its name.
     parser.add_argument("-v", "--verbose", dest="global_verbose", action="store_true", help="show log messages")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (run, publish, check, status, show, edit, schedule, pause, new, customize, prompt, record, ci_checks,
+    for module in (run, publish, check, status, show, edit, schedule, pause, new, strategy, customize, prompt, record, ci_checks,
                    deps, init, analyze, report, trace, replay, judge, tune):
         module.add_parser(commands)
     return parser

@@ -97,6 +97,6 @@ class _IndexInstall:
 @pytest.fixture
 def installed_from_an_index(monkeypatch: pytest.MonkeyPatch) -> None:
     """Makes `autoloop init` see an autoloop installed from an index (the tests run an editable checkout)."""
-    from autoloop_py.commands import init as init_command
+    from autoloop_py.commands import ci_install
 
-    monkeypatch.setattr(init_command.metadata, "distribution", lambda name: _IndexInstall())
+    monkeypatch.setattr(ci_install.metadata, "distribution", lambda name: _IndexInstall())

@@ -109,19 +109,34 @@ def test_circle_packing_reports_sum_of_radii() -> None:
     assert result.metric == pytest.approx(result.metrics["sum_radii"] / 2.635, abs=1e-5)
 
 
-def test_circle_packing_overlap_is_an_error(tmp_path: Path) -> None:
-    error = _run_edited(
-        tmp_path, "circle_packing", "packing.py", "    return radii\n", "    return [r + 0.05 for r in radii]\n"
-    )
-    assert error is not None and error.startswith("exited with status 1: InvalidPacking")
+def test_circle_packing_overlap_is_a_rejection_naming_the_constraint(tmp_path: Path) -> None:
+    code = _copy_example(tmp_path, "circle_packing")
+    source = (code / "packing.py").read_text()
+    (code / "packing.py").write_text(source.replace("    return radii\n", "    return [r + 0.05 for r in radii]\n"))
+    result = evaluate(load_program(tmp_path, EXAMPLES["circle_packing"]), tmp_path)
+    assert result.ok and result.metric == 0.0 and result.channel == "file"
+    assert "overlap" in result.rejection or "leaves the square" in result.rejection
+    assert result.feedback.startswith("invalid packing, rejected: ") and "no two may overlap" in result.feedback
+    assert result.stopped.startswith("stage 1 of 2 (validity): ") and len(result.stages) == 1
 
 
-def test_circle_packing_wrong_count_is_an_error(tmp_path: Path) -> None:
-    error = _run_edited(tmp_path, "circle_packing", "packing.py", "circles = 26", "circles = 25")
-    assert error == "exited with status 1: InvalidPacking: expected 26 centres, got 25"
+def test_circle_packing_valid_packing_says_how_it_scores() -> None:
+    result = evaluate(load_program(ROOT, EXAMPLES["circle_packing"]), ROOT)
+    assert result.feedback.startswith("valid packing: sum of radii ") and not result.rejection
+
+
+def test_circle_packing_crash_is_an_error(tmp_path: Path) -> None:
+    error = _run_edited(tmp_path, "circle_packing", "packing.py", "circles = 26", "circles = None")
+    assert error is not None and error.startswith("exited with status 1: TypeError")
 
 
 def test_docstring_coverage_is_a_percentage() -> None:
     result = evaluate(load_program(ROOT, EXAMPLES["docstring_coverage"]), ROOT)
     assert result.metric is not None and 0.0 <= result.metric <= 100.0
     assert result.metrics["public"] > 0
+
+
+def test_function_minimization_reports_its_best_point_as_feedback() -> None:
+    result = evaluate(load_program(ROOT, EXAMPLES["function_minimization"]), ROOT)
+    assert result.channel == "file" and result.feedback.startswith("best point over 10 trials: (")
+    assert "of 10 trials ended within 0.5" in result.feedback

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
+from autoloop_py.analysis.model_figures import figures_data
 from autoloop_py.analysis.run_view import RunNode, best_lineage, run_nodes, unified_diff
 from autoloop_py.render import render
 from autoloop_py.state.population_model import Candidate
@@ -50,6 +51,7 @@ def report_payload(trace: Trace, source: ReportSource, population: Sequence[Cand
         "diffs": _diffs(nodes, sources),
         "best": [node.id for node in best_lineage(nodes, source.direction)],
         "population": [_candidate_data(candidate) for candidate in population],
+        "models": figures_data(trace),
     }
 
 
@@ -87,6 +89,7 @@ def _node_data(node: RunNode) -> dict[str, Any]:
     return {
         "id": node.id, "p": node.parent_id, "it": node.iteration, "m": node.metric, "s": node.status,
         "op": node.operator, "isl": node.island, "sum": node.summary,
+        **({"fb": node.feedback} if node.feedback else {}), **({"stg": node.stages} if node.stages else {}),
     }
 
 

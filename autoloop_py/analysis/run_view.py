@@ -24,6 +24,8 @@ class RunNode:
         operator: how it was made (mutation, crossover, ...), None when unknown.
         island: the island or cell it belongs to, None outside strategy programs.
         summary: the one-line description of the change.
+        feedback: what its evaluation said beside the metric (its error, then its feedback), cut to FEEDBACK_CHARS.
+        stages: its evaluation stages, e.g. `1 ✓ 0.1 s, 2 ✗ 3.0 s` ('' without stages).
     """
 
     id: str
@@ -34,6 +36,11 @@ class RunNode:
     operator: str | None = None
     island: str | None = None
     summary: str = ""
+    feedback: str = ""
+    stages: str = ""
+
+
+FEEDBACK_CHARS = 2000
 
 
 def run_nodes(trace: Trace) -> tuple[RunNode, ...]:
@@ -53,7 +60,28 @@ def _node(trace: Trace, row: TraceRow) -> RunNode:
         operator=row.operator,
         island=None if island is None else str(island),
         summary=row.changes,
+        feedback=_feedback(row),
+        stages=_stages(metadata.get("stages") if metadata else None),
     )
+
+
+def _feedback(row: TraceRow) -> str:
+    """Returns the error and feedback text a row's evaluation left (its artifacts), cut to FEEDBACK_CHARS."""
+    artifacts = row.extra.get("artifacts")
+    if not isinstance(artifacts, Mapping):
+        return ""
+    parts = [str(artifacts.get(key) or "").strip() for key in ("error", "feedback")]
+    text = "\n".join(part for part in parts if part)
+    return text if len(text) <= FEEDBACK_CHARS else text[: FEEDBACK_CHARS - 1] + "…"
+
+
+def _stages(runs: object) -> str:
+    """Returns a row's evaluation stages as one line: number, passed or not, seconds."""
+    if not isinstance(runs, list):
+        return ""
+    shown = [f"{run.get('stage')} {'✓' if run.get('passed') else '✗'} {run.get('seconds')} s"
+             for run in runs if isinstance(run, Mapping)]
+    return ", ".join(shown)
 
 
 def best_node(nodes: Sequence[RunNode], direction: str) -> RunNode | None:

@@ -17,6 +17,7 @@ from autoloop_py.git import command as gitutil
 from autoloop_py.git.objects import GitSession
 from autoloop_py.github import client as github
 from autoloop_py.github import issue_programs
+from autoloop_py.loop import schedule
 from autoloop_py.loop.recording import parse_or_new, state_path
 from autoloop_py.program import names as program_names
 from autoloop_py.program.model import Program, check_all, find_program, program_name
@@ -63,7 +64,7 @@ def add_memory_dir(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         metavar="DIR",
-        help="read and write state files in DIR, e.g. /tmp/gh-aw/repo-memory/autoloop (env AUTOLOOP_MEMORY_DIR)",
+        help="read and write state files in DIR, e.g. /tmp/gh-aw/repo-memory/default (env AUTOLOOP_MEMORY_DIR)",
     )
 
 
@@ -118,6 +119,8 @@ def read_states(
     for program in programs:
         text = memory.read(state_path(program))
         states[program.name] = parse_or_new(text, program, state_path(program)) if text else None
+        found = states[program.name]
+        schedule.next_due(program, found.machine if found else None)  # a Last Run it cannot add to raises here
     return states
 
 

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from autoloop_py.commands.common import load_named, repo_root, subparser
 from autoloop_py.errors import AutoloopError, ProgramError
-from autoloop_py.program.requirements import program_requirements
+from autoloop_py.program.requirements import program_requirements, requirement_names
 
 
 def add_parser(commands: Any) -> None:
@@ -45,10 +45,16 @@ def cmd_deps(args: argparse.Namespace, console: Console) -> int:
         console.print(f"{program.name}: no requirements (add `requirements: [...]` or requirements.txt)")
         return 0
     command = [sys.executable, "-m", "pip", "install", "--quiet", *found.args]
-    console.print(f"{program.name}: {shlex.join(found.args)}  (from {found.source})", markup=False, highlight=False)
+    listed = requirement_names(root, found)
+    named = f"{', '.join(listed)}; " if listed and "-r" in found.args else ""
+    console.print(f"{program.name}: {shlex.join(found.args)}  ({named}from {found.source})", markup=False,
+                  highlight=False)
     if not args.install:
         return 0
     done = subprocess.run(command, cwd=root, check=False)
     if done.returncode != 0:
         raise AutoloopError(f"`{shlex.join(command)}` failed with status {done.returncode}")
+    if found.from_evaluation:
+        console.print(f"{program.name}: installed before the evaluation, whose own `pip install` has no network "
+                      "in the sandbox and now finds them there", markup=False, highlight=False)
     return 0

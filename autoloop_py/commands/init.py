@@ -6,16 +6,32 @@ import argparse
 import json
 import re
 import shlex
-from dataclasses import dataclass, field
+import tempfile
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from importlib import metadata, resources
+from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from autoloop_py import __version__
+from autoloop_py.commands.ci_install import (
+    DEFAULT_PIP_SPEC,
+    WHEELS_DIR,
+    InstallSource,
+    check_spec,
+    running_source,
+    wheel_path,
+)
 from autoloop_py.commands.common import repo_root, subparser
+from autoloop_py.commands.init_agent import (
+    AgentSetup,
+    add_agent_arguments,
+    agent_context,
+    agent_setup_from,
+    agent_words,
+)
+from autoloop_py.commands.init_install import place_wheel, upgrade, wheel_from
 from autoloop_py.commands.new import STRATEGIES_DIR, TARGET, fill_markers, finish_program_md, scaffold
 from autoloop_py.errors import AutoloopError
 from autoloop_py.loop.schedule import parse_schedule
@@ -30,13 +46,16 @@ WORKFLOWS_DIR = Path(".github/workflows")
 ACTIONS_WORKFLOW = WORKFLOWS_DIR / "autoloop.yml"
 AGENTIC_WORKFLOW = WORKFLOWS_DIR / "autoloop.md"
 SAMPLE_PROGRAM = "example"
-# Where gh-aw clones `memory/autoloop` (repo-memory id `autoloop`) and what it pushes after the agent job.
-AGENTIC_MEMORY_DIR = "/tmp/gh-aw/repo-memory/autoloop"
+# gh-aw clones `memory/autoloop` for repo-memory id `default` into /tmp/gh-aw/repo-memory/<id> and, after
+# the agent job, commits and pushes that folder alone (github/gh-aw pkg/workflow/repo_memory.go).
+AGENTIC_MEMORY_ID = "default"
+AGENTIC_MEMORY_DIR = f"/tmp/gh-aw/repo-memory/{AGENTIC_MEMORY_ID}"
+# The workflow's own early clone for the scheduler (its default folder, as upstream's); never saved.
+AGENTIC_SCHEDULE_MEMORY_DIR = "/tmp/gh-aw/repo-memory/autoloop"
+# Every title the agent's safe outputs create or may touch: `[Autoloop: <program>]…`.
+AGENTIC_TITLE_PREFIX = "[Autoloop: "
 PROPOSERS = ("llm", "agent", "tune")
 DEFAULT_EVERY = "6h"
-DISTRIBUTION = "autoloop-py"
-# What an autoloop installed from a package index installs again; only then is it the default.
-DEFAULT_PIP_SPEC = f"{DISTRIBUTION}=={__version__}"
 # GitHub's scheduler is busiest (and drops runs) at the top of the hour.
 CRON_MINUTE = 17
 CRON_HOUR = 3
@@ -45,7 +64,6 @@ MINUTE_STEPS = (5, 6, 10, 12, 15, 20, 30)
 HOUR_STEPS = (1, 2, 3, 4, 6, 8, 12)
 # GitHub-hosted runners stop any job after six hours.
 MAX_TIMEOUT_MINUTES = 360
-_SPEC_RE = re.compile(r"^[^\s-]\S*$")
 _MODEL_RE = re.compile(r"^[\w.:/@+-]+$")
 
 
@@ -63,6 +81,7 @@ class InitOptions:
       timeout_minutes: the iterate job's time limit, also told to the run.
       slots: the slots of a program's tick (`--parallel`); above 1 the matrix lists (program, slot) pairs and
         one publish job per program records the tick.
+      agent: the agent's command, install step and credentials (--proposer agent).
     """
 
     interval: timedelta = field(default_factory=lambda: timedelta(hours=6))
@@ -73,6 +92,7 @@ class InitOptions:
     model: str | None = None
     timeout_minutes: int = 45
     slots: int = 1
+    agent: AgentSetup = field(default_factory=AgentSetup)
 
 
 def add_parser(commands: Any) -> None:
@@ -95,94 +115,87 @@ def add_parser(commands: Any) -> None:
         "--pip-spec",
         default=None,
         help="what CI installs (default: where this autoloop came from, as pip recorded it: "
-        f"{DEFAULT_PIP_SPEC} from an index, git+URL@commit from a repository)",
+        f"{DEFAULT_PIP_SPEC} from an index, git+URL@commit from a repository; from a local folder, "
+        "a wheel of it written to .autoloop/wheels/)",
     )
     parser.add_argument("--proposer", choices=PROPOSERS, help="default: llm with --model, else tune")
     parser.add_argument("--model", help="litellm model when the AUTOLOOP_MODEL repository variable is unset")
     parser.add_argument("--timeout-minutes", type=int, default=45, metavar="N", help="job time limit (default 45)")
+    add_agent_arguments(parser)
     parser.add_argument("--force", action="store_true", help="overwrite files that exist already")
+    parser.add_argument(
+        "--upgrade", action="store_true",
+        help="only switch the existing workflows to the installed autoloop (a new wheel replaces the old "
+        "one) or to --pip-spec; every other file and setting stays as it is",
+    )
     parser.set_defaults(handler=cmd_init)
 
 
 def cmd_init(args: argparse.Namespace, console: Console) -> int:
     """Writes the files (refusing to overwrite without --force) and prints the next steps."""
     root = repo_root(args.repo)
-    options = options_from(args)
+    source = running_source() if args.pip_spec is None else None
+    if args.upgrade:
+        return upgrade(root, (ACTIONS_WORKFLOW, AGENTIC_WORKFLOW), args.pip_spec, source, console)
+    options = options_from(args, source)
     files = install_files(options)
-    existing = [rel for rel in files if (root / rel).exists()]
+    build = source.build_from is not None if source else False
+    planned = [*files, Path(options.pip_spec)] if build else list(files)
+    existing = [rel for rel in planned if (root / rel).exists()]
     if existing and not args.force:
         listed = "".join(f"\n  {rel}" for rel in existing)
         raise AutoloopError(f"nothing written; these files exist already (pass --force to overwrite them):{listed}")
     if options.interval != parse_schedule(args.every):
         every = interval_words(options.interval)
         console.print(f"note: the workflow wakes up every {every}, the closest even cron step")
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text, encoding="utf-8")
-        console.print(f"{'overwrote' if rel in existing else 'wrote'} {rel}", markup=False, highlight=False)
+    with tempfile.TemporaryDirectory(prefix="autoloop-init-") as scratch:
+        built = wheel_from(source, Path(scratch), console) if source and build else None
+        if built is not None:
+            # The wheel is named after the version the source holds now, which pip may have changed since.
+            options = replace(options, pip_spec=(WHEELS_DIR / built.name).as_posix())
+            files = install_files(options)
+        for rel, text in files.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text, encoding="utf-8")
+            console.print(f"{'overwrote' if rel in existing else 'wrote'} {rel}", markup=False, highlight=False)
+        if built is not None:
+            wheel = WHEELS_DIR / built.name
+            place_wheel(root, built, wheel, console, overwrote=(root / wheel).exists())
     console.out(next_steps(options), highlight=False, end="")
     return 0
 
 
-def options_from(args: argparse.Namespace) -> InitOptions:
-    """Returns the checked options of `autoloop init`; raises AutoloopError naming the bad flag."""
+def options_from(args: argparse.Namespace, source: InstallSource | None = None) -> InitOptions:
+    """Returns the checked options of `autoloop init`; raises AutoloopError naming the bad flag.
+
+    Without --pip-spec the spec is where source (default: the running autoloop) came from, or the
+    repository path of its wheel when a wheel is to be built.
+    """
     if args.max_parallel < 1 or (args.max_programs is not None and args.max_programs < 1):
         raise AutoloopError("--max-parallel and --max-programs must be at least 1")
     if not 1 <= args.parallel <= MAX_SLOTS:
         raise AutoloopError(f"--parallel must be 1–{MAX_SLOTS} slots per program")
     if not 1 <= args.timeout_minutes <= MAX_TIMEOUT_MINUTES:
         raise AutoloopError(f"--timeout-minutes must be 1–{MAX_TIMEOUT_MINUTES} (GitHub stops jobs after 6 hours)")
-    pip_spec = args.pip_spec if args.pip_spec is not None else running_pip_spec()
-    if not _SPEC_RE.match(pip_spec):
-        raise AutoloopError(f"--pip-spec {pip_spec!r} must be one requirement, e.g. {DEFAULT_PIP_SPEC}")
+    pip_spec = args.pip_spec
+    if pip_spec is None:
+        source = source or running_source()
+        pip_spec = source.spec or wheel_path(source.version).as_posix()
+    check_spec(pip_spec)
     if args.model is not None and not _MODEL_RE.match(args.model):
         raise AutoloopError(f"--model {args.model!r} is not a litellm model name such as openai/gpt-4o-mini")
+    proposer = args.proposer or ("llm" if args.model else "tune")
     return InitOptions(
         interval=wake_interval(args.every),
         max_parallel=args.max_parallel,
         max_programs=args.max_programs,
         pip_spec=pip_spec,
-        proposer=args.proposer or ("llm" if args.model else "tune"),
+        proposer=proposer,
         model=args.model,
         timeout_minutes=args.timeout_minutes,
         slots=args.parallel,
+        agent=agent_setup_from(args, proposer),
     )
-
-
-def running_pip_spec() -> str:
-    """Returns the pip requirement that installs the running autoloop again, as pip recorded its origin."""
-    try:
-        found = metadata.distribution(DISTRIBUTION)
-    except metadata.PackageNotFoundError:
-        return pip_spec_from_install(__version__, None, installed=False)
-    return pip_spec_from_install(found.version, found.read_text("direct_url.json"), installed=True)
-
-
-def pip_spec_from_install(version: str, direct_url: str | None, *, installed: bool) -> str:
-    """Returns the requirement for an install whose PEP 610 `direct_url.json` is direct_url (None: from an index).
-
-    Raises AutoloopError, asking for --pip-spec, when CI could not install it that way (a local folder or
-    file, or no installed distribution at all).
-    """
-    example = "--pip-spec git+https://github.com/OWNER/REPO@main"
-    if not installed:
-        raise AutoloopError(f"autoloop is not installed as a package here, so the workflow cannot know what to "
-                            f"install; pass {example} (or {DEFAULT_PIP_SPEC} once an index serves it)")
-    if direct_url is None:
-        return f"{DISTRIBUTION}=={version}"
-    try:
-        origin = json.loads(direct_url)
-        url = str(origin["url"])
-    except (ValueError, KeyError, TypeError):
-        raise AutoloopError(f"pip's record of where autoloop came from is unreadable; pass {example}") from None
-    vcs = origin.get("vcs_info")
-    if isinstance(vcs, dict) and vcs.get("commit_id") and not url.startswith("file:"):
-        return f"{vcs.get('vcs', 'git')}+{url}@{vcs['commit_id']}"
-    if isinstance(origin.get("archive_info"), dict) and url.startswith(("https://", "http://")):
-        return url
-    where = url.removeprefix("file://")
-    raise AutoloopError(f"autoloop was installed from {where}, which a GitHub runner cannot reach; pass {example} "
-                        "(the repository and branch or commit that CI should install)")
 
 
 def wake_interval(every: str) -> timedelta:
@@ -248,6 +261,7 @@ def init_command(options: InitOptions) -> str:
     if options.model:
         words += ["--model", options.model]
     words += ["--timeout-minutes", str(options.timeout_minutes)]
+    words += agent_words(options.agent)
     return " ".join(shlex.quote(word) for word in words)
 
 
@@ -265,13 +279,17 @@ def render_workflows(options: InitOptions) -> dict[Path, str]:
         proposer=options.proposer,
         model=options.model,
         slots=options.slots,
+        **agent_context(options.agent),
     )
     agentic = render(
         "workflows/autoloop.md.j2",
         schedule=agentic_schedule(options.interval),
         timeout_minutes=options.timeout_minutes,
         pip_spec=shlex.quote(options.pip_spec),
+        memory_id=AGENTIC_MEMORY_ID,
         memory_dir=AGENTIC_MEMORY_DIR,
+        schedule_memory_dir=AGENTIC_SCHEDULE_MEMORY_DIR,
+        title_prefix=AGENTIC_TITLE_PREFIX,
     )
     return {ACTIONS_WORKFLOW: actions, AGENTIC_WORKFLOW: agentic}
 
@@ -325,4 +343,6 @@ def next_steps(options: InitOptions) -> str:
         model=options.model,
         cron=cron_schedule(options.interval),
         agentic=AGENTIC_WORKFLOW.as_posix(),
+        wheel=options.pip_spec if Path(options.pip_spec).parent == WHEELS_DIR else None,
+        agent=options.agent,
     )

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import re
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
@@ -12,12 +10,18 @@ from typing import TYPE_CHECKING, Any, Mapping
 import yaml
 from rich.console import Console
 
-from autoloop_py import markdown as md
 from autoloop_py.commands.common import repo_root, subparser
 from autoloop_py.errors import AutoloopError, ProgramError
 from autoloop_py.program import names as program_names
 from autoloop_py.program.model import PROGRAMS_DIR, UNCONFIGURED_SENTINEL
 from autoloop_py.program.playbook import customize_markers, resolve_markers
+from autoloop_py.program.strategy_template import (  # noqa: F401 - re-exported for the commands that adopt templates
+    GUIDE,
+    PLAYBOOK_TEMPLATE,
+    StrategyTemplate,
+    copy_plan,
+    pointer_block,
+)
 from autoloop_py.render import render
 
 if TYPE_CHECKING:
@@ -25,34 +29,11 @@ if TYPE_CHECKING:
 
 STRATEGIES_DIR = Path(".autoloop/strategies")
 NO_STRATEGY = "none"
-GUIDE = "CUSTOMIZE.md"
-PLAYBOOK_TEMPLATE = "strategy.md"
 TARGET = "solution.py"
 NOTE = (
     "<!-- autoloop new: resolve every CUSTOMIZE marker (`autoloop customize {name}`, an --answers file, "
     "or by hand; `autoloop check` lists them). These two lines go once none is left. -->"
 )
-_COPY_RE = re.compile(r"`([^`]+)`\s*→\s*`([^`]+)`")
-
-
-@dataclass(frozen=True)
-class StrategyTemplate:
-    """A reusable strategy: a playbook template, its creator guide and prompt files.
-
-    Attributes:
-      name: the folder name (e.g. alphaevolve); programs name their playbook after it.
-      origin: where it was read from, for messages.
-      files: template-relative POSIX path -> content, CUSTOMIZE.md included.
-    """
-
-    name: str
-    origin: str
-    files: Mapping[str, str]
-
-    @property
-    def guide(self) -> str:
-        """Returns CUSTOMIZE.md ('' when the template has none)."""
-        return self.files.get(GUIDE, "")
 
 
 def add_parser(commands: Any) -> None:
@@ -78,7 +59,7 @@ def add_parser(commands: Any) -> None:
     )
     parser.add_argument(
         "--answers", type=Path,
-        help="a YAML file answering the <CUSTOMIZE…> markers: `label: text` or `file:line: text` (see README)",
+        help="a YAML file answering the <CUSTOMIZE…> markers: `label: text` or `file:line: text` (see docs/configuration.md)",
     )
     parser.set_defaults(handler=cmd_new)
 
@@ -161,31 +142,6 @@ def scaffold(name: str, template: StrategyTemplate | None, targets: tuple[str, .
         "code/evaluate.py": render("scaffold/evaluate.py.j2", target=TARGET),
     }
     return {"program.md": program, **code, **files}
-
-
-def copy_plan(template: StrategyTemplate) -> list[tuple[str, str]]:
-    """Returns (template file, program file) pairs: CUSTOMIZE.md's `a` → `b` list, else the naming convention."""
-    plan: list[tuple[str, str]] = []
-    lines = template.guide.splitlines()
-    for _, line in md.list_items(template.guide):
-        match = _COPY_RE.search(lines[line]) if line < len(lines) else None
-        if match and match.group(1) in template.files and match.group(1) != GUIDE:
-            plan.append((match.group(1), match.group(2)))
-    if plan:
-        return plan
-    playbook = f"strategy/{template.name}.md"
-    sources = [src for src in template.files if src != GUIDE]
-    return [(src, playbook if src == PLAYBOOK_TEMPLATE else f"strategy/{src}") for src in sources]
-
-
-def pointer_block(template: StrategyTemplate, copied: list[str]) -> str:
-    """Returns the `## Evolution Strategy` pointer block: CUSTOMIZE.md's example, else the package's template."""
-    for _, code, _ in md.fenced_code(template.guide):
-        if code.lstrip().startswith("## Evolution Strategy"):
-            return code
-    playbook = f"strategy/{template.name}.md"
-    support = [playbook, *sorted(p for p in copied if p != playbook)]
-    return render("scaffold/pointer.md.j2", title=template.name, playbook=playbook, support=support)
 
 
 def fill_markers(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -14,13 +15,16 @@ from autoloop_py.commands.run import print_outcome, run_url
 from autoloop_py.errors import AutoloopError
 from autoloop_py.github import ci
 from autoloop_py.github import client as github
+from autoloop_py.loop import publish_guard as guard
 from autoloop_py.loop.iteration import enforce_budget
 from autoloop_py.loop.options import RunOptions
 from autoloop_py.loop.outcome import Outcome, read_outcome
 from autoloop_py.loop.publishing import publish_outcome
+from autoloop_py.loop.recording import load_state
 from autoloop_py.loop.tick import account_of
 from autoloop_py.loop.tick_publish import publish_tick
 from autoloop_py.program.model import Program, find_program
+from autoloop_py.state.memory import MemoryStore
 
 
 def add_parser(commands: Any) -> None:
@@ -38,6 +42,13 @@ def add_parser(commands: Any) -> None:
         "with the best improving candidate on the program branch",
     )
     parser.add_argument("--base-branch", help="branch program branches start from (default: origin's HEAD or main)")
+    parser.add_argument("--program", metavar="NAME",
+                        help="the program this job publishes (the workflow's matrix): an outcome of another is refused")
+    parser.add_argument(
+        "--not-before", type=_moment, metavar="TIME",
+        help="when the run started (ISO time or Unix seconds; the workflow passes its plan job's start): a record "
+        f"older than that is refused (default: {guard.DEFAULT_WINDOW.days} days before now)",
+    )
     parser.add_argument(
         "--ci",
         action="store_true",
@@ -55,8 +66,11 @@ def cmd_publish(args: argparse.Namespace, console: Console) -> int:
     programs, problems = load_all(root, with_issues=args.ci)
     for problem in problems:
         console.print(f"[yellow]skipping a broken program:[/] {problem}")
-    program = find_program(programs, outcome.program)
+    program = find_program(programs, args.program or outcome.program)
+    window = guard.publish_window(datetime.now(timezone.utc), args.not_before)
+    guard.refuse(program.name, [p for o in outcomes for p in guard.field_problems(o, program.name, window)])
     options = RunOptions(run_url=run_url(), base_branch=args.base_branch)
+    _check_against_state(root, program, outcomes, options.budget)
     if len(outcomes) > 1:
         return _publish_tick(root, program, outcomes, options, args.ci, console)
     if args.ci:
@@ -76,6 +90,27 @@ def cmd_publish(args: argparse.Namespace, console: Console) -> int:
         return 0
     print_outcome(done, console)
     return 0
+
+
+def _check_against_state(root: Path, program: Program, outcomes: list[Outcome], budget: int) -> None:
+    """Refuses forged iteration numbers and records that would break the state file before anything is
+    written, to git or to GitHub (publishing checks again under the program's lock)."""
+    memory = MemoryStore(root)
+    memory.sync()
+    state = load_state(memory, program, budget)
+    guard.refuse(program.name, guard.numbered_claims(outcomes, state))
+    records = [o.record for o in outcomes if o.record is not None]
+    guard.refuse(program.name, guard.state_problems(state, program, records, budget))
+
+
+def _moment(text: str) -> datetime:
+    """Returns the time of --not-before: Unix seconds or an ISO time (UTC when it names no zone)."""
+    try:
+        when = datetime.fromtimestamp(int(text), timezone.utc) if text.strip().isdigit() else \
+            datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except (ValueError, OverflowError, OSError):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a time (ISO, e.g. 2026-11-21T16:40:00Z, or Unix seconds)")
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
 
 
 def _ci_settings() -> github.GitHubSettings:

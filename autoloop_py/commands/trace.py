@@ -1,12 +1,17 @@
-"""`autoloop trace export PROGRAM DIR`: write a program's recorded trace out in the EvoTrace layout."""
+"""`autoloop trace export PROGRAM DIR` writes a program's recorded trace in the EvoTrace layout; `trace show PROGRAM ID`
+prints one candidate: its metrics, evaluation stages and what its evaluation said (feedback, error, output tails)."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import re
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+
+from autoloop_py.render import render
 
 from autoloop_py.commands.common import repo_root, subparser
 from autoloop_py.errors import AutoloopError
@@ -15,15 +20,43 @@ from autoloop_py.state.memory import MEMORY_BRANCH, MemoryStore
 
 _SUMMARY = "Work with the run traces recorded on branch memory/autoloop."
 _EXPORT = "write a program's trace as an EvoTrace run directory (meta.json, programs.jsonl, blobs/)"
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_SHOW = "print one candidate (its id, e.g. it7 or 12): metrics, stages and what its evaluation said"
 
 
 def add_parser(commands: Any) -> None:
     """Registers `autoloop trace export PROGRAM DIR`."""
     parser = subparser(commands, "trace", _SUMMARY, "autoloop trace export function_minimization out/")
-    parser.add_argument("action", choices=("export",), help=f"export: {_EXPORT}")
+    parser.add_argument("action", choices=("export", "show"), help=f"export: {_EXPORT}; show: {_SHOW}")
     parser.add_argument("program", help="the program's name")
-    parser.add_argument("directory", type=Path, help="where to write the run (a new or empty directory)")
-    parser.set_defaults(handler=cmd_trace_export)
+    parser.add_argument("directory", metavar="DIRECTORY|ID",
+                        help="export: where to write the run (a new or empty directory); show: the candidate's id")
+    parser.set_defaults(handler=cmd_trace)
+
+
+def cmd_trace(args: argparse.Namespace, console: Console) -> int:
+    """Runs `trace export` or `trace show`."""
+    if args.action == "show":
+        return cmd_trace_show(args, console)
+    args.directory = Path(args.directory)
+    return cmd_trace_export(args, console)
+
+
+def cmd_trace_show(args: argparse.Namespace, console: Console) -> int:
+    """Prints one recorded candidate; exit 1 when the trace has no such id."""
+    memory = MemoryStore(repo_root(args.repo))
+    memory.sync()
+    rows = memory.list(f"{trace.trace_dir(args.program)}/rows/")
+    wanted = f"-{trace.safe_id(str(args.directory))}.json"
+    path = next((row for row in reversed(rows) if row.endswith(wanted)), None)
+    text = memory.read(path) if path is not None else None
+    if text is None:
+        raise AutoloopError(f"no candidate '{args.directory}' in the trace of '{args.program}' on {MEMORY_BRANCH}; "
+                            "`autoloop report` lists the ids")
+    shown = render("trace_show.txt.j2", row=trace.row_from_json(json.loads(text)))
+    # What the evaluation printed is untrusted: no escape sequence of it reaches the terminal.
+    console.out(_CONTROL.sub("", shown), end="", highlight=False)
+    return 0
 
 
 def cmd_trace_export(args: argparse.Namespace, console: Console) -> int:

@@ -1,7 +1,15 @@
+#!/usr/bin/env python3
 """Autoloop scheduler: picks the one program an Agentic Workflows run should iterate on.
 
 Run it as `python3 -m autoloop_py.github.agentic_scheduler` (what `autoloop init` writes into autoloop.md) or
-through the upstream path `scripts/autoloop_scheduler.py`, a shim over this module.
+as upstream's `scripts/autoloop_scheduler.py`, which is this very file (a test keeps the two identical).
+
+It uses the Python standard library only, so the file runs with a bare `python3` where autoloop_py is not
+installed. It is the source of the rules it shares with the package: issue_programs.py takes its issue
+slugs, and issue_trust.py its rule of which issue bodies a writer stands behind, from here. The rules the
+package's lower layers keep for themselves (the schedule grammar in program/interval.py, the skip rules
+in loop/schedule.py, program discovery in program/model.py, the Machine State heading in markdown.py)
+are held to this file's by tests.
 
 A drop-in replacement for upstream's `workflows/scripts/autoloop_scheduler.py` (githubnext/autoloop
 438782f): same environment, same output file and keys, same exit codes, and the same importable
@@ -40,10 +48,11 @@ Differences from upstream:
   6. Two programs with one name (`<name>/program.md` and `<name>.md`): upstream schedules both. Ours
      prints `ERROR: two programs named ...` to stderr and skips both, listing the name in `skipped`
      with reason `duplicate name: <paths>`; forcing that name fails.
-  7. Issue programs are read through PyGithub (pagination via `Link`). Issues titled `[Autoloop: ...]`
+  7. Issue programs are read through the REST API (pagination via `Link`). Issues titled `[Autoloop: ...]`
      (autoloop's own program issues, upstream bug #50) are not programs, and an issue whose slug equals
-     a file program's name gets `-<number>` appended like an issue-to-issue collision. Without
-     GITHUB_TOKEN or GITHUB_REPOSITORY no API call is made.
+     a file program's name gets `-<number>` appended like an issue-to-issue collision. Only an issue
+     whose body a writer stands behind is a program (see `refusal`); the others are skipped with a
+     warning. Without GITHUB_TOKEN or GITHUB_REPOSITORY no API call is made.
   8. Machine State: the heading is found with or without U+FE0F (or the emoji); upstream reads `{}`
      without it, which revived paused and completed programs. Keys and true/false values may carry
      `**`/backticks; table separator rows are not keys; a 3-column row reads its first two cells.
@@ -55,7 +64,8 @@ Differences from upstream:
  11. A forced program is not also listed in `skipped`.
  12. The `example.md` bootstrap is not written when `.autoloop/program.md` or `program.md` exists, so
      those fallbacks (which upstream only reads when nothing else is found) can be reached at all. Its
-     text is ours (`autoloop_py/templates/example_program.md.j2`); like upstream's it has the sentinel.
+     text is ours (EXAMPLE_PROGRAM, kept here rather than in a template so that the file stands alone);
+     like upstream's it has the sentinel.
  13. The no-programs JSON carries the full key set (plus upstream's `due: []`).
  14. `select_program` takes an optional keyword `root` to re-read a forced program's frontmatter
      relative to the repository; `read_program_state`/`get_state_file_size` default to
@@ -64,31 +74,28 @@ Differences from upstream:
      raises SystemExit(0) when there are no programs).
  15. `selected_file` is relative to the repository root (upstream: to the working directory, which is
      the root in the workflow). The existing-PR lookup uses GITHUB_API_URL and stops after 50 pages.
+ 16. The file loads through importlib's `spec_from_file_location` + `exec_module` without being put in
+     `sys.modules` (as a test harness may load upstream's script). That is why it has no `__future__`
+     import of annotations: dataclasses looks string annotations up in `sys.modules`.
 Kept as upstream: TODO/REPLACE anywhere marks a program unconfigured; `.autoloop/program.md` is named
 `.autoloop`; `consecutive_errors` is never a skip reason; a plateau skip is permanent.
 """
 
-from __future__ import annotations
-
 import argparse
 import json
+import logging
 import math
 import os
 import re
 import sys
+import unicodedata
 import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable, Iterable, Mapping, Sequence, TypeAlias
-
-from autoloop_py import markdown as md
-from autoloop_py.github.issue_programs import IssueProgram, discover_issue_programs, slugify_issue_title
-from autoloop_py.loop import schedule
-from autoloop_py.program.model import UNCONFIGURED_SENTINEL, discover
-from autoloop_py.render import render
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeAlias
 
 PROGRAMS_DIR = ".autoloop/programs"
 TEMPLATE_FILE = os.path.join(PROGRAMS_DIR, "example.md")
@@ -101,6 +108,59 @@ DEFAULT_API_URL = "https://api.github.com"
 # repo-memory's `max-file-size`: a larger state file is rejected by the memory push.
 STATE_FILE_MAX_BYTES = 30720
 MAX_PR_PAGES = 50
+MAX_LIST_PAGES = 50
+UNCONFIGURED_SENTINEL = "<!-- AUTOLOOP:UNCONFIGURED -->"
+PLATEAU_LENGTH = 5
+PROGRAM_LABEL = "autoloop-program"
+# The program issue autoloop opens for a file program carries PROGRAM_LABEL too; reading it back as
+# a program would schedule `autoloop-x` beside `x` (upstream bug #50).
+OWN_ISSUE_PREFIX = "[Autoloop: "
+WRITE_ASSOCIATIONS = ("OWNER", "MEMBER", "COLLABORATOR")
+WRITE_PERMISSIONS = ("admin", "maintain", "write")
+APPROVE_COMMAND = "/autoloop approve"
+EDITS_QUERY = """
+query($owner: String!, $name: String!, $number: Int!) {
+  repository(owner: $owner, name: $name) {
+    issue(number: $number) {
+      userContentEdits(last: 100) { totalCount nodes { editedAt editor { login } } }
+    }
+  }
+}
+"""
+EXAMPLE_PROGRAM = """{sentinel}
+<!-- Autoloop skips this program until the line above is deleted. -->
+<!-- The file name without .md is the program name: rename this file (e.g. to coverage.md)
+     or move it to {programs_dir}/<name>/program.md to keep code beside it. -->
+---
+schedule: every 6h
+# target-metric: 0.95
+# metric_direction: higher
+---
+
+# Autoloop program
+
+## Goal
+
+REPLACE_ME: what should get better, and what "better" means.
+
+## Target
+
+Only modify these files:
+- `REPLACE_ME/path/to/file.py`
+
+Do not modify:
+- the evaluation command, the tests, or any file not listed above.
+
+## Evaluation
+
+```bash
+REPLACE_ME: a command that prints one JSON object such as {{"score": 0.73}}
+```
+
+The metric is `score`. Higher is better.
+"""
+
+logger = logging.getLogger(__name__)
 
 HttpGetJson = Callable[[str, Mapping[str, str]], "tuple[Any, str | None]"]
 # (selected, selected_file, selected_issue, target_metric, metric_direction, deferred, error)
@@ -133,6 +193,13 @@ _LEADING_COMMENTS_RE = re.compile(r"\A(?:\s*<!--.*?-->\s*\n)*", re.DOTALL)
 _FRONTMATTER_RE = re.compile(r"\A---[ \t]*\n(.*?)\n---[ \t]*(?:\n|\Z)", re.DOTALL)
 _UPSTREAM_SCHEDULE_RES = ((re.compile(r"every\s+(\d+)\s*h"), "hours"), (re.compile(r"every\s+(\d+)\s*m"), "minutes"))
 _LINK_NEXT_RE = re.compile(r'^<([^>]+)>\s*;(?:.*;)?\s*rel="?next"?\s*(?:;.*)?$')
+_INTERVAL_UNITS = {"m": 1, "min": 1, "minute": 1, "minutes": 1, "h": 60, "hr": 60, "hour": 60, "hours": 60,
+                   "d": 1440, "day": 1440, "days": 1440}
+_NAMED_INTERVALS = {"hourly": timedelta(hours=1), "daily": timedelta(days=1), "weekly": timedelta(weeks=1)}
+_EVERY_RE = re.compile(r"^(?:every\s+)?(\d+)\s*([a-z]+)$")
+_ATX_HEADING_RE = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+_FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_NON_SLUG_RE = re.compile(r"[^a-z0-9]+")
 
 
 @dataclass(frozen=True)
@@ -205,13 +272,50 @@ class Survey:
 
 def parse_machine_state(content: str) -> dict[str, Any]:
     """Returns the Machine State table as upstream's dict ({} when the file has no such section)."""
-    section = next((s for s in md.split_sections(content) if s.key == "machine state"), None)
-    if section is None:
+    body = _section_body(content, "machine state")
+    if body is None:
         return {}
     state: dict[str, Any] = {}
-    for key, value in _table_pairs(section.body):
+    for key, value in _table_pairs(body):
         state[key] = None if value in _EMPTY_VALUES else value
     return _coerce_state(state)
+
+
+def normalize_heading(text: str) -> str:
+    """Returns a heading reduced for matching: no emoji or variation selectors, lowercase, single spaces."""
+    text = unicodedata.normalize("NFKC", text).replace("\ufe0f", "")
+    text = "".join(ch for ch in text if unicodedata.category(ch) not in ("So", "Sk", "Cf", "Mn"))
+    text = text.replace("*", "").replace("`", "").replace("_", " ")
+    return " ".join(text.lower().split())
+
+
+def _headings(lines: Sequence[str]) -> Iterator[tuple[int, int, str]]:
+    """Yields (line index, level, text) of each ATX heading outside fenced code blocks."""
+    fence = ""
+    for index, line in enumerate(lines):
+        opened = _FENCE_RE.match(line)
+        if fence:
+            if opened and opened.group(1)[0] == fence[0] and len(opened.group(1)) >= len(fence) \
+                    and not line.strip()[len(opened.group(1)):].strip():
+                fence = ""
+            continue
+        if opened:
+            fence = opened.group(1)
+            continue
+        heading = _ATX_HEADING_RE.match(line)
+        if heading:
+            yield index, len(heading.group(1)), heading.group(2) or ""
+
+
+def _section_body(content: str, key: str, level: int = 2) -> str | None:
+    """Returns the text under the first heading (level 1 to `level`) whose normalised text is `key`, or None."""
+    lines = content.splitlines(keepends=True)
+    cuts = [(i, text) for i, depth, text in _headings(lines) if depth <= level]
+    for n, (start, text) in enumerate(cuts):
+        if normalize_heading(text) == key:
+            end = cuts[n + 1][0] if n + 1 < len(cuts) else len(lines)
+            return "".join(lines[start + 1:end])
+    return None
 
 
 def _table_pairs(text: str) -> Iterable[tuple[str, str]]:
@@ -263,7 +367,7 @@ def parse_schedule(s: str | None) -> timedelta | None:
     if s is None or not str(s).strip():
         return None
     try:
-        interval = schedule.parse_schedule(str(s))
+        interval = parse_interval(str(s))
     except ValueError:
         interval = _upstream_schedule(str(s))
         if interval is None:
@@ -273,6 +377,24 @@ def parse_schedule(s: str | None) -> timedelta | None:
     if interval is not None and not interval:
         _warn(f"schedule {s!r} is zero: the program is always due")
     return interval
+
+
+def parse_interval(text: str | None) -> timedelta | None:
+    """Returns the interval of a schedule (`every 6h`, `30 minutes`, `daily`...); None for no schedule.
+
+    Raises ValueError for text it cannot read, and for a zero interval.
+    """
+    if text is None or not str(text).strip():
+        return None
+    value = " ".join(str(text).strip().lower().split())
+    if value in _NAMED_INTERVALS:
+        return _NAMED_INTERVALS[value]
+    match = _EVERY_RE.match(value)
+    if match and match.group(2) in _INTERVAL_UNITS:
+        if int(match.group(1)) == 0:
+            raise ValueError(f"schedule {text!r} is zero; give an interval of at least 1 minute, or no schedule")
+        return timedelta(minutes=int(match.group(1)) * _INTERVAL_UNITS[match.group(2)])
+    raise ValueError(f"unparseable schedule {text!r}; use `every N m|h|d`, `N hours`, `hourly`, `daily` or `weekly`")
 
 
 def _upstream_schedule(text: str) -> timedelta | None:
@@ -358,7 +480,7 @@ def is_unconfigured(content: str) -> bool:
 def parse_timestamp(value: str | datetime | None) -> datetime | None:
     """Returns an ISO timestamp as an aware UTC datetime (naive means UTC); None when absent or unreadable."""
     if isinstance(value, datetime):
-        return schedule.as_utc(value)
+        return as_utc(value)
     text = _plain(str(value or ""))
     if not text or text in _EMPTY_VALUES:
         return None
@@ -366,7 +488,12 @@ def parse_timestamp(value: str | datetime | None) -> datetime | None:
         moment = datetime.fromisoformat(re.sub(r"[Zz]$", "+00:00", text))
     except ValueError:
         return None
-    return schedule.as_utc(moment)
+    return as_utc(moment)
+
+
+def as_utc(moment: datetime) -> datetime:
+    """Returns an aware UTC datetime (a naive one is taken as UTC)."""
+    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
 
 
 def machine_snapshot(state: Mapping[str, Any]) -> MachineSnapshot:
@@ -386,8 +513,44 @@ def machine_snapshot(state: Mapping[str, Any]) -> MachineSnapshot:
 
 def check_skip_conditions(state: Mapping[str, Any]) -> tuple[bool, str | None]:
     """Returns (skip, reason): completed, then paused, then a plateau of 5 rejections."""
-    reason = schedule.skip_reason(machine_snapshot(state))
+    reason = skip_reason(machine_snapshot(state))
     return reason is not None, reason
+
+
+def skip_reason(machine: MachineSnapshot) -> str | None:
+    """Returns why a program must not run: completed, paused, or a plateau of 5 rejections in a row (None: it may)."""
+    if machine.completed:
+        return "completed: target metric reached"
+    if machine.paused:
+        return f"paused: {machine.pause_reason or 'unknown'}"
+    recent = machine.recent_statuses[-PLATEAU_LENGTH:]
+    if len(recent) == PLATEAU_LENGTH and all(s == "rejected" for s in recent):
+        return f"plateau: {PLATEAU_LENGTH} consecutive rejections"
+    return None
+
+
+def slugify_issue_title(title: str, number: int | None = None) -> str:
+    """Returns the program name for an issue title: lowercase runs of [a-z0-9] joined by single hyphens."""
+    slug = _NON_SLUG_RE.sub("-", (title or "").lower()).strip("-")
+    if slug:
+        return slug
+    return f"issue-{number}" if number is not None else "issue"
+
+
+def assign_slugs(issues: Sequence[tuple[int, str]], taken: Iterable[str] = ()) -> dict[int, str]:
+    """Returns a unique slug per issue number; a slug already used gets `-{number}` appended."""
+    used = set(taken)
+    slugs: dict[int, str] = {}
+    for number, title in issues:
+        base = slugify_issue_title(title, number)
+        slug = base
+        while slug in used:
+            slug = f"{slug}-{number}"
+        if slug != base:
+            logger.warning("program name '%s' of issue #%s is taken; using '%s'", base, number, slug)
+        used.add(slug)
+        slugs[number] = slug
+    return slugs
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -551,6 +714,237 @@ def _warn(message: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------
+# Issue programs: who may define one (pure rules)
+# ---------------------------------------------------------------------------------------------------
+# An issue program's `## Evaluation` command runs in CI, so its body must come from someone with write
+# access. The body is trusted from the moment a writer stands behind it, and distrusted from the
+# moment anyone else could have put words in it:
+# - an issue opened by a writer (author association OWNER, MEMBER or COLLABORATOR) is trusted from the
+#   start; one opened by anyone else is distrusted from its creation;
+# - each edit of the body by someone without write access (GitHub's edit history) distrusts it again
+#   from that edit on; an edit by a writer changes nothing;
+# - a writer approves the body as it stands by commenting `/autoloop approve` or by (re-)applying the
+#   `autoloop-program` label; an approval counts when it is newer than the last distrusting event.
+# When the edit history cannot be read, the program is not run (fail closed).
+
+
+@dataclass(frozen=True)
+class IssueProgram:
+    """A program defined by a GitHub issue: its number, title, unique slug (the program name) and body."""
+
+    number: int
+    title: str
+    slug: str
+    body: str
+
+
+@dataclass(frozen=True)
+class Edit:
+    """One revision of an issue body: who wrote it (None: a deleted account) and when."""
+
+    editor: str | None
+    at: datetime
+
+
+@dataclass(frozen=True)
+class Approval:
+    """A writer standing behind the body as it was at `at`; `how`: "comment" or "label"."""
+
+    by: str
+    at: datetime
+    how: str
+
+
+@dataclass(frozen=True)
+class IssueFacts:
+    """What GitHub says about an issue program's body.
+
+    Attributes:
+      number: the issue number.
+      author: the author's login.
+      author_writes: whether the author has write access (by author association).
+      created_at: when the issue was opened.
+      edits: the body's revisions, any order.
+      edits_complete: False when GitHub listed only the newest of more revisions.
+      approvals: writers' approvals (comments, labels), any order.
+    """
+
+    number: int
+    author: str
+    author_writes: bool
+    created_at: datetime
+    edits: tuple[Edit, ...] = ()
+    edits_complete: bool = True
+    approvals: tuple[Approval, ...] = ()
+
+
+def distrusted_since(facts: IssueFacts, is_writer: Callable[[str], bool]) -> datetime | None:
+    """Returns the time of the last event that put words in the body without a writer (None: never happened)."""
+    times = [] if facts.author_writes else [facts.created_at]
+    times += [edit.at for edit in facts.edits if edit.editor is None or not is_writer(edit.editor)]
+    if not facts.edits_complete and facts.edits:
+        # Older revisions were not listed: one of them may be a stranger's.
+        times.append(min(edit.at for edit in facts.edits))
+    return max(times, default=None)
+
+
+def refusal(facts: IssueFacts, is_writer: Callable[[str], bool]) -> str | None:
+    """Returns why the issue program may not run, None when a writer stands behind its current body."""
+    since = distrusted_since(facts, is_writer)
+    if since is None or any(approval.at > since for approval in facts.approvals):
+        return None
+    why = "its author has no write access" if not facts.author_writes else "someone without write access edited it"
+    return (f"issue #{facts.number} is not run: {why} (since {since:%Y-%m-%d %H:%M} UTC); a maintainer approves "
+            f"the body as it stands by commenting `{APPROVE_COMMAND}` or by applying the `autoloop-program` label again")
+
+
+def is_approval(body: str | None, association: str | None) -> bool:
+    """Returns whether a comment approves the issue body: `/autoloop approve` on its first line, from a writer."""
+    first = (body or "").strip().splitlines()[0].strip() if (body or "").strip() else ""
+    return first.lower() == APPROVE_COMMAND and (association or "").upper() in WRITE_ASSOCIATIONS
+
+
+def _is_program_issue(issue: Mapping[str, Any]) -> bool:
+    """Returns whether a listed issue is a program: not a pull request, not autoloop's own program issue."""
+    if str(issue.get("title") or "").startswith(OWN_ISSUE_PREFIX):
+        print(f"  skipping issue #{issue.get('number')}: it is autoloop's program issue, not a program")
+        return False
+    return not issue.get("pull_request") and "/pull/" not in str(issue.get("html_url") or "")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Issue programs: the GitHub REST and GraphQL calls (standard library only)
+# ---------------------------------------------------------------------------------------------------
+
+
+class ApiError(Exception):
+    """A GitHub API call failed (HTTP error, network error, or an answer of the wrong shape)."""
+
+
+class RestApi:
+    """The few GitHub calls the scheduler makes, through urllib with a token."""
+
+    def __init__(self, api_url: str, token: str, timeout: float = 30) -> None:
+        self.api_url = api_url.rstrip("/")
+        self.timeout = timeout
+        self._headers = {"Authorization": f"token {token}", "Accept": "application/vnd.github.v3+json",
+                         "User-Agent": "autoloop-scheduler"}
+
+    def request(self, url: str, payload: Mapping[str, Any] | None = None) -> tuple[Any, str | None]:
+        """Returns (JSON body, Link header) of a GET (or a POST of `payload`); raises ApiError on any failure."""
+        data = None if payload is None else json.dumps(payload).encode("utf-8")
+        headers = {**self._headers, **({"Content-Type": "application/json"} if data else {})}
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, data=data, headers=headers),
+                                        timeout=self.timeout) as response:
+                return json.loads(response.read().decode("utf-8")), response.headers.get("Link")
+        except (urllib.error.URLError, ValueError, OSError) as err:
+            raise ApiError(f"{url}: {err}") from err
+
+    def pages(self, path: str) -> Iterator[dict[str, Any]]:
+        """Yields the items of a paginated list (`Link: rel="next"`), at most MAX_LIST_PAGES pages."""
+        sep = "&" if "?" in path else "?"
+        url: str | None = f"{self.api_url}{path}{sep}per_page=100"
+        seen: set[str] = set()
+        while url and url not in seen and len(seen) < MAX_LIST_PAGES:
+            seen.add(url)
+            body, link = self.request(url)
+            if not isinstance(body, list):
+                raise ApiError(f"{url}: expected a list")
+            yield from (item for item in body if isinstance(item, dict))
+            url = parse_link_header(link)
+
+    def graphql(self, query: str, variables: Mapping[str, Any]) -> dict[str, Any]:
+        """Returns the `data` of a GraphQL query; raises ApiError on errors."""
+        base = self.api_url[: -len("/v3")] if self.api_url.endswith("/api/v3") else self.api_url
+        body, _ = self.request(f"{base}/graphql", {"query": query, "variables": dict(variables)})
+        if not isinstance(body, dict) or body.get("errors") or not isinstance(body.get("data"), dict):
+            raise ApiError(f"GraphQL: {body.get('errors') if isinstance(body, dict) else body}")
+        return body["data"]
+
+
+def _when(text: Any) -> datetime:
+    moment = parse_timestamp(str(text or ""))
+    if moment is None:
+        raise ApiError(f"not a timestamp: {text!r}")
+    return moment
+
+
+def _login(user: Any) -> str | None:
+    return user.get("login") if isinstance(user, dict) else None
+
+
+class RepoWriters:
+    """Answers "has this login write access to the repository?", one API call per login."""
+
+    def __init__(self, api: RestApi, repo: str) -> None:
+        self._api, self._repo = api, repo
+        self._known: dict[str, bool] = {}
+
+    def __call__(self, login: str) -> bool:
+        if login not in self._known:
+            try:
+                body, _ = self._api.request(
+                    f"{self._api.api_url}/repos/{self._repo}/collaborators/{urllib.parse.quote(login)}/permission")
+                permission = body.get("permission") if isinstance(body, dict) else None
+            except ApiError:
+                permission = "none"
+            self._known[login] = permission in WRITE_PERMISSIONS
+        return self._known[login]
+
+
+def issue_facts(api: RestApi, repo: str, issue: Mapping[str, Any], writers: Callable[[str], bool]) -> IssueFacts:
+    """Returns what GitHub says about an issue's body: its author, its edit history and writers' approvals."""
+    number = int(issue["number"])
+    owner, name = repo.split("/", 1)
+    data = api.graphql(EDITS_QUERY, {"owner": owner, "name": name, "number": number})
+    found = ((data.get("repository") or {}).get("issue") or {}).get("userContentEdits")
+    if not isinstance(found, dict):
+        raise ApiError(f"issue #{number}: no edit history")
+    nodes = [n for n in found.get("nodes") or [] if isinstance(n, dict)]
+    edits = tuple(Edit(_login(n.get("editor")), _when(n.get("editedAt"))) for n in nodes)
+    approvals = [Approval(_login(c.get("user")) or "", _when(c.get("created_at")), "comment")
+                 for c in api.pages(f"/repos/{repo}/issues/{number}/comments")
+                 if is_approval(c.get("body"), c.get("author_association"))]
+    approvals += [Approval(_login(e.get("actor")) or "", _when(e.get("created_at")), "label")
+                  for e in api.pages(f"/repos/{repo}/issues/{number}/events")
+                  if e.get("event") == "labeled" and isinstance(e.get("label"), dict)
+                  and e["label"].get("name") == PROGRAM_LABEL and _login(e.get("actor")) and writers(_login(e["actor"]))]
+    return IssueFacts(
+        number=number,
+        author=_login(issue.get("user")) or "",
+        author_writes=str(issue.get("author_association") or "").upper() in WRITE_ASSOCIATIONS,
+        created_at=_when(issue.get("created_at")),
+        edits=edits,
+        edits_complete=int(found.get("totalCount") or 0) <= len(edits),
+        approvals=tuple(approvals),
+    )
+
+
+def discover_issue_programs(api: RestApi, repo: str, taken: Iterable[str] = ()) -> list[IssueProgram]:
+    """Returns the open `autoloop-program` issues that a writer stands behind, as programs (API order).
+
+    Slugs are assigned over every labelled issue, so that approving one later renames no other.
+    """
+    query = urllib.parse.urlencode({"state": "open", "labels": PROGRAM_LABEL})
+    issues = [i for i in api.pages(f"/repos/{repo}/issues?{query}") if _is_program_issue(i)]
+    slugs = assign_slugs([(int(i["number"]), str(i.get("title") or "")) for i in issues], taken)
+    writers = RepoWriters(api, repo)
+    trusted = []
+    for issue in issues:
+        try:
+            why = refusal(issue_facts(api, repo, issue, writers), writers)
+        except (ApiError, KeyError, TypeError, ValueError) as err:
+            why = f"issue #{issue['number']} is not run: its edit history and approvals could not be read ({err})"
+        if why is None:
+            number = int(issue["number"])
+            trusted.append(IssueProgram(number, str(issue.get("title") or ""), slugs[number], str(issue.get("body") or "")))
+        else:
+            print(f"  Warning: {why}")
+    return trusted
+
+
+# ---------------------------------------------------------------------------------------------------
 # Discovery
 # ---------------------------------------------------------------------------------------------------
 
@@ -561,9 +955,19 @@ def _bootstrap_template_if_missing(root: Path) -> None:
     if folder.is_dir() or any((root / f).is_file() for f in FALLBACK_PROGRAMS):
         return
     folder.mkdir(parents=True, exist_ok=True)
-    text = render("example_program.md.j2", sentinel=UNCONFIGURED_SENTINEL, programs_dir=PROGRAMS_DIR)
+    text = EXAMPLE_PROGRAM.format(sentinel=UNCONFIGURED_SENTINEL, programs_dir=PROGRAMS_DIR)
     (root / TEMPLATE_FILE).write_text(text, encoding="utf-8")
     print(f"BOOTSTRAPPED: created {TEMPLATE_FILE} locally (agent will create a draft PR)")
+
+
+def discover(root: Path) -> list[Path]:
+    """Returns program.md paths (relative to root) in upstream order: folders, then bare files."""
+    base = root / PROGRAMS_DIR
+    if not base.is_dir():
+        return []
+    folders = sorted(p for p in base.iterdir() if (p / "program.md").is_file())
+    bare = sorted(p for p in base.glob("*.md") if p.is_file())
+    return [p.relative_to(root) for p in [f / "program.md" for f in folders] + bare]
 
 
 def _collect_programs(settings: Settings) -> tuple[list[str], dict[str, dict[str, Any]]]:
@@ -582,17 +986,8 @@ def _fetch_issue_programs(settings: Settings, taken: set[str]) -> tuple[list[str
         print("  GITHUB_TOKEN or GITHUB_REPOSITORY not set: not looking for issue-based programs")
         return [], {}
     try:
-        import github  # imported here: runs without a token never pay for it
-
-        client = github.Github(
-            auth=github.Auth.Token(settings.token),
-            base_url=settings.api_url,
-            per_page=100,
-            timeout=30,
-            seconds_between_requests=None,
-            lazy=True,
-        )
-        return _write_issue_programs(discover_issue_programs(client, settings.repo, taken), settings.issue_dir)
+        api = RestApi(settings.api_url, settings.token)
+        return _write_issue_programs(discover_issue_programs(api, settings.repo, taken), settings.issue_dir)
     except Exception as err:  # noqa: BLE001 -- as upstream: an API failure must not block file programs
         print(f"  Warning: could not fetch issue-based programs: {err}")
         return [], {}

@@ -10,13 +10,18 @@ import dataclasses
 import json
 import logging
 import os
-import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from autoloop_py.errors import ProgramError
 from autoloop_py.github import issue_trust
+from autoloop_py.github.agentic_scheduler import (  # the standalone scheduler's rules are the package's too
+    OWN_ISSUE_PREFIX,
+    PROGRAM_LABEL,
+    IssueProgram,
+    assign_slugs,
+    slugify_issue_title,
+)
 from autoloop_py.program.model import Program, load_program
 
 if TYPE_CHECKING:
@@ -24,52 +29,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-PROGRAM_LABEL = "autoloop-program"
-# The program issue autoloop opens for a file program carries PROGRAM_LABEL too; reading it back as
-# a program would schedule `autoloop-x` beside `x` (upstream bug #50).
-OWN_ISSUE_PREFIX = "[Autoloop: "
-_NON_SLUG_RE = re.compile(r"[^a-z0-9]+")
-
-
-@dataclass(frozen=True)
-class IssueProgram:
-    """A program defined by a GitHub issue.
-
-    Attributes:
-      number: the issue number.
-      title: the issue title, as written.
-      slug: the program name derived from the title (unique among the programs found).
-      body: the issue body: the program.md text ('' when the issue has none).
-    """
-
-    number: int
-    title: str
-    slug: str
-    body: str
-
-
-def slugify_issue_title(title: str, number: int | None = None) -> str:
-    """Returns the program name for an issue title: lowercase runs of [a-z0-9] joined by single hyphens."""
-    slug = _NON_SLUG_RE.sub("-", (title or "").lower()).strip("-")
-    if slug:
-        return slug
-    return f"issue-{number}" if number is not None else "issue"
-
-
-def assign_slugs(issues: Sequence[tuple[int, str]], taken: Iterable[str] = ()) -> dict[int, str]:
-    """Returns a unique slug per issue number; a slug already used gets `-{number}` appended."""
-    used = set(taken)
-    slugs: dict[int, str] = {}
-    for number, title in issues:
-        base = slugify_issue_title(title, number)
-        slug = base
-        while slug in used:
-            slug = f"{slug}-{number}"
-        if slug != base:
-            logger.warning("program name '%s' of issue #%s is taken; using '%s'", base, number, slug)
-        used.add(slug)
-        slugs[number] = slug
-    return slugs
+__all__ = ["OWN_ISSUE_PREFIX", "PROGRAM_LABEL", "IssueProgram", "assign_slugs", "slugify_issue_title"]
 
 
 def discover_issue_programs(

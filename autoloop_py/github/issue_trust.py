@@ -12,111 +12,38 @@ the moment anyone else could have put words in it.
   `autoloop-program` label; an approval counts when it is newer than the last distrusting event.
 
 When the edit history cannot be read, the program is not run (fail closed).
+
+The rule itself (`refusal` and the facts it reads) is agentic_scheduler.py's, which must stand alone;
+this module reads the facts through PyGithub for the package's commands.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:  # PyGithub loads only when a command talks to GitHub
     import github
 
-from autoloop_py.github.client import WRITE_ASSOCIATIONS
+from autoloop_py.github.agentic_scheduler import (  # the rule lives in the standalone scheduler, which applies it too
+    APPROVE_COMMAND,
+    EDITS_QUERY,
+    WRITE_ASSOCIATIONS,
+    WRITE_PERMISSIONS,
+    Approval,
+    Edit,
+    IssueFacts,
+    distrusted_since,
+    is_approval,
+    refusal,
+)
 from autoloop_py.state.parts import utc
 
 log = logging.getLogger(__name__)
 
-WRITE_PERMISSIONS = ("admin", "maintain", "write")
-APPROVE_COMMAND = "/autoloop approve"
-EDITS_QUERY = """
-query($owner: String!, $name: String!, $number: Int!) {
-  repository(owner: $owner, name: $name) {
-    issue(number: $number) {
-      userContentEdits(last: 100) { totalCount nodes { editedAt editor { login } } }
-    }
-  }
-}
-"""
-
-
-@dataclass(frozen=True)
-class Edit:
-    """One revision of an issue body (GitHub lists the original as the oldest once a body was edited).
-
-    Attributes:
-      editor: who wrote it (None: a deleted account).
-      at: when.
-    """
-
-    editor: str | None
-    at: datetime
-
-
-@dataclass(frozen=True)
-class Approval:
-    """A writer standing behind the body as it was at `at`.
-
-    Attributes:
-      by: the writer's login.
-      at: when they approved.
-      how: "comment" (`/autoloop approve`) or "label" (applied `autoloop-program`).
-    """
-
-    by: str
-    at: datetime
-    how: str
-
-
-@dataclass(frozen=True)
-class IssueFacts:
-    """What GitHub says about an issue program's body.
-
-    Attributes:
-      number: the issue number.
-      author: the author's login.
-      author_writes: whether the author has write access (by author association).
-      created_at: when the issue was opened.
-      edits: the body's revisions, any order.
-      edits_complete: False when GitHub listed only the newest of more revisions.
-      approvals: writers' approvals (comments, labels), any order.
-    """
-
-    number: int
-    author: str
-    author_writes: bool
-    created_at: datetime
-    edits: tuple[Edit, ...] = ()
-    edits_complete: bool = True
-    approvals: tuple[Approval, ...] = ()
-
-
-def distrusted_since(facts: IssueFacts, is_writer: Callable[[str], bool]) -> datetime | None:
-    """Returns the time of the last event that put words in the body without a writer (None: never happened)."""
-    times = [] if facts.author_writes else [facts.created_at]
-    times += [edit.at for edit in facts.edits if edit.editor is None or not is_writer(edit.editor)]
-    if not facts.edits_complete and facts.edits:
-        # Older revisions were not listed: one of them may be a stranger's.
-        times.append(min(edit.at for edit in facts.edits))
-    return max(times, default=None)
-
-
-def refusal(facts: IssueFacts, is_writer: Callable[[str], bool]) -> str | None:
-    """Returns why the issue program may not run, None when a writer stands behind its current body."""
-    since = distrusted_since(facts, is_writer)
-    if since is None or any(approval.at > since for approval in facts.approvals):
-        return None
-    why = "its author has no write access" if not facts.author_writes else "someone without write access edited it"
-    return (f"issue #{facts.number} is not run: {why} (since {since:%Y-%m-%d %H:%M} UTC); a maintainer approves "
-            f"the body as it stands by commenting `{APPROVE_COMMAND}` or by applying the `autoloop-program` label again")
-
-
-def is_approval(body: str | None, association: str | None) -> bool:
-    """Returns whether a comment approves the issue body: `/autoloop approve` on its first line, from a writer."""
-    first = (body or "").strip().splitlines()[0].strip() if (body or "").strip() else ""
-    return first.lower() == APPROVE_COMMAND and (association or "").upper() in WRITE_ASSOCIATIONS
+__all__ = ["APPROVE_COMMAND", "EDITS_QUERY", "WRITE_PERMISSIONS", "Approval", "Edit", "IssueFacts", "Writers",
+           "distrusted_since", "facts_of", "is_approval", "refusal"]
 
 
 # ---------------------------------------------------------------- GitHub (effects)

@@ -13,25 +13,30 @@ from typing import Callable, Mapping
 
 from autoloop_py import faults
 from autoloop_py.errors import GitError
-from autoloop_py.loop import checks, lineage_store, novelty, recovery, stale_parents
+from autoloop_py.loop import checks, lineage_store, model_use, novelty, recovery, stale_parents
 from autoloop_py.loop.baseline import evaluate_copy, evaluation_policy
 from autoloop_py.loop.checks import violations
 from autoloop_py.loop.evaluate import EvaluationResult
 from autoloop_py.loop.options import Clock, RunOptions
 from autoloop_py.loop.publishing import keep_candidate, settle_kept
 from autoloop_py.loop.recording import (
+    artifacts_of_result,
     candidate_data,
     error_record,
+    failure_note,
     primary_file,
     record_of,
+    rejected_note,
     rejection_note,
+    stages_metadata,
     usage_of,
 )
 from autoloop_py.loop.workspace import Workspace
 from autoloop_py.program.model import Program
+from autoloop_py.program.models import ModelSpec
 from autoloop_py.program.target import target_files
 from autoloop_py.proposers import llm
-from autoloop_py.proposers.base import Proposal, ProposalRequest, Proposer
+from autoloop_py.proposers.base import Proposal, ProposalRequest, Proposer, Usage
 from autoloop_py.proposers.llm_call import CallLimits, limits_for
 from autoloop_py.redact import Redactor, from_environment
 from autoloop_py.sandbox.run import Isolation
@@ -42,7 +47,13 @@ from autoloop_py.state.memory import MemoryStore
 from autoloop_py.state.population import Candidate
 from autoloop_py.strategies import runner as strategy
 from autoloop_py.strategies.engine import DecisionLike
-from autoloop_py.strategies.prompt import RECENTLY_DELETED, prompt_context, render_iteration_prompt, with_data_section
+from autoloop_py.strategies.prompt import (
+    EVALUATOR_FEEDBACK,
+    RECENTLY_DELETED,
+    prompt_context,
+    render_iteration_prompt,
+    with_data_section,
+)
 from autoloop_py.strategies.runner import StrategyRunner
 
 log = logging.getLogger(__name__)
@@ -72,6 +83,10 @@ class AttemptContext:
     sandbox: Isolation | None = None
     redactor: Redactor = field(default_factory=lambda: from_environment(os.environ))
     base_files: Mapping[str, str] = field(default_factory=dict)
+    history: lineage_store.TraceReader | None = None
+    model: ModelSpec | None = None
+    # Usage of the strategy's guide and meta calls this iteration made (appended to by the guide call).
+    guide_spent: list[Usage] = field(default_factory=list)
     verify_checkout: Callable[..., None] = lambda during="": None
 
 
@@ -97,11 +112,14 @@ def try_candidate(ctx: AttemptContext, root: Path) -> Attempt:
     """Decides, then proposes, checks, evaluates and ratchets a candidate; returns what to record."""
     with ctx.clock("propose"):
         files = ctx.workspace.files(target_files(ctx.program.target, ctx.workspace.path))
-        ctx = replace(ctx, base_files=files)
+        drawn = model_use.draw(ctx.program, ctx.options, ctx.state, ctx.iteration)
+        ctx = replace(ctx, base_files=files, model=drawn, guide_spent=[])
         decision, files, prompt = _prepare_prompt(ctx, files, root)
     if decision is not None and strategy.evaluates_as_is(ctx.runner, decision):
-        return _as_is(ctx, decision, files)
-    return _with_retries(ctx, decision, files, prompt, root)
+        attempt, drawn = _as_is(ctx, decision, files), None
+    else:
+        attempt = _with_retries(ctx, decision, files, prompt, root)
+    return replace(attempt, record=model_use.with_use(attempt.record, drawn, ctx.guide_spent))
 
 
 def _with_retries(
@@ -170,7 +188,9 @@ def _attempt(ctx: AttemptContext, decision: DecisionLike | None, files: dict[str
     guarded = checks.protected_hashes(program, workspace.path, workspace.tracked)
     with ctx.clock("propose"):
         agent_sandbox = ctx.sandbox.agent if ctx.sandbox else None
-        request = ProposalRequest(program, files, prompt, workspace.path, ctx.iteration, sandbox=agent_sandbox)
+        request = ProposalRequest(
+            program, files, prompt, workspace.path, ctx.iteration, sandbox=agent_sandbox, model=ctx.model
+        )
         proposal = _plain_text(ctx.proposer.propose(request, ctx.rng))
     ctx.verify_checkout(during="the proposer ran")
     faults.checkpoint("after-propose")
@@ -207,13 +227,23 @@ def _attempt(ctx: AttemptContext, decision: DecisionLike | None, files: dict[str
         faults.checkpoint("during-evaluation")
         result, tampered = evaluate_copy(program, workspace.path, guarded, evaluation_policy(ctx.sandbox))
     ctx.verify_checkout(during="the evaluation ran")
-    evaluated = _evaluated(ctx, decision, proposal, result.metrics, prompt, runs=result.runs)
+    evaluated = _evaluated(ctx, decision, proposal, result.metrics, prompt, runs=result.runs,
+                           metadata=stages_metadata(result))
+    evaluated = replace(evaluated, artifacts=artifacts_of_result(result))
     failure = None
     if tampered:
         record = error_record(now, proposal.summary, f"the candidate changed protected files: {tampered}", run_url, **usage)
     elif not result.ok or result.metric is None:
-        record = error_record(now, proposal.summary, f"evaluation failed: {result.error}", run_url, **usage)
+        record = error_record(now, proposal.summary, failure_note(result), run_url, **usage)
         failure = _failure_text(result)
+    elif result.rejection or result.stopped:
+        if decision is not None:
+            usage["extra"] = strategy.history_bullets(decision, result.metric)
+        saved = lineage_store.stage_seconds(ctx.history, len(result.stages)) if result.stopped else None
+        record = record_of(
+            "rejected", now, proposal.summary,
+            metric=result.metric, notes=rejected_note(result, saved), lesson=proposal.lesson, run_url=run_url, **usage,
+        )
     else:
         if decision is not None:
             usage["extra"] = strategy.history_bullets(decision, result.metric)
@@ -243,9 +273,10 @@ def _secrets_in(files: Mapping[str, str | None], redactor: Redactor) -> list[str
 
 
 def _failure_text(result: EvaluationResult) -> str:
-    """Returns why an evaluation failed, with the end of its stderr, for a retry's prompt."""
+    """Returns why an evaluation failed, with its feedback (an upstream `log_tail`) and stderr's end, for a retry."""
     tail = "\n".join(result.stderr_tail.strip().splitlines()[-_ERROR_TAIL_LINES:])
-    return f"evaluation failed: {result.error}" + (f"\n{tail}" if tail else "")
+    told = "\n".join(result.feedback.strip().splitlines()[-_ERROR_TAIL_LINES:])
+    return "\n".join(part for part in (f"evaluation failed: {result.error}", told, tail) if part)
 
 
 def _prepare_prompt(ctx: AttemptContext, files: dict[str, str], root: Path) -> tuple[DecisionLike | None, dict[str, str], str]:
@@ -253,11 +284,12 @@ def _prepare_prompt(ctx: AttemptContext, files: dict[str, str], root: Path) -> t
     if ctx.runner is None:
         deleted = lineage_store.deleted_items(ctx.reader, ctx.tip)
         context = prompt_context(ctx.program, files, ctx.state, ctx.best, ctx.iteration, ctx.options.directives, deleted)
-        return None, files, render_iteration_prompt(context)
+        told = _feedback(ctx, ctx.tip)
+        return None, files, with_data_section(render_iteration_prompt(context), EVALUATOR_FEEDBACK, told, bullets=False)
     rebase = stale_parents.rebaser(root, ctx.program.name, ctx.runner.primary, ctx.workspace.base_sha, ctx.memory.read)
     decision = strategy.decide(
         ctx.runner, ctx.state, ctx.best, ctx.iteration, ctx.program.direction, ctx.rng, ctx.memory.read,
-        guide_for(ctx.program, ctx.options), rebase, ctx.options.slot,
+        guide_for(ctx.program, ctx.options, ctx.model, ctx.guide_spent), rebase, ctx.options.slot,
     )
     placed = strategy.with_parent(ctx.runner, decision, files)
     changed = {path: text for path, text in placed.items() if files.get(path) != text}
@@ -270,10 +302,21 @@ def _strategy_prompt(ctx: AttemptContext, decision: DecisionLike, files: dict[st
     """Returns the strategy's prompt for the decision, with the recently deleted items as data."""
     assert ctx.runner is not None
     prompt = strategy.render_prompt(
-        ctx.runner, decision, ctx.program, files, ctx.state, ctx.best, root, ctx.options.directives, ctx.memory.read
+        ctx.runner, decision, ctx.program, files, ctx.state, ctx.best, root, ctx.options.directives, ctx.memory.read,
+        _feedback(ctx, _parent_id(ctx, decision)),
     )
     deleted = lineage_store.deleted_items(ctx.reader, _parent_id(ctx, decision))
     return with_data_section(prompt, RECENTLY_DELETED, deleted)
+
+
+def _feedback(ctx: AttemptContext, parent_id: str | None) -> tuple[str, ...]:
+    """Returns what evaluations said of the parent and its latest attempts not kept, redacted, for the prompt."""
+    seed = None  # the baseline this iteration measured is recorded with it, after the prompt
+    if ctx.baseline is not None and parent_id == trace.SEED_ID:
+        seed = trace.TraceRow(trace.SEED_ID, 0, None, dict(ctx.baseline.metrics), "accepted",
+                              extra={"artifacts": artifacts_of_result(ctx.baseline)})
+    items = lineage_store.feedback_items(ctx.history, parent_id, ctx.program, seed)
+    return tuple(ctx.redactor.text(item) for item in items)
 
 
 def _screen(
@@ -372,12 +415,19 @@ def _ratchet(
     return settle_kept(record, commit, withdrawn, options.ci_gate)
 
 
-def guide_for(program: Program, options: RunOptions) -> Callable[[str], str] | None:
-    """Returns a one-prompt LLM call for a strategy's guide (None unless the llm proposer has a model)."""
-    if (options.proposer or program.config.proposer or "tune") != "llm":
+def guide_for(
+    program: Program, options: RunOptions, drawn: ModelSpec | None = None, spent: list[Usage] | None = None
+) -> Callable[[str], str] | None:
+    """Returns a one-prompt LLM call for a strategy's guide (None unless the llm proposer has a model).
+
+    drawn: the iteration's model (the guide's unless a `role: guide` entry is listed); spent: gets each
+    call's usage, which the iteration's record counts in its spend.
+    """
+    if not model_use.uses_llm(program, options):
         return None
-    model = llm.resolve_model(program, options.model)
-    return None if model is None else functools.partial(llm.complete, model, limits=llm_limits(program, options))
+    model = model_use.guide_model(program, drawn) or llm.resolve_model(program, options.model)
+    limits = llm_limits(program, options)
+    return None if model is None else functools.partial(llm.complete, model, limits=limits, spent=spent)
 
 
 def llm_limits(program: Program, options: RunOptions) -> CallLimits:

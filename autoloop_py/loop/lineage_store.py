@@ -19,7 +19,7 @@ from autoloop_py.git.objects import ObjectReader
 from autoloop_py.loop import novelty
 from autoloop_py.loop.novelty import Ancestor, EarlierResult, NoveltyConfig, NoveltyVerdict
 from autoloop_py.program.model import Program
-from autoloop_py.state import trace
+from autoloop_py.state import feedback, trace
 from autoloop_py.state.machine import is_improvement
 from autoloop_py.strategies.runner import language_of
 
@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 
 LINEAGE_DEPTH = 12
 RECENT_ROWS = 8
+# The parent's latest attempts that were not kept whose feedback a prompt shows.
+FEEDBACK_ATTEMPTS = 3
 # Rows read at a time when a trace written before the source index is searched for an exact source.
 SCAN_CHUNK = 64
 
@@ -125,6 +127,16 @@ class TraceReader:
                     break
         return results
 
+    def recent_rows(self, recent: int = RECENT_ROWS) -> list[trace.TraceRow]:
+        """Returns the `recent` newest rows, newest first (unreadable ones left out)."""
+        newest = list(reversed(self._rows[-recent:])) if recent > 0 else []
+        self._prefetch(newest)
+        return [row for row in (self._row_at(path) for path in newest) if row is not None]
+
+    def recent_children(self, parent_id: str, recent: int = RECENT_ROWS) -> list[trace.TraceRow]:
+        """Returns the rows derived from parent_id among the `recent` newest rows, newest first."""
+        return [row for row in self.recent_rows(recent) if row.parent_id == parent_id]
+
     def _rows_with_source(self, sha: str) -> Iterator[str]:
         """Yields the paths of the rows that may have recorded source `sha`, newest first."""
         if f"{sha}.txt" not in self._files.names(self._base + f"blobs/{sha[:2]}"):
@@ -189,8 +201,54 @@ def reader_for(root: Path, branch: str, program: Program, objects: ObjectReader 
     """
     if not program.config.novelty_filter:
         return None
+    return trace_reader(root, branch, program, objects)
+
+
+def trace_reader(root: Path, branch: str, program: Program, objects: ObjectReader | None = None) -> TraceReader:
+    """Returns the reader of the program's trace on branch (its rows are listed now, read when asked)."""
     metric = program.evaluation.metric if program.evaluation else None
     return TraceReader(BranchFiles(root, branch, objects), program.name, metric)
+
+
+def feedback_items(
+    reader: TraceReader | None, parent_id: str | None, program: Program, pending: trace.TraceRow | None = None
+) -> tuple[str, ...]:
+    """Returns the prompt items of what evaluations said of the parent and of its latest attempts that were not kept.
+
+    Each item is one candidate's feedback cut to the program's `feedback-bytes` (none without a reader).
+    pending: the parent's row when this iteration made it and has not recorded it yet (the baseline's seed).
+    """
+    if reader is None or parent_id is None or program.config.feedback_bytes <= 0:
+        return ()
+    metric = program.evaluation.metric if program.evaluation else None
+    shown: list[tuple[str, trace.TraceRow]] = []
+    parent = reader.row(parent_id) or (pending if pending is not None and pending.id == parent_id else None)
+    if parent is not None:
+        shown.append((f"The parent ({parent.id})", parent))
+    earlier = [row for row in reader.recent_children(parent_id) if row.status != "accepted"][:FEEDBACK_ATTEMPTS]
+    shown += [(f"An earlier attempt on this parent ({row.id})", row) for row in earlier]
+    items = []
+    for who, row in shown:
+        artifacts = row.extra.get("artifacts")
+        view = feedback.view_of(who, row.status, row.metrics, artifacts if isinstance(artifacts, Mapping) else {}, metric)
+        if view is not None:
+            items.append(feedback.render_feedback(view, program.config.feedback_bytes))
+    return tuple(items)
+
+
+def stage_seconds(reader: TraceReader | None, after: int, recent: int = RECENT_ROWS) -> float | None:
+    """Returns the seconds the stages after `after` took on the newest recent candidate that ran them (None: unknown)."""
+    if reader is None:
+        return None
+    for row in reader.recent_rows(recent):
+        metadata = row.extra.get("metadata")
+        runs = metadata.get("stages") if isinstance(metadata, Mapping) else None
+        if not isinstance(runs, list) or len(runs) <= after:
+            continue
+        later = [run.get("seconds") for run in runs[after:] if isinstance(run, Mapping)]
+        if later and all(isinstance(s, (int, float)) and not isinstance(s, bool) for s in later):
+            return float(sum(later))
+    return None
 
 
 def deleted_items(reader: TraceReader | None, parent_id: str | None) -> tuple[str, ...]:

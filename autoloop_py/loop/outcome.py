@@ -17,12 +17,13 @@ import stat
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path, PurePosixPath
-from typing import Any, Mapping
+from typing import AbstractSet, Any, Mapping
 
 from autoloop_py.errors import AutoloopError
 from autoloop_py.program import paths
 from autoloop_py.loop.decision_codec import DecisionCodecError, decode, encode
 from autoloop_py.state.history import IterationRecord
+from autoloop_py.state import feedback
 from autoloop_py.state.trace import Evaluated
 
 OUTCOME_FILE = "outcome.json"
@@ -149,6 +150,7 @@ def _evaluated_json(data: Evaluated | None) -> dict[str, Any] | None:
         "source": data.source, "metrics": dict(data.metrics), "prompt": data.prompt, "replies": list(data.replies),
         "parent_id": data.parent_id, "operator": data.operator, "model": data.model, "tokens": data.tokens,
         "cost": data.cost, "language": data.language, "metadata": dict(data.metadata),
+        **({"artifacts": dict(data.artifacts)} if data.artifacts else {}),
     }
 
 
@@ -260,7 +262,7 @@ def _evaluated(doc: Any, name: str) -> Evaluated | None:
     if doc is None:
         return None
     where = f"{OUTCOME_FILE}: {name}"
-    _keys(doc, _EVALUATED_KEYS, where)
+    _keys(doc, _EVALUATED_KEYS, where, optional={"artifacts"})
     replies = doc["replies"]
     if not isinstance(replies, list) or not all(isinstance(r, str) for r in replies):
         raise OutcomeError(f"{where}: replies must be a list of strings")
@@ -274,15 +276,26 @@ def _evaluated(doc: Any, name: str) -> Evaluated | None:
         source=_str(doc, "source", MAX_JSON_BYTES), metrics=doc["metrics"], prompt=_str(doc, "prompt", MAX_JSON_BYTES),
         replies=tuple(replies), parent_id=_opt_str(doc, "parent_id", 100), operator=_opt_str(doc, "operator", 100),
         model=_opt_str(doc, "model", 200), tokens=tokens, cost=_number(doc, "cost", where),
-        language=_str(doc, "language", 40), metadata=doc["metadata"],
+        language=_str(doc, "language", 40), metadata=doc["metadata"], artifacts=_artifacts(doc.get("artifacts"), where),
     )
 
 
-def _keys(doc: Any, expected: set[str], where: str) -> None:
-    """Raises unless doc is an object with exactly the expected keys (an unknown one may be a forgery)."""
+def _artifacts(doc: Any, where: str) -> dict[str, str]:
+    """Returns an evaluation's artifacts: known fields of bounded text only (state/feedback.py)."""
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict) or not set(doc) <= set(feedback.FIELDS):
+        raise OutcomeError(f"{where}: artifacts must be an object of {', '.join(feedback.FIELDS)}")
+    if not all(isinstance(text, str) and len(text) <= feedback.STORED_CHARS for text in doc.values()):
+        raise OutcomeError(f"{where}: each artifact must be a string of at most {feedback.STORED_CHARS} characters")
+    return dict(doc)
+
+
+def _keys(doc: Any, expected: set[str], where: str, optional: AbstractSet[str] = frozenset()) -> None:
+    """Raises unless doc is an object with exactly the expected keys and any optional ones (an unknown may be a forgery)."""
     if not isinstance(doc, dict):
         raise OutcomeError(f"{where}: expected a JSON object")
-    missing, unknown = sorted(expected - set(doc)), sorted(set(doc) - expected)
+    missing, unknown = sorted(expected - set(doc)), sorted(set(doc) - expected - optional)
     if missing or unknown:
         raise OutcomeError(f"{where}: missing {missing or 'nothing'}, unknown {unknown or 'nothing'}")
 

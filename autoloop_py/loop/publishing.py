@@ -18,12 +18,14 @@ from autoloop_py.git import push_refusal
 from autoloop_py.git.command import call, open_repo, rev_parse
 from autoloop_py.git.objects import GitSession
 from autoloop_py.loop import checks, recovery
+from autoloop_py.loop import publish_guard as guard
 from autoloop_py.loop.lock import program_lock
 from autoloop_py.loop.outcome import Outcome, OutcomeError, problems
-from autoloop_py.loop.recording import IterationData, record_iteration
+from autoloop_py.loop.recording import IterationData, load_state, record_iteration
 from autoloop_py.loop.workspace import Workspace
 from autoloop_py.program.model import Program
 from autoloop_py.redact import from_environment
+from autoloop_py.state.file import StateFile
 from autoloop_py.state.history import IterationRecord
 from autoloop_py.state.memory import MemoryStore
 from autoloop_py.strategies import runner as strategy
@@ -118,6 +120,7 @@ def publish_outcome(
         memory = MemoryStore(root)
         memory.sync()
         recovery.reconcile(root, program, memory, budget, ci_gate=ci_gate)
+        outcome = next_of_state(outcome, program, load_state(memory, program, budget), budget)
         record = replace(outcome.record, key=outcome.key, run_url=run_url, commit=None)
         base = known_commit(root, outcome.base_commit)
         if record.status == "accepted":
@@ -130,6 +133,18 @@ def publish_outcome(
         data = IterationData(runner, candidate, outcome.prompt, outcome.evaluated, outcome.seed, outcome.decision, base)
         record_iteration(memory, program, record, budget, data)
     return record
+
+
+def next_of_state(outcome: Outcome, program: Program, state: StateFile, budget: int) -> Outcome:
+    """Returns the outcome as the state's next iteration; raises OutcomeError, writing nothing, when its
+    number was never handed out or its record would leave a state file that does not parse."""
+    assert outcome.record is not None
+    guard.refuse(program.name, guard.numbered_claims([outcome], state))
+    if any(entry.key == outcome.key for entry in state.history if entry.key):
+        return outcome  # published before: recording it again changes nothing
+    outcome = guard.renumbered(outcome, state.machine.iteration_count + 1)
+    guard.refuse(program.name, guard.state_problems(state, program, [outcome.record], budget))
+    return outcome
 
 
 def known_commit(root: Path, sha: str | None) -> str | None:

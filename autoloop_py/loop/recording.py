@@ -9,11 +9,12 @@ from typing import Callable, Mapping
 
 from autoloop_py.errors import ProgramError, StateError
 from autoloop_py.loop import ci_gate, stale_parents
+from autoloop_py.loop.evaluate import EvaluationResult
 from autoloop_py.program.model import Program
 from autoloop_py.program.regions import primary_target
 from autoloop_py.proposers.base import Proposal
 from autoloop_py.state import file as statefile
-from autoloop_py.state import trace, untrusted_text
+from autoloop_py.state import feedback, trace, untrusted_text
 from autoloop_py.state.history import KEY_TRAILER
 from autoloop_py.state.memory_folder import Memory
 from autoloop_py.state.population import Candidate
@@ -144,7 +145,7 @@ def record_iteration(
             updated = strategy.advance_state(updated, runner, decision, program, iteration, budget, memory.read, kept)
         stamp = record.timestamp.isoformat()
         if seed is not None:
-            kept.update(trace.iteration_files(program, seed, "seed", 0, "accepted", stamp, "the unchanged code"))
+            kept.update(trace.iteration_files(program, seed, trace.SEED_ID, 0, "accepted", stamp, "the unchanged code"))
         if evaluated is not None:
             kept.update(trace.iteration_files(program, evaluated, row_id, iteration, record.status, stamp, record.change))
         return statefile.render_state(updated)
@@ -176,6 +177,44 @@ def rejection_note(metric: float, best: float | None, program: Program) -> str:
         return f"metric {metric:g}"
     floor = f" by at least {program.config.min_delta:g}" if program.config.min_delta else ""
     return f"metric {metric:g} did not improve on best {best:g}{floor} ({program.direction} is better)"
+
+
+def rejected_note(result: EvaluationResult, saved: float | None = None) -> str:
+    """Returns the history note of a candidate its evaluator judged invalid, or that a stage stopped early.
+
+    saved: seconds the stages it never ran took on the last candidate that ran them (None: unknown).
+    """
+    metric = "" if result.metric is None else f" (metric {result.metric:g})"
+    if not result.stopped:
+        return f"the evaluation rejected it: {_one_line(result.rejection)}{metric}"
+    spared = f"; saved about {saved:.1f} s" if saved is not None else ""
+    return f"stopped at {_one_line(result.stopped)}{metric}; later stages not run{spared}"
+
+
+def failure_note(result: EvaluationResult) -> str:
+    """Returns the history note of a failed evaluation: its stage, reason and the last line of its feedback."""
+    told = [line.strip() for line in result.feedback.splitlines() if line.strip()]
+    reason = f"stopped at {result.stopped}" if result.stopped else str(result.error)
+    return f"evaluation failed: {reason}" + (f" — {_one_line(told[-1])}" if told else "")
+
+
+def stages_metadata(result: EvaluationResult) -> dict[str, object]:
+    """Returns the trace row's record of an evaluation's stages: each one's seconds and whether it passed."""
+    if not result.stages:
+        return {}
+    runs = [{"stage": number, "seconds": round(seconds, 3), "passed": passed} for number, seconds, passed in result.stages]
+    return {"stages": runs}
+
+
+def artifacts_of_result(result: EvaluationResult) -> dict[str, str]:
+    """Returns what the candidate's trace row keeps of its evaluation beside the metrics (state/feedback.py)."""
+    return feedback.artifacts_of(result.feedback, result.rejection or result.error or "", result.stdout_tail,
+                                 result.stderr_tail)
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def usage_of(proposal: Proposal) -> dict[str, object]:
@@ -271,11 +310,17 @@ def candidate_data(
     )
 
 
-def seed_data(program: Program, workdir: Path, baseline: float | None) -> trace.Evaluated | None:
-    """Returns the trace data of the unchanged code when this iteration measured the baseline."""
+def seed_data(
+    program: Program, workdir: Path, baseline: float | None, result: EvaluationResult | None = None
+) -> trace.Evaluated | None:
+    """Returns the trace data of the unchanged code when this iteration measured the baseline (result: its evaluation)."""
     if baseline is None:
         return None
     primary = primary_file(program, workdir)
     source = (workdir / primary).read_text(encoding="utf-8", errors="replace") if primary else ""
     metric = program.evaluation.metric if program.evaluation else "metric"
-    return trace.Evaluated(source=source, metrics={metric: baseline}, language=strategy.language_of(primary or ""))
+    metrics = {**(result.metrics if result is not None else {}), metric: baseline}
+    artifacts = artifacts_of_result(result) if result is not None else {}
+    stages = stages_metadata(result) if result is not None else {}
+    return trace.Evaluated(source=source, metrics=metrics, language=strategy.language_of(primary or ""),
+                           metadata=stages, artifacts=artifacts)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Mapping, Protocol, Sequence
 
-from autoloop_py.errors import ProgramError
+from autoloop_py.errors import ProgramError, StateError
 from autoloop_py.program.interval import parse_schedule
 from autoloop_py.program.model import Program
 from autoloop_py.state import budget
@@ -70,11 +70,19 @@ def as_utc(moment: datetime) -> datetime:
 
 
 def next_due(program: Program, machine: MachineView | None) -> datetime | None:
-    """Returns when the program is next due (None: due now, never run or no schedule)."""
+    """Returns when the program is next due (None: due now, never run or no schedule).
+
+    Raises StateError when its Last Run is too late for that (past the year 9999 with the schedule).
+    """
     interval = parse_schedule(program.config.schedule)
     if machine is None or machine.last_run is None or not interval:
         return None
-    return as_utc(machine.last_run) + interval
+    try:
+        return as_utc(machine.last_run) + interval
+    except OverflowError:
+        # A hand edit or a forged record; datetime stops at the year 9999.
+        raise StateError(f"'Last Run' is {machine.last_run.isoformat()}, too late to add the schedule "
+                         f"({program.config.schedule}) to; correct the value", f"{program.name}.md") from None
 
 
 def is_due(program: Program, machine: MachineView | None, now: datetime) -> bool:

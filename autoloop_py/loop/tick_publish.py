@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from autoloop_py.loop import checks, recovery
+from autoloop_py.loop import publish_guard as guard
 from autoloop_py.loop.lock import program_lock
 from autoloop_py.loop.outcome import Outcome, OutcomeError
 from autoloop_py.loop.publishing import branch_tree, check_outcome, keep_outcome, known_commit
@@ -103,8 +104,10 @@ def publish_tick(
         memory.sync()
         recovery.reconcile(root, program, memory, budget, ci_gate=ci_gate)
         state = load_state(memory, program, budget)
+        guard.refuse(program.name, guard.numbered_claims(ordered, state))
         tokens = {_token(e.key) for e in state.history if e.key}
         ran = numbered([o for o in ran if _token(o.key) not in tokens], state.machine.iteration_count + 1)
+        guard.refuse(program.name, guard.state_problems(state, program, [o.record for o in ran if o.record], budget))
         if ran:
             aside: dict[str, str] = {}
             records, bases = _kept(root, program, ran, run_url, base_branch, ci_gate, aside)
@@ -123,15 +126,7 @@ def numbered(ran: Sequence[Outcome], first: int) -> list[Outcome]:
     The slots numbered themselves next+i from the state they read; a slot whose job failed, or a run
     recorded meanwhile, would leave a gap or a repeat, and every iteration needs a number of its own.
     """
-    result = []
-    for offset, outcome in enumerate(ran):
-        number = first + offset
-        if outcome.iteration != number:
-            log.warning("%s: slot iteration %d is recorded as iteration %d", outcome.program, outcome.iteration, number)
-            prefix = outcome.key.rsplit(":", 2)[0]
-            outcome = replace(outcome, iteration=number, key=f"{prefix}:{number}:{_token(outcome.key)}")
-        result.append(outcome)
-    return result
+    return [guard.renumbered(outcome, first + offset) for offset, outcome in enumerate(ran)]
 
 
 def _token(key: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from dataclasses import dataclass, field
@@ -12,6 +13,8 @@ import yaml
 
 from autoloop_py.errors import ProgramError
 from autoloop_py.program.interval import parse_schedule
+from autoloop_py.program.stages import Stage, parse_stages
+from autoloop_py.program.models import ModelSpec, parse_models, parse_selection
 
 
 @dataclass(frozen=True)
@@ -22,10 +25,12 @@ class ProgramConfig:
       schedule: upstream schedule string (`every 6h`, `daily`...), or None for always due.
       target_metric: stop (complete) once the best metric reaches this value.
       metric_direction: "higher" or "lower"; None when neither frontmatter nor prose says.
-      timeout_minutes: the CI job's time limit (upstream key).
+      timeout_minutes: the CI job's time limit (upstream key); the evaluation's too when evaluation_timeout is unset.
       proposer: default proposer for this program (tune, llm, agent).
       model: litellm model name for the llm proposer.
-      evaluation_timeout: seconds one evaluation run may take.
+      models: the `models:` list (program/models.py); empty when only `model:` (or nothing) is set.
+      model_selection: how a proposal's model is drawn from `models:`: weighted, ucb or thompson.
+      evaluation_timeout: seconds one evaluation run may take (default: timeout_minutes, else 300).
       repeats: evaluations per candidate; the median counts.
       min_delta: the smallest improvement that counts as one.
       seed: base seed of every random choice for this program.
@@ -46,7 +51,13 @@ class ProgramConfig:
       max_disk: bytes an evaluation's copy may hold when it ends (`max-disk`, e.g. `2GiB`); over it is an error.
       parallel: the slots each tick runs at once (k parallel iterations of this program, 1 to 64); None: unset
         (one, or in Actions the workflow's `autoloop init --parallel`).
-      extra: frontmatter keys this version does not know, kept for strategies.
+      evaluation_report: where a run's report is read: `file` (the file AUTOLOOP_RESULT names, read once the
+        command exited), `stdout` (upstream's last JSON object printed), or `auto` (file when the evaluation
+        command or a file it names mentions AUTOLOOP_RESULT, else stdout).
+      feedback_bytes: the most bytes of an evaluation's feedback one prompt shows per candidate.
+      evaluation_stages: the cascade of evaluations, cheap first (`evaluation-stages`; () runs the one command).
+      extra: frontmatter keys kept as written: those other modules read (PASSTHROUGH_KEYS) and unknown ones
+        (each of which `check` warns about, with the nearest known key).
     """
 
     schedule: str | None = None
@@ -55,6 +66,8 @@ class ProgramConfig:
     timeout_minutes: float | None = None
     proposer: str | None = None
     model: str | None = None
+    models: tuple[ModelSpec, ...] = ()
+    model_selection: str = "weighted"
     evaluation_timeout: float = 300.0
     repeats: int = 1
     min_delta: float = 0.0
@@ -73,6 +86,9 @@ class ProgramConfig:
     max_memory: int | None = None
     max_disk: int = 2 << 30
     parallel: int | None = None
+    evaluation_report: str = "auto"
+    feedback_bytes: int = 4096
+    evaluation_stages: tuple[Stage, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -94,6 +110,9 @@ _KEYS = {
     "timeout_minutes": "timeout_minutes",
     "proposer": "proposer",
     "model": "model",
+    "models": "models",
+    "model-selection": "model_selection",
+    "model_selection": "model_selection",
     "evaluation-timeout": "evaluation_timeout",
     "evaluation_timeout": "evaluation_timeout",
     "repeats": "repeats",
@@ -120,7 +139,16 @@ _KEYS = {
     "max-disk": "max_disk",
     "max_disk": "max_disk",
     "parallel": "parallel",
+    "evaluation-report": "evaluation_report",
+    "evaluation_report": "evaluation_report",
+    "feedback-bytes": "feedback_bytes",
+    "feedback_bytes": "feedback_bytes",
+    "evaluation-stages": "evaluation_stages",
+    "evaluation_stages": "evaluation_stages",
 }
+# Keys kept in `extra` for the modules that read them (program.requirements, loop.ci_gate): known, not warned about.
+PASSTHROUGH_KEYS = ("requirements", "ci-gate", "ci_gate")
+PROPOSERS = ("tune", "llm", "agent")  # proposers.get_proposer's names
 
 
 def parse_frontmatter(
@@ -147,17 +175,57 @@ def parse_frontmatter(
         field_name = _KEYS.get(str(key))
         if field_name is None:
             extra[str(key)] = value
+            if str(key) not in PASSTHROUGH_KEYS:
+                warnings.append(f"{rel}:{line}: unknown frontmatter key `{key}`, ignored{_nearest_hint(str(key))}")
             continue
         try:
             values[field_name] = _coerce(field_name, value)
         except ValueError as err:
             if field_name not in _LENIENT:
-                problems.append(ProgramError(f"frontmatter `{key}`: {err}", rel, line))
+                at = _item_line(match.group(2), line - first_line, str(err)) if field_name == "models" else 0
+                problems.append(ProgramError(f"frontmatter `{key}`: {err}", rel, line + at))
                 continue
             assumed, what = _LENIENT[field_name]
             values[field_name] = assumed
             warnings.append(f"{rel}:{line}: frontmatter `{key}`: {err}; {what}")
+    if values.get("model") and values.get("models"):
+        line = first_line + _key_line(match.group(2), "model")
+        problems.append(ProgramError("set `model:` or `models:`, not both (list the one model under `models:`)",
+                                     rel, line))
+    if values.get("timeout_minutes") is not None and values.get("evaluation_timeout") is None:
+        # Upstream's programs set only `timeout-minutes`, and evaluate for most of it (autoresearch: 6 minutes).
+        values["evaluation_timeout"] = values["timeout_minutes"] * 60
     return ProgramConfig(**values, extra=extra), match.end()
+
+
+def _item_line(block: str, key_line: int, message: str) -> int:
+    """Returns how many lines below its key the list item a `models:` error names (`item 3: …`) starts (0: the key)."""
+    found = re.match(r"item (\d+)\b", message)
+    if found is None:
+        return 0
+    items = [i for i, line in enumerate(block.splitlines()[key_line + 1:], 1) if line.lstrip().startswith("- ")]
+    number = int(found.group(1))
+    return items[number - 1] if number <= len(items) else 0
+
+
+def _nearest_hint(key: str) -> str:
+    """Returns `; did you mean `x`?` naming the known key nearest to an unknown one ('' when none is near)."""
+    known = [*_KEYS, *PASSTHROUGH_KEYS]
+    folded = key.strip().lower()
+    near = [k for k in known if k == folded] or difflib.get_close_matches(folded, known, n=1, cutoff=0.6)
+    return f"; did you mean `{near[0]}`?" if near else f" (known keys: {', '.join(sorted(set(_KEYS.values())))})"
+
+
+def key_line(text: str, field_name: str) -> int | None:
+    """Returns the 1-based line of program.md's frontmatter key for field_name, in any spelling (None: not set)."""
+    match = _FRONTMATTER_RE.match(text)
+    if not match:
+        return None
+    spellings = [key for key, name in _KEYS.items() if name == field_name]
+    for i, line in enumerate(match.group(2).splitlines()):
+        if any(line.strip().startswith(f"{key}:") for key in spellings):
+            return match.group(1).count("\n") + 2 + i
+    return None
 
 
 def _key_line(block: str, key: str) -> int:
@@ -168,23 +236,26 @@ def _key_line(block: str, key: str) -> int:
 
 
 _DEFAULTED = (
-    "evaluation_timeout", "repeats", "min_delta", "seed", "novelty_filter", "novelty_threshold", "llm_timeout",
-    "llm_retries", "max_file_bytes", "isolation", "evaluation_network", "max_disk",
+    "models", "model_selection", "evaluation_timeout", "repeats", "min_delta", "seed", "novelty_filter",
+    "novelty_threshold", "llm_timeout", "llm_retries", "max_file_bytes", "isolation", "evaluation_network",
+    "evaluation_report", "feedback_bytes", "evaluation_stages", "max_disk",
 )
 _ISOLATIONS = ("auto", "bwrap", "none")
+_REPORT_CHANNELS = ("auto", "file", "stdout")  # loop/evaluation_report.CHANNELS
 # Zero or less would mean "no time at all" (and `.inf` no limit at all), so these must be positive and finite.
 _POSITIVE = ("evaluation_timeout", "timeout_minutes")
-_LEAST = {"repeats": 1, "llm_retries": 0, "max_file_bytes": 1, "parallel": 1}
+_LEAST = {"repeats": 1, "llm_retries": 0, "max_file_bytes": 1, "parallel": 1, "feedback_bytes": 0}
 MAX_PARALLEL = 64  # strategies.slots.MAX_SLOTS: a tick's slots are Actions matrix jobs
 
 
 def _coerce(field_name: str, value: Any) -> Any:
     if value is None:
         return None if field_name not in _DEFAULTED else _default(field_name)
-    if field_name == "isolation":
-        if str(value).strip().lower() not in _ISOLATIONS:
-            raise ValueError(f"must be one of {', '.join(_ISOLATIONS)}, got {value!r}")
-        return str(value).strip().lower()
+    for name, allowed in (("isolation", _ISOLATIONS), ("evaluation_report", _REPORT_CHANNELS)):
+        if field_name == name:
+            if str(value).strip().lower() not in allowed:
+                raise ValueError(f"must be one of {', '.join(allowed)}, got {value!r}")
+            return str(value).strip().lower()
     if field_name in ("novelty_filter", "evaluation_network"):
         if not isinstance(value, bool):
             raise ValueError(f"must be true or false, got {value!r}")
@@ -193,14 +264,24 @@ def _coerce(field_name: str, value: Any) -> Any:
         return _schedule(str(value).strip())
     if field_name in ("max_memory", "max_disk"):
         return parse_size(value)
-    if field_name in ("proposer", "model"):
+    if field_name == "evaluation_stages":
+        return parse_stages(value)
+    if field_name == "models":
+        return parse_models(value)
+    if field_name == "model_selection":
+        return parse_selection(value)
+    if field_name == "proposer":
+        if str(value).strip().lower() not in PROPOSERS:
+            raise ValueError(f"must be one of {'|'.join(PROPOSERS)}, got {value!r}")
+        return str(value).strip().lower()
+    if field_name == "model":
         return str(value).strip()
     if field_name == "metric_direction":
         direction = str(value).strip().strip("'\"").lower()
         if direction not in ("higher", "lower"):
             raise ValueError(f"must be `higher` or `lower`, got {value!r}")
         return direction
-    if field_name in ("repeats", "seed", "llm_retries", "max_file_bytes", "parallel"):
+    if field_name in ("repeats", "seed", "llm_retries", "max_file_bytes", "parallel", "feedback_bytes"):
         if isinstance(value, bool) or not isinstance(value, int) or (field_name != "seed" and value < _LEAST[field_name]):
             least = f" >= {_LEAST[field_name]}" if field_name != "seed" else ""
             raise ValueError(f"must be a whole number{least}, got {value!r}")

@@ -61,10 +61,13 @@ def run_command(
 
 def run_process(
     argv: Sequence[str], cwd: Path, *, timeout: float, env: Mapping[str, str], output_cap: int = 1 << 20,
+    on_exit: Callable[[], object] | None = None,
     audit: Callable[[str, str], str] | None = None,
 ) -> CommandResult:
     """Runs argv in its own process group; kills the whole group (and what left it) on timeout, exit or Ctrl-C.
 
+    on_exit: called the moment the command exits in time, before what it left running is killed (the
+    evaluation's report is taken then).
     audit: called with (MARK_ENV_VAR, the command's mark) after its group was killed and before its marked strays
     are: returns why they broke the command's confinement ('' when they did not), kept as `escaped`.
     """
@@ -85,6 +88,8 @@ def run_process(
     readers = [_start_reader(process.stdout, out, stop), _start_reader(process.stderr, err, stop)]
     try:
         timed_out = not _wait_exited(process, started + timeout)
+        if on_exit is not None and not timed_out:
+            on_exit()
     finally:
         # Also on Ctrl-C: the evaluation must not go on running on its own.
         # The shell is still unreaped here, so its pid (the group id) cannot have been reused.

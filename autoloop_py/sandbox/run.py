@@ -13,7 +13,7 @@ import sys
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from autoloop_py.errors import SandboxError
 from autoloop_py.program.model import Program
@@ -156,8 +156,12 @@ def run_sandboxed(
     cwd: Path | None = None,
     writable: Sequence[Path] = (),
     output_cap: int = 1 << 20,
+    on_exit: Callable[[], object] | None = None,
 ) -> CommandResult:
-    """Runs `bash -c command` confined by policy: only workdir (and `writable`) can be written; limits apply."""
+    """Runs `bash -c command` confined by policy: only workdir (and `writable`) can be written; limits apply.
+
+    on_exit: called when the command exits, before what it left running is killed (see run_process).
+    """
     work = str(workdir.resolve())
     where = str((cwd or workdir).resolve())
     env = {**env, RUN_TOKEN_ENV_VAR: run_token(os.getpid())}
@@ -172,7 +176,7 @@ def run_sandboxed(
     if policy.sandboxed:
         env["TMPDIR"] = "/tmp"
         links, present = _system_layout()
-        policy = replace(policy, read_only=(*policy.read_only, *named_files(command)))
+        policy = replace(policy, read_only=(*policy.read_only, *command_paths(command)))
         options = bwrap_args(
             policy, work, cwd=where, writable=[str(p.resolve()) for p in writable], links=links, present=present,
             as_user=as_user,
@@ -193,7 +197,8 @@ def run_sandboxed(
         if group is not None:
             argv = group.wrap(argv)
         audit = group.escaped if group is not None else None
-        done = run_process(argv, Path(where), timeout=timeout, env=env, output_cap=output_cap, audit=audit)
+        done = run_process(argv, Path(where), timeout=timeout, env=env, output_cap=output_cap, on_exit=on_exit,
+                           audit=audit)  # fmt: skip
         if memory is not None and memory.oom_kills():
             done = replace(done, memory_cap=memory.limit)
         return done
@@ -213,6 +218,40 @@ def named_files(command: str) -> list[str]:
     except ValueError:
         return []
     return [word for word in words if word.startswith("/") and os.path.isfile(word)]
+
+
+def command_paths(command: str) -> list[str]:
+    """Returns what the files a command names need shown read-only: each file, and for an interpreter its
+    virtualenv and the installation it links to, wherever they live (/tmp included)."""
+    shown: list[str] = []
+    for word in named_files(command):
+        path = Path(word)
+        venv = next((p for p in path.parents if (p / "pyvenv.cfg").is_file()), None)
+        if venv is not None:
+            shown.append(str(venv.resolve()))
+            home = _venv_home(venv / "pyvenv.cfg")
+            if home is not None and home.name == "bin":
+                shown.append(str(home.parent))
+        real = path.resolve()
+        # A link to an interpreter (`venv/bin/python3` -> `/opt/py/bin/python3.12`) needs that installation;
+        # any other link shows only the file it points to.
+        linked_bin = real != path.absolute() and real.parent.name == "bin"
+        shown.append(str(real.parent.parent if linked_bin else real))
+        shown.append(word)
+    return list(dict.fromkeys(shown))
+
+
+def _venv_home(config: Path) -> Path | None:
+    """Returns the `home` directory a pyvenv.cfg names (the base interpreter's bin), None when it names none."""
+    try:
+        lines = config.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        key, sep, value = line.partition("=")
+        if sep and key.strip() == "home" and value.strip().startswith("/"):
+            return Path(value.strip()).resolve()
+    return None
 
 
 def _read_only_paths(environ: Mapping[str, str], hidden: Sequence[str]) -> tuple[str, ...]:

@@ -1,7 +1,8 @@
 """Memory in a plain folder: gh-aw's repo-memory clone, which the framework pushes after the agent job.
 
-In a GitHub Agentic Workflows run the agent cannot push, so `memory/autoloop` is cloned to
-`/tmp/gh-aw/repo-memory/autoloop` and whatever the job leaves there is committed and pushed for it.
+In a GitHub Agentic Workflows run the agent cannot push: gh-aw clones `memory/autoloop` into the folder
+of the workflow's repo-memory id, `/tmp/gh-aw/repo-memory/<id>` (`default` in autoloop.md), and commits and
+pushes what the job leaves in that folder alone.
 `FolderMemory` reads and writes the same `<program>.md` files there that `MemoryStore` keeps on the
 branch; `open_memory` picks one of the two.
 """

@@ -34,6 +34,8 @@ SCHEMA_VERSION = 1
 BACKEND = "autoloop"
 STATUSES = ("accepted", "rejected", "failed")
 SCORE_KEYS = ("combined_score", "overall_score", "score")
+# The row id of the unchanged code, measured as the baseline on a program's first iteration.
+SEED_ID = "seed"
 # Other frameworks write -2**63 as "no score" (seen in EvoTrace ahc025/ahc027).
 SENTINEL_SCORE = -(2**63)
 HARD_FAILURES = frozenset(
@@ -177,7 +179,12 @@ def blob_path(sha: str, suffix: str) -> str:
 
 def row_file_name(row: TraceRow) -> str:
     """Returns the row's file name: `<iteration:06d>-<id>.json`, the id made safe for a path."""
-    return f"{row.iteration_found:06d}-{_UNSAFE_NAME.sub('_', row.id)}.json"
+    return f"{row.iteration_found:06d}-{safe_id(row.id)}.json"
+
+
+def safe_id(row_id: str) -> str:
+    """Returns a row id as its file name has it (characters unsafe in a path replaced)."""
+    return _UNSAFE_NAME.sub("_", row_id)
 
 
 def row_files(program: str, row: TraceRow, source: str, prompts: Mapping[str, Any]) -> dict[str, str]:
@@ -497,6 +504,8 @@ class Evaluated:
       language: the source's language (python, cpp, ...).
       metadata: extra `metadata` fields of its row (the novelty filter's verdict on a candidate it did not evaluate).
       runs: the primary metric of each evaluation run with `repeats` > 1 (metrics hold their median).
+      artifacts: what the evaluation said beside its metrics (EvoTrace's `artifacts`): `feedback`, `error`
+        (a rejection's or failure's reason), `stdout_tail`, `stderr_tail`; redacted and bounded (state/feedback.py).
     """
 
     source: str
@@ -511,6 +520,7 @@ class Evaluated:
     language: str = "python"
     metadata: Mapping[str, Any] = field(default_factory=dict)
     runs: tuple[float, ...] = ()
+    artifacts: Mapping[str, str] = field(default_factory=dict)
 
 
 _ROW_STATUS = {"accepted": "accepted", "pending-ci": "accepted", "rejected": "rejected"}
@@ -523,6 +533,8 @@ def _row_extra(evaluated: Evaluated) -> dict[str, Any]:
         extra["metadata"] = dict(evaluated.metadata)
     if len(evaluated.runs) > 1:
         extra["runs"] = list(evaluated.runs)
+    if evaluated.artifacts:
+        extra["artifacts"] = dict(evaluated.artifacts)
     return extra
 
 

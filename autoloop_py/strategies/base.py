@@ -45,6 +45,7 @@ class Decision:
       new_island: True when the child opens an island nobody has used.
       notes: extra lines for the prompt (e.g. "revisit unused domain knowledge").
       uniforms: the random draws consumed, for replay.
+      as_is: the iteration evaluates the Target as it is, without a proposal (the Population's seed).
     """
 
     operator: str
@@ -55,6 +56,19 @@ class Decision:
     notes: tuple[str, ...] = ()
     uniforms: tuple[float, ...] = ()
     labels: Mapping[str, str] = field(default_factory=dict)
+    as_is: bool = False
+
+
+def seeds_from_history(context: StrategyContext) -> bool:
+    """Returns whether a program with history but no Population should evaluate its current best as the seed.
+
+    A strategy added to a program that already ran starts from the branch's best code, not from scratch:
+    the first iteration evaluates the Target as it is (the branch tip) and records it as the first member
+    (in a tick of parallel slots, the first slot; the others decide as for an empty Population).
+    """
+    index = context.slot.index if context.slot is not None else 0
+    # In a tick of parallel slots, slot k decides iteration first + k: the tick's first slot alone seeds.
+    return not context.population and index == 0 and context.iteration > 1 and context.best_metric is not None
 
 
 class UniformSource(Protocol):

@@ -40,6 +40,8 @@ class PromptInputs:
       best: the current best metric, or None before the baseline.
       steering: the maintainers' Priorities and directives, shown as data.
       population: the state file's Population.
+      feedback: what evaluations said of the parent and its latest attempts that were not kept, one text per
+        candidate (loop/lineage_store.feedback_items); () when none.
     """
 
     program: Program
@@ -48,6 +50,7 @@ class PromptInputs:
     best: float | None
     steering: Steering
     population: pop.Population
+    feedback: tuple[str, ...] = ()
 
 
 class Engine(Protocol):
@@ -74,6 +77,9 @@ class Engine(Protocol):
         to the memory branch (EvoX's past strategies).
       fold_strategy_code(population) -> (Population, {path: source}): moves state-block code out to the memory
         branch when the state file nears its budget; the runner commits the sources beside the state file.
+      evaluator_feedback: str, where the prompt shows PromptInputs.feedback: `slot` (the engine's own
+        template places it), `none` (its reference shows none: FunSearch); absent: the runner adds it as a
+        data section before `## How to reply`.
 
     An engine parses its `### ⚙️ Strategy State` block with first_line 0, so a StateError it raises
     numbers the block's lines from 1; the runner moves it to the state file's line.

@@ -22,6 +22,7 @@ _LANGUAGES = {
 _BACKTICK_RUN = re.compile(r"`+")
 _REPLY_HEADING = "\n## How to reply\n"
 RECENTLY_DELETED = "Recently deleted lines (do not re-add without a new reason)"
+EVALUATOR_FEEDBACK = "Evaluator feedback"
 
 
 @dataclass(frozen=True)
@@ -210,9 +211,12 @@ def _data_blocks(context: PromptContext) -> list[DataBlock]:
     return [*steering_blocks(steering), *(block for block in more if block is not None)]
 
 
-def with_data_section(prompt: str, title: str, items: Sequence[str]) -> str:
-    """Returns the prompt with a fenced data section of bullet items before its `## How to reply` (unchanged if none)."""
-    block = data_block(title, items)
+def with_data_section(prompt: str, title: str, items: Sequence[str], bullets: bool = True) -> str:
+    """Returns the prompt with a fenced data section of items (bullets, else paragraphs) before its `## How to reply`.
+
+    Unchanged when there are no items.
+    """
+    block = data_block(title, items, bullets)
     if block is None:
         return prompt
     section = render("data_section.md.j2", block=block)

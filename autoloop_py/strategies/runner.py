@@ -9,7 +9,7 @@ import random
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from autoloop_py.errors import ProgramError, StateError
 from autoloop_py.program.model import Program
@@ -22,12 +22,14 @@ from autoloop_py.state.population_fold import fold_entries, folded_path
 from autoloop_py.strategies import registry
 from autoloop_py.strategies.base import StrategyContext
 from autoloop_py.strategies.engine import DecisionLike, Engine, PromptInputs
-from autoloop_py.strategies.prompt import steering_of
+from autoloop_py.strategies.prompt import EVALUATOR_FEEDBACK, steering_of, with_data_section
 from autoloop_py.strategies.slots import Slot
 
 log = logging.getLogger(__name__)
 
 CANDIDATES_DIR = "candidates"
+# An engine's `evaluator_feedback` (strategies/engine.py): the runner adds the feedback as a data section.
+SECTION = "section"
 
 
 @dataclass(frozen=True)
@@ -187,16 +189,23 @@ def render_prompt(
     root: Path,
     directives: tuple[str, ...] = (),
     load: Callable[[str], str | None] | None = None,
+    feedback: Sequence[str] = (),
 ) -> str:
     """Returns the strategy's prompt, with the framing file the decision needs (and only that one).
 
     load: reads the memory branch, so that the Population the prompt shows includes its folded entries.
+    feedback: the evaluator feedback items (loop/lineage_store.feedback_items), placed where the engine says.
     """
     name = runner.engine.framing_file(decision)
     framing_path = root / runner.playbook.path.parent / "prompts" / name if name else None
     framing = framing_path.read_text(encoding="utf-8") if framing_path and framing_path.is_file() else ""
-    inputs = PromptInputs(program, files, framing, best, steering_of(state, directives), population_of(state, load))
-    return runner.engine.prompt(decision, inputs)
+    inputs = PromptInputs(
+        program, files, framing, best, steering_of(state, directives), population_of(state, load), tuple(feedback)
+    )
+    prompt = runner.engine.prompt(decision, inputs)
+    if getattr(runner.engine, "evaluator_feedback", SECTION) == SECTION:
+        prompt = with_data_section(prompt, EVALUATOR_FEEDBACK, feedback, bullets=False)
+    return prompt
 
 
 def candidate_for(

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from autoloop_py.cli import main
-from autoloop_py.commands import init as init_command
+from autoloop_py.commands import ci_install
 from autoloop_py.commands.init import DEFAULT_PIP_SPEC
 from tests.programs import without_process_limit
 
@@ -57,6 +57,7 @@ def test_init_installs_workflows_strategies_and_a_sample_that_check_accepts(
     for rel, text in strategies.items():
         assert (git_repo / rel).read_text(encoding="utf-8") == text
     assert "Next steps:" in out and "OPENAI_API_KEY" in out and "autoloop check" in out and "git commit" in out
+    assert "COPILOT_GITHUB_TOKEN" in out  # the agentic variant's engine secret (upstream issue #65)
     workflow = yaml.safe_load((git_repo / WORKFLOWS[0]).read_text())
     assert workflow["env"] == {"AUTOLOOP_PIP_SPEC": DEFAULT_PIP_SPEC}
     assert workflow.get("on", workflow.get(True))["schedule"] == [{"cron": "17 */6 * * *"}]
@@ -125,21 +126,83 @@ def test_init_outside_a_repository_or_with_bad_flags_writes_nothing(
     assert not (git_repo / ".github").exists() and not (git_repo / ".autoloop").exists()
 
 
-def test_init_from_a_local_checkout_asks_for_a_pip_spec(
-    git_repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+def test_init_from_a_vanished_local_checkout_says_so_and_writes_nothing_and_pip_spec_overrides(
+    git_repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    gone = tmp_path / "deleted clone"
+
     class LocalCheckout:
         version = "0.1.0"
 
         def read_text(self, name: str) -> str | None:
-            return json.dumps({"url": "file:///home/me/autoloop_py", "dir_info": {"editable": True}})
+            return json.dumps({"url": gone.as_uri(), "dir_info": {"editable": True}})
 
-    monkeypatch.setattr(init_command.metadata, "distribution", lambda name: LocalCheckout())
+    monkeypatch.setattr(ci_install.metadata, "distribution", lambda name: LocalCheckout())
     assert main(["init", "--repo", str(git_repo)]) == 1
-    err = " ".join(capsys.readouterr().err.split())
-    assert "autoloop was installed from /home/me/autoloop_py, which a GitHub runner cannot reach" in err
-    assert "pass --pip-spec git+https://github.com/OWNER/REPO@main" in err
-    assert not (git_repo / ".github").exists()
-    assert main(["init", "--repo", str(git_repo), "--pip-spec", "git+https://github.com/me/autoloop_py@main"]) == 0
+    captured = capsys.readouterr()
+    assert f"building a wheel of autoloop 0.1.0 from {gone} …" in captured.out
+    err = " ".join(captured.err.split())
+    assert f"autoloop was installed from {gone}, which no longer exists" in err and "--pip-spec" in err
+    assert not (git_repo / ".github").exists() and not (git_repo / ".autoloop").exists()
+
+    assert main(["init", "--repo", str(git_repo), "--pip-spec", "git+https://github.com/me/autoloop_py@0123abcd"]) == 0
     workflow = yaml.safe_load((git_repo / WORKFLOWS[0]).read_text())
-    assert workflow["env"] == {"AUTOLOOP_PIP_SPEC": "git+https://github.com/me/autoloop_py@main"}
+    assert workflow["env"] == {"AUTOLOOP_PIP_SPEC": "git+https://github.com/me/autoloop_py@0123abcd"}
+    assert not (git_repo / ".autoloop/wheels").exists()
+
+
+def test_upgrade_switches_only_the_install_spec(git_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["init", "--upgrade", "--repo", str(git_repo)]) == 1
+    assert "nothing to upgrade: no .github/workflows/autoloop.yml or .github/workflows/autoloop.md here" in \
+        capsys.readouterr().err
+    assert main(["init", "--repo", str(git_repo), "--every", "1d", "--model", "openai/gpt-4o-mini"]) == 0
+    before = {rel: (git_repo / rel).read_text() for rel in WORKFLOWS}
+    capsys.readouterr()
+
+    assert main(["init", "--upgrade", "--repo", str(git_repo), "--pip-spec", "git+https://github.com/me/a@0123"]) == 0
+    out = capsys.readouterr().out
+    assert f"updated {WORKFLOWS[0]}: installs git+https://github.com/me/a@0123 (was {DEFAULT_PIP_SPEC})\n" in out
+    after = {rel: (git_repo / rel).read_text() for rel in WORKFLOWS}
+    for rel in WORKFLOWS:
+        changed = [(a, b) for a, b in zip(before[rel].splitlines(), after[rel].splitlines()) if a != b]
+        assert len(changed) == (2 if rel.endswith(".yml") else 1), changed  # the spec (and the yml's init line)
+    assert yaml.safe_load(after[WORKFLOWS[0]])["env"] == {"AUTOLOOP_PIP_SPEC": "git+https://github.com/me/a@0123"}
+    assert "python3 -m pip install --quiet git+https://github.com/me/a@0123\n" in after[WORKFLOWS[1]]
+
+    # Back to the installed autoloop (an index install here: its pin).
+    assert main(["init", "--upgrade", "--repo", str(git_repo)]) == 0
+    assert {rel: (git_repo / rel).read_text() for rel in WORKFLOWS} == before
+
+
+def test_upgrade_of_a_workflow_without_its_install_step_names_the_file(
+    git_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["init", "--repo", str(git_repo)]) == 0
+    (git_repo / WORKFLOWS[0]).write_text("name: autoloop\non: push\njobs: {}\n")
+    capsys.readouterr()
+    assert main(["init", "--upgrade", "--repo", str(git_repo), "--pip-spec", "autoloop-py==9"]) == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"{WORKFLOWS[0]}: finds no `Install autoloop` spec to switch" in err and "init --force" in err
+    assert "autoloop-py==9" not in (git_repo / WORKFLOWS[1]).read_text()
+
+
+def test_tune_cannot_game_the_sample_by_moving_its_problem_constant(
+    git_repo_with_origin: Path, run_git, capsys: pytest.CaptureFixture[str]  # type: ignore[no-untyped-def]
+) -> None:
+    from autoloop_py.proposers.tune import find_literals
+
+    repo = git_repo_with_origin
+    assert main(["init", "--repo", str(repo)]) == 0
+    solution = ".autoloop/programs/example/code/solution.py"
+    text = (repo / solution).read_text()
+    # The sample used to keep its goal in `-abs(WIDTH - 3.0)`, inside the EVOLVE-BLOCK: tune moved the 3.0 (and
+    # never WIDTH, which reads as a problem constant). Now the goal is outside the block, pinned.
+    assert "GOAL = 3.0  # autoloop: fixed" in text and "-abs(GUESS - GOAL)" in text
+    assert [literal.name for literal in find_literals(solution, text)] == ["GUESS"]
+    run_git(repo, "add", "-A")
+    run_git(repo, "commit", "-qm", "autoloop init")
+    run_git(repo, "push", "-q", "origin", "main")
+    assert main(["run", "--repo", str(repo), "--program", "example", "--proposer", "tune", "--iterations", "4"]) == 0
+    evolved = run_git(repo, "show", f"origin/autoloop/example:{solution}")
+    assert "GOAL = 3.0  # autoloop: fixed" in evolved and "GUESS = 1.5" not in evolved  # the guess moved
+    capsys.readouterr()

@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -105,9 +105,10 @@ class Sandbox:
         )
         (self.memory / f"{name}.md").write_text(text, encoding="utf-8")
 
-    def run(self, *args: str, cwd: Path | None = None, module: bool = False, **env: str) -> Run:
-        """Runs the script (or, with module, `python -m autoloop_py.github.agentic_scheduler`) and returns what it did."""
-        environ = {k: v for k, v in os.environ.items() if k not in UNSET}
+    def run(self, *args: str, cwd: Path | None = None, module: bool = False, python: str = sys.executable,
+            **env: str) -> Run:
+        """Runs the script with `python` (or, with module, `python -m autoloop_py.github.agentic_scheduler`)."""
+        environ = {k: v for k, v in os.environ.items() if k not in (*UNSET, "PYTHONPATH")}
         environ.update(
             AUTOLOOP_MEMORY_DIR=str(self.memory),
             AUTOLOOP_OUTPUT=str(self.output),
@@ -115,7 +116,7 @@ class Sandbox:
             **env,
         )
         done = subprocess.run(
-            [sys.executable, *(("-m", "autoloop_py.github.agentic_scheduler") if module else (str(SCRIPT),)), *args],
+            [python, *(("-m", "autoloop_py.github.agentic_scheduler") if module else (str(SCRIPT),)), *args],
             cwd=cwd or self.repo,
             env=environ,
             capture_output=True,
@@ -153,6 +154,149 @@ def test_the_packaged_module_is_the_same_scheduler(box: Sandbox) -> None:
     assert by_module.code == by_script.code == 0, by_module.stderr
     assert by_module.output == by_script.output and by_module.output is not None
     assert by_module.output["selected"] == "alpha"
+
+
+@pytest.fixture(scope="module")
+def bare_python(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Returns the python3 of a new venv without system site packages, where autoloop_py cannot be imported."""
+    venv = tmp_path_factory.mktemp("bare-venv")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
+    python = str(venv / "bin" / "python3")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    probe = subprocess.run([python, "-c", "import autoloop_py"], env=env, cwd=venv, capture_output=True, text=True,
+                           timeout=60)
+    assert probe.returncode == 1 and "No module named 'autoloop_py'" in probe.stderr
+    return python
+
+
+def _flagged(box: Sandbox) -> None:
+    """Programs in every state the scheduler tells apart, with a Last Run each."""
+    box.program("fresh", extra="target-metric: 0.9\n")
+    box.program("stale", bare=True, extra="metric_direction: lower\n")
+    for name, fields in (("paused", {"Paused": "true", "Pause Reason": "flaky"}), ("done", {"Completed": "true"}),
+                         ("stuck", {"Recent Statuses": "rejected, rejected, rejected, rejected, rejected"})):
+        box.program(name)
+        box.state(name, **{"Last Run": ago(30), **fields})
+    box.program("template", text="<!-- AUTOLOOP:UNCONFIGURED -->\n# t\n")
+    box.program("weird", extra="schedule: every 6hamsters\n")
+    box.state("fresh", **{"Last Run": ago(1)})
+    box.state("stale", **{"Last Run": ago(9)})
+
+
+def _duplicates(box: Sandbox) -> None:
+    box.program("twin")
+    box.program("twin", bare=True)
+    box.program("solo")
+
+
+SCENARIOS: dict[str, tuple[Callable[[Sandbox], None], dict[str, str]]] = {
+    "bootstrap": (lambda box: None, {}),
+    "flagged": (_flagged, {}),
+    "forced-paused": (_flagged, {"AUTOLOOP_PROGRAM": "paused"}),
+    "forced-unknown": (_flagged, {"AUTOLOOP_PROGRAM": "nope"}),
+    "duplicates": (_duplicates, {}),
+}
+
+
+def _same_inputs(tmp_path: Path, name: str) -> Sandbox:
+    root = tmp_path / name
+    (root / "repo").mkdir(parents=True)
+    return Sandbox(root / "repo", root / "memory", root / "out" / "autoloop.json", root / "issue-programs")
+
+
+def _normalised(run: Run, box: Sandbox) -> tuple[int, str, str, dict[str, Any] | None]:
+    text = json.dumps(run.output)
+    return (run.code, run.stdout.replace(str(box.issues), "<issues>"), run.stderr,
+            json.loads(text.replace(str(box.issues), "<issues>")) if run.output is not None else None)
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_the_script_runs_with_a_bare_python3_as_the_packaged_scheduler(
+    tmp_path: Path, bare_python: str, scenario: str
+) -> None:
+    arrange, env = SCENARIOS[scenario]
+    packaged, bare = _same_inputs(tmp_path, "packaged"), _same_inputs(tmp_path, "bare")
+    for box in (packaged, bare):
+        arrange(box)
+    by_package = packaged.run(module=True, **env)
+    by_script = bare.run(python=bare_python, **env)
+    assert "Traceback" not in by_script.stderr, by_script.stderr
+    assert _normalised(by_script, bare) == _normalised(by_package, packaged)
+
+
+def test_issue_programs_and_their_trust_through_a_bare_python3(
+    tmp_path: Path, bare_python: str, github_fake: FakeGitHub
+) -> None:
+    github_fake.add_issue("o/r", 5, "Reduce Latency", body="---\ntarget-metric: 20\n---\n# Latency\n")
+    github_fake.add_issue("o/r", 6, "Mallory's program", body="# run me\n", login="mallory", association="NONE")
+    github_fake.add_issue("o/r", 7, "Edited by a stranger", body="# fine\n")
+    github_fake.edit_body("o/r", 7, "# now hostile\n", editor="mallory")
+    github_fake.add_issue("o/r", 8, "Approved", body="# approved\n", login="mallory", association="NONE")
+    github_fake.add_comment("o/r", 8, "/autoloop approve", login="maintainer", association="MEMBER")
+    github_fake.add_pull("o/r", 12, "[Autoloop: reduce-latency] Iteration 1", "autoloop/reduce-latency")
+    env = {"GITHUB_TOKEN": "tok", "GITHUB_REPOSITORY": "o/r", "GITHUB_API_URL": github_fake.url}
+    packaged, bare = _same_inputs(tmp_path, "packaged"), _same_inputs(tmp_path, "bare")
+    for box in (packaged, bare):
+        box.program("coverage")
+        box.state("coverage", **{"Last Run": ago(2)})
+    by_package = packaged.run(module=True, **env)
+    by_script = bare.run(python=bare_python, **env)
+    assert _normalised(by_script, bare) == _normalised(by_package, packaged)
+    assert by_script.output is not None
+    assert by_script.output["issue_programs"] == {"reduce-latency": 5, "approved": 8}
+    assert (by_script.output["selected"], by_script.output["existing_pr"]) == ("reduce-latency", 12)
+    assert "issue #6 is not run: its author has no write access" in by_script.stdout
+    assert "issue #7 is not run: someone without write access edited it" in by_script.stdout
+    assert not (bare.issues / "mallorys-program.md").exists() and not (bare.issues / "edited-by-a-stranger.md").exists()
+
+
+def test_the_script_is_the_packaged_module() -> None:
+    from autoloop_py.github import agentic_scheduler
+
+    assert SCRIPT.read_bytes() == Path(agentic_scheduler.__file__).read_bytes(), (
+        "scripts/autoloop_scheduler.py must be a copy of autoloop_py/github/agentic_scheduler.py: "
+        "cp autoloop_py/github/agentic_scheduler.py scripts/autoloop_scheduler.py")
+    assert os.access(SCRIPT, os.X_OK)
+
+
+# Loads the script the way a test harness may load upstream's: from its path, never put in sys.modules,
+# then calls the helpers upstream's suite imports, with the shapes it unpacks.
+LOADED_UNREGISTERED = """
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("autoloop_scheduler", sys.argv[1])
+mod = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mod)
+assert "autoloop_scheduler" not in sys.modules
+state = mod.parse_machine_state(
+    "## ⚙️ Machine State\\n\\n| Field | Value |\\n|---|---|\\n| Initial Metric | 0.50 |\\n| Best Metric | 0.85 |\\n")
+picked = mod.select_program([
+    {"name": "fresh", "last_run": "2025-01-15T10:00:00Z", "file": "f.md", "target_metric": None},
+    {"name": "loss", "last_run": "2025-01-15T06:00:00Z", "file": "l.md", "target_metric": 0.9,
+     "metric_direction": "lower"},
+])
+def pulls(url, headers, timeout=30):
+    if "head=" in url:
+        return [], None
+    return [{"number": 9, "head": {"ref": "autoloop/loss-8724e9f9"}, "title": "x"}], None
+print(json.dumps({
+    "state": state,
+    "front": mod.parse_program_frontmatter("---\\nmetric-direction: LOWER\\ntarget-metric: 2\\n---\\n"),
+    "picked": picked,
+    "pr": mod.find_existing_pr_for_branch("o/r", "loss", "t", http_get_json=pulls),
+}))
+"""
+
+
+def test_the_script_loads_from_its_path_without_being_registered_as_a_module(bare_python: str, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([bare_python, "-c", LOADED_UNREGISTERED, str(SCRIPT)], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert (found["state"]["initial_metric"], found["state"]["best_metric"]) == ("0.50", "0.85")
+    assert found["front"] == [None, 2.0, None, "lower", None]
+    assert found["picked"] == ["loss", "l.md", None, 0.9, "lower", ["fresh"], None]
+    assert found["pr"] == 9
 
 
 def test_empty_programs_folder_means_no_programs(box: Sandbox) -> None:

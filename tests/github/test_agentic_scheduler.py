@@ -28,12 +28,11 @@ def _load_script() -> ModuleType:
 sched = _load_script()
 
 
-def test_the_script_exposes_the_package_module() -> None:
+def test_the_script_has_the_modules_api() -> None:
     from autoloop_py.github import agentic_scheduler
 
-    assert sched.select_program is agentic_scheduler.select_program
-    assert sched.parse_schedule is agentic_scheduler.parse_schedule
-    assert sched.main is agentic_scheduler.main
+    assert sched.__all__ == agentic_scheduler.__all__
+    assert all(callable(getattr(sched, name)) for name in sched.__all__)
 
 STATE = """# Autoloop: alpha
 
@@ -482,3 +481,80 @@ def test_state_helpers_default_to_the_memory_dir_from_the_environment(
     (tmp_path / "alpha.md").write_text(STATE, encoding="utf-8")
     assert sched.read_program_state("alpha")["iteration_count"] == 12
     assert sched.get_state_file_size("alpha") > 0
+
+
+# -- one source of truth: the file stands alone, and the package's own copies of its rules agree ----------
+
+
+def test_the_scheduler_imports_the_standard_library_only() -> None:
+    import ast
+
+    from autoloop_py.github import agentic_scheduler
+
+    tree = ast.parse(Path(agentic_scheduler.__file__).read_text(encoding="utf-8"))
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module.split(".")[0] for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom) and node.module and node.module != "__future__"}
+    assert imported and imported <= set(sys.stdlib_module_names), imported - set(sys.stdlib_module_names)
+
+
+@pytest.mark.parametrize("text", [
+    None, "", "   ", "every 6h", "Every 6H", "every  30 m", "30 minutes", "2 days", "every 1d", "hourly", "DAILY",
+    "weekly", "every 0h", "every 6hamsters", "bogus", "monthly", "every 6", "90 min", "every 3 hr",
+])
+def test_the_schedule_grammar_is_the_packages(text: str | None) -> None:
+    from autoloop_py.program.interval import parse_schedule
+
+    def outcome(parse: Any) -> object:
+        try:
+            return parse(text)
+        except ValueError as err:
+            return type(err)
+
+    assert outcome(sched.parse_interval) == outcome(parse_schedule)
+
+
+@pytest.mark.parametrize("fields", [
+    {}, {"completed": "true"}, {"paused": "true", "pause_reason": "flaky"}, {"paused": "true"},
+    {"recent_statuses": "rejected, rejected, rejected, rejected, rejected"},
+    {"recent_statuses": "rejected, rejected, rejected, rejected"},
+    {"recent_statuses": "accepted, rejected, rejected, rejected, rejected, rejected"},
+    {"recent_statuses": "rejected, rejected, rejected, rejected, rejected, accepted"},
+    {"completed": "true", "paused": "true", "pause_reason": "x"},
+])
+def test_the_skip_rules_are_the_packages(fields: dict[str, str]) -> None:
+    from autoloop_py.loop import schedule
+
+    snapshot = sched.machine_snapshot(fields)
+    assert sched.skip_reason(snapshot) == schedule.skip_reason(snapshot)
+    assert sched.PLATEAU_LENGTH == schedule.PLATEAU_LENGTH
+
+
+def test_discovery_sentinel_and_headings_are_the_packages(tmp_path: Path) -> None:
+    from autoloop_py import markdown
+    from autoloop_py.github import client
+    from autoloop_py.program import model
+
+    for rel in ("b/program.md", "a/program.md", "c.md", "a.md", "empty/notes.md", "nested/deeper/program.md"):
+        (tmp_path / ".autoloop/programs" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / ".autoloop/programs" / rel).write_text("# p\n")
+    assert sched.discover(tmp_path) == model.discover(tmp_path)
+    assert sched.UNCONFIGURED_SENTINEL == model.UNCONFIGURED_SENTINEL
+    assert sched.WRITE_ASSOCIATIONS == client.WRITE_ASSOCIATIONS
+    for heading in ("⚙️ Machine State", "⚙ Machine State", "**Machine** `State`", "machine_state", "Machine  State 🧬"):
+        assert sched.normalize_heading(heading) == markdown.normalize_heading(heading)
+
+
+@pytest.mark.parametrize("text", [
+    STATE,
+    "```\n## ⚙️ Machine State\n| Paused | true |\n```\n\n## ⚙️ Machine State\n\n| Paused | false |\n",
+    "# ⚙️ Machine State\n| Paused | true |\n## Next\n| Paused | false |\n",
+    "## Machine State ##\n| Completed | true |\n### Sub\n| Paused | true |\n## Other\n| Paused | false |\n",
+    "~~~md\n## Machine State\n~~~\n| Paused | true |\n",
+    "    ## Machine State\n| Paused | true |\n",
+])
+def test_the_machine_state_section_is_found_as_the_packages_markdown_finds_it(text: str) -> None:
+    from autoloop_py import markdown
+
+    section = next((s for s in markdown.split_sections(text) if s.key == "machine state"), None)
+    assert sched._section_body(text, "machine state") == (section.body if section else None)

@@ -8,7 +8,6 @@ this repository's copy, and the memory clone step is run for real against a loca
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 from pathlib import Path
@@ -19,14 +18,14 @@ import yaml
 
 from autoloop_py.commands.init import (
     AGENTIC_MEMORY_DIR,
+    AGENTIC_SCHEDULE_MEMORY_DIR,
     AGENTIC_WORKFLOW,
     DEFAULT_PIP_SPEC,
     InitOptions,
-    pip_spec_from_install,
     render_workflows,
 )
-from autoloop_py.errors import AutoloopError
 from autoloop_py.github import agentic_scheduler
+from autoloop_py.state.file import new_state, render_state
 
 REPO = Path(__file__).resolve().parents[2]
 CLONE_STEP = "Clone repo-memory for scheduling"
@@ -61,10 +60,16 @@ def test_the_memory_is_cloned_before_the_scheduler_reads_it(workflow: str) -> No
     assert names.index("Install autoloop") < names.index(CLONE_STEP) < names.index(SCHEDULE_STEP)
     assert names.index(SCHEDULE_STEP) < names.index("Install the program's dependencies")
     meta, _ = split(workflow)
-    assert meta["env"]["AUTOLOOP_MEMORY_DIR"] == AGENTIC_MEMORY_DIR == agentic_scheduler.REPO_MEMORY_DIR
-    assert meta["tools"]["repo-memory"] == {"branch-name": "memory/autoloop", "file-glob": ["*.md"], "max-file-size": 30720}
+    assert meta["env"]["AUTOLOOP_MEMORY_DIR"] == AGENTIC_MEMORY_DIR == "/tmp/gh-aw/repo-memory/default"
+    assert meta["tools"]["repo-memory"] == [
+        {"id": "default", "branch-name": "memory/autoloop", "file-glob": ["*.md", "candidates/**"],
+         "allowed-extensions": [".md", ".json", ".txt", ".py", ".js", ".ts", ".rs"],
+         "max-file-size": 30720, "max-file-count": 1000}
+    ]
     scheduler = next(s for s in meta["steps"] if s["name"] == SCHEDULE_STEP)
     assert scheduler["run"] == "python3 -m autoloop_py.github.agentic_scheduler"
+    # The scheduler reads the early clone, in upstream's folder (its default); gh-aw's own clone comes later.
+    assert scheduler["env"]["AUTOLOOP_MEMORY_DIR"] == AGENTIC_SCHEDULE_MEMORY_DIR == agentic_scheduler.REPO_MEMORY_DIR
     assert scheduler["env"]["AUTOLOOP_PROGRAM"] == "${{ github.event.inputs.program }}"
 
 
@@ -76,6 +81,18 @@ def test_one_pr_per_program_on_the_exact_branch(workflow: str) -> None:
     assert "### Branch Name Must Be Exact" in body
     assert "Use `head_branch` verbatim" in body and "`autoloop/<program>`" in body
     assert meta["checkout"] == {"fetch": ["*"], "fetch-depth": 0}
+
+
+def test_outputs_are_as_tight_as_upstreams(workflow: str) -> None:
+    outputs = split(workflow)[0]["safe-outputs"]
+    for kind in ("create-pull-request", "push-to-pull-request-branch", "create-issue", "update-issue"):
+        assert outputs[kind]["title-prefix"] == "[Autoloop: ", kind
+    for kind in ("create-pull-request", "push-to-pull-request-branch"):
+        assert outputs[kind]["protected-files"] == "fallback-to-issue", kind
+    _, body = split(workflow)
+    # Every title the prompt has the agent write starts with the prefix, or gh-aw would refuse the output.
+    titles = re.findall(r"`(\[Autoloop[^`]*)`", body)
+    assert titles and all(t.startswith("[Autoloop: ") for t in titles), titles
 
 
 def test_outputs_may_target_the_program_issue_on_a_scheduled_run(workflow: str) -> None:
@@ -94,7 +111,9 @@ def test_network_allowlist_and_read_only_permissions(workflow: str) -> None:
 
 def test_the_prompt_carries_upstreams_guidance_in_brief(workflow: str) -> None:
     _, body = split(workflow)
-    assert "## Common mistakes to avoid" in body
+    assert "## Common Mistakes to Avoid" in body
+    assert "no suffixes, no hashes, no run IDs, no iteration numbers" in body
+    assert "Never let the gh-aw framework auto-generate a branch name" in body
     assert '"${{ steps.sanitized.outputs.text }}"' in body  # command mode reads the /autoloop text
     assert "Action required: configure your program" in body  # the setup guard
     assert "autoloop-completed" in body and "🎉" in body  # halting swaps the label
@@ -104,6 +123,44 @@ def test_the_prompt_carries_upstreams_guidance_in_brief(workflow: str) -> None:
         assert command in body
     assert "<!-- AUTOLOOP:STATUS -->" in body and "existing_pr" in body
     assert len(body) < PROMPT_CHAR_BUDGET, f"the prompt grew to {len(body)} characters"
+
+
+def test_the_prompt_reports_progress_from_the_initial_metric(workflow: str) -> None:
+    """Upstream's issue #69 (its PR #70's checks): where the program started, and how far it came, in every report."""
+    _, body = split(workflow)
+    publish = body[body.index("## Step 5: Publish"):body.index("## CI gate")]
+    # The exact phrases upstream's suite searches for, each where it belongs.
+    assert "| Initial Metric | — |" in publish
+    assert "set `initial_metric` only if it is currently missing" in publish and "never overwrite it" in publish
+    assert "The PR body starts with\n  `Fitness: {best_metric} (started at {initial_metric}" in publish
+    assert "`| **Improvement** | {absolute_delta} ({improvement_pct}% from initial) |`" in publish
+    direction = publish[publish.index("Cumulative improvement is also **direction-aware**"):]
+    assert "Initial Metric minus Best Metric when lower is better" in direction.replace("\n", " ")
+    assert "Best Metric minus Initial Metric when higher is better" in direction.replace("\n", " ")
+    # What the prompt promises is what `autoloop record` writes: a new state file's row starts empty.
+    assert "| Initial Metric | — |" in render_state(new_state("p", "Goal.", "score", "lower", None))
+
+
+def test_a_pending_ci_iteration_is_settled_before_a_new_one(workflow: str) -> None:
+    _, body = split(workflow)
+    gate = body[body.index("## CI gate"):body.index("## Halting")]
+    assert gate.startswith("## CI gate\n\nBefore Step 3, reconcile any previous iteration whose metric was left as `pending-ci`")
+    accepted = gate[gate.index("`accepted`:"):]
+    assert "refresh `Initial Metric`, `Best Metric`, PR body, and issue status" in accepted.replace("\n", " ")
+    assert body.index("## CI gate") > body.index("## Step 5: Publish")  # read before Step 3, written after it
+
+
+def test_strategy_discovery_comes_before_step_1(workflow: str) -> None:
+    _, body = split(workflow)
+    assert body.index("## Strategy discovery") < body.index("## Step 1: Pick the program")
+    section = body[body.index("## Strategy discovery"):body.index("## Step 1: Pick the program")]
+    rules = re.findall(r"^\d\. (.+(?:\n   .+)*)", section, re.MULTILINE)
+    assert len(rules) == 4, rules
+    assert "`## Evolution Strategy`" in rules[0]
+    assert "follow it literally" in rules[1]
+    assert "supersedes" in rules[2] and "Analyze through Accept/Reject" in rules[2] and "autoloop record" in rules[2]
+    assert all(words in rules[3] for words in ("absent", "only prose", "does not\n   exist", "fall back"))
+    assert "`autoloop prompt <program>`" in section
 
 
 def _git(*args: str, cwd: Path) -> str:
@@ -143,39 +200,3 @@ def test_the_repository_copy_installs_this_checkout() -> None:
     meta, _ = split((REPO / AGENTIC_WORKFLOW).read_text(encoding="utf-8"))
     install = next(s for s in meta["steps"] if s["name"] == "Install autoloop")
     assert install["run"] == "python3 -m pip install --quiet ."
-
-
-# --- the pip spec `autoloop init` writes --------------------------------------------------------
-
-
-def test_an_index_install_is_pinned_to_its_version() -> None:
-    assert pip_spec_from_install("1.2.3", None, installed=True) == "autoloop-py==1.2.3"
-
-
-def test_a_vcs_install_is_pinned_to_the_commit_pip_recorded() -> None:
-    record = {"url": "https://github.com/me/autoloop_py.git",
-              "vcs_info": {"vcs": "git", "requested_revision": "main", "commit_id": "0123abcd"}}
-    found = pip_spec_from_install("0.1.0", json.dumps(record), installed=True)
-    assert found == "git+https://github.com/me/autoloop_py.git@0123abcd"
-
-
-def test_an_archive_url_install_is_installed_from_that_url() -> None:
-    record = {"url": "https://example.org/autoloop_py-0.1.0.tar.gz", "archive_info": {}}
-    assert pip_spec_from_install("0.1.0", json.dumps(record), installed=True) == record["url"]
-
-
-@pytest.mark.parametrize(
-    ("record", "installed", "says"),
-    [
-        ({"url": "file:///home/me/autoloop_py", "dir_info": {"editable": True}}, True, "/home/me/autoloop_py"),
-        ({"url": "file:///tmp/autoloop_py-0.1.0.whl", "archive_info": {}}, True, "/tmp/autoloop_py-0.1.0.whl"),
-        ({"url": "file:///srv/git/autoloop", "vcs_info": {"vcs": "git", "commit_id": "ab"}}, True, "/srv/git/autoloop"),
-        (None, False, "is not installed as a package"),
-        ("not json", True, "unreadable"),
-    ],
-)
-def test_an_unreachable_install_asks_for_a_pip_spec(record: Any, installed: bool, says: str) -> None:
-    text = record if isinstance(record, str) or record is None else json.dumps(record)
-    with pytest.raises(AutoloopError) as raised:
-        pip_spec_from_install("0.1.0", text, installed=installed)
-    assert says in str(raised.value) and "--pip-spec" in str(raised.value)

@@ -28,6 +28,7 @@ from autoloop_py.commands.init import (
     render_workflows,
     wake_interval,
 )
+from autoloop_py.commands.init_agent import AgentSetup
 from autoloop_py.errors import AutoloopError
 from autoloop_py.loop.schedule import parse_schedule
 
@@ -41,6 +42,9 @@ OPTION_SETS = {
     "agent-capped": InitOptions(proposer="agent", max_programs=3, interval=timedelta(minutes=15)),
     "git-spec-daily": InitOptions(pip_spec="git+https://github.com/o/r@main", interval=timedelta(days=1)),
     "extras-weekly": InitOptions(pip_spec="autoloop-py[tune]>=0.1", interval=timedelta(days=7), proposer="llm"),
+    "agent-installed": InitOptions(proposer="agent", agent=AgentSetup(
+        command="codex exec --full-auto \"$(cat {prompt_file})\" # it's", install="npm install -g @openai/codex",
+        env=("OPENAI_API_KEY", "CODEX_TOKEN"))),
 }
 # `autoloop init --parallel K`: the matrix lists (program, slot) pairs and one publish job records the tick.
 SLOT_OPTIONS = {"slots-4": InitOptions(slots=4, max_parallel=8), "slots-2-llm": InitOptions(slots=2, proposer="llm")}
@@ -156,8 +160,12 @@ def test_plan_job(name: str) -> None:
     assert "!github.event.issue.pull_request" in condition
     assert "startsWith(github.event.comment.body, '/autoloop')" in condition
     assert """fromJSON('["OWNER", "MEMBER", "COLLABORATOR"]'), github.event.comment.author_association""" in condition
-    assert plan["outputs"] == {"matrix": "${{ steps.plan.outputs.matrix }}"}
+    assert plan["outputs"] == {"matrix": "${{ steps.plan.outputs.matrix }}",
+                               "has_work": "${{ steps.plan.outputs.has_work }}",
+                               "started_at": "${{ steps.start.outputs.at }}"}
     assert plan["steps"][0] == {"uses": "actions/checkout@v4", "with": {"fetch-depth": 0}}
+    assert step(plan, "Note the plan's start") == {
+        "name": "Note the plan's start", "id": "start", "run": 'echo "at=$(date -u +%s)" >> "$GITHUB_OUTPUT"'}
     script = next(s for s in plan["steps"] if s.get("id") == "plan")["run"]
     capped = f" --max {options.max_programs}" if options.max_programs else ""
     assert f"args=(--matrix{capped})\n" in script
@@ -183,7 +191,7 @@ def test_propose_job_is_read_only_and_sandboxed(name: str) -> None:
     propose = workflow["jobs"]["propose"]
     assert "iterate" not in workflow["jobs"]
     assert propose["needs"] == "plan"
-    assert propose["if"] == "fromJSON(needs.plan.outputs.matrix).program[0] != null"
+    assert propose["if"] == "needs.plan.outputs.has_work == 'true'"
     assert propose["strategy"] == {
         "fail-fast": False,
         "max-parallel": options.max_parallel,
@@ -203,7 +211,11 @@ def test_propose_job_is_read_only_and_sandboxed(name: str) -> None:
     assert python["uses"] == "actions/setup-python@v5"
     assert python["with"]["cache"] == "pip"
     assert python["with"]["cache-dependency-path"] == ACTIONS_WORKFLOW.as_posix()
-    assert step(propose, "Install autoloop")["run"] == 'python -m pip install "$AUTOLOOP_PIP_SPEC"'
+    # Only a job that calls a model installs the `llm` extra (litellm).
+    extra = ' "autoloop-py[llm]"' if options.proposer == "llm" else ""
+    assert step(propose, "Install autoloop")["run"] == f'python -m pip install "$AUTOLOOP_PIP_SPEC"{extra}'
+    for job in ("plan", "publish"):
+        assert step(workflow["jobs"][job], "Install autoloop")["run"] == 'python -m pip install "$AUTOLOOP_PIP_SPEC"'
     assert workflow["env"] == {"AUTOLOOP_PIP_SPEC": options.pip_spec}
     assert "git config --global user.name" in step(propose, "Configure git")["run"]
 
@@ -251,7 +263,7 @@ def test_propose_step(name: str) -> None:
     assert env["AUTOLOOP_OUTCOME"] == "${{ runner.temp }}/autoloop-outcome"
     assert env["AUTOLOOP_JOB_TIMEOUT_MINUTES"] == str(options.timeout_minutes)
     assert env["AUTOLOOP_ISOLATION"] == "bwrap"  # a sandbox that stops working later fails the job, too
-    assert secret_names(env) == {"GITHUB_TOKEN", *PROVIDER_SECRETS}
+    assert secret_names(env) == {"GITHUB_TOKEN", *PROVIDER_SECRETS, *options.agent.env}
     for secret in PROVIDER_SECRETS:
         assert env[secret] == f"${{{{ secrets.{secret} }}}}"
     default = f" || '{options.model}'" if options.model else ""
@@ -273,7 +285,8 @@ def test_publish_job_runs_no_candidate_code(name: str) -> None:
     assert publish["permissions"] == PUBLISH_PERMISSIONS
     assert publish["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.matrix) }}"
     runs = [s["run"] for s in publish["steps"] if "run" in s]
-    assert runs[-1] == 'autoloop publish "$AUTOLOOP_OUTCOME" --ci'
+    assert runs[-1] == ('autoloop publish "$AUTOLOOP_OUTCOME" --ci --program "$AUTOLOOP_PROGRAM" '
+                        '--not-before "$AUTOLOOP_STARTED_AT"')
     # Nothing from the candidate's tree is run: only pip, git config and autoloop itself.
     assert not any("autoloop run" in r or "bwrap" in r for r in runs)
     download = next(s for s in publish["steps"] if s.get("uses") == "actions/download-artifact@v4")
@@ -281,6 +294,8 @@ def test_publish_job_runs_no_candidate_code(name: str) -> None:
                                 "path": "${{ runner.temp }}/autoloop-outcome"}
     env = step(publish, "Publish")["env"]
     assert secret_names(env) == {"GITHUB_TOKEN"}
+    assert env["AUTOLOOP_PROGRAM"] == "${{ matrix.program }}"
+    assert env["AUTOLOOP_STARTED_AT"] == "${{ needs.plan.outputs.started_at }}"
     assert not any(secret_names(s.get("env", {})) for s in publish["steps"] if s.get("name") != "Publish")
 
 
@@ -312,7 +327,8 @@ def test_slot_matrix_proposes_each_slot_and_publishes_the_tick_once(name: str) -
     assert download["with"] == {"pattern": "autoloop-outcome-${{ matrix.program }}+slot-*",
                                 "path": "${{ runner.temp }}/autoloop-outcomes", "merge-multiple": False}
     runs = [s["run"] for s in publish["steps"] if "run" in s]
-    assert runs[-1] == 'autoloop publish "$AUTOLOOP_OUTCOMES"/*/ --ci'
+    assert runs[-1] == ('autoloop publish "$AUTOLOOP_OUTCOMES"/*/ --ci --program "$AUTOLOOP_PROGRAM" '
+                        '--not-before "$AUTOLOOP_STARTED_AT"')
     assert not any("autoloop run" in r or "bwrap" in r for r in runs)
     assert secret_names(step(publish, "Publish the tick")["env"]) == {"GITHUB_TOKEN"}
 
@@ -328,7 +344,10 @@ def test_slot_init_command_reproduces_the_options(name: str) -> None:
 
 @pytest.fixture
 def plan_script(tmp_path: Path) -> Any:
-    """Returns run(options, **env) -> (exit code, matrix output, autoloop's argv or None) for the plan step."""
+    """Returns run(options, **env) -> (exit code, matrix output, autoloop's argv or None) for the plan step.
+
+    The step's has_work output is checked against the matrix: "true" exactly when it lists a program.
+    """
     stub = tmp_path / "bin" / "autoloop"
     stub.parent.mkdir()
     stub.write_text('#!/bin/sh\necho "$@" > "$ARGS_FILE"\nprintf "%s" "$STUB_OUTPUT"\nexit "${STUB_EXIT:-0}"\n')
@@ -345,7 +364,10 @@ def plan_script(tmp_path: Path) -> Any:
         variables.update(PATH=f"{stub.parent}{os.pathsep}{os.environ['PATH']}", GITHUB_OUTPUT=str(output))
         variables.update(ARGS_FILE=str(args_file))
         done = subprocess.run(["bash", "-eo", "pipefail", "-c", script], env=variables, capture_output=True, timeout=30)
-        matrix = output.read_text().removeprefix("matrix=").strip() if output.exists() else None
+        outputs = dict(line.split("=", 1) for line in output.read_text().splitlines()) if output.exists() else {}
+        matrix = outputs.get("matrix")
+        if matrix is not None:
+            assert outputs["has_work"] == ("true" if json.loads(matrix)["program"] else "false"), outputs
         args = args_file.read_text().strip() if args_file.exists() else None
         return done.returncode, matrix, args
 
@@ -430,7 +452,8 @@ def test_agentic_frontmatter_and_sections(name: str) -> None:
     install = next(s for s in meta["steps"] if s["name"] == "Install autoloop")
     assert shlex.split(install["run"]) == ["python3", "-m", "pip", "install", "--quiet", options.pip_spec]
     assert meta["safe-outputs"]["create-pull-request"] == {
-        "draft": True, "preserve-branch-name": True, "labels": ["automation", "autoloop"], "max": 1,
+        "draft": True, "title-prefix": "[Autoloop: ", "preserve-branch-name": True, "labels": ["automation", "autoloop"],
+        "protected-files": "fallback-to-issue", "max": 1,
     }
     assert body.index("## Step 1: Pick the program") < body.index("## Step 3: Propose") < body.index("## Step 5: Publish")
 

@@ -58,10 +58,16 @@ def test_parse_metric_no_json() -> None:
     assert error is not None and error.startswith("the evaluation printed no JSON object")
 
 
-def test_parse_metric_error_key() -> None:
+def test_parse_metric_error_key_beside_a_metric_is_a_score() -> None:
+    # Upstream's circle_packing: an invalid packing scores 0 and says why; the rejection is read by evaluate().
     value, metrics, error = parse_metric('{"score": 0, "error": "division by zero"}', "score")
-    assert value is None
+    assert (value, error) == (0.0, None)
     assert metrics["error"] == "division by zero"
+
+
+def test_parse_metric_error_key_without_a_metric_is_an_error() -> None:
+    value, metrics, error = parse_metric('{"error": "division by zero"}', "score")
+    assert value is None and metrics == {"error": "division by zero"}
     assert error == "evaluation reported an error: division by zero"
 
 
@@ -270,9 +276,15 @@ def test_evaluate_exit_reason_falls_back_to_the_reported_error(tmp_path: Path) -
     assert result.error == "exited with status 1: no circles"
 
 
-def test_evaluate_error_key_with_exit_zero_is_a_failure(tmp_path: Path) -> None:
+def test_evaluate_error_key_beside_a_metric_is_a_rejection(tmp_path: Path) -> None:
     result = run_evaluation(_program(tmp_path, 'echo \'{"score": 0, "error": "bad input"}\''), tmp_path)
-    assert not result.ok
+    assert result.ok and result.metric == 0.0
+    assert result.rejection == "bad input"
+
+
+def test_evaluate_error_key_alone_with_exit_zero_is_a_failure(tmp_path: Path) -> None:
+    result = run_evaluation(_program(tmp_path, 'echo \'{"error": "bad input"}\''), tmp_path)
+    assert not result.ok and result.rejection == ""
     assert result.error == "evaluation reported an error: bad input"
 
 

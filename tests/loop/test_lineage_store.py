@@ -198,3 +198,29 @@ def test_screen_reports_a_recycled_candidate(tmp_path: Path) -> None:
     verdict = lineage_store.screen(_reader(), program, "a.py", {"a.py": s.C}, {"a.py": candidate}, "C", 4.0)
     assert verdict is not None and (verdict.kind, verdict.added, verdict.recycled) == (novelty.RECYCLED, 4, 3)
     assert verdict.note() == "not evaluated: 75% of its added lines (3 of 4) re-add lines deleted in iteration 1"
+
+
+def test_feedback_items_show_the_parent_and_its_latest_attempts_not_kept(tmp_path: Path) -> None:
+    program = _program(tmp_path, "feedback-bytes: 400\n")
+    files = s.memory_files()
+    told = {"feedback": "parent B: 2 of 3 tests pass", "stdout_tail": "ok\n"}
+    files = _with_row(files, TraceRow("B", 1, "A", {"value": 2.0, "worst_case": 7}, "accepted",
+                                      extra={"artifacts": told}), s.B)
+    files = _with_row(files, TraceRow("G", 4, "B", {"value": 0.0, "error": "negative radii"}, "rejected",
+                                      extra={"artifacts": {"error": "negative radii", "feedback": "circle 3 < 0; " * 40,
+                                                           "stderr_tail": "warn\n" * 50}}), "g = 1\n")
+    files = _with_row(files, TraceRow("H", 5, "B", {"error": "boom"}, "failed",
+                                      extra={"artifacts": {"error": "exited with status 1: boom"}}), "h = 1\n")
+    items = lineage_store.feedback_items(_reader(files), "B", program)
+    assert [item.splitlines()[0] for item in items] == [
+        "The parent (B): accepted (value 2.0)",
+        "An earlier attempt on this parent (H): failed",
+        "An earlier attempt on this parent (G): rejected (value 0.0)",
+    ]
+    assert "parent B: 2 of 3 tests pass" in items[0] and "- worst_case: 7" in items[0]
+    assert "stdout" not in items[0]  # an accepted candidate's output is kept in the trace, not shown
+    assert "Error: negative radii" in items[2] and "circle 3 < 0" in items[2]
+    assert all(len(item.encode()) <= 400 for item in items) and items[2].endswith("[… cut at feedback-bytes]\n")
+    assert lineage_store.feedback_items(_reader(files), "nobody", program) == ()
+    assert lineage_store.feedback_items(None, "B", program) == ()
+    assert lineage_store.feedback_items(_reader(files), "B", _program(tmp_path / "off", "feedback-bytes: 0\n")) == ()

@@ -48,6 +48,15 @@ def test_render_then_parse_is_the_same_outcome() -> None:
     assert parse_outcome(text, files) == accepted()
 
 
+def test_an_evaluations_artifacts_round_trip() -> None:
+    outcome = accepted()
+    assert outcome.evaluated is not None
+    told = Evaluated(**{**outcome.evaluated.__dict__, "artifacts": {"feedback": "circle 3 overlaps", "stderr_tail": "w\n"}})
+    outcome = Outcome(**{**outcome.__dict__, "evaluated": told})
+    text, files = render_outcome(outcome)
+    assert parse_outcome(text, files) == outcome
+
+
 def test_write_then_read_a_directory(tmp_path: Path) -> None:
     write_outcome(tmp_path / "out", accepted())
     assert read_outcome(tmp_path / "out") == accepted()
@@ -108,6 +117,9 @@ def _doc() -> dict:
         (lambda d: d["record"].update(tokens=True), "tokens must be"),
         (lambda d: d["record"].update(commit="0" * 40), "unknown ['commit']"),
         (lambda d: d["evaluated"].update(replies="one"), "replies must be a list"),
+        (lambda d: d["evaluated"].update(artifacts={"shell": "rm -rf /"}), "artifacts must be an object of feedback"),
+        (lambda d: d["evaluated"].update(artifacts={"feedback": "x" * 9000}), "each artifact must be a string of at most"),
+        (lambda d: d["evaluated"].update(artifacts={"feedback": 3}), "each artifact must be a string"),
         (lambda d: d.update(changed={"code/value.py": "0" * 64}), "not the file outcome.json lists"),
         (lambda d: d.update(deleted=["code/value.py"]), "both changed and deleted"),
     ],

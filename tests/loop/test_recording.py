@@ -46,3 +46,18 @@ def test_a_state_file_under_the_cap_is_parsed(program: Program, monkeypatch: pyt
     monkeypatch.setattr(statefile, "parse_state", lambda text, path: f"parsed {len(text)}")
     big = text + "a" * (9 << 20)
     assert recording.parse_or_new(big, program, "demo.md", budget=1 << 20) == f"parsed {len(big)}"  # type: ignore[comparison-overlap]
+
+
+def test_a_failed_evaluations_note_carries_its_log_tail_and_stage() -> None:
+    from autoloop_py.loop.evaluate import EvaluationResult
+    from autoloop_py.loop.recording import failure_note, rejected_note
+
+    failed = EvaluationResult(False, None, {}, "exited with status 1: OOM", (), "", "", 1.0,
+                              feedback="step 1\nstep 2: CUDA out of memory")
+    assert failure_note(failed) == "evaluation failed: exited with status 1: OOM — step 2: CUDA out of memory"
+    staged = EvaluationResult(False, None, {}, "exited with status 2: x", (), "", "", 1.0, stopped="stage 1 of 2: x")
+    assert failure_note(staged) == "evaluation failed: stopped at stage 1 of 2: x"
+    rejected = EvaluationResult(True, 0.0, {}, None, (0.0,), "", "", 1.0, rejection="negative radii")
+    assert rejected_note(rejected) == "the evaluation rejected it: negative radii (metric 0)"
+    assert rejected_note(EvaluationResult(True, 0.5, {}, None, (0.5,), "", "", 1.0, stopped="stage 1 of 2: low"), 4.25) \
+        == "stopped at stage 1 of 2: low (metric 0.5); later stages not run; saved about 4.2 s"

@@ -7,6 +7,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from autoloop_py.errors import ProgramError
 from autoloop_py.loop import schedule
@@ -145,3 +147,30 @@ def test_a_program_with_ticks_plateaus_after_five_ticks_worth_of_rejections_at_m
         "plateau: 10 consecutive rejections")
     assert schedule.skip_reason(Machine(recent_statuses=("rejected",) * 6), slots=1) == (
         "plateau: 5 consecutive rejections")
+
+
+# ---------------------------------------------------------------- a Last Run at the ends of time
+
+
+@given(st.datetimes(min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31, 23, 59, 59)),
+       st.integers(min_value=-23 * 60, max_value=23 * 60), st.sampled_from(["every 6h", "weekly", "every 30m"]))
+@settings(max_examples=200, deadline=None)
+def test_any_last_run_a_state_file_holds_reads_back_or_names_the_field(
+    moment: datetime, offset: int, every: str
+) -> None:
+    """Whatever Last Run a state file holds (a hand edit, a forged record), reading it and computing when
+    the program is next due either works or raises StateError naming the field: never OverflowError."""
+    from autoloop_py.errors import StateError
+    from autoloop_py.state import file as statefile
+
+    text = f"{moment.isoformat()}{'+' if offset >= 0 else '-'}{abs(offset) // 60:02d}:{abs(offset) % 60:02d}"
+    state = statefile.new_state("demo", "g", "score", "higher", None)
+    rendered = statefile.render_state(state).replace("| Last Run | — |", f"| Last Run | {text} |")
+    assert f"| Last Run | {text} |" in rendered
+    try:
+        machine = statefile.parse_state(rendered, "demo.md").machine
+        due = schedule.next_due(make("demo", every), machine)
+    except StateError as err:
+        assert "'Last Run'" in str(err) and "demo.md" in str(err)
+    else:
+        assert due is not None and due - machine.last_run == schedule.parse_schedule(every)

@@ -129,6 +129,8 @@ def test_bare_program_paths_are_repo_relative(repo: Path) -> None:
         (("repeats: 3", "repeats: three"), "frontmatter `repeats`: must be a whole number >= 1, got 'three'", 6),
         (("schedule: every 6h", "schedule: [every"), "invalid YAML frontmatter", None),
         (("The metric is `combined_score`.", "Score printed."), "does not name the metric", 28),
+        (("`combined_score`.", "`error`."), "the metric cannot be named `error`: an evaluation's `error` key", 34),
+        (("`combined_score`.", "`Feedback`."), "the metric cannot be named `Feedback`", 34),
         (("```bash\npython3 code/evaluate.py\n```", "run it"), "no ```bash code block", 28),
         (("- `code/search.py` — the search", "- `code/nothing.py`"), "Target `code/nothing.py` matches nothing", 22),
     ],
@@ -328,7 +330,8 @@ def test_lenient_upstream_values_are_warnings_saying_what_was_assumed(repo: Path
     assert problems == []
     (program,) = programs
     assert program.direction == "higher" and program.config.target_metric is None
-    direction, target = sorted(program.warnings, key=lambda w: "metric_direction" not in w)
+    lenient = [w for w in program.warnings if "unknown frontmatter key" not in w]
+    direction, target = sorted(lenient, key=lambda w: "metric_direction" not in w)
     assert direction.startswith(".autoloop/programs/demo/program.md:4: frontmatter `metric_direction`")
     assert "sideways" in direction and "assuming" in direction and "higher" in direction
     assert target.startswith(".autoloop/programs/demo/program.md:3: frontmatter `target-metric`")
@@ -350,6 +353,23 @@ def test_an_unusable_timeout_minutes_is_ignored_with_a_warning_as_upstream(repo:
     (program,) = programs
     assert program.config.timeout_minutes is None
     assert any("frontmatter `timeout-minutes`" in w and "ignoring it" in w for w in program.warnings), program.warnings
+
+
+@pytest.mark.parametrize(
+    ("lines", "seconds"),
+    [
+        ("timeout-minutes: 10", 600.0),  # upstream's programs give only the job's limit: the evaluation may use it
+        ("timeout_minutes: 0.5", 30.0),
+        ("timeout-minutes: 10\nevaluation-timeout: 45", 45.0),  # ours, when given, is the evaluation's
+        ("evaluation-timeout: 45\ntimeout-minutes: 10", 45.0),
+        ("timeout-minutes: 0", 300.0),  # unusable: ignored, so the default stands
+        ("schedule: daily", 300.0),
+    ],
+)
+def test_timeout_minutes_is_the_evaluation_timeout_unless_one_is_given(repo: Path, lines: str, seconds: float) -> None:
+    write(repo, ".autoloop/programs/demo/program.md", PROGRAM.replace("evaluation-timeout: 30", lines))
+    programs, problems = check_all(repo)
+    assert problems == [] and programs[0].config.evaluation_timeout == seconds
 
 
 def test_sideways_direction_defers_to_the_evaluation_prose(repo: Path) -> None:
@@ -441,3 +461,13 @@ def test_sizes_of_max_memory_and_max_disk(text: object, size: int) -> None:
 def test_unreadable_or_tiny_sizes_are_refused(text: object) -> None:
     with pytest.raises(ValueError, match="size|at least 1 MiB"):
         parse_size(text)
+
+
+def test_report_channel_and_feedback_bytes_frontmatter(repo: Path) -> None:
+    text = PROGRAM.replace("repeats: 3", "repeats: 3\nevaluation-report: FILE\nfeedback-bytes: 100")
+    write(repo, ".autoloop/programs/demo/program.md", text)
+    program = load_program(repo, Path(".autoloop/programs/demo/program.md"))
+    assert (program.config.evaluation_report, program.config.feedback_bytes) == ("file", 100)
+    write(repo, ".autoloop/programs/demo/program.md", PROGRAM.replace("repeats: 3", "repeats: 3\nevaluation-report: fd"))
+    _, problems = check_all(repo)
+    assert "frontmatter `evaluation-report`: must be one of auto, file, stdout, got 'fd'" in problems[0].message

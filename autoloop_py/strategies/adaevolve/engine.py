@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping
 
 from autoloop_py.program.model import Program
 from autoloop_py.program.playbook import Playbook, load_config_yaml
+from autoloop_py.program.playbook_notes import labelled_line, opening_paragraph, problem_framing
 from autoloop_py.state import file as statefile
 from autoloop_py.state import population as pop
 from autoloop_py.strategies.adaevolve import prompt as adaevolve_prompt
@@ -25,7 +26,7 @@ from autoloop_py.strategies.adaevolve.archive import archive_of, ranked
 from autoloop_py.strategies.adaevolve.config import AdaEvolveConfig, parse_adaevolve_config
 from autoloop_py.strategies.adaevolve.paradigms import GuideReplyError
 from autoloop_py.strategies.adaevolve.state import AdaEvolveState, Paradigm
-from autoloop_py.strategies.base import StrategyContext
+from autoloop_py.strategies.base import StrategyContext, seeds_from_history
 from autoloop_py.strategies.engine import PromptInputs, entry_for
 
 log = logging.getLogger(__name__)
@@ -43,11 +44,13 @@ class EngineDecision:
       inner: the pure module's decision (island, mode, parent, context, paradigm, previous error).
       guide_reply: the guide LLM's reply text this iteration installed ideas from (None: no guide call).
       attempt: the attempts of the iteration so far, this one included (1 + retries after errors).
+      as_is: the Target is evaluated as it is and seeds the islands (a program with history and no Population).
     """
 
     inner: adaevolve.AdaEvolveDecision
     guide_reply: str | None = None
     attempt: int = 1
+    as_is: bool = False
 
     @property
     def operator(self) -> str:
@@ -74,11 +77,18 @@ class AdaEvolveEngine:
     """The runner's view of AdaEvolve."""
 
     name = "adaevolve"
+    # The solution prompt has its own "Evaluator feedback" slot (strategies.md: evaluator feedback after the context).
+    evaluator_feedback = "slot"
     # Novelty, admission and migration compare the code of every archive member, folded or not.
     needs_all_code = True
 
-    def __init__(self, config: AdaEvolveConfig, program: Program, prompts_dir: Path, state_path: str) -> None:
+    def __init__(
+        self, config: AdaEvolveConfig, program: Program, prompts_dir: Path, state_path: str, problem: str = "",
+        notes: tuple[str, ...] = (),
+    ) -> None:
         self.config = config
+        self.problem = problem
+        self.notes = notes
         self.program = program
         self.prompts_dir = prompts_dir
         self.state_path = state_path
@@ -94,7 +104,8 @@ class AdaEvolveEngine:
             return None
         best = _best_candidate(state, population, self.config)
         prompt = adaevolve_prompt.render_guide_prompt(
-            self.config, program=self.program, best=best, tried=state.tried, framing=self._framing(PARADIGM_FRAMING)
+            self.config, program=self.program, best=best, tried=state.tried, framing=self._framing(PARADIGM_FRAMING),
+            problem=self.problem, notes=self.notes,
         )
         try:
             reply = guide(prompt)
@@ -126,7 +137,15 @@ class AdaEvolveEngine:
             island = slots.slot_islands(state, slot, first, self.config, sources)[-1]
             state = dataclasses.replace(state, current_island=island)
         inner = adaevolve.decide(state, population.candidates, self.config, rng)
+        if seeds_from_history(context):
+            reason = ("the program has history but no Population yet: its current best is evaluated as it is, "
+                      "seeds island 0 and is copied to the other islands")
+            return EngineDecision(dataclasses.replace(inner, reason=reason), guide_reply, as_is=True)
         return EngineDecision(inner, guide_reply)
+
+    def evaluates_as_is(self, decision: EngineDecision) -> bool:
+        """Returns whether the decision seeds the islands with the Target as it is (a program with history)."""
+        return decision.as_is
 
     def retry(self, decision: EngineDecision, error: str) -> EngineDecision | None:
         """Returns the next attempt after a failed one (same island, mode and parent; the error shown), or None.
@@ -151,7 +170,8 @@ class AdaEvolveEngine:
         """Returns the AdaEvolve solution prompt."""
         return adaevolve_prompt.render_prompt(
             decision.inner, self.config, program=inputs.program, files=inputs.files, framing=inputs.framing,
-            best_metric=inputs.best, steering=inputs.steering,
+            best_metric=inputs.best, steering=inputs.steering, problem=self.problem,
+            feedback="\n\n".join(inputs.feedback),
         )
 
     def candidate(
@@ -226,4 +246,6 @@ def build(program: Program, playbook: Playbook, root: Path) -> AdaEvolveEngine:
     """Returns the engine of a program's customised AdaEvolve playbook and its `code/config.yaml`."""
     config = parse_adaevolve_config(playbook, load_config_yaml(program, root), program.direction)
     prompts = root / playbook.path.parent / "prompts"
-    return AdaEvolveEngine(config, program, prompts, f"{program.name}.md")
+    notes = (labelled_line(playbook.text, "tuning notes"), opening_paragraph(playbook.text, "island presets"))
+    return AdaEvolveEngine(config, program, prompts, f"{program.name}.md", problem_framing(playbook.text),
+                           tuple(n for n in notes if n))

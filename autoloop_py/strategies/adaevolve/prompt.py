@@ -102,6 +102,7 @@ class AdaEvolvePromptView:
     include: tuple[str, ...]
     exclude: tuple[str, ...]
     example_path: str
+    problem: str = ""
 
     @property
     def evolve(self) -> bool:
@@ -119,6 +120,7 @@ def render_prompt(
     best_metric: float | None,
     steering: Steering = Steering(),
     feedback: str = "",
+    problem: str = "",
 ) -> str:
     """Returns an attempt's solution prompt: mode label, parent, context, paradigm, siblings, previous error."""
     base = prompt_view(PromptContext(program=program, files=files, best_metric=best_metric, iteration=0))
@@ -136,6 +138,7 @@ def render_prompt(
         diff=config.diff_based_generation,
         data=tuple(steering_blocks(steering)),
         files=base.files, include=base.include, exclude=base.exclude, example_path=base.example_path,
+        problem=problem,
     )
     return render("adaevolve_prompt.md.j2", view=view)
 
@@ -149,11 +152,15 @@ def render_guide_prompt(
     framing: str,
     evaluator: str = "",
     feedback: str = "",
+    problem: str = "",
+    notes: Sequence[str] = (),
 ) -> str:
     """Returns the guide LLM's prompt asking for `paradigm_num_to_generate` breakthrough ideas as JSON."""
     view = {
         "program": program.name,
         "goal": program.goal.strip(),
+        "problem": problem,
+        "notes": [n for n in notes if n],
         "metric": program.evaluation.metric if program.evaluation else None,
         "direction": program.direction,
         "best": None if best is None else program_view(best),

@@ -11,6 +11,7 @@ from typing import Any, Mapping
 from autoloop_py import markdown as md
 from autoloop_py.errors import ProgramError
 from autoloop_py.program.playbook import Playbook
+from autoloop_py.strategies.alphaevolve.features import ISLANDS, LINES, FeatureDimension, parse_dimensions
 
 DEFAULT_WEIGHTS = (
     ("exploitation", Fraction("0.50")),
@@ -20,6 +21,7 @@ DEFAULT_WEIGHTS = (
 )
 DEFAULT_DIMENSIONS = ("approach_family", "code_complexity")
 DEFAULT_THRESHOLDS = (40, 100)
+DEFAULT_FEATURES = (FeatureDimension("approach_family", ISLANDS), FeatureDimension("code_complexity", LINES))
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,9 @@ class AlphaEvolveConfig:
       complexity_thresholds: (small_below, large_above) line counts: L < 40 small, 40..100 medium, > 100 large.
       diff_style: "full_rewrite" or "minimal_diff".
       validity_checks: the playbook's cheap invariants, shown in the prompt.
+      dimensions: the two dimensions: the island, the line count, or an evaluator metric binned by its running range.
+      weights_note: the playbook's note on its operator weights (the parentheses after "using these weights").
+      islands_note: the playbook's note on its islands (the parentheses after "**Islands** for this program").
     """
 
     islands: tuple[Island, ...]
@@ -60,6 +65,9 @@ class AlphaEvolveConfig:
     complexity_thresholds: tuple[int, int] = DEFAULT_THRESHOLDS
     diff_style: str = "full_rewrite"
     validity_checks: tuple[str, ...] = field(default_factory=tuple)
+    dimensions: tuple[FeatureDimension, FeatureDimension] = DEFAULT_FEATURES
+    weights_note: str = ""
+    islands_note: str = ""
 
 
 # --- parsing the customised playbook -----------------------------------------------------------
@@ -70,7 +78,8 @@ MIN_ISLANDS, MAX_ISLANDS = 3, 6
 _RATIO_KEYS = {f"{name}_ratio": name for name in OPERATOR_NAMES}
 _ISLAND_RE = re.compile(r"^Island\s+(\d+)\s*[—–-]+\s*(.+?)\s*:\s*(.*)$", re.DOTALL)
 _INT_RE = re.compile(r"\d+")
-_CODESPAN_RE = re.compile(r"`([^`]+)`")
+_WEIGHTS_NOTE_RE = re.compile(r"using these weights\s*\(", re.IGNORECASE)
+_ISLANDS_NOTE_RE = re.compile(r"\*\*Islands\*\*[^(\n]*\(")
 
 
 def parse_alphaevolve_config(playbook: Playbook, overrides: Mapping[str, Any] | None = None) -> AlphaEvolveConfig:
@@ -79,16 +88,19 @@ def parse_alphaevolve_config(playbook: Playbook, overrides: Mapping[str, Any] | 
     items = _list_items(text)
     population, population_line = _bullet_int(items, "population cap", 40, path)
     archive, archive_line = _bullet_int(items, "elite archive", 10, path)
-    dimensions, thresholds = _dimensions(text, items, path)
+    dimensions, thresholds = parse_dimensions(text, items, path, DEFAULT_THRESHOLDS)
     config = AlphaEvolveConfig(
         islands=_islands(items, path),
         operator_weights=_weights(text, path),
         population_size=population,
         archive_size=archive,
-        feature_dimensions=dimensions,
+        feature_dimensions=(dimensions[0].name, dimensions[1].name),
         complexity_thresholds=thresholds,
+        dimensions=dimensions,
         diff_style=_diff_style(text),
         validity_checks=_validity_checks(text),
+        weights_note=_note_after(text, _WEIGHTS_NOTE_RE),
+        islands_note=_note_after(text, _ISLANDS_NOTE_RE),
     )
     config_path = playbook.program_dir / "code" / "config.yaml"
     config = apply_overrides(config, overrides or {}, config_path)
@@ -191,43 +203,13 @@ def _bullet_int(items: list[tuple[str, int]], label: str, default: int, path: Pa
     return default, None
 
 
-def _dimensions(text: str, items: list[tuple[str, int]], path: Path) -> tuple[tuple[str, str], tuple[int, int]]:
-    """Returns the two feature dimension names and the complexity thresholds of the Dimension 2 bullet."""
-    lines = text.splitlines()
-    names = list(DEFAULT_DIMENSIONS)
-    thresholds = DEFAULT_THRESHOLDS
-    for item, line in items:
-        for index in (0, 1):
-            if item.lower().startswith(f"dimension {index + 1}"):
-                names[index] = _dimension_name(item, lines[line])
-                if index == 1:
-                    thresholds = _thresholds(item, path, line + 1) or thresholds
-    return (names[0], names[1]), thresholds
-
-
-def _dimension_name(item: str, raw: str) -> str:
-    """Returns the backticked name on the bullet's line, else the text between the dash and the colon."""
-    span = _CODESPAN_RE.search(raw)
-    if span:
-        return span.group(1).strip()
-    head = item.split(":", 1)[0]
-    return re.split(r"[—–-]", head, maxsplit=1)[-1].strip()
-
-
-def _thresholds(item: str, path: Path, line: int) -> tuple[int, int] | None:
-    """Returns the two distinct numbers after `threshold` (or the colon), e.g. `<40 / 40–100 / >100` → (40, 100)."""
-    lowered = item.lower()
-    at = lowered.find("threshold")
-    segment = item[at:] if at != -1 else item.split(":", 1)[-1]
-    numbers = sorted({int(n) for n in _INT_RE.findall(segment)})
-    if not numbers:
-        return None
-    if len(numbers) != 2:
-        raise ProgramError(
-            f"the Dimension 2 threshold names {len(numbers)} distinct numbers; give two, as in `<40 / 40–100 / >100`",
-            path, line,
-        )
-    return numbers[0], numbers[1]
+def _note_after(text: str, pattern: re.Pattern[str]) -> str:
+    """Returns the parenthesized note that follows pattern's match, whitespace collapsed ('' without one)."""
+    found = pattern.search(text)
+    if found is None:
+        return ""
+    note = " ".join(_parenthesized(text[found.end() - 1 :]).split())
+    return "" if "<CUSTOMIZE" in note else note
 
 
 def _diff_style(text: str) -> str:

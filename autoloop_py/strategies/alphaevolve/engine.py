@@ -10,9 +10,11 @@ from typing import Any, Mapping
 
 from autoloop_py.program.model import Program
 from autoloop_py.program.playbook import Playbook, load_config_yaml
+from autoloop_py.program.playbook_notes import problem_framing
 from autoloop_py.state import file as statefile
 from autoloop_py.state import population as pop
 from autoloop_py.strategies.alphaevolve import prompt as alphaevolve_prompt
+from autoloop_py.strategies.alphaevolve import features
 from autoloop_py.strategies.alphaevolve import strategy as alphaevolve
 from autoloop_py.strategies.alphaevolve.config import AlphaEvolveConfig, parse_alphaevolve_config
 from autoloop_py.strategies.base import Decision, StrategyContext
@@ -26,13 +28,18 @@ class AlphaEvolveEngine:
 
     name = "alphaevolve"
 
-    def __init__(self, config: AlphaEvolveConfig) -> None:
+    def __init__(self, config: AlphaEvolveConfig, problem: str = "") -> None:
         self.config = config
+        self.problem = problem
         self._engine = alphaevolve.AlphaEvolve(config)
 
     def decide(self, population: pop.Population, context: StrategyContext, rng: random.Random) -> Decision:
         """Returns the operator, parents and island (strategies.md §1.2)."""
         return self._engine.decide(context, rng)
+
+    def evaluates_as_is(self, decision: Decision) -> bool:
+        """Returns whether the decision seeds the Population with the Target as it is (a program with history)."""
+        return decision.as_is
 
     def with_parents(self, decision: Decision, parents: tuple[pop.Candidate, ...]) -> Decision:
         """Returns the decision with parents replaced."""
@@ -53,6 +60,7 @@ class AlphaEvolveEngine:
             best_metric=inputs.best,
             direction=inputs.program.direction,
             steering=inputs.steering,
+            problem=self.problem,
         )
 
     def candidate(
@@ -75,9 +83,24 @@ class AlphaEvolveEngine:
         iteration: int,
         rng: random.Random,
     ) -> tuple[pop.Population, pop.Candidate]:
-        """Appends the candidate and evicts past the cap (never a cell's best nor an elite)."""
-        candidate = dataclasses.replace(candidate, id=population.next_id)
+        """Appends the candidate in its feature cell and evicts past the cap (never a cell's best nor an elite).
+
+        A metric dimension's bin comes from the evaluation's metrics and the running range, which the
+        Population's Strategy State block keeps.
+        """
+        ranges = features.updated_ranges(features.parse_ranges(population.strategy_state), self.config.dimensions,
+                                         metrics)
+        for dimension in self.config.dimensions:
+            if dimension.kind == features.METRIC and features.metric_value(metrics, dimension.name) is None:
+                log.warning("the feature dimension `%s` is no numeric metric of this evaluation (it printed %s); "
+                            "the cell says n/a: name a metric the evaluator prints", dimension.name,
+                            ", ".join(sorted(metrics)) or "none")
+        island = alphaevolve.find_island(self.config, candidate.island)
+        cell = alphaevolve.cell_for(island, candidate.code or "", self.config, metrics, ranges)
+        candidate = dataclasses.replace(candidate, id=population.next_id, cell=cell)
         population = pop.add_candidate(population, candidate)
+        if ranges:
+            population = pop.with_strategy_state(population, features.render_ranges(ranges))
         population, evicted = pop.evict(population, self.config.population_size, self.config.archive_size, direction)
         if evicted:
             log.info("evicted candidate(s) %s", ", ".join(str(c.id) for c in evicted))
@@ -92,4 +115,5 @@ class AlphaEvolveEngine:
 
 def build(program: Program, playbook: Playbook, root: Path) -> AlphaEvolveEngine:
     """Returns the AlphaEvolve engine configured by the program's playbook and config.yaml."""
-    return AlphaEvolveEngine(parse_alphaevolve_config(playbook, load_config_yaml(program, root)))
+    config = parse_alphaevolve_config(playbook, load_config_yaml(program, root))
+    return AlphaEvolveEngine(config, problem_framing(playbook.text))

@@ -67,6 +67,7 @@ class AlphaEvolvePromptView:
     Attributes:
       program: the program's name.
       goal: the Goal text.
+      problem: the playbook's Problem framing ('' when it has none).
       metric: the metric's name (None when unconfigured).
       direction: 'higher' or 'lower'.
       best: the current best metric as text, or None.
@@ -77,6 +78,8 @@ class AlphaEvolvePromptView:
       islands: every island, configured and opened, with the child's marked.
       framing_name: the framing file's name under strategy/prompts/.
       framing: its text; framing_fence: a fence it cannot close.
+      weights: the operator weights as shown ("exploitation 0.5 · …"); weights_note, islands_note: the playbook's
+        notes on its weights and islands ('' without one).
       validity_checks: the playbook's cheap invariants.
       full_rewrite: the playbook's diff style is a full rewrite of the evolve block.
       name_new_island: the child opens an island the playbook does not list, so the reply must name it.
@@ -92,6 +95,7 @@ class AlphaEvolvePromptView:
     direction: str
     best: str | None
     decision: Decision
+    problem: str
     child_island: str
     mutation: bool
     parents: tuple[ParentView, ...]
@@ -99,6 +103,9 @@ class AlphaEvolvePromptView:
     framing_name: str
     framing: str
     framing_fence: str
+    weights: str
+    weights_note: str
+    islands_note: str
     validity_checks: tuple[str, ...]
     full_rewrite: bool
     name_new_island: bool
@@ -129,6 +136,7 @@ def render_prompt(
     best_metric: float | None,
     direction: str,
     steering: Steering = Steering(),
+    problem: str = "",
 ) -> str:
     """Returns the AlphaEvolve iteration prompt: the decision, parents' code, framing, islands and reply format."""
     # The iteration number is not shown: the decision already says what this iteration does.
@@ -140,6 +148,7 @@ def render_prompt(
         direction=direction,
         best=base.best,
         decision=decision,
+        problem=problem,
         child_island=_island_text(decision.island, config),
         mutation=decision.operator not in TWO_PARENT_OPERATORS,
         parents=_parent_views(decision, config),
@@ -147,6 +156,9 @@ def render_prompt(
         framing_name=framing_file(decision.operator),
         framing=_with_newline(framing.strip()),
         framing_fence=fence_for(framing),
+        weights=" · ".join(f"{name} {float(weight):g}" for name, weight in config.operator_weights),
+        weights_note=config.weights_note,
+        islands_note=config.islands_note,
         validity_checks=config.validity_checks,
         full_rewrite=config.diff_style != "minimal_diff",
         name_new_island=_opens_unlisted_island(decision, config),

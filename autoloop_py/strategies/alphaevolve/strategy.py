@@ -14,13 +14,12 @@ from autoloop_py.state.population import (
     OPERATORS,
     Candidate,
     cell_of,
-    complexity_bucket,
-    evolved_lines,
     oriented,
 )
 from autoloop_py.strategies.alphaevolve.config import AlphaEvolveConfig, Island
+from autoloop_py.strategies.alphaevolve.features import FeatureRange, bucket
 from autoloop_py.strategies.alphaevolve.slots import home_island, home_parents
-from autoloop_py.strategies.base import Decision, DrawRecorder, StrategyContext, UniformSource
+from autoloop_py.strategies.base import Decision, DrawRecorder, StrategyContext, UniformSource, seeds_from_history
 
 logger = logging.getLogger(__name__)
 
@@ -29,6 +28,9 @@ REVISIT_NOTE = (
     "that no population member has applied yet."
 )
 TWO_PARENT_OPERATORS = ("crossover", "migration")
+SEED_OPERATOR = "seed"
+SEED_REASON = ("the program has history but no Population yet: its current best is evaluated as it is "
+               "and becomes the first member")
 Weights = Union[Sequence[tuple[str, Fraction]], Mapping[str, Fraction]]
 _Scored = tuple[float, Candidate]
 
@@ -46,6 +48,9 @@ class AlphaEvolve:
     def decide(self, context: StrategyContext, rng: random.Random) -> Decision:
         """Returns this iteration's operator, parents and child island (§1.2 steps 1–3)."""
         draws = DrawRecorder(rng)
+        if seeds_from_history(context):
+            first = self.config.islands[0].index if self.config.islands else 0
+            return Decision(SEED_OPERATOR, SEED_REASON, (), first, True, as_is=True)
         population = tuple(sorted(context.population, key=lambda c: c.id, reverse=True))
         chosen = override(population, context.recent_statuses, self.config.islands)
         if chosen is None:
@@ -279,8 +284,21 @@ def find_island(config: AlphaEvolveConfig, index: int | None) -> Island | None:
     return next((i for i in config.islands if i.index == index), None)
 
 
-def cell_for(island: Island | None, code: str, config: AlphaEvolveConfig) -> tuple[str, str]:
-    """Returns the MAP-Elites cell (island name, complexity bucket of the evolved code's lines) (§1.2 step 4)."""
-    name = island.name if island is not None else "unassigned"
-    return name, complexity_bucket(evolved_lines(code), config.complexity_thresholds)
+def cell_for(
+    island: Island | None,
+    code: str,
+    config: AlphaEvolveConfig,
+    metrics: Mapping[str, object] | None = None,
+    ranges: Mapping[str, FeatureRange] | None = None,
+) -> tuple[str, str]:
+    """Returns the MAP-Elites cell on the playbook's two dimensions (§1.2 step 4).
 
+    Each is the island's name, the evolved code's line-count bucket, or the bin of an evaluator metric in
+    its running range (ranges, this candidate's value included).
+    """
+    name = island.name if island is not None else "unassigned"
+    first, second = (
+        bucket(dimension, name, code, config.complexity_thresholds, metrics or {}, ranges or {})
+        for dimension in config.dimensions
+    )
+    return first, second

@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping
 
 from autoloop_py.program.model import Program
 from autoloop_py.program.playbook import Playbook, load_config_yaml
+from autoloop_py.program.playbook_notes import labelled_line, problem_framing
 from autoloop_py.state import file as statefile
 from autoloop_py.state import population as pop
 from autoloop_py.strategies.base import StrategyContext
@@ -61,8 +62,13 @@ class EvoXEngine:
     # A strategy replays every evaluated program, so each one's code must be at hand.
     needs_all_code = True
 
-    def __init__(self, config: EvoXConfig, program: Program, root: Path, prompts_dir: Path, state_path: str) -> None:
+    def __init__(
+        self, config: EvoXConfig, program: Program, root: Path, prompts_dir: Path, state_path: str, problem: str = "",
+        notes: tuple[str, ...] = (),
+    ) -> None:
         self.config = config
+        self.problem = problem
+        self.notes = notes
         self.program = program
         self.root = root
         self.prompts_dir = prompts_dir
@@ -92,7 +98,8 @@ class EvoXEngine:
         wanted = state.labels in ("pending", "default") and self.config.auto_generate_variation_operators
         if guide is None or not wanted:
             return None
-        prompt = render_labels_prompt(self.program, self._evaluator_source(), self._framing(OPERATORS_FRAMING))
+        prompt = render_labels_prompt(self.program, self._evaluator_source(), self._framing(OPERATORS_FRAMING),
+                                      self.problem)
         try:
             reply = guide(prompt)
         except Exception as err:  # litellm raises provider-specific types; a failed call must not stop the run
@@ -126,7 +133,8 @@ class EvoXEngine:
             prompt = render_meta_prompt(
                 scored, self.config, program=self.program, population=population.candidates,
                 parent=scored.strategy(parent), references=[scored.strategy(i) for i in references],
-                framing=self._framing(META_FRAMING), problems=problems,
+                framing=self._framing(META_FRAMING), problems=problems, problem=self.problem,
+                notes=self.notes,
             )
             try:
                 reply = guide(prompt)
@@ -192,6 +200,7 @@ class EvoXEngine:
         return render_prompt(
             decision, self.config, program=inputs.program, population=inputs.population.candidates,
             files=inputs.files, framing=inputs.framing, best_metric=inputs.best, steering=inputs.steering,
+            problem=self.problem,
         )
 
     def candidate(
@@ -279,4 +288,5 @@ def build(program: Program, playbook: Playbook, root: Path) -> EvoXEngine:
     config = parse_evox_config(playbook, load_config_yaml(program, root), program.direction)
     config = replace(config, initial_code=evox_sandbox.initial_strategy())
     prompts = root / playbook.path.parent / "prompts"
-    return EvoXEngine(config, program, root, prompts, f"{program.name}.md")
+    notes = tuple(n for n in (labelled_line(playbook.text, "tuning notes"),) if n)
+    return EvoXEngine(config, program, root, prompts, f"{program.name}.md", problem_framing(playbook.text), notes)

@@ -94,6 +94,7 @@ class SolutionView:
     exclude: tuple[str, ...]
     example_path: str
     evolve: bool
+    problem: str = ""
 
 
 # ---------------------------------------------------------------- the solution prompt
@@ -109,6 +110,7 @@ def render_prompt(
     framing: str,
     best_metric: float | None,
     steering: Steering = Steering(),
+    problem: str = "",
 ) -> str:
     """Returns the solution prompt: previous attempts, context programs, then the labelled current solution."""
     base = prompt_view(PromptContext(program=program, files=files, best_metric=best_metric, iteration=0))
@@ -123,7 +125,7 @@ def render_prompt(
         error=_error_block(decision.previous_error),
         framing=_with_newline(framing.strip()), framing_fence=fence_for(framing), diff=config.diff_based_generation,
         data=tuple(steering_blocks(steering)), files=base.files, include=base.include,
-        exclude=base.exclude, example_path=base.example_path, evolve=base.evolve,
+        exclude=base.exclude, example_path=base.example_path, evolve=base.evolve, problem=problem,
     )
     return render("evox_prompt.md.j2", view=view)
 
@@ -174,11 +176,11 @@ def label_texts(diverge: Sequence[str] = (), refine: Sequence[str] = (), source:
     )
 
 
-def render_labels_prompt(program: Program, evaluator: str, framing: str) -> str:
+def render_labels_prompt(program: Program, evaluator: str, framing: str, problem: str = "") -> str:
     """Returns the guide LLM's request for DIVERGE and REFINE examples for this problem."""
     evaluator = _with_newline(evaluator.strip())
     view = {
-        "program": program.name, "goal": program.goal.strip(),
+        "program": program.name, "goal": program.goal.strip(), "problem": problem,
         "metric": program.evaluation.metric if program.evaluation else None, "direction": program.direction,
         "evaluator": evaluator, "evaluator_fence": fence_for(evaluator),
         "framing": _with_newline(framing.strip()), "framing_fence": fence_for(framing),
@@ -216,11 +218,13 @@ def render_meta_prompt(
     references: Sequence[StrategyRecord],
     framing: str,
     problems: Sequence[str] = (),
+    problem: str = "",
+    notes: Sequence[str] = (),
 ) -> str:
     """Returns the meta LLM's request for a full rewrite of the strategy that scores J best so far."""
     view = {
-        "program": program.name, "goal": program.goal.strip(), "direction": program.direction,
-        "metric": program.evaluation.metric if program.evaluation else None,
+        "program": program.name, "goal": program.goal.strip(), "direction": program.direction, "problem": problem,
+        "notes": [n for n in notes if n], "metric": program.evaluation.metric if program.evaluation else None,
         "horizon": state.switch_interval, "threshold": config.improvement_threshold,
         "num_context": config.num_context_programs, "allowed": ALLOWED_MODULES,
         "start": _raw_text(state.window_start_score, config.direction),

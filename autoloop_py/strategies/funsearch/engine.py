@@ -19,6 +19,7 @@ from typing import Any, Mapping
 
 from autoloop_py.program.model import Program
 from autoloop_py.program.playbook import Playbook, load_config_yaml
+from autoloop_py.program.playbook_notes import problem_framing
 from autoloop_py.program.regions import primary_target
 from autoloop_py.render import render
 from autoloop_py.state import file as statefile
@@ -81,11 +82,15 @@ class FunSearchEngine:
     """The runner's view of FunSearch."""
 
     name = "funsearch"
+    # DeepMind's prompt is the versions alone: no evaluator feedback, as in the reference.
+    evaluator_feedback = "none"
 
     def __init__(
-        self, config: FunSearchConfig, primary: str, state_path: str = "state.md", seed: int | None = None
+        self, config: FunSearchConfig, primary: str, state_path: str = "state.md", seed: int | None = None,
+        problem: str = "",
     ) -> None:
         self.config = config
+        self.problem = problem
         self.primary = primary
         self.state_path = state_path
         self.seed = seed
@@ -121,7 +126,8 @@ class FunSearchEngine:
         # The seed has no versions yet: it is prompted with the Target's own function as v0.
         inner = dataclasses.replace(decision.inner, mode=fs.SAMPLE)
         text = funsearch_prompt.render_prompt(
-            inner, self.config, program=inputs.program, specification=inputs.framing, current=current
+            inner, self.config, program=inputs.program, specification=inputs.framing, current=current,
+            problem=self.problem,
         )
         versions = len(inner.picks) or 1
         body = text.split(_REPLY_HEADING, 1)[0].rstrip("\n")
@@ -225,4 +231,5 @@ def _code_hash_of(candidate: pop.Candidate) -> str | None:
 def build(program: Program, playbook: Playbook, root: Path) -> FunSearchEngine:
     """Returns the engine of a program whose playbook is FunSearch's."""
     config = parse_funsearch_config(playbook, load_config_yaml(program, root), program.direction)
-    return FunSearchEngine(config, primary_target(program, root), f"{program.name}.md", program.config.seed)
+    return FunSearchEngine(config, primary_target(program, root), f"{program.name}.md", program.config.seed,
+                           problem_framing(playbook.text))

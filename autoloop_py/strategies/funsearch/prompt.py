@@ -31,6 +31,7 @@ class FunSearchPromptView:
       earlier: the names of the versions shown (f_v0 … f_v{k−1}).
       code: the versions and the header of f_vk; code_fence: a fence it cannot close.
       from_target: no chosen version had the function, so the Target's own function is shown as v0.
+      problem: the playbook's Problem framing ('' when it has none).
     """
 
     program: str
@@ -45,10 +46,12 @@ class FunSearchPromptView:
     code: str
     code_fence: str
     from_target: bool
+    problem: str = ""
 
 
 def render_prompt(
-    decision: FunSearchDecision, config: FunSearchConfig, *, program: Program, specification: str, current: str
+    decision: FunSearchDecision, config: FunSearchConfig, *, program: Program, specification: str, current: str,
+    problem: str = "",
 ) -> str:
     """Returns the FunSearch prompt for a `sample` decision; current is the Target's evolved code as it is now."""
     if decision.mode != SAMPLE:
@@ -71,6 +74,7 @@ def render_prompt(
         code=code,
         code_fence=fence_for(code),
         from_target=from_target,
+        problem=problem,
     )
     return render("funsearch_prompt.md.j2", view=view)
 

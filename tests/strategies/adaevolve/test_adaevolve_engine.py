@@ -276,3 +276,29 @@ def test_a_broken_state_row_is_reported_at_its_line_in_the_state_file(tmp_path: 
     with pytest.raises(StateError) as again:
         strategy.guide_wanted(runner, state)
     assert again.value.line == at + 1
+
+
+def test_a_program_with_history_seeds_the_islands_with_its_current_best(tmp_path: Path) -> None:
+    engine = _engine(tmp_path)
+    empty = pop.empty_population("AdaEvolve")
+    history = replace(_context(empty), recent_statuses=("accepted",), best_metric=0.6, iteration=4)
+    decision = engine.decide(empty, history, random.Random(1))
+    assert engine.evaluates_as_is(decision) and decision.parents == ()
+    assert decision.reason.startswith("the program has history but no Population yet")
+    child = engine.candidate(decision, _record(metric=0.6), "x = 1\n", "the unchanged Target", 4, "python")
+    population, seeded = engine.record(empty, child, decision, {"score": 0.6}, direction="higher", iteration=4,
+                                       rng=random.Random(1))
+    assert seeded.fitness == 0.6 and archive_status(seeded) == "admitted"
+    assert {c.island for c in population.candidates} == set(range(CONFIG.num_islands))
+    assert not engine.evaluates_as_is(engine.decide(empty, _context(empty), random.Random(1)))
+
+
+def test_the_guide_prompt_carries_the_problem_framing_and_the_settings_notes(tmp_path: Path) -> None:
+    (tmp_path / "paradigm.md").write_text("PARADIGM FRAMING\n", encoding="utf-8")
+    engine = AdaEvolveEngine(CONFIG, _program(), tmp_path, "fm.md", "FRAMING: minimise f.",
+                             ("NOTE: evaluations take a second",))
+    prompts: list[str] = []
+    engine.refresh(_stagnant(), lambda prompt: prompts.append(prompt) or "[]")
+    assert len(prompts) == 1
+    assert "## Problem framing\n\nFRAMING: minimise f.\n" in prompts[0]
+    assert "- NOTE: evaluations take a second\n" in prompts[0]

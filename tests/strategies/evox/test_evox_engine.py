@@ -336,3 +336,18 @@ def test_a_hand_edit_that_imports_os_is_refused_and_the_previous_strategy_runs(t
     assert reply is not None and reply.edit is not None and any("os" in p for p in reply.edit.problems)
     decision = engine.decide(population, _context(population), random.Random(1), guide_reply=reply)
     assert decision.state.strategy(1).status == "failed-validation" and decision.strategy_id == 0
+
+
+def test_the_label_meta_and_solution_prompts_carry_the_problem_framing(tmp_path: Path) -> None:
+    plain = _engine(tmp_path)
+    engine = EvoXEngine(CONFIG, plain.program, tmp_path, plain.prompts_dir, "fm.md", "FRAMING: minimise f.",
+                        ("NOTE: runs are short",))
+    guide = Guide()
+    engine.refresh(_population(2), guide)
+    engine.refresh(_population(2, _stagnant()), guide)
+    assert len(guide.prompts) >= 2
+    assert all("FRAMING: minimise f." in prompt for prompt in guide.prompts)
+    assert "- NOTE: runs are short\n" in guide.prompts[-1]
+    population = _population(2)
+    decision = engine.decide(population, _context(population), random.Random(1))
+    assert "## Problem framing\n\nFRAMING: minimise f.\n" in engine.prompt(decision, _inputs(engine, {}, 0.3, population))

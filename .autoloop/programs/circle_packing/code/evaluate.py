@@ -1,6 +1,10 @@
-"""Validates the packing from `packing.py` and prints one JSON object.
+"""Validates the packing from `packing.py` and reports one JSON object.
 
-Do not modify: the loop compares candidates by this file's output.
+The report goes to the file $AUTOLOOP_RESULT names (candidate code printing a score of its own changes
+nothing), or to stdout when run by hand. An invalid packing is a rejected candidate scoring 0, with the
+violated constraint as `error` and `feedback`; a candidate that crashes is an error (exit 1).
+With AUTOLOOP_STAGE=1 (the program's cheap first stage) it only checks that the packing is valid.
+Do not modify: the loop compares candidates by this file's report.
 """
 
 from __future__ import annotations
@@ -8,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -58,23 +63,53 @@ def validate(centers: list[tuple[float, ...]], radii: list[float]) -> None:
                 raise InvalidPacking(f"circles {i} and {j} overlap by {radii[i] + radii[j] - gap:.3g}")
 
 
-def measure(module: ModuleType) -> dict[str, Any]:
-    """Returns the metrics of the module's packing, or raises on an invalid one."""
+def valid_packing(module: ModuleType) -> tuple[list[tuple[float, ...]], list[float]]:
+    """Returns the module's centres and radii; raises InvalidPacking for an invalid packing."""
     centers = as_floats(module.construct_packing(), 2, "centres")
     radii = [r for (r,) in as_floats(module.compute_max_radii(centers), 1, "radii")]
     validate(centers, radii)
+    return centers, radii
+
+
+def measure(module: ModuleType) -> dict[str, Any]:
+    """Returns the metrics and feedback of the module's packing; raises InvalidPacking for an invalid one."""
+    if os.environ.get("AUTOLOOP_STAGE") == "1":  # the validity stage: pass/fail, no score
+        valid_packing(module)
+        return {"validity": 1.0, "feedback": "valid packing"}
+    centers, radii = valid_packing(module)
     total = sum(radii)
-    return {"combined_score": round(total / BEST_KNOWN, 6), "sum_radii": round(total, 6), "validity": 1.0}
+    smallest = min(range(CIRCLES), key=lambda i: radii[i])
+    return {
+        "combined_score": round(total / BEST_KNOWN, 6), "sum_radii": round(total, 6), "validity": 1.0,
+        "feedback": (f"valid packing: sum of radii {total:.6f} ({total / BEST_KNOWN:.2%} of the best known "
+                     f"{BEST_KNOWN}); the smallest circle is {smallest} (radius {radii[smallest]:.4f})"),
+    }
+
+
+def report(metrics: dict[str, Any]) -> None:
+    """Writes the report where the runner reads it and ends the process (no atexit handler of the candidate runs)."""
+    path = os.environ.get("AUTOLOOP_RESULT")
+    if not path:
+        print(json.dumps(metrics))
+        return
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(metrics, handle)
+    sys.stdout.flush()
+    os._exit(1 if "validity" not in metrics else 0)
 
 
 def main() -> int:
-    """Prints the metrics (or an error) as the last line of stdout; returns the exit status."""
+    """Reports the metrics, a rejection (invalid packing) or an error (a crash); returns the exit status."""
     try:
         metrics = measure(load_packing())
-    except Exception as err:  # an invalid or crashing candidate is an error, never a score of 0
-        print(json.dumps({"error": f"{type(err).__name__}: {err}", "validity": 0.0}))
+    except InvalidPacking as err:  # a poor candidate, as upstream scores it: 0, with the constraint it broke
+        metrics = {"combined_score": 0.0, "validity": 0.0, "error": str(err),
+                   "feedback": f"invalid packing, rejected: {err}; every circle must lie in the unit square, "
+                               "no two may overlap, no radius may be negative"}
+    except Exception as err:  # a crashing candidate is an error, never a score of 0
+        report({"error": f"{type(err).__name__}: {err}"})
         return 1
-    print(json.dumps(metrics))
+    report(metrics)
     return 0
 
 

@@ -1,7 +1,8 @@
-"""Scores `search.py` on f(x, y) over ten seeded trials and prints one JSON object.
+"""Scores `search.py` on f(x, y) over ten seeded trials and reports one JSON object.
 
 Deterministic: trial t uses random.Random(1000 + t), so the same search always scores the same.
-Do not modify: the loop compares candidates by this file's output.
+The report goes to the file $AUTOLOOP_RESULT names (stdout when run by hand), with the best point found
+as `feedback`. Do not modify: the loop compares candidates by this file's report.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import os
 import random
 import sys
 from pathlib import Path
@@ -40,6 +42,12 @@ def load_search() -> ModuleType:
 
 def run_trial(module: ModuleType, trial: int) -> tuple[float, float]:
     """Returns the (value, distance) of the point that one seeded search run returns."""
+    _, value, distance = run_trial_point(module, trial)
+    return value, distance
+
+
+def run_trial_point(module: ModuleType, trial: int) -> tuple[tuple[float, float], float, float]:
+    """Returns the point that one seeded search run returns, its value and its distance to the minimum."""
     function = module.objective
     calls = 0
 
@@ -61,7 +69,7 @@ def run_trial(module: ModuleType, trial: int) -> tuple[float, float]:
     if not all(lo - 1e-9 <= v <= hi + 1e-9 for v, (lo, hi) in zip((x, y), BOUNDS)):
         raise ValueError(f"trial {trial}: the point ({x:.4g}, {y:.4g}) lies outside the bounds {BOUNDS}")
     # Score the point, not the value the search reports about it.
-    return function(x, y), math.dist((x, y), GLOBAL_MIN)
+    return (x, y), function(x, y), math.dist((x, y), GLOBAL_MIN)
 
 
 def score(values: list[float], distances: list[float]) -> dict[str, Any]:
@@ -84,15 +92,37 @@ def score(values: list[float], distances: list[float]) -> dict[str, Any]:
     }
 
 
+def best_point(results: list[tuple[tuple[float, float], float, float]]) -> str:
+    """Returns the feedback line: the best point the trials found and how many came near the minimum."""
+    (x, y), value, distance = min(results, key=lambda result: result[1])
+    near = sum(d < RELIABLE_DISTANCE for _, _, d in results)
+    return (f"best point over {len(results)} trials: ({x:.6f}, {y:.6f}) with f = {value:.6f}, {distance:.4f} from the "
+            f"global minimum {GLOBAL_MIN} (f = {GLOBAL_MIN_VALUE}); {near} of {len(results)} trials ended within "
+            f"{RELIABLE_DISTANCE} of it")
+
+
+def report(metrics: dict[str, Any]) -> None:
+    """Writes the report where the runner reads it and ends the process (no atexit handler of the candidate runs)."""
+    path = os.environ.get("AUTOLOOP_RESULT")
+    if not path:
+        print(json.dumps(metrics))
+        return
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(metrics, handle)
+    sys.stdout.flush()
+    os._exit(1 if "combined_score" not in metrics else 0)
+
+
 def main() -> int:
-    """Prints the metrics (or an error) as the last line of stdout; returns the exit status."""
+    """Reports the metrics and the best point (or an error); returns the exit status."""
     try:
         module = load_search()
-        results = [run_trial(module, trial) for trial in range(TRIALS)]
+        results = [run_trial_point(module, trial) for trial in range(TRIALS)]
     except Exception as err:  # any failure of the candidate is an error, never a score of 0
-        print(json.dumps({"error": f"{type(err).__name__}: {err}"}))
+        report({"error": f"{type(err).__name__}: {err}"})
         return 1
-    print(json.dumps(score([v for v, _ in results], [d for _, d in results])))
+    metrics = score([v for _, v, _ in results], [d for _, _, d in results])
+    report({**metrics, "feedback": best_point(results)})
     return 0
 
 

@@ -1,0 +1,84 @@
+"""The evaluation cascade: a program's `evaluation-stages` run cheap first, each stage gating the next.
+
+A stage that fails (its command fails, reports an `error`, or misses its threshold) stops the candidate:
+later stages never start. Metrics merge in stage order; `repeats` apply to the last stage unless a stage
+sets its own. The result says which stage stopped the candidate and how long each stage ran.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, Callable, Mapping, Protocol, TypeVar
+
+from autoloop_py.program.model import Program
+from autoloop_py.program.stages import Stage, label, passes
+
+
+class StageResult(Protocol):
+    """What the cascade reads of a stage's result (loop/evaluate.EvaluationResult, a frozen dataclass)."""
+
+    @property
+    def ok(self) -> bool: ...
+    @property
+    def metric(self) -> float | None: ...
+    @property
+    def metrics(self) -> Mapping[str, Any]: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def rejection(self) -> str: ...
+    @property
+    def duration(self) -> float: ...
+
+
+Result = TypeVar("Result", bound=StageResult)
+
+
+def run_cascade(
+    program: Program, run: Callable[[str, int, int, bool], Result], repeats: int, started: float
+) -> Result:
+    """Runs the program's stages in order until one stops the candidate; returns the merged result.
+
+    run(command, repeats, stage number, need_metric) evaluates one stage ('' command: the Evaluation's).
+    """
+    """Runs the program's stages in order until one stops the candidate; returns the merged result."""
+    stages = program.config.evaluation_stages
+    merged: dict[str, Any] = {}
+    done: list[tuple[int, float, bool]] = []
+    result: Result | None = None
+    for number, stage in enumerate(stages, start=1):
+        last = number == len(stages)
+        count = stage.repeats or (repeats if last else 1)
+        result = run(stage.command, count, number, last or stage.threshold is not None)
+        merged.update(result.metrics)
+        why = "" if last else stop_reason(result, stage, program)
+        done.append((number, result.duration, not why and result.ok))
+        if why:
+            stopped = f"{label(stage, number, len(stages))}: {why}"
+            return _merged(result, merged, done, started, stopped)
+    assert result is not None
+    return _merged(result, merged, done, started, "")
+
+
+def stop_reason(result: StageResult, stage: Stage, program: Program) -> str:
+    """Returns why a stage that is not the last stops the candidate ('' when the next stage runs)."""
+    if not result.ok:
+        return result.error or "it failed"
+    if result.rejection:
+        return result.rejection
+    if not passes(result.metric, stage, program.direction):
+        metric = program.evaluation.metric if program.evaluation else "metric"
+        shown = "no metric" if result.metric is None else f"{metric} {result.metric:g}"
+        word = "at least" if program.direction != "lower" else "at most"
+        return f"{shown}, the stage needs {word} {stage.threshold:g}"
+    return ""
+
+
+def _merged(
+    result: Result, merged: dict[str, Any], done: list[tuple[int, float, bool]], started: float, stopped: str
+) -> Result:
+    """Returns the last stage's result with every stage's metrics, their runs and what stopped the candidate."""
+    return dataclasses.replace(  # type: ignore[type-var]
+        result, metrics=merged, stages=tuple(done), stopped=stopped, duration=time.monotonic() - started,
+    )

@@ -1,0 +1,267 @@
+"""End to end: the agentic workflow's state is written where GitHub Agentic Workflows saves it.
+
+gh-aw's contract, read from its compiler (github/gh-aw `pkg/workflow/repo_memory.go`, `actions/setup/js/
+push_repo_memory.cjs`): a `tools.repo-memory` entry has an id (`default` when none is given, and always
+in the object form); its branch is cloned into `/tmp/gh-aw/repo-memory/<id>` after the workflow's own
+steps; at the end of the agent job that folder alone is uploaded (hidden files such as `.git` are
+not), a later job refuses the lot if any file has an extension outside .json/.jsonl/.txt/.md/.csv,
+then copies the files that match `file-glob` (each at most `max-file-size` bytes) onto the branch,
+commits and pushes. Anything written elsewhere under /tmp/gh-aw is lost with the
+runner.
+
+The test runs that contract twice from the rendered workflow: its clone and scheduler steps, gh-aw's
+clone of the managed folder, the agent's commands (`autoloop prompt`, an edit, `autoloop record`), then
+the save. Paths under /tmp/gh-aw are mapped into the test's own folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+import yaml
+from programs import program_md
+
+from autoloop_py.cli import main
+from autoloop_py.commands.init import AGENTIC_WORKFLOW, DEFAULT_PIP_SPEC, InitOptions, render_workflows
+from autoloop_py.github import agentic_scheduler
+
+GH_AW = "/tmp/gh-aw"
+MEMORY_BRANCH = "memory/autoloop"
+# gh-aw's default `allowed-extensions`, checked over the whole uploaded folder.
+ALLOWED_EXTENSIONS = (".json", ".jsonl", ".txt", ".md", ".csv")
+REPO = Path(__file__).resolve().parents[2]
+EVALUATE = 'import json, runpy\nprint(json.dumps({"score": runpy.run_path("code/value.py")["x"]}))\n'
+
+
+@dataclass(frozen=True)
+class RepoMemory:
+    """One repo-memory entry as gh-aw's compiler reads it."""
+
+    id: str
+    branch: str
+    file_glob: tuple[str, ...]
+    max_file_size: int
+    max_file_count: int
+    allowed_extensions: tuple[str, ...]
+
+    @property
+    def folder(self) -> str:
+        return f"{GH_AW}/repo-memory/{self.id}"
+
+
+def repo_memories(tools: dict[str, Any]) -> list[RepoMemory]:
+    """Returns the entries of `tools.repo-memory`: the object form is id `default`, an array entry names its id."""
+    value = tools["repo-memory"]
+    entries = value if isinstance(value, list) else [{**value, "id": "default"}]
+    found = []
+    for entry in entries:
+        memory_id = entry.get("id") or "default"
+        found.append(RepoMemory(memory_id, entry.get("branch-name") or f"memory/{memory_id}",
+                                tuple(entry.get("file-glob") or ()), int(entry.get("max-file-size") or 10240),
+                                int(entry.get("max-file-count") or 100),
+                                tuple(entry.get("allowed-extensions") or ALLOWED_EXTENSIONS)))
+    return found
+
+
+def glob_matches(pattern: str, path: str) -> bool:
+    """gh-aw's file-glob: `**` matches across folders, `*` within one."""
+    regex = "".join(".*" if part == "**" else re.escape(part).replace(r"\*", "[^/]*")
+                    for part in re.split(r"(\*\*)", pattern))
+    return re.fullmatch(regex, path) is not None
+
+
+def workflow() -> tuple[dict[str, Any], str]:
+    """Returns the rendered agentic workflow's frontmatter and prompt."""
+    text = render_workflows(InitOptions(pip_spec=DEFAULT_PIP_SPEC))[AGENTIC_WORKFLOW]
+    head, body = text[4:].split("\n---\n", 1)
+    return yaml.safe_load(head), body
+
+
+def git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@dataclass(frozen=True)
+class Runner:
+    """One fresh GitHub runner: /tmp/gh-aw mapped to `gh_aw`, the server holding owner/repo.git."""
+
+    gh_aw: Path
+    server: Path
+
+    def path(self, text: str) -> str:
+        return text.replace(GH_AW, str(self.gh_aw))
+
+    def step_env(self, step: dict[str, Any]) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_TOKEN", "GITHUB_REPOSITORY", "AUTOLOOP_PROGRAM")}
+        for key, value in (step.get("env") or {}).items():
+            env[key] = self.path(str(value)) if "${{" not in str(value) else ""
+        env.update(GH_TOKEN="t", GITHUB_SERVER_URL=f"file://{self.server}", GITHUB_REPOSITORY="owner/repo")
+        return env
+
+    def run_step(self, step: dict[str, Any], cwd: Path, **extra: str) -> subprocess.CompletedProcess[str]:
+        env = {**self.step_env(step), **extra}
+        return subprocess.run(["bash", "-e", "-c", self.path(step["run"])], cwd=cwd, env=env, capture_output=True,
+                              text=True, timeout=120)
+
+    def clone_managed(self, memory: RepoMemory) -> Path:
+        """gh-aw's clone of the memory branch into its folder (an empty orphan when the branch is missing)."""
+        folder = Path(self.path(memory.folder))
+        url = str(self.server / "owner" / "repo.git")
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        if git(folder.parent, "ls-remote", "--heads", url, memory.branch).strip():
+            git(folder.parent, "clone", "-q", "--depth", "1", "--single-branch", "--branch", memory.branch, url, str(folder))
+        else:
+            folder.mkdir()
+            git(folder, "init", "-q")
+        return folder
+
+    def save(self, memory: RepoMemory, work: Path) -> None:
+        """gh-aw's save: upload the folder (no hidden files), copy matching files onto the branch, commit, push."""
+        artifact = self.gh_aw.parent / "artifact" / memory.id
+        folder = Path(self.path(memory.folder))
+        for path in folder.rglob("*"):
+            rel = path.relative_to(folder)
+            if path.is_file() and not any(part.startswith(".") for part in rel.parts):
+                (artifact / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(path, artifact / rel)
+        # Every uploaded file must have one of the allowed extensions, or the whole save fails.
+        uploaded = [p for p in artifact.rglob("*") if p.is_file()]
+        stray = [p for p in uploaded if p.suffix.lower() not in memory.allowed_extensions]
+        assert not stray, f"gh-aw would refuse to save repo-memory holding {stray}"
+        url = str(self.server / "owner" / "repo.git")
+        git(self.gh_aw.parent, "clone", "-q", url, str(work))
+        git(work, "config", "user.name", "github-actions")
+        git(work, "config", "user.email", "actions@example.invalid")
+        if git(work, "ls-remote", "--heads", url, memory.branch).strip():
+            git(work, "fetch", "-q", "origin", f"{memory.branch}:{memory.branch}")
+            git(work, "checkout", "-q", memory.branch)
+        else:
+            git(work, "checkout", "-q", "--orphan", memory.branch)
+            git(work, "rm", "-r", "-q", "-f", "--ignore-unmatch", ".")
+        copied: list[str] = []
+        for path in artifact.rglob("*") if artifact.is_dir() else ():
+            rel = path.relative_to(artifact).as_posix()
+            if path.is_file() and (not memory.file_glob or any(glob_matches(g, rel) for g in memory.file_glob)):
+                assert path.stat().st_size <= memory.max_file_size, f"{rel} is over repo-memory's max-file-size"
+                copied.append(rel)
+                (work / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(path, work / rel)
+        assert len(copied) <= memory.max_file_count, "gh-aw refuses more files than max-file-count"
+        assert {p.relative_to(artifact).as_posix() for p in uploaded} == set(copied), "files gh-aw would drop"
+        if git(work, "status", "--porcelain").strip():
+            git(work, "add", ".")
+            git(work, "commit", "-q", "-m", "Update repo memory from workflow run")
+            git(work, "push", "-q", url, f"HEAD:{memory.branch}")
+
+
+@pytest.fixture(params=["plain", "alphaevolve"])
+def server(request: pytest.FixtureRequest, git_repo: Path, tmp_path: Path, run_git: Callable[..., str]) -> Path:
+    """Returns a git server folder holding owner/repo.git with program `alpha` (target-metric 3).
+
+    With alphaevolve, alpha follows the AlphaEvolve playbook: `autoloop record` also keeps each candidate's
+    code in the memory folder (`candidates/alpha/<id>.py`), which gh-aw must accept and save too.
+    """
+    folder = git_repo / ".autoloop" / "programs" / "alpha"
+    (folder / "code").mkdir(parents=True)
+    text = program_md("Alpha", "Raise x.", frontmatter={"target-metric": 3})
+    if request.param == "alphaevolve":
+        text += ("\n## Evolution Strategy\n\nThis program uses the **AlphaEvolve** strategy. On every iteration, "
+                 "read `strategy/alphaevolve.md` and follow it literally.\n")
+        shutil.copytree(REPO / ".autoloop/programs/groupby_evolve/strategy", folder / "strategy")
+    (folder / "program.md").write_text(text)
+    (folder / "code" / "value.py").write_text("x = 1\n")
+    (folder / "code" / "evaluate.py").write_text(EVALUATE)
+    run_git(git_repo, "add", "-A")
+    run_git(git_repo, "commit", "-qm", "program alpha")
+    server = tmp_path / "server"
+    (server / "owner").mkdir(parents=True)
+    run_git(tmp_path, "clone", "-q", "--bare", str(git_repo), str(server / "owner" / "repo.git"))
+    return server
+
+
+def one_run(number: int, server: Path, tmp_path: Path, x: int, monkeypatch: pytest.MonkeyPatch,
+            capsys: pytest.CaptureFixture[str]) -> tuple[dict[str, Any], str]:
+    """Runs one workflow run on a fresh runner; returns the scheduler's JSON and what `autoloop state` printed."""
+    meta, body = workflow()
+    (memory,) = repo_memories(meta["tools"])
+    runner = Runner(tmp_path / f"runner{number}" / "gh-aw", server)
+    runner.gh_aw.mkdir(parents=True)
+    repo = tmp_path / f"runner{number}" / "checkout"
+    git(tmp_path, "clone", "-q", str(server / "owner" / "repo.git"), str(repo))
+    git(repo, "config", "user.name", "agent")
+    git(repo, "config", "user.email", "agent@example.invalid")
+
+    steps = {step["name"]: step for step in meta["steps"]}
+    clone = runner.run_step(steps["Clone repo-memory for scheduling"], repo)
+    assert clone.returncode == 0, clone.stderr
+    schedule = steps["Check which programs are due"]
+    assert schedule["run"] == f"python3 -m {agentic_scheduler.__name__}"
+    done = subprocess.run([sys.executable, "-m", agentic_scheduler.__name__], cwd=repo, capture_output=True, text=True,
+                          timeout=120, env={**runner.step_env(schedule),
+                                            "AUTOLOOP_OUTPUT": str(runner.gh_aw / "autoloop.json"),
+                                            "AUTOLOOP_ISSUE_PROGRAMS_DIR": str(runner.gh_aw / "issue-programs")})
+    assert done.returncode == 0, done.stdout + done.stderr
+    selection = json.loads((runner.gh_aw / "autoloop.json").read_text())
+
+    managed = runner.clone_managed(memory)  # gh-aw's own clone, after the workflow's steps
+    agent_env = runner.path(meta["env"]["AUTOLOOP_MEMORY_DIR"])
+    assert f"export AUTOLOOP_MEMORY_DIR={meta['env']['AUTOLOOP_MEMORY_DIR']}" in body  # what the prompt has the agent run
+    monkeypatch.setenv("AUTOLOOP_MEMORY_DIR", agent_env)
+    assert main(["prompt", "alpha", "--repo", str(repo)]) == 0
+    assert "code/value.py" in capsys.readouterr().out
+    (repo / ".autoloop/programs/alpha/code/value.py").write_text(f"x = {x}\n")
+    assert main(["record", "alpha", "--repo", str(repo), "--evaluate", "--summary", f"x to {x}"]) == 0
+    assert "status: accepted" in capsys.readouterr().out
+    assert (managed / "alpha.md").is_file(), "autoloop record wrote outside the folder gh-aw saves"
+    runner.save(memory, tmp_path / f"runner{number}" / "push-job")
+    assert main(["state", "alpha", "--repo", str(repo)]) == 0
+    return selection, capsys.readouterr().out
+
+
+def test_the_agent_writes_in_the_folder_gh_aw_saves() -> None:
+    meta, _ = workflow()
+    (memory,) = repo_memories(meta["tools"])
+    assert memory.branch == MEMORY_BRANCH
+    assert meta["env"]["AUTOLOOP_MEMORY_DIR"] == memory.folder
+    clone = next(s for s in meta["steps"] if s["name"] == "Clone repo-memory for scheduling")["run"]
+    scheduler = next(s for s in meta["steps"] if s["name"] == "Check which programs are due")
+    # The early clone is the scheduler's own folder; gh-aw's `git clone` into its folder must find it free.
+    assert scheduler["env"]["AUTOLOOP_MEMORY_DIR"] != memory.folder
+    step = next(s for s in meta["steps"] if s["name"] == "Clone repo-memory for scheduling")
+    assert step["env"]["AUTOLOOP_MEMORY_DIR"] == scheduler["env"]["AUTOLOOP_MEMORY_DIR"]
+    assert 'dir="$AUTOLOOP_MEMORY_DIR"' in clone
+
+
+def test_two_runs_keep_state_through_gh_aws_save(
+    server: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, state = one_run(1, server, tmp_path, 2, monkeypatch, capsys)
+    saved = git(tmp_path, "--git-dir", str(server / "owner" / "repo.git"), "ls-tree", "-r", "--name-only", MEMORY_BRANCH)
+    strategy = (server.parent / "repo" / ".autoloop/programs/alpha/strategy").is_dir()
+    assert saved.split() == (["alpha.md", "candidates/alpha/1.py", "candidates/alpha/bases.json"] if strategy
+                             else ["alpha.md"])
+    assert first["selected"] == "alpha"
+    assert "| Iteration Count | 1 |" in state
+    branch = git(tmp_path, "--git-dir", str(server / "owner" / "repo.git"), "show", f"{MEMORY_BRANCH}:alpha.md")
+    assert "| Iteration Count | 1 |" in branch and "| Best Metric | 2 |" in branch
+
+    second, state = one_run(2, server, tmp_path, 3, monkeypatch, capsys)
+    assert second["selected"] == "alpha" and second["state_file_size_bytes"] > 0  # the scheduler read run 1's record
+    assert "| Iteration Count | 2 |" in state and "| Completed | true |" in state
+    branch = git(tmp_path, "--git-dir", str(server / "owner" / "repo.git"), "show", f"{MEMORY_BRANCH}:alpha.md")
+    assert "| Iteration Count | 2 |" in branch and "| Best Metric | 3 |" in branch
+    assert "x to 2" in branch and "x to 3" in branch  # the second run appended to the first's history
+    if strategy:
+        saved = git(tmp_path, "--git-dir", str(server / "owner" / "repo.git"), "show", f"{MEMORY_BRANCH}:candidates/alpha/2.py")
+        assert saved == "x = 3\n" and "### Candidate 2" in branch and "### Candidate 1" in branch
