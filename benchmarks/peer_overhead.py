@@ -19,6 +19,11 @@ OpenEvolve is installed from the package index into its own virtualenv (`--venv`
 Our runner is the `autoloop` of this checkout (`python3 -m autoloop_py`), with its default isolation.
 
     python benchmarks/peer_overhead.py [--pairs 5] [--iterations 50] [--openevolve 0.4.0]
+
+With `--profile`, it runs only our side once under cProfile, timed by the process's CPU time (not wall
+time: the machine may be shared), and prints our functions' top 10 by cumulative CPU time:
+
+    python benchmarks/peer_overhead.py --profile [--iterations 50] [--top 10]
 """
 
 from __future__ import annotations
@@ -296,13 +301,70 @@ def one_run(kind: str, base: Path, iterations: int, server: Server, url: str, cl
     }
 
 
+# Runs `autoloop` (argv[2:]) under cProfile timed by this process's CPU time; saves the stats to argv[1].
+_PROFILED = """\
+import cProfile, sys, time
+from autoloop_py.cli import main
+profiler = cProfile.Profile(time.process_time)
+try:
+    code = profiler.runcall(main, sys.argv[2:])
+finally:
+    profiler.dump_stats(sys.argv[1])
+raise SystemExit(code)
+"""
+
+
+def profile(iterations: int, top: int) -> int:
+    """Runs our side once under the profiler; prints our functions' top `top` by cumulative CPU time."""
+    import pstats
+
+    state = Server()
+    server = serve(state)
+    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AUTOLOOP_"))}
+    env.update(OPENAI_API_KEY="sk-bench", OPENAI_API_BASE=url, OPENAI_BASE_URL=url, PYTHONDONTWRITEBYTECODE="1",
+               PYTHONPATH=str(ROOT))
+    with tempfile.TemporaryDirectory(prefix="autoloop-profile-") as tmp:
+        repo = ours_setup(Path(tmp))
+        stats_file = Path(tmp) / "run.prof"
+        command = [sys.executable, "-c", _PROFILED, str(stats_file), "run", "--repo", str(repo), "--program",
+                   "bench", "--iterations", str(iterations), "--proposer", "llm", "--model", "openai/mock"]
+        started = time.time()
+        figures = measure(command, Path(tmp), env)
+        first = (min(state.arrivals) - started) if state.arrivals else float("nan")
+        stats = pstats.Stats(str(stats_file))
+    server.shutdown()
+    total = stats.total_tt  # type: ignore[attr-defined]
+    print(f"{iterations} iterations, {len(state.arrivals)} model requests; load average {_load()}; "
+          f"our process: {total:.2f} s CPU ({total / iterations:.3f} s/iteration); process tree: "
+          f"{figures['cpu']:.2f} s CPU, {figures['wall']:.2f} s wall; first model request after {first:.2f} s")
+    ours = [(key, row) for key, row in stats.stats.items()  # type: ignore[attr-defined]
+            if "autoloop_py" in key[0] and "/templates/" not in key[0]]
+    ours.sort(key=lambda item: item[1][3], reverse=True)
+    print(f"\n{'cumulative CPU s':>16} {'per iteration':>14} {'calls':>7}  function (autoloop_py)")
+    for (path, line, name), (_, calls, _, cumulative, _) in ours[:top]:
+        where = path.split("autoloop_py/", 1)[-1]
+        print(f"{cumulative:>16.3f} {cumulative / iterations:>14.4f} {calls:>7}  {where}:{line} {name}")
+    return 0
+
+
+def _load() -> str:
+    """Returns the machine's load averages (1, 5, 15 minutes)."""
+    return " / ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument("--iterations", type=int, default=50)
     parser.add_argument("--openevolve", default="0.4.0")
     parser.add_argument("--venv", type=Path, default=None)
+    parser.add_argument("--profile", action="store_true",
+                        help="run only ours, once, under cProfile (CPU time); print our functions' top --top")
+    parser.add_argument("--top", type=int, default=10)
     args = parser.parse_args()
+    if args.profile:
+        return profile(args.iterations, args.top)
     venv = args.venv or Path.home() / ".cache/autoloop/bench" / f"openevolve-{args.openevolve}"
     cli = install_peer(venv, args.openevolve)
     state = Server()
