@@ -296,6 +296,10 @@ class GitSession:
         self._asked: dict[str, set[str]] = {}  # remote → every branch asked about in this session
         self._listings: dict[str, tuple[frozenset[str], dict[str, str]]] = {}  # remote → (branches listed, tips)
 
+    def repo_at(self, root: Path) -> git.Repo:
+        """Returns the session's repository when `root` is its top-level directory, else opens the one at root."""
+        return self.repo if Path(root) == self.root else open_repo(root)
+
     def default_branch(self, remote: str) -> str:
         """Returns the remote's default branch (see command.default_branch), asked once per session."""
         if remote not in self._default_branches:
