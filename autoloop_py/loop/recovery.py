@@ -241,7 +241,9 @@ def reconcile(
     branch's tip from the listing the session keeps for this iteration, if any.
     """
     repo = memory.session.repo_at(root)
-    remove_stale_worktrees(root, repo)
+    # Once per git session (a run): the worktrees of runs that died before this one started; one that dies
+    # meanwhile is swept by the next run (a `git worktree list` per iteration is one more process each time).
+    memory.session.cached("stale worktrees", str(root), lambda: remove_stale_worktrees(root, repo))
     remove_stale_tempdirs()
     if dry_run:
         return ()
