@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import functools
 import json
 import logging
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ MASK = "***"
 MIN_LENGTH = 6
 
 
+@functools.lru_cache(maxsize=4096)  # each git command and evaluation asks again about the same names
 def looks_secret(name: str) -> bool:
     """Returns whether a variable called name holds a secret by its name alone."""
     upper = name.upper()

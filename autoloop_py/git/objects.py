@@ -293,8 +293,13 @@ class GitSession:
         self._valid_refs: set[str] = set()
         self._answers: dict[str, tuple[Hashable, object]] = {}  # kind → its last (key, answer)
         self._loose: LooseObjectDB | None = None
+        self._format: str | None = None
         self._asked: dict[str, set[str]] = {}  # remote → every branch asked about in this session
         self._listings: dict[str, tuple[frozenset[str], dict[str, str]]] = {}  # remote → (branches listed, tips)
+
+    def repo_at(self, root: Path) -> git.Repo:
+        """Returns the session's repository when `root` is its top-level directory, else opens the one at root."""
+        return self.repo if Path(root) == self.root else open_repo(root)
 
     def default_branch(self, remote: str) -> str:
         """Returns the remote's default branch (see command.default_branch), asked once per session."""
@@ -376,9 +381,11 @@ class GitSession:
                            f"{database.root_path()}", path=self.root) from err
 
     def object_format(self) -> str:
-        """Returns the repository's object hash, sha1 or sha256 (read from its config, no process)."""
-        reader = self.repo.config_reader("repository")
-        return str(reader.get_value("extensions", "objectformat", "sha1")).lower()
+        """Returns the repository's object hash, sha1 or sha256 (read once per session from its config, no process)."""
+        if self._format is None:  # fixed when the repository is made: git cannot convert one in place
+            reader = self.repo.config_reader("repository")
+            self._format = str(reader.get_value("extensions", "objectformat", "sha1")).lower()
+        return self._format
 
     def identity_env(self) -> dict[str, str]:
         """Returns the commit identity environment (asked once per session)."""

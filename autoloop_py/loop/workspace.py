@@ -123,7 +123,7 @@ class Workspace:
         self.branch = f"autoloop/{program}"
         self.remote = remote
         self.base_branch = base_branch
-        self._repo = open_repo(self.repo_root)
+        self._repo = session.repo_at(self.repo_root) if session is not None else open_repo(self.repo_root)
         self._ref = f"refs/heads/{self.branch}"
         self._tmp: Path | None = None
         self._worktree: git.Repo | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -178,5 +179,11 @@ def _visible(policy: SandboxPolicy) -> list[str]:
 
 def _inside_any(path: str, parents: Sequence[str]) -> bool:
     """Returns whether path is one of parents or below one of them."""
-    pure = PurePosixPath(path)
-    return any(pure == PurePosixPath(parent) or PurePosixPath(parent) in pure.parents for parent in parents)
+    parts = _parts(path)
+    return any(parts[: len(above)] == above for above in map(_parts, parents))
+
+
+@functools.lru_cache(maxsize=1024)
+def _parts(path: str) -> tuple[str, ...]:
+    """Returns a path's components (each evaluation compares the same few hundred paths again)."""
+    return PurePosixPath(path).parts

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -67,6 +68,15 @@ def bwrap_status() -> tuple[bool, str]:
     binary = shutil.which("bwrap")
     if binary is None:
         return False, "bubblewrap (`bwrap`) is not installed"
+    usable, why = _probe(binary)
+    if not usable:
+        _probe.cache_clear()  # only a working bwrap is remembered: a failure is tried again
+    return usable, why
+
+
+@functools.lru_cache(maxsize=8)
+def _probe(binary: str) -> tuple[bool, str]:
+    """Returns bwrap_status of one bwrap binary (each iteration of a run asks; a working one is tried once)."""
     try:
         done = subprocess.run([binary, *_PREFLIGHT], capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired) as err:
