@@ -1,7 +1,7 @@
 """A scripted agent for the act scenarios (`autoloop run --proposer agent`): edits the program's solution.
 
 Usage: python agent.py MODE, MODE one of
-  improve  raises WIDTH by 0.5 (the sample's score is -abs(WIDTH - 3.0), so it scores higher);
+  improve  raises GUESS by 0.5 (the sample's score is -abs(GUESS - GOAL), GOAL 3.0 and GUESS 1.5, so it scores higher);
   crash    makes solve() exit the evaluation with status 7 and no output.
 The program is the one whose folder the prompt ($AUTOLOOP_PROMPT_FILE) names most often.
 """
@@ -22,9 +22,9 @@ def main() -> int:
     path = Path(".autoloop/programs") / program / "code" / "solution.py"
     text = path.read_text()
     if mode == "improve":
-        width = float(re.search(r"^WIDTH = (\S+)$", text, re.M).group(1))
-        text = re.sub(r"^WIDTH = \S+$", f"WIDTH = {width + 0.5}", text, count=1, flags=re.M)
-        summary = f"raise WIDTH to {width + 0.5}"
+        guess = float(re.search(r"^GUESS = (\S+)$", text, re.M).group(1))
+        text = re.sub(r"^GUESS = \S+$", f"GUESS = {guess + 0.5}", text, count=1, flags=re.M)
+        summary = f"raise GUESS to {guess + 0.5}"
     elif mode == "crash":
         text = text.replace('    """Returns the candidate', '    raise SystemExit(7)\n    """Returns the candidate', 1)
         summary = "exit the evaluation"

@@ -18,8 +18,8 @@ pytestmark = pytest.mark.xdist_group("act")
 NO_GATE = "ci-gate: false\n"
 SCHEDULE = {"schedule": "17 */6 * * *"}
 SOLUTION = ".autoloop/programs/example/code/solution.py"
-EDIT = ("SUMMARY: move WIDTH toward 3\n\n"
-        "code/solution.py\n<<<<<<< SEARCH\nWIDTH = 1.5\n=======\nWIDTH = 2.5\n>>>>>>> REPLACE\n")
+EDIT = ("SUMMARY: move GUESS toward 3\n\n"
+        "code/solution.py\n<<<<<<< SEARCH\nGUESS = 1.5\n=======\nGUESS = 2.5\n>>>>>>> REPLACE\n")
 
 
 def _state(site: Site) -> Any:
@@ -42,7 +42,7 @@ def test_parallel_slots_propose_side_by_side_and_one_publish_records_them_all(si
     state = _state(site)
     assert state.machine.iteration_count == 2 and len(state.machine.recent_statuses) == 2
     assert "accepted" in state.machine.recent_statuses
-    assert "WIDTH = 2.0" in (site.show("autoloop/example", SOLUTION) or "")
+    assert "GUESS = 2.0" in (site.show("autoloop/example", SOLUTION) or "")
 
 
 def test_the_llm_proposer_asks_the_loopback_model(site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -55,7 +55,7 @@ def test_the_llm_proposer_asks_the_loopback_model(site: Site, monkeypatch: pytes
         assert server.requests == 1
     state = _state(site)
     assert state.machine.recent_statuses == ("accepted",) and state.machine.best_metric == -0.5
-    assert "WIDTH = 2.5" in (site.show("autoloop/example", SOLUTION) or "")
+    assert "GUESS = 2.5" in (site.show("autoloop/example", SOLUTION) or "")
 
 
 def test_a_crashing_evaluation_is_recorded_as_an_error_and_nothing_else(site: Site, github: FakeGitHub) -> None:

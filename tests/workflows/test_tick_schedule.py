@@ -64,7 +64,7 @@ def test_ticks_of_two_programs_comments_and_nothing_due(site: Site, github: Fake
         machine = _machine(site, program)
         assert machine.iteration_count == 1 and machine.recent_statuses == ("accepted",)
         assert machine.best_metric == -1.0 and machine.initial_metric == -1.5
-        assert "WIDTH = 2.0" in (site.show(f"autoloop/{program}", SOLUTION.format(program)) or "")
+        assert "GUESS = 2.0" in (site.show(f"autoloop/{program}", SOLUTION.format(program)) or "")
         issue, comments = _thread(github, program)
         assert (machine.issue, machine.pr) == (f"#{issue['number']}", f"#{pulls[f'autoloop/{program}']}")
         assert sum(STATUS in c["body"] for c in comments) == 1
@@ -80,7 +80,7 @@ def test_ticks_of_two_programs_comments_and_nothing_due(site: Site, github: Fake
     [status] = [c for c in comments if STATUS in c["body"]]
     first_status = status["body"]
     github.now = datetime.now(timezone.utc) + timedelta(seconds=5)
-    text = "try a WIDTH between 2.4 and 2.6 next"
+    text = "try a GUESS between 2.4 and 2.6 next"
     command = github.add_comment(REPO, issue["number"], f"/autoloop example: {text}", "writer", "COLLABORATOR")
     site.tick("issue_comment", _comment_event(issue, command)).expect(
         plan=["success"], propose=["success"], publish=["success"])
