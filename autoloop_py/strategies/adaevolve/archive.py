@@ -258,6 +258,17 @@ def _fit_pct(rank: int, n: int) -> float:
     return 1.0 - rank / (n - 1) if n > 1 else 1.0
 
 
+def child_fit_pct(above: int, n: int) -> float:
+    """Returns a newcomer's fitness percentile: 1 − above/(N−1) clamped to [0, 1] (N = 1: 1 if none is above, else 0).
+
+    As the reference `unified_archive.py`: a newcomer worse than every member gets 0, not a negative share, which
+    with a novelty weight above 0 could otherwise lose it a comparison it wins in the reference.
+    """
+    if n <= 1:
+        return 1.0 if above == 0 else 0.0
+    return max(0.0, min(1.0, 1.0 - above / (n - 1)))
+
+
 def elite_scores(scores: Sequence[float], novelties: Sequence[float], weights: Weights) -> list[float]:
     """Returns (w_fit)·(1 − rank/(N−1)) + w_nov·nov_pct per member; rank 0 is the best, ties by stored order."""
     n = len(scores)
@@ -283,9 +294,8 @@ def admit(code: str, f: float, members: Sequence[Scored], capacity: int, weights
     if not open_:
         return Admission(False)
     rival = min(open_, key=lambda i: (code_distance(code, _code(members[i][0])), i))
-    above = sum(score > f for score in scores)
     child_novelty = novelty(code, [_code(c) for c, _ in members], k)
-    child = weights.fitness * (1.0 - above / (n - 1) if n > 1 else 1.0)
+    child = weights.fitness * child_fit_pct(sum(score > f for score in scores), n)
     child += weights.novelty * sum(v < child_novelty for v in novelties) / n
     winner = child > elite[rival]
     return Admission(winner, members[rival][0] if winner else None, members[rival][0], child, elite[rival])

@@ -410,21 +410,31 @@ def _spawn(state: AdaEvolveState, population: Population, config: AdaEvolveConfi
     preset = choices[min(int(u * len(choices)), len(choices) - 1)]
     k = len(state.islands)
     state = replace(state, islands=(*state.islands, IslandState(preset=preset)), last_spawn=t)
+    weights = island_weights(k, preset, config)
     seeds = spawn_seeds(population, k, config)
-    for source, _ in seeds:
+    for source, f in seeds:
+        # Each copy goes through the new island's admission rule, as the reference's archive.add does: with a
+        # population_size below 5 the crowding comparison decides which copies stay (none is adaptive).
+        members = archive_of(population.candidates, k, config.direction)
+        verdict = admit(source.code or "", f, members, config.population_size, weights, config.k_neighbors)
+        if not verdict.admitted:
+            continue
+        if verdict.evicted is not None:
+            population = _replaced(population, with_archive_status(verdict.evicted, f"evicted@{t}"))
         population = pop.add_candidate(population, _copy(source, k, population.next_id, "spawn", t, "Copied from"))
-    logger.info("adaevolve: spawned island %d (%s) at iteration %d with %d programs", k, preset, t, len(seeds))
+    logger.info("adaevolve: spawned island %d (%s) at iteration %d from %d programs", k, preset, t, len(seeds))
     return state, population
 
 
 def spawn_seeds(population: Population, islands: int, config: AdaEvolveConfig) -> list[Scored]:
-    """Returns the programs a spawned island is filled with: the top min(5, N) by f over islands 0..islands−1.
+    """Returns the programs offered to a spawned island: the top min(5, N) by f over islands 0..islands−1.
 
     As the reference: the archives are listed island by island in stored order, ties keep that order, and
-    equal code on two islands (the seed and its copies) is copied twice (capped at the island's capacity).
+    equal code on two islands (the seed and its copies) is offered twice. Each offer then goes through the new
+    island's admission rule (so a population_size below 5 keeps what crowding keeps, not the first ones).
     """
     members = [m for i in range(islands) for m in archive_of(population.candidates, i, config.direction)]
-    return ranked(members)[: min(SPAWN_SEEDS, config.population_size)]
+    return ranked(members)[:SPAWN_SEEDS]
 
 
 def _migrate(state: AdaEvolveState, population: Population, config: AdaEvolveConfig, t: int

@@ -17,6 +17,7 @@ from autoloop_py.strategies.adaevolve.archive import (
     archive_of,
     archive_status,
     balanced_pool_size,
+    child_fit_pct,
     code_distance,
     context_split,
     elite_scores,
@@ -258,3 +259,24 @@ def test_admission_order_into_a_full_archive_matches_reference(weights: Weights)
         if number > 20:
             verdicts += str(int(verdict.admitted))
     assert verdicts == REFERENCE_ADMISSIONS[weights]
+
+
+# --- the newcomer's fitness share is clamped to [0, 1] like the reference -------------------------------------
+
+
+def test_a_newcomer_worse_than_every_member_gets_a_zero_fitness_share_not_a_negative_one() -> None:
+    # Reproducing input: members .5/.6/.7, a newcomer at .1 whose code is the most novel (share 3/3), weights
+    # fitness .5 novelty .5. Elites: #1 = .5·0 + .5·2/3, #2 = .5·.5 + .5·0 = .25, #3 = .5 (protected). The rival is #2.
+    # The reference (`unified_archive.py`) clamps 1 − 3/2 to 0: .5·0 + .5·1 = .5 > .25, admitted. Unclamped it was
+    # .5·(−.5) + .5 = .25, not above .25: rejected, one of the flips the fidelity re-run found.
+    codes = ["rate = 2\nif n:\n    n = n * 6\n", "rate = 2\nwhile n:\n    n = n * 2\n", "rate = 2\nwhile n:\n    n = n * 1\n"]
+    members = [member(i + 1, f, c) for i, (f, c) in enumerate(zip([0.5, 0.6, 0.7], codes))]
+    verdict = admit("rate = 10\nfor i in x:\n    n = n * 4\n", 0.1, members, 3, Weights(0.5, 0.5, 0.2), 5)
+    assert verdict.rival is not None and verdict.rival.id == 2
+    assert (verdict.admitted, verdict.child_elite, verdict.rival_elite) == (True, 0.5, 0.25)
+
+
+@pytest.mark.parametrize(("above", "n", "share"), [(0, 4, 1.0), (1, 4, 2 / 3), (3, 4, 0.0), (4, 4, 0.0),
+                                                   (0, 1, 1.0), (1, 1, 0.0)])
+def test_child_fitness_share_is_clamped(above: int, n: int, share: float) -> None:
+    assert child_fit_pct(above, n) == pytest.approx(share)
