@@ -12,6 +12,7 @@ import yaml
 
 from autoloop_py.errors import ProgramError
 from autoloop_py.program.interval import parse_schedule
+from autoloop_py.program.objectives import Objective, Scalarisation, parse_objectives, parse_scalarisation, unknown_metrics
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,8 @@ class ProgramConfig:
       max_file_bytes: the largest Target file a candidate may write; a larger one is rejected before evaluation.
       parallel: the slots each tick runs at once (k parallel iterations of this program, 1 to 64); None: unset
         (one, or in Actions the workflow's `autoloop init --parallel`).
+      objectives: the metrics the search trades off, with directions (`objectives:`); empty: the one metric.
+      objective_scalarisation: ranks many objectives by a weighted sum instead of Pareto dominance.
       extra: frontmatter keys this version does not know, kept for strategies.
     """
 
@@ -68,6 +71,8 @@ class ProgramConfig:
     budget_tokens_per_day: float | None = None
     max_file_bytes: int = 1 << 20
     parallel: int | None = None
+    objectives: tuple[Objective, ...] = ()
+    objective_scalarisation: Scalarisation | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -111,6 +116,9 @@ _KEYS = {
     "max-file-bytes": "max_file_bytes",
     "max_file_bytes": "max_file_bytes",
     "parallel": "parallel",
+    "objectives": "objectives",
+    "objective-scalarisation": "objective_scalarisation",
+    "objective_scalarisation": "objective_scalarisation",
 }
 
 
@@ -151,6 +159,13 @@ def parse_frontmatter(
     if values.get("timeout_minutes") is not None and values.get("evaluation_timeout") is None:
         # Upstream's programs set only `timeout-minutes`, and evaluate for most of it (autoresearch: 6 minutes).
         values["evaluation_timeout"] = values["timeout_minutes"] * 60
+    scalarisation = values.get("objective_scalarisation")
+    unknown = unknown_metrics(scalarisation, values.get("objectives") or ()) if scalarisation else []
+    if unknown:
+        key = next(k for k in data if _KEYS.get(str(k)) == "objective_scalarisation")
+        problems.append(ProgramError(f"frontmatter `{key}`: `{unknown[0]}` is not one of the `objectives`; "
+                                     "weigh only declared objectives", rel, first_line + _key_line(match.group(2), str(key))))
+        values.pop("objective_scalarisation")
     return ProgramConfig(**values, extra=extra), match.end()
 
 
@@ -173,6 +188,10 @@ MAX_PARALLEL = 64  # strategies.slots.MAX_SLOTS: a tick's slots are Actions matr
 
 
 def _coerce(field_name: str, value: Any) -> Any:
+    if field_name == "objectives":
+        return parse_objectives(value)
+    if field_name == "objective_scalarisation":
+        return parse_scalarisation(value)
     if value is None:
         return None if field_name not in _DEFAULTED else _default(field_name)
     if field_name == "isolation":
