@@ -169,6 +169,16 @@ def with_objectives(candidate: Candidate, metrics: Mapping[str, Any], objectives
     return replace(candidate, extra=(*own, (BULLET, objectives_text(metrics, objectives))), raw=None)
 
 
+def ensure_objectives(population: Population, entry_id: int, metrics: Mapping[str, Any],
+                      objectives: Sequence[Objective]) -> Population:
+    """Returns the Population with the entry's Objectives bullet put back when the strategy's record dropped it."""
+    if not objectives:
+        return population
+    candidates = tuple(with_objectives(c, metrics, objectives) if c.id == entry_id and raw_values(c) is None else c
+                       for c in population.candidates)
+    return replace(population, candidates=candidates)
+
+
 def scored(candidate: Candidate) -> bool:
     """Returns whether the entry takes part in the fronts: evaluated, with a fitness and an Objectives bullet."""
     return candidate.fitness is not None and candidate.status != "error" and raw_values(candidate) is not None

@@ -280,3 +280,39 @@ def test_a_newcomer_worse_than_every_member_gets_a_zero_fitness_share_not_a_nega
                                                    (0, 1, 1.0), (1, 1, 0.0)])
 def test_child_fitness_share_is_clamped(above: int, n: int, share: float) -> None:
     assert child_fit_pct(above, n) == pytest.approx(share)
+
+
+# --- Pareto objectives in admission (reference `_compute_elite_score` with pareto_objectives) ----------------------
+
+
+def test_pareto_objectives_add_the_percentile_and_protect_the_front() -> None:
+    from autoloop_py.program.objectives import Objective
+    from autoloop_py.strategies.pareto import with_objectives
+
+    objectives = (Objective("accuracy", "higher"), Objective("latency_ms", "lower"))
+
+    def scored(id: int, accuracy: float, latency: float, source: str) -> tuple[Candidate, float]:
+        candidate, f = member(id, accuracy, source)
+        return with_objectives(candidate, {"accuracy": accuracy, "latency_ms": latency}, objectives), f
+
+    # #1 (.9, 50) and #2 (.8, 10) are the front; #3 (.7, 60) is dominated by #1. Front members are protected, so the
+    # rival is #3 (elite .3·0 + .4·0 = 0). The child (.75, 55) is dominated by #1 and #2: Pareto share 1 − 2/3; its
+    # fitness share is 1 − 2/2 = 0, so its elite is .4/3 > 0: admitted. Without objectives it ties at 0: rejected.
+    members = [scored(1, 0.9, 50, "def a():\n    return 1\n"), scored(2, 0.8, 10, "def b():\n    return 2\n"),
+               scored(3, 0.7, 60, "def c():\n    return 3\n")]
+    weights = Weights(0.3, 0.0, 0.2, pareto=0.4)
+    verdict = admit("def c():\n    return 4\n", 0.75, members, 3, weights, 5, objectives, (0.75, -55.0))
+    assert verdict.rival is not None and verdict.rival.id == 3
+    assert verdict.admitted and verdict.child_elite == pytest.approx(0.4 / 3) and verdict.rival_elite == 0.0
+    scalar = admit("def c():\n    return 4\n", 0.75, members, 3, Weights(0.3, 0.0, 0.2), 5)
+    assert not scalar.admitted
+    # Elites with objectives: #1 .3·1 + .4·1, #2 .3·.5 + .4·.5, #3 0 (percentiles 1, .5, 0 by front then crowding).
+    assert elite_scores([0.9, 0.8, 0.7], [0.0] * 3, weights, [1.0, 0.5, 0.0]) == pytest.approx([0.7, 0.35, 0.0])
+
+
+def test_with_objectives_a_spawned_island_weighs_fitness_alone_plus_the_objectives_weight() -> None:
+    from autoloop_py.program.objectives import Objective
+
+    config = replace(CONFIG, objectives=(Objective("accuracy", "higher"),), pareto_objectives_weight=0.4)
+    assert island_weights(0, "balanced", config) == Weights(1.0, 0.0, 0.2, 0.4)
+    assert island_weights(2, "diversity", config) == Weights(0.2, 0.5, 0.1, 0.4)
