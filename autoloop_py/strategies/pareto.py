@@ -129,22 +129,25 @@ def objectives_text(metrics: Mapping[str, Any], objectives: Sequence[Objective],
     return " · ".join(parts)
 
 
+def parse_values(text: str) -> dict[str, float]:
+    """Returns the raw values an Objectives bullet's text records (`—` and the front are left out)."""
+    found: dict[str, float] = {}
+    for part in text.split("·"):
+        words = part.strip().rsplit(" ", 1)
+        if len(words) != 2 or _FRONT_RE.match(part.strip()):
+            continue
+        try:
+            value = float(words[1])
+        except ValueError:
+            continue
+        if math.isfinite(value):
+            found[words[0].strip()] = value
+    return found
+
+
 def raw_values(candidate: Candidate) -> dict[str, float] | None:
     """Returns the raw objective values the candidate's Objectives bullet records (None without the bullet)."""
-    for label, value in candidate.extra:
-        if label != BULLET:
-            continue
-        found: dict[str, float] = {}
-        for part in value.split("·"):
-            words = part.strip().rsplit(" ", 1)
-            if len(words) != 2 or _FRONT_RE.match(part.strip()):
-                continue
-            try:
-                found[words[0].strip()] = float(words[1])
-            except ValueError:
-                continue
-        return found
-    return None
+    return next((parse_values(value) for label, value in candidate.extra if label == BULLET), None)
 
 
 def vector_of(candidate: Candidate, objectives: Sequence[Objective]) -> Vector:

@@ -1,0 +1,63 @@
+"""Tests for loop/acceptance.py: the kept set read back from the history, the verdict and its bullets."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+from autoloop_py.program.model import Evaluation, Program
+from autoloop_py.program.frontmatter import ProgramConfig
+from autoloop_py.program.objectives import Objective, Scalarisation
+from autoloop_py.state import file as statefile
+from autoloop_py.loop import acceptance
+
+OBJECTIVES = (Objective("accuracy", "higher"), Objective("latency_ms", "lower"))
+WHEN = datetime(2026, 11, 26, tzinfo=timezone.utc)
+
+
+def program(**config: object) -> Program:
+    return Program(name="demo", path=Path(".autoloop/programs/demo/program.md"), directory=None, goal="g",
+                   target=None, evaluation=Evaluation("python3 e.py", "accuracy", 30), strategy_text="",
+                   config=ProgramConfig(objectives=OBJECTIVES, **config), unconfigured=False, text="")  # type: ignore[arg-type]
+
+
+def recorded(state: statefile.StateFile, the: Program, metrics: dict[str, float]) -> statefile.StateFile:
+    verdict = acceptance.judge(the, metrics, state)
+    assert verdict is not None
+    record = statefile.IterationRecord(
+        status="accepted" if verdict.kept else "rejected", timestamp=WHEN, change="c", metric=metrics["accuracy"],
+        notes=verdict.rule, extra=acceptance.bullets(the, metrics, verdict))
+    return statefile.apply_iteration(state, record, direction="higher", target_metric=None)
+
+
+def test_the_kept_set_is_read_back_from_the_history_and_rules_the_next_verdicts() -> None:
+    the = program()
+    state = statefile.new_state("demo", "g", "accuracy", "higher", None)
+    for metrics in ({"accuracy": 0.9, "latency_ms": 20}, {"accuracy": 0.8, "latency_ms": 5},
+                    {"accuracy": 0.85, "latency_ms": 25}):
+        state = statefile.parse_state(statefile.render_state(recorded(state, the, metrics)))
+    assert acceptance.kept_metrics(state) == [{"accuracy": 0.8, "latency_ms": 5.0}, {"accuracy": 0.9, "latency_ms": 20.0}]
+    assert [e.status for e in state.history if e.is_detailed] == ["rejected", "accepted", "accepted"]
+    newest = state.history[0].text
+    assert "- **Objectives**: accuracy 0.85 · latency_ms 25" in newest
+    assert "- **Kept by**: pareto: dominated by (or equal to) one of the 2 on the front" in newest
+    # The primary metric's best stays 0.9: a kept trade-off never moves it backwards.
+    assert state.machine.best_metric == 0.9
+    verdict = acceptance.judge(the, {"accuracy": 0.95, "latency_ms": 30}, state)
+    assert verdict is not None and verdict.kept
+
+
+def test_a_named_scalarisation_decides_instead() -> None:
+    the = program(objective_scalarisation=Scalarisation((("accuracy", 1.0), ("latency_ms", -0.01))))
+    state = recorded(statefile.new_state("demo", "g", "accuracy", "higher", None), the, {"accuracy": 0.9, "latency_ms": 20})
+    verdict = acceptance.judge(the, {"accuracy": 0.95, "latency_ms": 30}, state)  # 0.65 < 0.7
+    assert verdict is not None and (verdict.kept, verdict.rule) == (
+        False, "weighted {accuracy: 1, latency_ms: -0.01}: 0.65 does not beat 0.7")
+
+
+def test_without_objectives_there_is_no_verdict() -> None:
+    plain = replace(program(), config=ProgramConfig())
+    state = statefile.new_state("demo", "g", "accuracy", "higher", None)
+    assert acceptance.judge(plain, {"accuracy": 1.0}, state) is None
+    assert acceptance.bullets(plain, {"accuracy": 1.0}, None) == ()
