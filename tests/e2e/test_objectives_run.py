@@ -1,0 +1,85 @@
+"""End to end: AdaEvolve and AlphaEvolve on the two-objective sqrt_tradeoff example, with a loopback model.
+
+Each iteration the loopback model rewrites the routine (more or fewer Newton steps, a better first guess); the
+Population shows every entry's objectives and front, and the history says which rule kept each candidate.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from autoloop_py.cli import main
+from autoloop_py.state import file as statefile
+from autoloop_py.state.memory import MemoryStore
+from autoloop_py.state.population import population_of
+from autoloop_py.strategies.pareto import front_of, raw_values
+from tests.fake_openai import fake_openai
+from tests.programs import install_strategy_program
+
+NAME = "sqrt_tradeoff"
+PROGRAM = f".autoloop/programs/{NAME}"
+ROUTINE = f"{PROGRAM}/code/routine.py"
+HEADER = '"""Square root routine for the sqrt_tradeoff example; only the EVOLVE-BLOCK may change."""\n\nimport math\n\n'
+
+
+def _reply(steps: int, guess: str, summary: str) -> str:
+    body = (f"# EVOLVE-BLOCK-START\nNEWTON_STEPS = {steps}\n\n\ndef approx_sqrt(x: float) -> tuple[float, int]:\n"
+            f'    """Returns (an approximation of sqrt(x), the arithmetic steps it took) for x > 0."""\n'
+            f"    guess, steps = {guess}\n    for _ in range(NEWTON_STEPS):\n"
+            "        guess = 0.5 * (guess + x / guess)\n        steps += 3\n    return guess, steps\n# EVOLVE-BLOCK-END\n")
+    return f"SUMMARY: {summary}\nLESSON: none\n\n{ROUTINE}\n```python\n{HEADER}{body}```\n"
+
+
+FREXP = "(lambda m, e: (2.0 ** (e // 2)) * (0.41731 + 0.59016 * m) * (2 ** 0.5 if e % 2 else 1.0))(*math.frexp(x)), 4"
+# (summary, reply): cheaper and rougher, costlier and exact, a better first guess that is cheap and exact,
+# then one dominated by that guess.
+REPLIES = [
+    ("three Newton steps from x", _reply(3, "x, 0", "three Newton steps from x")),
+    ("twelve Newton steps from x", _reply(12, "x, 0", "twelve Newton steps from x")),
+    ("frexp guess and four steps", _reply(4, FREXP, "frexp guess and four steps")),
+    ("frexp guess and six steps", _reply(6, FREXP, "frexp guess and six steps")),
+]
+POINTERS = {
+    "adaevolve": ("## Evolution Strategy\n\nThis program uses the **AdaEvolve** strategy. On every iteration, read "
+                  "`strategy/adaevolve.md` and follow it literally.\n", "pareto_objectives_weight: 0.4\n"),
+    "alphaevolve": ("## Evolution Strategy\n\nThis program uses the **AlphaEvolve** strategy. On every iteration, read "
+                    "`strategy/alphaevolve.md` and follow it literally.\n", ""),
+}
+
+
+@pytest.mark.parametrize("strategy", ["adaevolve", "alphaevolve"])
+def test_two_objectives_show_their_front_in_the_population_and_the_state(
+    strategy: str, git_repo: Path, run_git, monkeypatch: pytest.MonkeyPatch  # type: ignore[no-untyped-def]
+) -> None:
+    pointer, config = POINTERS[strategy]
+    install_strategy_program(git_repo, run_git, PROGRAM, strategy, pointer, config)
+    memory = MemoryStore(git_repo)
+    with fake_openai("reply", monkeypatch) as server:
+        for _, reply in REPLIES:
+            server.reply = reply
+            assert main(["run", "--repo", str(git_repo), "--program", NAME, "--proposer", "llm",
+                         "--model", "openai/test", "--iterations", "1"]) == 0
+    state = statefile.parse_state(memory.read(f"{NAME}.md") or "", f"{NAME}.md")
+    population = population_of(state, memory.read)
+    entries = {c.approach: c for c in population.candidates if raw_values(c) is not None}
+    values = {summary: raw_values(entries[summary]) for summary, _ in REPLIES if summary in entries}
+    assert set(values) == {summary for summary, _ in REPLIES}, [c.approach for c in population.candidates]
+    three, twelve = values["three Newton steps from x"], values["twelve Newton steps from x"]
+    assert three is not None and twelve is not None
+    assert three["cost"] == 9 and twelve["cost"] == 36 and twelve["accuracy"] > three["accuracy"]
+    frexp4, frexp6 = values["frexp guess and four steps"], values["frexp guess and six steps"]
+    assert frexp4 is not None and frexp6 is not None and frexp4["accuracy"] >= 15 and frexp4["cost"] == 16
+    # The cheap exact routine is on the front; six steps of it cost more for no more digits.
+    assert front_of(entries["frexp guess and four steps"]) == 0
+    assert (front_of(entries["frexp guess and six steps"]) or 0) >= 1
+    assert "- **Objectives**: accuracy " in (memory.read(f"{NAME}.md") or "")
+    # The history says which rule kept (or did not keep) each candidate.
+    kept = {e.change: e.status for e in state.history if e.is_detailed}
+    texts = {e.change: e.text for e in state.history if e.is_detailed}
+    assert kept["three Newton steps from x"] == "accepted"
+    assert "**Kept by**: pareto: non-dominated" in texts["three Newton steps from x"]
+    assert kept["frexp guess and four steps"] == "accepted"
+    assert kept["frexp guess and six steps"] == "rejected"
+    assert "**Kept by**: pareto: dominated" in texts["frexp guess and six steps"]
