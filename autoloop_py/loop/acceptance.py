@@ -15,32 +15,45 @@ from autoloop_py.program.model import Program
 from autoloop_py.state import file as statefile
 from autoloop_py.strategies import pareto
 
-KEPT_BY = "Kept by"
+RULE = "Acceptance"
+BASELINE = "Baseline objectives"
 _BULLET_RE = re.compile(r"^\s*[-*]\s+\*\*Objectives\*\*:\s*(.+?)\s*$", re.MULTILINE)
+_BASELINE_RE = re.compile(r"^\s*[-*]\s+\*\*Baseline objectives\*\*:\s*(.+?)\s*$", re.MULTILINE)
 
 
 def kept_metrics(state: statefile.StateFile) -> list[dict[str, float]]:
-    """Returns the objective values of every accepted detailed history entry that records them."""
+    """Returns the objective values of the baseline and of every accepted detailed history entry that records them."""
     kept = []
     for entry in state.history:
-        if entry.is_detailed and entry.status == "accepted":
-            found = _BULLET_RE.search(entry.text)
-            if found:
-                kept.append(pareto.parse_values(found.group(1)))
+        if not entry.is_detailed:
+            continue
+        baseline = _BASELINE_RE.search(entry.text)
+        if baseline:
+            kept.append(pareto.parse_values(baseline.group(1)))
+        found = _BULLET_RE.search(entry.text) if entry.status == "accepted" else None
+        if found:
+            kept.append(pareto.parse_values(found.group(1)))
     return kept
 
 
-def judge(program: Program, metrics: Mapping[str, Any], state: statefile.StateFile) -> pareto.Verdict | None:
-    """Returns the many-objective verdict on a candidate's metrics (None when the program declares no objectives)."""
+def judge(program: Program, metrics: Mapping[str, Any], state: statefile.StateFile,
+          baseline: Mapping[str, Any] | None = None) -> pareto.Verdict | None:
+    """Returns the many-objective verdict on a candidate's metrics (None when the program declares no objectives).
+
+    `baseline`: the unchanged code's metrics, measured this iteration (the first run); it counts as kept.
+    """
     config = program.config
     if not config.objectives:
         return None
-    return pareto.keep(metrics, kept_metrics(state), config.objectives, config.objective_scalarisation,
-                       config.min_delta)
+    kept = kept_metrics(state) + ([dict(baseline)] if baseline is not None else [])
+    return pareto.keep(metrics, kept, config.objectives, config.objective_scalarisation, config.min_delta)
 
 
-def bullets(program: Program, metrics: Mapping[str, Any], verdict: pareto.Verdict | None) -> tuple[tuple[str, str], ...]:
-    """Returns the history bullets that record the objectives and the rule that kept (or did not keep) it."""
+def bullets(program: Program, metrics: Mapping[str, Any], verdict: pareto.Verdict | None,
+            baseline: Mapping[str, Any] | None = None) -> tuple[tuple[str, str], ...]:
+    """Returns the history bullets that record the objectives (and the baseline's) and the rule that decided."""
     if verdict is None:
         return ()
-    return (("Objectives", pareto.objectives_text(metrics, program.config.objectives)), (KEPT_BY, verdict.rule))
+    objectives = program.config.objectives
+    first = ((BASELINE, pareto.objectives_text(baseline, objectives)),) if baseline is not None else ()
+    return (*first, ("Objectives", pareto.objectives_text(metrics, objectives)), (RULE, verdict.rule))

@@ -216,8 +216,9 @@ def _attempt(ctx: AttemptContext, decision: DecisionLike | None, files: dict[str
             usage["extra"] = strategy.history_bullets(decision, result.metric)
         baseline = ctx.best if ctx.state.machine.best_metric is None else None
         marks = recovery.trailers(ctx.key, result.metric, baseline) if ctx.key else {}
-        verdict = acceptance.judge(program, result.metrics, ctx.state)
-        usage["extra"] = (*usage.get("extra", ()), *acceptance.bullets(program, result.metrics, verdict))  # type: ignore[misc]
+        measured = ctx.baseline.metrics if ctx.baseline is not None and ctx.baseline.ok else None
+        verdict = acceptance.judge(program, result.metrics, ctx.state, measured)
+        usage["extra"] = (*usage.get("extra", ()), *acceptance.bullets(program, result.metrics, verdict, measured))  # type: ignore[misc]
         record = _ratchet(program, workspace, proposal, result, ctx.best, ctx.iteration, options, ctx.clock, now, usage,
                           marks, verdict)
     candidate = _candidate(ctx, decision, record, proposal, files)
@@ -343,14 +344,14 @@ def _ratchet(
     run_url = options.run_url
     improved = statefile.is_improvement(result.metric, best, program.direction, program.config.min_delta)
     if not (improved if verdict is None else verdict.kept):
-        notes = rejection_note(result.metric, best, program) if verdict is None else f"not kept: {verdict.rule}"
+        notes = rejection_note(result.metric, best, program) if verdict is None else "not kept for its objectives (see Acceptance)"
         return record_of(
             "rejected", now, proposal.summary,
             metric=result.metric, notes=notes, lesson=proposal.lesson, run_url=run_url, **usage,
         )
     notes = f"{program.evaluation.metric if program.evaluation else 'metric'} improved to {result.metric:g}"
     if verdict is not None:
-        notes = f"kept by {verdict.rule}"
+        notes = "kept for its objectives (see Acceptance)"
     record = record_of(
         "accepted", now, proposal.summary,
         metric=result.metric, notes=notes, lesson=proposal.lesson, run_url=run_url, **usage,

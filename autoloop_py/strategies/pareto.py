@@ -246,6 +246,8 @@ def keep(metrics: Mapping[str, Any], best: Sequence[Mapping[str, Any]], objectiv
     front = [v for v, r in zip(kept, front_ranks(kept)) if r == 0]
     if any(dominates(v, vector) or v == vector for v in front):
         return Verdict(False, f"pareto: dominated by (or equal to) one of the {len(front)} on the front")
+    if not front:
+        return Verdict(True, "pareto: the first candidate kept with these objectives")
     beaten = sum(dominates(vector, v) for v in front)
     return Verdict(True, f"pareto: non-dominated by the {len(front)} on the front (dominates {beaten})")
 

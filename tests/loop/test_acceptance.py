@@ -41,7 +41,7 @@ def test_the_kept_set_is_read_back_from_the_history_and_rules_the_next_verdicts(
     assert [e.status for e in state.history if e.is_detailed] == ["rejected", "accepted", "accepted"]
     newest = state.history[0].text
     assert "- **Objectives**: accuracy 0.85 · latency_ms 25" in newest
-    assert "- **Kept by**: pareto: dominated by (or equal to) one of the 2 on the front" in newest
+    assert "- **Acceptance**: pareto: dominated by (or equal to) one of the 2 on the front" in newest
     # The primary metric's best stays 0.9: a kept trade-off never moves it backwards.
     assert state.machine.best_metric == 0.9
     verdict = acceptance.judge(the, {"accuracy": 0.95, "latency_ms": 30}, state)
@@ -61,3 +61,20 @@ def test_without_objectives_there_is_no_verdict() -> None:
     state = statefile.new_state("demo", "g", "accuracy", "higher", None)
     assert acceptance.judge(plain, {"accuracy": 1.0}, state) is None
     assert acceptance.bullets(plain, {"accuracy": 1.0}, None) == ()
+
+
+def test_the_baseline_counts_as_kept_and_is_remembered() -> None:
+    the = program()
+    state = statefile.new_state("demo", "g", "accuracy", "higher", None)
+    baseline = {"accuracy": 0.9, "latency_ms": 10.0}
+    worse = {"accuracy": 0.8, "latency_ms": 20.0}
+    verdict = acceptance.judge(the, worse, state, baseline)
+    assert verdict is not None and not verdict.kept
+    record = statefile.IterationRecord(status="rejected", timestamp=WHEN, change="c", metric=0.8, notes="n",
+                                       extra=acceptance.bullets(the, worse, verdict, baseline))
+    state = statefile.parse_state(statefile.render_state(
+        statefile.apply_iteration(state, record, direction="higher", target_metric=None)))
+    assert "- **Baseline objectives**: accuracy 0.9 · latency_ms 10" in state.history[0].text
+    assert acceptance.kept_metrics(state) == [{"accuracy": 0.9, "latency_ms": 10.0}]
+    again = acceptance.judge(the, {"accuracy": 0.85, "latency_ms": 15.0}, state)
+    assert again is not None and not again.kept
