@@ -55,5 +55,12 @@ def bullets(program: Program, metrics: Mapping[str, Any], verdict: pareto.Verdic
     if verdict is None:
         return ()
     objectives = program.config.objectives
-    first = ((BASELINE, pareto.objectives_text(baseline, objectives)),) if baseline is not None else ()
+    first = baseline_bullets(program, baseline) if baseline is not None else ()
     return (*first, ("Objectives", pareto.objectives_text(metrics, objectives)), (RULE, verdict.rule))
+
+
+def baseline_bullets(program: Program, metrics: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """Returns the bullet that records the unchanged code's objectives (an as-is iteration), counted as kept."""
+    if not program.config.objectives:
+        return ()
+    return ((BASELINE, pareto.objectives_text(metrics, program.config.objectives)),)

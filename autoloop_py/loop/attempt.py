@@ -151,6 +151,8 @@ def _as_is(ctx: AttemptContext, decision: DecisionLike, files: dict[str, str]) -
         record = error_record(ctx.now, summary, f"evaluation failed: {result.error}", ctx.options.run_url, **usage)
     else:
         notes = f"the unchanged code scores {result.metric:g}; recorded without a proposal, nothing to commit"
+        usage["extra"] = (*strategy.history_bullets(decision, result.metric), *acceptance.baseline_bullets(
+            ctx.program, result.metrics))
         record = record_of(
             "rejected", ctx.now, summary,
             metric=result.metric, notes=notes, run_url=ctx.options.run_url, **usage,

@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
 from autoloop_py.program.objectives import Objective, Scalarisation, metric_value
+from autoloop_py.render import render
 from autoloop_py.state import population as pop
 from autoloop_py.state.population import Candidate, Population
 
@@ -204,6 +205,16 @@ def _with_front(candidate: Candidate, front: int | None, objectives: Sequence[Ob
     text = objectives_text(values, objectives, front)
     extra = tuple((label, text if label == BULLET else value) for label, value in candidate.extra)
     return replace(candidate, extra=extra, raw=None)
+
+
+def prompt_section(objectives: Sequence[Objective], parent: Candidate | None) -> str:
+    """Returns the prompt's Pareto paragraph: the objectives with directions and the parent's values and front."""
+    if not objectives:
+        return ""
+    values = (raw_values(parent) or {}) if parent is not None else {}
+    shown = {name: _number(value) for name, value in values.items()}
+    front = front_of(parent) if parent is not None else None
+    return render("objectives_section.md.j2", objectives=objectives, parent=shown, front=front)
 
 
 # ---------------------------------------------------------------- acceptance

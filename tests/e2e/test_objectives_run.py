@@ -46,18 +46,22 @@ POINTERS = {
                   "`strategy/adaevolve.md` and follow it literally.\n", "pareto_objectives_weight: 0.4\n"),
     "alphaevolve": ("## Evolution Strategy\n\nThis program uses the **AlphaEvolve** strategy. On every iteration, read "
                     "`strategy/alphaevolve.md` and follow it literally.\n", ""),
+    "evox": ("## Evolution Strategy\n\nThis program uses the **EvoX** strategy. On every iteration, read "
+             "`strategy/evox.md` and follow it literally.\n", "auto_generate_variation_operators: false\n"),
 }
 
 
-@pytest.mark.parametrize("strategy", ["adaevolve", "alphaevolve"])
+@pytest.mark.parametrize("strategy", ["adaevolve", "alphaevolve", "evox"])
 def test_two_objectives_show_their_front_in_the_population_and_the_state(
     strategy: str, git_repo: Path, run_git, monkeypatch: pytest.MonkeyPatch  # type: ignore[no-untyped-def]
 ) -> None:
     pointer, config = POINTERS[strategy]
     install_strategy_program(git_repo, run_git, PROGRAM, strategy, pointer, config)
     memory = MemoryStore(git_repo)
+    # EvoX's first iteration evaluates the Target as it is (the first window's start), without the model.
+    replies = [REPLIES[0][1]] * (strategy == "evox") + [reply for _, reply in REPLIES]
     with fake_openai("reply", monkeypatch) as server:
-        for _, reply in REPLIES:
+        for reply in replies:
             server.reply = reply
             assert main(["run", "--repo", str(git_repo), "--program", NAME, "--proposer", "llm",
                          "--model", "openai/test", "--iterations", "1"]) == 0
@@ -80,9 +84,13 @@ def test_two_objectives_show_their_front_in_the_population_and_the_state(
     texts = {e.change: e.text for e in state.history if e.is_detailed}
     assert kept["three Newton steps from x"] == "accepted"
     # The unchanged code (6 steps from x) is measured on the first run and counts as kept.
-    assert "**Baseline objectives**: accuracy 6.0687 · cost 18" in texts["three Newton steps from x"]
+    first = texts["three Newton steps from x"] if strategy != "evox" else next(t for c, t in texts.items() if c.endswith("the Target as it is"))
+    assert "**Baseline objectives**: accuracy 6.0687 · cost 18" in first
     assert "**Acceptance**: pareto: non-dominated by the 1 on the front" in texts["three Newton steps from x"]
     assert "**Acceptance**: pareto: non-dominated by the 2 on the front" in texts["twelve Newton steps from x"]
     assert kept["frexp guess and four steps"] == "accepted"
     assert kept["frexp guess and six steps"] == "rejected"
     assert "**Acceptance**: pareto: dominated" in texts["frexp guess and six steps"]
+    if strategy != "alphaevolve":  # AdaEvolve's and EvoX's prompts name the trade-off and the parent's values
+        prompt = memory.read(f"traces/{NAME}/prompts/{len(replies)}.md") or ""
+        assert "Pareto trade-offs" in prompt and "- `cost`: lower is better (the parent: " in prompt

@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
+from autoloop_py.program.objectives import Objective
 from autoloop_py.program.playbook import Playbook
 from autoloop_py.strategies import settings
 
@@ -33,6 +34,8 @@ class EvoXConfig:
       sandbox_cpu_seconds: the CPU-time limit of the sandbox process.
       direction: the program's metric direction, "higher" or "lower" (not a playbook setting).
       initial_code: the source of the strategy a run starts with (ours, shipped with the package).
+      objectives: the program's Pareto objectives (frontmatter `objectives:`): each genome carries their values
+        and its front, and `pareto_front()` lists front 0 (the reference's `pareto_objectives`).
     """
 
     num_context_programs: int = 4
@@ -50,6 +53,7 @@ class EvoXConfig:
     sandbox_cpu_seconds: int = 10
     direction: str = "higher"
     initial_code: str = ""
+    objectives: tuple[Objective, ...] = ()
 
     @property
     def interval(self) -> int:

@@ -286,7 +286,7 @@ class EvoXEngine:
 def build(program: Program, playbook: Playbook, root: Path) -> EvoXEngine:
     """Returns the engine of a program's customised EvoX playbook and its `code/config.yaml`."""
     config = parse_evox_config(playbook, load_config_yaml(program, root), program.direction)
-    config = replace(config, initial_code=evox_sandbox.initial_strategy())
+    config = replace(config, initial_code=evox_sandbox.initial_strategy(), objectives=program.config.objectives)
     prompts = root / playbook.path.parent / "prompts"
     notes = tuple(n for n in (labelled_line(playbook.text, "tuning notes"),) if n)
     return EvoXEngine(config, program, root, prompts, f"{program.name}.md", problem_framing(playbook.text), notes)
