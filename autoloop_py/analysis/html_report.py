@@ -1,4 +1,5 @@
-"""The static HTML report of a run: metric curve, evolution tree, per-candidate diffs and the Population.
+"""The static HTML report of a run: metric curve, evolution tree, per-candidate diffs, the Population and, with
+Pareto objectives, the front.
 
 One self-contained file (inline CSS and JS, the run's data as JSON in the page), so it opens from disk
 or as a CI artifact with no server and no network. Building the data is pure; `autoloop report` does
@@ -14,6 +15,7 @@ from autoloop_py.analysis.run_view import RunNode, best_lineage, run_nodes, unif
 from autoloop_py.render import render
 from autoloop_py.state.population_model import Candidate
 from autoloop_py.state.trace import Trace
+from autoloop_py.strategies import pareto
 
 DIFF_CONTEXT = 2
 MAX_DIFF_CHARS = 20_000
@@ -50,6 +52,7 @@ def report_payload(trace: Trace, source: ReportSource, population: Sequence[Cand
         "diffs": _diffs(nodes, sources),
         "best": [node.id for node in best_lineage(nodes, source.direction)],
         "population": [_candidate_data(candidate) for candidate in population],
+        "objectives": objectives_data(population),
     }
 
 
@@ -104,7 +107,23 @@ def _diffs(nodes: Sequence[RunNode], sources: dict[str, str | None]) -> dict[str
     return diffs
 
 
+def objectives_data(population: Sequence[Candidate]) -> dict[str, Any]:
+    """Returns the Pareto plot's data: the objective names (as the entries' Objectives bullets list them) and each
+    entry's values and front (0: not dominated), for the entries that record them."""
+    names: list[str] = []
+    points = []
+    for candidate in sorted(population, key=lambda c: c.id):
+        values = pareto.raw_values(candidate)
+        if values is None:
+            continue
+        names += [name for name in values if name not in names]
+        points.append({"id": str(candidate.id), "v": values, "front": pareto.front_of(candidate),
+                       "s": candidate.status, "sum": candidate.approach})
+    return {"names": names, "points": points}
+
+
 def _candidate_data(candidate: Candidate) -> dict[str, Any]:
+    values = pareto.raw_values(candidate)
     return {
         "id": candidate.id,
         "island": candidate.island,
@@ -115,4 +134,6 @@ def _candidate_data(candidate: Candidate) -> dict[str, Any]:
         "parents": ", ".join(str(p) for p in candidate.parents),
         "status": candidate.status,
         "approach": candidate.approach,
+        "objectives": None if values is None else " · ".join(f"{k} {v:g}" for k, v in values.items()),
+        "front": pareto.front_of(candidate),
     }

@@ -15,6 +15,7 @@ from autoloop_py.state import file as statefile
 from autoloop_py.state.memory import MemoryStore
 from autoloop_py.state.population import population_of
 from autoloop_py.strategies.pareto import front_of, raw_values
+from tests.browser import Browser
 from tests.fake_openai import fake_openai
 from tests.programs import install_strategy_program
 
@@ -51,20 +52,27 @@ POINTERS = {
 }
 
 
-@pytest.mark.parametrize("strategy", ["adaevolve", "alphaevolve", "evox"])
-def test_two_objectives_show_their_front_in_the_population_and_the_state(
-    strategy: str, git_repo: Path, run_git, monkeypatch: pytest.MonkeyPatch  # type: ignore[no-untyped-def]
-) -> None:
+def _run(strategy: str, repo: Path, run_git, monkeypatch: pytest.MonkeyPatch  # type: ignore[no-untyped-def]
+         ) -> tuple[MemoryStore, list[str]]:
+    """Installs sqrt_tradeoff under the strategy and runs one iteration per reply; returns the memory and replies."""
     pointer, config = POINTERS[strategy]
-    install_strategy_program(git_repo, run_git, PROGRAM, strategy, pointer, config)
-    memory = MemoryStore(git_repo)
+    install_strategy_program(repo, run_git, PROGRAM, strategy, pointer, config)
+    memory = MemoryStore(repo)
     # EvoX's first iteration evaluates the Target as it is (the first window's start), without the model.
     replies = [REPLIES[0][1]] * (strategy == "evox") + [reply for _, reply in REPLIES]
     with fake_openai("reply", monkeypatch) as server:
         for reply in replies:
             server.reply = reply
-            assert main(["run", "--repo", str(git_repo), "--program", NAME, "--proposer", "llm",
+            assert main(["run", "--repo", str(repo), "--program", NAME, "--proposer", "llm",
                          "--model", "openai/test", "--iterations", "1"]) == 0
+    return memory, replies
+
+
+@pytest.mark.parametrize("strategy", ["adaevolve", "alphaevolve", "evox"])
+def test_two_objectives_show_their_front_in_the_population_and_the_state(
+    strategy: str, git_repo: Path, run_git, monkeypatch: pytest.MonkeyPatch  # type: ignore[no-untyped-def]
+) -> None:
+    memory, replies = _run(strategy, git_repo, run_git, monkeypatch)
     state = statefile.parse_state(memory.read(f"{NAME}.md") or "", f"{NAME}.md")
     population = population_of(state, memory.read)
     entries = {c.approach: c for c in population.candidates if raw_values(c) is not None}
@@ -94,3 +102,27 @@ def test_two_objectives_show_their_front_in_the_population_and_the_state(
     if strategy != "alphaevolve":  # AdaEvolve's and EvoX's prompts name the trade-off and the parent's values
         prompt = memory.read(f"traces/{NAME}/prompts/{len(replies)}.md") or ""
         assert "Pareto trade-offs" in prompt and "- `cost`: lower is better (the parent: " in prompt
+
+
+def test_the_report_plots_the_front(git_repo: Path, run_git, monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
+                                    tmp_path: Path) -> None:
+    """`autoloop report` draws every entry with objectives in the Pareto plot, front 0 ringed and joined."""
+    repo = git_repo
+    memory, _ = _run("adaevolve", repo, run_git, monkeypatch)
+    state = statefile.parse_state(memory.read(f"{NAME}.md") or "", f"{NAME}.md")
+    population = population_of(state, memory.read)
+    out = tmp_path / "pareto.html"
+    assert main(["report", NAME, "--repo", str(repo), "--out", str(out)]) == 0
+    recorded = [c for c in population.candidates if raw_values(c) is not None]
+    with Browser() as browser:
+        page = browser.page()
+        page.open(out.as_uri(), "document.body && document.body.dataset.ready === '1'")
+        assert page.evaluate("document.getElementById('pareto-section').hidden") is False
+        assert page.evaluate("document.querySelectorAll('#pareto circle.dot').length") == len(recorded)
+        ringed = page.evaluate("[...document.querySelectorAll('#pareto circle.front')].map(c => c.dataset.id).sort()")
+        assert ringed == sorted(str(c.id) for c in recorded if front_of(c) == 0)
+        assert page.evaluate("document.querySelector('#pareto polyline.frontline') !== null")
+        header = page.evaluate("[...document.querySelectorAll('#population thead th')].map(th => th.textContent)")
+        assert header[-2:] == ["objectives", "front"]
+        shot = page.screenshot(tmp_path / "pareto.png")
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
