@@ -94,7 +94,7 @@ def _dimension(item: str, raw: str, index: int) -> FeatureDimension:
 def _metric_thresholds(text: str) -> tuple[float, ...]:
     """Returns the fixed bin edges after `threshold(s)` in a metric bullet (e.g. `thresholds 10, 50`), ascending."""
     at = text.find("threshold")
-    if at == -1:
+    if at == -1 or _BINS_RE.search(text):  # `N bins` asks for the running range, whatever else the bullet says
         return ()
     segment = _RANGE_DASH_RE.sub(" ", text[at:])
     return tuple(sorted({float(n) for n in _NUMBER_RE.findall(segment)}))
