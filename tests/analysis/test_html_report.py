@@ -80,3 +80,21 @@ def test_the_pareto_plot_data_comes_from_the_entries_objectives_and_fronts(tmp_p
         ("accuracy 0.9 · cost 30", 0), ("accuracy 0.8 · cost 10", 0), ("accuracy 0.7 · cost 40", 1)]
     page = render_report(payload)
     assert '<svg id="pareto"' in page and "Pareto front" in page
+
+
+def test_the_map_elites_grid_holds_each_cells_best_and_count(tmp_path: Path) -> None:
+    def entry(id: int, fitness: float | None, cell: tuple[str, str]) -> Candidate:
+        return Candidate(id=id, island=0, fitness=fitness, gen=id, operator="x", cell=cell, status="accepted")
+
+    population = [entry(1, 0.5, ("greedy", "small")), entry(2, 0.9, ("greedy", "small")),
+                  entry(3, 0.7, ("exact", "latency_ms 2/3")), entry(4, None, ("exact", "small")),
+                  Candidate(id=5, island=None, fitness=1.0, gen=5, operator="x")]
+    grid = report_payload(load_trace(write_run(tmp_path / "run")), SOURCE, population)["grid"]
+    assert grid == {"rows": ["greedy", "exact"], "cols": ["small", "latency_ms 2/3"], "cells": [
+        {"row": "greedy", "col": "small", "n": 2, "best": "2", "f": 0.9},
+        {"row": "exact", "col": "latency_ms 2/3", "n": 1, "best": "3", "f": 0.7},
+        {"row": "exact", "col": "small", "n": 1, "best": None, "f": None},
+    ]}
+    lower = replace(SOURCE, direction="lower")
+    assert report_payload(load_trace(write_run(tmp_path / "run2")), lower, population)["grid"]["cells"][0]["best"] == "1"
+    assert '<div id="grid">' in render_report(report_payload(load_trace(write_run(tmp_path / "run3")), SOURCE, population))

@@ -104,11 +104,13 @@ def test_two_objectives_show_their_front_in_the_population_and_the_state(
         assert "Pareto trade-offs" in prompt and "- `cost`: lower is better (the parent: " in prompt
 
 
-def test_the_report_plots_the_front(git_repo: Path, run_git, monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
-                                    tmp_path: Path) -> None:
-    """`autoloop report` draws every entry with objectives in the Pareto plot, front 0 ringed and joined."""
+@pytest.mark.parametrize("strategy", ["adaevolve", "alphaevolve"])
+def test_the_report_plots_the_front_and_the_grid(strategy: str, git_repo: Path, run_git,  # type: ignore[no-untyped-def]
+                                                 monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """`autoloop report` draws every entry with objectives in the Pareto plot, front 0 ringed and joined, and
+    AlphaEvolve's feature cells as a MAP-Elites grid."""
     repo = git_repo
-    memory, _ = _run("adaevolve", repo, run_git, monkeypatch)
+    memory, _ = _run(strategy, repo, run_git, monkeypatch)
     state = statefile.parse_state(memory.read(f"{NAME}.md") or "", f"{NAME}.md")
     population = population_of(state, memory.read)
     out = tmp_path / "pareto.html"
@@ -124,5 +126,8 @@ def test_the_report_plots_the_front(git_repo: Path, run_git, monkeypatch: pytest
         assert page.evaluate("document.querySelector('#pareto polyline.frontline') !== null")
         header = page.evaluate("[...document.querySelectorAll('#population thead th')].map(th => th.textContent)")
         assert header[-2:] == ["objectives", "front"]
+        cells = {c.cell for c in population.candidates if c.cell is not None}
+        assert page.evaluate("document.getElementById('grid-section').hidden") is (not cells)
+        assert page.evaluate("document.querySelectorAll('#grid td.filled').length") == len(cells)
         shot = page.screenshot(tmp_path / "pareto.png")
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
