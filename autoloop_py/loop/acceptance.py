@@ -9,9 +9,11 @@ history folded into ranges forgets the older ones (their front still shows in th
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any, Mapping
 
 from autoloop_py.program.model import Program
+from autoloop_py.program.objectives import targets_met
 from autoloop_py.state import file as statefile
 from autoloop_py.strategies import pareto
 
@@ -64,3 +66,17 @@ def baseline_bullets(program: Program, metrics: Mapping[str, Any]) -> tuple[tupl
     if not program.config.objectives:
         return ()
     return ((BASELINE, pareto.objectives_text(metrics, program.config.objectives)),)
+
+
+def with_targets(state: statefile.StateFile, record: statefile.IterationRecord, program: Program) -> statefile.StateFile:
+    """Returns the state completed when a kept candidate reaches every per-objective `target-metric`."""
+    targets = program.config.objective_targets
+    if not targets or record.status != "accepted" or state.machine.completed:
+        return state
+    text = next((value for label, value in record.extra if label == "Objectives"), None)
+    values = pareto.parse_values(text) if text is not None else {}
+    if not targets_met(values, targets, program.config.objectives):
+        return state
+    reached = ", ".join(f"{name} {values[name]:g} (target {target:g})" for name, target in targets)
+    machine = replace(state.machine, completed=True, completed_reason=f"objective targets reached: {reached}")
+    return statefile.with_machine(state, machine)

@@ -12,7 +12,14 @@ import yaml
 
 from autoloop_py.errors import ProgramError
 from autoloop_py.program.interval import parse_schedule
-from autoloop_py.program.objectives import Objective, Scalarisation, parse_objectives, parse_scalarisation, unknown_metrics
+from autoloop_py.program.objectives import (
+    Objective,
+    Scalarisation,
+    parse_objectives,
+    parse_scalarisation,
+    parse_targets,
+    unknown_metrics,
+)
 
 
 @dataclass(frozen=True)
@@ -46,6 +53,8 @@ class ProgramConfig:
         (one, or in Actions the workflow's `autoloop init --parallel`).
       objectives: the metrics the search trades off, with directions (`objectives:`); empty: the one metric.
       objective_scalarisation: ranks many objectives by a weighted sum instead of Pareto dominance.
+      objective_targets: `target-metric` given per objective ({accuracy: 0.95, latency_ms: 20}): the program
+        completes once one kept candidate reaches every one.
       extra: frontmatter keys this version does not know, kept for strategies.
     """
 
@@ -73,6 +82,7 @@ class ProgramConfig:
     parallel: int | None = None
     objectives: tuple[Objective, ...] = ()
     objective_scalarisation: Scalarisation | None = None
+    objective_targets: tuple[tuple[str, float], ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -147,6 +157,8 @@ def parse_frontmatter(
         if field_name is None:
             extra[str(key)] = value
             continue
+        if field_name == "target_metric" and isinstance(value, dict):
+            field_name = "objective_targets"  # one target per objective
         try:
             values[field_name] = _coerce(field_name, value)
         except ValueError as err:
@@ -159,13 +171,16 @@ def parse_frontmatter(
     if values.get("timeout_minutes") is not None and values.get("evaluation_timeout") is None:
         # Upstream's programs set only `timeout-minutes`, and evaluate for most of it (autoresearch: 6 minutes).
         values["evaluation_timeout"] = values["timeout_minutes"] * 60
-    scalarisation = values.get("objective_scalarisation")
-    unknown = unknown_metrics(scalarisation, values.get("objectives") or ()) if scalarisation else []
-    if unknown:
-        key = next(k for k in data if _KEYS.get(str(k)) == "objective_scalarisation")
-        problems.append(ProgramError(f"frontmatter `{key}`: `{unknown[0]}` is not one of the `objectives`; "
-                                     "weigh only declared objectives", rel, first_line + _key_line(match.group(2), str(key))))
-        values.pop("objective_scalarisation")
+    for field_name, spelled, what in (("objective_scalarisation", "objective_scalarisation", "weigh"),
+                                      ("objective_targets", "target_metric", "set targets for")):
+        named = values.get(field_name)
+        unknown = unknown_metrics(named, values.get("objectives") or ()) if named else []
+        if unknown:
+            key = next(k for k in data if _KEYS.get(str(k)) == spelled)
+            problems.append(ProgramError(f"frontmatter `{key}`: `{unknown[0]}` is not one of the `objectives`; "
+                                         f"{what} only declared objectives", rel,
+                                         first_line + _key_line(match.group(2), str(key))))
+            values.pop(field_name)
     return ProgramConfig(**values, extra=extra), match.end()
 
 
@@ -192,6 +207,8 @@ def _coerce(field_name: str, value: Any) -> Any:
         return parse_objectives(value)
     if field_name == "objective_scalarisation":
         return parse_scalarisation(value)
+    if field_name == "objective_targets":
+        return parse_targets(value)
     if value is None:
         return None if field_name not in _DEFAULTED else _default(field_name)
     if field_name == "isolation":

@@ -5,6 +5,7 @@ Frontmatter shapes (YAML):
     objectives: [{accuracy: higher}, {latency_ms: lower}]     # a list of one-key mappings, in order
     objectives: {accuracy: higher, latency_ms: lower}         # or one mapping (its order is kept)
     objective-scalarisation: {accuracy: 1, latency_ms: -0.01} # weighted sum of the raw metrics
+    target-metric: {accuracy: 0.95, latency_ms: 20}           # complete once one kept candidate meets them all
 
 Parsing raises ValueError with the expected shape; frontmatter.py adds the file and line.
 """
@@ -104,10 +105,34 @@ def parse_scalarisation(value: Any) -> Scalarisation | None:
     return Scalarisation(tuple(weights))
 
 
-def unknown_metrics(scalarisation: Scalarisation, objectives: Sequence[Objective]) -> list[str]:
-    """Returns the scalarisation's metrics that are not declared objectives (none when no objective is declared)."""
+def parse_targets(value: Any) -> tuple[tuple[str, float], ...]:
+    """Returns the per-objective targets of a `target-metric:` mapping; raises ValueError naming the shape."""
+    if not isinstance(value, Mapping) or not value:
+        raise ValueError(f"must be a number, or a mapping of objective to target such as {{accuracy: 0.95}}, got {value!r}")
+    targets = []
+    for name, target in value.items():
+        if isinstance(target, bool) or not isinstance(target, (int, float)) or not math.isfinite(target):
+            raise ValueError(f"the target of `{name}` must be a finite number, got {target!r}")
+        targets.append((_name(name), float(target)))
+    return tuple(targets)
+
+
+def targets_met(metrics: Mapping[str, Any], targets: Sequence[tuple[str, float]], objectives: Sequence[Objective]
+                ) -> bool:
+    """Returns whether the metrics reach every target, each in its objective's direction (higher unless lower)."""
+    lower = {o.name for o in objectives if o.direction == "lower"}
+    for name, target in targets:
+        value = metric_value(metrics, name)
+        if value is None or (value > target if name in lower else value < target):
+            return False
+    return bool(targets)
+
+
+def unknown_metrics(weights: Scalarisation | Sequence[tuple[str, float]], objectives: Sequence[Objective]) -> list[str]:
+    """Returns the named metrics that are not declared objectives (none when no objective is declared)."""
     names = {o.name for o in objectives}
-    return [name for name, _ in scalarisation.weights if names and name not in names]
+    pairs = weights.weights if isinstance(weights, Scalarisation) else weights
+    return [name for name, _ in pairs if names and name not in names]
 
 
 def metric_value(metrics: Mapping[str, Any], name: str) -> float | None:

@@ -52,11 +52,15 @@ POINTERS = {
 }
 
 
-def _run(strategy: str, repo: Path, run_git, monkeypatch: pytest.MonkeyPatch  # type: ignore[no-untyped-def]
-         ) -> tuple[MemoryStore, list[str]]:
+def _run(strategy: str, repo: Path, run_git, monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
+         frontmatter: str = "") -> tuple[MemoryStore, list[str]]:
     """Installs sqrt_tradeoff under the strategy and runs one iteration per reply; returns the memory and replies."""
     pointer, config = POINTERS[strategy]
     install_strategy_program(repo, run_git, PROGRAM, strategy, pointer, config)
+    if frontmatter:
+        path = repo / PROGRAM / "program.md"
+        path.write_text(path.read_text().replace("seed: 7\n", f"seed: 7\n{frontmatter}"))
+        run_git(repo, "commit", "-qam", "targets")
     memory = MemoryStore(repo)
     # EvoX's first iteration evaluates the Target as it is (the first window's start), without the model.
     replies = [REPLIES[0][1]] * (strategy == "evox") + [reply for _, reply in REPLIES]
@@ -131,3 +135,12 @@ def test_the_report_plots_the_front_and_the_grid(strategy: str, git_repo: Path, 
         assert page.evaluate("document.querySelectorAll('#grid td.filled').length") == len(cells)
         shot = page.screenshot(tmp_path / "pareto.png")
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_per_objective_targets_complete_the_program(git_repo: Path, run_git,  # type: ignore[no-untyped-def]
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """`target-metric: {accuracy: 15, cost: 20}`: the frexp routine (15.95 digits, 16 steps) completes the program."""
+    memory, _ = _run("adaevolve", git_repo, run_git, monkeypatch, "target-metric: {accuracy: 15, cost: 20}\n")
+    machine = statefile.parse_state(memory.read(f"{NAME}.md") or "", f"{NAME}.md").machine
+    assert machine.completed  # at iteration 3: the fourth candidate (cost 22) was not kept
+    assert machine.completed_reason == "objective targets reached: accuracy 15.9485 (target 15), cost 16 (target 20)"

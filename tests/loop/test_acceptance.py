@@ -78,3 +78,23 @@ def test_the_baseline_counts_as_kept_and_is_remembered() -> None:
     assert acceptance.kept_metrics(state) == [{"accuracy": 0.9, "latency_ms": 10.0}]
     again = acceptance.judge(the, {"accuracy": 0.85, "latency_ms": 15.0}, state)
     assert again is not None and not again.kept
+
+
+def test_per_objective_targets_complete_the_program_once_a_kept_candidate_meets_them_all() -> None:
+    the = program(objective_targets=(("accuracy", 0.9), ("latency_ms", 15.0)))
+    state = statefile.new_state("demo", "g", "accuracy", "higher", None)
+    for metrics in ({"accuracy": 0.95, "latency_ms": 30.0}, {"accuracy": 0.8, "latency_ms": 5.0}):
+        state = recorded(state, the, metrics)
+        state = acceptance.with_targets(state, state_record(the, metrics), the)
+        assert not state.machine.completed
+    metrics = {"accuracy": 0.92, "latency_ms": 12.0}
+    state = recorded(state, the, metrics)
+    state = acceptance.with_targets(state, state_record(the, metrics), the)
+    assert state.machine.completed
+    assert state.machine.completed_reason == "objective targets reached: accuracy 0.92 (target 0.9), latency_ms 12 (target 15)"
+    assert statefile.parse_state(statefile.render_state(state)).machine.completed
+
+
+def state_record(the: Program, metrics: dict[str, float]) -> statefile.IterationRecord:
+    return statefile.IterationRecord(status="accepted", timestamp=WHEN, change="c", metric=metrics["accuracy"],
+                                     extra=(("Objectives", acceptance.pareto.objectives_text(metrics, OBJECTIVES)),))

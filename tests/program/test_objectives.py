@@ -16,6 +16,7 @@ from autoloop_py.program.objectives import (
     metric_value,
     parse_objectives,
     parse_scalarisation,
+    targets_met,
 )
 from tests.program.test_program import PROGRAM, write
 
@@ -84,3 +85,21 @@ def test_bad_objective_frontmatter_names_file_and_line(tmp_path: Path, lines: st
     _, problems = check_all(tmp_path)
     assert problems and message in problems[0].message, problems
     assert str(problems[0]).startswith(f"{REL}:{line}:")
+
+
+def test_target_metric_may_give_one_target_per_objective(tmp_path: Path) -> None:
+    text = PROGRAM.replace("target-metric: 1.4\n", "target-metric: {accuracy: 0.95, latency_ms: 20}\n").replace(
+        "seed: 7\n", "seed: 7\nobjectives: [{accuracy: higher}, {latency_ms: lower}]\n")
+    write(tmp_path, str(REL), text)
+    write(tmp_path, ".autoloop/programs/demo/code/search.py", "x = 1\n")
+    write(tmp_path, ".autoloop/programs/demo/code/lib/util.py", "y = 2\n")
+    config = load_program(tmp_path, REL).config
+    assert (config.target_metric, config.objective_targets) == (None, (("accuracy", 0.95), ("latency_ms", 20.0)))
+    objectives = (Objective("accuracy", "higher"), Objective("latency_ms", "lower"))
+    assert targets_met({"accuracy": 0.95, "latency_ms": 20}, config.objective_targets, objectives)
+    assert not targets_met({"accuracy": 0.99, "latency_ms": 21}, config.objective_targets, objectives)
+    assert not targets_met({"accuracy": 0.99}, config.objective_targets, objectives)
+    write(tmp_path, str(REL), text.replace("latency_ms: 20}", "cost: 20}"))
+    _, problems = check_all(tmp_path)
+    assert problems and str(problems[0]).startswith(f"{REL}:3: frontmatter `target-metric`: `cost` is not one of the "
+                                                    "`objectives`; set targets for only declared objectives")
