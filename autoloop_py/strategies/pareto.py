@@ -21,8 +21,10 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from autoloop_py.errors import ProgramError
 from autoloop_py.program.objectives import Objective, Scalarisation, metric_value
 from autoloop_py.render import render
 from autoloop_py.state import population as pop
@@ -32,6 +34,27 @@ Vector = tuple[float, ...]
 BULLET = "Objectives"
 RANGE_FLOOR = 1e-10
 _FRONT_RE = re.compile(r"^front\s+(\d+)\*?$")
+
+
+# ---------------------------------------------------------------- the objectives in force
+
+
+def in_force(names: Sequence[str], flags: Mapping[str, bool], declared: Sequence[Objective],
+             where: tuple[Path, int | None]) -> tuple[Objective, ...]:
+    """Returns a playbook's `pareto_objectives` with directions, else the frontmatter's `objectives:`.
+
+    Directions come from the frontmatter when it declares the metric, else from `higher_is_better` (higher when
+    absent, as the reference). Naming objectives the frontmatter does not declare, when it declares some, is an
+    error: the two lists would rank different things.
+    """
+    if not names:
+        return tuple(declared)
+    known = {o.name: o.direction for o in declared}
+    stray = [name for name in names if known and name not in known]
+    if stray:
+        raise ProgramError(f"`pareto_objectives` names `{stray[0]}`, which the frontmatter's `objectives:` does not "
+                           f"declare ({', '.join(known)}); name the same metrics in both, or leave the row empty", *where)
+    return tuple(Objective(name, known.get(name) or ("higher" if flags.get(name, True) else "lower")) for name in names)
 
 
 # ---------------------------------------------------------------- vectors and dominance

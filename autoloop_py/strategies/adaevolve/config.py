@@ -12,6 +12,7 @@ from autoloop_py import markdown as md
 from autoloop_py.errors import ProgramError
 from autoloop_py.program.objectives import Objective
 from autoloop_py.program.playbook import Playbook
+from autoloop_py.strategies import pareto
 
 
 @dataclass(frozen=True)
@@ -268,22 +269,8 @@ def parse_adaevolve_config(
 
 def objectives_in_force(config: AdaEvolveConfig, declared: Sequence[Objective],
                         where: tuple[Path, int | None]) -> tuple[Objective, ...]:
-    """Returns the Pareto objectives: `pareto_objectives` with directions, else the frontmatter's `objectives:`.
-
-    Directions come from the frontmatter when it declares the metric, else from `higher_is_better` (higher when
-    absent, as the reference). Naming objectives the frontmatter does not declare, when it declares some, is an
-    error: the two lists would rank different things.
-    """
-    if not config.pareto_objectives:
-        return tuple(declared)
-    known = {o.name: o.direction for o in declared}
-    stray = [name for name in config.pareto_objectives if known and name not in known]
-    if stray:
-        raise ProgramError(f"`pareto_objectives` names `{stray[0]}`, which the frontmatter's `objectives:` does not "
-                           f"declare ({', '.join(known)}); name the same metrics in both, or leave the row empty", *where)
-    flags = dict(config.higher_is_better)
-    return tuple(Objective(name, known.get(name) or ("higher" if flags.get(name, True) else "lower"))
-                 for name in config.pareto_objectives)
+    """Returns the Pareto objectives: `pareto_objectives` with directions, else the frontmatter's `objectives:`."""
+    return pareto.in_force(config.pareto_objectives, dict(config.higher_is_better), declared, where)
 
 
 def _settings(tables: list[md.Table], path: Path) -> tuple[dict[str, Any], dict[str, int]]:

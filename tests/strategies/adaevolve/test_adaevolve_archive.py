@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from autoloop_py.program.objectives import Objective
 from autoloop_py.state.population import Candidate
 from autoloop_py.strategies.adaevolve.archive import (
     Weights,
@@ -33,6 +34,7 @@ from autoloop_py.strategies.adaevolve.archive import (
     with_archive_status,
 )
 from autoloop_py.strategies.adaevolve.config import AdaEvolveConfig, Preset
+from autoloop_py.strategies.pareto import with_objectives
 
 CONFIG = AdaEvolveConfig()
 DEFAULT = island_weights(0, "balanced", CONFIG)
@@ -286,9 +288,6 @@ def test_child_fitness_share_is_clamped(above: int, n: int, share: float) -> Non
 
 
 def test_pareto_objectives_add_the_percentile_and_protect_the_front() -> None:
-    from autoloop_py.program.objectives import Objective
-    from autoloop_py.strategies.pareto import with_objectives
-
     objectives = (Objective("accuracy", "higher"), Objective("latency_ms", "lower"))
 
     def scored(id: int, accuracy: float, latency: float, source: str) -> tuple[Candidate, float]:
@@ -311,8 +310,6 @@ def test_pareto_objectives_add_the_percentile_and_protect_the_front() -> None:
 
 
 def test_with_objectives_a_spawned_island_weighs_fitness_alone_plus_the_objectives_weight() -> None:
-    from autoloop_py.program.objectives import Objective
-
     config = replace(CONFIG, objectives=(Objective("accuracy", "higher"),), pareto_objectives_weight=0.4)
     assert island_weights(0, "balanced", config) == Weights(1.0, 0.0, 0.2, 0.4)
     assert island_weights(2, "diversity", config) == Weights(0.2, 0.5, 0.1, 0.4)

@@ -4,13 +4,21 @@ initial strategy's front-restricted parent (as the reference's multi-objective s
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from autoloop_py.errors import ProgramError
+from autoloop_py.program.playbook import Playbook
+from autoloop_py.strategies.evox.config import parse_evox_config
+from autoloop_py.strategies.pareto import in_force
 
 from autoloop_py.program.objectives import Objective
 from autoloop_py.state.population import Candidate
 from autoloop_py.strategies.evox import strategy as evox
 from autoloop_py.strategies.evox.contract import Genome
-from autoloop_py.strategies.pareto import prompt_section, with_fronts, with_objectives
 from autoloop_py.state.population import empty_population
+from autoloop_py.strategies.pareto import prompt_section, with_fronts, with_objectives
 from tests.strategies.evox.test_evox_contract import load_initial
 
 OBJECTIVES = (Objective("accuracy", "higher"), Objective("latency", "lower"))
@@ -72,3 +80,17 @@ def test_the_prompt_names_the_trade_off_and_the_parents_values_and_front() -> No
     assert "- `latency`: lower is better (the parent: 10)\n" in text
     assert "The parent is on front 0" in text
     assert prompt_section((), parent) == ""
+
+
+def test_the_playbook_may_name_the_objectives_with_directions() -> None:
+    folder = Path(".autoloop/programs/p")
+    book = Playbook("evox", folder / "strategy/evox.md", "# EvoX\n", folder)
+    config = parse_evox_config(book, {"pareto_objectives": "[accuracy, latency]", "higher_is_better": {"latency": False}})
+    assert (config.pareto_objectives, config.higher_is_better) == (("accuracy", "latency"), (("latency", False),))
+    where = (book.path, None)
+    assert in_force(config.pareto_objectives, dict(config.higher_is_better), (), where) == OBJECTIVES
+    assert in_force((), {}, OBJECTIVES, where) == OBJECTIVES
+    with pytest.raises(ProgramError, match="`pareto_objectives` names `latency`, which the frontmatter's"):
+        in_force(config.pareto_objectives, {}, (Objective("accuracy", "higher"),), where)
+    with pytest.raises(ProgramError, match="`higher_is_better` must be a mapping of metric names to true/false"):
+        parse_evox_config(book, {"higher_is_better": "latency"})
