@@ -68,6 +68,8 @@ class EvoXEngine:
         notes: tuple[str, ...] = (),
     ) -> None:
         self.config = config
+        # The Pareto objectives the runner records on each entry (the frontmatter's, or the playbook's own).
+        self.objectives = config.objectives
         self.problem = problem
         self.notes = notes
         self.program = program

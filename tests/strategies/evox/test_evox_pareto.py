@@ -11,6 +11,8 @@ import pytest
 from autoloop_py.errors import ProgramError
 from autoloop_py.program.playbook import Playbook
 from autoloop_py.strategies.evox.config import parse_evox_config
+from autoloop_py.strategies import runner
+from autoloop_py.strategies.evox.engine import build
 from autoloop_py.strategies.pareto import in_force
 
 from autoloop_py.program.objectives import Objective
@@ -20,6 +22,7 @@ from autoloop_py.strategies.evox.contract import Genome
 from autoloop_py.state.population import empty_population
 from autoloop_py.strategies.pareto import prompt_section, with_fronts, with_objectives
 from tests.strategies.evox.test_evox_contract import load_initial
+from tests.strategies.evox.test_evox_engine import _program
 
 OBJECTIVES = (Objective("accuracy", "higher"), Objective("latency", "lower"))
 
@@ -94,3 +97,13 @@ def test_the_playbook_may_name_the_objectives_with_directions() -> None:
         in_force(config.pareto_objectives, {}, (Objective("accuracy", "higher"),), where)
     with pytest.raises(ProgramError, match="`higher_is_better` must be a mapping of metric names to true/false"):
         parse_evox_config(book, {"higher_is_better": "latency"})
+
+
+def test_objectives_the_playbook_names_are_the_ones_the_runner_records(tmp_path: Path) -> None:
+    text = ("| Setting | Value | What |\n|---|---|---|\n| `pareto_objectives` | accuracy, latency | x |\n"
+            "| `higher_is_better` | — | y |\n")
+    playbook = Playbook("evox", tmp_path / "strategy/evox.md", text, tmp_path)
+    engine = build(_program(tmp_path), playbook, tmp_path)
+    assert engine.objectives == engine.config.objectives == (Objective("accuracy", "higher"), Objective("latency", "higher"))
+    assert runner.objectives_of(runner.StrategyRunner(playbook, engine, "code/search.py"), engine.program) == \
+        engine.objectives
