@@ -6,6 +6,8 @@ Population shows every entry's objectives and front, and the history says which 
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,7 @@ from tests.browser import Browser
 from tests.fake_openai import fake_openai
 from tests.programs import install_strategy_program
 
+REPO = Path(__file__).parents[2]
 NAME = "sqrt_tradeoff"
 PROGRAM = f".autoloop/programs/{NAME}"
 ROUTINE = f"{PROGRAM}/code/routine.py"
@@ -144,3 +147,23 @@ def test_per_objective_targets_complete_the_program(git_repo: Path, run_git,  # 
     machine = statefile.parse_state(memory.read(f"{NAME}.md") or "", f"{NAME}.md").machine
     assert machine.completed  # at iteration 3: the fourth candidate (cost 22) was not kept
     assert machine.completed_reason == "objective targets reached: accuracy 15.9485 (target 15), cost 16 (target 20)"
+
+
+def test_the_default_flow_keeps_what_the_front_does_not_dominate(git_repo: Path, run_git,  # type: ignore[no-untyped-def]
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The example as shipped (plain hill climbing, no Population): acceptance follows the objectives all the same."""
+    shutil.copytree(REPO / PROGRAM, git_repo / PROGRAM, ignore=shutil.ignore_patterns("__pycache__"))
+    run_git(git_repo, "add", "-A")
+    run_git(git_repo, "commit", "-qm", "sqrt_tradeoff")
+    with fake_openai("reply", monkeypatch) as server:
+        for _, reply in REPLIES:
+            server.reply = reply
+            assert main(["run", "--repo", str(git_repo), "--program", NAME, "--proposer", "llm",
+                         "--model", "openai/test", "--iterations", "1"]) == 0
+    state = statefile.parse_state(MemoryStore(git_repo).read(f"{NAME}.md") or "", f"{NAME}.md")
+    statuses = {e.change: e.status for e in state.history if e.is_detailed}
+    assert statuses == {"three Newton steps from x": "accepted", "twelve Newton steps from x": "accepted",
+                        "frexp guess and four steps": "accepted", "frexp guess and six steps": "rejected"}
+    # The kept code on the program's branch is the last kept candidate, the cheap exact one.
+    kept = subprocess.run(["git", "show", f"autoloop/{NAME}:{ROUTINE}"], cwd=git_repo, capture_output=True, text=True)
+    assert "NEWTON_STEPS = 4" in kept.stdout
