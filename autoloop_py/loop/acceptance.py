@@ -68,7 +68,8 @@ def baseline_bullets(program: Program, metrics: Mapping[str, Any]) -> tuple[tupl
     return ((BASELINE, pareto.objectives_text(metrics, program.config.objectives)),)
 
 
-def with_targets(state: statefile.StateFile, record: statefile.IterationRecord, program: Program) -> statefile.StateFile:
+def with_targets(state: statefile.StateFile, record: statefile.IterationRecord, program: Program
+                 ) -> statefile.StateFile:
     """Returns the state completed when a kept candidate reaches every per-objective `target-metric`."""
     targets = program.config.objective_targets
     if not targets or record.status != "accepted" or state.machine.completed:

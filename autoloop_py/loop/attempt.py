@@ -220,7 +220,8 @@ def _attempt(ctx: AttemptContext, decision: DecisionLike | None, files: dict[str
         marks = recovery.trailers(ctx.key, result.metric, baseline) if ctx.key else {}
         measured = ctx.baseline.metrics if ctx.baseline is not None and ctx.baseline.ok else None
         verdict = acceptance.judge(program, result.metrics, ctx.state, measured)
-        usage["extra"] = (*usage.get("extra", ()), *acceptance.bullets(program, result.metrics, verdict, measured))  # type: ignore[misc]
+        extra: tuple[tuple[str, str], ...] = usage.get("extra", ())  # type: ignore[assignment]
+        usage["extra"] = (*extra, *acceptance.bullets(program, result.metrics, verdict, measured))
         record = _ratchet(program, workspace, proposal, result, ctx.best, ctx.iteration, options, ctx.clock, now, usage,
                           marks, verdict)
     candidate = _candidate(ctx, decision, record, proposal, files)
@@ -346,7 +347,8 @@ def _ratchet(
     run_url = options.run_url
     improved = statefile.is_improvement(result.metric, best, program.direction, program.config.min_delta)
     if not (improved if verdict is None else verdict.kept):
-        notes = rejection_note(result.metric, best, program) if verdict is None else "not kept for its objectives (see Acceptance)"
+        notes = (rejection_note(result.metric, best, program) if verdict is None
+                 else "not kept for its objectives (see Acceptance)")
         return record_of(
             "rejected", now, proposal.summary,
             metric=result.metric, notes=notes, lesson=proposal.lesson, run_url=run_url, **usage,

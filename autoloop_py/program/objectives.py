@@ -94,7 +94,8 @@ def parse_scalarisation(value: Any) -> Scalarisation | None:
     if isinstance(value, Mapping) and list(value) == ["weighted"]:
         value = value["weighted"]
     if not isinstance(value, Mapping) or not value:
-        raise ValueError(f"must be a mapping of metric to weight such as {{accuracy: 1, latency_ms: -0.01}}, got {value!r}")
+        raise ValueError("must be a mapping of metric to weight such as {accuracy: 1, latency_ms: -0.01}, "
+                         f"got {value!r}")
     weights: list[tuple[str, float]] = []
     for name, weight in value.items():
         if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight):
@@ -108,7 +109,8 @@ def parse_scalarisation(value: Any) -> Scalarisation | None:
 def parse_targets(value: Any) -> tuple[tuple[str, float], ...]:
     """Returns the per-objective targets of a `target-metric:` mapping; raises ValueError naming the shape."""
     if not isinstance(value, Mapping) or not value:
-        raise ValueError(f"must be a number, or a mapping of objective to target such as {{accuracy: 0.95}}, got {value!r}")
+        raise ValueError("must be a number, or a mapping of objective to target such as {accuracy: 0.95}, "
+                         f"got {value!r}")
     targets = []
     for name, target in value.items():
         if isinstance(target, bool) or not isinstance(target, (int, float)) or not math.isfinite(target):

@@ -53,7 +53,8 @@ def in_force(names: Sequence[str], flags: Mapping[str, bool], declared: Sequence
     stray = [name for name in names if known and name not in known]
     if stray:
         raise ProgramError(f"`pareto_objectives` names `{stray[0]}`, which the frontmatter's `objectives:` does not "
-                           f"declare ({', '.join(known)}); name the same metrics in both, or leave the row empty", *where)
+                           f"declare ({', '.join(known)}); name the same metrics in both, or leave the row empty",
+                           *where)
     return tuple(Objective(name, known.get(name) or ("higher" if flags.get(name, True) else "lower")) for name in names)
 
 

@@ -269,7 +269,7 @@ def _fit_pct(rank: int, n: int) -> float:
 
 
 def child_fit_pct(above: int, n: int) -> float:
-    """Returns a newcomer's fitness percentile: 1 − above/(N−1) clamped to [0, 1] (N = 1: 1 if none is above, else 0).
+    """Returns a newcomer's fitness percentile: 1 − above/(N−1) clamped to [0, 1] (N = 1: 1 if none above, else 0).
 
     As the reference `unified_archive.py`: a newcomer worse than every member gets 0, not a negative share, which
     with a novelty weight above 0 could otherwise lose it a comparison it wins in the reference.
@@ -281,7 +281,7 @@ def child_fit_pct(above: int, n: int) -> float:
 
 def elite_scores(scores: Sequence[float], novelties: Sequence[float], weights: Weights,
                  pareto_pcts: Sequence[float] = ()) -> list[float]:
-    """Returns w_fit·(1 − rank/(N−1)) + w_nov·nov_pct (+ w_par·Pareto percentile) per member; rank 0 is the best."""
+    """Returns w_fit·(1 − rank/(N−1)) + w_nov·nov_pct (+ w_par·Pareto share) per member; rank 0 is the best."""
     n = len(scores)
     order = sorted(range(n), key=lambda i: -scores[i])
     rank = {i: r for r, i in enumerate(order)}

@@ -4,7 +4,8 @@ A dimension is the island (`approach_family`), the evolved block's line count (o
 bullet says lines, e.g. `<40 / 40–100 / >100 lines`), or else a metric of the evaluator named as the
 playbook names it, binned by the running min–max of the values seen into the playbook's number of bins
 (OpenEvolve's feature map), or by fixed thresholds the bullet gives (`latency_ms: thresholds 10, 50` → three
-bins: below 10, 10 up to 50, 50 and above). The running range lives in the Population's `### ⚙️ Strategy State` block.
+bins: below 10, 10 up to 50, 50 and above). The running range lives in the Population's `### ⚙️ Strategy State`
+block.
 """
 
 from __future__ import annotations
