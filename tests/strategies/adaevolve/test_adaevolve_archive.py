@@ -313,3 +313,34 @@ def test_with_objectives_a_spawned_island_weighs_fitness_alone_plus_the_objectiv
     config = replace(CONFIG, objectives=(Objective("accuracy", "higher"),), pareto_objectives_weight=0.4)
     assert island_weights(0, "balanced", config) == Weights(1.0, 0.0, 0.2, 0.4)
     assert island_weights(2, "diversity", config) == Weights(0.2, 0.5, 0.1, 0.4)
+
+
+# skydiscover 0.1.0's UnifiedArchive(max_size 20, k 5, pareto_objectives [accuracy, latency], latency lower is
+# better) fed the 80 programs above (accuracy = fitness, latency from random.Random(5)): whether each of the 60
+# arriving at a full archive was admitted, computed once with the reference. Its fronts iterate a set of string ids
+# (an order that changes from run to run), so it was run with an insertion-ordered set: stored order, as ours.
+REFERENCE_PARETO_ADMISSIONS = {
+    Weights(0.3, 0.3, 0.2, 0.4): "111101101100100110000100111010010100000000001000001100000010",
+    Weights(0.5, 0.0, 0.1, 0.4): "111111101100100110000100111010011100111000001000100000011010",
+}
+
+
+@pytest.mark.parametrize("weights", list(REFERENCE_PARETO_ADMISSIONS))
+def test_admission_order_with_pareto_objectives_matches_reference(weights: Weights) -> None:
+    objectives = (Objective("accuracy", "higher"), Objective("latency", "lower"))
+    rng, latencies = random.Random(11), random.Random(5)
+    arrivals = [(_variant(rng), round(rng.random(), 2)) for _ in range(80)]
+    members: list[tuple[Candidate, float]] = []
+    verdicts = ""
+    for number, (code, f) in enumerate(arrivals, start=1):
+        latency = round(latencies.uniform(1, 100), 1)
+        vector = (f, -latency)
+        verdict = admit(code, f, members, 20, weights, 5, objectives, vector)
+        if verdict.evicted is not None:
+            members = [m for m in members if m[0].id != verdict.evicted.id]
+        if verdict.admitted:
+            candidate, _ = member(number, f, code)
+            members.append((with_objectives(candidate, {"accuracy": f, "latency": latency}, objectives), f))
+        if number > 20:
+            verdicts += str(int(verdict.admitted))
+    assert verdicts == REFERENCE_PARETO_ADMISSIONS[weights]
