@@ -1,4 +1,5 @@
-"""The static HTML report of a run: metric curve, evolution tree, per-candidate diffs and the Population.
+"""The static HTML report of a run: metric curve, evolution tree, per-candidate diffs, the Population, the
+MAP-Elites grid of a strategy with feature cells and, with Pareto objectives, the front.
 
 One self-contained file (inline CSS and JS, the run's data as JSON in the page), so it opens from disk
 or as a CI artifact with no server and no network. Building the data is pure; `autoloop report` does
@@ -13,8 +14,10 @@ from typing import Any, Sequence
 from autoloop_py.analysis.model_figures import figures_data
 from autoloop_py.analysis.run_view import RunNode, best_lineage, run_nodes, unified_diff
 from autoloop_py.render import render
+from autoloop_py.state.population import oriented
 from autoloop_py.state.population_model import Candidate
 from autoloop_py.state.trace import Trace
+from autoloop_py.strategies import pareto
 
 DIFF_CONTEXT = 2
 MAX_DIFF_CHARS = 20_000
@@ -52,6 +55,8 @@ def report_payload(trace: Trace, source: ReportSource, population: Sequence[Cand
         "best": [node.id for node in best_lineage(nodes, source.direction)],
         "population": [_candidate_data(candidate) for candidate in population],
         "models": figures_data(trace),
+        "objectives": objectives_data(population),
+        "grid": grid_data(population, source.direction),
     }
 
 
@@ -107,7 +112,43 @@ def _diffs(nodes: Sequence[RunNode], sources: dict[str, str | None]) -> dict[str
     return diffs
 
 
+def objectives_data(population: Sequence[Candidate]) -> dict[str, Any]:
+    """Returns the Pareto plot's data: the objective names (as the entries' Objectives bullets list them) and each
+    entry's values and front (0: not dominated), for the entries that record them."""
+    names: list[str] = []
+    points = []
+    for candidate in sorted(population, key=lambda c: c.id):
+        values = pareto.raw_values(candidate)
+        if values is None:
+            continue
+        names += [name for name in values if name not in names]
+        points.append({"id": str(candidate.id), "v": values, "front": pareto.front_of(candidate),
+                       "s": candidate.status, "sum": candidate.approach})
+    return {"names": names, "points": points}
+
+
+def grid_data(population: Sequence[Candidate], direction: str) -> dict[str, Any]:
+    """Returns the MAP-Elites grid: the feature cells' row and column buckets (first seen first) and, per cell,
+    its entries and its best (the newer on ties), for the entries that have a cell (AlphaEvolve's)."""
+    rows: list[str] = []
+    cols: list[str] = []
+    cells: dict[str, dict[str, Any]] = {}
+    for candidate in sorted(population, key=lambda c: c.id):
+        if candidate.cell is None:
+            continue
+        row, col = candidate.cell
+        rows += [row] if row not in rows else []
+        cols += [col] if col not in cols else []
+        cell = cells.setdefault(f"{row}\u0000{col}", {"row": row, "col": col, "n": 0, "best": None, "f": None})
+        cell["n"] += 1
+        f = oriented(candidate.fitness, direction)
+        if f is not None and (cell["f"] is None or f >= oriented(cell["f"], direction)):
+            cell["best"], cell["f"] = str(candidate.id), candidate.fitness
+    return {"rows": rows, "cols": cols, "cells": list(cells.values())}
+
+
 def _candidate_data(candidate: Candidate) -> dict[str, Any]:
+    values = pareto.raw_values(candidate)
     return {
         "id": candidate.id,
         "island": candidate.island,
@@ -118,4 +159,6 @@ def _candidate_data(candidate: Candidate) -> dict[str, Any]:
         "parents": ", ".join(str(p) for p in candidate.parents),
         "status": candidate.status,
         "approach": candidate.approach,
+        "objectives": None if values is None else " · ".join(f"{k} {v:g}" for k, v in values.items()),
+        "front": pareto.front_of(candidate),
     }

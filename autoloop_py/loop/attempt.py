@@ -13,7 +13,7 @@ from typing import Callable, Mapping
 
 from autoloop_py import faults
 from autoloop_py.errors import GitError
-from autoloop_py.loop import checks, lineage_store, model_use, novelty, recovery, stale_parents
+from autoloop_py.loop import acceptance, checks, lineage_store, model_use, novelty, recovery, stale_parents
 from autoloop_py.loop.baseline import evaluate_copy, evaluation_policy
 from autoloop_py.loop.checks import violations
 from autoloop_py.loop.evaluate import EvaluationResult
@@ -45,6 +45,7 @@ from autoloop_py.state import file as statefile
 from autoloop_py.state import trace, untrusted_text
 from autoloop_py.state.memory import MemoryStore
 from autoloop_py.state.population import Candidate
+from autoloop_py.strategies import pareto
 from autoloop_py.strategies import runner as strategy
 from autoloop_py.strategies.engine import DecisionLike
 from autoloop_py.strategies.prompt import (
@@ -170,6 +171,8 @@ def _as_is(ctx: AttemptContext, decision: DecisionLike, files: dict[str, str]) -
         record = error_record(ctx.now, summary, f"evaluation failed: {result.error}", ctx.options.run_url, **usage)
     else:
         notes = f"the unchanged code scores {result.metric:g}; recorded without a proposal, nothing to commit"
+        usage["extra"] = (*strategy.history_bullets(decision, result.metric), *acceptance.baseline_bullets(
+            ctx.program, result.metrics))
         record = record_of(
             "rejected", ctx.now, summary,
             metric=result.metric, notes=notes, run_url=ctx.options.run_url, **usage,
@@ -249,7 +252,12 @@ def _attempt(ctx: AttemptContext, decision: DecisionLike | None, files: dict[str
             usage["extra"] = strategy.history_bullets(decision, result.metric)
         baseline = ctx.best if ctx.state.machine.best_metric is None else None
         marks = recovery.trailers(ctx.key, result.metric, baseline) if ctx.key else {}
-        record = _ratchet(program, workspace, proposal, result, ctx.best, ctx.iteration, options, ctx.clock, now, usage, marks)
+        measured = ctx.baseline.metrics if ctx.baseline is not None and ctx.baseline.ok else None
+        verdict = acceptance.judge(program, result.metrics, ctx.state, measured)
+        extra: tuple[tuple[str, str], ...] = usage.get("extra", ())  # type: ignore[assignment]
+        usage["extra"] = (*extra, *acceptance.bullets(program, result.metrics, verdict, measured))
+        record = _ratchet(program, workspace, proposal, result, ctx.best, ctx.iteration, options, ctx.clock, now, usage,
+                          marks, verdict)
     candidate = _candidate(ctx, decision, record, proposal, files)
     # What the candidate changed on the branch: the parent the strategy placed, then the proposal.
     changes = {path: text for path, text in files.items() if ctx.base_files.get(path) != text} | dict(proposal.files)
@@ -388,17 +396,23 @@ def _ratchet(
     now: datetime | None,
     usage: dict[str, object],
     marks: Mapping[str, str] | None = None,
+    verdict: pareto.Verdict | None = None,
 ) -> statefile.IterationRecord:
-    """Keeps the candidate only when it improves on the best; commits and pushes it then (`marks`: its trailers)."""
+    """Keeps the candidate only when it improves on the best (under objectives: when `verdict` keeps it); commits
+    and pushes it then (`marks`: its trailers)."""
     assert result.metric is not None
     run_url = options.run_url
-    if not statefile.is_improvement(result.metric, best, program.direction, program.config.min_delta):
-        notes = rejection_note(result.metric, best, program)
+    improved = statefile.is_improvement(result.metric, best, program.direction, program.config.min_delta)
+    if not (improved if verdict is None else verdict.kept):
+        notes = (rejection_note(result.metric, best, program) if verdict is None
+                 else "not kept for its objectives (see Acceptance)")
         return record_of(
             "rejected", now, proposal.summary,
             metric=result.metric, notes=notes, lesson=proposal.lesson, run_url=run_url, **usage,
         )
     notes = f"{program.evaluation.metric if program.evaluation else 'metric'} improved to {result.metric:g}"
+    if verdict is not None:
+        notes = "kept for its objectives (see Acceptance)"
     record = record_of(
         "accepted", now, proposal.summary,
         metric=result.metric, notes=notes, lesson=proposal.lesson, run_url=run_url, **usage,

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from autoloop_py.errors import ProgramError, StateError
-from autoloop_py.loop import ci_gate, stale_parents
+from autoloop_py.loop import acceptance, ci_gate, stale_parents
 from autoloop_py.loop.evaluate import EvaluationResult
 from autoloop_py.program.model import Program
 from autoloop_py.program.regions import primary_target
@@ -125,6 +125,7 @@ def record_iteration(
             # With a Population, folding code comes before folding history (record_candidate compacts).
             budget=budget if runner is None else _UNLIMITED,
         )
+        updated = acceptance.with_targets(updated, record, program)
         kept.clear()
         iteration = updated.machine.iteration_count
         if prompt:

@@ -84,6 +84,9 @@ def lost(record: IterationRecord, fresh_best: float | None, program: Program) ->
     """Returns whether an accepted record no longer improves on the best of the state it is applied to."""
     if record.status != "accepted" or record.metric is None or fresh_best is None:
         return False
+    if program.config.objectives:
+        # Kept for its objectives (non-dominance or a scalarisation), not for beating the primary metric's best.
+        return False
     return not is_improvement(record.metric, fresh_best, program.direction, program.config.min_delta)
 
 

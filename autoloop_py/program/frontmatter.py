@@ -15,6 +15,14 @@ from autoloop_py.errors import ProgramError
 from autoloop_py.program.interval import parse_schedule
 from autoloop_py.program.stages import Stage, parse_stages
 from autoloop_py.program.models import ModelSpec, parse_models, parse_selection
+from autoloop_py.program.objectives import (
+    Objective,
+    Scalarisation,
+    parse_objectives,
+    parse_scalarisation,
+    parse_targets,
+    unknown_metrics,
+)
 
 
 @dataclass(frozen=True)
@@ -56,6 +64,10 @@ class ProgramConfig:
         command or a file it names mentions AUTOLOOP_RESULT, else stdout).
       feedback_bytes: the most bytes of an evaluation's feedback one prompt shows per candidate.
       evaluation_stages: the cascade of evaluations, cheap first (`evaluation-stages`; () runs the one command).
+      objectives: the metrics the search trades off, with directions (`objectives:`); empty: the one metric.
+      objective_scalarisation: ranks many objectives by a weighted sum instead of Pareto dominance.
+      objective_targets: `target-metric` given per objective ({accuracy: 0.95, latency_ms: 20}): the program
+        completes once one kept candidate reaches every one.
       extra: frontmatter keys kept as written: those other modules read (PASSTHROUGH_KEYS) and unknown ones
         (each of which `check` warns about, with the nearest known key).
     """
@@ -89,6 +101,9 @@ class ProgramConfig:
     evaluation_report: str = "auto"
     feedback_bytes: int = 4096
     evaluation_stages: tuple[Stage, ...] = ()
+    objectives: tuple[Objective, ...] = ()
+    objective_scalarisation: Scalarisation | None = None
+    objective_targets: tuple[tuple[str, float], ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -145,6 +160,9 @@ _KEYS = {
     "feedback_bytes": "feedback_bytes",
     "evaluation-stages": "evaluation_stages",
     "evaluation_stages": "evaluation_stages",
+    "objectives": "objectives",
+    "objective-scalarisation": "objective_scalarisation",
+    "objective_scalarisation": "objective_scalarisation",
 }
 # Keys kept in `extra` for the modules that read them (program.requirements, loop.ci_gate): known, not warned about.
 PASSTHROUGH_KEYS = ("requirements", "ci-gate", "ci_gate")
@@ -178,6 +196,8 @@ def parse_frontmatter(
             if str(key) not in PASSTHROUGH_KEYS:
                 warnings.append(f"{rel}:{line}: unknown frontmatter key `{key}`, ignored{_nearest_hint(str(key))}")
             continue
+        if field_name == "target_metric" and isinstance(value, dict):
+            field_name = "objective_targets"  # one target per objective
         try:
             values[field_name] = _coerce(field_name, value)
         except ValueError as err:
@@ -195,6 +215,16 @@ def parse_frontmatter(
     if values.get("timeout_minutes") is not None and values.get("evaluation_timeout") is None:
         # Upstream's programs set only `timeout-minutes`, and evaluate for most of it (autoresearch: 6 minutes).
         values["evaluation_timeout"] = values["timeout_minutes"] * 60
+    for field_name, spelled, what in (("objective_scalarisation", "objective_scalarisation", "weigh"),
+                                      ("objective_targets", "target_metric", "set targets for")):
+        named = values.get(field_name)
+        unknown = unknown_metrics(named, values.get("objectives") or ()) if named else []
+        if unknown:
+            key = next(k for k in data if _KEYS.get(str(k)) == spelled)
+            problems.append(ProgramError(f"frontmatter `{key}`: `{unknown[0]}` is not one of the `objectives`; "
+                                         f"{what} only declared objectives", rel,
+                                         first_line + _key_line(match.group(2), str(key))))
+            values.pop(field_name)
     return ProgramConfig(**values, extra=extra), match.end()
 
 
@@ -249,6 +279,12 @@ MAX_PARALLEL = 64  # strategies.slots.MAX_SLOTS: a tick's slots are Actions matr
 
 
 def _coerce(field_name: str, value: Any) -> Any:
+    if field_name == "objectives":
+        return parse_objectives(value)
+    if field_name == "objective_scalarisation":
+        return parse_scalarisation(value)
+    if field_name == "objective_targets":
+        return parse_targets(value)
     if value is None:
         return None if field_name not in _DEFAULTED else _default(field_name)
     for name, allowed in (("isolation", _ISOLATIONS), ("evaluation_report", _REPORT_CHANNELS)):

@@ -16,6 +16,7 @@ from dataclasses import fields, replace
 from autoloop_py import markdown as md
 from autoloop_py.errors import StateError
 from autoloop_py.render import render
+from autoloop_py.state.parts import one_line
 from autoloop_py.state.population_model import (
     CANDIDATE_STATUSES,
     FOLDED_HEADING_RE,
@@ -188,14 +189,16 @@ def _entry_text(candidate: Candidate) -> str:
 
 
 def _bullets(candidate: Candidate) -> list[tuple[str, str]]:
+    # One line each: a model-written approach or note with a line break would otherwise start bullets of its own
+    # (a forged `- **Objectives**:` or `- **Island**:` line the strategies would read back).
     bullets = [
-        ("Operator", candidate.operator),
+        ("Operator", one_line(candidate.operator)),
         ("Parent(s)", ", ".join(str(p) for p in candidate.parents) or "—"),
         ("Feature cell", " · ".join(candidate.cell) if candidate.cell else "—"),
-        ("Approach", candidate.approach),
+        ("Approach", one_line(candidate.approach)),
         ("Status", _STATUS_LABELS.get(candidate.status, candidate.status)),
-        ("Notes", candidate.notes),
-        *candidate.extra,
+        ("Notes", one_line(candidate.notes)),
+        *((one_line(label), one_line(value)) for label, value in candidate.extra),
     ]
     if candidate.code is not None:
         bullets.append(("Lines", f"{evolved_lines(candidate.code)}*"))

@@ -13,13 +13,14 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from autoloop_py.errors import ProgramError, StateError
 from autoloop_py.program.model import Program
+from autoloop_py.program.objectives import Objective
 from autoloop_py.program.playbook import Playbook, runnable_playbook
 from autoloop_py.program.regions import evolved_code, place_code, primary_target
 from autoloop_py.state import file as statefile
 from autoloop_py.state import population as pop
 from autoloop_py.state.population import population_of
 from autoloop_py.state.population_fold import fold_entries, folded_path
-from autoloop_py.strategies import registry
+from autoloop_py.strategies import pareto, registry
 from autoloop_py.strategies.base import StrategyContext
 from autoloop_py.strategies.engine import DecisionLike, Engine, PromptInputs
 from autoloop_py.strategies.prompt import EVALUATOR_FEEDBACK, steering_of, with_data_section
@@ -255,12 +256,23 @@ def record_candidate(
     every other entry the engine adds (AdaEvolve's seed, spawn and migration copies) goes into sources.
     """
     rng = random.Random(f"{program.config.seed}:{program.name}:{iteration}:record")
+    objectives = objectives_of(runner, program)
+    candidate = pareto.with_objectives(candidate, metrics or {}, objectives)
     with block_lines(state):
         before = _loaded(population_of(state, load_code), runner, load_code)
         population, candidate = runner.engine.record(
             before, candidate, decision, metrics or {}, direction=program.direction, iteration=iteration, rng=rng
         )
+        population = pareto.with_fronts(pareto.ensure_objectives(population, candidate.id, metrics or {}, objectives),
+                                        objectives)
+        candidate = next((c for c in population.candidates if c.id == candidate.id), candidate)
         return _stored(state, before, population, runner, program, budget, sources, candidate.id), candidate
+
+
+def objectives_of(runner: StrategyRunner, program: Program) -> tuple[Objective, ...]:
+    """Returns the objectives the Population records: the engine's (AdaEvolve's playbook may name them), else the
+    program's frontmatter `objectives:`."""
+    return tuple(getattr(runner.engine, "objectives", ()) or program.config.objectives)
 
 
 def advance_state(

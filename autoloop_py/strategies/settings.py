@@ -67,6 +67,26 @@ def flag(value: Any) -> bool:
     raise ValueError("yes or no")
 
 
+def names(value: Any) -> tuple[str, ...]:
+    """Converts a list of metric names (`[accuracy, latency_ms]`, `accuracy, latency_ms`, or none) to a tuple."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in (*NONE_WORDS, "[]")):
+        return ()
+    items = value if isinstance(value, (list, tuple)) else str(value).strip("[]").split(",")
+    found = tuple(str(item).strip().strip("`").strip() for item in items if str(item).strip())
+    if not all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*", name) for name in found):
+        raise ValueError("a list of metric names such as [accuracy, latency_ms]")
+    return found
+
+
+def directions(value: Any) -> tuple[tuple[str, bool], ...]:
+    """Converts a mapping of metric names to true (higher is better) or false to (name, flag) pairs."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in (*NONE_WORDS, "{}")):
+        return ()
+    if not isinstance(value, Mapping):
+        raise ValueError("a mapping of metric names to true/false such as {latency_ms: false}")
+    return tuple((str(name), flag(given)) for name, given in value.items())
+
+
 def read_settings(
     text: str, path: Path, settings: Mapping[str, Convert], overrides: Mapping[str, Any] | None, config_path: Path
 ) -> dict[str, Any]:

@@ -8,7 +8,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from autoloop_py.analysis.html_report import ReportSource, render_report, report_payload
+from autoloop_py.program.objectives import Objective
+from autoloop_py.state.population import empty_population
 from autoloop_py.state.population_model import Candidate
+from autoloop_py.strategies.pareto import with_fronts, with_objectives
 from autoloop_py.state.trace import load_trace
 from tests.trace_samples import write_run
 
@@ -56,5 +59,42 @@ def test_the_population_table_rows_come_from_the_state_file_entries(tmp_path: Pa
     payload = report_payload(load_trace(write_run(tmp_path / "run")), SOURCE, population)
     assert payload["population"] == [{
         "id": 3, "island": 1, "cell": "low × high", "fitness": 0.5, "gen": 2, "operator": "crossover",
-        "parents": "1, 2", "status": "accepted", "approach": "mix the two",
+        "parents": "1, 2", "status": "accepted", "approach": "mix the two", "objectives": None, "front": None,
     }]
+    assert payload["objectives"] == {"names": [], "points": []}
+
+
+def test_the_pareto_plot_data_comes_from_the_entries_objectives_and_fronts(tmp_path: Path) -> None:
+    objectives = (Objective("accuracy", "higher"), Objective("cost", "lower"))
+    entries = tuple(with_objectives(Candidate(id=i, island=None, fitness=a, gen=i, operator="x", status="accepted",
+                                              approach=f"a{i}"), {"accuracy": a, "cost": c}, objectives)
+                    for i, a, c in ((1, 0.9, 30.0), (2, 0.8, 10.0), (3, 0.7, 40.0)))
+    population = with_fronts(replace(empty_population("AdaEvolve"), candidates=entries, next_id=4), objectives)
+    payload = report_payload(load_trace(write_run(tmp_path / "run")), SOURCE, population.candidates)
+    assert payload["objectives"] == {"names": ["accuracy", "cost"], "points": [
+        {"id": "1", "v": {"accuracy": 0.9, "cost": 30.0}, "front": 0, "s": "accepted", "sum": "a1"},
+        {"id": "2", "v": {"accuracy": 0.8, "cost": 10.0}, "front": 0, "s": "accepted", "sum": "a2"},
+        {"id": "3", "v": {"accuracy": 0.7, "cost": 40.0}, "front": 1, "s": "accepted", "sum": "a3"},
+    ]}
+    assert [(row["objectives"], row["front"]) for row in payload["population"]] == [
+        ("accuracy 0.9 · cost 30", 0), ("accuracy 0.8 · cost 10", 0), ("accuracy 0.7 · cost 40", 1)]
+    page = render_report(payload)
+    assert '<svg id="pareto"' in page and "Pareto front" in page
+
+
+def test_the_map_elites_grid_holds_each_cells_best_and_count(tmp_path: Path) -> None:
+    def entry(id: int, fitness: float | None, cell: tuple[str, str]) -> Candidate:
+        return Candidate(id=id, island=0, fitness=fitness, gen=id, operator="x", cell=cell, status="accepted")
+
+    population = [entry(1, 0.5, ("greedy", "small")), entry(2, 0.9, ("greedy", "small")),
+                  entry(3, 0.7, ("exact", "latency_ms 2/3")), entry(4, None, ("exact", "small")),
+                  Candidate(id=5, island=None, fitness=1.0, gen=5, operator="x")]
+    grid = report_payload(load_trace(write_run(tmp_path / "run")), SOURCE, population)["grid"]
+    assert grid == {"rows": ["greedy", "exact"], "cols": ["small", "latency_ms 2/3"], "cells": [
+        {"row": "greedy", "col": "small", "n": 2, "best": "2", "f": 0.9},
+        {"row": "exact", "col": "latency_ms 2/3", "n": 1, "best": "3", "f": 0.7},
+        {"row": "exact", "col": "small", "n": 1, "best": None, "f": None},
+    ]}
+    lower = replace(SOURCE, direction="lower")
+    assert report_payload(load_trace(write_run(tmp_path / "run2")), lower, population)["grid"]["cells"][0]["best"] == "1"
+    assert '<div id="grid">' in render_report(report_payload(load_trace(write_run(tmp_path / "run3")), SOURCE, population))

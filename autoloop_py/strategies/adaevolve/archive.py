@@ -14,7 +14,9 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Iterable, Sequence
 
+from autoloop_py.program.objectives import Objective
 from autoloop_py.state.population import Candidate, oriented
+from autoloop_py.strategies import pareto
 from autoloop_py.strategies.adaevolve.config import AdaEvolveConfig
 from autoloop_py.strategies.base import UniformSource
 
@@ -49,11 +51,13 @@ class Weights:
       fitness: the fitness weight (fitness + Pareto in scalar mode).
       novelty: the novelty weight.
       elite_ratio: the protected share of the archive.
+      pareto: the Pareto-objectives weight (`pareto_objectives_weight`; used only with objectives).
     """
 
     fitness: float
     novelty: float
     elite_ratio: float
+    pareto: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -151,6 +155,12 @@ def _f(candidate: Candidate, direction: str) -> float:
 def island_weights(index: int, preset: str, config: AdaEvolveConfig) -> Weights:
     """Returns the weights of an island: the config's for a starting island, its preset's for a spawned one."""
     found = config.preset(preset) if index >= config.num_islands else None
+    if config.objectives:
+        # With Pareto objectives the reference weighs fitness alone and adds pareto_objectives_weight times the
+        # Pareto percentile (a preset's own Pareto weight is then unused).
+        fitness, novelty, ratio = ((config.fitness_weight, config.novelty_weight, config.archive_elite_ratio)
+                                   if found is None else (found.fitness, found.novelty, found.elite_ratio))
+        return Weights(fitness, novelty, ratio, config.pareto_objectives_weight)
     if found is None:
         return Weights(config.fitness_weight + config.pareto_weight, config.novelty_weight, config.archive_elite_ratio)
     return Weights(found.fitness + found.pareto, found.novelty, found.elite_ratio)
@@ -258,35 +268,56 @@ def _fit_pct(rank: int, n: int) -> float:
     return 1.0 - rank / (n - 1) if n > 1 else 1.0
 
 
-def elite_scores(scores: Sequence[float], novelties: Sequence[float], weights: Weights) -> list[float]:
-    """Returns (w_fit)·(1 − rank/(N−1)) + w_nov·nov_pct per member; rank 0 is the best, ties by stored order."""
+def child_fit_pct(above: int, n: int) -> float:
+    """Returns a newcomer's fitness percentile: 1 − above/(N−1) clamped to [0, 1] (N = 1: 1 if none above, else 0).
+
+    As the reference `unified_archive.py`: a newcomer worse than every member gets 0, not a negative share, which
+    with a novelty weight above 0 could otherwise lose it a comparison it wins in the reference.
+    """
+    if n <= 1:
+        return 1.0 if above == 0 else 0.0
+    return max(0.0, min(1.0, 1.0 - above / (n - 1)))
+
+
+def elite_scores(scores: Sequence[float], novelties: Sequence[float], weights: Weights,
+                 pareto_pcts: Sequence[float] = ()) -> list[float]:
+    """Returns w_fit·(1 − rank/(N−1)) + w_nov·nov_pct (+ w_par·Pareto share) per member; rank 0 is the best."""
     n = len(scores)
     order = sorted(range(n), key=lambda i: -scores[i])
     rank = {i: r for r, i in enumerate(order)}
     return [
         weights.fitness * _fit_pct(rank[i], n) + weights.novelty * sum(v < novelties[i] for v in novelties) / n
+        + (weights.pareto * pareto_pcts[i] if pareto_pcts else 0.0)
         for i in range(n)
     ]
 
 
-def admit(code: str, f: float, members: Sequence[Scored], capacity: int, weights: Weights, k: int) -> Admission:
-    """Returns whether a program with this code and fitness enters the archive (crowding at capacity, A9)."""
+def admit(code: str, f: float, members: Sequence[Scored], capacity: int, weights: Weights, k: int,
+          objectives: Sequence[Objective] = (), vector: Sequence[float] | None = None) -> Admission:
+    """Returns whether a program with this code and fitness enters the archive (crowding at capacity, A9).
+
+    With objectives, each member's vector is read from its Objectives bullet (`vector` is the newcomer's): the
+    elite score adds the Pareto percentile, and the members on the archive's front are protected too.
+    """
     if len(members) < capacity:
         return Admission(True)
     n = len(members)
     scores = [score for _, score in members]
     novelties = member_novelties(members, k)
-    elite = elite_scores(scores, novelties, weights)
+    vectors = [pareto.vector_of(c, objectives) for c, _ in members] if objectives else []
+    elite = elite_scores(scores, novelties, weights, pareto.pareto_percentiles(vectors) if vectors else ())
     protected = set(sorted(range(n), key=lambda i: -elite[i])[: protected_count(n, weights.elite_ratio)])
     protected.add(max(range(n), key=lambda i: (scores[i], -i)))
+    protected |= {i for i, rank in enumerate(pareto.front_ranks(vectors)) if rank == 0}
     open_ = [i for i in range(n) if i not in protected]
     if not open_:
         return Admission(False)
     rival = min(open_, key=lambda i: (code_distance(code, _code(members[i][0])), i))
-    above = sum(score > f for score in scores)
     child_novelty = novelty(code, [_code(c) for c, _ in members], k)
-    child = weights.fitness * (1.0 - above / (n - 1) if n > 1 else 1.0)
+    child = weights.fitness * child_fit_pct(sum(score > f for score in scores), n)
     child += weights.novelty * sum(v < child_novelty for v in novelties) / n
+    if vectors:
+        child += weights.pareto * pareto.newcomer_percentile(vector or (0.0,) * len(objectives), vectors)
     winner = child > elite[rival]
     return Admission(winner, members[rival][0] if winner else None, members[rival][0], child, elite[rival])
 

@@ -6,11 +6,13 @@ import difflib
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from autoloop_py import markdown as md
 from autoloop_py.errors import ProgramError
+from autoloop_py.program.objectives import Objective
 from autoloop_py.program.playbook import Playbook
+from autoloop_py.strategies import pareto
 
 
 @dataclass(frozen=True)
@@ -78,16 +80,18 @@ class AdaEvolveConfig:
       paradigm_retry_cooldown: iterations to wait after a guide reply had no valid idea (§5 decision 3).
       enable_error_retry: retry an iteration whose candidate failed to evaluate.
       max_error_retries: the retries after the first attempt.
-      higher_is_better: per-metric directions of the Pareto objectives (read, validated; unused).
+      higher_is_better: per-metric directions of the Pareto objectives (a name it lacks is higher-is-better).
       fitness_key: the reference's score key; autoloop ranks by the program's metric, so it must stay unset.
-      pareto_objectives: multi-objective ranking, not supported (must stay empty).
-      pareto_objectives_weight: the weight of the Pareto objectives (unused without them).
+      pareto_objectives: the metrics ranked by non-dominated sorting in admission (empty: the frontmatter's
+        `objectives:`, if any).
+      pareto_objectives_weight: the weight of the Pareto percentile in the elite score (with objectives).
       num_context_programs: m, the context programs shown beside the parent.
       max_iterations: the run length the reference uses.
       random_seed: the seed recorded in the state's rng_seed.
       diff_based_generation: ask for SEARCH/REPLACE diffs (else a full rewrite).
       presets: the presets a spawned island draws from, in table order.
       direction: the program's metric direction, "higher" or "lower" (fitness f = m or −m).
+      objectives: the Pareto objectives in force, with directions (pareto_objectives or the frontmatter's).
     """
 
     population_size: int = 20
@@ -132,6 +136,7 @@ class AdaEvolveConfig:
     diff_based_generation: bool = True
     presets: tuple[Preset, ...] = DEFAULT_PRESETS
     direction: str = "higher"
+    objectives: tuple[Objective, ...] = ()
 
     @property
     def attempts(self) -> int:
@@ -241,7 +246,8 @@ SETTING_KEYS = tuple(_KINDS)
 
 
 def parse_adaevolve_config(
-    playbook: Playbook, overrides: Mapping[str, Any] | None = None, direction: str = "higher"
+    playbook: Playbook, overrides: Mapping[str, Any] | None = None, direction: str = "higher",
+    declared: Sequence[Objective] = (),
 ) -> AdaEvolveConfig:
     """Returns the tunables of a customised AdaEvolve playbook, with `code/config.yaml` overrides applied."""
     if direction not in ("higher", "lower"):
@@ -257,7 +263,14 @@ def parse_adaevolve_config(
     for key, problem in _problems(config):
         where = (config_path, None) if key in given else (playbook.path, lines.get(key))
         raise ProgramError(f"`{key}` {problem}", *where)
-    return config
+    where = (config_path, None) if "pareto_objectives" in given else (playbook.path, lines.get("pareto_objectives"))
+    return replace(config, objectives=objectives_in_force(config, declared, where))
+
+
+def objectives_in_force(config: AdaEvolveConfig, declared: Sequence[Objective],
+                        where: tuple[Path, int | None]) -> tuple[Objective, ...]:
+    """Returns the Pareto objectives: `pareto_objectives` with directions, else the frontmatter's `objectives:`."""
+    return pareto.in_force(config.pareto_objectives, dict(config.higher_is_better), declared, where)
 
 
 def _settings(tables: list[md.Table], path: Path) -> tuple[dict[str, Any], dict[str, int]]:
@@ -376,8 +389,6 @@ def _range_checks(c: AdaEvolveConfig) -> list[tuple[str, bool, str]]:
         ("max_error_retries", c.max_error_retries >= 0, "must be at least 0"),
         ("fitness_key", c.fitness_key is None,
          "must stay unset: autoloop ranks candidates by the metric program.md names"),
-        ("pareto_objectives", not c.pareto_objectives,
-         "must stay empty: autoloop ranks by the program's one metric (multi-objective search is not supported)"),
         ("pareto_objectives_weight", c.pareto_objectives_weight >= 0, "must be at least 0"),
         ("num_context_programs", c.num_context_programs >= 0, "must be at least 0"),
         ("max_iterations", c.max_iterations >= 1, "must be at least 1"),

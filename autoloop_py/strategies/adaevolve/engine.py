@@ -87,6 +87,8 @@ class AdaEvolveEngine:
         notes: tuple[str, ...] = (),
     ) -> None:
         self.config = config
+        # The Pareto objectives the runner records on each entry (the frontmatter's, or the playbook's own).
+        self.objectives = config.objectives
         self.problem = problem
         self.notes = notes
         self.program = program
@@ -244,7 +246,8 @@ def _best_candidate(state: AdaEvolveState, population: pop.Population, config: A
 
 def build(program: Program, playbook: Playbook, root: Path) -> AdaEvolveEngine:
     """Returns the engine of a program's customised AdaEvolve playbook and its `code/config.yaml`."""
-    config = parse_adaevolve_config(playbook, load_config_yaml(program, root), program.direction)
+    config = parse_adaevolve_config(playbook, load_config_yaml(program, root), program.direction,
+                                   program.config.objectives)
     prompts = root / playbook.path.parent / "prompts"
     notes = (labelled_line(playbook.text, "tuning notes"), opening_paragraph(playbook.text, "island presets"))
     return AdaEvolveEngine(config, program, prompts, f"{program.name}.md", problem_framing(playbook.text),

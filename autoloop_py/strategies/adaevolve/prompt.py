@@ -8,6 +8,7 @@ from typing import Mapping, Sequence
 from autoloop_py.program.model import Program
 from autoloop_py.render import render
 from autoloop_py.state.population import Candidate, format_fitness
+from autoloop_py.strategies import pareto
 from autoloop_py.strategies.adaevolve.archive import archive_status
 from autoloop_py.strategies.adaevolve.config import AdaEvolveConfig
 from autoloop_py.strategies.adaevolve.state import Paradigm, TriedParadigm
@@ -78,6 +79,7 @@ class AdaEvolvePromptView:
       files: the Target files as they are in the worktree.
       include: the Target patterns; exclude: the Do-not-modify patterns.
       example_path: the path used in the reply example.
+      objectives: the Pareto objectives' paragraph, with the parent's values and front ('' without objectives).
     """
 
     program: str
@@ -103,6 +105,7 @@ class AdaEvolvePromptView:
     exclude: tuple[str, ...]
     example_path: str
     problem: str = ""
+    objectives: str = ""
 
     @property
     def evolve(self) -> bool:
@@ -139,6 +142,7 @@ def render_prompt(
         data=tuple(steering_blocks(steering)),
         files=base.files, include=base.include, exclude=base.exclude, example_path=base.example_path,
         problem=problem,
+        objectives=pareto.prompt_section(config.objectives, decision.parent),
     )
     return render("adaevolve_prompt.md.j2", view=view)
 

@@ -48,6 +48,7 @@ from autoloop_py.strategies.adaevolve.state import (
     intensity,
     ucb_score,
 )
+from autoloop_py.strategies import pareto
 from autoloop_py.strategies.base import DrawRecorder
 
 logger = logging.getLogger(__name__)
@@ -295,7 +296,8 @@ def record(state: AdaEvolveState, decision: AdaEvolveDecision, candidate: Candid
         return _step(state, pop.add_candidate(population, failed), config)
     members = archive_of(population.candidates, decision.island, config.direction)
     weights = island_weights(decision.island, state.islands[decision.island].preset, config)
-    verdict = admit(child.code or "", f, members, config.population_size, weights, config.k_neighbors)
+    verdict = admit(child.code or "", f, members, config.population_size, weights, config.k_neighbors,
+                    config.objectives, pareto.vector_of(child, config.objectives))
     child = _tagged(child, decision.island, decision.mode, "admitted" if verdict.admitted else "rejected")
     population = pop.add_candidate(population, child)
     if not verdict.admitted:
@@ -336,8 +338,10 @@ def _tagged(candidate: Candidate, island: int, mode: str, status: str) -> Candid
 def _copy(source: Candidate, island: int, new_id: int, mode: str, gen: int, label: str) -> Candidate:
     """Returns an admitted copy of source on another island, pointing back at it."""
     bullets = archive_bullets(island, mode, "admitted", (label, source.island or 0, source.id))
+    # A copy keeps the source's objective values (its front is re-rendered with the Population's).
+    objectives = tuple((k, v) for k, v in source.extra if k == pareto.BULLET)
     return replace(source, id=new_id, island=island, gen=gen, operator=mode, parents=(source.id,), notes="",
-                   extra=bullets, raw=None)
+                   extra=(*bullets, *objectives), raw=None)
 
 
 def _replaced(population: Population, candidate: Candidate) -> Population:
@@ -410,21 +414,32 @@ def _spawn(state: AdaEvolveState, population: Population, config: AdaEvolveConfi
     preset = choices[min(int(u * len(choices)), len(choices) - 1)]
     k = len(state.islands)
     state = replace(state, islands=(*state.islands, IslandState(preset=preset)), last_spawn=t)
+    weights = island_weights(k, preset, config)
     seeds = spawn_seeds(population, k, config)
-    for source, _ in seeds:
+    for source, f in seeds:
+        # Each copy goes through the new island's admission rule, as the reference's archive.add does: with a
+        # population_size below 5 the crowding comparison decides which copies stay (none is adaptive).
+        members = archive_of(population.candidates, k, config.direction)
+        verdict = admit(source.code or "", f, members, config.population_size, weights, config.k_neighbors,
+                        config.objectives, pareto.vector_of(source, config.objectives))
+        if not verdict.admitted:
+            continue
+        if verdict.evicted is not None:
+            population = _replaced(population, with_archive_status(verdict.evicted, f"evicted@{t}"))
         population = pop.add_candidate(population, _copy(source, k, population.next_id, "spawn", t, "Copied from"))
-    logger.info("adaevolve: spawned island %d (%s) at iteration %d with %d programs", k, preset, t, len(seeds))
+    logger.info("adaevolve: spawned island %d (%s) at iteration %d from %d programs", k, preset, t, len(seeds))
     return state, population
 
 
 def spawn_seeds(population: Population, islands: int, config: AdaEvolveConfig) -> list[Scored]:
-    """Returns the programs a spawned island is filled with: the top min(5, N) by f over islands 0..islands−1.
+    """Returns the programs offered to a spawned island: the top min(5, N) by f over islands 0..islands−1.
 
     As the reference: the archives are listed island by island in stored order, ties keep that order, and
-    equal code on two islands (the seed and its copies) is copied twice (capped at the island's capacity).
+    equal code on two islands (the seed and its copies) is offered twice. Each offer then goes through the new
+    island's admission rule (so a population_size below 5 keeps what crowding keeps, not the first ones).
     """
     members = [m for i in range(islands) for m in archive_of(population.candidates, i, config.direction)]
-    return ranked(members)[: min(SPAWN_SEEDS, config.population_size)]
+    return ranked(members)[:SPAWN_SEEDS]
 
 
 def _migrate(state: AdaEvolveState, population: Population, config: AdaEvolveConfig, t: int
@@ -446,7 +461,8 @@ def _migrant(state: AdaEvolveState, population: Population, source: Candidate, f
     if any((c.code or "") == (source.code or "") for c, _ in members):
         return state, population
     weights = island_weights(dst, state.islands[dst].preset, config)
-    verdict = admit(source.code or "", f, members, config.population_size, weights, config.k_neighbors)
+    verdict = admit(source.code or "", f, members, config.population_size, weights, config.k_neighbors,
+                    config.objectives, pareto.vector_of(source, config.objectives))
     if not verdict.admitted:
         return state, population
     if verdict.evicted is not None:

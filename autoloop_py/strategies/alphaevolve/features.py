@@ -3,11 +3,14 @@
 A dimension is the island (`approach_family`), the evolved block's line count (only when the playbook's
 bullet says lines, e.g. `<40 / 40–100 / >100 lines`), or else a metric of the evaluator named as the
 playbook names it, binned by the running min–max of the values seen into the playbook's number of bins
-(OpenEvolve's feature map). The running range lives in the Population's `### ⚙️ Strategy State` block.
+(OpenEvolve's feature map), or by fixed thresholds the bullet gives (`latency_ms: thresholds 10, 50` → three
+bins: below 10, 10 up to 50, 50 and above). The running range lives in the Population's `### ⚙️ Strategy State`
+block.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from dataclasses import dataclass
@@ -28,6 +31,8 @@ _INT_RE = re.compile(r"\d+")
 _BINS_RE = re.compile(r"(\d+)\s*(?:equal[- ]width\s+)?(?:bins|buckets)", re.IGNORECASE)
 _CODESPAN_RE = re.compile(r"`([^`]+)`")
 _BUCKET_WORDS = ("small", "medium", "large")
+_NUMBER_RE = re.compile(r"-?\d+(?:\.\d+)?")
+_RANGE_DASH_RE = re.compile(r"(?<=\d)\s*[-–—]\s*(?=\d)")
 
 
 @dataclass(frozen=True)
@@ -37,12 +42,14 @@ class FeatureDimension:
     Attributes:
       name: the playbook's name for it (an evaluator metric's key when kind is metric).
       kind: islands (the island's name), lines (the evolved block's line count) or metric.
-      bins: how many bins a metric's running range is cut into.
+      bins: how many bins a metric's running range is cut into (len(thresholds) + 1 with fixed thresholds).
+      thresholds: a metric's fixed bin edges, ascending (empty: the running min–max decides).
     """
 
     name: str
     kind: str
     bins: int = DEFAULT_BINS
+    thresholds: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -79,7 +86,19 @@ def _dimension(item: str, raw: str, index: int) -> FeatureDimension:
         return FeatureDimension(name, ISLANDS)
     if key in LINE_NAMES or re.search(r"\blines?\b", rest):
         return FeatureDimension(name, LINES)
+    edges = _metric_thresholds(rest)
+    if edges:
+        return FeatureDimension(name, METRIC, len(edges) + 1, edges)
     return FeatureDimension(name, METRIC, _bins(rest))
+
+
+def _metric_thresholds(text: str) -> tuple[float, ...]:
+    """Returns the fixed bin edges after `threshold(s)` in a metric bullet (e.g. `thresholds 10, 50`), ascending."""
+    at = text.find("threshold")
+    if at == -1 or _BINS_RE.search(text):  # `N bins` asks for the running range, whatever else the bullet says
+        return ()
+    segment = _RANGE_DASH_RE.sub(" ", text[at:])
+    return tuple(sorted({float(n) for n in _NUMBER_RE.findall(segment)}))
 
 
 def _dimension_name(item: str, raw: str) -> str:
@@ -134,6 +153,8 @@ def bucket(
     if dimension.kind == LINES:
         return complexity_bucket(evolved_lines(code), thresholds)
     value = metric_value(metrics, dimension.name)
+    if value is not None and dimension.thresholds:
+        return f"{dimension.name} {bisect.bisect_right(dimension.thresholds, value) + 1}/{dimension.bins}"
     span = ranges.get(dimension.name)
     if value is None or span is None:
         return UNKNOWN

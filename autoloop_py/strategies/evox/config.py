@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
+from autoloop_py.program.objectives import Objective
 from autoloop_py.program.playbook import Playbook
 from autoloop_py.strategies import settings
 
@@ -33,6 +34,10 @@ class EvoXConfig:
       sandbox_cpu_seconds: the CPU-time limit of the sandbox process.
       direction: the program's metric direction, "higher" or "lower" (not a playbook setting).
       initial_code: the source of the strategy a run starts with (ours, shipped with the package).
+      pareto_objectives: the metrics ranked by non-dominated sorting (empty: the frontmatter's `objectives:`).
+      higher_is_better: per-metric directions of the Pareto objectives (a name it lacks is higher-is-better).
+      objectives: the Pareto objectives in force, with directions: each genome carries their values and its front,
+        and `pareto_front()` lists front 0 (the reference's `pareto_objectives`).
     """
 
     num_context_programs: int = 4
@@ -50,6 +55,9 @@ class EvoXConfig:
     sandbox_cpu_seconds: int = 10
     direction: str = "higher"
     initial_code: str = ""
+    pareto_objectives: tuple[str, ...] = ()
+    higher_is_better: tuple[tuple[str, bool], ...] = ()
+    objectives: tuple[Objective, ...] = ()
 
     @property
     def interval(self) -> int:
@@ -87,6 +95,8 @@ SETTINGS: dict[str, settings.Convert] = {
     "sandbox_seconds": settings.number(0, inclusive=False, example="10"),
     "sandbox_memory_mb": settings.whole(64),
     "sandbox_cpu_seconds": settings.whole(1),
+    "pareto_objectives": settings.names,
+    "higher_is_better": settings.directions,
 }
 
 

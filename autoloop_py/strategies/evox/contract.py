@@ -27,8 +27,9 @@ class Genome:
     Attributes:
       id: the candidate's id (monotonic from 1).
       code: the candidate's source text.
-      metrics: the primary metric under "score" (oriented: higher is better) plus any others;
-        a failed evaluation has no numeric "score". Wrapped in a read-only mapping.
+      metrics: the primary metric under "score" (oriented: higher is better) plus any others; with Pareto
+        objectives, each objective's raw value and "front" (0: no other genome dominates it). A failed
+        evaluation has no numeric "score". Wrapped in a read-only mapping.
       parent_id: the id of the candidate it was derived from, or None for a root.
       iteration: the iteration that produced it (replay order).
       label: the label its parent was sampled under: "", "diverge" or "refine".
@@ -86,6 +87,10 @@ class StrategyBase:
         others = [i for i in ids if i != parent_id]
         chosen = self.rng.sample(others, min(max(num_context, 0), len(others)))
         return {"": self.genomes[parent_id]}, {"": [self.genomes[i] for i in chosen]}
+
+    def pareto_front(self) -> list[Genome]:
+        """Returns the stored genomes on the program's Pareto front (metrics["front"] == 0), by id; [] without one."""
+        return [self.genomes[i] for i in sorted(self.genomes) if self.genomes[i].metrics.get("front") == 0]
 
     def get(self, genome_id: int) -> Genome | None:
         """Returns the stored genome with this id, or None."""

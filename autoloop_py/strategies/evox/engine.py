@@ -20,6 +20,7 @@ from autoloop_py.program.playbook import Playbook, load_config_yaml
 from autoloop_py.program.playbook_notes import labelled_line, problem_framing
 from autoloop_py.state import file as statefile
 from autoloop_py.state import population as pop
+from autoloop_py.strategies import pareto
 from autoloop_py.strategies.base import StrategyContext
 from autoloop_py.strategies.engine import PromptInputs, entry_for
 from autoloop_py.strategies.evox import fold as evox_fold
@@ -67,6 +68,8 @@ class EvoXEngine:
         notes: tuple[str, ...] = (),
     ) -> None:
         self.config = config
+        # The Pareto objectives the runner records on each entry (the frontmatter's, or the playbook's own).
+        self.objectives = config.objectives
         self.problem = problem
         self.notes = notes
         self.program = program
@@ -286,7 +289,9 @@ class EvoXEngine:
 def build(program: Program, playbook: Playbook, root: Path) -> EvoXEngine:
     """Returns the engine of a program's customised EvoX playbook and its `code/config.yaml`."""
     config = parse_evox_config(playbook, load_config_yaml(program, root), program.direction)
-    config = replace(config, initial_code=evox_sandbox.initial_strategy())
+    objectives = pareto.in_force(config.pareto_objectives, dict(config.higher_is_better), program.config.objectives,
+                             (playbook.path, None))
+    config = replace(config, initial_code=evox_sandbox.initial_strategy(), objectives=objectives)
     prompts = root / playbook.path.parent / "prompts"
     notes = tuple(n for n in (labelled_line(playbook.text, "tuning notes"),) if n)
     return EvoXEngine(config, program, root, prompts, f"{program.name}.md", problem_framing(playbook.text), notes)

@@ -11,6 +11,7 @@ from autoloop_py import markdown as md
 from autoloop_py.program.model import Program
 from autoloop_py.render import render
 from autoloop_py.state.population import Candidate, format_fitness, oriented
+from autoloop_py.strategies import pareto
 from autoloop_py.strategies.evox.config import EvoXConfig
 from autoloop_py.strategies.evox.strategy import EvoXDecision, EvoXState, LabelTexts, StrategyRecord
 from autoloop_py.strategies.evox.worker import ALLOWED_MODULES
@@ -72,6 +73,7 @@ class SolutionView:
       include: the Target patterns; exclude: the Do-not-modify patterns.
       example_path: the path used in the reply example.
       evolve: whether a Target file has EVOLVE-BLOCK markers.
+      objectives: the Pareto objectives' paragraph, with the parent's values and front ('' without objectives).
     """
 
     program: str
@@ -95,6 +97,7 @@ class SolutionView:
     example_path: str
     evolve: bool
     problem: str = ""
+    objectives: str = ""
 
 
 # ---------------------------------------------------------------- the solution prompt
@@ -126,6 +129,7 @@ def render_prompt(
         framing=_with_newline(framing.strip()), framing_fence=fence_for(framing), diff=config.diff_based_generation,
         data=tuple(steering_blocks(steering)), files=base.files, include=base.include,
         exclude=base.exclude, example_path=base.example_path, evolve=base.evolve, problem=problem,
+        objectives=pareto.prompt_section(config.objectives, decision.parent),
     )
     return render("evox_prompt.md.j2", view=view)
 

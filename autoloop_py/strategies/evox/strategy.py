@@ -13,7 +13,9 @@ import random
 from dataclasses import replace
 from typing import Callable, Sequence
 
+from autoloop_py.program.objectives import Objective
 from autoloop_py.state.population import Candidate, oriented
+from autoloop_py.strategies import pareto
 from autoloop_py.strategies.evox.config import EvoXConfig
 from autoloop_py.strategies.evox.sandbox import Genome, Sample, StrategyFailure
 from autoloop_py.strategies.evox.state import (
@@ -244,17 +246,40 @@ def _newline(code: str) -> str:
 # ---------------------------------------------------------------- the decision
 
 
-def genomes_of(candidates: Sequence[Candidate], direction: str) -> tuple[Genome, ...]:
-    """Returns the evaluated candidates as the strategy sees them, in the order they were found."""
+def genomes_of(candidates: Sequence[Candidate], direction: str, objectives: Sequence[Objective] = ()
+               ) -> tuple[Genome, ...]:
+    """Returns the evaluated candidates as the strategy sees them, in the order they were found.
+
+    With Pareto objectives each genome's metrics also hold every objective's raw value and its `front` (0: not
+    dominated by any other scored genome), computed as the reference ranks them (strategies/pareto.py).
+    """
     found = []
-    for c in sorted(candidates, key=lambda c: (c.gen, c.id)):
-        score = oriented(c.fitness, direction)
-        if c.status == "error" or score is None or not math.isfinite(score):
-            continue
+    scored = [c for c in sorted(candidates, key=lambda c: (c.gen, c.id)) if _scored(c, direction)]
+    fronts = _fronts(scored, objectives)
+    for c in scored:
         label = next((v for k, v in c.extra if k == "Label"), "none")
-        found.append(Genome(c.id, c.code or "", {"score": score}, c.parents[0] if c.parents else None, c.gen,
+        metrics: dict[str, float] = {"score": float(oriented(c.fitness, direction) or 0.0)}
+        if objectives:
+            values = pareto.raw_values(c) or {}
+            metrics.update({o.name: values[o.name] for o in objectives if o.name in values and o.name != "score"})
+            metrics["front"] = float(fronts[c.id])
+        found.append(Genome(c.id, c.code or "", metrics, c.parents[0] if c.parents else None, c.gen,
                             label if label in ("diverge", "refine") else "", context_ids(c)))
     return tuple(found)
+
+
+def _scored(candidate: Candidate, direction: str) -> bool:
+    score = oriented(candidate.fitness, direction)
+    return candidate.status != "error" and score is not None and math.isfinite(score)
+
+
+def _fronts(scored: Sequence[Candidate], objectives: Sequence[Objective]) -> dict[int, int]:
+    """Returns each scored candidate's front among them (stored order breaks no tie: fronts are sets)."""
+    if not objectives:
+        return {}
+    ordered = sorted(scored, key=lambda c: c.id)
+    ranks = pareto.front_ranks([pareto.vector_of(c, objectives) for c in ordered])
+    return {c.id: rank for c, rank in zip(ordered, ranks)}
 
 
 def context_ids(candidate: Candidate) -> tuple[int, ...]:
@@ -278,7 +303,7 @@ def decide(
     """Returns the iteration's parent, label and context, after applying the refresh and any rollback."""
     best = current_best(population, config.direction)
     state, events = _refreshed(state, reply, config, defaults, best, iteration)
-    genomes = genomes_of(population, config.direction)
+    genomes = genomes_of(population, config.direction, config.objectives)
     if not population:
         return EvoXDecision(None, (), "", state.active, state,
                             "no program yet: evaluate the Target as it is, the first window's start", tuple(events),

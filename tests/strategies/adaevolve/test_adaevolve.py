@@ -10,7 +10,7 @@ import pytest
 
 from autoloop_py.state.population import Candidate, Population, empty_population, parse_population, render_population
 from autoloop_py.strategies.adaevolve.archive import archive_bullets, archive_of, archive_status
-from autoloop_py.strategies.adaevolve.config import AdaEvolveConfig
+from autoloop_py.strategies.adaevolve.config import AdaEvolveConfig, Preset
 from autoloop_py.strategies.adaevolve.paradigms import active_paradigm, install_paradigms, use_paradigm, wants_paradigms
 from autoloop_py.strategies.adaevolve.state import (
     AdaEvolveState,
@@ -583,3 +583,34 @@ def test_decisions_expose_operator_and_parents_like_the_base_decision() -> None:
     decision = AdaEvolveDecision(0, "balanced", "why", ARCHIVE[0])
     assert (decision.operator, decision.parents) == ("balanced", (ARCHIVE[0],))
     assert AdaEvolveDecision(0, "exploration", "why", None).parents == ()
+
+
+def test_spawn_puts_each_offered_copy_through_the_new_islands_admission_like_reference() -> None:
+    # population_size 3 < 5 offers. The reference's `_seed_new_island` calls archive.add on each of the top 5, so the
+    # 4th and 5th offers compete by crowding (the spawned "diversity" island weighs novelty .5): the loop (#4, .6)
+    # evicts the copy of #2 and the math import (#5, .5) evicts the copy of #4. Truncating to capacity kept 1, 2, 3.
+    sources = ["def solve(x):\n    return x + 1\n", "def solve(x):\n    return x - 1\n", "def solve(x):\n    return x\n",
+               "def solve(x):\n    while x:\n        x -= 1\n    return x\n",
+               "import math\ndef solve(x):\n    for i in range(3):\n        x = math.sqrt(x)\n    return x\n"]
+    members = [cand(i + 1, 0 if i < 3 else 1, f, source=s) for i, (f, s) in enumerate(zip([.9, .8, .7, .6, .5], sources))]
+    config = replace(CONFIG, spawn_cooldown_iterations=5, population_size=3)
+    state = state_after_seed(islands=(IslandState(g=0.1, best=0.9, evaluations=100, visits=3),
+                                      IslandState(g=0.1, best=0.6, evaluations=40, visits=3)))
+    step = end_iteration(state, population_of(*members), config, FakeRng(0.3), 7)
+    assert step.state.islands[2].preset == "diversity"
+    copies = sorted((c for c in step.population.candidates if c.island == 2), key=lambda c: c.id)
+    assert [(c.parents[0], archive_status(c)) for c in copies] == [
+        (1, "admitted"), (2, "evicted@7"), (3, "admitted"), (4, "evicted@7"), (5, "admitted")]
+    assert [c.id for c, _ in archive_of(step.population.candidates, 2, "higher")] == [6, 8, 10]
+
+
+def test_spawn_offers_stop_at_capacity_when_no_offer_wins_the_crowding() -> None:
+    # A preset without novelty: each later offer is worse than every member, so its fitness share is 0 (clamped)
+    # and it never beats its rival: the island keeps the first population_size offers.
+    config = replace(CONFIG, spawn_cooldown_iterations=5, population_size=2)
+    state = state_after_seed(islands=(IslandState(g=0.1, best=0.9, evaluations=100, visits=3),
+                                      IslandState(g=0.1, best=0.95, evaluations=40, visits=3)))
+    step = end_iteration(state, population_of(*ARCHIVE), replace(config, presets=(Preset("fit", 0.0, 1.0, 0.0, 0.2),)), FakeRng(0.3), 7)
+    kept = archive_of(step.population.candidates, 2, "higher")
+    assert [c.parents[0] for c, _ in kept] == [5, 2]
+    assert len([c for c in step.population.candidates if c.island == 2]) == 2

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from autoloop_py.program.objectives import Objective
 from autoloop_py.state.population import Candidate
 from autoloop_py.strategies.adaevolve.archive import (
     Weights,
@@ -17,6 +18,7 @@ from autoloop_py.strategies.adaevolve.archive import (
     archive_of,
     archive_status,
     balanced_pool_size,
+    child_fit_pct,
     code_distance,
     context_split,
     elite_scores,
@@ -32,6 +34,7 @@ from autoloop_py.strategies.adaevolve.archive import (
     with_archive_status,
 )
 from autoloop_py.strategies.adaevolve.config import AdaEvolveConfig, Preset
+from autoloop_py.strategies.pareto import with_objectives
 
 CONFIG = AdaEvolveConfig()
 DEFAULT = island_weights(0, "balanced", CONFIG)
@@ -258,3 +261,86 @@ def test_admission_order_into_a_full_archive_matches_reference(weights: Weights)
         if number > 20:
             verdicts += str(int(verdict.admitted))
     assert verdicts == REFERENCE_ADMISSIONS[weights]
+
+
+# --- the newcomer's fitness share is clamped to [0, 1] like the reference -------------------------------------
+
+
+def test_a_newcomer_worse_than_every_member_gets_a_zero_fitness_share_not_a_negative_one() -> None:
+    # Reproducing input: members .5/.6/.7, a newcomer at .1 whose code is the most novel (share 3/3), weights
+    # fitness .5 novelty .5. Elites: #1 = .5·0 + .5·2/3, #2 = .5·.5 + .5·0 = .25, #3 = .5 (protected). The rival is #2.
+    # The reference (`unified_archive.py`) clamps 1 − 3/2 to 0: .5·0 + .5·1 = .5 > .25, admitted. Unclamped it was
+    # .5·(−.5) + .5 = .25, not above .25: rejected, one of the flips the fidelity re-run found.
+    codes = ["rate = 2\nif n:\n    n = n * 6\n", "rate = 2\nwhile n:\n    n = n * 2\n", "rate = 2\nwhile n:\n    n = n * 1\n"]
+    members = [member(i + 1, f, c) for i, (f, c) in enumerate(zip([0.5, 0.6, 0.7], codes))]
+    verdict = admit("rate = 10\nfor i in x:\n    n = n * 4\n", 0.1, members, 3, Weights(0.5, 0.5, 0.2), 5)
+    assert verdict.rival is not None and verdict.rival.id == 2
+    assert (verdict.admitted, verdict.child_elite, verdict.rival_elite) == (True, 0.5, 0.25)
+
+
+@pytest.mark.parametrize(("above", "n", "share"), [(0, 4, 1.0), (1, 4, 2 / 3), (3, 4, 0.0), (4, 4, 0.0),
+                                                   (0, 1, 1.0), (1, 1, 0.0)])
+def test_child_fitness_share_is_clamped(above: int, n: int, share: float) -> None:
+    assert child_fit_pct(above, n) == pytest.approx(share)
+
+
+# --- Pareto objectives in admission (reference `_compute_elite_score` with pareto_objectives) ----------------------
+
+
+def test_pareto_objectives_add_the_percentile_and_protect_the_front() -> None:
+    objectives = (Objective("accuracy", "higher"), Objective("latency_ms", "lower"))
+
+    def scored(id: int, accuracy: float, latency: float, source: str) -> tuple[Candidate, float]:
+        candidate, f = member(id, accuracy, source)
+        return with_objectives(candidate, {"accuracy": accuracy, "latency_ms": latency}, objectives), f
+
+    # #1 (.9, 50) and #2 (.8, 10) are the front; #3 (.7, 60) is dominated by #1. Front members are protected, so the
+    # rival is #3 (elite .3·0 + .4·0 = 0). The child (.75, 55) is dominated by #1 and #2: Pareto share 1 − 2/3; its
+    # fitness share is 1 − 2/2 = 0, so its elite is .4/3 > 0: admitted. Without objectives it ties at 0: rejected.
+    members = [scored(1, 0.9, 50, "def a():\n    return 1\n"), scored(2, 0.8, 10, "def b():\n    return 2\n"),
+               scored(3, 0.7, 60, "def c():\n    return 3\n")]
+    weights = Weights(0.3, 0.0, 0.2, pareto=0.4)
+    verdict = admit("def c():\n    return 4\n", 0.75, members, 3, weights, 5, objectives, (0.75, -55.0))
+    assert verdict.rival is not None and verdict.rival.id == 3
+    assert verdict.admitted and verdict.child_elite == pytest.approx(0.4 / 3) and verdict.rival_elite == 0.0
+    scalar = admit("def c():\n    return 4\n", 0.75, members, 3, Weights(0.3, 0.0, 0.2), 5)
+    assert not scalar.admitted
+    # Elites with objectives: #1 .3·1 + .4·1, #2 .3·.5 + .4·.5, #3 0 (percentiles 1, .5, 0 by front then crowding).
+    assert elite_scores([0.9, 0.8, 0.7], [0.0] * 3, weights, [1.0, 0.5, 0.0]) == pytest.approx([0.7, 0.35, 0.0])
+
+
+def test_with_objectives_a_spawned_island_weighs_fitness_alone_plus_the_objectives_weight() -> None:
+    config = replace(CONFIG, objectives=(Objective("accuracy", "higher"),), pareto_objectives_weight=0.4)
+    assert island_weights(0, "balanced", config) == Weights(1.0, 0.0, 0.2, 0.4)
+    assert island_weights(2, "diversity", config) == Weights(0.2, 0.5, 0.1, 0.4)
+
+
+# skydiscover 0.1.0's UnifiedArchive(max_size 20, k 5, pareto_objectives [accuracy, latency], latency lower is
+# better) fed the 80 programs above (accuracy = fitness, latency from random.Random(5)): whether each of the 60
+# arriving at a full archive was admitted, computed once with the reference. Its fronts iterate a set of string ids
+# (an order that changes from run to run), so it was run with an insertion-ordered set: stored order, as ours.
+REFERENCE_PARETO_ADMISSIONS = {
+    Weights(0.3, 0.3, 0.2, 0.4): "111101101100100110000100111010010100000000001000001100000010",
+    Weights(0.5, 0.0, 0.1, 0.4): "111111101100100110000100111010011100111000001000100000011010",
+}
+
+
+@pytest.mark.parametrize("weights", list(REFERENCE_PARETO_ADMISSIONS))
+def test_admission_order_with_pareto_objectives_matches_reference(weights: Weights) -> None:
+    objectives = (Objective("accuracy", "higher"), Objective("latency", "lower"))
+    rng, latencies = random.Random(11), random.Random(5)
+    arrivals = [(_variant(rng), round(rng.random(), 2)) for _ in range(80)]
+    members: list[tuple[Candidate, float]] = []
+    verdicts = ""
+    for number, (code, f) in enumerate(arrivals, start=1):
+        latency = round(latencies.uniform(1, 100), 1)
+        vector = (f, -latency)
+        verdict = admit(code, f, members, 20, weights, 5, objectives, vector)
+        if verdict.evicted is not None:
+            members = [m for m in members if m[0].id != verdict.evicted.id]
+        if verdict.admitted:
+            candidate, _ = member(number, f, code)
+            members.append((with_objectives(candidate, {"accuracy": f, "latency": latency}, objectives), f))
+        if number > 20:
+            verdicts += str(int(verdict.admitted))
+    assert verdicts == REFERENCE_PARETO_ADMISSIONS[weights]

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from autoloop_py.errors import ProgramError
+from autoloop_py.program.objectives import Objective
 from autoloop_py.program.playbook import Playbook, customize_markers, marker_spans
 from autoloop_py.strategies.adaevolve.config import DEFAULT_PRESETS, AdaEvolveConfig, Preset, parse_adaevolve_config
 
@@ -122,7 +123,6 @@ def test_playbook_errors_name_the_row(old: str, new: str, message: str) -> None:
     ({"decay": "fast"}, "`decay` must be a number, got 'fast'"),
     ({"decay": float("nan")}, "`decay` must be a finite number"),
     ({"fitness_key": "combined_score"}, "`fitness_key` must stay unset"),
-    ({"pareto_objectives": ["a", "b"]}, "`pareto_objectives` must stay empty"),
     ({"use_unified_archive": False}, "`use_unified_archive` must be true"),
     ({"higher_is_better": ["a"]}, "`higher_is_better` must be a mapping of metric names to true/false"),
 ])
@@ -159,3 +159,22 @@ def test_direction_must_be_known() -> None:
 
 def test_retries_can_be_turned_off() -> None:
     assert replace(AdaEvolveConfig(), max_error_retries=0).attempts == 1
+
+
+def test_pareto_objectives_take_directions_from_higher_is_better_or_the_frontmatter() -> None:
+    overrides = {"pareto_objectives": ["accuracy", "latency_ms"], "higher_is_better": {"latency_ms": False},
+                 "pareto_objectives_weight": 0.4}
+    config = parse_adaevolve_config(playbook(), overrides)
+    assert config.objectives == (Objective("accuracy", "higher"), Objective("latency_ms", "lower"))
+    declared = (Objective("accuracy", "higher"), Objective("latency_ms", "lower"))
+    assert parse_adaevolve_config(playbook(), {}, "higher", declared).objectives == declared
+    assert parse_adaevolve_config(playbook(), {"pareto_objectives": ["latency_ms"]}, "higher", declared).objectives == (
+        Objective("latency_ms", "lower"),)
+    assert parse_adaevolve_config(playbook()).objectives == ()
+
+
+def test_pareto_objectives_the_frontmatter_does_not_declare_are_refused_with_the_file() -> None:
+    with pytest.raises(ProgramError) as caught:
+        parse_adaevolve_config(playbook(), {"pareto_objectives": ["cost"]}, "higher", (Objective("accuracy", "higher"),))
+    assert str(caught.value).startswith(
+        f"{CONFIG_YAML}: `pareto_objectives` names `cost`, which the frontmatter's `objectives:` does not declare")

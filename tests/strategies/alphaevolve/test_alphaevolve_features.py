@@ -131,3 +131,15 @@ def test_a_dimension_naming_no_metric_of_the_evaluation_is_logged(caplog: pytest
                                                        direction="higher", iteration=1, rng=random.Random(0))
     assert recorded.cell == ("greedy", "n/a")
     assert "the feature dimension `speeed` is no numeric metric of this evaluation (it printed speed)" in caplog.text
+
+
+def test_fixed_thresholds_from_the_playbook_bin_a_metric_without_the_running_range() -> None:
+    config = parsed("- **Dimension 2 — `latency_ms`**: thresholds 10, 50 (ms).")
+    dimension = config.dimensions[1]
+    assert dimension == FeatureDimension("latency_ms", "metric", 3, (10.0, 50.0))
+    cells = [bucket(dimension, "greedy", "", (40, 100), {"latency_ms": v}, {}) for v in (0.5, 9.99, 10, 49.9, 50, 900)]
+    assert cells == ["latency_ms 1/3", "latency_ms 1/3", "latency_ms 2/3", "latency_ms 2/3", "latency_ms 3/3",
+                     "latency_ms 3/3"]
+    assert bucket(dimension, "greedy", "", (40, 100), {}, {}) == "n/a"
+    ranged = parsed("- **Dimension 2 — `error_rate`**: threshold 0.01–0.1, and -1.5.").dimensions[1]
+    assert ranged.thresholds == (-1.5, 0.01, 0.1) and ranged.bins == 4

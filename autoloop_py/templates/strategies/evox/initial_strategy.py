@@ -8,7 +8,8 @@ from autoloop_py.strategies.evox.contract import Genome, StrategyBase
 
 
 class EvolvedStrategy(StrategyBase):
-    """Tournament among the top quartile under "refine"; sometimes the least-used parent under "diverge"."""
+    """Tournament among the top quartile (the Pareto front, with objectives) under "refine"; sometimes the
+    least-used parent under "diverge"."""
 
     DIVERGE_RATE = 0.2
     TOURNAMENT_SIZE = 2
@@ -35,7 +36,9 @@ class EvolvedStrategy(StrategyBase):
             parent = self._least_used(ranked[self._top_size(ranked):])
             label = self.DIVERGE_LABEL
         else:
-            parent = self._tournament(ranked[: self._top_size(ranked)])
+            # With Pareto objectives the parent comes from the front, as the reference's multi-objective sample.
+            front = [g for g in ranked if g.metrics.get("front") == 0]
+            parent = self._tournament(front or ranked[: self._top_size(ranked)])
             label = self.REFINE_LABEL if len(ranked) >= 2 else ""
         return {label: parent}, {"": self._context(parent, ranked, num_context)}
 

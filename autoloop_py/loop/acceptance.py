@@ -1,0 +1,83 @@
+"""Acceptance under many objectives: the kept set read from the state file, and the verdict's history bullets.
+
+A program whose frontmatter declares `objectives:` keeps a candidate when no candidate kept so far dominates it
+(or, with `objective-scalarisation:`, when its weighted sum beats theirs); strategies/pareto.py decides. The kept
+set is the accepted detailed entries of the Iteration History that carry an `- **Objectives**:` bullet, so a
+history folded into ranges forgets the older ones (their front still shows in the Population).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import Any, Mapping
+
+from autoloop_py.program.model import Program
+from autoloop_py.program.objectives import targets_met
+from autoloop_py.state import file as statefile
+from autoloop_py.strategies import pareto
+
+RULE = "Acceptance"
+BASELINE = "Baseline objectives"
+_BULLET_RE = re.compile(r"^\s*[-*]\s+\*\*Objectives\*\*:\s*(.+?)\s*$", re.MULTILINE)
+_BASELINE_RE = re.compile(r"^\s*[-*]\s+\*\*Baseline objectives\*\*:\s*(.+?)\s*$", re.MULTILINE)
+
+
+def kept_metrics(state: statefile.StateFile) -> list[dict[str, float]]:
+    """Returns the objective values of the baseline and of every accepted detailed history entry that records them."""
+    kept = []
+    for entry in state.history:
+        if not entry.is_detailed:
+            continue
+        baseline = _BASELINE_RE.search(entry.text)
+        if baseline:
+            kept.append(pareto.parse_values(baseline.group(1)))
+        found = _BULLET_RE.search(entry.text) if entry.status == "accepted" else None
+        if found:
+            kept.append(pareto.parse_values(found.group(1)))
+    return kept
+
+
+def judge(program: Program, metrics: Mapping[str, Any], state: statefile.StateFile,
+          baseline: Mapping[str, Any] | None = None) -> pareto.Verdict | None:
+    """Returns the many-objective verdict on a candidate's metrics (None when the program declares no objectives).
+
+    `baseline`: the unchanged code's metrics, measured this iteration (the first run); it counts as kept.
+    """
+    config = program.config
+    if not config.objectives:
+        return None
+    kept = kept_metrics(state) + ([dict(baseline)] if baseline is not None else [])
+    return pareto.keep(metrics, kept, config.objectives, config.objective_scalarisation, config.min_delta)
+
+
+def bullets(program: Program, metrics: Mapping[str, Any], verdict: pareto.Verdict | None,
+            baseline: Mapping[str, Any] | None = None) -> tuple[tuple[str, str], ...]:
+    """Returns the history bullets that record the objectives (and the baseline's) and the rule that decided."""
+    if verdict is None:
+        return ()
+    objectives = program.config.objectives
+    first = baseline_bullets(program, baseline) if baseline is not None else ()
+    return (*first, ("Objectives", pareto.objectives_text(metrics, objectives)), (RULE, verdict.rule))
+
+
+def baseline_bullets(program: Program, metrics: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """Returns the bullet that records the unchanged code's objectives (an as-is iteration), counted as kept."""
+    if not program.config.objectives:
+        return ()
+    return ((BASELINE, pareto.objectives_text(metrics, program.config.objectives)),)
+
+
+def with_targets(state: statefile.StateFile, record: statefile.IterationRecord, program: Program
+                 ) -> statefile.StateFile:
+    """Returns the state completed when a kept candidate reaches every per-objective `target-metric`."""
+    targets = program.config.objective_targets
+    if not targets or record.status != "accepted" or state.machine.completed:
+        return state
+    text = next((value for label, value in record.extra if label == "Objectives"), None)
+    values = pareto.parse_values(text) if text is not None else {}
+    if not targets_met(values, targets, program.config.objectives):
+        return state
+    reached = ", ".join(f"{name} {values[name]:g} (target {target:g})" for name, target in targets)
+    machine = replace(state.machine, completed=True, completed_reason=f"objective targets reached: {reached}")
+    return statefile.with_machine(state, machine)
