@@ -5,7 +5,8 @@ line into a fresh venv; then the shell blocks of "Your first program", "Which pr
 run in order in a user repository with a local bare origin, with that venv first on PATH: init, new with an
 answers file, check, commit and push, run, status, edit (EDITOR is a script adding a Current Priority), run,
 the llm proposer against tests/fake_openai.py's loopback server, strategy add with an answers file, check,
-run. The README's placeholders are replaced through PLACEHOLDERS below and nothing else is changed: a
+run. The README read is this checkout's; what is installed is a clone of its HEAD (commit before running).
+The README's placeholders are replaced through `placeholders` below and nothing else is changed: a
 command that fails, or a placeholder the README no longer has, fails the test, so the README cannot drift
 from what works.
 """
@@ -89,6 +90,8 @@ def _commands(code: str) -> list[str]:
     for line in lines:
         if not line.strip() or line.lstrip().startswith("#"):
             continue
+        while line.endswith("\\"):  # a continued line runs with the next
+            line = line + "\n" + next(lines)
         heredoc = re.search(r"<<-?\s*['\"]?(\w+)['\"]?", line)
         if heredoc:
             body = []
@@ -189,6 +192,9 @@ def test_the_readme_walkthrough_runs_as_written(
         prompts = [json.dumps(body) for body in server.bodies]
     assert progress.read_text().split() == [str(n) for n in range(1, len(commands) + 1)]
     assert shutil.which("autoloop", path=env["PATH"]) == str(bin_dir / "autoloop")
+    # What the newcomer reads: new answered every marker, check passed the program, status showed the iterations.
+    assert "every <CUSTOMIZE…> marker is resolved" in done.stdout
+    assert "✓ speedup" in done.stdout and "Recent iterations" in done.stdout
 
     # The install was the clone's, a wheel of it travels with the repository, and the workflows install it.
     installed = json.loads(next((bin_dir.parent / "lib").glob("python*/site-packages/autoloop_py-*.dist-info"))
