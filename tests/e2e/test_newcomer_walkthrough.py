@@ -185,6 +185,7 @@ def test_the_readme_walkthrough_runs_as_written(
             # venv sees them) and the build backend too (a build-isolation env would fetch setuptools from an index).
             "PIP_NO_INDEX": "1", "PIP_NO_BUILD_ISOLATION": "0", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
             "EDITOR": f"{bin_dir / 'python3'} {editor}",
+            "XDG_CACHE_HOME": str(tmp_path / "cache"),  # pip's cache and autoloop's log stay in the test's folder
         })
         done = subprocess.run(["bash", "-c", script(commands, progress)], cwd=tmp_path, env=env,
                               capture_output=True, text=True, timeout=600)
@@ -200,6 +201,9 @@ def test_the_readme_walkthrough_runs_as_written(
     installed = json.loads(next((bin_dir.parent / "lib").glob("python*/site-packages/autoloop_py-*.dist-info"))
                            .joinpath("direct_url.json").read_text())
     assert installed["url"] == clone.as_uri()
+    imported = subprocess.run([str(bin_dir / "python3"), "-c", "import autoloop_py; print(autoloop_py.__file__)"],
+                              env=env, capture_output=True, text=True, check=True).stdout
+    assert Path(imported.strip()).is_relative_to(bin_dir.parent)  # not this checkout's autoloop_py
     wheels = sorted((repo / ".autoloop/wheels").glob("autoloop_py-*.whl"))
     assert len(wheels) == 1
     assert f".autoloop/wheels/{wheels[0].name}" in (repo / ".github/workflows/autoloop.yml").read_text()
@@ -232,6 +236,23 @@ def test_the_readme_walkthrough_runs_as_written(
 
     # The llm run asked the loopback model with the program's Goal and the priority the edit added, and kept its answer.
     assert prompts, "the llm proposer never reached the loopback server"
+    assert set(server.keys) == {DUMMY_KEY}  # the README's `export OPENAI_API_KEY=…` is what litellm sent
     assert any("fastest configuration" in prompt and PRIORITY in prompt for prompt in prompts)
     assert "return 0.9" in _show(repo, "autoloop/speedup:src/mylib/hot.py")
     assert state.machine.best_metric == pytest.approx(1.0)
+
+
+def test_a_failing_command_stops_the_walkthrough_even_inside_a_list(tmp_path: Path) -> None:
+    """The runner's own guarantee: a command failing in the middle of `a && b && c` fails the script, naming it."""
+    commands = _commands("echo one\ntrue && false && echo never   # a comment\ncat > f <<'EOF'\nx\nEOF\necho three\n")
+    assert commands[1].startswith("true && false") and commands[2].endswith("\nEOF")
+    progress = tmp_path / "progress"
+    done = subprocess.run(["bash", "-c", script(commands, progress)], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 97
+    assert "README command 2 failed: true && false" in done.stderr and "never" not in done.stdout
+    assert progress.read_text().split() == ["1"] and not (tmp_path / "f").exists()
+
+
+def test_a_placeholder_the_readme_dropped_fails(tmp_path: Path) -> None:
+    with pytest.raises(AssertionError, match="path/to/your/repo"):
+        substituted(["python3 -m pip install path/to/autoloop_py", "echo sk-…"], placeholders(tmp_path, tmp_path))
