@@ -202,7 +202,7 @@ def test_the_readme_walkthrough_runs_as_written(
                            .joinpath("direct_url.json").read_text())
     assert installed["url"] == clone.as_uri()
     imported = subprocess.run([str(bin_dir / "python3"), "-c", "import autoloop_py; print(autoloop_py.__file__)"],
-                              env=env, capture_output=True, text=True, check=True).stdout
+                              cwd=repo, env=env, capture_output=True, text=True, check=True).stdout
     assert Path(imported.strip()).is_relative_to(bin_dir.parent)  # not this checkout's autoloop_py
     wheels = sorted((repo / ".autoloop/wheels").glob("autoloop_py-*.whl"))
     assert len(wheels) == 1
