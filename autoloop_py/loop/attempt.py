@@ -292,8 +292,8 @@ def _feedback(ctx: AttemptContext, parent_id: str | None) -> tuple[str, ...]:
     if ctx.baseline is not None and parent_id == trace.SEED_ID:
         seed = trace.TraceRow(trace.SEED_ID, 0, None, dict(ctx.baseline.metrics), "accepted",
                               extra={"artifacts": artifacts_of_result(ctx.baseline)})
-    items = lineage_store.feedback_items(ctx.history, parent_id, ctx.program, seed)
-    return tuple(ctx.redactor.text(item) for item in items)
+    state = ctx.state if ctx.runner is not None else None
+    return lineage_store.prompt_feedback(ctx.history, parent_id, ctx.program, ctx.redactor, state, seed)
 
 
 def _screen(
