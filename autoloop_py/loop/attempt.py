@@ -46,11 +46,11 @@ from autoloop_py.state.population import Candidate
 from autoloop_py.strategies import runner as strategy
 from autoloop_py.strategies.engine import DecisionLike
 from autoloop_py.strategies.prompt import (
-    EVALUATOR_FEEDBACK,
     RECENTLY_DELETED,
     prompt_context,
     render_iteration_prompt,
     with_data_section,
+    with_feedback_section,
 )
 from autoloop_py.strategies.runner import StrategyRunner
 
@@ -262,7 +262,7 @@ def _prepare_prompt(ctx: AttemptContext, files: dict[str, str], root: Path) -> t
         deleted = lineage_store.deleted_items(ctx.reader, ctx.tip)
         context = prompt_context(ctx.program, files, ctx.state, ctx.best, ctx.iteration, ctx.options.directives, deleted)
         told = _feedback(ctx, ctx.tip)
-        return None, files, with_data_section(render_iteration_prompt(context), EVALUATOR_FEEDBACK, told, bullets=False)
+        return None, files, with_feedback_section(render_iteration_prompt(context), told)
     rebase = stale_parents.rebaser(root, ctx.program.name, ctx.runner.primary, ctx.workspace.base_sha, ctx.memory.read)
     decision = strategy.decide(
         ctx.runner, ctx.state, ctx.best, ctx.iteration, ctx.program.direction, ctx.rng, ctx.memory.read,

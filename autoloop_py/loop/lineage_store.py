@@ -23,6 +23,7 @@ from autoloop_py.state import feedback, trace
 from autoloop_py.state.machine import is_improvement
 from autoloop_py.redact import Redactor
 from autoloop_py.state.file import StateFile
+from autoloop_py.state.memory_folder import FolderMemory, Memory
 from autoloop_py.state.population import Population, population_of
 from autoloop_py.strategies.runner import language_of
 
@@ -64,6 +65,29 @@ class BranchFiles:
         if self._tip is None:
             return {path: None for path in paths}
         return {path: self.objects.text(f"{self._tip}:{path}") for path in paths}
+
+
+class FolderFiles:
+    """The files of a memory folder (gh-aw's repo-memory clone, state/memory_folder.py)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def names(self, folder: str) -> list[str]:
+        """Returns the sorted entry names of folder ([] when absent)."""
+        where = self.folder / folder
+        return sorted(entry.name for entry in where.iterdir()) if where.is_dir() else []
+
+    def read_many(self, paths: Sequence[str]) -> dict[str, str | None]:
+        """Returns the text of each file (None when absent, not a file or not UTF-8)."""
+        return {path: self._text(path) for path in paths}
+
+    def _text(self, path: str) -> str | None:
+        file = self.folder / path
+        try:
+            return file.read_bytes().decode("utf-8") if file.is_file() and not file.is_symlink() else None
+        except (OSError, UnicodeDecodeError):
+            return None
 
 
 class TraceReader:
@@ -227,6 +251,14 @@ def trace_reader(root: Path, branch: str, program: Program, objects: ObjectReade
     """Returns the reader of the program's trace on branch (its rows are listed now, read when asked)."""
     metric = program.evaluation.metric if program.evaluation else None
     return TraceReader(BranchFiles(root, branch, objects), program.name, metric)
+
+
+def memory_reader(root: Path, memory: Memory, program: Program) -> TraceReader:
+    """Returns the reader of the program's trace in memory: the memory branch, or the memory folder."""
+    metric = program.evaluation.metric if program.evaluation else None
+    if isinstance(memory, FolderMemory):
+        return TraceReader(FolderFiles(memory.folder), program.name, metric)
+    return trace_reader(root, memory.config.branch, program, memory.session.objects)
 
 
 def feedback_items(

@@ -551,8 +551,19 @@ def _row_extra(evaluated: Evaluated) -> dict[str, Any]:
 
 
 def tip_path(program: str) -> str:
-    """Returns the memory-branch file naming the row id at the tip of the program branch."""
-    return f"{trace_dir(program)}/tip"
+    """Returns the memory-branch file naming the row id at the tip of the program branch.
+
+    `.txt`: gh-aw's repo-memory refuses to save a folder holding a file without an allowed extension.
+    """
+    return f"{trace_dir(program)}/tip.txt"
+
+
+def read_tip(read: Callable[[str], str | None], program: str) -> str | None:
+    """Returns the row id at the tip of the program branch (None when none is recorded; the old `tip` file too)."""
+    text = read(tip_path(program))
+    if text is None:
+        text = read(f"{trace_dir(program)}/tip")
+    return (text or "").strip() or None
 
 
 def iteration_files(

@@ -22,7 +22,7 @@ from autoloop_py.state.population_fold import fold_entries, folded_path
 from autoloop_py.strategies import registry
 from autoloop_py.strategies.base import StrategyContext
 from autoloop_py.strategies.engine import DecisionLike, Engine, PromptInputs
-from autoloop_py.strategies.prompt import EVALUATOR_FEEDBACK, steering_of, with_data_section
+from autoloop_py.strategies.prompt import steering_of, with_feedback_section
 from autoloop_py.strategies.slots import Slot
 
 log = logging.getLogger(__name__)
@@ -204,7 +204,7 @@ def render_prompt(
     )
     prompt = runner.engine.prompt(decision, inputs)
     if getattr(runner.engine, "evaluator_feedback", SECTION) == SECTION:
-        prompt = with_data_section(prompt, EVALUATOR_FEEDBACK, feedback, bullets=False)
+        prompt = with_feedback_section(prompt, feedback)
     return prompt
 
 
