@@ -278,9 +278,12 @@ def _prepare_prompt(ctx: AttemptContext, files: dict[str, str], root: Path) -> t
 def _strategy_prompt(ctx: AttemptContext, decision: DecisionLike, files: dict[str, str], root: Path) -> str:
     """Returns the strategy's prompt for the decision, with the recently deleted items as data."""
     assert ctx.runner is not None
+    others = lineage_store.other_parents_feedback(
+        ctx.history, [str(c.id) for c in decision.parents], ctx.program, ctx.redactor, ctx.state
+    )
     prompt = strategy.render_prompt(
         ctx.runner, decision, ctx.program, files, ctx.state, ctx.best, root, ctx.options.directives, ctx.memory.read,
-        _feedback(ctx, _parent_id(ctx, decision)),
+        _feedback(ctx, _parent_id(ctx, decision)), others,
     )
     deleted = lineage_store.deleted_items(ctx.reader, _parent_id(ctx, decision))
     return with_data_section(prompt, RECENTLY_DELETED, deleted)

@@ -121,8 +121,12 @@ def prepare(root: Path, program: Program, place_parent: bool = False, memory: Me
     if place_parent:
         for path in changed:
             (root / path).write_text(placed[path], encoding="utf-8")
-    told = lineage_store.prompt_feedback(reader, _parent_id(decision, None), program, redactor, state)
-    prompt = strategy.render_prompt(runner, decision, program, placed, state, best, root, load=memory.read, feedback=told)
+    tip = trace.read_tip(memory.read, program.name)
+    told = lineage_store.prompt_feedback(reader, _parent_id(decision, tip), program, redactor, state)
+    others = lineage_store.other_parents_feedback(reader, [str(c.id) for c in decision.parents], program, redactor, state)
+    prompt = strategy.render_prompt(
+        runner, decision, program, placed, state, best, root, load=memory.read, feedback=told, parent_feedback=others
+    )
     note = _guide_note(runner, state, program, memory.read)
     if note:
         prompt = prompt.rstrip("\n") + "\n\n" + note

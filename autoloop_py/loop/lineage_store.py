@@ -263,7 +263,7 @@ def memory_reader(root: Path, memory: Memory, program: Program) -> TraceReader:
 
 def feedback_items(
     reader: TraceReader | None, parent_id: str | None, program: Program, pending: trace.TraceRow | None = None,
-    origins: Mapping[str, str] | None = None,
+    origins: Mapping[str, str] | None = None, attempts: int = FEEDBACK_ATTEMPTS,
 ) -> tuple[str, ...]:
     """Returns the prompt items of what evaluations said of the parent and of its latest attempts that were not kept.
 
@@ -271,6 +271,7 @@ def feedback_items(
     pending: the parent's row when this iteration made it and has not recorded it yet (the baseline's seed).
     origins: each copied candidate's source id (copy_origins): a parent with no row of its own (an AdaEvolve
     migrant or island copy) shows the feedback of the row it was copied from.
+    attempts: how many of its latest attempts not kept are shown (0: the parent's own feedback only).
     """
     if reader is None or parent_id is None or program.config.feedback_bytes <= 0:
         return ()
@@ -282,7 +283,7 @@ def feedback_items(
     if parent is not None:
         copied = f", a copy of {parent.id}" if parent.id != parent_id else ""
         shown.append((f"The parent ({parent_id}{copied})", parent))
-    earlier = [row for row in reader.recent_children(parent_id) if row.status != "accepted"][:FEEDBACK_ATTEMPTS]
+    earlier = [row for row in reader.recent_children(parent_id) if row.status != "accepted"][:attempts] if attempts else []
     shown += [(f"An earlier attempt on this parent ({row.id})", row) for row in earlier]
     items = []
     for who, row in shown:
@@ -303,6 +304,21 @@ def prompt_feedback(
     """
     origins = copy_origins(population_of(state)) if state is not None and parent_id is not None else {}
     return tuple(redactor.text(item) for item in feedback_items(reader, parent_id, program, pending, origins))
+
+
+def other_parents_feedback(
+    reader: TraceReader | None, parents: Sequence[str], program: Program, redactor: Redactor, state: StateFile
+) -> dict[str, tuple[str, ...]]:
+    """Returns what evaluations said of each parent after the first (its own row only), by id, redacted."""
+    if reader is None or len(parents) < 2 or program.config.feedback_bytes <= 0:
+        return {}
+    origins = copy_origins(population_of(state))
+    found = {}
+    for parent in parents[1:]:
+        items = feedback_items(reader, parent, program, origins=origins, attempts=0)
+        if items:
+            found[parent] = tuple(redactor.text(item) for item in items)
+    return found
 
 
 def copy_origins(population: Population) -> dict[str, str]:
