@@ -260,3 +260,15 @@ def test_a_copied_parent_without_a_row_shows_the_feedback_of_the_row_it_was_copi
     assert lineage_store.feedback_items(_reader(files), "8", program, origins={"8": "7", "7": "8"})[0].startswith(
         "An earlier attempt"
     )  # a cycle of copies ends the walk
+
+
+def test_copy_origins_map_each_one_parent_candidate_to_its_source() -> None:
+    from dataclasses import replace
+
+    from autoloop_py.state.population import Candidate, empty_population
+
+    population = replace(empty_population(), candidates=(
+        Candidate(1, 0, 1.0, 0, "seed"), Candidate(2, 1, 1.0, 0, "seed", parents=(1,)),
+        Candidate(3, 0, 2.0, 1, "crossover", parents=(1, 2)),
+    ))
+    assert lineage_store.copy_origins(population) == {"2": "1"}
