@@ -43,7 +43,7 @@ from autoloop_py.render import render
 from autoloop_py.state import file as statefile
 from autoloop_py.state import population as pop
 from autoloop_py.state import trace
-from autoloop_py.state.memory_folder import Memory, open_memory
+from autoloop_py.state.memory_folder import FolderMemory, Memory, open_memory
 from autoloop_py.strategies import runner as strategy
 from autoloop_py.strategies.base import Decision
 from autoloop_py.strategies.prompt import prompt_context, render_iteration_prompt, with_feedback_section
@@ -192,7 +192,9 @@ def _record_locked(
         source = (root / runner.primary).read_text(encoding="utf-8")
         candidate = strategy.candidate_for(runner, decision, entry, source, outcome.approach, iteration)
     evaluated = _evaluated(root, program, runner, decision, result, trace.read_tip(memory.read, program.name))
-    data = IterationData(runner, candidate, evaluated=evaluated, decision=decision, base=stale_parents.default_tip(root))
+    # gh-aw's repo-memory folder holds at most 1000 files: its trace keeps rows (and their artifacts), not sources.
+    data = IterationData(runner, candidate, evaluated=evaluated, decision=decision, base=stale_parents.default_tip(root),
+                         trace_sources=not isinstance(memory, FolderMemory))
     record_iteration(memory, program, entry, budget, data)
     return entry
 

@@ -202,7 +202,8 @@ def row_files(program: str, row: TraceRow, source: str, prompts: Mapping[str, An
     files[f"{base}/rows/{row_file_name(row)}"] = json.dumps(row_to_json(row), sort_keys=True, ensure_ascii=False) + "\n"
     files[f"{base}/{source_index_dir(solution_sha)}/{row_file_name(row)}"] = ""
     if row.parent_id is not None:
-        files[f"{base}/{children_index_dir(row.parent_id)}/{row_file_name(row)}"] = ""
+        # An empty JSON object, not an empty file: gh-aw's repo-memory may parse every .json file it saves.
+        files[f"{base}/{children_index_dir(row.parent_id)}/{row_file_name(row)}"] = "{}\n"
     return files
 
 
@@ -216,7 +217,7 @@ def source_index_dir(sha: str) -> str:
 
 
 def children_index_dir(parent_id: str) -> str:
-    """Returns the folder (relative to the trace folder) whose empty files name the rows derived from parent_id.
+    """Returns the folder (relative to the trace folder) whose files (`{}`) name the rows derived from parent_id.
 
     A prompt finds what evaluations said of a parent's attempts through it, however old they are, without
     reading every row; `export` leaves it out.

@@ -256,13 +256,21 @@ def test_two_runs_keep_state_through_gh_aws_save(
     kept = [path for path in saved.split() if not path.startswith("traces/alpha/")]
     assert kept == (["alpha.md", "candidates/alpha/1.py", "candidates/alpha/bases.json"] if strategy else ["alpha.md"])
     row = "1" if strategy else "it1"
-    assert f"traces/alpha/rows/000001-{row}.json" in saved.split()  # the candidate's row, with its feedback
+    # The candidate's row, with its feedback; no sources (gh-aw saves at most max-file-count files in all).
+    assert [p for p in saved.split() if p.startswith("traces/alpha/")] == [
+        "traces/alpha/replay_env.json", f"traces/alpha/rows/000001-{row}.json", "traces/alpha/tip.txt"]
     assert first["selected"] == "alpha"
     assert "| Iteration Count | 1 |" in state
     branch = git(tmp_path, "--git-dir", str(server / "owner" / "repo.git"), "show", f"{MEMORY_BRANCH}:alpha.md")
     assert "| Iteration Count | 1 |" in branch and "| Best Metric | 2 |" in branch
 
     second, state, prompt = one_run(2, server, tmp_path, 3, monkeypatch, capsys)
+    saved = git(tmp_path, "--git-dir", str(server / "owner" / "repo.git"), "ls-tree", "-r", "--name-only", MEMORY_BRANCH)
+    row2 = "2" if strategy else "it2"
+    # Each later iteration adds its row and its entry in its parent's children index, two files.
+    assert {p for p in saved.split() if p.startswith("traces/alpha/")} == {
+        "traces/alpha/replay_env.json", f"traces/alpha/rows/000001-{row}.json", f"traces/alpha/rows/000002-{row2}.json",
+        f"traces/alpha/children/{row}/000002-{row2}.json", "traces/alpha/tip.txt"}
     if strategy:  # AlphaEvolve's second iteration explores from scratch: no parent, so no parent's feedback
         assert "No parent: write a new candidate from scratch" in prompt and "FEEDBACK-MARK" not in prompt
     else:  # what the first run's evaluation said of its candidate, the second run's parent
