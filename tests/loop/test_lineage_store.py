@@ -272,3 +272,23 @@ def test_copy_origins_map_each_one_parent_candidate_to_its_source() -> None:
         Candidate(3, 0, 2.0, 1, "crossover", parents=(1, 2)),
     ))
     assert lineage_store.copy_origins(population) == {"2": "1"}
+
+
+def test_prompt_feedback_follows_a_copy_in_the_state_files_population_and_masks_secrets(tmp_path: Path) -> None:
+    from autoloop_py.redact import Redactor
+    from autoloop_py.state import file as statefile
+    from autoloop_py.state.population import Candidate, add_candidate, empty_population
+    from autoloop_py.state.population_markdown import render_population
+
+    population = empty_population("AdaEvolve")
+    population = add_candidate(population, Candidate(3, 0, 2.0, 1, "seed", status="accepted", code="x = 3\n"))
+    population = add_candidate(population, Candidate(8, 1, 2.0, 1, "seed", parents=(3,), status="accepted",
+                                                     code="x = 3\n"))  # a migrant: no row of its own
+    state = statefile.new_state(s.PROGRAM, "Grow.", "value", "higher", None)
+    state = statefile.with_section(state, statefile.POPULATION, render_population(population))
+    told = {"feedback": "SOURCE-MARK with token sk-live-123456"}
+    files = _with_row(s.memory_files(), TraceRow("3", 1, "A", {"value": 2.0}, "accepted", extra={"artifacts": told}), s.B)
+    program = _program(tmp_path, "")
+    items = lineage_store.prompt_feedback(_reader(files), "8", program, Redactor(("sk-live-123456",)), state)
+    assert items[0].startswith("The parent (8, a copy of 3): accepted") and "SOURCE-MARK with token ***" in items[0]
+    assert lineage_store.prompt_feedback(_reader(files), "8", program, Redactor(), None) == ()  # no state: no copies
