@@ -3,13 +3,14 @@
 `autoloop record --report FILE` takes the JSON object the program's evaluator wrote; `--evaluate` runs the
 evaluation itself. Either way the candidate's trace row keeps the same artifacts as the loop's
 (state/feedback.py), so that the next `autoloop prompt` shows them. The agent is untrusted: the file is
-read up to REPORT_BYTES and must be one JSON object; its metrics keep only short scalar values; every
+read up to REPORT_BYTES and must be one JSON object; its metrics keep only short values; every
 text is redacted, stripped of terminal escape sequences and control characters, and cut to ARTIFACT_BYTES,
 so that a row stays under gh-aw's repo-memory `max-file-size` (30 KB).
 """
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any, Mapping
@@ -21,7 +22,7 @@ from autoloop_py.redact import Redactor, strip_controls
 
 REPORT_BYTES = 256 * 1024
 ARTIFACT_BYTES = 3 * 1024
-# The report's other values a row keeps: at most this many, each a number, a boolean or a short string.
+# The report's other values a row keeps: at most this many, each a number, a boolean or a short JSON value.
 VALUES_KEPT = 32
 _NAME_CHARS = 100
 _STRING_CHARS = 300
@@ -43,7 +44,7 @@ def read_report_file(path: Path, metric: str) -> Report:
 
 
 def kept_metrics(metrics: Mapping[str, Any], metric: str, value: float | None, redactor: Redactor) -> dict[str, Any]:
-    """Returns the metrics a row keeps of a report: the metric, then up to VALUES_KEPT short scalar values."""
+    """Returns the metrics a row keeps of a report: the metric, then up to VALUES_KEPT short values (numbers, text, JSON)."""
     kept: dict[str, Any] = {}
     for name, item in metrics.items():
         if len(kept) >= VALUES_KEPT:
@@ -52,11 +53,22 @@ def kept_metrics(metrics: Mapping[str, Any], metric: str, value: float | None, r
             continue
         if isinstance(item, bool) or (isinstance(item, (int, float)) and math.isfinite(float(item))):
             kept[safe_text(name, redactor)] = item
-        elif isinstance(item, str) and len(item) <= _STRING_CHARS:
-            kept[safe_text(name, redactor)] = safe_text(item, redactor)
+        elif isinstance(item, (str, list, dict)) and len(json.dumps(item, ensure_ascii=False)) <= _STRING_CHARS:
+            kept[safe_text(name, redactor)] = _cleaned(item, redactor)
     if value is not None:
         kept[metric] = value
     return kept
+
+
+def _cleaned(value: Any, redactor: Redactor) -> Any:
+    """Returns a JSON value with each of its strings (keys too) made safe (safe_text)."""
+    if isinstance(value, str):
+        return safe_text(value, redactor)
+    if isinstance(value, list):
+        return [_cleaned(item, redactor) for item in value]
+    if isinstance(value, dict):
+        return {safe_text(str(key), redactor): _cleaned(item, redactor) for key, item in value.items()}
+    return value
 
 
 def kept_artifacts(artifacts: Mapping[str, str], redactor: Redactor) -> dict[str, str]:

@@ -93,6 +93,7 @@ def test_record_report_keeps_what_the_agents_run_of_the_evaluator_wrote(
 ) -> None:
     repo = _install(git_repo, run_git, strategy=False)
     _record(repo, "2", "--evaluate")
+    assert next(row for row in _rows(repo)).metrics["width"] == 3
     report = tmp_path / "report.json"
     report.write_text(json.dumps({"score": 1.5, "feedback": "AGENT-REPORT-MARK", "log_tail": "LOG-TAIL-MARK"}))
     _record(repo, "1.5", "--report", str(report))
@@ -120,9 +121,10 @@ def test_a_hostile_report_is_refused_or_kept_bounded_stripped_and_masked(
     monkeypatch.setenv("AGENT_API_KEY", secret)
     escapes = "\x1b]0;pwned\x07\x1b]52;c;Y2xpcA==\x07\x1b[2J\x1b]8;;https://evil.example\x1b\\link\x1b]8;;\x1b\\\x00\u202e"
     hostile = {
-        "score": 1, "error": f"bad{escapes} hunt\x1b[0mer2-secret-value",
+        "score": 1, "\x1b[31mred": 1, "a\x1b[1mshort": {"k\x07": ["v\x1b]0;t\x07w", secret]},
+        "error": f"bad{escapes} hunt\x1b[0mer2-secret-value",
         "feedback": escapes + "FEED" + "B" * 200_000 + secret, "log_tail": "\x07" * 1000 + "END-MARK",
-        **{f"k{n}": "v" * 10 for n in range(100)}, "nested": {"deep": ["x" * 5000]}, "\x1b[31mred": 1,
+        **{f"k{n}": "v" * 10 for n in range(100)}, "nested": {"deep": ["x" * 5000]},
     }
     report = tmp_path / "hostile.json"
     report.write_text(json.dumps(hostile))
@@ -137,6 +139,7 @@ def test_a_hostile_report_is_refused_or_kept_bounded_stripped_and_masked(
         assert len(text.encode()) <= handoff_report.ARTIFACT_BYTES
     assert artifacts["error"].endswith("***") and artifacts["feedback"].startswith("linkFEEDBBB")
     assert len(row.metrics) <= handoff_report.VALUES_KEPT + 1 and "nested" not in row.metrics
+    assert row.metrics["ashort"] == {"k": ["vw", "***"]} and row.metrics["red"] == 1
     state = MemoryStore(repo).read(f"{NAME}.md") or ""
     assert secret not in state and "\x1b" not in state
     prompt = _prompt(repo, capsys)
