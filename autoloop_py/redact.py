@@ -15,7 +15,8 @@ NAMES_VAR = "AUTOLOOP_SECRET_NAMES"
 MASK = "***"
 # Shorter values would mask ordinary words ("main", "true") everywhere; no real credential is this short.
 MIN_LENGTH = 6
-# ESC [ … final byte (CSI), ESC ] … BEL or ESC-backslash (OSC), ESC P/X/^/_ … ESC-backslash (strings), any other ESC + one.
+# ESC [ … final byte (CSI), ESC ] … BEL or ESC-backslash (OSC), ESC P/X/^/_ … ESC-backslash (strings), any other
+# ESC and the character after it.
 _ESCAPES = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\|$)|\x1b[PX^_][^\x1b]*(?:\x1b\\|$)|\x1b.?"
     r"|\x9b[0-?]*[ -/]*[@-~]",
@@ -72,7 +73,7 @@ class Redactor:
 
 
 def strip_controls(text: str) -> str:
-    """Returns text without terminal escape sequences (ANSI/OSC), control characters (but newline and tab) or bidi overrides.
+    """Returns text without escape sequences (ANSI/OSC), control characters (but newline and tab) or bidi overrides.
 
     For text an evaluation, a model or an agent wrote that autoloop shows (prompts, the terminal).
     """

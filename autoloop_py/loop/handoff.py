@@ -112,7 +112,8 @@ def prepare(root: Path, program: Program, place_parent: bool = False, memory: Me
     reader, redactor = lineage_store.memory_reader(root, memory, program), from_environment(os.environ)
     if runner is None:
         told = lineage_store.prompt_feedback(reader, trace.read_tip(memory.read, program.name), program, redactor)
-        prompt = with_feedback_section(render_iteration_prompt(prompt_context(program, files, state, best, iteration)), told)
+        prompt = render_iteration_prompt(prompt_context(program, files, state, best, iteration))
+        prompt = with_feedback_section(prompt, told)
         return Handoff(iteration, prompt, None)
     rng = iteration_rng(program, iteration)
     decision = strategy.decide(runner, state, best, iteration, program.direction, rng, memory.read, None, _rebase(root, program, runner, memory))
@@ -123,7 +124,8 @@ def prepare(root: Path, program: Program, place_parent: bool = False, memory: Me
             (root / path).write_text(placed[path], encoding="utf-8")
     tip = trace.read_tip(memory.read, program.name)
     told = lineage_store.prompt_feedback(reader, _parent_id(decision, tip), program, redactor, state)
-    others = lineage_store.other_parents_feedback(reader, [str(c.id) for c in decision.parents], program, redactor, state)
+    parents = [str(c.id) for c in decision.parents]
+    others = lineage_store.other_parents_feedback(reader, parents, program, redactor, state)
     prompt = strategy.render_prompt(
         runner, decision, program, placed, state, best, root, load=memory.read, feedback=told, parent_feedback=others
     )
@@ -193,8 +195,8 @@ def _record_locked(
         candidate = strategy.candidate_for(runner, decision, entry, source, outcome.approach, iteration)
     evaluated = _evaluated(root, program, runner, decision, result, trace.read_tip(memory.read, program.name))
     # gh-aw's repo-memory folder holds at most 1000 files: its trace keeps rows (and their artifacts), not sources.
-    data = IterationData(runner, candidate, evaluated=evaluated, decision=decision, base=stale_parents.default_tip(root),
-                         trace_sources=not isinstance(memory, FolderMemory))
+    data = IterationData(runner, candidate, evaluated=evaluated, decision=decision,
+                         base=stale_parents.default_tip(root), trace_sources=not isinstance(memory, FolderMemory))
     record_iteration(memory, program, entry, budget, data)
     return entry
 

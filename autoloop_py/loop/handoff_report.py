@@ -44,7 +44,7 @@ def read_report_file(path: Path, metric: str) -> Report:
 
 
 def kept_metrics(metrics: Mapping[str, Any], metric: str, value: float | None, redactor: Redactor) -> dict[str, Any]:
-    """Returns the metrics a row keeps of a report: the metric, then up to VALUES_KEPT short values (numbers, text, JSON)."""
+    """Returns the metrics a row keeps of a report: the metric, then up to VALUES_KEPT short values (any JSON)."""
     kept: dict[str, Any] = {}
     for name, item in metrics.items():
         if len(kept) >= VALUES_KEPT:

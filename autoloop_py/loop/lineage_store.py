@@ -283,7 +283,8 @@ def feedback_items(
     if parent is not None:
         copied = f", a copy of {parent.id}" if parent.id != parent_id else ""
         shown.append((f"The parent ({parent_id}{copied})", parent))
-    earlier = [row for row in reader.recent_children(parent_id) if row.status != "accepted"][:attempts] if attempts else []
+    children = reader.recent_children(parent_id) if attempts else []
+    earlier = [row for row in children if row.status != "accepted"][:attempts]
     shown += [(f"An earlier attempt on this parent ({row.id})", row) for row in earlier]
     items = []
     for who, row in shown:

@@ -61,7 +61,8 @@ def view_of(
     """Returns what a prompt shows of one candidate's evaluation (None when it said nothing beside its metric)."""
     texts = {key: strip_controls(str(artifacts.get(key) or "")) for key in FIELDS}
     values = tuple(
-        (strip_controls(str(name)), _value_text(value)) for name, value in sorted(metrics.items(), key=lambda item: str(item[0]))
+        (strip_controls(str(name)), _value_text(value))
+        for name, value in sorted(metrics.items(), key=lambda item: str(item[0]))
         if name != metric and name not in _NOT_VALUES
     )
     stderr = "" if status == "accepted" else "\n".join(texts["stderr_tail"].strip().splitlines()[-_TAIL_LINES:])

@@ -194,7 +194,7 @@ def server(request: pytest.FixtureRequest, git_repo: Path, tmp_path: Path, run_g
 
 def one_run(number: int, server: Path, tmp_path: Path, x: int, monkeypatch: pytest.MonkeyPatch,
             capsys: pytest.CaptureFixture[str]) -> tuple[dict[str, Any], str, str]:
-    """Runs one workflow run on a fresh runner; returns the scheduler's JSON, what `autoloop state` printed and the prompt."""
+    """Runs one workflow run on a fresh runner; returns the scheduler's JSON, the state it printed and the prompt."""
     meta, body = workflow()
     (memory,) = repo_memories(meta["tools"])
     runner = Runner(tmp_path / f"runner{number}" / "gh-aw", server)
@@ -265,7 +265,8 @@ def test_two_runs_keep_state_through_gh_aws_save(
     assert "| Iteration Count | 1 |" in branch and "| Best Metric | 2 |" in branch
 
     second, state, prompt = one_run(2, server, tmp_path, 3, monkeypatch, capsys)
-    saved = git(tmp_path, "--git-dir", str(server / "owner" / "repo.git"), "ls-tree", "-r", "--name-only", MEMORY_BRANCH)
+    saved = git(tmp_path, "--git-dir", str(server / "owner" / "repo.git"), "ls-tree", "-r", "--name-only",
+                MEMORY_BRANCH)
     row2 = "2" if strategy else "it2"
     # Each later iteration adds its row and its entry in its parent's children index, two files.
     assert {p for p in saved.split() if p.startswith("traces/alpha/")} == {

@@ -40,7 +40,8 @@ ALPHAEVOLVE = ("\n## Evolution Strategy\n\nThis program uses the **AlphaEvolve**
 def _install(repo: Path, run_git, strategy: bool) -> Path:  # type: ignore[no-untyped-def]
     folder = repo / FOLDER
     (folder / "code").mkdir(parents=True)
-    (folder / "program.md").write_text(program_md("Hand-off feedback", "Make x large.") + (ALPHAEVOLVE if strategy else ""))
+    text = program_md("Hand-off feedback", "Make x large.") + (ALPHAEVOLVE if strategy else "")
+    (folder / "program.md").write_text(text)
     (folder / "code/value.py").write_text("x = 1\n")
     (folder / "code/evaluate.py").write_text(EVALUATE)
     if strategy:
@@ -119,7 +120,8 @@ def test_a_hostile_report_is_refused_or_kept_bounded_stripped_and_masked(
 
     secret = "hunter2-secret-value"
     monkeypatch.setenv("AGENT_API_KEY", secret)
-    escapes = "\x1b]0;pwned\x07\x1b]52;c;Y2xpcA==\x07\x1b[2J\x1b]8;;https://evil.example\x1b\\link\x1b]8;;\x1b\\\x00\u202e"
+    escapes = ("\x1b]0;pwned\x07\x1b]52;c;Y2xpcA==\x07\x1b[2J\x1b]8;;https://evil.example\x1b\\link\x1b]8;;\x1b\\"
+               "\x00\u202e")
     hostile = {
         "score": 1, "\x1b[31mred": 1, "a\x1b[1mshort": {"k\x07": ["v\x1b]0;t\x07w", secret]},
         "error": f"bad{escapes} hunt\x1b[0mer2-secret-value",
