@@ -43,3 +43,8 @@ class EvaluationError(AutoloopError):
 
 class SandboxError(AutoloopError):
     """The requested isolation cannot be provided on this machine (e.g. `isolation: bwrap` without bubblewrap)."""
+
+
+class ConfigurationError(AutoloopError):
+    """A setting keeps every iteration from running (no model, an unknown provider, a missing key, a server that
+    refuses connections): the run stops before it records an iteration, and no pause counts it."""

@@ -326,7 +326,8 @@ def inline_text(children: list[Token]) -> str:
     return "".join(parts).strip()
 
 
-_NEWLINE_RE = re.compile("\n")
+# Every line boundary str.splitlines knows (\x1e, \u2028… too), so token lines match the split text's.
+_NEWLINE_RE = re.compile("\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
 _EMOJI_RE = re.compile(r"[^\w\s\-–—:./()]", re.UNICODE)
 
 

@@ -74,11 +74,12 @@ Differences from upstream:
      raises SystemExit(0) when there are no programs).
  15. `selected_file` is relative to the repository root (upstream: to the working directory, which is
      the root in the workflow). The existing-PR lookup uses GITHUB_API_URL and stops after 50 pages.
+ 16. The file loads through importlib's `spec_from_file_location` + `exec_module` without being put in
+     `sys.modules` (as a test harness may load upstream's script). That is why it has no `__future__`
+     import of annotations: dataclasses looks string annotations up in `sys.modules`.
 Kept as upstream: TODO/REPLACE anywhere marks a program unconfigured; `.autoloop/program.md` is named
 `.autoloop`; `consecutive_errors` is never a skip reason; a plateau skip is permanent.
 """
-
-from __future__ import annotations
 
 import argparse
 import json

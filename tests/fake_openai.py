@@ -1,4 +1,7 @@
-"""A loopback OpenAI-compatible server for tests: it hangs, answers garbage, or answers with a canned reply."""
+"""A loopback OpenAI-compatible server for tests: it hangs, answers garbage, refuses the key, or answers with a canned or scripted reply.
+
+Every request's JSON body is kept in `bodies` (its API key in `keys`), so a test asserts what litellm sent (temperature, max_tokens…).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ import http.server
 import json
 import threading
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Callable, Iterator, Union
 
 import pytest
 
@@ -15,43 +18,59 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     server: "_Server"
 
     def do_POST(self) -> None:  # noqa: N802 - the name http.server calls
-        request = self.rfile.read(int(self.headers.get("content-length", 0)))
+        raw = self.rfile.read(int(self.headers.get("content-length", 0)))
         self.server.requests += 1
-        self.server.bodies.append(request.decode("utf-8", errors="replace"))
+        try:
+            body: dict[str, Any] = json.loads(raw or b"{}")
+        except ValueError:
+            body = {}
+        self.server.bodies.append(body)
+        self.server.keys.append(str(self.headers.get("authorization", "")).removeprefix("Bearer "))
         if self.server.mode == "hang":
             self.server.release.wait(120)  # never answers while the test runs
             return
+        status = 200
         if self.server.mode == "garbage":
             body = b"<html>this is not JSON</html>"
+        elif self.server.mode == "bad-key":
+            status = 401
+            body = json.dumps({"error": {"message": "Incorrect API key provided", "type": "invalid_request_error",
+                                         "code": "invalid_api_key"}}).encode()
         else:
             body = json.dumps({
                 "id": "x", "object": "chat.completion", "created": 0, "model": "test",
                 "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": self._reply()}}],
-                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                             "message": {"role": "assistant", "content": self.server.answer(body)}}],
+                "usage": {"prompt_tokens": self.server.tokens, "completion_tokens": self.server.tokens,
+                          "total_tokens": 2 * self.server.tokens},
             }).encode()
-        self.send_response(200)
+        self.send_response(status)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
 
-    def _reply(self) -> str:
-        """Returns the canned reply, `@N@` in it replaced by this request's number (so replies can differ)."""
-        return self.server.reply.replace("@N@", str(self.server.requests))
-
     def log_message(self, *args: object) -> None:
         pass
+
+
+# A canned reply, or a script turning the request's JSON body into the reply.
+Reply = Union[str, Callable[[dict[str, Any]], str]]
 
 
 class _Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, mode: str, reply: str) -> None:
+    def __init__(self, mode: str, reply: Reply, tokens: int = 1) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
-        self.mode, self.reply, self.requests = mode, reply, 0
-        self.bodies: list[str] = []  # each request's JSON body, in order (the prompts the model was sent)
+        self.mode, self.reply, self.requests, self.tokens = mode, reply, 0, tokens
+        self.bodies: list[dict[str, Any]] = []
+        self.keys: list[str] = []  # the API key each request carried
         self.release = threading.Event()
+
+    def answer(self, body: dict[str, Any]) -> str:
+        """Returns the script's answer to the request body, or the canned text with `@N@` as the request's number."""
+        return self.reply(body) if callable(self.reply) else self.reply.replace("@N@", str(self.requests))
 
     @property
     def base_url(self) -> str:
@@ -59,9 +78,14 @@ class _Server(http.server.ThreadingHTTPServer):
 
 
 @contextmanager
-def fake_openai(mode: str, monkeypatch: pytest.MonkeyPatch, reply: str = "") -> Iterator[_Server]:
-    """Serves `mode` (hang | garbage | reply) on loopback and points litellm's `openai/…` models at it."""
-    server = _Server(mode, reply)
+def fake_openai(
+    mode: str, monkeypatch: pytest.MonkeyPatch, reply: Reply = "", tokens: int = 1
+) -> Iterator[_Server]:
+    """Serves `mode` (hang | garbage | bad-key | reply) on loopback and points litellm's `openai/…` models at it.
+
+    tokens: the prompt and the completion tokens each reply reports.
+    """
+    server = _Server(mode, reply, tokens)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     monkeypatch.setenv("OPENAI_API_BASE", server.base_url)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
+from autoloop_py.analysis.model_figures import figures_data
 from autoloop_py.analysis.run_view import RunNode, best_lineage, run_nodes, unified_diff
 from autoloop_py.render import render
 from autoloop_py.state.population_model import Candidate
@@ -50,6 +51,7 @@ def report_payload(trace: Trace, source: ReportSource, population: Sequence[Cand
         "diffs": _diffs(nodes, sources),
         "best": [node.id for node in best_lineage(nodes, source.direction)],
         "population": [_candidate_data(candidate) for candidate in population],
+        "models": figures_data(trace),
     }
 
 

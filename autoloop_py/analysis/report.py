@@ -9,6 +9,7 @@ from typing import Any, Sequence
 
 from autoloop_py.analysis import Node, cycling, nodes_of
 from autoloop_py.analysis.lineage import LineageReport, analyze_lineage
+from autoloop_py.analysis.model_figures import figures_data
 from autoloop_py.analysis.tuning_share import edit_tuning
 from autoloop_py.state.trace import Trace
 
@@ -32,6 +33,7 @@ def build_report(trace: Trace) -> dict[str, Any]:
             "raw": raw_dict(edits),
         },
         "tuning_share": tuning_dict(edits),
+        "models": figures_data(trace),
         "points": [{"id": n.id, "iteration": n.iteration, "score": n.score, "status": n.status} for n in nodes],
     }
 

@@ -74,6 +74,20 @@ def print_report(report: dict[str, Any], console: Console) -> None:
     _print_lineage(report["lineage"], console)
     _print_cycling(report["cycling"], console)
     _print_tuning(report["tuning_share"], console)
+    _print_models(report["models"], console)
+
+
+def _print_models(models: list[dict[str, Any]], console: Console) -> None:
+    """Prints per model: candidates, the share kept, the metric gained and the spend (nothing when none is named)."""
+    if not models:
+        return
+    table = Table(title="models")
+    for column in ("model", "calls", "accepted", "improvement", "tokens", "spend"):
+        table.add_column(column)
+    for row in models:
+        table.add_row(escape(row["model"]), str(row["calls"]), f"{row['accepted']} ({row['accepted_share']:.0%})",
+                      format_metric(row["improvement"]), str(row["tokens"]), f"${row['cost']:.4f}" if row["cost"] else "—")
+    console.print(table)
 
 
 def _print_lineage(lineage: dict[str, Any] | None, console: Console) -> None:

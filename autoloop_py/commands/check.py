@@ -10,8 +10,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from autoloop_py.commands.common import repo_root, subparser
-from autoloop_py.errors import ProgramError
+from autoloop_py.errors import AutoloopError, ProgramError
 from autoloop_py.loop.schedule import parse_schedule
+from autoloop_py.program.frontmatter import key_line
 from autoloop_py.program.model import UNCONFIGURED_SENTINEL, Program, check_all, discover
 from autoloop_py.program.playbook import (
     customize_markers,
@@ -22,6 +23,7 @@ from autoloop_py.program.playbook import (
     playbook_warnings,
 )
 from autoloop_py.program.requirements import leading_pip_install
+from autoloop_py.proposers.setup import missing_keys, provider_problem
 from autoloop_py.sandbox.run import isolation_report
 from autoloop_py.strategies.alphaevolve.config import parse_alphaevolve_config
 
@@ -49,7 +51,8 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
         console.print(f"[red]✗[/] {escape(message)}", highlight=False)
     for warning in (w for program in programs for w in playbook_warnings(program, root)):
         console.print(f"[yellow]![/] {escape(str(warning))}", highlight=False)
-    for warning in (w for program in programs for w in [*program.warnings, *_pip_notes(program)]):
+    notes = (w for program in programs for w in [*program.warnings, *_pip_notes(program), *_key_warnings(program)])
+    for warning in notes:
         console.print(f"[yellow]![/] {escape(warning)}", highlight=False)
     for program in programs:
         if program.name not in failing:
@@ -97,10 +100,46 @@ def _program_problems(program: Program, root: Path) -> list[str]:
         parse_schedule(program.config.schedule)
     except ValueError as err:
         messages.append(f"{program.path}: frontmatter `schedule`: {err}")
+    if program.direction_problem is not None and not program.unconfigured:
+        messages.append(str(program.direction_problem))
+    problem = _model_problem(program.config.model) if program.config.model else None
+    if problem is not None:
+        messages.append(f"{_model_place(program)}: frontmatter `model`: {problem}; write a provider-prefixed litellm "
+                        "model name such as openai/gpt-4o-mini")
     messages.extend(str(marker_problem(m, program)) for m in customize_markers(program.text, program.path))
     found = playbook_problems(program, root)
     messages.extend(str(p) for p in found)
     return messages + ([] if found else _tunable_problems(program, root))
+
+
+def _model_place(program: Program) -> str:
+    """Returns `program.md:line` of the frontmatter's `model:`."""
+    line = key_line(program.text, "model")
+    return f"{program.path}" + ("" if line is None else f":{line}")
+
+
+def _model_problem(model: str) -> str | None:
+    """Returns why litellm cannot place the model (None when it can, or when litellm is not installed here)."""
+    try:
+        return provider_problem(model)
+    except AutoloopError:  # no litellm here (the `llm` extra): _key_warnings says the model was not checked
+        return None
+
+
+def _key_warnings(program: Program) -> list[str]:
+    """Returns a warning for each API key the program's `model:` needs and this environment lacks.
+
+    A warning, not a problem: the key may live where the program runs (a CI secret), not here.
+    """
+    model = program.config.model
+    try:
+        if not model or provider_problem(model) is not None:
+            return []
+        missing = missing_keys(model)
+    except AutoloopError as err:
+        return [f"{_model_place(program)}: model '{model}' not checked: {err}"]
+    return [f"{_model_place(program)}: model '{model}' needs {key} in the environment where it runs (not set here)"
+            for key in missing]
 
 
 def _tunable_problems(program: Program, root: Path) -> list[str]:

@@ -20,7 +20,10 @@ from autoloop_py.commands.new import fill_markers, finish_program_md, load_answe
 from autoloop_py.errors import AutoloopError
 from autoloop_py.program.model import PROGRAMS_DIR, Program, discover, load_program, program_name
 from autoloop_py.program.playbook import customize_markers, find_playbook
-from autoloop_py.proposers.llm import MOCK_ENV, MODEL_ENV, litellm_module
+from autoloop_py.loop.model_use import check_budget, record_spend
+from autoloop_py.program.models import ModelSpec
+from autoloop_py.proposers.base import Usage
+from autoloop_py.proposers.llm import MOCK_ENV, MODEL_ENV, litellm_module, resolve_model, usage_of
 from autoloop_py.proposers.llm_call import CallLimits, ModelCallError, completion, limits_for
 from autoloop_py.render import render
 
@@ -59,14 +62,19 @@ def cmd_customize(args: argparse.Namespace, console: Console) -> int:
         return 0
     if args.answers is not None:
         return _from_answers(root, program, files, args.answers, console)
-    model = args.model or program.config.model or os.environ.get(MODEL_ENV)
+    model = args.model or resolve_model(program, None)
     if not model:
         raise AutoloopError(f"no model configured: pass --model, set `model:` in {program.path} or {MODEL_ENV}")
     prompt = render(
         "customize_prompt.md.j2", name=program.name, guide=_guide(root, program),
         context=_context(root, folder, files), files=files,
     )
-    proposed = _ask(model, prompt, files, limits_for(program.config.llm_timeout, program.config.llm_retries))
+    check_budget(root, program, "customize")
+    spent: list[Usage] = []
+    try:
+        proposed = _ask(model, prompt, files, limits_for(program.config.llm_timeout, program.config.llm_retries), spent)
+    finally:  # a reply that could not be used was paid for too
+        record_spend(root, program, spent, "customize")
     current = {"program.md": (root / folder / "program.md").read_text(encoding="utf-8"), **files}
     changed = {rel: text for rel, text in finish_program_md({**current, **proposed}).items() if current[rel] != text}
     for rel, text in changed.items():
@@ -152,12 +160,17 @@ def _known_path(key: str, files: Mapping[str, str]) -> str | None:
     return matches[0] if len(matches) == 1 else None
 
 
-def _ask(model: str, prompt: str, files: Mapping[str, str], limits: CallLimits) -> dict[str, str]:
-    """Returns the model's resolved files, asking once more with the problems shown when a reply is unusable."""
+def _ask(
+    model: str, prompt: str, files: Mapping[str, str], limits: CallLimits, spent: list[Usage] | None = None
+) -> dict[str, str]:
+    """Returns the model's resolved files, asking once more with the problems shown when a reply is unusable.
+
+    spent: gets each reply's usage appended.
+    """
     messages = [{"role": "user", "content": prompt}]
     problems: list[str] = []
     for _ in range(ATTEMPTS):
-        reply = _complete(model, messages, limits)
+        reply = _complete(model, messages, limits, spent)
         proposed, problems = parse_customization(reply, files)
         if not problems:
             return proposed
@@ -169,7 +182,9 @@ def _ask(model: str, prompt: str, files: Mapping[str, str], limits: CallLimits) 
     raise AutoloopError(f"{model}'s reply could not be used ({shown}); run again or resolve the markers by hand")
 
 
-def _complete(model: str, messages: list[dict[str, str]], limits: CallLimits) -> str:
+def _complete(
+    model: str, messages: list[dict[str, str]], limits: CallLimits, spent: list[Usage] | None = None
+) -> str:
     """Sends the messages to the model through litellm (within llm-timeout and llm-retries) and returns the reply's text."""
     litellm = litellm_module()
     kwargs: dict[str, Any] = {"model": model, "messages": list(messages)}
@@ -179,6 +194,8 @@ def _complete(model: str, messages: list[dict[str, str]], limits: CallLimits) ->
         response = completion(litellm, kwargs, limits)
     except ModelCallError as err:
         raise AutoloopError(f"{model}: {err}") from None
+    if spent is not None:
+        spent.append(usage_of(response, litellm, ModelSpec(model)))
     return response.choices[0].message.content or ""
 
 

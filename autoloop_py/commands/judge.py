@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 from collections import Counter
@@ -26,8 +27,10 @@ from autoloop_py.analysis.judge import (
 from autoloop_py.commands.common import format_metric, subparser
 from autoloop_py.commands.replay import opened
 from autoloop_py.errors import AutoloopError
+from autoloop_py.loop.model_use import check_budget, record_spend
 from autoloop_py.loop.replaying import check_credentials
 from autoloop_py.proposers import llm
+from autoloop_py.proposers.base import Usage
 from autoloop_py.state.trace import Trace
 
 _SUMMARY = "Label each parent→child edit of a run with the nine-label edit taxonomy, using an LLM as judge."
@@ -65,7 +68,15 @@ def cmd_judge(args: argparse.Namespace, console: Console) -> int:
         if edits:
             check_credentials(model)
         settings = JudgeSettings(model, retries=args.retries, concurrency=args.concurrency, show_scores=args.show_scores)
-        judgements = judge_all(edits, settings, ask_judge, VerdictCache(args.cache or default_cache_dir()))
+        if edits and target.program is not None and target.root is not None:
+            check_budget(target.root, target.program, "judge")
+        spent: list[Usage] = []
+        try:
+            judgements = judge_all(edits, settings, functools.partial(ask_judge, spent=spent),
+                                   VerdictCache(args.cache or default_cache_dir()))
+        finally:
+            if target.program is not None and target.root is not None:
+                record_spend(target.root, target.program, spent, "judge")
         report = {"run": target.label, "model": model, "summary": summarize(judgements),
                   "edits": [judgement_dict(j) for j in judgements]}
     if args.json:
@@ -90,12 +101,13 @@ def recorded_model(trace: Trace) -> str | None:
     return models.most_common(1)[0][0] if models else None
 
 
-def ask_judge(model: str, prompt: str) -> str:
+def ask_judge(model: str, prompt: str, spent: list[Usage] | None = None) -> str:
     """Returns the judge's reply at temperature 0 (AUTOLOOP_MOCK_RESPONSE, when set, answers instead).
 
-    drop_params: models that refuse `temperature` (reasoning models) get the call without it.
+    drop_params: models that refuse `temperature` (reasoning models) get the call without it; spent: gets
+    the reply's usage appended (the judge's calls count in the program's spend).
     """
-    return llm.complete(model, prompt, temperature=0, max_tokens=MAX_TOKENS, drop_params=True)
+    return llm.complete(model, prompt, temperature=0, max_tokens=MAX_TOKENS, drop_params=True, spent=spent)
 
 
 def print_report(report: dict[str, Any], console: Console) -> None:

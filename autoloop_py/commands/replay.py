@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import json
 import textwrap
 from pathlib import Path
@@ -29,8 +30,10 @@ from autoloop_py.analysis.replay_prompts import EXACT, VARIANTS, vary
 from autoloop_py.commands.common import format_metric, repo_root, subparser
 from autoloop_py.commands.trace import export_program
 from autoloop_py.errors import AutoloopError
-from autoloop_py.loop.replaying import Bench, Replay, check_credentials, replay_event
+from autoloop_py.loop.model_use import check_budget, record_spend
+from autoloop_py.loop.replaying import Ask, Bench, Replay, check_credentials, replay_event, send
 from autoloop_py.program.model import Program, check_all, find_program
+from autoloop_py.proposers.base import Usage
 from autoloop_py.state.trace import Trace, load_trace
 
 _SUMMARY = "Re-send the saved prompt that produced a candidate and measure how reproducible it is."
@@ -101,9 +104,17 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
         models = {event.id: _model(args.model, event) for event in events}
         for model in dict.fromkeys(models.values()):
             check_credentials(model)
-        with _bench(target) as bench:
-            replays = [_replay(target, event, variant, Replay(models[event.id], args.repeats, args.attempts), bench)
-                       for event in events for variant in variants]
+        if events and target.program is not None and target.root is not None:
+            check_budget(target.root, target.program, "replay")
+        spent: list[Usage] = []
+        ask = functools.partial(send, spent=spent)
+        try:
+            with _bench(target) as bench:
+                replays = [_replay(target, event, variant, Replay(models[event.id], args.repeats, args.attempts),
+                                   bench, ask) for event in events for variant in variants]
+        finally:
+            if target.program is not None and target.root is not None:
+                record_spend(target.root, target.program, spent, "replay")
         report = replay_report(target, replays, args.repeats, args.attempts)
     if args.json:
         console.out(json.dumps(report, indent=2, ensure_ascii=False), highlight=False)
@@ -130,11 +141,13 @@ def _bench(target: Target) -> Iterator[Bench | None]:
         yield bench
 
 
-def _replay(target: Target, event: ReplayEvent, variant: str, how: Replay, bench: Bench | None) -> dict[str, Any]:
+def _replay(
+    target: Target, event: ReplayEvent, variant: str, how: Replay, bench: Bench | None, ask: Ask = send
+) -> dict[str, Any]:
     """Returns one event replayed in one variant, as plain data (no trials when the variant does not apply)."""
     pool = context_pool(target.trace, event) if variant == "alternate_context" else ()
     prompt = vary(variant, event.system, event.user, event.parent_score, pool)
-    trials = [] if prompt.skipped else replay_event(event, dataclasses.replace(how, prompt=prompt), bench)
+    trials = [] if prompt.skipped else replay_event(event, dataclasses.replace(how, prompt=prompt), bench, ask)
     direction = target.trace.direction
     return {
         "event": _event_dict(event), "variant": variant, "model": how.model,

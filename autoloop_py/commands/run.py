@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -161,6 +162,7 @@ def _loop(
 ) -> list[IterationOutcome]:
     outcomes: list[IterationOutcome] = []
     held: list[str | None] = []  # why the forced program would be skipped when the run started
+    warned: set[str] = set()
     # No iteration starts in the job's last 5 minutes.
     deadline = None if options.job_deadline is None else options.job_deadline - 5 * 60
     # One git session for the whole run: its object reads go through one `cat-file --batch`; one worktree per
@@ -174,6 +176,7 @@ def _loop(
             program = _pick(root, programs, forced, held, console, force, session, parallel or 1)
             if program is None:
                 break
+            _warn_once(program, warned, console)
             slots = _slot_count(program, parallel, options, settings)
             if slots > 1:
                 progress.update(task, description=f"{program.name} · tick of {slots}")
@@ -191,6 +194,19 @@ def _loop(
             print_outcome(outcome, console)
             progress.advance(task)
     return outcomes
+
+
+def _warn_once(program: Program, warned: set[str], console: Console) -> None:
+    """Says once per run what `check` warns about (unknown keys, lenient values) and an unreadable direction."""
+    if program.name in warned:
+        return
+    warned.add(program.name)
+    notes = list(program.warnings)
+    if program.direction_problem is not None:  # `check` refuses it; upstream assumes higher
+        notes.append(f"{program.direction_problem}; running with {program.direction} is better, as upstream "
+                     "autoloop does")
+    for note in notes:
+        console.print(f"[yellow]warning:[/] {escape(note)}", highlight=False)
 
 
 def _check_slots(args: argparse.Namespace) -> None:

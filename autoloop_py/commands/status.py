@@ -13,8 +13,9 @@ from rich.table import Table
 
 from autoloop_py.analysis.mermaid import program_charts
 from autoloop_py.commands.common import format_metric, format_time, repo_root, states_and_damage, subparser
-from autoloop_py.errors import AutoloopError, ProgramError
-from autoloop_py.loop import schedule, stale_parents
+from autoloop_py.errors import AutoloopError, ProgramError, StateError
+from autoloop_py.loop import integrity, schedule, stale_parents
+from autoloop_py.loop.recording import state_path
 from autoloop_py.program.model import Program, check_all, find_program
 from autoloop_py.program.playbook import find_playbook
 from autoloop_py.program.regions import primary_target
@@ -23,6 +24,7 @@ from autoloop_py.state import budget
 from autoloop_py.state import file as statefile
 from autoloop_py.state import population as pop
 from autoloop_py.state.memory import MemoryStore
+from autoloop_py.state.model_stats import summary_rows
 from autoloop_py.state.population import population_of
 
 _SPARK = {"accepted": "✅", "rejected": "❌", "error": "⚠️", "pending-ci": "⏳", "ci-fix-exhausted": "🛑"}
@@ -52,25 +54,43 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
     for column in ("program", "strategy", "status", "best", "initial", "iterations", "last run", "next due", "recent",
                    "spent / budget"):
         table.add_column(column)
+    stopped = _blocked(root, shown, states)
     for program in shown:
         playbook = find_playbook(program, root)
         strategy_name = playbook.name if playbook else "default"
         if program.name in damaged:
             table.add_row(program.name, strategy_name, "❌ state file unreadable", *["—"] * 7)
         else:
-            table.add_row(program.name, strategy_name, *_row(program, states.get(program.name), now))
+            row = _row(program, states.get(program.name), now)
+            if program.name in stopped:
+                row[0] = f"🛑 blocked: {stopped[program.name][0]}"
+            table.add_row(program.name, strategy_name, *row)
     console.print(table)
     lines, sandbox_problems = isolation_report(shown)
     for line in [*sandbox_problems, *lines]:
         console.print(escape(line), style=None if line.startswith("sandbox:") else "yellow", highlight=False)
     for problem in problems:
         console.print(f"[red]✗[/] {escape(str(problem))}")
-    for err in damaged.values():
+    for err in [*damaged.values(), *(error for _, error in stopped.values())]:
         console.print(f"[red]✗[/] {escape(str(err))}")
     if args.program and args.program not in damaged:
         _details(states.get(args.program), console)
         _stale(root, find_program(programs, args.program), states.get(args.program), console)
     return 1 if args.program in damaged else 0
+
+
+def _blocked(
+    root: Path, programs: list[Program], states: dict[str, statefile.StateFile | None]
+) -> dict[str, tuple[str, StateError]]:
+    """Returns, per program whose state file lost the runner's records, what it lost and how to restore it."""
+    memory = MemoryStore(root)
+    found = {}
+    for program in programs:
+        state = states.get(program.name)
+        stop = integrity.blocked(memory, state_path(program), program.name, state) if state is not None else None
+        if stop is not None:
+            found[program.name] = stop
+    return found
 
 
 def _print_mermaid(root: Path, programs: list[Program], name: str | None, console: Console) -> int:
@@ -126,6 +146,20 @@ def _details(state: statefile.StateFile | None, console: Console) -> None:
         console.print(f"  {entry.iteration:>4} {mark} {entry.status or '?':<9} {format_metric(entry.metric):>10}  {entry.change}")
     if state.section_text(statefile.POPULATION) is not None:
         _population_summary(population_of(state), state.machine.metric_direction, console)
+    _models_summary(state, console)
+
+
+def _models_summary(state: statefile.StateFile, console: Console) -> None:
+    """Prints each model's calls, accepted share, improvement and spend (nothing before the first model call)."""
+    rows = summary_rows(statefile.models_of(state))
+    if not rows:
+        return
+    table = Table(title="models")
+    for column in ("model", "calls", "accepted", "improvement", "spend"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*(escape(row[key]) for key in ("model", "calls", "accepted", "improvement", "spend")))
+    console.print(table)
 
 
 def _stale(root: Path, program: Program, state: statefile.StateFile | None, console: Console) -> None:

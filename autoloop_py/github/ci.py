@@ -32,6 +32,7 @@ from autoloop_py.render import render
 from autoloop_py.state import file as statefile
 from autoloop_py.state.memory import MemoryConfig, MemoryStore
 from autoloop_py.state.memory_folder import Memory
+from autoloop_py.state.model_stats import summary_rows
 
 log = logging.getLogger(__name__)
 
@@ -283,8 +284,9 @@ def _publish(
             run_url=settings.run_url,
             notes=outcome.reason or "",
         )))
+    models = tuple(summary_rows(statefile.models_of(state)))
     thread.update_status(github.render_status(dataclasses.replace(
-        _status_view(program, machine, metric, pr, settings), charts=charts
+        _status_view(program, machine, metric, pr, settings), charts=charts, models=models
     )))
     write_job_summary(settings, program.name, charts)
     if outcome is not None and machine.completed and outcome.status == "accepted" and machine.best_metric is not None:

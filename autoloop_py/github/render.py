@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Mapping
 
 from autoloop_py.render import render
 from autoloop_py.state.parts import format_number, one_line, utc
@@ -63,6 +64,7 @@ class StatusView:
       pr: the draft PR number, None before the first accepted iteration.
       run_url: the link to the Actions run that wrote the comment.
       charts: Mermaid blocks of the run (metric per candidate, lineage of the best); '' for none.
+      models: per model, its figures (model, calls, accepted, improvement, spend: state/model_stats.summary_rows).
     """
 
     program: str
@@ -78,6 +80,7 @@ class StatusView:
     pr: int | None = None
     run_url: str | None = None
     charts: str = ""
+    models: tuple[Mapping[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -199,6 +202,7 @@ def render_status(view: StatusView) -> str:
         improvement=improvement_text(view.initial_metric, view.best_metric, view.direction),
         last_run=utc(view.last_run).strftime("%Y-%m-%d %H:%M UTC") if view.last_run else "—",
         recent=recent or "—",
+        models=[{key: _cell(value) for key, value in row.items()} for row in view.models],
         status=_cell(view.status),
         disclosure=DISCLOSURE,
     )

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from autoloop_py import faults
-from autoloop_py.loop import checks, lineage_store, novelty, recovery, stale_parents
+from autoloop_py.loop import checks, lineage_store, model_use, novelty, recovery, stale_parents
 from autoloop_py.loop.baseline import evaluate_copy, evaluation_policy
 from autoloop_py.loop.checks import violations
 from autoloop_py.loop.evaluate import EvaluationResult
@@ -32,9 +32,10 @@ from autoloop_py.loop.recording import (
 )
 from autoloop_py.loop.workspace import Workspace
 from autoloop_py.program.model import Program
+from autoloop_py.program.models import ModelSpec
 from autoloop_py.program.target import target_files
 from autoloop_py.proposers import llm
-from autoloop_py.proposers.base import Proposal, ProposalRequest, Proposer
+from autoloop_py.proposers.base import Proposal, ProposalRequest, Proposer, Usage
 from autoloop_py.proposers.llm_call import CallLimits, limits_for
 from autoloop_py.redact import Redactor, from_environment
 from autoloop_py.sandbox.run import Isolation
@@ -82,6 +83,9 @@ class AttemptContext:
     redactor: Redactor = field(default_factory=lambda: from_environment(os.environ))
     base_files: Mapping[str, str] = field(default_factory=dict)
     history: lineage_store.TraceReader | None = None
+    model: ModelSpec | None = None
+    # Usage of the strategy's guide and meta calls this iteration made (appended to by the guide call).
+    guide_spent: list[Usage] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -106,11 +110,14 @@ def try_candidate(ctx: AttemptContext, root: Path) -> Attempt:
     """Decides, then proposes, checks, evaluates and ratchets a candidate; returns what to record."""
     with ctx.clock("propose"):
         files = ctx.workspace.files(target_files(ctx.program.target, ctx.workspace.path))
-        ctx = replace(ctx, base_files=files)
+        drawn = model_use.draw(ctx.program, ctx.options, ctx.state, ctx.iteration)
+        ctx = replace(ctx, base_files=files, model=drawn, guide_spent=[])
         decision, files, prompt = _prepare_prompt(ctx, files, root)
     if decision is not None and strategy.evaluates_as_is(ctx.runner, decision):
-        return _as_is(ctx, decision, files)
-    return _with_retries(ctx, decision, files, prompt, root)
+        attempt, drawn = _as_is(ctx, decision, files), None
+    else:
+        attempt = _with_retries(ctx, decision, files, prompt, root)
+    return replace(attempt, record=model_use.with_use(attempt.record, drawn, ctx.guide_spent))
 
 
 def _with_retries(
@@ -179,7 +186,9 @@ def _attempt(ctx: AttemptContext, decision: DecisionLike | None, files: dict[str
     guarded = checks.protected_hashes(program, workspace.path, workspace.tracked)
     with ctx.clock("propose"):
         agent_sandbox = ctx.sandbox.agent if ctx.sandbox else None
-        request = ProposalRequest(program, files, prompt, workspace.path, ctx.iteration, sandbox=agent_sandbox)
+        request = ProposalRequest(
+            program, files, prompt, workspace.path, ctx.iteration, sandbox=agent_sandbox, model=ctx.model
+        )
         proposal = ctx.proposer.propose(request, ctx.rng)
     faults.checkpoint("after-propose")
     usage = usage_of(proposal)
@@ -266,7 +275,7 @@ def _prepare_prompt(ctx: AttemptContext, files: dict[str, str], root: Path) -> t
     rebase = stale_parents.rebaser(root, ctx.program.name, ctx.runner.primary, ctx.workspace.base_sha, ctx.memory.read)
     decision = strategy.decide(
         ctx.runner, ctx.state, ctx.best, ctx.iteration, ctx.program.direction, ctx.rng, ctx.memory.read,
-        guide_for(ctx.program, ctx.options), rebase, ctx.options.slot,
+        guide_for(ctx.program, ctx.options, ctx.model, ctx.guide_spent), rebase, ctx.options.slot,
     )
     placed = strategy.with_parent(ctx.runner, decision, files)
     changed = {path: text for path, text in placed.items() if files.get(path) != text}
@@ -390,12 +399,19 @@ def _ratchet(
     return settle_kept(record, commit, withdrawn, options.ci_gate)
 
 
-def guide_for(program: Program, options: RunOptions) -> Callable[[str], str] | None:
-    """Returns a one-prompt LLM call for a strategy's guide (None unless the llm proposer has a model)."""
-    if (options.proposer or program.config.proposer or "tune") != "llm":
+def guide_for(
+    program: Program, options: RunOptions, drawn: ModelSpec | None = None, spent: list[Usage] | None = None
+) -> Callable[[str], str] | None:
+    """Returns a one-prompt LLM call for a strategy's guide (None unless the llm proposer has a model).
+
+    drawn: the iteration's model (the guide's unless a `role: guide` entry is listed); spent: gets each
+    call's usage, which the iteration's record counts in its spend.
+    """
+    if not model_use.uses_llm(program, options):
         return None
-    model = llm.resolve_model(program, options.model)
-    return None if model is None else functools.partial(llm.complete, model, limits=llm_limits(program, options))
+    model = model_use.guide_model(program, drawn) or llm.resolve_model(program, options.model)
+    limits = llm_limits(program, options)
+    return None if model is None else functools.partial(llm.complete, model, limits=limits, spent=spent)
 
 
 def llm_limits(program: Program, options: RunOptions) -> CallLimits:

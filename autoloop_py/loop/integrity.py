@@ -11,9 +11,12 @@ not, it names the commit that removed it and how to restore it.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
+from pathlib import Path
 
 from autoloop_py.errors import StateError
+from autoloop_py.git.command import call, open_repo
 from autoloop_py.loop.recovery import key_slug, read_trailers
 from autoloop_py.state import file as statefile
 from autoloop_py.state.history import KEY_TRAILER
@@ -97,13 +100,22 @@ def newest_record(memory: MemoryStore, path: str, program: str) -> Recorded | No
 
 def check_records(memory: MemoryStore, path: str, program: str, state: statefile.StateFile) -> None:
     """Raises StateError naming the commit that removed the runner's records (or lowered the count), when one did."""
+    found = blocked(memory, path, program, state)
+    if found is not None:
+        raise found[1]
+
+
+def blocked(
+    memory: MemoryStore, path: str, program: str, state: statefile.StateFile
+) -> tuple[str, StateError] | None:
+    """Returns (what the file lost, the error saying how to restore it) when no iteration may run, else None."""
     recorded = newest_record(memory, path, program)
     # A file the runner never recorded in (e.g. one upstream's agent kept) is taken as it is.
     problem = problem_of(state, recorded) if recorded is not None else None
     if recorded is None or problem is None:
-        return
+        return None
     culprit = _culprit(memory, path, recorded)
-    raise StateError(_message(memory, program, problem, culprit), path)
+    return problem, StateError(_message(memory, program, problem, culprit), path)
 
 
 def _culprit(memory: MemoryStore, path: str, recorded: Recorded) -> MemoryCommit | None:
@@ -135,8 +147,31 @@ def _message(memory: MemoryStore, program: str, problem: str, culprit: MemoryCom
     text += (
         f"Commit {sha} by {culprit.author} ({culprit.date}, \"{culprit.subject}\") replaced the file with an "
         "older copy, as a commit from a stale checkout of the branch does. Nothing ran and no iteration number "
-        f"is reused. Restore the records: `git fetch {remote} {branch} && git checkout {branch} && "
-        f"git revert --no-edit {sha} && git push {remote} {branch}` (the revert also undoes that commit's own "
+        f"is reused. Restore the records: {_restore(memory, sha)} (the revert also undoes that commit's own "
         f"edit: make it again with `autoloop edit {program}`), then rerun."
     )
     return text
+
+
+def _restore(memory: MemoryStore, sha: str) -> str:
+    """Returns the commands that revert sha on the branch, to run where the branch is checked out, if it is."""
+    branch, remote = memory.config.branch, memory.config.remote
+    revert = f"git revert --no-edit {sha} && git push {remote} {branch}"
+    holder = checked_out_at(memory.repo_root, branch)
+    if holder is None:
+        return f"`git fetch {remote} {branch} && git checkout {branch} && {revert}`"
+    # `git checkout` of a branch another worktree holds fails ("already checked out"): work in that worktree.
+    return (f"{branch} is checked out in the worktree {holder}; run there "
+            f"`cd {shlex.quote(str(holder))} && git pull --ff-only {remote} {branch} && {revert}`")
+
+
+def checked_out_at(root: Path, branch: str) -> Path | None:
+    """Returns the worktree (the main one included) that has branch checked out, None when none has."""
+    listed = call(open_repo(root), "worktree", "list", "--porcelain")
+    path: Path | None = None
+    for line in listed.text.splitlines() if listed.ok else []:
+        if line.startswith("worktree "):
+            path = Path(line.removeprefix("worktree "))
+        elif line == f"branch refs/heads/{branch}" and path is not None:
+            return path
+    return None

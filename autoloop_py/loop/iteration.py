@@ -29,7 +29,8 @@ from autoloop_py.loop.recording import (
     with_baseline,
 )
 from autoloop_py.loop.workspace import Workspace, Worktrees
-from autoloop_py.program.model import Program, require_on_base
+from autoloop_py.program.model import Program, load_program, require_on_base
+from autoloop_py.proposers.setup import check_setup
 from autoloop_py.sandbox.run import run_isolation
 from autoloop_py.state import budget
 from autoloop_py.state import file as statefile
@@ -114,21 +115,23 @@ def _run_locked(
         )
         if recovered:
             state = load_state(memory, program, options.budget)  # the records it recovered are in the file now
-        runner = strategy.load_runner(program, root)
     over = _over_budget(memory, program, state, options, now)
     if over is not None:
         return over
     iteration = slot_iteration(state.machine.iteration_count + 1, options.slot)
-    rng = iteration_rng(program, iteration, options.slot)
     key = recovery.new_key(program.name, iteration)
-    proposer = proposer_for(program, options)
-    sandbox = run_isolation(root, program, options.isolation)
     with Workspace(
         root, program.name, base_branch=options.base_branch, session=memory.session, worktrees=worktrees
     ) as workspace:
         with clock("prepare branch"):
             workspace.prepare()
             require_on_base(program, workspace.path, workspace.base_ref, workspace.base_ref.startswith("origin/"))
+            program = committed_program(program, workspace.path, workspace.base_ref)
+        runner = strategy.load_runner(program, root)  # the committed program's direction and settings
+        rng = iteration_rng(program, iteration, options.slot)
+        proposer = proposer_for(program, options)
+        check_setup(proposer, program)  # a missing setting stops the run here, before anything is recorded
+        sandbox = run_isolation(root, program, options.isolation)
         base_tree = branch_tree(root, workspace.branch, memory.session)
         measured = evaluate_baseline(program, workspace.path, state, clock, sandbox)
         best, baseline, failure = baseline_outcome(state, measured)
@@ -173,6 +176,23 @@ def _run_locked(
         reason=record.notes if record.status != "accepted" else None,
         timings=clock.timings,
     )
+
+
+def committed_program(program: Program, tree: Path, base: str) -> Program:
+    """Returns the program as the commit checked out at tree has it (iterations run on the base branch).
+
+    The working tree's program.md may hold edits not yet committed or pushed: they are not used, and a
+    warning says so.
+    """
+    if program.path.is_absolute() or program.path.parts[:1] == (".git",):
+        return program  # an issue program, materialised outside the tree
+    committed = replace(load_program(tree, program.path), issue=program.issue)
+    if committed.text != program.text:
+        log.warning(
+            "%s differs from the copy on %s: this iteration uses %s's (commit and push the edit to use it)",
+            program.path, base, base,
+        )
+    return committed
 
 
 def enforce_budget(root: Path, program: Program, now: datetime | None = None) -> str | None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -20,6 +19,8 @@ from autoloop_py.program.model import Program
 from autoloop_py.program.regions import primary_target
 from autoloop_py.program.target import target_files
 from autoloop_py.proposers import llm
+from autoloop_py.proposers.base import Usage
+from autoloop_py.proposers.setup import check_model
 from autoloop_py.sandbox import candidate_dir
 
 logger = logging.getLogger(__name__)
@@ -31,35 +32,17 @@ SOURCE_KEY = "program"
 _INVALID = (0, -1)
 
 
-def send(model: str, system: str, user: str) -> str:
-    """Returns the model's reply to a saved prompt (AUTOLOOP_MOCK_RESPONSE, when set, answers instead)."""
-    return llm.complete(model, user, system=system)
+def send(model: str, system: str, user: str, spent: list[Usage] | None = None) -> str:
+    """Returns the model's reply to a saved prompt (AUTOLOOP_MOCK_RESPONSE, when set, answers instead).
+
+    spent: gets the reply's usage appended (replays count in the program's spend).
+    """
+    return llm.complete(model, user, system=system, spent=spent)
 
 
 def check_credentials(model: str, option: str = "--model") -> None:
     """Raises when litellm cannot place the model, or says its API key is missing (unless a mock reply answers)."""
-    litellm = llm.litellm_module()
-    try:
-        litellm.get_llm_provider(model)
-    except Exception as err:  # litellm.BadRequestError: the name has no provider litellm knows
-        raise AutoloopError(
-            f"litellm cannot tell the provider of model '{model}' ({one_line(err)}); "
-            f"pass {option} with a provider-prefixed litellm model name such as openai/gpt-4o-mini"
-        ) from None
-    if os.environ.get(llm.MOCK_ENV) is not None:
-        return
-    try:
-        found = litellm.validate_environment(model)
-    except Exception as err:  # litellm raises assorted errors for models it cannot place
-        logger.debug("could not check the environment of %s: %s", model, err)
-        return
-    # A missing *_API_BASE has a local default (ollama); only keys are required.
-    missing = [key for key in found.get("missing_keys") or () if not key.endswith("_API_BASE")]
-    if missing:
-        raise AutoloopError(
-            f"model '{model}' needs {', '.join(missing)} in the environment; set it, "
-            f"or pass {option} with a litellm model whose key you have"
-        )
+    check_model(model, f"pass {option} with")
 
 
 class Bench:
@@ -187,7 +170,7 @@ def _trial(event: ReplayEvent, model: str, system: str, user: str, setup: _Setup
     try:
         reply = setup.ask(model, system, user)
     except Exception as err:  # litellm raises provider-specific types; each counts as a failed replay
-        return Trial("", f"no reply from {model}: {one_line(err)}", eval_ok=failed), None
+        return Trial("", f"no reply from {model}: {llm.error_line(err)}", eval_ok=failed), None
     applied = apply_text(reply, setup.files, setup.primary, bench.program.target.allows if bench else None)
     if applied.error is not None:
         return Trial(reply, applied.error, eval_ok=failed), applied
@@ -197,9 +180,3 @@ def _trial(event: ReplayEvent, model: str, system: str, user: str, setup: _Setup
     ok, score, error = bench.evaluate({setup.primary: event.parent_source, **applied.changed})
     return Trial(reply, None, source, ok, error, score), applied
 
-
-def one_line(error: object, limit: int = 300) -> str:
-    """Returns the first non-empty line of an error's text, shortened."""
-    text = str(error).strip()
-    line = next((part.strip() for part in text.splitlines() if part.strip()), type(error).__name__)
-    return line if len(line) <= limit else line[: limit - 3] + "..."

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ import yaml
 from autoloop_py.errors import ProgramError
 from autoloop_py.program.interval import parse_schedule
 from autoloop_py.program.stages import Stage, parse_stages
+from autoloop_py.program.models import ModelSpec, parse_models, parse_selection
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,8 @@ class ProgramConfig:
       timeout_minutes: the CI job's time limit (upstream key); the evaluation's too when evaluation_timeout is unset.
       proposer: default proposer for this program (tune, llm, agent).
       model: litellm model name for the llm proposer.
+      models: the `models:` list (program/models.py); empty when only `model:` (or nothing) is set.
+      model_selection: how a proposal's model is drawn from `models:`: weighted, ucb or thompson.
       evaluation_timeout: seconds one evaluation run may take (default: timeout_minutes, else 300).
       repeats: evaluations per candidate; the median counts.
       min_delta: the smallest improvement that counts as one.
@@ -49,7 +53,8 @@ class ProgramConfig:
         command or a file it names mentions AUTOLOOP_RESULT, else stdout).
       feedback_bytes: the most bytes of an evaluation's feedback one prompt shows per candidate.
       evaluation_stages: the cascade of evaluations, cheap first (`evaluation-stages`; () runs the one command).
-      extra: frontmatter keys this version does not know, kept for strategies.
+      extra: frontmatter keys kept as written: those other modules read (PASSTHROUGH_KEYS) and unknown ones
+        (each of which `check` warns about, with the nearest known key).
     """
 
     schedule: str | None = None
@@ -58,6 +63,8 @@ class ProgramConfig:
     timeout_minutes: float | None = None
     proposer: str | None = None
     model: str | None = None
+    models: tuple[ModelSpec, ...] = ()
+    model_selection: str = "weighted"
     evaluation_timeout: float = 300.0
     repeats: int = 1
     min_delta: float = 0.0
@@ -98,6 +105,9 @@ _KEYS = {
     "timeout_minutes": "timeout_minutes",
     "proposer": "proposer",
     "model": "model",
+    "models": "models",
+    "model-selection": "model_selection",
+    "model_selection": "model_selection",
     "evaluation-timeout": "evaluation_timeout",
     "evaluation_timeout": "evaluation_timeout",
     "repeats": "repeats",
@@ -127,6 +137,9 @@ _KEYS = {
     "evaluation-stages": "evaluation_stages",
     "evaluation_stages": "evaluation_stages",
 }
+# Keys kept in `extra` for the modules that read them (program.requirements, loop.ci_gate): known, not warned about.
+PASSTHROUGH_KEYS = ("requirements", "ci-gate", "ci_gate")
+PROPOSERS = ("tune", "llm", "agent")  # proposers.get_proposer's names
 
 
 def parse_frontmatter(
@@ -153,20 +166,57 @@ def parse_frontmatter(
         field_name = _KEYS.get(str(key))
         if field_name is None:
             extra[str(key)] = value
+            if str(key) not in PASSTHROUGH_KEYS:
+                warnings.append(f"{rel}:{line}: unknown frontmatter key `{key}`, ignored{_nearest_hint(str(key))}")
             continue
         try:
             values[field_name] = _coerce(field_name, value)
         except ValueError as err:
             if field_name not in _LENIENT:
-                problems.append(ProgramError(f"frontmatter `{key}`: {err}", rel, line))
+                at = _item_line(match.group(2), line - first_line, str(err)) if field_name == "models" else 0
+                problems.append(ProgramError(f"frontmatter `{key}`: {err}", rel, line + at))
                 continue
             assumed, what = _LENIENT[field_name]
             values[field_name] = assumed
             warnings.append(f"{rel}:{line}: frontmatter `{key}`: {err}; {what}")
+    if values.get("model") and values.get("models"):
+        line = first_line + _key_line(match.group(2), "model")
+        problems.append(ProgramError("set `model:` or `models:`, not both (list the one model under `models:`)",
+                                     rel, line))
     if values.get("timeout_minutes") is not None and values.get("evaluation_timeout") is None:
         # Upstream's programs set only `timeout-minutes`, and evaluate for most of it (autoresearch: 6 minutes).
         values["evaluation_timeout"] = values["timeout_minutes"] * 60
     return ProgramConfig(**values, extra=extra), match.end()
+
+
+def _item_line(block: str, key_line: int, message: str) -> int:
+    """Returns how many lines below its key the list item a `models:` error names (`item 3: …`) starts (0: the key)."""
+    found = re.match(r"item (\d+)\b", message)
+    if found is None:
+        return 0
+    items = [i for i, line in enumerate(block.splitlines()[key_line + 1:], 1) if line.lstrip().startswith("- ")]
+    number = int(found.group(1))
+    return items[number - 1] if number <= len(items) else 0
+
+
+def _nearest_hint(key: str) -> str:
+    """Returns `; did you mean `x`?` naming the known key nearest to an unknown one ('' when none is near)."""
+    known = [*_KEYS, *PASSTHROUGH_KEYS]
+    folded = key.strip().lower()
+    near = [k for k in known if k == folded] or difflib.get_close_matches(folded, known, n=1, cutoff=0.6)
+    return f"; did you mean `{near[0]}`?" if near else f" (known keys: {', '.join(sorted(set(_KEYS.values())))})"
+
+
+def key_line(text: str, field_name: str) -> int | None:
+    """Returns the 1-based line of program.md's frontmatter key for field_name, in any spelling (None: not set)."""
+    match = _FRONTMATTER_RE.match(text)
+    if not match:
+        return None
+    spellings = [key for key, name in _KEYS.items() if name == field_name]
+    for i, line in enumerate(match.group(2).splitlines()):
+        if any(line.strip().startswith(f"{key}:") for key in spellings):
+            return match.group(1).count("\n") + 2 + i
+    return None
 
 
 def _key_line(block: str, key: str) -> int:
@@ -177,9 +227,9 @@ def _key_line(block: str, key: str) -> int:
 
 
 _DEFAULTED = (
-    "evaluation_timeout", "repeats", "min_delta", "seed", "novelty_filter", "novelty_threshold", "llm_timeout",
-    "llm_retries", "max_file_bytes", "isolation", "evaluation_network", "evaluation_report", "feedback_bytes",
-    "evaluation_stages",
+    "models", "model_selection", "evaluation_timeout", "repeats", "min_delta", "seed", "novelty_filter",
+    "novelty_threshold", "llm_timeout", "llm_retries", "max_file_bytes", "isolation", "evaluation_network",
+    "evaluation_report", "feedback_bytes", "evaluation_stages",
 )
 _ISOLATIONS = ("auto", "bwrap", "none")
 _REPORT_CHANNELS = ("auto", "file", "stdout")  # loop/evaluation_report.CHANNELS
@@ -205,7 +255,15 @@ def _coerce(field_name: str, value: Any) -> Any:
         return _schedule(str(value).strip())
     if field_name == "evaluation_stages":
         return parse_stages(value)
-    if field_name in ("proposer", "model"):
+    if field_name == "models":
+        return parse_models(value)
+    if field_name == "model_selection":
+        return parse_selection(value)
+    if field_name == "proposer":
+        if str(value).strip().lower() not in PROPOSERS:
+            raise ValueError(f"must be one of {'|'.join(PROPOSERS)}, got {value!r}")
+        return str(value).strip().lower()
+    if field_name == "model":
         return str(value).strip()
     if field_name == "metric_direction":
         direction = str(value).strip().strip("'\"").lower()

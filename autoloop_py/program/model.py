@@ -10,15 +10,14 @@ from typing import Iterable
 from autoloop_py import markdown as md
 from autoloop_py.errors import ProgramError
 from autoloop_py.program import names as program_names
-from autoloop_py.program.frontmatter import ProgramConfig, parse_frontmatter
+from autoloop_py.program.direction import read_direction
+from autoloop_py.program.frontmatter import ProgramConfig, key_line, parse_frontmatter
 from autoloop_py.program.target import Target, parse_target
 
 PROGRAMS_DIR = Path(".autoloop/programs")
 UNCONFIGURED_SENTINEL = "<!-- AUTOLOOP:UNCONFIGURED -->"
 _PLACEHOLDER_RE = re.compile(r"\bTODO\b|\bREPLACE[ _-]?ME\b|<REPLACE\b")
 _METRIC_RE = re.compile(r"metric\s+is\s+`([^`]+)`", re.IGNORECASE)
-_LOWER_RE = re.compile(r"lower\s+is\s+better", re.IGNORECASE)
-_HIGHER_RE = re.compile(r"higher\s+is\s+better", re.IGNORECASE)
 _SHELL_INFOS = ("bash", "sh", "shell", "console", "")
 # An evaluation report's keys that are never a metric (loop/evaluation_report.RESERVED_KEYS), and what they are.
 _RESERVED_KEYS = {"error": "the reason the candidate is invalid", "feedback": "text for the model"}
@@ -56,6 +55,8 @@ class Program:
       text: the whole program.md.
       issue: the GitHub issue that defines the program (issue programs only).
       warnings: `file:line: message` notes on values read leniently, saying what was assumed.
+      direction_problem: why the metric's direction cannot be read (none, unreadable, contradictory): `check`
+        refuses it; `run` assumes `higher`, as upstream autoloop does, and warns.
     """
 
     name: str
@@ -70,6 +71,7 @@ class Program:
     text: str
     issue: int | None = None
     warnings: tuple[str, ...] = ()
+    direction_problem: ProgramError | None = None
 
     @property
     def base_dir(self) -> Path:
@@ -189,12 +191,10 @@ def _parse(root: Path, rel: Path) -> tuple[Program | None, list[ProgramError]]:
     strategy = sections.get("evolution strategy")
     if _PLACEHOLDER_RE.search("\n".join(sections[k].text for k in ("goal", "target", "evaluation") if k in sections)):
         unconfigured = True
-    if config.metric_direction is None and "evaluation" in sections:
-        body = sections["evaluation"].body
-        if _LOWER_RE.search(body):
-            config = replace(config, metric_direction="lower")
-        elif _HIGHER_RE.search(body):
-            config = replace(config, metric_direction="higher")
+    direction = read_direction(
+        config.metric_direction, key_line(text, "metric_direction"), sections.get("evaluation"), rel
+    )
+    config = replace(config, metric_direction=direction.direction)
     if unconfigured:
         problems = [p for p in problems if "matches nothing" not in p.message]
     if not unconfigured:
@@ -212,6 +212,7 @@ def _parse(root: Path, rel: Path) -> tuple[Program | None, list[ProgramError]]:
         unconfigured=unconfigured,
         text=text,
         warnings=tuple(warnings),
+        direction_problem=direction.problem,
     )
     if unconfigured:
         return program, []

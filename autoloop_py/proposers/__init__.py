@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from autoloop_py.errors import AutoloopError
+from autoloop_py.program.frontmatter import PROPOSERS
 from autoloop_py.proposers.agent import AgentProposer
 from autoloop_py.proposers.base import Proposal, ProposalRequest, Proposer, Usage
 from autoloop_py.proposers.llm import LLMProposer
 from autoloop_py.proposers.llm_call import CallLimits
 from autoloop_py.proposers.tune import TuneProposer
 
-PROPOSER_NAMES = ("tune", "llm", "agent")
+PROPOSER_NAMES = PROPOSERS
 
 __all__ = ["PROPOSER_NAMES", "Proposal", "ProposalRequest", "Proposer", "Usage", "get_proposer"]
 

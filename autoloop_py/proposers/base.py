@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Mapping, Protocol
 
 from autoloop_py.program.model import Program
+from autoloop_py.program.models import ModelSpec
 from autoloop_py.sandbox.policy import SandboxPolicy
 
 
@@ -39,6 +40,7 @@ class ProposalRequest:
       workdir: the runner's private worktree root: read it, never write it (the agent proposer edits a copy).
       iteration: the number of the iteration being run.
       sandbox: how an outside agent's command is confined (None: the program's `isolation`).
+      model: the model drawn to propose (None: the llm proposer resolves `model:`/AUTOLOOP_MODEL itself).
     """
 
     program: Program
@@ -47,6 +49,7 @@ class ProposalRequest:
     workdir: Path
     iteration: int
     sandbox: SandboxPolicy | None = None
+    model: ModelSpec | None = None
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,13 @@ import logging
 import os
 import random
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
-from autoloop_py.errors import AutoloopError, EditError
+from autoloop_py.errors import AutoloopError, ConfigurationError, EditError
 from autoloop_py.program.edits import EditFailure, apply_reply, check_paths
 from autoloop_py.program.model import Program
+from autoloop_py.program.models import ModelSpec, proposers
 from autoloop_py.program.reply import parse_reply, reply_field
 from autoloop_py.proposers.base import Proposal, ProposalRequest, Usage
 from autoloop_py.proposers.llm_call import CallLimits, ModelCallError, completion, describe
@@ -54,8 +55,9 @@ class Attempt:
 class _Conversation:
     """The messages exchanged with the model, with usage summed over every reply."""
 
-    def __init__(self, model: str, prompt: str) -> None:
-        self.model = model
+    def __init__(self, spec: ModelSpec, prompt: str) -> None:
+        self.spec = spec
+        self.model = spec.name
         self.messages: list[dict[str, str]] = [{"role": "user", "content": prompt}]
         self.transcript: list[tuple[str, str]] = [("user", prompt)]
         self.prompt_tokens = 0
@@ -67,13 +69,13 @@ class _Conversation:
         self.messages.append({"role": role, "content": text})
         self.transcript.append((role, text))
 
-    def count(self, response: Any, cost: float | None) -> None:
+    def count(self, response: Any, litellm: Any) -> None:
         """Adds a response's tokens and cost to the totals."""
-        usage = getattr(response, "usage", None)
-        self.prompt_tokens += int(getattr(usage, "prompt_tokens", 0) or 0)
-        self.completion_tokens += int(getattr(usage, "completion_tokens", 0) or 0)
-        if cost is not None:
-            self.costs.append(cost)
+        usage = usage_of(response, litellm, self.spec)
+        self.prompt_tokens += usage.prompt_tokens
+        self.completion_tokens += usage.completion_tokens
+        if usage.cost is not None:
+            self.costs.append(usage.cost)
 
     def usage(self) -> Usage:
         """Returns the usage so far."""
@@ -104,16 +106,21 @@ class LLMProposer:
         self.mock_responses = tuple(mock_responses)
 
     def propose(self, request: ProposalRequest, rng: random.Random) -> Proposal:
-        """Returns the model's candidate, retrying with the failures shown, or a failure."""
-        model = resolve_model(request.program, self.model)
+        """Returns the model's candidate, retrying with the failures shown, or a failure.
+
+        Raises ConfigurationError when the model's settings keep it from answering at all (see llm_call).
+        """
+        model = request.model.name if request.model else resolve_model(request.program, self.model)
         if model is None:
             return Proposal({}, "llm: no model", failure=NO_MODEL)
-        conversation = _Conversation(model, request.prompt)
+        conversation = _Conversation(request.model or ModelSpec(model), request.prompt)
         working = dict(request.files)
         summary, lesson, problem = "", None, ""
         for call in range(self.max_retries + 1):
             try:
                 text = self._complete(conversation, call)
+            except ConfigurationError:
+                raise  # a setting, not the candidate: the run stops before it records this iteration
             except Exception as err:  # litellm raises provider-specific types; any of them ends the proposal
                 why = str(err) if isinstance(err, ModelCallError) else describe(err)
                 return conversation.proposal({}, summary or "llm: no reply", failure=f"{model}: {why}")
@@ -128,38 +135,47 @@ class LLMProposer:
             if call < self.max_retries:
                 conversation.add("user", render_retry_prompt(failures, list(attempt.kept), attempt.parse_error))
         tries = self.max_retries + 1
-        reason = f"no applicable edit after {tries} {'reply' if tries == 1 else 'replies'}: {_one_line(problem)}"
+        reason = f"no applicable edit after {tries} {'reply' if tries == 1 else 'replies'}: {error_line(problem)}"
         return conversation.proposal({}, summary or "llm: no valid edit", failure=reason)
 
     def _complete(self, conversation: _Conversation, call: int) -> str:
         """Sends the conversation to the model, records the reply and its usage, and returns its text."""
         litellm = _litellm()
-        kwargs: dict[str, Any] = {"model": conversation.model, "messages": list(conversation.messages)}
+        kwargs = request_kwargs(conversation.spec, list(conversation.messages))
         mock = self.mock_responses[min(call, len(self.mock_responses) - 1)] if self.mock_responses else None
         mock = mock if mock is not None else os.environ.get(MOCK_ENV)
         if mock is not None:
             kwargs["mock_response"] = mock
         logger.debug("llm: asking %s (call %d)", conversation.model, call + 1)
-        response = completion(litellm, kwargs, self.limits)
+        response = completion(litellm, kwargs, spec_limits(conversation.spec, self.limits))
         text = _content(response)
-        conversation.count(response, _cost(litellm, response))
+        conversation.count(response, litellm)
         conversation.add("assistant", text)
         return text
 
 
-def complete(model: str, prompt: str, *, system: str = "", limits: CallLimits = CallLimits(), **params: Any) -> str:
+def complete(
+    model: str | ModelSpec, prompt: str, *, system: str = "", limits: CallLimits = CallLimits(),
+    spent: list[Usage] | None = None, **params: Any,
+) -> str:
     """Returns a model's reply to one prompt (AUTOLOOP_MOCK_RESPONSE, when set, answers instead of the model).
 
-    system: an optional system message; limits: timeout, retries and deadline; params: extra litellm
-    arguments (temperature, max_tokens…). Raises ModelCallError when no reply came.
+    model: a litellm model string, or a `models:` entry with its sampling controls; system: an optional
+    system message; limits: timeout, retries and deadline; spent: gets the reply's Usage appended (so the
+    caller counts it in spend and budgets); params: extra litellm arguments (temperature, max_tokens…),
+    over the entry's. Raises ModelCallError when no reply came.
     """
     litellm = _litellm()
+    spec = model if isinstance(model, ModelSpec) else ModelSpec(model)
     messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
-    kwargs: dict[str, Any] = {"model": model, "messages": messages, **params}
+    kwargs = {**request_kwargs(spec, messages), **params}
     mock = os.environ.get(MOCK_ENV)
     if mock is not None:
         kwargs["mock_response"] = mock
-    message = _message(completion(litellm, kwargs, limits))
+    response = completion(litellm, kwargs, spec_limits(spec, limits))
+    if spent is not None:
+        spent.append(usage_of(response, litellm, spec))
+    message = _message(response)
     # Reasoning models may leave `content` empty and put the answer in `reasoning_content`.
     return str(message.content or getattr(message, "reasoning_content", None) or "")
 
@@ -185,8 +201,19 @@ def litellm_module() -> Any:
 
 
 def resolve_model(program: Program, fallback: str | None) -> str | None:
-    """Returns the model: program.md's `model:`, else AUTOLOOP_MODEL, else the given fallback."""
-    return program.config.model or os.environ.get(MODEL_ENV) or fallback or None
+    """Returns the model: `model:` (or the first proposing `models:` entry), else AUTOLOOP_MODEL, else the fallback."""
+    listed = proposers(program.config.models)
+    first = listed[0].name if listed else None
+    return program.config.model or first or os.environ.get(MODEL_ENV) or fallback or None
+
+
+def resolve_models(program: Program, fallback: str | None) -> tuple[ModelSpec, ...]:
+    """Returns the models a proposal may be drawn from: the `models:` list's proposers, else the one resolved model."""
+    listed = proposers(program.config.models)
+    if listed:
+        return listed
+    model = resolve_model(program, fallback)
+    return (ModelSpec(model),) if model else ()
 
 
 def _apply(text: str, working: Mapping[str, str], request: ProposalRequest) -> Attempt:
@@ -247,6 +274,30 @@ def _litellm() -> Any:
     return litellm
 
 
+def request_kwargs(spec: ModelSpec, messages: list[dict[str, str]]) -> dict[str, Any]:
+    """Returns litellm's arguments for a request to a `models:` entry: its sampling controls, server and key."""
+    kwargs: dict[str, Any] = {"model": spec.name, "messages": messages, **spec.params()}
+    if spec.api_key_env:
+        if not os.environ.get(spec.api_key_env):
+            raise ModelCallError(f"its api-key-env {spec.api_key_env} is not set in the environment; set it")
+        kwargs["api_key"] = os.environ[spec.api_key_env]
+    return kwargs
+
+
+def spec_limits(spec: ModelSpec, limits: CallLimits) -> CallLimits:
+    """Returns the limits with the entry's own `timeout` per request, when it sets one."""
+    return limits if spec.timeout is None else replace(limits, timeout=spec.timeout)
+
+
+def usage_of(response: Any, litellm: Any, spec: ModelSpec) -> Usage:
+    """Returns a response's tokens and dollars (by the entry's own prices when set, else litellm's price list)."""
+    usage = getattr(response, "usage", None)
+    prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
+    answer = int(getattr(usage, "completion_tokens", 0) or 0)
+    cost = spec.priced(prompt, answer)
+    return Usage(prompt, answer, _cost(litellm, response) if cost is None else cost, spec.name)
+
+
 def _cost(litellm: Any, response: Any) -> float | None:
     """Returns the dollar cost of a response, or None when litellm does not know the model's price."""
     try:
@@ -255,11 +306,11 @@ def _cost(litellm: Any, response: Any) -> float | None:
         return None
 
 
-def _one_line(error: object) -> str:
+def error_line(error: object, limit: int = 300) -> str:
     """Returns the first non-empty line of an error's text, shortened."""
     text = str(error).strip()
     line = next((part.strip() for part in text.splitlines() if part.strip()), type(error).__name__)
-    return line if len(line) <= 300 else line[:297] + "..."
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def _default_summary(changed: Mapping[str, str]) -> str:

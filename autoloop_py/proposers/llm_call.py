@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from autoloop_py.errors import AutoloopError
+from autoloop_py.errors import AutoloopError, ConfigurationError
 
 logger = logging.getLogger(__name__)
 
@@ -24,6 +24,8 @@ DEFAULT_RETRIES = 2
 RECORD_MARGIN = 60.0
 _TRANSIENT = ("APIConnectionError", "RateLimitError", "InternalServerError", "ServiceUnavailableError")
 _MALFORMED_SIGNS = ("Expecting value", "JSONDecodeError", "no 'choices'", "Invalid control character")
+# Anywhere in an error's causes: no connection could be made at all (refused, or a host name that does not resolve).
+_UNREACHABLE = ("ConnectionRefusedError", "ConnectError", "gaierror")
 
 
 @dataclass(frozen=True)
@@ -65,10 +67,12 @@ def completion(
 ) -> Any:
     """Returns litellm's response to one completion request, trying at most `retries + 1` times within the limits.
 
-    Raises ModelCallError with a plain sentence when no usable response came.
+    Raises ModelCallError with a plain sentence when no usable response came, and ConfigurationError when
+    the reason is a setting (the provider refused the key, or no attempt could connect to the server's URL).
     """
     waited: list[float] = []  # per failed attempt: its timeout, or -1 for another transient failure
     last: BaseException | None = None
+    unreachable: list[str] = []  # the URL of each attempt that could not connect
     for attempt in range(limits.retries + 1):
         budget = _request_budget(limits, clock())
         if budget is None:
@@ -80,22 +84,33 @@ def completion(
             logger.info("model call %d failed (%s): %s", attempt + 1, kind, _first_line(err))
             if kind == "timeout":
                 waited.append(budget)
+            elif kind == "authentication":
+                raise ConfigurationError(_refused_key(litellm, kwargs)) from None
             elif kind != "transient":
                 raise ModelCallError(describe(err, kind)) from None
             else:
+                url = unreachable_url(err)
+                if url is not None:
+                    unreachable.append(url)
                 waited.append(-1.0)
                 last = err
                 pause = min(2.0 ** attempt, max(0.0, _left(limits, clock())))
                 if attempt < limits.retries and pause > 0:
                     sleep(pause)
+    if unreachable and len(unreachable) == len(waited):
+        raise ConfigurationError(_unreachable(litellm, kwargs, unreachable[-1], len(waited)))
     raise ModelCallError(_gave_up(waited, limits, last))
 
 
 def classify(err: BaseException) -> str:
-    """Returns what went wrong: timeout, malformed (the server's reply is no chat completion), transient or fatal."""
+    """Returns what went wrong: timeout, authentication, malformed (no chat completion), transient or fatal."""
     names = {cls.__name__ for cls in type(err).__mro__}
     if "Timeout" in names or "APITimeoutError" in names or isinstance(err, TimeoutError):
         return "timeout"
+    if "AuthenticationError" in names:
+        return "authentication"
+    if unreachable_url(err) is not None:
+        return "transient"  # litellm may wrap a refused connection as an InternalServerError
     text = str(err)
     if isinstance(err.__cause__, json.JSONDecodeError) or any(sign in text for sign in _MALFORMED_SIGNS):
         return "malformed"
@@ -115,6 +130,45 @@ def describe(err: BaseException, kind: str | None = None) -> str:
     if "APIConnectionError" in names:
         return f"the model's server could not be reached: {_plain(err)}"
     return _plain(err)
+
+
+def unreachable_url(err: BaseException) -> str | None:
+    """Returns the URL a request could not connect to ('' when unknown), None when the error is not that."""
+    causes: list[BaseException] = []
+    cause: BaseException | None = err
+    while cause is not None and cause not in causes and len(causes) < 20:
+        causes.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    if not any(cls.__name__ in _UNREACHABLE for c in causes for cls in type(c).__mro__):
+        return None
+    # The innermost request is the one sent: litellm's own wrapper names the provider's default URL.
+    urls = [str(url) for c in causes if (url := getattr(getattr(c, "request", None), "url", None))]
+    return urls[-1] if urls else ""
+
+
+def _setting(litellm: Any, model: str, suffix: str) -> str:
+    """Returns the environment variable of the model's provider ending in suffix (OPENAI_API_BASE…)."""
+    try:
+        provider = str(litellm.get_llm_provider(model)[1])
+    except Exception:  # litellm.BadRequestError: no provider (the call itself would have said so)
+        provider = model.split("/", 1)[0] if "/" in model else "openai"
+    return f"{provider.upper()}_{suffix}"
+
+
+def _unreachable(litellm: Any, kwargs: dict[str, Any], url: str, attempts: int) -> str:
+    """Returns the sentence for a server no attempt could connect to, naming the URL tried and its setting."""
+    model = str(kwargs.get("model", ""))
+    where = f"at {url}" if url else "(no URL known)"
+    tries = f" ({attempts} attempts)" if attempts > 1 else ""
+    return (f"model '{model}': could not connect to the model's server {where}{tries}; start it, or set "
+            f"{_setting(litellm, model, 'API_BASE')} to the server's URL")
+
+
+def _refused_key(litellm: Any, kwargs: dict[str, Any]) -> str:
+    """Returns the sentence for a key the provider refused, naming the variable that holds it."""
+    model = str(kwargs.get("model", ""))
+    variable = _setting(litellm, model, "API_KEY")
+    return f"model '{model}': the provider refused the API key (authentication failed); check {variable}"
 
 
 def _request_budget(limits: CallLimits, now: float) -> float | None:

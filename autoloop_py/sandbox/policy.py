@@ -150,15 +150,20 @@ def bwrap_args(
 
 
 def _visible(policy: SandboxPolicy) -> list[str]:
-    """Returns the read-only paths that do not reveal a hidden one (a path holding it would)."""
+    """Returns the read-only paths that do not reveal a hidden one (a path holding it would), nor $HOME.
+
+    A path inside another shown one is already visible: binding it again would fail where it is a link (a
+    virtualenv's bin/python3), since nothing can be created in a read-only tree.
+    """
+    private = [*policy.hidden, *([policy.home] if policy.home else [])]
     shown = []
     for path in dict.fromkeys(policy.read_only):
-        if any(_inside_any(hidden, (path,)) for hidden in policy.hidden):
+        if any(_inside_any(hidden, (path,)) for hidden in private):
             continue
         if _inside_any(path, SYSTEM_DIRS) or path == "/":
             continue
         shown.append(path)
-    return shown
+    return [path for path in shown if not any(_inside_any(path, (other,)) for other in shown if other != path)]
 
 
 def _inside_any(path: str, parents: Sequence[str]) -> bool:

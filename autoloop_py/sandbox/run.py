@@ -159,7 +159,7 @@ def run_sandboxed(
     if policy.sandboxed:
         env["TMPDIR"] = "/tmp"
         links, present = _system_layout()
-        policy = replace(policy, read_only=(*policy.read_only, *named_files(command)))
+        policy = replace(policy, read_only=(*policy.read_only, *command_paths(command)))
         options = bwrap_args(
             policy, work, cwd=where, writable=[str(p.resolve()) for p in writable], links=links, present=present,
             as_user=as_user,
@@ -193,6 +193,40 @@ def named_files(command: str) -> list[str]:
     except ValueError:
         return []
     return [word for word in words if word.startswith("/") and os.path.isfile(word)]
+
+
+def command_paths(command: str) -> list[str]:
+    """Returns what the files a command names need shown read-only: each file, and for an interpreter its
+    virtualenv and the installation it links to, wherever they live (/tmp included)."""
+    shown: list[str] = []
+    for word in named_files(command):
+        path = Path(word)
+        venv = next((p for p in path.parents if (p / "pyvenv.cfg").is_file()), None)
+        if venv is not None:
+            shown.append(str(venv.resolve()))
+            home = _venv_home(venv / "pyvenv.cfg")
+            if home is not None and home.name == "bin":
+                shown.append(str(home.parent))
+        real = path.resolve()
+        # A link to an interpreter (`venv/bin/python3` -> `/opt/py/bin/python3.12`) needs that installation;
+        # any other link shows only the file it points to.
+        linked_bin = real != path.absolute() and real.parent.name == "bin"
+        shown.append(str(real.parent.parent if linked_bin else real))
+        shown.append(word)
+    return list(dict.fromkeys(shown))
+
+
+def _venv_home(config: Path) -> Path | None:
+    """Returns the `home` directory a pyvenv.cfg names (the base interpreter's bin), None when it names none."""
+    try:
+        lines = config.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        key, sep, value = line.partition("=")
+        if sep and key.strip() == "home" and value.strip().startswith("/"):
+            return Path(value.strip()).resolve()
+    return None
 
 
 def _read_only_paths(environ: Mapping[str, str], hidden: Sequence[str]) -> tuple[str, ...]:

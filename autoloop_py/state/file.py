@@ -14,12 +14,13 @@ import logging
 import math
 import re
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Union
 
 from autoloop_py import markdown as md
 from autoloop_py.errors import StateError
 from autoloop_py.render import render
-from autoloop_py.state import prose
+from autoloop_py.state import model_stats, prose
 from autoloop_py.state.history import (
     KEEP_DETAILED,
     KEEP_DETAILED_TIGHT,
@@ -48,6 +49,7 @@ from autoloop_py.state.machine import (
     table_rows,
     target_reached,
     with_baseline,
+    with_spend,
     with_values,
 )
 from autoloop_py.state.parts import (
@@ -70,6 +72,7 @@ __all__ = [
     "KEEP_DETAILED_TIGHT",
     "LESSONS",
     "MACHINE",
+    "MODELS",
     "PRIORITIES",
     "REASON_LIMIT",
     "RECENT_LIMIT",
@@ -94,12 +97,14 @@ __all__ = [
     "format_number",
     "is_improvement",
     "load_state",
+    "models_of",
     "new_state",
     "parse_state",
     "render_state",
     "target_reached",
     "with_entry_status",
     "with_machine",
+    "with_model_spend",
 ]
 
 logger = logging.getLogger(__name__)
@@ -113,6 +118,7 @@ PRIORITIES = "current priorities"
 FORECLOSED = "foreclosed avenues"
 FUTURE = "future directions"
 POPULATION = "population"
+MODELS = model_stats.MODELS
 
 _SECTION_MACROS = {
     PRIORITIES: "priorities_section",
@@ -396,10 +402,45 @@ def apply_iteration(
     before = with_baseline(state.machine, record.baseline)
     after = advance(before, record, direction, target_metric, min_delta)
     state = with_machine(state, after)
+    state = _with_model_use(state, record, before.best_metric, direction)
     state = _prepend_entry(state, render_entry(record, after.iteration_count, before.best_metric))
     if record.lesson:
         state = add_lesson(state, record.lesson)
     return compact(state, budget)
+
+
+def models_of(state: StateFile) -> model_stats.ModelTable:
+    """Returns the Models table (empty before any model call); raises StateError naming a malformed row's line."""
+    return model_stats.parse_models_section(state.section_text(MODELS), state.path, section_line(state, MODELS))
+
+
+def with_model_spend(state: StateFile, use: model_stats.ModelUse, when: datetime) -> StateFile:
+    """Returns the state with model calls made outside an iteration (customize, judge, replay) in Spent and Models."""
+    tokens = sum(used for used, _ in use.spend.values())
+    costs = [usd for _, usd in use.spend.values() if usd is not None]
+    record = IterationRecord("rejected", when, "model calls", None, tokens=tokens or None,
+                             cost=sum(costs) if costs else None, extra=model_stats.use_bullets(use))
+    state = with_machine(state, with_spend(state.machine, record))
+    return _with_model_use(state, record, None, state.machine.metric_direction)
+
+
+def _with_model_use(state: StateFile, record: IterationRecord, best: float | None, direction: str) -> StateFile:
+    """Returns the state with the record's model use added to the Models table (created before the history)."""
+    use = model_stats.use_of(record)
+    if use.proposer is None and not use.spend:
+        return state
+    text = state.section_text(MODELS)
+    table = models_of(state)
+    gain = 0.0
+    if record.metric is not None and best is not None:
+        gain = record.metric - best if direction == "higher" else best - record.metric
+    rendered = model_stats.render_models_section(model_stats.with_record(table, record, gain))
+    at = _history_index(state)
+    if text is not None or at is None:
+        return with_section(state, MODELS, rendered)
+    sections = list(state.sections)
+    sections.insert(at, RawSection(MODELS, rendered + "\n---\n\n"))
+    return replace(state, sections=tuple(sections))
 
 
 def _check_record(record: IterationRecord) -> None:

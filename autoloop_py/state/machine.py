@@ -444,7 +444,9 @@ def accept_metric(
         # A concurrent runner may have recorded a better best meanwhile; never move the best backwards.
         logger.warning("accepted metric %s does not beat the recorded best %s; keeping the best", metric, best)
     # A pause stays: only `autoloop resume` clears it (a forced run of a paused program leaves it paused).
-    machine = replace(machine, best_metric=best, consecutive_errors=0)
+    # Without a measured baseline the first accepted metric is the initial one; it is never overwritten.
+    initial = metric if machine.initial_metric is None else machine.initial_metric
+    machine = replace(machine, best_metric=best, initial_metric=initial, consecutive_errors=0)
     if target_reached(best, target, direction):
         assert best is not None and target is not None
         reason = f"target metric {format_number(target)} reached with value {format_number(best)}"

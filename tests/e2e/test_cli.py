@@ -35,7 +35,7 @@ Improve {name}.
 python3 -c "print('{{\\"score\\": 1}}')"
 ```
 
-The metric is `score`.
+The metric is `score`. Higher is better.
 """
 
 NOW = datetime.now(timezone.utc)

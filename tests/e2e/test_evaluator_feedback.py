@@ -68,9 +68,9 @@ def _install(repo: Path, run_git, strategy: str | None) -> None:  # type: ignore
     install_tiny_strategy_program(repo, run_git, FOLDER, strategy, files, config)
 
 
-def _prompts(bodies: list[str]) -> list[str]:
+def _prompts(bodies: list[dict]) -> list[str]:
     """Returns the user text of each request the model got."""
-    return ["\n".join(str(m.get("content")) for m in json.loads(body)["messages"]) for body in bodies]
+    return ["\n".join(str(m.get("content")) for m in body["messages"]) for body in bodies]
 
 
 @pytest.mark.parametrize("strategy", [None, "alphaevolve", "adaevolve", "evox"])

@@ -134,7 +134,7 @@ def test_recorded_meta_steps_swap_score_and_reject(git_repo: Path, run_git,  # t
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     repo = _install(git_repo, run_git, "switch_interval: 2\nimprovement_threshold: 0.5\nmeta_attempts: 1\n")
     guide = RecordedGuide(LABELS_REPLY, GOOD_REPLY, BROKEN_REPLY)
-    monkeypatch.setattr(attempt_module, "guide_for", lambda program, options: guide)
+    monkeypatch.setattr(attempt_module, "guide_for", lambda program, options, *_: guide)
     program = load_program(repo, Path(PROGRAM) / "program.md")
     memory, engine = MemoryStore(repo), _engine(repo)
     for _ in range(4):  # 1 evaluates the Target as it is; 2-4 are strategy turns that stagnate
@@ -183,7 +183,7 @@ def test_many_meta_steps_fold_old_strategies_to_the_memory_branch(  # type: igno
     repo = _install(git_repo, run_git, "switch_interval: 1\nimprovement_threshold: 1000\nmeta_attempts: 1\n")
     rewrites = {k: _big_rewrite(k) for k in range(1, 8)}
     guide = RecordedGuide(LABELS_REPLY, *(f"SUMMARY: variant {k}\n\n```python\n{rewrites[k]}```\n" for k in rewrites))
-    monkeypatch.setattr(attempt_module, "guide_for", lambda program, options: guide)
+    monkeypatch.setattr(attempt_module, "guide_for", lambda program, options, *_: guide)
     program = load_program(repo, Path(PROGRAM) / "program.md")
     memory, engine = MemoryStore(repo), _engine(repo)
     folded_refs, before = 0, None

@@ -102,6 +102,38 @@ def test_a_stale_worktree_commit_stops_the_run_and_reuses_no_number(repo: Path, 
     assert _state(repo).machine.iteration_count == 5
 
 
+def test_the_restore_advice_works_in_the_worktree_holding_the_branch_and_status_shows_blocked(
+    repo: Path, run_git, capsys  # type: ignore[no-untyped-def]
+) -> None:
+    assert _run(repo, 2) == 0
+    mem = repo.parent / "mem"
+    run_git(repo, "worktree", "add", "-q", str(mem), "memory/autoloop")
+    assert _run(repo, 2) == 0
+    stale = (mem / STATE).read_text()
+    (mem / STATE).write_text(_with_priority(stale, "Try a larger x"))
+    run_git(mem, "commit", "-qam", "my priorities")
+    run_git(mem, "push", "-q", "origin", "memory/autoloop")
+    capsys.readouterr()
+
+    assert main(["status", "--repo", str(repo)]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("│") and NAME in line)
+    assert "🛑 blocked" in row and "🟢" not in row
+    assert "records the runner wrote are missing" in " ".join(out.split())
+
+    assert _run(repo) == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"memory/autoloop is checked out in the worktree {mem}; run there `" in err
+    # `git checkout memory/autoloop` would fail here ("already checked out"): the advice runs as given.
+    advice = err.split("; run there `", 1)[1].split("`", 1)[0]
+    done = subprocess.run(["bash", "-c", advice], cwd=repo.parent, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert _run(repo) == 0
+    assert _headings(MemoryStore(repo).read(STATE) or "") == [5, 4, 3, 2, 1]
+    assert main(["status", "--repo", str(repo)]) == 0
+    assert "🛑" not in capsys.readouterr().out
+
+
 class _EditsWhileProposing:
     """A proposer that runs `autoloop edit --file` in the middle of the iteration, then proposes as tune does."""
 

@@ -184,3 +184,25 @@ def test_upgrade_of_a_workflow_without_its_install_step_names_the_file(
     err = " ".join(capsys.readouterr().err.split())
     assert f"{WORKFLOWS[0]}: finds no `Install autoloop` spec to switch" in err and "init --force" in err
     assert "autoloop-py==9" not in (git_repo / WORKFLOWS[1]).read_text()
+
+
+def test_tune_cannot_game_the_sample_by_moving_its_problem_constant(
+    git_repo_with_origin: Path, run_git, capsys: pytest.CaptureFixture[str]  # type: ignore[no-untyped-def]
+) -> None:
+    from autoloop_py.proposers.tune import find_literals
+
+    repo = git_repo_with_origin
+    assert main(["init", "--repo", str(repo)]) == 0
+    solution = ".autoloop/programs/example/code/solution.py"
+    text = (repo / solution).read_text()
+    # The sample used to keep its goal in `-abs(WIDTH - 3.0)`, inside the EVOLVE-BLOCK: tune moved the 3.0 (and
+    # never WIDTH, which reads as a problem constant). Now the goal is outside the block, pinned.
+    assert "GOAL = 3.0  # autoloop: fixed" in text and "-abs(GUESS - GOAL)" in text
+    assert [literal.name for literal in find_literals(solution, text)] == ["GUESS"]
+    run_git(repo, "add", "-A")
+    run_git(repo, "commit", "-qm", "autoloop init")
+    run_git(repo, "push", "-q", "origin", "main")
+    assert main(["run", "--repo", str(repo), "--program", "example", "--proposer", "tune", "--iterations", "4"]) == 0
+    evolved = run_git(repo, "show", f"origin/autoloop/example:{solution}")
+    assert "GOAL = 3.0  # autoloop: fixed" in evolved and "GUESS = 1.5" not in evolved  # the guess moved
+    capsys.readouterr()

@@ -35,6 +35,11 @@ def _edit(old: int, new: int) -> str:
 @pytest.fixture
 def ran(git_repo: Path, run_git, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Path:  # type: ignore[no-untyped-def]
     """A repository whose program `demo` ran three llm iterations: x 1 → 2 (kept) → 5 (kept, the best) → 3 (rejected)."""
+    return run_demo(git_repo, run_git, monkeypatch, capsys)
+
+
+def run_demo(git_repo: Path, run_git, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Path:  # type: ignore[no-untyped-def]
+    """Runs the program `demo` three llm iterations in git_repo (what the `ran` fixture gives); returns git_repo."""
     monkeypatch.delenv("AUTOLOOP_MODEL", raising=False)
     (git_repo / PROG / "code").mkdir(parents=True)
     (git_repo / PROG / "program.md").write_text(PROGRAM_MD)

@@ -259,6 +259,46 @@ def test_the_script_is_the_packaged_module() -> None:
     assert os.access(SCRIPT, os.X_OK)
 
 
+# Loads the script the way a test harness may load upstream's: from its path, never put in sys.modules,
+# then calls the helpers upstream's suite imports, with the shapes it unpacks.
+LOADED_UNREGISTERED = """
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("autoloop_scheduler", sys.argv[1])
+mod = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mod)
+assert "autoloop_scheduler" not in sys.modules
+state = mod.parse_machine_state(
+    "## ⚙️ Machine State\\n\\n| Field | Value |\\n|---|---|\\n| Initial Metric | 0.50 |\\n| Best Metric | 0.85 |\\n")
+picked = mod.select_program([
+    {"name": "fresh", "last_run": "2025-01-15T10:00:00Z", "file": "f.md", "target_metric": None},
+    {"name": "loss", "last_run": "2025-01-15T06:00:00Z", "file": "l.md", "target_metric": 0.9,
+     "metric_direction": "lower"},
+])
+def pulls(url, headers, timeout=30):
+    if "head=" in url:
+        return [], None
+    return [{"number": 9, "head": {"ref": "autoloop/loss-8724e9f9"}, "title": "x"}], None
+print(json.dumps({
+    "state": state,
+    "front": mod.parse_program_frontmatter("---\\nmetric-direction: LOWER\\ntarget-metric: 2\\n---\\n"),
+    "picked": picked,
+    "pr": mod.find_existing_pr_for_branch("o/r", "loss", "t", http_get_json=pulls),
+}))
+"""
+
+
+def test_the_script_loads_from_its_path_without_being_registered_as_a_module(bare_python: str, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([bare_python, "-c", LOADED_UNREGISTERED, str(SCRIPT)], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert (found["state"]["initial_metric"], found["state"]["best_metric"]) == ("0.50", "0.85")
+    assert found["front"] == [None, 2.0, None, "lower", None]
+    assert found["picked"] == ["loss", "l.md", None, 0.9, "lower", ["fresh"], None]
+    assert found["pr"] == 9
+
+
 def test_empty_programs_folder_means_no_programs(box: Sandbox) -> None:
     (box.repo / ".autoloop/programs").mkdir(parents=True)
     run = box.run()

@@ -38,7 +38,9 @@ def test_init_schedule_run_and_status_need_no_litellm_and_the_llm_proposer_names
     assert "example" in capsys.readouterr().out
 
     assert main(["run", "--repo", str(repo), "--program", "example", "--proposer", "llm", "--model", "openai/x"]) == 1
-    assert "the llm proposer needs litellm: pip install 'autoloop-py[llm]'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "the llm proposer needs litellm: pip install 'autoloop-py[llm]'" in err
+    assert "cannot tell the provider" not in err  # the setup check says what is missing, not a wrong provider
 
 
 def test_litellm_is_the_llm_extra_and_the_test_extra_keeps_it() -> None:

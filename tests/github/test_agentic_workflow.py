@@ -25,6 +25,7 @@ from autoloop_py.commands.init import (
     render_workflows,
 )
 from autoloop_py.github import agentic_scheduler
+from autoloop_py.state.file import new_state, render_state
 
 REPO = Path(__file__).resolve().parents[2]
 CLONE_STEP = "Clone repo-memory for scheduling"
@@ -122,6 +123,31 @@ def test_the_prompt_carries_upstreams_guidance_in_brief(workflow: str) -> None:
         assert command in body
     assert "<!-- AUTOLOOP:STATUS -->" in body and "existing_pr" in body
     assert len(body) < PROMPT_CHAR_BUDGET, f"the prompt grew to {len(body)} characters"
+
+
+def test_the_prompt_reports_progress_from_the_initial_metric(workflow: str) -> None:
+    """Upstream's issue #69 (its PR #70's checks): where the program started, and how far it came, in every report."""
+    _, body = split(workflow)
+    publish = body[body.index("## Step 5: Publish"):body.index("## CI gate")]
+    # The exact phrases upstream's suite searches for, each where it belongs.
+    assert "| Initial Metric | — |" in publish
+    assert "set `initial_metric` only if it is currently missing" in publish and "never overwrite it" in publish
+    assert "The PR body starts with\n  `Fitness: {best_metric} (started at {initial_metric}" in publish
+    assert "`| **Improvement** | {absolute_delta} ({improvement_pct}% from initial) |`" in publish
+    direction = publish[publish.index("Cumulative improvement is also **direction-aware**"):]
+    assert "Initial Metric minus Best Metric when lower is better" in direction.replace("\n", " ")
+    assert "Best Metric minus Initial Metric when higher is better" in direction.replace("\n", " ")
+    # What the prompt promises is what `autoloop record` writes: a new state file's row starts empty.
+    assert "| Initial Metric | — |" in render_state(new_state("p", "Goal.", "score", "lower", None))
+
+
+def test_a_pending_ci_iteration_is_settled_before_a_new_one(workflow: str) -> None:
+    _, body = split(workflow)
+    gate = body[body.index("## CI gate"):body.index("## Halting")]
+    assert gate.startswith("## CI gate\n\nBefore Step 3, reconcile any previous iteration whose metric was left as `pending-ci`")
+    accepted = gate[gate.index("`accepted`:"):]
+    assert "refresh `Initial Metric`, `Best Metric`, PR body, and issue status" in accepted.replace("\n", " ")
+    assert body.index("## CI gate") > body.index("## Step 5: Publish")  # read before Step 3, written after it
 
 
 def test_strategy_discovery_comes_before_step_1(workflow: str) -> None:

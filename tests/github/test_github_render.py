@@ -87,3 +87,14 @@ def test_pr_title_is_prefixed_once() -> None:
 def test_with_disclosure_appends_the_line_once() -> None:
     assert with_disclosure("body\n\n") == f"body\n\n{DISCLOSURE}\n"
     assert with_disclosure(with_disclosure("body")) == with_disclosure("body")
+
+
+def test_status_dashboard_shows_each_models_figures() -> None:
+    models = ({"model": "openai/good", "calls": "9", "accepted": "9 (100%)", "improvement": "9",
+               "spend": "1800 tokens, $0.0027"},
+              {"model": "openai/b|d", "calls": "3", "accepted": "0 (0%)", "improvement": "0", "spend": "600 tokens"})
+    text = render_status(StatusView(PROGRAM, "active", 12, "score", models=models))
+    assert "| Model | Calls | Accepted | Improvement | Spend |\n|-------|" in text
+    assert "| `openai/good` | 9 | 9 (100%) | 9 | 1800 tokens, $0.0027 |" in text
+    assert "| `openai/b\\|d` | 3 | 0 (0%) | 0 | 600 tokens |" in text
+    assert "| Model |" not in render_status(StatusView(PROGRAM, "active", 12, "score"))

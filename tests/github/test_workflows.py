@@ -161,6 +161,7 @@ def test_plan_job(name: str) -> None:
     assert "startsWith(github.event.comment.body, '/autoloop')" in condition
     assert """fromJSON('["OWNER", "MEMBER", "COLLABORATOR"]'), github.event.comment.author_association""" in condition
     assert plan["outputs"] == {"matrix": "${{ steps.plan.outputs.matrix }}",
+                               "has_work": "${{ steps.plan.outputs.has_work }}",
                                "started_at": "${{ steps.start.outputs.at }}"}
     assert plan["steps"][0] == {"uses": "actions/checkout@v4", "with": {"fetch-depth": 0}}
     assert step(plan, "Note the plan's start") == {
@@ -190,7 +191,7 @@ def test_propose_job_is_read_only_and_sandboxed(name: str) -> None:
     propose = workflow["jobs"]["propose"]
     assert "iterate" not in workflow["jobs"]
     assert propose["needs"] == "plan"
-    assert propose["if"] == "fromJSON(needs.plan.outputs.matrix).program[0] != null"
+    assert propose["if"] == "needs.plan.outputs.has_work == 'true'"
     assert propose["strategy"] == {
         "fail-fast": False,
         "max-parallel": options.max_parallel,
@@ -343,7 +344,10 @@ def test_slot_init_command_reproduces_the_options(name: str) -> None:
 
 @pytest.fixture
 def plan_script(tmp_path: Path) -> Any:
-    """Returns run(options, **env) -> (exit code, matrix output, autoloop's argv or None) for the plan step."""
+    """Returns run(options, **env) -> (exit code, matrix output, autoloop's argv or None) for the plan step.
+
+    The step's has_work output is checked against the matrix: "true" exactly when it lists a program.
+    """
     stub = tmp_path / "bin" / "autoloop"
     stub.parent.mkdir()
     stub.write_text('#!/bin/sh\necho "$@" > "$ARGS_FILE"\nprintf "%s" "$STUB_OUTPUT"\nexit "${STUB_EXIT:-0}"\n')
@@ -360,7 +364,10 @@ def plan_script(tmp_path: Path) -> Any:
         variables.update(PATH=f"{stub.parent}{os.pathsep}{os.environ['PATH']}", GITHUB_OUTPUT=str(output))
         variables.update(ARGS_FILE=str(args_file))
         done = subprocess.run(["bash", "-eo", "pipefail", "-c", script], env=variables, capture_output=True, timeout=30)
-        matrix = output.read_text().removeprefix("matrix=").strip() if output.exists() else None
+        outputs = dict(line.split("=", 1) for line in output.read_text().splitlines()) if output.exists() else {}
+        matrix = outputs.get("matrix")
+        if matrix is not None:
+            assert outputs["has_work"] == ("true" if json.loads(matrix)["program"] else "false"), outputs
         args = args_file.read_text().strip() if args_file.exists() else None
         return done.returncode, matrix, args
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from autoloop_py.errors import ConfigurationError
 from autoloop_py.proposers.llm import complete
 from autoloop_py.proposers.llm_call import CallLimits, ModelCallError, completion, limits_for
 from tests.fake_openai import fake_openai
@@ -93,10 +94,10 @@ def test_rate_limits_back_off_within_the_attempts() -> None:
     assert _call(fake, clock, CallLimits(retries=1)) == "reply" and clock.now == 1
 
 
-def test_a_refused_key_is_not_retried() -> None:
+def test_a_refused_key_is_not_retried_and_names_the_variable() -> None:
     clock = _Clock()
     fake = _Litellm(clock, AuthenticationError("litellm.AuthenticationError: bad key\nTraceback ..."))
-    with pytest.raises(ModelCallError, match="refused the API key"):
+    with pytest.raises(ConfigurationError, match="refused the API key .*; check OPENAI_API_KEY"):
         _call(fake, clock, CallLimits())
     assert len(fake.calls) == 1
 

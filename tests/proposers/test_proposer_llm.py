@@ -137,6 +137,43 @@ def test_litellm_can_be_imported_ahead_of_the_first_call() -> None:
     assert not thread.is_alive() and "litellm" in sys.modules
 
 
+def test_the_drawn_entrys_sampling_controls_server_key_and_prices_reach_the_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from dataclasses import replace
+
+    from autoloop_py.program.models import ModelSpec
+    from tests.fake_openai import fake_openai
+
+    with fake_openai("reply", monkeypatch, GOOD, tokens=1000) as server:
+        monkeypatch.setenv("MY_KEY", "sk-entry-key")
+        spec = ModelSpec("openai/entry", temperature=0.7, max_tokens=99, top_p=0.5, api_base=server.base_url,
+                         api_key_env="MY_KEY", timeout=5.0, input_cost=0.001, output_cost=0.002)
+        monkeypatch.setenv("OPENAI_API_BASE", "http://127.0.0.1:9/v1")  # the entry's own server wins
+        proposal = LLMProposer().propose(replace(_request(None), model=spec), random.Random(0))
+    assert proposal.failure is None and proposal.files
+    (body,) = server.bodies
+    assert server.keys == ["sk-entry-key"]
+    assert (body["model"], body["temperature"], body["max_tokens"], body["top_p"]) == ("entry", 0.7, 99, 0.5)
+    assert proposal.usage is not None and proposal.usage.model == "openai/entry"
+    assert proposal.usage.cost == pytest.approx(1000 * 0.001 + 1000 * 0.002)
+
+
+def test_complete_counts_each_reply_in_the_given_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    from autoloop_py.program.models import ModelSpec
+    from autoloop_py.proposers.base import Usage
+    from autoloop_py.proposers.llm import complete
+    from tests.fake_openai import fake_openai
+
+    spent: list[Usage] = []
+    with fake_openai("reply", monkeypatch, '{"ideas": []}', tokens=7) as server:
+        spec = ModelSpec("openai/meta", temperature=0.1, output_cost=0.5)
+        assert complete(spec, "ideas?", spent=spent) == '{"ideas": []}'
+        assert complete("openai/plain", "again?", spent=spent, max_tokens=5) == '{"ideas": []}'
+    assert spent == [Usage(7, 7, 3.5, "openai/meta"), Usage(7, 7, None, "openai/plain")]
+    assert server.bodies[0]["temperature"] == 0.1 and server.bodies[1]["max_tokens"] == 5
+
+
 def test_without_litellm_the_proposer_says_which_extra_installs_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """litellm is the `llm` extra: an install without it names the command that adds it."""
     from autoloop_py.errors import AutoloopError
@@ -149,3 +186,17 @@ def test_without_litellm_the_proposer_says_which_extra_installs_it(monkeypatch: 
             call()
     proposal = LLMProposer(mock_responses=[GOOD]).propose(_request(), random.Random(0))
     assert proposal.files == {} and proposal.failure == f"gpt-4o-mini: {LITELLM_MISSING}"
+
+
+def test_an_unset_api_key_env_is_a_plain_failure_before_any_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
+    from autoloop_py.program.models import ModelSpec
+    from tests.fake_openai import fake_openai
+
+    monkeypatch.delenv("NOT_SET_KEY", raising=False)
+    with fake_openai("reply", monkeypatch, GOOD) as server:
+        spec = ModelSpec("openai/entry", api_base=server.base_url, api_key_env="NOT_SET_KEY")
+        proposal = LLMProposer().propose(replace(_request(None), model=spec), random.Random(0))
+    assert proposal.failure == "openai/entry: its api-key-env NOT_SET_KEY is not set in the environment; set it"
+    assert server.requests == 0

@@ -97,3 +97,30 @@ def test_the_uid_limit_is_refused_outside_autoloops_copies(tmp_path: Path) -> No
     with pytest.raises(SandboxError, match="not one of autoloop's temporary copies"):
         run_sandboxed("true", tmp_path, policy, env={"PATH": "/usr/bin"}, timeout=30)
     assert tmp_path.stat().st_uid == os.geteuid()  # nothing handed over
+
+
+def test_a_named_interpreter_brings_its_virtualenv_and_its_base_installation(tmp_path: Path) -> None:
+    base = tmp_path / "python" / "bin"
+    base.mkdir(parents=True)
+    (base / "python3.99").write_text("")
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text(f"home = {base}\ninclude-system-site-packages = false\n")
+    (venv / "bin" / "python3").symlink_to(base / "python3.99")
+    shown = sandbox_run.command_paths(f"cd here && {venv}/bin/python3 evaluate.py > out.json")
+    assert shown == [str(venv.resolve()), str(base.parent.resolve()), f"{venv}/bin/python3"]
+    # A link that is no interpreter shows the one file it points to, never that file's folder.
+    (tmp_path / "secrets").mkdir()
+    (tmp_path / "secrets" / "data.json").write_text("{}")
+    (tmp_path / "data.json").symlink_to(tmp_path / "secrets" / "data.json")
+    shown = sandbox_run.command_paths(f"cat {tmp_path}/data.json")
+    assert shown == [str((tmp_path / "secrets" / "data.json").resolve()), f"{tmp_path}/data.json"]
+
+
+def test_a_file_inside_a_shown_directory_is_not_bound_again() -> None:
+    from autoloop_py.sandbox.policy import SandboxPolicy, bwrap_args
+
+    policy = SandboxPolicy(mode="bwrap", read_only=("/tmp/t/venv", "/tmp/t/venv/bin/python3", "/tmp/t/tool"))
+    args = bwrap_args(policy, "/tmp/t/work")
+    bound = [args[i + 1] for i, arg in enumerate(args) if arg == "--ro-bind-try"]
+    assert bound == ["/tmp/t/venv", "/tmp/t/tool"]

@@ -171,6 +171,14 @@ def test_baseline_sets_initial_and_best() -> None:
     assert state.machine.initial_metric == 0.364237
 
 
+def test_without_a_baseline_the_first_accepted_metric_is_the_initial_one_for_good() -> None:
+    state = run(fresh(), [rec("rejected", 0, 0.3), rec("error", 1, None)])
+    assert state.machine.initial_metric is None
+    state = run(state, [rec("accepted", 2, 0.41), rec("accepted", 3, 0.5)])
+    assert (state.machine.initial_metric, state.machine.best_metric) == (0.41, 0.5)
+    assert "| Initial Metric | 0.41 |" in render_state(state)
+
+
 def test_accepted_worse_than_recorded_best_keeps_best() -> None:
     state = run(fresh(), [rec("accepted", 0, 0.8), rec("accepted", 1, 0.6)])
     assert state.machine.best_metric == 0.8

@@ -1,0 +1,68 @@
+"""Model figures of a run: per model, its candidates, the share kept, the metric it gained and what it spent.
+
+Read from the trace (any run, ours or another framework's), in trace order: a kept candidate's improvement
+is how far it moved the best so far in the better direction; candidates without a model (seeds) only set
+the starting best.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from autoloop_py.analysis import oriented
+from autoloop_py.state.trace import Trace
+
+
+@dataclass(frozen=True)
+class ModelFigures:
+    """One model's figures in a run.
+
+    Attributes:
+      model: the model's name as the trace gives it.
+      calls: candidates it proposed.
+      accepted: of those, the ones kept.
+      accepted_share: accepted / calls.
+      improvement: the metric its kept candidates gained over the best before each (>= 0).
+      tokens: tokens the trace records for its candidates.
+      cost: dollars likewise (0 when the trace records none).
+    """
+
+    model: str
+    calls: int = 0
+    accepted: int = 0
+    accepted_share: float = 0.0
+    improvement: float = 0.0
+    tokens: int = 0
+    cost: float = 0.0
+
+
+def model_figures(trace: Trace) -> list[ModelFigures]:
+    """Returns the figures of every model that proposed a candidate of the trace, in order of first appearance."""
+    figures: dict[str, dict[str, Any]] = {}
+    best: float | None = None
+    for row in trace.rows:
+        score = trace.score(row)
+        mine = oriented(score, trace.direction) if score is not None else None
+        gain = mine - best if mine is not None and best is not None and mine > best else 0.0
+        if mine is not None and row.status == "accepted" and (best is None or mine > best):
+            best = mine
+        name = row.model or row.model_name
+        if not name:
+            continue
+        entry = figures.setdefault(name, {"calls": 0, "accepted": 0, "improvement": 0.0, "tokens": 0, "cost": 0.0})
+        kept = row.status == "accepted"
+        entry["calls"] += 1
+        entry["accepted"] += kept
+        entry["improvement"] += gain if kept else 0.0
+        entry["tokens"] += row.tokens or 0
+        entry["cost"] += row.cost or 0.0
+    return [
+        ModelFigures(name, accepted_share=entry["accepted"] / entry["calls"], **entry)
+        for name, entry in figures.items()
+    ]
+
+
+def figures_data(trace: Trace) -> list[dict[str, Any]]:
+    """Returns the figures as plain data for the JSON report and the HTML page."""
+    return [asdict(figures) for figures in model_figures(trace)]

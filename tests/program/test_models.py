@@ -1,0 +1,88 @@
+"""Tests for program/models.py and the `models:` / `model-selection:` frontmatter keys."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from autoloop_py.errors import ProgramError
+from autoloop_py.program.frontmatter import ProgramConfig, parse_frontmatter
+from autoloop_py.program.models import GUIDE, ModelSpec, guide, parse_models, parse_selection, proposers
+
+
+def _parse(head: str) -> tuple[ProgramConfig, list[str]]:
+    problems: list[ProgramError] = []
+    config, _ = parse_frontmatter(f"---\n{head}---\n\n# P\n", Path("program.md"), problems, [])
+    return config, [str(problem) for problem in problems]
+
+
+def test_bare_strings_and_mappings_with_every_setting() -> None:
+    config, problems = _parse(
+        "model-selection: Thompson\n"
+        "models:\n"
+        "  - openai/cheap\n"
+        "  - model: anthropic/strong\n"
+        "    weight: 3\n    temperature: 0.2\n    max-tokens: 1024\n    top-p: 0.95\n"
+        "    api-base: http://127.0.0.1:9/v1\n    api-key-env: STRONG_KEY\n    timeout: 30\n"
+        "    input_cost_per_token: 0.000003\n    output-cost-per-token: 0.000015\n"
+        "  - model: openai/meta\n    role: guide\n"
+    )
+    assert problems == []
+    assert config.model_selection == "thompson"
+    cheap, strong, meta = config.models
+    assert cheap == ModelSpec("openai/cheap")
+    assert strong == ModelSpec(
+        "anthropic/strong", 3.0, 0.2, 1024, 0.95, "http://127.0.0.1:9/v1", "STRONG_KEY", 30.0, "propose",
+        0.000003, 0.000015,
+    )
+    assert strong.params() == {"temperature": 0.2, "max_tokens": 1024, "top_p": 0.95, "api_base": "http://127.0.0.1:9/v1"}
+    assert strong.priced(1000, 100) == pytest.approx(0.003 + 0.0015)
+    assert cheap.priced(1000, 100) is None
+    assert proposers(config.models) == (cheap, strong) and guide(config.models) == meta and meta.role == GUIDE
+
+
+def test_one_model_keeps_working_and_the_default_selection_is_weighted() -> None:
+    config, problems = _parse("model: openai/gpt-4o-mini\n")
+    assert problems == [] and config.model == "openai/gpt-4o-mini" and config.models == ()
+    assert config.model_selection == "weighted"
+    assert parse_models("openai/x") == (ModelSpec("openai/x"),)
+
+
+@pytest.mark.parametrize(
+    ("head", "message"),
+    [
+        ("models:\n  - openai/a\n  - model: openai/b\n    temperature: hot\n",
+         "program.md:4: frontmatter `models`: item 2: `temperature` must be a finite number >= 0, got 'hot'"),
+        ("models:\n  - openai/a\n  - model: openai/b\n    top-p: 2\n",
+         "program.md:4: frontmatter `models`: item 2: `top-p` must be a share from 0 to 1, got 2"),
+        ("models:\n  - model: openai/a\n    max-tokens: 0\n",
+         "program.md:3: frontmatter `models`: item 1: `max-tokens` must be a whole number >= 1, got 0"),
+        ("models:\n  - model: openai/a\n    colour: red\n",
+         "program.md:3: frontmatter `models`: item 1: unknown setting `colour`; use one of model, weight,"),
+        ("models:\n  - weight: 2\n",
+         "program.md:3: frontmatter `models`: item 1 has no `model:`"),
+        ("models:\n  - model: openai/a\n    api-key-env: not a name\n",
+         "program.md:3: frontmatter `models`: item 1: `api-key-env` must name an environment variable ending in _KEY"),
+        ("models:\n  - model: openai/a\n    api-key-env: GITHUB_TOKEN\n",
+         "program.md:3: frontmatter `models`: item 1: `api-key-env` must name an environment variable ending in _KEY"),
+        ("models:\n  - model: openai/a\n    role: boss\n",
+         "program.md:3: frontmatter `models`: item 1: `role` must be one of propose, guide, got 'boss'"),
+        ("models:\n  - model: openai/a\n    role: guide\n",
+         "program.md:2: frontmatter `models`: every entry has `role: guide`"),
+        ("models:\n  - openai/a\n  - openai/a\n", "program.md:2: frontmatter `models`: openai/a is listed twice"),
+        ("models: []\n", "program.md:2: frontmatter `models`: must be a list of litellm model strings"),
+        ("model-selection: greedy\n",
+         "program.md:2: frontmatter `model-selection`: must be one of weighted, ucb, thompson, got 'greedy'"),
+        ("model: openai/a\nmodels: [openai/b]\n", "program.md:2: set `model:` or `models:`, not both"),
+    ],
+)
+def test_a_bad_entry_is_an_error_naming_its_line(head: str, message: str) -> None:
+    _, problems = _parse(head)
+    assert len(problems) == 1 and problems[0].startswith(message), problems
+
+
+def test_parse_selection_reads_any_case() -> None:
+    assert parse_selection(" UCB ") == "ucb"
+    with pytest.raises(ValueError):
+        parse_selection("best")

@@ -1,0 +1,93 @@
+"""Other `autoloop init` options under act: slots, the llm proposer, a crashing evaluation, the CI gate.
+
+Each test is one site with the sample program; see tests/workflows/harness.py for what runs and what stands in.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import pytest
+
+from autoloop_py.state.file import parse_state
+from tests.fake_openai import fake_openai
+from tests.fakegithub import FakeGitHub
+from tests.workflows.harness import REPO, Site, agent_command, program_files, state_file
+
+pytestmark = pytest.mark.xdist_group("act")
+NO_GATE = "ci-gate: false\n"
+SCHEDULE = {"schedule": "17 */6 * * *"}
+SOLUTION = ".autoloop/programs/example/code/solution.py"
+EDIT = ("SUMMARY: move WIDTH toward 3\n\n"
+        "code/solution.py\n<<<<<<< SEARCH\nWIDTH = 1.5\n=======\nWIDTH = 2.5\n>>>>>>> REPLACE\n")
+
+
+def _state(site: Site) -> Any:
+    return parse_state(state_file(site, "example"), "example.md")
+
+
+def _agent_site(site: Site, mode: str, *flags: str, frontmatter: str = NO_GATE) -> Site:
+    site.init("--proposer", "agent", *flags)
+    site.variables["AUTOLOOP_AGENT_COMMAND"] = agent_command(mode)
+    site.commit("autoloop init", program_files(site, "example", frontmatter))
+    return site
+
+
+def test_parallel_slots_propose_side_by_side_and_one_publish_records_them_all(site: Site) -> None:
+    _agent_site(site, "improve", "--parallel", "2")
+    tick = site.tick("schedule", SCHEDULE).expect(plan=["success"], propose=["success"] * 2, publish=["success"])
+    assert sorted(run.matrix.get("slot") for run in tick.runs("propose")) == [0, 1]
+    assert sorted(p.name for p in (site.root / "tick1/artifacts").iterdir()) == [
+        "autoloop-outcome-example+slot-0", "autoloop-outcome-example+slot-1"]
+    state = _state(site)
+    assert state.machine.iteration_count == 2 and len(state.machine.recent_statuses) == 2
+    assert "accepted" in state.machine.recent_statuses
+    assert "WIDTH = 2.0" in (site.show("autoloop/example", SOLUTION) or "")
+
+
+def test_the_llm_proposer_asks_the_loopback_model(site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
+    site.init("--model", "openai/test-model")
+    site.commit("autoloop init", program_files(site, "example", NO_GATE))
+    with fake_openai("reply", monkeypatch, reply=EDIT) as server:
+        site.env["OPENAI_API_BASE"] = server.base_url
+        site.secrets["OPENAI_API_KEY"] = "sk-test-not-a-key"
+        site.tick("schedule", SCHEDULE).expect(plan=["success"], propose=["success"], publish=["success"])
+        assert server.requests == 1
+    state = _state(site)
+    assert state.machine.recent_statuses == ("accepted",) and state.machine.best_metric == -0.5
+    assert "WIDTH = 2.5" in (site.show("autoloop/example", SOLUTION) or "")
+
+
+def test_a_crashing_evaluation_is_recorded_as_an_error_and_nothing_else(site: Site, github: FakeGitHub) -> None:
+    _agent_site(site, "crash")
+    before = site.refs()
+    site.tick("schedule", SCHEDULE).expect(plan=["success"], propose=["success"], publish=["success"])
+    state = _state(site)
+    assert state.machine.recent_statuses == ("error",) and state.machine.iteration_count == 1
+    assert state.machine.best_metric == -1.5
+    assert "exit" in state.history[0].text.lower()
+    after = site.refs()
+    assert set(after) == {"refs/heads/main", "refs/heads/memory/autoloop"}
+    assert after["refs/heads/main"] == before["refs/heads/main"]
+    assert github.pulls.get(REPO, []) == []
+
+
+def test_a_pending_check_on_the_candidate_makes_the_next_tick_wait(site: Site, github: FakeGitHub) -> None:
+    _agent_site(site, "improve", frontmatter="")
+    site.tick("schedule", SCHEDULE).expect(plan=["success"], propose=["success"], publish=["success"])
+    state = _state(site)
+    assert state.machine.recent_statuses == ("pending-ci",) and state.machine.best_metric == -1.5
+    candidate = site.refs()["refs/heads/autoloop/example"]
+    [pull] = github.pulls[REPO]
+    github.add_check_run(REPO, candidate, "tests", status="in_progress", conclusion=None)
+    memory = site.refs()["refs/heads/memory/autoloop"]
+
+    tick = site.tick("workflow_dispatch", {"inputs": {"program": "example"}}).expect(
+        plan=["success"], propose=["success"], publish=["success"])
+    state = _state(site)
+    assert state.machine.recent_statuses == ("pending-ci",) and state.machine.iteration_count == 1
+    assert state.machine.best_metric == -1.5
+    assert site.refs()["refs/heads/autoloop/example"] == candidate
+    assert github.pulls[REPO] == [pull]
+    assert site.refs()["refs/heads/memory/autoloop"] == memory
+    assert f"no iteration to record (waiting for CI on {candidate})" in tick.log, tick.explain()
