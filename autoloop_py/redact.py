@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import functools
 import json
 import logging
 import re
@@ -26,6 +27,7 @@ _ESCAPES = re.compile(
 _CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
+@functools.lru_cache(maxsize=4096)  # each git command and evaluation asks again about the same names
 def looks_secret(name: str) -> bool:
     """Returns whether a variable called name holds a secret by its name alone."""
     upper = name.upper()

@@ -11,14 +11,21 @@ pair). For each run it measures, through a wrapper process that waits for the wh
 - peak RSS: the largest resident set of any process of the tree;
 - steady overhead: the same measure between the first and the last model request, so without what a
   run does once (imports, setup, the first evaluation);
-- prompt tokens per request (litellm.token_counter, gpt-4o encoding) and time to the first request.
-Each is printed as ours/peer with min/median/max over the pairs.
+- prompt tokens per request (litellm.token_counter, gpt-4o encoding) and time to the first request;
+- the overhead fraction: the overhead's share of the run's wall time. With `--latency 3` the server
+  waits 3 s before each reply, as a real model does, so this is the share users see.
+Each is printed as ours/peer with min/median/max over the pairs, with the machine's load average.
 
 OpenEvolve is installed from the package index into its own virtualenv (`--venv`, default
 ~/.cache/autoloop/bench/openevolve-<version>); when that fails the peer is skipped with the reason.
 Our runner is the `autoloop` of this checkout (`python3 -m autoloop_py`), with its default isolation.
 
-    python benchmarks/peer_overhead.py [--pairs 5] [--iterations 50] [--openevolve 0.4.0]
+    python benchmarks/peer_overhead.py [--pairs 5] [--iterations 50] [--openevolve 0.4.0] [--latency 3]
+
+With `--profile`, it runs only our side once under cProfile, timed by the process's CPU time (not wall
+time: the machine may be shared), and prints our functions' top 10 by cumulative CPU time:
+
+    python benchmarks/peer_overhead.py --profile [--iterations 50] [--top 10]
 """
 
 from __future__ import annotations
@@ -120,6 +127,7 @@ class Server:
     arrivals: list[float] = field(default_factory=list)
     prompts: list[list[dict[str, str]]] = field(default_factory=list)
     handling: float = 0.0
+    latency: float = 0.0  # seconds each reply waits, as a real model's does
     rng: random.Random = field(default_factory=lambda: random.Random(0))
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -148,6 +156,8 @@ def serve(state: Server) -> ThreadingHTTPServer:
                 state.arrivals.append(arrived)
                 state.prompts.append(body.get("messages", []))
                 text = state.reply()
+            if state.latency > 0:
+                time.sleep(state.latency)
             payload = json.dumps({
                 "id": "chatcmpl-bench", "object": "chat.completion", "created": int(arrived), "model": "mock",
                 "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
@@ -287,6 +297,7 @@ def one_run(kind: str, base: Path, iterations: int, server: Server, url: str, cl
               if len(arrivals) > 1 else float("nan"))
     return {
         "overhead": overhead / iterations,
+        "fraction": overhead / figures["wall"],
         "steady": steady,
         "cpu": figures["cpu"] / iterations,
         "rss": figures["rss_mb"],
@@ -296,21 +307,80 @@ def one_run(kind: str, base: Path, iterations: int, server: Server, url: str, cl
     }
 
 
+# Runs `autoloop` (argv[2:]) under cProfile timed by this process's CPU time; saves the stats to argv[1].
+_PROFILED = """\
+import cProfile, sys, time
+from autoloop_py.cli import main
+profiler = cProfile.Profile(time.process_time)
+try:
+    code = profiler.runcall(main, sys.argv[2:])
+finally:
+    profiler.dump_stats(sys.argv[1])
+raise SystemExit(code)
+"""
+
+
+def profile(iterations: int, top: int) -> int:
+    """Runs our side once under the profiler; prints our functions' top `top` by cumulative CPU time."""
+    import pstats
+
+    state = Server()
+    server = serve(state)
+    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AUTOLOOP_"))}
+    env.update(OPENAI_API_KEY="sk-bench", OPENAI_API_BASE=url, OPENAI_BASE_URL=url, PYTHONDONTWRITEBYTECODE="1",
+               PYTHONPATH=str(ROOT))
+    with tempfile.TemporaryDirectory(prefix="autoloop-profile-") as tmp:
+        repo = ours_setup(Path(tmp))
+        stats_file = Path(tmp) / "run.prof"
+        command = [sys.executable, "-c", _PROFILED, str(stats_file), "run", "--repo", str(repo), "--program",
+                   "bench", "--iterations", str(iterations), "--proposer", "llm", "--model", "openai/mock"]
+        started = time.time()
+        figures = measure(command, Path(tmp), env)
+        first = (min(state.arrivals) - started) if state.arrivals else float("nan")
+        stats = pstats.Stats(str(stats_file))
+    server.shutdown()
+    total = stats.total_tt  # type: ignore[attr-defined]
+    print(f"{iterations} iterations, {len(state.arrivals)} model requests; load average {_load()}; "
+          f"our process: {total:.2f} s CPU ({total / iterations:.3f} s/iteration); process tree: "
+          f"{figures['cpu']:.2f} s CPU, {figures['wall']:.2f} s wall; first model request after {first:.2f} s")
+    ours = [(key, row) for key, row in stats.stats.items()  # type: ignore[attr-defined]
+            if "autoloop_py" in key[0] and "/templates/" not in key[0]]
+    ours.sort(key=lambda item: item[1][3], reverse=True)
+    print(f"\n{'cumulative CPU s':>16} {'per iteration':>14} {'calls':>7}  function (autoloop_py)")
+    for (path, line, name), (_, calls, _, cumulative, _) in ours[:top]:
+        where = path.split("autoloop_py/", 1)[-1]
+        print(f"{cumulative:>16.3f} {cumulative / iterations:>14.4f} {calls:>7}  {where}:{line} {name}")
+    return 0
+
+
+def _load() -> str:
+    """Returns the machine's load averages (1, 5, 15 minutes)."""
+    return " / ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument("--iterations", type=int, default=50)
     parser.add_argument("--openevolve", default="0.4.0")
     parser.add_argument("--venv", type=Path, default=None)
+    parser.add_argument("--profile", action="store_true",
+                        help="run only ours, once, under cProfile (CPU time); print our functions' top --top")
+    parser.add_argument("--top", type=int, default=10)
+    parser.add_argument("--latency", type=float, default=0.0, metavar="SECONDS",
+                        help="seconds the model server waits before each reply (3 is a realistic model)")
     args = parser.parse_args()
+    if args.profile:
+        return profile(args.iterations, args.top)
     venv = args.venv or Path.home() / ".cache/autoloop/bench" / f"openevolve-{args.openevolve}"
     cli = install_peer(venv, args.openevolve)
-    state = Server()
+    state = Server(latency=args.latency)
     server = serve(state)
     url = f"http://127.0.0.1:{server.server_address[1]}/v1"
     eval_s = evaluation_seconds()
-    print(f"{os.cpu_count()} cores; one evaluation takes {eval_s:.3f} s (median); "
-          f"{args.pairs} interleaved pairs of {args.iterations} iterations")
+    print(f"{os.cpu_count()} cores, load average {_load()}; one evaluation takes {eval_s:.3f} s (median); "
+          f"the model replies after {args.latency:g} s; {args.pairs} interleaved pairs of {args.iterations} iterations")
     results: dict[str, list[dict[str, float]]] = {"ours": [], "peer": []}
     for pair in range(args.pairs):
         order = ("ours", "peer") if pair % 2 == 0 else ("peer", "ours")
@@ -320,18 +390,20 @@ def main() -> int:
             with tempfile.TemporaryDirectory(prefix=f"autoloop-peer-{kind}-") as tmp:
                 figures = one_run(kind, Path(tmp), args.iterations, state, url, cli, eval_s)
             results[kind].append(figures)
-            print(f"pair {pair + 1} {kind:>4}: " + ", ".join(f"{k} {v:.3f}" for k, v in figures.items()), flush=True)
+            print(f"pair {pair + 1} {kind:>4}: " + ", ".join(f"{k} {v:.3f}" for k, v in figures.items())
+                  + f"; load average {_load()}", flush=True)
     server.shutdown()
-    _report(results)
+    _report(results, args.latency)
     return 0
 
 
-def _report(results: dict[str, list[dict[str, float]]]) -> None:
+def _report(results: dict[str, list[dict[str, float]]], latency: float = 0.0) -> None:
     names = {"overhead": "overhead s/iteration (minus evaluation and server)",
+             "fraction": f"overhead share of wall time ({latency:g} s replies)",
              "steady": "the same between first and last request", "cpu": "CPU s/iteration (tree)",
              "rss": "peak RSS MB", "tokens": "prompt tokens per request", "first": "time to first request s",
              "requests": "model requests"}
-    print()
+    print(f"\nload average at the end {_load()}")
     print(f"{'measure':<52} {'ours (median)':>14} {'peer (median)':>14} {'ours/peer min / median / max':>30}")
     for key, label in names.items():
         ours = [r[key] for r in results["ours"]]

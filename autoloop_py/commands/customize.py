@@ -44,7 +44,7 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("program", help="the program's name")
     parser.add_argument(
         "--answers", type=Path,
-        help="a YAML file answering the markers (`label: text` or `file:line: text`, see README); written at once",
+        help="a YAML file answering the markers (`label: text` or `file:line: text`, see docs/configuration.md); written at once",
     )
     parser.add_argument("--model", help=f"litellm model (else `model:` in program.md, else {MODEL_ENV})")
     parser.add_argument("--write", action="store_true", help="write the resolved files (default: only show the diff)")

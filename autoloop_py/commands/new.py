@@ -59,7 +59,7 @@ def add_parser(commands: Any) -> None:
     )
     parser.add_argument(
         "--answers", type=Path,
-        help="a YAML file answering the <CUSTOMIZE…> markers: `label: text` or `file:line: text` (see README)",
+        help="a YAML file answering the <CUSTOMIZE…> markers: `label: text` or `file:line: text` (see docs/configuration.md)",
     )
     parser.set_defaults(handler=cmd_new)
 

@@ -6,7 +6,6 @@ import argparse
 from typing import Any
 
 from rich.console import Console
-from rich.markdown import Markdown
 
 from autoloop_py.commands.common import add_memory_dir, load_named, repo_root, subparser
 from autoloop_py.errors import AutoloopError
@@ -35,6 +34,8 @@ def cmd_state(args: argparse.Namespace, console: Console) -> int:
     if text is None:
         raise AutoloopError(f"{program.name} has no state file yet; run `autoloop run --program {program.name}` first")
     if args.pretty:
+        from rich.markdown import Markdown  # here: it costs every other command's start 0.1 s (pygments)
+
         console.print(Markdown(text))
     else:
         console.out(text, end="", highlight=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import shlex
@@ -17,6 +18,7 @@ import git
 
 from autoloop_py import tempdirs
 from autoloop_py.errors import GitError
+from autoloop_py.git import config_guard
 
 logger = logging.getLogger(__name__)
 
@@ -100,10 +102,11 @@ def call(
     repo: git.Repo, *args: str, env: Mapping[str, str] | None = None, stdin: bytes | None = None
 ) -> GitResult:
     """Runs `git <args>` in the repository, hardened (see `hardened_command`), and returns its outcome."""
-    command = hardened_command(args)
     environment = git_environment(os.environ, network=bool(args) and args[0] in NETWORK_COMMANDS)
     environment.update(location(repo))
     environment.update(env or {})
+    guard = guarded(repo, environment)
+    command = hardened_command(guard.command(args), guard.arguments)
     try:
         with _stdin(stdin) as handle:
             done = subprocess.run(
@@ -116,13 +119,51 @@ def call(
     return GitResult(tuple(args), done.returncode, done.stdout, stderr)
 
 
-def hardened_command(args: Iterable[str]) -> list[str]:
+def hardened_command(args: Iterable[str], guard: Sequence[str] = ()) -> list[str]:
     """Returns the git command line for `args` with hooks, fsmonitor and command-running transports off.
 
     Whatever a repository's config (or an include it names) says, these `-c` settings win: no hook
-    or fsmonitor program runs, and no `ext::` remote runs a command.
+    or fsmonitor program runs, and no `ext::` remote runs a command. guard: the `-c` overrides of the
+    commands the repository's config names (`guarded`).
     """
-    return [git.Git.GIT_PYTHON_GIT_EXECUTABLE or "git", *HARDENING, *args]
+    return [git.Git.GIT_PYTHON_GIT_EXECUTABLE or "git", *HARDENING, *guard, *args]
+
+
+def guarded(repo: git.Repo, environment: Mapping[str, str]) -> config_guard.Guard:
+    """Returns the `-c` overrides that keep every command the repository's config names from running."""
+    return guarded_at(where(repo), Path(repo.git_dir).resolve(), common_dir(repo), environment)
+
+
+def guarded_at(cwd: Path, git_dir: Path, common: Path, environment: Mapping[str, str]) -> config_guard.Guard:
+    """Returns the `-c` overrides of the config git reads for the repository at git_dir (see `config_guard`), run
+    in cwd with environment; listed again whenever a config file, or one it includes, changed."""
+    base = config_guard.contents(config_guard.base_files(git_dir, common, environment))
+    # What authentication needs (tokens, agents, proxies) changes nothing git reads as config: one listing serves both.
+    listed = tuple(sorted((k, v) for k, v in environment.items() if k not in GIT_NETWORK_ENV))
+    key = (str(cwd), base, listed)
+    guard = _listed_guard(*key)
+    if config_guard.contents(guard.watched) != guard.digest:
+        _listed_guard.cache_clear()
+        guard = _listed_guard(*key)
+    return guard
+
+
+@functools.lru_cache(maxsize=64)
+def _listed_guard(cwd: str, base_digest: str, environment: tuple[tuple[str, str], ...]) -> config_guard.Guard:
+    """Lists the config git reads in `cwd` with `environment` (base_digest: the content it is cached for)."""
+    del base_digest
+    command = [git.Git.GIT_PYTHON_GIT_EXECUTABLE or "git", *HARDENING, "config", "--list", "-z", "--includes",
+               "--show-scope", "--show-origin"]  # fmt: skip
+    try:
+        done = subprocess.run(command, cwd=cwd, env=dict(environment), stdin=subprocess.DEVNULL, capture_output=True,
+                              check=False)  # fmt: skip
+    except FileNotFoundError as error:
+        raise GitError(f"cannot run git ({error}); install git and put it on PATH") from error
+    if done.returncode not in (0, 1):  # 1: no config at all
+        message = done.stderr.decode("utf-8", "replace").strip()
+        failed = f"`git config --list` failed (exit {done.returncode}): {message}; fix the config"
+        raise GitError(failed, path=Path(cwd))
+    return config_guard.fresh_guard(done.stdout, Path(cwd))
 
 
 def git_environment(environ: Mapping[str, str], *, network: bool = False) -> dict[str, str]:
@@ -133,7 +174,8 @@ def git_environment(environ: Mapping[str, str], *, network: bool = False) -> dic
     """
     names = set(GIT_ENV) | (set(GIT_NETWORK_ENV) if network else set())
     env = {name: value for name, value in environ.items() if name in names}
-    env.update({"GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0", "LANGUAGE": "C", "LC_ALL": "C"})
+    env.update({"GIT_CONFIG_NOSYSTEM": "1", "GIT_ATTR_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0", "LANGUAGE": "C",
+                "LC_ALL": "C"})
     return env
 
 

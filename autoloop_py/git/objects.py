@@ -27,6 +27,7 @@ from autoloop_py.git.command import (
     common_dir,
     default_branch,
     git_environment,
+    guarded,
     hardened_command,
     hash_objects,
     identity_env,
@@ -156,8 +157,8 @@ class ObjectReader:
     def _started(self) -> subprocess.Popen[bytes]:
         if self._process is None or self._process.poll() is not None:
             # The same hardened command line and scrubbed environment as every other runner git command.
-            command = hardened_command(["cat-file", "--batch"])
             env = {**git_environment(os.environ), **location(self._repo)}
+            command = hardened_command(["cat-file", "--batch"], guarded(self._repo, env).arguments)
             self._process = subprocess.Popen(
                 command, cwd=where(self._repo), env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
@@ -292,8 +293,13 @@ class GitSession:
         self._valid_refs: set[str] = set()
         self._answers: dict[str, tuple[Hashable, object]] = {}  # kind → its last (key, answer)
         self._loose: LooseObjectDB | None = None
+        self._format: str | None = None
         self._asked: dict[str, set[str]] = {}  # remote → every branch asked about in this session
         self._listings: dict[str, tuple[frozenset[str], dict[str, str]]] = {}  # remote → (branches listed, tips)
+
+    def repo_at(self, root: Path) -> git.Repo:
+        """Returns the session's repository when `root` is its top-level directory, else opens the one at root."""
+        return self.repo if Path(root) == self.root else open_repo(root)
 
     def default_branch(self, remote: str) -> str:
         """Returns the remote's default branch (see command.default_branch), asked once per session."""
@@ -375,9 +381,11 @@ class GitSession:
                            f"{database.root_path()}", path=self.root) from err
 
     def object_format(self) -> str:
-        """Returns the repository's object hash, sha1 or sha256 (read from its config, no process)."""
-        reader = self.repo.config_reader("repository")
-        return str(reader.get_value("extensions", "objectformat", "sha1")).lower()
+        """Returns the repository's object hash, sha1 or sha256 (read once per session from its config, no process)."""
+        if self._format is None:  # fixed when the repository is made: git cannot convert one in place
+            reader = self.repo.config_reader("repository")
+            self._format = str(reader.get_value("extensions", "objectformat", "sha1")).lower()
+        return self._format
 
     def identity_env(self) -> dict[str, str]:
         """Returns the commit identity environment (asked once per session)."""

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Mapping
 
 from autoloop_py.render import render
+from autoloop_py.state.untrusted_text import github_safe, plain
 from autoloop_py.state.parts import format_number, one_line, utc
 
 __all__ = [
@@ -170,7 +171,7 @@ def issue_title(program: str) -> str:
 
 def pr_title(program: str, title: str) -> str:
     """Returns a PR title starting with `[Autoloop: <name>]` exactly once."""
-    prefix = issue_title(program)
+    prefix, title = issue_title(program), plain(title)
     return title if title.startswith(prefix) else f"{prefix} {title}".strip()
 
 
@@ -215,11 +216,11 @@ def render_iteration(view: IterationView) -> str:
         view=view,
         icon=_STATUS_ICONS.get(view.status, "•"),
         label=_STATUS_WORDS.get(view.status, view.status),
-        change=one_line(view.change) or "—",
+        change=one_line(github_safe(view.change)) or "—",
         metric=_metric(view.metric),
         previous=_metric(view.previous_best),
         delta=_delta(view.metric, view.previous_best),
-        notes=view.notes.strip(),
+        notes=github_safe(view.notes).strip(),
         disclosure=DISCLOSURE,
     )
 
@@ -232,7 +233,7 @@ def render_pull_request(view: PullRequestView) -> str:
         current=_metric(view.current_metric),
         initial=_metric(view.initial_metric),
         improvement=improvement_text(view.initial_metric, view.current_metric, view.direction),
-        change=_cell(view.latest_change) or "—",
+        change=_cell(github_safe(view.latest_change)) or "—",
         disclosure=DISCLOSURE,
     )
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from autoloop_py import faults
+from autoloop_py.errors import GitError
 from autoloop_py.loop import checks, lineage_store, model_use, novelty, recovery, stale_parents
 from autoloop_py.loop.baseline import evaluate_copy, evaluation_policy
 from autoloop_py.loop.checks import violations
@@ -41,7 +42,7 @@ from autoloop_py.redact import Redactor, from_environment
 from autoloop_py.sandbox.run import Isolation
 from autoloop_py.state import budget
 from autoloop_py.state import file as statefile
-from autoloop_py.state import trace
+from autoloop_py.state import trace, untrusted_text
 from autoloop_py.state.memory import MemoryStore
 from autoloop_py.state.population import Candidate
 from autoloop_py.strategies import runner as strategy
@@ -86,6 +87,7 @@ class AttemptContext:
     model: ModelSpec | None = None
     # Usage of the strategy's guide and meta calls this iteration made (appended to by the guide call).
     guide_spent: list[Usage] = field(default_factory=list)
+    verify_checkout: Callable[..., None] = lambda during="": None
 
 
 @dataclass(frozen=True)
@@ -189,7 +191,8 @@ def _attempt(ctx: AttemptContext, decision: DecisionLike | None, files: dict[str
         request = ProposalRequest(
             program, files, prompt, workspace.path, ctx.iteration, sandbox=agent_sandbox, model=ctx.model
         )
-        proposal = ctx.proposer.propose(request, ctx.rng)
+        proposal = _plain_text(ctx.proposer.propose(request, ctx.rng))
+    ctx.verify_checkout(during="the proposer ran")
     faults.checkpoint("after-propose")
     usage = usage_of(proposal)
     if decision is not None:
@@ -223,6 +226,7 @@ def _attempt(ctx: AttemptContext, decision: DecisionLike | None, files: dict[str
     with ctx.clock("evaluate"):
         faults.checkpoint("during-evaluation")
         result, tampered = evaluate_copy(program, workspace.path, guarded, evaluation_policy(ctx.sandbox))
+    ctx.verify_checkout(during="the evaluation ran")
     evaluated = _evaluated(ctx, decision, proposal, result.metrics, prompt, runs=result.runs,
                            metadata=stages_metadata(result))
     evaluated = replace(evaluated, artifacts=artifacts_of_result(result))
@@ -251,6 +255,16 @@ def _attempt(ctx: AttemptContext, decision: DecisionLike | None, files: dict[str
     changes = {path: text for path, text in files.items() if ctx.base_files.get(path) != text} | dict(proposal.files)
     source = _candidate_source(ctx, proposal, files)
     return Attempt(record, candidate, prompt, evaluated, decision, failure, changes, source, proposal.approach)
+
+
+def _plain_text(proposal: Proposal) -> Proposal:
+    """Returns the proposal with its texts (summary, lesson, approach, failure) stripped of escape sequences and
+    control characters: they reach the terminal, the state file and the commit message."""
+    def clean(text: str | None) -> str | None:
+        return untrusted_text.plain(text) if text is not None else None
+
+    return replace(proposal, summary=untrusted_text.plain(proposal.summary), lesson=clean(proposal.lesson),
+                   approach=clean(proposal.approach), failure=clean(proposal.failure))  # fmt: skip
 
 
 def _secrets_in(files: Mapping[str, str | None], redactor: Redactor) -> list[str]:
@@ -395,7 +409,12 @@ def _ratchet(
     if not options.writes:
         return record
     with clock("commit"):
-        commit, withdrawn = keep_candidate(workspace, program, proposal.summary, iteration, run_url, marks or {})
+        try:
+            commit, withdrawn = keep_candidate(workspace, program, proposal.summary, iteration, run_url, marks or {})
+        except GitError as error:
+            # Evaluated and paid for: recorded as an error with its metric and cost, not lost with the run.
+            reason = f"the evaluated candidate could not be committed: {error}"
+            return error_record(now, proposal.summary, reason, run_url, metric=result.metric, **usage)
     return settle_kept(record, commit, withdrawn, options.ci_gate)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Mapping
 
@@ -42,7 +43,28 @@ def evaluate_copy(
     """
     with candidate_dir.copy_of(workdir, prefix="autoloop-eval-") as tree:
         result = evaluate(program, tree, sandbox=sandbox)
+        result = over_caps(result, candidate_dir.disk_bytes(tree), program, sandbox)
         return result, checks.tampered(tree, guarded) if guarded is not None else ""
+
+
+_OUT_OF_MEMORY = ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "out of memory", "Killed")
+
+
+def over_caps(result: EvaluationResult, disk: int, program: Program, sandbox: SandboxPolicy | None) -> EvaluationResult:
+    """Returns the result as an error naming the cap it crossed: its copy over `max-disk`, or memory refused.
+
+    disk: the bytes the evaluation's copy held when it ended.
+    """
+    cap = program.config.max_disk
+    if disk > cap:
+        why = f"the evaluation's copy holds {disk} bytes, over the program's `max-disk` of {cap} bytes"
+        return replace(result, ok=False, metric=None, error=why)
+    said = f"{result.error or ''}\n{result.stderr_tail}\n{result.stdout_tail}"
+    memory = sandbox.limits.address_space if sandbox is not None else program.config.max_memory
+    if not result.ok and memory is not None and any(sign in said for sign in _OUT_OF_MEMORY):
+        note = f"the evaluation ran out of memory at the program's `max-memory` of {memory} bytes per process"
+        return replace(result, error=f"{result.error}; {note}" if result.error else note)
+    return result
 
 
 def evaluation_policy(sandbox: Isolation | None) -> SandboxPolicy | None:

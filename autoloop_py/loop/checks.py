@@ -23,7 +23,7 @@ from autoloop_py.strategies.runner import StrategyRunner
 def violations(program: Program, files: Mapping[str, str], changes: Mapping[str, str | None]) -> list[str]:
     """Returns why a candidate may not be evaluated: paths outside Target, files over the size cap, edits outside
     EVOLVE-BLOCKs (deleting a file that has them included), no change."""
-    reasons = edits.check_paths(changes.keys(), program.target.allows)
+    reasons = edits.check_paths(changes.keys(), program.target.allows, files.keys())
     cap = program.config.max_file_bytes
     for path, content in changes.items():
         old = files.get(path)

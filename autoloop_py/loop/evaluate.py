@@ -26,7 +26,7 @@ from autoloop_py.redact import Redactor, from_environment
 from autoloop_py.sandbox.environment import scrub_environment
 from autoloop_py.sandbox.policy import SandboxPolicy
 from autoloop_py.sandbox.process import CommandResult
-from autoloop_py.sandbox.run import isolation_for, requested_mode, run_sandboxed
+from autoloop_py.sandbox.run import isolation_for, program_limits, requested_mode, run_sandboxed
 
 logger = logging.getLogger(__name__)
 
@@ -123,7 +123,9 @@ def evaluate(
     environ = os.environ if environ is None else environ
     mask = redactor if redactor is not None else from_environment(environ)
     if sandbox is None:
-        sandbox = isolation_for(requested_mode(program), network=program.config.evaluation_network).evaluation
+        sandbox = isolation_for(
+            requested_mode(program), network=program.config.evaluation_network, limits=program_limits(program)
+        ).evaluation
     command = program.evaluation.command
     if sandbox.sandboxed and not sandbox.network:
         command = without_leading_pip_install(command)  # `autoloop deps` installed it; offline it can only fail
@@ -316,7 +318,12 @@ def _judge(result: CommandResult, text: str | None, metric: str, timeout: float,
     if report.metric is None and not report.metrics and result.stdout_dropped and channel == STDOUT:
         report = replace(report, error=_cut_error(result))
     failed = None
-    if result.timed_out:
+    if result.escaped:
+        failed = f"broke its confinement: {result.escaped}"
+    elif result.memory_cap is not None:
+        failed = (f"was killed at the program's `max-memory` of {result.memory_cap} bytes (its processes together, "
+                  "a memory cgroup)")
+    elif result.timed_out:
         failed = f"timed out after {timeout:g} s"
     elif result.returncode < 0:
         failed = f"was killed by signal {_signal_name(-result.returncode)}"

@@ -10,6 +10,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Mapping
 
+from autoloop_py.git import checkout_guard
+from autoloop_py.git.command import common_dir, open_repo
 from autoloop_py.git.objects import GitSession
 from autoloop_py.loop import integrity, lineage_store, recovery, rejudge
 from autoloop_py.loop.attempt import Attempt, AttemptContext, proposer_for, try_candidate
@@ -133,6 +135,10 @@ def _run_locked(
         check_setup(proposer, program)  # a missing setting stops the run here, before anything is recorded
         sandbox = run_isolation(root, program, options.isolation)
         base_tree = branch_tree(root, workspace.branch, memory.session)
+        # Before any candidate code runs (the baseline is the branch's code): compared after each step that ran some.
+        own = (f"refs/heads/{memory.config.branch}",)
+        checkout = checkout_guard.snapshot(common_dir(open_repo(root)), own)
+        verify = functools.partial(checkout_guard.verify, checkout, own)
         measured = evaluate_baseline(program, workspace.path, state, clock, sandbox)
         best, baseline, failure = baseline_outcome(state, measured)
         if measured is None and not options.ci_gate:
@@ -146,8 +152,10 @@ def _run_locked(
             context = AttemptContext(
                 program, workspace, proposer, state, best, iteration, rng, options, clock, now, runner, memory, tip, key,
                 reader if program.config.novelty_filter else None, baseline=measured, sandbox=sandbox, history=reader,
+                verify_checkout=verify,
             )
             attempt = try_candidate(context, root)
+        verify(during="the proposer and the evaluations ran")
         record = replace(with_baseline(attempt.record, baseline), key=key)
         base = workspace.base_sha
     if options.outcome_dir is not None:

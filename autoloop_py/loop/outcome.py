@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath
 from typing import AbstractSet, Any, Mapping
 
 from autoloop_py.errors import AutoloopError
+from autoloop_py.program import paths
 from autoloop_py.loop.decision_codec import DecisionCodecError, decode, encode
 from autoloop_py.state.history import IterationRecord
 from autoloop_py.state import feedback
@@ -346,6 +347,7 @@ def problems(outcome: Outcome, program_name: str, allows: Any, max_file_bytes: i
         found.append("an accepted outcome changes no file")
     if record is not None and outcome.base_tree is None:
         found.append("the outcome names no base tree")
+    found += paths.path_problems(outcome.changes)  # the rule every proposer's paths pass: git stores each as a file
     for path, text in sorted(outcome.changes.items()):
         pure = PurePosixPath(path)
         if not path or pure.is_absolute() or ".." in pure.parts or pure.parts[:1] == (".git",) or path != pure.as_posix():

@@ -14,7 +14,7 @@ from autoloop_py.program.model import Program
 from autoloop_py.program.regions import primary_target
 from autoloop_py.proposers.base import Proposal
 from autoloop_py.state import file as statefile
-from autoloop_py.state import feedback, trace
+from autoloop_py.state import feedback, trace, untrusted_text
 from autoloop_py.state.history import KEY_TRAILER
 from autoloop_py.state.memory_folder import Memory
 from autoloop_py.state.population import Candidate
@@ -248,14 +248,19 @@ def record_of(
     run_url: str | None = None,
     **extra: object,
 ) -> statefile.IterationRecord:
-    """Returns the history record of one iteration, its change cut to the summary's first line."""
+    """Returns the history record of one iteration, its change cut to the summary's first line.
+
+    Its texts may hold what a model, an agent or candidate code printed: escape sequences and control characters
+    are stripped (the record reaches the terminal, the state file and commit messages).
+    """
+    change = untrusted_text.plain(change or "")
     return statefile.IterationRecord(
         status=status,
         timestamp=now or datetime.now(timezone.utc),
-        change=(change or "(no summary)").strip().splitlines()[0] if (change or "").strip() else "(no summary)",
+        change=change.strip().splitlines()[0] if change.strip() else "(no summary)",
         metric=metric,
-        notes=notes,
-        lesson=lesson,
+        notes=untrusted_text.plain(notes),
+        lesson=untrusted_text.plain(lesson) if lesson is not None else None,
         run_url=run_url,
         **extra,  # type: ignore[arg-type]
     )

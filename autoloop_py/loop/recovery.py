@@ -240,12 +240,14 @@ def reconcile(
     state: the program's state file as just read (None: read it here). reuse_listing: take the remote program
     branch's tip from the listing the session keeps for this iteration, if any.
     """
-    remove_stale_worktrees(root)
+    repo = memory.session.repo_at(root)
+    # Once per git session (a run): the worktrees of runs that died before this one started; one that dies
+    # meanwhile is swept by the next run (a `git worktree list` per iteration is one more process each time).
+    memory.session.cached("stale worktrees", str(root), lambda: remove_stale_worktrees(root, repo))
     remove_stale_tempdirs()
     if dry_run:
         return ()
     memory.publish()
-    repo = open_repo(root)
     branch, remote = f"autoloop/{program.name}", memory.config.remote
     listed = memory.session.remote_tips(remote, [branch], reuse=reuse_listing) if memory.has_remote() else None
     tip, unpushed = _branch_tip(repo, branch, remote, listed, memory.session.objects.commit_sha)
@@ -339,9 +341,9 @@ def _publish_branch(repo: git.Repo, branch: str, remote: str, session: GitSessio
     return pushed.ok
 
 
-def remove_stale_worktrees(root: Path) -> list[Path]:
-    """Removes the worktrees whose owning autoloop process is gone; returns their paths."""
-    repo = open_repo(root)
+def remove_stale_worktrees(root: Path, repo: git.Repo | None = None) -> list[Path]:
+    """Removes the worktrees whose owning autoloop process is gone; returns their paths (repo: the one at root)."""
+    repo = repo if repo is not None else open_repo(root)
     removed = []
     with worktree_admin(repo):
         for line in call(repo, "worktree", "list", "--porcelain").text.splitlines():

@@ -135,7 +135,7 @@ def recheck(program: Program, judged: float | None, record: IterationRecord, fre
 
 def branch_bar(root: Path, memory: MemoryStore, program: Program, state: StateFile, best: float | None) -> float | None:
     """Returns the best to beat: also the metric of the branch's newest candidate when its record has not landed yet."""
-    repo = open_repo(root)
+    repo = memory.session.repo_at(root)
     claim = tip_claim(repo, f"refs/heads/autoloop/{program.name}", memory.session)
     found = bar(best, claim, recovery.known_keys(repo, memory, program, state) if claim else (), program.direction)
     if found != best:

@@ -20,7 +20,7 @@ from autoloop_py.loop.lock import program_lock
 from autoloop_py.loop.outcome import Outcome, OutcomeError
 from autoloop_py.loop.publishing import branch_tree, check_outcome, keep_outcome, known_commit
 from autoloop_py.loop.recording import IterationData, load_state, record_iteration, state_path
-from autoloop_py.loop.workspace import Workspace
+from autoloop_py.loop.workspace import Workspace, push_aside
 from autoloop_py.program.model import Program
 from autoloop_py.state.history import KEY_TRAILER, IterationRecord
 from autoloop_py.state.machine import is_improvement
@@ -109,8 +109,10 @@ def publish_tick(
         ran = numbered([o for o in ran if _token(o.key) not in tokens], state.machine.iteration_count + 1)
         guard.refuse(program.name, guard.state_problems(state, program, [o.record for o in ran if o.record], budget))
         if ran:
-            records, bases = _kept(root, program, ran, run_url, base_branch, ci_gate)
+            aside: dict[str, str] = {}
+            records, bases = _kept(root, program, ran, run_url, base_branch, ci_gate, aside)
             applied = _record_all(memory, program, ran, records, bases, budget)
+            push_aside(root, aside)  # only now: a tick that failed before its record pushed nothing of its losers
         else:
             applied = {}  # a publish that ran before recorded this tick already
     final = {_token(o.key): o for o in ran}  # each slot as numbered when recorded
@@ -133,9 +135,13 @@ def _token(key: str) -> str:
 
 
 def _kept(
-    root: Path, program: Program, ran: Sequence[Outcome], run_url: str | None, base_branch: str | None, ci_gate: bool
+    root: Path, program: Program, ran: Sequence[Outcome], run_url: str | None, base_branch: str | None, ci_gate: bool,
+    aside: dict[str, str],
 ) -> tuple[dict[str, IterationRecord], dict[str, str | None]]:
-    """Returns each slot's record (after keeping its candidate where it belongs) and its default-branch base."""
+    """Returns each slot's record (after keeping its candidate where it belongs) and its default-branch base.
+
+    aside: filled with the side refs (ref → sha) of the losing improvers, committed here and pushed by the caller.
+    """
     records: dict[str, IterationRecord] = {}
     bases: dict[str, str | None] = {}
     won = winner(ran, program.direction)
@@ -148,7 +154,7 @@ def _kept(
     # The losers first: they are committed on the branch as the tick found it, before the winner moves it.
     for outcome in ran:
         if won is not None and outcome is not won and outcome.record is not None and outcome.record.status == "accepted":
-            records[outcome.key] = _aside(root, program, outcome, records[outcome.key], won, base_branch)
+            records[outcome.key] = _aside(root, program, outcome, records[outcome.key], won, base_branch, aside)
     if won is not None:
         records[won.key], bases[won.key] = keep_outcome(root, program, won, records[won.key], base_branch, ci_gate)
     return records, bases
@@ -168,7 +174,8 @@ def _check_edits(root: Path, program: Program, accepted: Sequence[Outcome], base
 
 
 def _aside(
-    root: Path, program: Program, outcome: Outcome, record: IterationRecord, won: Outcome, base_branch: str | None
+    root: Path, program: Program, outcome: Outcome, record: IterationRecord, won: Outcome, base_branch: str | None,
+    aside: dict[str, str],
 ) -> IterationRecord:
     """Commits a losing improver on the tick's base, keeps it at its side ref; returns its record (rejected)."""
     ref = side_ref(program.name, outcome.iteration)
@@ -185,7 +192,7 @@ def _aside(
         assert record.metric is not None
         marks = recovery.trailers(outcome.key, record.metric, record.baseline)
         message = f"[Autoloop: {program.name}] Iteration {outcome.iteration} (lost to a sibling): {record.change}"
-        workspace.keep_aside(recovery.with_trailers(message, marks), ref)
+        aside[ref] = workspace.keep_aside(recovery.with_trailers(message, marks), ref)
     population = outcome.candidate_source is not None  # what the publish records as the slot's Population entry
     return replace(record, status="rejected", notes=lost_note(record, won, ref, population))
 

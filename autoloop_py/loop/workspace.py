@@ -123,7 +123,7 @@ class Workspace:
         self.branch = f"autoloop/{program}"
         self.remote = remote
         self.base_branch = base_branch
-        self._repo = open_repo(self.repo_root)
+        self._repo = session.repo_at(self.repo_root) if session is not None else open_repo(self.repo_root)
         self._ref = f"refs/heads/{self.branch}"
         self._tmp: Path | None = None
         self._worktree: git.Repo | None = None
@@ -234,10 +234,11 @@ class Workspace:
         return sha
 
     def keep_aside(self, message: str, ref: str) -> str:
-        """Commits the worktree's changes without moving the program branch, at `ref` here and on the remote.
+        """Commits the worktree's changes without moving the program branch, at `ref` here (not yet on the remote).
 
-        For a tick's improving candidate that lost to a sibling: it is not the branch's, but it is kept.
-        Returns the commit's sha; a refused push is logged (the local ref still holds the commit).
+        For a tick's improving candidate that lost to a sibling: it is not the branch's, but it is kept. The
+        publish pushes the ref (`push_aside`) only once the tick's records are on the memory branch.
+        Returns the commit's sha.
         """
         worktree = self._wt()
         run(worktree, "add", "-A")
@@ -246,10 +247,6 @@ class Workspace:
         run(worktree, "commit", "--quiet", "--no-verify", "--no-gpg-sign", "-m", message, env=identity_env(worktree))
         sha = run(worktree, "rev-parse", "HEAD")
         update_ref(self._repo, ref, sha, None, "autoloop: a tick's losing candidate")
-        if self._has_remote():
-            pushed = call(self._repo, "push", "--quiet", "--no-verify", "--force", self.remote, f"{sha}:{ref}")
-            if not pushed.ok:
-                logger.warning("could not push %s: %s; it stays in this clone", ref, pushed.stderr.strip())
         return sha
 
     def withdraw(self, sha: str) -> str:
@@ -474,3 +471,15 @@ def worktree_admin(repo: git.Repo) -> Iterator[None]:
 def _slug(name: str) -> str:
     """Returns `name` reduced to characters safe in a directory name."""
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "program"
+
+
+def push_aside(root: Path, refs: Mapping[str, str], remote: str = "origin") -> None:
+    """Pushes the side refs (ref → sha) a tick's losing candidates were kept at; a refused push is logged (the
+    local ref still holds the commit)."""
+    repo = open_repo(root)
+    if not refs or not has_remote(repo, remote):
+        return
+    for ref, sha in refs.items():
+        pushed = call(repo, "push", "--quiet", "--no-verify", "--force", remote, f"{sha}:{ref}")
+        if not pushed.ok:
+            logger.warning("could not push %s: %s; it stays in this clone", ref, pushed.stderr.strip())

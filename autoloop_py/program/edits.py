@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath, PureWindowsPath
 from typing import Callable, Iterable, Mapping
 
+from autoloop_py.program import paths
 from autoloop_py.program.regions import evolve_block_violation, evolve_regions
 from autoloop_py.program.reply import EditBlock, FileRewrite, Reply
 
@@ -282,14 +283,21 @@ def nearest_lines(content: str, search: str) -> str:
 # --- checks --------------------------------------------------------------------------------------
 
 
-def check_paths(changed: Iterable[str], allows: Callable[[str], bool]) -> list[str]:
-    """Returns a reason for every changed path that is absolute, leaves the repository or is not allowed."""
+def check_paths(changed: Iterable[str], allows: Callable[[str], bool], existing: Iterable[str] = ()) -> list[str]:
+    """Returns a reason for every changed path that is absolute, leaves the repository, is one git refuses or
+    misstores (`paths.path_problems`: `.git` in any case, a case collision with another path or with `existing`…)
+    or is not allowed."""
     reasons: list[str] = []
+    plain: list[str] = []
     for path in changed:
         if path.startswith(("/", "\\")) or PureWindowsPath(path).drive:
             reasons.append(f"{path} is an absolute path; candidates may only change repository files")
         elif ".." in PurePosixPath(path.replace("\\", "/")).parts:
             reasons.append(f"{path} leaves the repository (`..`); candidates may only change repository files")
-        elif not allows(path):
+        else:
+            plain.append(path)
+    reasons += paths.path_problems(plain, existing)
+    for path in plain:
+        if paths.path_problem(path) is None and not allows(path):
             reasons.append(f"{path} is not in the program's Target list; change only the Target files")
     return reasons

@@ -46,6 +46,9 @@ class ProgramConfig:
       budget_tokens: model tokens in all.
       budget_tokens_per_day: model tokens per UTC day.
       max_file_bytes: the largest Target file a candidate may write; a larger one is rejected before evaluation.
+      max_memory: bytes of address space each evaluation process may map (RLIMIT_AS, `max-memory`, e.g. `4GiB`);
+        None: half the machine's memory, at least 4 GiB and at most 32 GiB.
+      max_disk: bytes an evaluation's copy may hold when it ends (`max-disk`, e.g. `2GiB`); over it is an error.
       parallel: the slots each tick runs at once (k parallel iterations of this program, 1 to 64); None: unset
         (one, or in Actions the workflow's `autoloop init --parallel`).
       evaluation_report: where a run's report is read: `file` (the file AUTOLOOP_RESULT names, read once the
@@ -80,6 +83,8 @@ class ProgramConfig:
     budget_tokens: float | None = None
     budget_tokens_per_day: float | None = None
     max_file_bytes: int = 1 << 20
+    max_memory: int | None = None
+    max_disk: int = 2 << 30
     parallel: int | None = None
     evaluation_report: str = "auto"
     feedback_bytes: int = 4096
@@ -129,6 +134,10 @@ _KEYS = {
        for spelling in (name, name.replace("_", "-"))},
     "max-file-bytes": "max_file_bytes",
     "max_file_bytes": "max_file_bytes",
+    "max-memory": "max_memory",
+    "max_memory": "max_memory",
+    "max-disk": "max_disk",
+    "max_disk": "max_disk",
     "parallel": "parallel",
     "evaluation-report": "evaluation_report",
     "evaluation_report": "evaluation_report",
@@ -229,7 +238,7 @@ def _key_line(block: str, key: str) -> int:
 _DEFAULTED = (
     "models", "model_selection", "evaluation_timeout", "repeats", "min_delta", "seed", "novelty_filter",
     "novelty_threshold", "llm_timeout", "llm_retries", "max_file_bytes", "isolation", "evaluation_network",
-    "evaluation_report", "feedback_bytes", "evaluation_stages",
+    "evaluation_report", "feedback_bytes", "evaluation_stages", "max_disk",
 )
 _ISOLATIONS = ("auto", "bwrap", "none")
 _REPORT_CHANNELS = ("auto", "file", "stdout")  # loop/evaluation_report.CHANNELS
@@ -253,6 +262,8 @@ def _coerce(field_name: str, value: Any) -> Any:
         return value
     if field_name == "schedule":
         return _schedule(str(value).strip())
+    if field_name in ("max_memory", "max_disk"):
+        return parse_size(value)
     if field_name == "evaluation_stages":
         return parse_stages(value)
     if field_name == "models":
@@ -294,6 +305,27 @@ def _coerce(field_name: str, value: Any) -> Any:
     if field_name == "novelty_threshold" and not 0 < number <= 1:
         raise ValueError(f"must be a share above 0 and at most 1 (e.g. 0.8), got {value!r}")
     return number
+
+
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1000, "kib": 1 << 10, "m": 1 << 20, "mb": 1000**2, "mib": 1 << 20,
+          "g": 1 << 30, "gb": 1000**3, "gib": 1 << 30, "t": 1 << 40, "tb": 1000**4, "tib": 1 << 40}  # fmt: skip
+_SIZE_RE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*")
+MIN_SIZE = 1 << 20
+
+
+def parse_size(value: Any) -> int:
+    """Returns the bytes a size names (`4GiB`, `512 MiB`, `2G`, `1000000`).
+
+    Raises ValueError for an unreadable size or one below 1 MiB.
+    """
+    match = _SIZE_RE.fullmatch(str(value)) if not isinstance(value, bool) else None
+    unit = _UNITS.get(match.group(2).lower()) if match else None
+    if match is None or unit is None:
+        raise ValueError(f"must be a size such as `4GiB`, `512MiB` or a number of bytes, got {value!r}")
+    size = int(float(match.group(1)) * unit)
+    if size < MIN_SIZE:
+        raise ValueError(f"must be at least 1 MiB, got {value!r}")
+    return size
 
 
 def _schedule(text: str) -> str:

@@ -66,6 +66,9 @@ class AgentProposer:
             result = _run(command, tree, prompt_file, reply_file, timeout, sandbox)
             reply = _reply(reply_file)
             transcript = (("user", request.prompt), ("agent", _tail(result.stdout + result.stderr)))
+            if result.escaped:
+                failure = f"the agent broke its confinement: {result.escaped}"
+                return Proposal({}, "agent: left its sandbox", failure=failure, transcript=transcript)
             if result.timed_out:
                 failure = f"the agent did not finish within {timeout:g} s; its process group was killed"
                 return Proposal({}, "agent: timed out", failure=failure, transcript=transcript)

@@ -226,7 +226,7 @@ def _apply(text: str, working: Mapping[str, str], request: ProposalRequest) -> A
     changed, failures = apply_reply(reply, working, default)
     kept: dict[str, str] = {}
     for path, content in changed.items():
-        reasons = check_paths([path], request.program.target.allows)
+        reasons = check_paths([path], request.program.target.allows, request.files.keys())
         if reasons:
             failures.append(EditFailure(path, f"changes to {path} were discarded: {reasons[0]}"))
         else:

@@ -20,7 +20,7 @@ from pathlib import Path, PurePosixPath
 from typing import Iterator, Mapping
 
 from autoloop_py import tempdirs
-from autoloop_py.git.command import DEFAULT_EMAIL, DEFAULT_NAME, git_environment, hardened_command
+from autoloop_py.git.command import DEFAULT_EMAIL, DEFAULT_NAME, git_environment, guarded_at, hardened_command
 
 logger = logging.getLogger(__name__)
 
@@ -174,6 +174,18 @@ def _text(path: Path) -> str | None:
         return None
 
 
+def disk_bytes(root: Path) -> int:
+    """Returns the bytes the files under root occupy on disk (links not followed, sparse files as allocated)."""
+    total = 0
+    for folder, dirs, names in os.walk(root):
+        for name in [*names, *dirs]:
+            try:
+                total += os.lstat(os.path.join(folder, name)).st_blocks * 512
+            except OSError:
+                continue
+    return total
+
+
 def init_scratch_repo(root: Path) -> None:
     """Makes `root` a throwaway git repository whose one commit is the tree as it is, for agents that need git.
 
@@ -189,7 +201,10 @@ def init_scratch_repo(root: Path) -> None:
         ("commit", "--quiet", "--no-verify", "--no-gpg-sign", "--allow-empty", "-m", "autoloop: the program branch"),
     )
     for args in steps:
-        done = subprocess.run(hardened_command(args), cwd=root, env=env, capture_output=True, check=False)
+        # After `init`: the user's global filters and drivers stay off whatever the copy's .gitattributes say.
+        scratch = root / SCRATCH_GIT
+        guard = guarded_at(root, scratch, scratch, env).arguments if args[0] != "init" else ()
+        done = subprocess.run(hardened_command(args, guard), cwd=root, env=env, capture_output=True, check=False)
         if done.returncode != 0:
             logger.warning("the agent's scratch repository is incomplete: git %s: %s", args[0], done.stderr[-300:])
             return

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from autoloop_py.sandbox.process import marked_pids
+
 logger = logging.getLogger(__name__)
 
 CGROUP_MOUNT = Path("/sys/fs/cgroup")
@@ -53,6 +55,16 @@ class PidsGroup:
             return []
         return [int(line) for line in text.split() if line.isdigit()]
 
+    def escaped(self, name: str, value: str) -> str:
+        """Returns why the command broke out ('' when it did not): its marked processes (`name=value` in their
+        environment) that are alive outside this group, having moved themselves out of the pids limit."""
+        inside = set(self.members())
+        outside = [pid for pid in marked_pids(name, value) if pid not in inside]
+        if not outside:
+            return ""
+        return (f"{len(outside)} of its processes left its pids cgroup {self.path} (moved into another cgroup, out "
+                f"of the process limit); they were killed")
+
     def kill_all(self) -> int:
         """Kills every process in the group, again until none is left (a fork may race a kill); returns the count."""
         killed, delay = 0, _FIRST_WAIT
@@ -83,7 +95,7 @@ def own_cgroup(hierarchy: str, proc_cgroup: str) -> str | None:
 
 def pids_parent(mount: Path = CGROUP_MOUNT, proc_cgroup: str | None = None) -> Path | None:
     """Returns a writable cgroup directory whose new children get a `pids.max`, or None when there is none."""
-    text = proc_cgroup if proc_cgroup is not None else _read("/proc/self/cgroup")
+    text = proc_cgroup if proc_cgroup is not None else read_file("/proc/self/cgroup")
     v1_own = own_cgroup("pids", text)
     candidates: list[Path] = []
     if (mount / "pids" / "cgroup.procs").is_file():
@@ -120,7 +132,7 @@ def pids_limit(max_pids: int, *, root_only: bool = True) -> Iterator[PidsGroup |
         (path / "pids.max").write_text(f"{max_pids}\n")
     except OSError as err:
         logger.warning("could not make a pids cgroup under %s (%s): the process limit is not enforced", parent, err)
-        _rmdir(path)
+        remove_group(path)
         yield None
         return
     group = PidsGroup(path)
@@ -128,7 +140,7 @@ def pids_limit(max_pids: int, *, root_only: bool = True) -> Iterator[PidsGroup |
         yield group
     finally:
         group.kill_all()
-        _rmdir(path)
+        remove_group(path)
 
 
 def _usable(parent: Path) -> bool:
@@ -153,10 +165,10 @@ def _remove_stale(parent: Path) -> None:
         owner = path.name[len(PREFIX):].split("-", 1)[0]
         if owner.isdigit() and not Path(f"/proc/{owner}").exists():
             PidsGroup(path).kill_all()
-            _rmdir(path)
+            remove_group(path)
 
 
-def _rmdir(path: Path) -> None:
+def remove_group(path: Path) -> None:
     delay = _FIRST_WAIT
     for _ in range(_KILL_ROUNDS):
         try:
@@ -170,7 +182,7 @@ def _rmdir(path: Path) -> None:
     logger.warning("could not remove the cgroup %s", path)
 
 
-def _read(path: str) -> str:
+def read_file(path: str) -> str:
     try:
         return Path(path).read_text()
     except OSError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import functools
 import logging
 from typing import Iterable, Mapping
 
@@ -27,7 +28,7 @@ def scrub_environment(environ: Mapping[str, str], allow: Iterable[str] = ()) -> 
     named = set(secret_names(environ))
     kept: dict[str, str] = {}
     for name, value in environ.items():
-        if not any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns):
+        if not _matches(name, patterns):
             continue
         if (_looks_secret(name) or name in named) and name not in explicit:
             logger.debug("not passing %s to the evaluation: it looks like a secret", name)
@@ -37,5 +38,10 @@ def scrub_environment(environ: Mapping[str, str], allow: Iterable[str] = ()) -> 
 
 
 def _looks_secret(name: str) -> bool:
-    upper = name.upper()
-    return any(fnmatch.fnmatchcase(upper, pattern) for pattern in SECRET_ENV)
+    return _matches(name.upper(), SECRET_ENV)
+
+
+@functools.lru_cache(maxsize=4096)  # each evaluation scrubs the same environment again
+def _matches(name: str, patterns: tuple[str, ...]) -> bool:
+    """Returns whether name matches one of the fnmatch patterns (case-sensitive)."""
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -32,6 +33,7 @@ class Limits:
       address_space: bytes of virtual memory per process (RLIMIT_AS); None = unlimited (Node-based
         agents reserve far more than they use).
       file_size: the largest file it may write, in bytes (RLIMIT_FSIZE).
+      memory: bytes its processes may hold together, in a memory cgroup where one can be made (None: no cap).
       cpu_from_timeout: limit CPU time per process to timeout × cores (RLIMIT_CPU). Off for
         evaluations: an armed RLIMIT_CPU makes Linux sample the process CPU clock at the scheduler
         tick, so an evaluation that times itself with time.process_time() measures zeros (the wall
@@ -42,6 +44,7 @@ class Limits:
     address_space: int | None = 32 * GIB
     file_size: int = 1 * GIB
     cpu_from_timeout: bool = False
+    memory: int | None = None
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,14 @@ class SandboxPolicy:
     def sandboxed(self) -> bool:
         """Whether commands run inside bubblewrap."""
         return self.mode == BWRAP
+
+
+def evaluation_limits(max_memory: int | None, max_disk: int, total_memory: int | None) -> Limits:
+    """Returns an evaluation's limits: RLIMIT_AS at `max-memory` (unset: half the machine's memory, 4 to 32 GiB) and
+    no file larger than `max-disk` (nor than 1 GiB)."""
+    default = 32 * GIB if total_memory is None else min(32 * GIB, max(4 * GIB, total_memory // 2))
+    cap = max_memory or default
+    return Limits(address_space=cap, file_size=min(1 * GIB, max_disk), memory=cap)
 
 
 def limit_args(limits: Limits, timeout: float, processes_now: int | None, cpus: int) -> list[str]:
@@ -168,5 +179,11 @@ def _visible(policy: SandboxPolicy) -> list[str]:
 
 def _inside_any(path: str, parents: Sequence[str]) -> bool:
     """Returns whether path is one of parents or below one of them."""
-    pure = PurePosixPath(path)
-    return any(pure == PurePosixPath(parent) or PurePosixPath(parent) in pure.parents for parent in parents)
+    parts = _parts(path)
+    return any(parts[: len(above)] == above for above in map(_parts, parents))
+
+
+@functools.lru_cache(maxsize=1024)
+def _parts(path: str) -> tuple[str, ...]:
+    """Returns a path's components (each evaluation compares the same few hundred paths again)."""
+    return PurePosixPath(path).parts

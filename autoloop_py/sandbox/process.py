@@ -38,6 +38,8 @@ class CommandResult:
       timed_out: the command ran past its timeout and its process group was killed.
       duration: seconds from start until the output was read.
       stdout_dropped: bytes of stdout dropped from the middle over the cap (0: stdout is whole).
+      escaped: why the command broke its confinement (its processes left the pids cgroup), '' when it did not.
+      memory_cap: the memory cgroup's cap in bytes when the kernel killed some of its processes for it, else None.
     """
 
     returncode: int
@@ -46,6 +48,8 @@ class CommandResult:
     timed_out: bool
     duration: float
     stdout_dropped: int = 0
+    escaped: str = ""
+    memory_cap: int | None = None
 
 
 def run_command(
@@ -58,11 +62,14 @@ def run_command(
 def run_process(
     argv: Sequence[str], cwd: Path, *, timeout: float, env: Mapping[str, str], output_cap: int = 1 << 20,
     on_exit: Callable[[], object] | None = None,
+    audit: Callable[[str, str], str] | None = None,
 ) -> CommandResult:
     """Runs argv in its own process group; kills the whole group (and what left it) on timeout, exit or Ctrl-C.
 
     on_exit: called the moment the command exits in time, before what it left running is killed (the
     evaluation's report is taken then).
+    audit: called with (MARK_ENV_VAR, the command's mark) after its group was killed and before its marked strays
+    are: returns why they broke the command's confinement ('' when they did not), kept as `escaped`.
     """
     started = time.monotonic()
     mark = secrets.token_hex(8)
@@ -88,11 +95,13 @@ def run_process(
         # The shell is still unreaped here, so its pid (the group id) cannot have been reused.
         _kill_group(process.pid)
         returncode = process.wait()
+        escaped = audit(MARK_ENV_VAR, mark) if audit is not None else ""
         kill_marked(MARK_ENV_VAR, mark)
         _stop_readers(readers, stop)
         process.stdout.close()
         process.stderr.close()
-    return CommandResult(returncode, out.text(), err.text(), timed_out, time.monotonic() - started, out.dropped)
+    duration = time.monotonic() - started
+    return CommandResult(returncode, out.text(), err.text(), timed_out, duration, out.dropped, escaped)
 
 
 def _wait_exited(process: subprocess.Popen[bytes], deadline: float) -> bool:
@@ -154,10 +163,9 @@ def kill_marked(name: str, value: str) -> int:
     marker (sandbox.run.RUN_TOKEN_ENV_VAR): what a killed runner's commands left running.
     Linux only (/proc); one that replaced its environment escapes.
     """
-    needle = f"{name}={value}".encode()
     killed = 0
     for _ in range(_SWEEPS):  # again, in case one forked between the listing and the kill
-        marked = [pid for pid in _pids() if pid != os.getpid() and needle in _environ(pid)]
+        marked = marked_pids(name, value)
         if not marked:
             break
         for pid in marked:
@@ -168,6 +176,12 @@ def kill_marked(name: str, value: str) -> int:
             except OSError:  # gone already, or not ours to signal
                 pass
     return killed
+
+
+def marked_pids(name: str, value: str) -> list[int]:
+    """Returns the live processes (but this one) whose environment has `name=value`."""
+    needle = f"{name}={value}".encode()
+    return [pid for pid in _pids() if pid != os.getpid() and needle in _environ(pid)]
 
 
 def _pids() -> list[int]:

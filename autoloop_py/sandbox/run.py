@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -19,6 +20,7 @@ from autoloop_py.errors import SandboxError
 from autoloop_py.program.model import Program
 from autoloop_py.sandbox import process_limit
 from autoloop_py.sandbox.cgroup import pids_limit
+from autoloop_py.sandbox.memory_cgroup import memory_limit
 from autoloop_py.sandbox.policy import (
     AUTO,
     BWRAP,
@@ -29,6 +31,7 @@ from autoloop_py.sandbox.policy import (
     Limits,
     SandboxPolicy,
     bwrap_args,
+    evaluation_limits,
     limit_args,
 )
 from autoloop_py.sandbox.process import CommandResult, run_process
@@ -65,6 +68,15 @@ def bwrap_status() -> tuple[bool, str]:
     binary = shutil.which("bwrap")
     if binary is None:
         return False, "bubblewrap (`bwrap`) is not installed"
+    usable, why = _probe(binary)
+    if not usable:
+        _probe.cache_clear()  # only a working bwrap is remembered: a failure is tried again
+    return usable, why
+
+
+@functools.lru_cache(maxsize=8)
+def _probe(binary: str) -> tuple[bool, str]:
+    """Returns bwrap_status of one bwrap binary (each iteration of a run asks; a working one is tried once)."""
     try:
         done = subprocess.run([binary, *_PREFLIGHT], capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired) as err:
@@ -90,11 +102,13 @@ def resolve_mode(requested: str | None) -> tuple[str, str]:
 
 
 def isolation_for(
-    requested: str | None, *, network: bool, hidden: Sequence[Path] = (), environ: Mapping[str, str] | None = None
+    requested: str | None, *, network: bool, hidden: Sequence[Path] = (), environ: Mapping[str, str] | None = None,
+    limits: Limits | None = None,
 ) -> Isolation:
     """Returns the policies of a run: `requested` (auto | bwrap | none) resolved on this machine.
 
-    hidden: the user's checkout and its git directory, never shown to a command.
+    hidden: the user's checkout and its git directory, never shown to a command. limits: the evaluation's
+    (`program_limits`); None: the defaults.
     """
     env = os.environ if environ is None else environ
     mode, reason = resolve_mode(requested)
@@ -112,7 +126,17 @@ def isolation_for(
         mode=mode, read_only=shown, hidden=hidden_paths, home=env.get("HOME"), process_limit=choice
     )
     agent = replace(base, network=True, limits=Limits(address_space=None, cpu_from_timeout=True))
-    return Isolation(evaluation=replace(base, network=network), agent=agent, reason=reason)
+    evaluation = replace(base, network=network, limits=limits or base.limits)
+    return Isolation(evaluation=evaluation, agent=agent, reason=reason)
+
+
+def program_limits(program: Program) -> Limits:
+    """Returns the limits of a program's evaluations (its `max-memory` and `max-disk`, on this machine's memory)."""
+    try:
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        total = None
+    return evaluation_limits(program.config.max_memory, program.config.max_disk, total)
 
 
 def run_isolation(root: Path, program: Program, override: str | None = None) -> Isolation:
@@ -121,7 +145,10 @@ def run_isolation(root: Path, program: Program, override: str | None = None) -> 
     The mode is the first of: override, AUTOLOOP_ISOLATION, the program's `isolation` frontmatter.
     """
     hidden = [root, root / ".git"]
-    return isolation_for(requested_mode(program, override), network=program.config.evaluation_network, hidden=hidden)
+    return isolation_for(
+        requested_mode(program, override), network=program.config.evaluation_network, hidden=hidden,
+        limits=program_limits(program),
+    )
 
 
 def requested_mode(program: Program, override: str | None = None) -> str:
@@ -173,10 +200,18 @@ def run_sandboxed(
         logger.debug("prlimit is not installed: the command runs without resource limits")
     # The kernel holds a pids cgroup's limit for every user, root included.
     grouped = limit.mechanism == process_limit.CGROUP
-    with pids_limit(policy.limits.processes, root_only=False) if grouped else nullcontext() as group:
+    with (pids_limit(policy.limits.processes, root_only=False) if grouped else nullcontext()) as group, \
+            memory_limit(policy.limits.memory, group) as memory:
+        if memory is not None:
+            argv = memory.wrap(argv)
         if group is not None:
             argv = group.wrap(argv)
-        return run_process(argv, Path(where), timeout=timeout, env=env, output_cap=output_cap, on_exit=on_exit)
+        audit = group.escaped if group is not None else None
+        done = run_process(argv, Path(where), timeout=timeout, env=env, output_cap=output_cap, on_exit=on_exit,
+                           audit=audit)  # fmt: skip
+        if memory is not None and memory.oom_kills():
+            done = replace(done, memory_cap=memory.limit)
+        return done
 
 
 def run_token(pid: int) -> str:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from autoloop_py import tempdirs
 from autoloop_py.errors import GitError
+from autoloop_py.git.command import git_environment, hardened_command
 
 
 @dataclass(frozen=True)
@@ -41,7 +43,10 @@ def merge3(base: str, ours: str, theirs: str, labels: tuple[str, str, str] = ("o
             path.write_bytes(text.encode("utf-8"))
             paths.append(str(path))
         flags = [arg for label in labels for arg in ("-L", label)]
-        done = subprocess.run(["git", "merge-file", "-p", *flags, *paths], capture_output=True, check=False)
+        # In the temporary folder, with the runner's environment: no repository's config is read.
+        env = {**git_environment(os.environ), "GIT_CEILING_DIRECTORIES": str(Path(tmp).parent)}
+        command = hardened_command(["merge-file", "-p", *flags, *paths])
+        done = subprocess.run(command, cwd=tmp, env=env, capture_output=True, check=False)
     if done.returncode < 0 or done.returncode > 127:
         raise GitError(f"git merge-file failed: {done.stderr.decode('utf-8', 'replace').strip()}")
     return Merged(done.stdout.decode("utf-8"), done.returncode)

@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 from autoloop_py.cli import main
+from autoloop_py.errors import GitError
+from autoloop_py.loop import tick_publish
 from autoloop_py.loop.outcome import read_outcome
 from autoloop_py.state import file as statefile
 from autoloop_py.state.population import population_of
@@ -205,3 +207,31 @@ def test_a_bad_slot_is_an_argument_error(slot: str, capsys: pytest.CaptureFixtur
     with pytest.raises(SystemExit):
         main(["run", "--slot", slot, "--outcome-dir", "out"])
     assert "--slot" in capsys.readouterr().err
+
+
+def test_a_tick_pushes_its_losers_side_refs_only_after_its_record(
+    git_repo: Path, tmp_path: Path, run_git, monkeypatch: pytest.MonkeyPatch  # type: ignore[no-untyped-def]
+) -> None:
+    # A tick whose record fails (the winner's publish, the memory push) leaves nothing of its slots on origin.
+    _default_flow(git_repo, run_git)
+    origin = tmp_path / "origin.git"
+    _git(tmp_path, "clone", "-q", "--bare", str(git_repo), str(origin))
+    order: list[str] = []
+    real_record, real_push = tick_publish._record_all, tick_publish.push_aside
+
+    def failing_record(*args, **kwargs):  # type: ignore[no-untyped-def]
+        order.append("record")
+        raise GitError("the memory push was refused")
+
+    monkeypatch.setattr(tick_publish, "_record_all", failing_record)
+    monkeypatch.setattr(tick_publish, "push_aside", lambda *a, **k: order.append("push") or real_push(*a, **k))
+    assert main(["run", "--repo", str(_clone(origin, tmp_path / "tick")), "--program", NAME, "--proposer", "tune",
+                 "--parallel", str(SLOTS)]) != 0
+    assert order == ["record"]
+    assert _git(origin, "for-each-ref", "--format=%(refname)", "refs/autoloop/") == ""
+
+    # When the record lands, the side refs follow it.
+    monkeypatch.setattr(tick_publish, "_record_all", lambda *a, **k: order.append("record") or real_record(*a, **k))
+    order.clear()
+    _tick(origin, tmp_path / "again")
+    assert order == ["record", "push"]

@@ -17,6 +17,8 @@ import git
 import pytest
 
 from autoloop_py.cli import main
+from autoloop_py.errors import GitError
+from autoloop_py.loop import attempt
 from autoloop_py.state import file as statefile
 from tests.programs import program_md
 
@@ -248,3 +250,21 @@ def test_same_program_race_keeps_one_candidate_and_both_records(counter_repo: Pa
     assert "x = 3.0" in _git(reader, "show", f"origin/autoloop/counter:{PROG}/code/value.py")
     kept = _git(clones[0], "for-each-ref", "--format=%(refname)", "refs/autoloop/orphaned/")
     assert kept.startswith("refs/autoloop/orphaned/autoloop-counter-")
+
+
+def test_a_candidate_that_cannot_be_committed_after_evaluation_is_recorded_as_an_error(
+    counter_repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Git refusing the evaluated candidate (a path no check foresaw, a full disk) loses neither the iteration nor its
+    # cost: it is recorded as an error with the metric it scored, and nothing reaches the program branch.
+    def refused(*_args: object, **_kwargs: object) -> None:
+        raise GitError("`git commit` failed (exit 128): error: invalid path 'code/x'")
+
+    monkeypatch.setenv("AUTOLOOP_ISOLATION", "none")
+    monkeypatch.setattr(attempt, "keep_candidate", refused)
+    assert _run(counter_repo, _plan(tmp_path, [_value(2.0)]), 1) == 0
+    state = _state(counter_repo, "origin/memory/autoloop")
+    entry = state.history[0]
+    assert state.machine.recent_statuses == ("error",) and state.machine.best_metric == 1.0
+    assert entry.metric == 2.0 and "could not be committed" in entry.text and "invalid path" in entry.text
+    assert "autoloop/counter" not in _git(counter_repo, "ls-remote", "origin")

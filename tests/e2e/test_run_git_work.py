@@ -54,7 +54,10 @@ def test_later_iterations_of_a_run_reuse_its_worktree_and_lookups(
             return None
         name = _subcommand(words)
         after = words[words.index(name) + 1:] if name in words else []
-        # `worktree add` and `worktree remove` apart from the stale-worktree check's `worktree list`
+        # `worktree add` and `worktree remove` apart from the stale-worktree check's `worktree list`; the config
+        # listing that neutralises the commands a config names apart from the `config --get` lookups
+        if name == "config" and after[:1] == ["--list"]:
+            return "config --list"
         return f"{name} {after[0]}" if name == "worktree" and after else name
 
     _count_git(monkeypatch, per_iteration, name_of)
@@ -73,6 +76,8 @@ def test_later_iterations_of_a_run_reuse_its_worktree_and_lookups(
         for lookup in ("remote", "config", "symbolic-ref", "check-ref-format", "for-each-ref"):
             assert counts[lookup] == 0, lookup
         assert counts["ls-remote"] >= 1  # the remote is still asked what it holds
+    # The config git reads is listed once per checkout and content in a run: the user's checkout, the kept worktree.
+    assert sum(counts["config --list"] for counts in per_iteration) <= 2
     assert worktrees_during.count("worktree ") == 2  # the checkout and the run's kept worktree
     assert run_git(root, "worktree", "list", "--porcelain").count("worktree ") == 1  # removed at the run's end
     assert run_git(root, "rev-parse", "memory/autoloop") == run_git(root, "rev-parse", "origin/memory/autoloop")

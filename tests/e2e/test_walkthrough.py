@@ -6,6 +6,7 @@ The program improves an existing file (`new --target`), its markers answered fro
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 from pathlib import Path
 from typing import Callable
@@ -31,6 +32,12 @@ def _readme_block(heading: str) -> str:
     return section[section.index("```bash\n") + 8: section.index("\n```", section.index("```bash\n"))]
 
 
+def _as_written(walkthrough: str, line: str) -> list[str]:
+    """Returns the arguments of one `autoloop …` line of the README's walk-through, which must hold it as written."""
+    assert any(row.split("#")[0].strip() == line for row in walkthrough.splitlines()), f"the README lost `{line}`"
+    return shlex.split(line)[1:]
+
+
 @pytest.mark.usefixtures("installed_from_an_index")  # the walk-through installs autoloop-py from an index
 def test_the_readme_walkthrough_works_as_written(
     git_repo_with_origin: Path, run_git: Callable[..., str], capsys: pytest.CaptureFixture[str],
@@ -48,17 +55,18 @@ def test_the_readme_walkthrough_works_as_written(
     assert "evaluation command:" in answers and "metric name: seconds" in answers
     (repo / "answers.yaml").write_text(answers)
 
-    assert main(["init"]) == 0
+    assert main(_as_written(walkthrough, "autoloop init")) == 0
     assert "autoloop-py==" in (repo / ".github/workflows/autoloop.yml").read_text()
-    assert main(["new", "speedup", "--target", "src/mylib/hot.py", "--answers", "answers.yaml"]) == 0
+    assert main(_as_written(walkthrough, "autoloop new speedup --target src/mylib/hot.py --answers answers.yaml")) == 0
     assert "every <CUSTOMIZE…> marker is resolved" in capsys.readouterr().out
+    assert main(_as_written(walkthrough, "autoloop check")) == 0
     assert not (repo / ".autoloop/programs/speedup/code").exists()  # no stubs over existing files
     run_git(repo, "add", "-A")
     run_git(repo, "commit", "-qm", "autoloop: the speedup program")
     run_git(repo, "push", "-q", "origin", "main")
 
-    assert main(["run", "--program", "speedup", "--iterations", "3"]) == 0
-    assert main(["status", "speedup"]) == 0
+    assert main(_as_written(walkthrough, "autoloop run --program speedup --iterations 3")) == 0
+    assert main(_as_written(walkthrough, "autoloop status speedup")) == 0
     out = capsys.readouterr().out
     assert "speedup" in out and "Recent iterations" in out
 
@@ -68,9 +76,9 @@ def test_the_readme_walkthrough_works_as_written(
     edited = text.replace("## 🎯 Current Priorities\n", "## 🎯 Current Priorities\n\n- Try larger weights first.\n", 1)
     assert edited != text
     (repo / "edited.md").write_text(edited)
-    assert main(["edit", "speedup", "--file", "edited.md"]) == 0
+    assert main([*_as_written(walkthrough, "autoloop edit speedup"), "--file", "edited.md"]) == 0
 
-    assert main(["run", "--program", "speedup"]) == 0
+    assert main(_as_written(walkthrough, "autoloop run --program speedup")) == 0
     state = statefile.parse_state(subprocess.run(
         ["git", "show", "memory/autoloop:speedup.md"], cwd=repo, capture_output=True, text=True, check=True,
     ).stdout)

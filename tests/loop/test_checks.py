@@ -109,8 +109,11 @@ def test_on_case_sensitive_systems_other_spellings_are_other_files_outside_the_t
     changes = {f"{PROG}/Code/Solution.py": SOLUTION.replace("x = 1", "x = 2")}
     real, clashes = checks.real_paths(workdir, changes, _sensitive)
     assert real == changes and clashes == []
+    # Another file here, but the same one on a case-insensitive checkout of the branch: refused as well.
     assert checks.violations(program, _files(workdir), real) == [
-        f"{PROG}/Code/Solution.py is not in the program's Target list; change only the Target files"
+        f"'{PROG}/Code/Solution.py' and '{PROG}/code/solution.py' differ only in case: one file on a case-insensitive "
+        "checkout",
+        f"{PROG}/Code/Solution.py is not in the program's Target list; change only the Target files",
     ]
 
 

@@ -83,6 +83,9 @@ def test_a_valid_outcome_has_no_problems() -> None:
         (accepted(changes={"/etc/passwd": "x"}), "not a plain relative path"),
         (accepted(changes={".git/config": "x"}), "not a plain relative path"),
         (accepted(changes={"code//value.py": "x"}), "not a plain relative path"),
+        # The rule every proposer's paths pass (program/paths.py): publish refuses what git would misstore.
+        (accepted(changes={"code/.GIT": "gitdir: /home/user/project/.git"}), "`.GIT` is git's own directory name"),
+        (accepted(changes={"code/Value.py": "x", "code/value.py": "y"}), "differ only in case"),
         (accepted(changes={"code/value.py": "x" * 2_000_000}), "over the 1048576-byte cap"),
         (accepted(changes={}), "an accepted outcome changes no file"),
         (accepted(record=IterationRecord("rejected", WHEN, "no", 0.5)), "a rejected outcome carries files"),

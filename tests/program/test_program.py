@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from autoloop_py.program.frontmatter import parse_size
 from autoloop_py.errors import ProgramError
 from autoloop_py.program.model import check_all, discover, load_program, load_programs
 from autoloop_py.program.target import glob_match, target_files
@@ -448,6 +449,18 @@ def test_parallel_is_unset_by_default_and_takes_whole_slots(repo: Path) -> None:
         write(repo, str(path), PROGRAM.replace("seed: 7", bad))
         programs, problems = check_all(repo)
         assert programs == [] and f"frontmatter `parallel`: {message}" in problems[0].message, problems
+
+
+@pytest.mark.parametrize(("text", "size"), [("4GiB", 4 << 30), ("512 MiB", 512 << 20), ("2G", 2 << 30),
+                                            ("1.5GB", 1_500_000_000), (2_000_000, 2_000_000)])  # fmt: skip
+def test_sizes_of_max_memory_and_max_disk(text: object, size: int) -> None:
+    assert parse_size(text) == size
+
+
+@pytest.mark.parametrize("text", ["lots", "4 GiBs", "-1", "1KiB", True])
+def test_unreadable_or_tiny_sizes_are_refused(text: object) -> None:
+    with pytest.raises(ValueError, match="size|at least 1 MiB"):
+        parse_size(text)
 
 
 def test_report_channel_and_feedback_bytes_frontmatter(repo: Path) -> None:

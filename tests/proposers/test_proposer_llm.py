@@ -137,6 +137,20 @@ def test_litellm_can_be_imported_ahead_of_the_first_call() -> None:
     assert not thread.is_alive() and "litellm" in sys.modules
 
 
+def test_a_reply_writing_a_git_file_or_another_case_of_a_target_file_is_refused() -> None:
+    # `code/*` matches `code/.git`: before the path rule, a `.git` file from a reply was committed as a gitlink.
+    request = _request()
+    request = ProposalRequest(
+        Program(**{**request.program.__dict__, "target": Target(("code/*",))}), request.files, request.prompt,
+        request.workdir, request.iteration,
+    )  # fmt: skip
+    for path in ("code/.git", "code/.GIT", "code/git~1", "code/SCORE.py"):
+        reply = f"SUMMARY: s\n\n{path}\n<<<<<<< SEARCH\n=======\ngitdir: /home/user/project/.git\n>>>>>>> REPLACE\n"
+        proposal = LLMProposer(max_retries=0, mock_responses=[reply]).propose(request, random.Random(0))
+        assert proposal.files == {} and proposal.failure is not None, path
+        assert "git's own directory" in proposal.failure or "differ only in case" in proposal.failure, proposal.failure
+
+
 def test_the_drawn_entrys_sampling_controls_server_key_and_prices_reach_the_request(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

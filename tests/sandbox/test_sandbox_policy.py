@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from autoloop_py.sandbox.policy import BWRAP, Limits, SandboxPolicy, bwrap_args, limit_args
+from autoloop_py.sandbox.policy import BWRAP, GIB, Limits, SandboxPolicy, bwrap_args, evaluation_limits, limit_args
 
 PRESENT = ["/usr", "/bin", "/lib", "/etc/passwd", "/etc/resolv.conf"]
 
@@ -64,3 +64,14 @@ def test_a_command_that_becomes_another_uid_gets_privileged_bwrap_and_reachable_
     assert args[args.index("/tmp") - 3 : args.index("/tmp")] == ["--perms", "1777", "--tmpfs"]
     assert args[args.index("/root") - 3 : args.index("/root")] == ["--perms", "1777", "--tmpfs"]
     assert "--perms" not in bwrap_args(policy, "/tmp/w", present=PRESENT)
+
+
+def test_evaluation_limits_follow_max_memory_and_max_disk() -> None:
+    half = 23 * GIB // 2
+    assert evaluation_limits(None, 2 * GIB, 23 * GIB) == Limits(address_space=half, file_size=1 * GIB, memory=half)
+    assert evaluation_limits(None, 2 * GIB, 2 * GIB).address_space == 4 * GIB  # at least 4 GiB
+    assert evaluation_limits(None, 2 * GIB, 512 * GIB).address_space == 32 * GIB  # at most 32 GiB
+    assert evaluation_limits(None, 2 * GIB, None).address_space == 32 * GIB
+    assert evaluation_limits(256 << 20, 16 << 20, 23 * GIB) == Limits(
+        address_space=256 << 20, file_size=16 << 20, memory=256 << 20
+    )

@@ -243,3 +243,30 @@ def _marked_survivors(mark: str, wait: float = 5.0) -> list[int]:
             return found
         time.sleep(0.05)
 
+
+
+ESCAPE_CGROUP = """\
+import json, os, subprocess, time
+mine = [line.split(":", 2) for line in open("/proc/self/cgroup").read().splitlines()]
+pids = next(((h, p) for _, h, p in mine if h == "pids"), None) or next((("", p) for n, h, p in mine if n == "0"), None)
+base = "/sys/fs/cgroup/pids" if pids[0] == "pids" else "/sys/fs/cgroup"
+parent = os.path.join(base + os.path.dirname(pids[1]), "cgroup.procs")
+# A child that leaves the process group and moves itself out of the pids cgroup, then waits (where it could fork).
+subprocess.Popen(["setsid", "sh", "-c", f'echo $$ > {{parent}} && exec sleep 60 # {mark}'],
+                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+time.sleep(1)
+print(json.dumps({{"score": 2.0}}))
+"""
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or process_limit.resolve(process_limit.CGROUP).problem != "",
+    reason="needs a root runner with a writable pids cgroup (the mechanism a root process escapes from)",
+)
+def test_an_evaluation_that_leaves_its_pids_cgroup_is_an_error_and_killed(hostile: Hostile) -> None:
+    mark = f"autoloop-cgroup-escape-{os.getpid()}"
+    hostile.install(ESCAPE_CGROUP.format(mark=mark), {"isolation": "none"})
+    outcome = hostile.run(env={process_limit.ENV_VAR: "cgroup"})
+    assert_recorded_error(outcome, "broke its confinement", "left its pids cgroup")
+    assert "metric 2" not in outcome.log and _marked_survivors(mark) == []
+    assert outcome.checkout[0] == outcome.checkout[1]

@@ -57,7 +57,8 @@ def test_an_ext_remote_never_runs_a_command(git_repo: Path, tmp_path: Path, run_
 def test_local_commands_see_no_secret_and_no_outside_git_dir(
     git_repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_git  # type: ignore[no-untyped-def]
 ) -> None:
-    # A clean filter from the repository's own config runs on `git add`; it dumps the environment it got.
+    # A clean filter from the repository's own config would run on `git add` and dump its environment: it does not
+    # run; the environment the runner hands git is read where it starts the process.
     dump = tmp_path / "env.txt"
     run_git(git_repo, "config", "filter.dump.clean", f"env > {dump}; cat")
     (git_repo / ".gitattributes").write_text("*.txt filter=dump\n")
@@ -66,11 +67,19 @@ def test_local_commands_see_no_secret_and_no_outside_git_dir(
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
     monkeypatch.setenv("GIT_DIR", str(tmp_path / "elsewhere"))
     monkeypatch.setenv("GIT_CONFIG_PARAMETERS", "'core.hookspath'='/tmp/evil'")
+    seen: list[dict[str, str]] = []
+    real_run = gitutil.subprocess.run
+
+    def spy(command, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(dict(kwargs["env"]))
+        return real_run(command, **kwargs)
+
+    monkeypatch.setattr(gitutil.subprocess, "run", spy)
     gitutil.run(gitutil.open_repo(git_repo), "add", "a.txt")
-    seen = dump.read_text()
-    assert "ghs_secret_value" not in seen and "sk-secret" not in seen
-    assert f"GIT_DIR={(git_repo / '.git').resolve()}" in seen and "/tmp/evil" not in seen
-    assert "GIT_CONFIG_NOSYSTEM=1" in seen
+    assert not dump.exists()
+    assert seen and all("GITHUB_TOKEN" not in env and "OPENAI_API_KEY" not in env for env in seen)
+    assert all(env["GIT_DIR"] == str((git_repo / ".git").resolve()) for env in seen)
+    assert all("GIT_CONFIG_PARAMETERS" not in env and env["GIT_CONFIG_NOSYSTEM"] == "1" for env in seen)
 
 
 def test_network_commands_get_what_authentication_needs() -> None:

@@ -1,0 +1,36 @@
+"""Text a model or candidate code wrote, made safe for terminals, git and GitHub."""
+
+from __future__ import annotations
+
+import pytest
+
+from autoloop_py.state.untrusted_text import github_safe, plain
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("a\x1b[31mred\x1b[0m", "ared"),
+        ("\x1b]0;pwned title\x07x", "x"),  # OSC: window title
+        ("\x1b]8;;http://evil.example\x1b\\click\x1b]8;;\x1b\\", "click"),  # OSC 8 hyperlink
+        ("\x1b]52;c;cm0gLXJmIH4=\x07y", "y"),  # OSC 52: clipboard write
+        ("\x1bPq#0;2;0;0;0\x1b\\z", "z"),  # DCS string
+        ("safe\x1b", "safe"),
+        ("line\roverwritten\x00\x08\x7f\x9b2J", "lineoverwritten"),
+        ("admin\u202e\u2066txt.exe", "admintxt.exe"),  # bidirectional overrides
+        ("keeps\ttabs\nand newlines", "keeps\ttabs\nand newlines"),
+        ("unicode: é ✓ 🤖", "unicode: é ✓ 🤖"),
+    ],
+)
+def test_plain_strips_what_a_terminal_would_act_on(text: str, expected: str) -> None:
+    assert plain(text) == expected
+
+
+def test_github_safe_neutralises_mentions_links_images_and_html() -> None:
+    text = "cc @octocat @org/security-team; [docs](http://evil.example/x) ![px](http://t.example/p.png) " \
+           "<img src=x onerror=alert(1)> <details> http://bare.example/y mail a@b.example `@in_code`\x1b[2J"
+    safe = github_safe(text)
+    assert "`@octocat`" in safe and "`@org/security-team`" in safe
+    assert "docs (`http://evil.example/x`)" in safe and "![" not in safe and "px (`http://t.example/p.png`)" in safe
+    assert "<" not in safe and "&lt;img src=x onerror=alert(1)&gt;" in safe and "&lt;details&gt;" in safe
+    assert "`http://bare.example/y`" in safe and "a@b.example" in safe and "\x1b" not in safe
