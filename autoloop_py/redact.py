@@ -6,7 +6,6 @@ import fnmatch
 import functools
 import json
 import logging
-import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -16,15 +15,6 @@ NAMES_VAR = "AUTOLOOP_SECRET_NAMES"
 MASK = "***"
 # Shorter values would mask ordinary words ("main", "true") everywhere; no real credential is this short.
 MIN_LENGTH = 6
-# ESC [ … final byte (CSI), ESC ] … BEL or ESC-backslash (OSC), ESC P/X/^/_ … ESC-backslash (strings), any other
-# ESC and the character after it.
-_ESCAPES = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\|$)|\x1b[PX^_][^\x1b]*(?:\x1b\\|$)|\x1b.?"
-    r"|\x9b[0-?]*[ -/]*[@-~]",
-    re.DOTALL,
-)
-# C0 controls but tab and newline, DEL, C1 controls, and the bidirectional embeddings, overrides and isolates.
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 @functools.lru_cache(maxsize=4096)  # each git command and evaluation asks again about the same names
@@ -72,14 +62,6 @@ class Redactor:
         if isinstance(value, (list, tuple)):
             return type(value)(self.structure(v) for v in value)
         return value
-
-
-def strip_controls(text: str) -> str:
-    """Returns text without escape sequences (ANSI/OSC), control characters (but newline and tab) or bidi overrides.
-
-    For text an evaluation, a model or an agent wrote that autoloop shows (prompts, the terminal).
-    """
-    return _CONTROLS.sub("", _ESCAPES.sub("", text.replace("\r\n", "\n")))
 
 
 def secret_names(environ: Mapping[str, str]) -> list[str]:

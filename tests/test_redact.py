@@ -54,10 +54,3 @@ def test_log_filter_masks_arguments() -> None:
     record = logging.LogRecord("autoloop_py", logging.WARNING, __file__, 1, "got %s", ("s3cr3t-value",), None)
     assert RedactingFilter(Redactor(("s3cr3t-value",))).filter(record)
     assert record.getMessage() == f"got {MASK}"
-
-
-def test_strip_controls_removes_escape_sequences_and_controls_but_keeps_newlines_and_tabs() -> None:
-    from autoloop_py.redact import strip_controls
-
-    text = "a\x1b[31mb\x1b[0m\x1b]8;;https://x.example\x1b\\link\x1b]8;;\x1b\\\tc\r\nd\x07\x7f\u2066e\u2069"
-    assert strip_controls(text) == "ablink\tc\nde"

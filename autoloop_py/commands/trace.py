@@ -14,9 +14,9 @@ from autoloop_py.render import render
 
 from autoloop_py.commands.common import repo_root, subparser
 from autoloop_py.errors import AutoloopError
-from autoloop_py.redact import strip_controls
 from autoloop_py.state import trace
 from autoloop_py.state.memory import MEMORY_BRANCH, MemoryStore
+from autoloop_py.state.untrusted_text import plain
 
 _SUMMARY = "Work with the run traces recorded on branch memory/autoloop."
 _EXPORT = "write a program's trace as an EvoTrace run directory (meta.json, programs.jsonl, blobs/)"
@@ -54,7 +54,7 @@ def cmd_trace_show(args: argparse.Namespace, console: Console) -> int:
                             "`autoloop report` lists the ids")
     shown = render("trace_show.txt.j2", row=trace.row_from_json(json.loads(text)))
     # What the evaluation printed is untrusted: no escape sequence of it reaches the terminal.
-    console.out(strip_controls(shown), end="", highlight=False)
+    console.out(plain(shown), end="", highlight=False)
     return 0
 
 

@@ -18,7 +18,8 @@ from typing import Any, Mapping
 from autoloop_py.errors import AutoloopError
 from autoloop_py.loop.evaluate import EvaluationResult
 from autoloop_py.loop.evaluation_report import Report, read_report
-from autoloop_py.redact import Redactor, strip_controls
+from autoloop_py.redact import Redactor
+from autoloop_py.state.untrusted_text import plain
 
 REPORT_BYTES = 256 * 1024
 ARTIFACT_BYTES = 3 * 1024
@@ -102,4 +103,4 @@ def result_of_claim(metric: float | None, error: str | None) -> EvaluationResult
 
 def safe_text(text: str, redactor: Redactor) -> str:
     """Returns text without control characters, then redacted (a control character inside a secret hides it no more)."""
-    return redactor.text(strip_controls(text))
+    return redactor.text(plain(text))

@@ -12,8 +12,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from autoloop_py.redact import strip_controls
 from autoloop_py.render import render
+from autoloop_py.state.untrusted_text import plain
 
 # Each artifact is kept up to this many characters in the trace (a prompt shows less: `feedback-bytes`).
 STORED_CHARS = 8 * 1024
@@ -59,9 +59,9 @@ def view_of(
     who: str, status: str, metrics: Mapping[str, Any], artifacts: Mapping[str, Any], metric: str | None
 ) -> FeedbackView | None:
     """Returns what a prompt shows of one candidate's evaluation (None when it said nothing beside its metric)."""
-    texts = {key: strip_controls(str(artifacts.get(key) or "")) for key in FIELDS}
+    texts = {key: plain(str(artifacts.get(key) or "")) for key in FIELDS}
     values = tuple(
-        (strip_controls(str(name)), _value_text(value))
+        (plain(str(name)), _value_text(value))
         for name, value in sorted(metrics.items(), key=lambda item: str(item[0]))
         if name != metric and name not in _NOT_VALUES
     )
@@ -92,5 +92,5 @@ def _value_text(value: Any) -> str:
         text = json.dumps(value, sort_keys=True, ensure_ascii=False)
     except (TypeError, ValueError):
         text = str(value)
-    text = strip_controls(text)
+    text = plain(text)
     return text if len(text) <= _VALUE_CHARS else text[: _VALUE_CHARS - 1] + "…"
