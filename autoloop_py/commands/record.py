@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
 from autoloop_py.commands.common import add_memory_dir, format_metric, load_named, repo_root, subparser
 from autoloop_py.errors import AutoloopError
-from autoloop_py.loop import handoff
+from autoloop_py.loop import handoff, handoff_report
 from autoloop_py.loop.recording import load_state
 from autoloop_py.state.memory_folder import open_memory
 
@@ -27,6 +28,9 @@ def add_parser(commands: Any) -> None:
     how.add_argument("--evaluate", action="store_true", help="run the program's evaluation on the working tree")
     how.add_argument("--metric", type=float, help="the metric the agent measured")
     how.add_argument("--error", help="the candidate failed: why")
+    how.add_argument("--report", type=Path, metavar="FILE",
+                     help="the JSON object the evaluation wrote (its metric, and any error, feedback or log_tail): "
+                     "what it says is kept and shown in the next prompt")
     parser.add_argument("--summary", required=True, help="what the change does, 10–20 words")
     parser.add_argument("--approach", help="the idea in one line (Population entry)")
     parser.add_argument("--lesson", help="a transferable heuristic for Lessons Learned")
@@ -44,6 +48,8 @@ def cmd_record(args: argparse.Namespace, console: Console) -> int:
     program = load_named(root, args.program, Console(stderr=True))
     if not args.summary.strip():
         raise AutoloopError("--summary must not be empty")
+    metric = program.evaluation.metric if program.evaluation else "metric"
+    report = handoff_report.read_report_file(args.report, metric) if args.report is not None else None
     outcome = handoff.Outcome(
         summary=args.summary,
         approach=args.approach,
@@ -53,6 +59,7 @@ def cmd_record(args: argparse.Namespace, console: Console) -> int:
         evaluate=args.evaluate,
         commit=args.commit,
         pending_ci=args.pending_ci,
+        report=report,
     )
     memory = open_memory(root, args.memory_dir)
     entry = handoff.record(root, program, outcome, memory=memory)

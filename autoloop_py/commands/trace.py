@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +16,10 @@ from autoloop_py.commands.common import repo_root, subparser
 from autoloop_py.errors import AutoloopError
 from autoloop_py.state import trace
 from autoloop_py.state.memory import MEMORY_BRANCH, MemoryStore
+from autoloop_py.state.untrusted_text import plain
 
 _SUMMARY = "Work with the run traces recorded on branch memory/autoloop."
 _EXPORT = "write a program's trace as an EvoTrace run directory (meta.json, programs.jsonl, blobs/)"
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _SHOW = "print one candidate (its id, e.g. it7 or 12): metrics, stages and what its evaluation said"
 
 
@@ -55,7 +54,7 @@ def cmd_trace_show(args: argparse.Namespace, console: Console) -> int:
                             "`autoloop report` lists the ids")
     shown = render("trace_show.txt.j2", row=trace.row_from_json(json.loads(text)))
     # What the evaluation printed is untrusted: no escape sequence of it reaches the terminal.
-    console.out(_CONTROL.sub("", shown), end="", highlight=False)
+    console.out(plain(shown), end="", highlight=False)
     return 0
 
 

@@ -49,11 +49,11 @@ from autoloop_py.strategies import pareto
 from autoloop_py.strategies import runner as strategy
 from autoloop_py.strategies.engine import DecisionLike
 from autoloop_py.strategies.prompt import (
-    EVALUATOR_FEEDBACK,
     RECENTLY_DELETED,
     prompt_context,
     render_iteration_prompt,
     with_data_section,
+    with_feedback_section,
 )
 from autoloop_py.strategies.runner import StrategyRunner
 
@@ -293,7 +293,7 @@ def _prepare_prompt(ctx: AttemptContext, files: dict[str, str], root: Path) -> t
         deleted = lineage_store.deleted_items(ctx.reader, ctx.tip)
         context = prompt_context(ctx.program, files, ctx.state, ctx.best, ctx.iteration, ctx.options.directives, deleted)
         told = _feedback(ctx, ctx.tip)
-        return None, files, with_data_section(render_iteration_prompt(context), EVALUATOR_FEEDBACK, told, bullets=False)
+        return None, files, with_feedback_section(render_iteration_prompt(context), told)
     rebase = stale_parents.rebaser(root, ctx.program.name, ctx.runner.primary, ctx.workspace.base_sha, ctx.memory.read)
     decision = strategy.decide(
         ctx.runner, ctx.state, ctx.best, ctx.iteration, ctx.program.direction, ctx.rng, ctx.memory.read,
@@ -309,9 +309,12 @@ def _prepare_prompt(ctx: AttemptContext, files: dict[str, str], root: Path) -> t
 def _strategy_prompt(ctx: AttemptContext, decision: DecisionLike, files: dict[str, str], root: Path) -> str:
     """Returns the strategy's prompt for the decision, with the recently deleted items as data."""
     assert ctx.runner is not None
+    others = lineage_store.other_parents_feedback(
+        ctx.history, [str(c.id) for c in decision.parents], ctx.program, ctx.redactor, ctx.state
+    )
     prompt = strategy.render_prompt(
         ctx.runner, decision, ctx.program, files, ctx.state, ctx.best, root, ctx.options.directives, ctx.memory.read,
-        _feedback(ctx, _parent_id(ctx, decision)),
+        _feedback(ctx, _parent_id(ctx, decision)), others,
     )
     deleted = lineage_store.deleted_items(ctx.reader, _parent_id(ctx, decision))
     return with_data_section(prompt, RECENTLY_DELETED, deleted)
@@ -323,8 +326,8 @@ def _feedback(ctx: AttemptContext, parent_id: str | None) -> tuple[str, ...]:
     if ctx.baseline is not None and parent_id == trace.SEED_ID:
         seed = trace.TraceRow(trace.SEED_ID, 0, None, dict(ctx.baseline.metrics), "accepted",
                               extra={"artifacts": artifacts_of_result(ctx.baseline)})
-    items = lineage_store.feedback_items(ctx.history, parent_id, ctx.program, seed)
-    return tuple(ctx.redactor.text(item) for item in items)
+    state = ctx.state if ctx.runner is not None else None
+    return lineage_store.prompt_feedback(ctx.history, parent_id, ctx.program, ctx.redactor, state, seed)
 
 
 def _screen(

@@ -6,31 +6,47 @@ carried between them and no table is ever edited by the agent.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import logging
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 from autoloop_py.git.command import call, changed_paths, open_repo
-from autoloop_py.loop import integrity, stale_parents
+from autoloop_py.loop import handoff_report, integrity, lineage_store, stale_parents
 from autoloop_py.loop.baseline import measure_baseline
 from autoloop_py.loop.checks import violations
 from autoloop_py.loop.ci_gate import ci_gate_enabled
-from autoloop_py.loop.evaluate import evaluate
+from autoloop_py.loop.evaluate import EvaluationResult, evaluate
+from autoloop_py.loop.evaluation_report import Report
 from autoloop_py.loop.iteration import iteration_rng
 from autoloop_py.loop.lock import program_lock
-from autoloop_py.loop.recording import IterationData, load_state, record_iteration, rejection_note, state_path
+from autoloop_py.loop.recording import (
+    IterationData,
+    artifacts_of_result,
+    failure_note,
+    load_state,
+    primary_file,
+    record_iteration,
+    rejected_note,
+    rejection_note,
+    state_path,
+)
 from autoloop_py.loop.workspace import Workspace
 from autoloop_py.program.model import Program
 from autoloop_py.program.target import target_files
+from autoloop_py.redact import from_environment
 from autoloop_py.render import render
 from autoloop_py.state import file as statefile
 from autoloop_py.state import population as pop
-from autoloop_py.state.memory_folder import Memory, open_memory
+from autoloop_py.state import trace
+from autoloop_py.state.memory_folder import FolderMemory, Memory, open_memory
 from autoloop_py.strategies import runner as strategy
 from autoloop_py.strategies.base import Decision
-from autoloop_py.strategies.prompt import prompt_context, render_iteration_prompt
+from autoloop_py.strategies.prompt import prompt_context, render_iteration_prompt, with_feedback_section
 
 log = logging.getLogger(__name__)
 _DISPLAY_NAMES = {"adaevolve": "AdaEvolve", "evox": "EvoX"}
@@ -67,6 +83,7 @@ class Outcome:
       commit: the commit holding the candidate, when already made.
       pending_ci: a kept candidate waits for CI (`⏳ pending-ci`, settled by `autoloop ci`) when the
         program's CI gate is on, instead of being accepted at once.
+      report: the evaluation's report the agent handed in (`--report`): its metric, rejection and feedback.
     """
 
     summary: str
@@ -77,6 +94,7 @@ class Outcome:
     evaluate: bool = False
     commit: str | None = None
     pending_ci: bool = False
+    report: Report | None = None
 
 
 def prepare(root: Path, program: Program, place_parent: bool = False, memory: Memory | None = None) -> Handoff:
@@ -91,8 +109,11 @@ def prepare(root: Path, program: Program, place_parent: bool = False, memory: Me
     files = _target_texts(root, program)
     best = state.machine.best_metric
     runner = strategy.load_runner(program, root)
+    reader, redactor = lineage_store.memory_reader(root, memory, program), from_environment(os.environ)
     if runner is None:
+        told = lineage_store.prompt_feedback(reader, trace.read_tip(memory.read, program.name), program, redactor)
         prompt = render_iteration_prompt(prompt_context(program, files, state, best, iteration))
+        prompt = with_feedback_section(prompt, told)
         return Handoff(iteration, prompt, None)
     rng = iteration_rng(program, iteration)
     decision = strategy.decide(runner, state, best, iteration, program.direction, rng, memory.read, None, _rebase(root, program, runner, memory))
@@ -101,7 +122,13 @@ def prepare(root: Path, program: Program, place_parent: bool = False, memory: Me
     if place_parent:
         for path in changed:
             (root / path).write_text(placed[path], encoding="utf-8")
-    prompt = strategy.render_prompt(runner, decision, program, placed, state, best, root, load=memory.read)
+    tip = trace.read_tip(memory.read, program.name)
+    told = lineage_store.prompt_feedback(reader, _parent_id(decision, tip), program, redactor, state)
+    parents = [str(c.id) for c in decision.parents]
+    others = lineage_store.other_parents_feedback(reader, parents, program, redactor, state)
+    prompt = strategy.render_prompt(
+        runner, decision, program, placed, state, best, root, load=memory.read, feedback=told, parent_feedback=others
+    )
     note = _guide_note(runner, state, program, memory.read)
     if note:
         prompt = prompt.rstrip("\n") + "\n\n" + note
@@ -149,7 +176,7 @@ def _record_locked(
     best, baseline = _best_or_baseline(root, program, state)
     result = _judge(root, program, outcome, best)
     if result.status == "accepted" and outcome.pending_ci and ci_gate_enabled(program):
-        result = _Judgement("pending-ci", result.metric, result.notes + "; waiting for CI", result.evaluated)
+        result = dataclasses.replace(result, status="pending-ci", notes=result.notes + "; waiting for CI")
     extra = strategy.history_bullets(decision, result.metric) if decision is not None else ()
     entry = statefile.IterationRecord(
         status=result.status,
@@ -166,9 +193,36 @@ def _record_locked(
     if runner is not None and decision is not None and result.evaluated:
         source = (root / runner.primary).read_text(encoding="utf-8")
         candidate = strategy.candidate_for(runner, decision, entry, source, outcome.approach, iteration)
-    data = IterationData(runner, candidate, decision=decision, base=stale_parents.default_tip(root))
+    evaluated = _evaluated(root, program, runner, decision, result, trace.read_tip(memory.read, program.name))
+    # gh-aw's repo-memory folder holds at most 1000 files: its trace keeps rows (and their artifacts), not sources.
+    data = IterationData(runner, candidate, evaluated=evaluated, decision=decision,
+                         base=stale_parents.default_tip(root), trace_sources=not isinstance(memory, FolderMemory))
     record_iteration(memory, program, entry, budget, data)
     return entry
+
+
+def _parent_id(decision: Decision | None, tip: str | None) -> str | None:
+    """Returns the trace row id of the program the candidate is derived from (the tip in the default flow)."""
+    parents = getattr(decision, "parents", None)
+    return str(parents[0].id) if parents else tip
+
+
+def _evaluated(
+    root: Path, program: Program, runner: strategy.StrategyRunner | None, decision: Decision | None,
+    result: _Judgement, tip: str | None,
+) -> trace.Evaluated | None:
+    """Returns the candidate's trace data, what its evaluation said kept as artifacts (None when not evaluated)."""
+    if not result.evaluated:
+        return None
+    primary = runner.primary if runner is not None else primary_file(program, root)
+    path = root / primary if primary else None
+    source = path.read_text(encoding="utf-8", errors="replace") if path is not None and path.is_file() else ""
+    island = getattr(decision, "island", None)
+    return trace.Evaluated(
+        source=source, metrics=dict(result.metrics), parent_id=_parent_id(decision, tip),
+        operator=getattr(decision, "operator", None), language=strategy.language_of(primary or ""),
+        metadata={"island": island} if island is not None else {}, artifacts=dict(result.artifacts),
+    )
 
 
 def _rebase(
@@ -184,6 +238,8 @@ class _Judgement:
     metric: float | None
     notes: str
     evaluated: bool
+    metrics: Mapping[str, Any] = field(default_factory=dict)
+    artifacts: Mapping[str, str] = field(default_factory=dict)
 
 
 def _judge(root: Path, program: Program, outcome: Outcome, best: float | None) -> _Judgement:
@@ -194,16 +250,32 @@ def _judge(root: Path, program: Program, outcome: Outcome, best: float | None) -
     problems = violations(program, before, after)
     if problems:
         return _Judgement("rejected", None, "Rejected before evaluation: " + "; ".join(problems), False)
-    metric, error = outcome.metric, outcome.error
-    if outcome.evaluate:
-        result = evaluate(program, root)
-        metric, error = (result.metric, None) if result.ok else (None, result.error or "no metric")
-    if error is not None or metric is None:
-        return _Judgement("error", None, f"evaluation failed: {error or 'no metric reported'}", True)
+    result = _result(root, program, outcome)
+    redactor = from_environment(os.environ)
+    metrics = handoff_report.kept_metrics(result.metrics, _metric_name(program), result.metric, redactor)
+    artifacts = handoff_report.kept_artifacts(artifacts_of_result(result), redactor)
+    judged = functools.partial(_Judgement, evaluated=True, metrics=metrics, artifacts=artifacts)
+    metric = result.metric
+    if not result.ok or metric is None:
+        return judged("error", None, handoff_report.safe_text(failure_note(result), redactor))
+    if result.rejection or result.stopped:
+        return judged("rejected", metric, handoff_report.safe_text(rejected_note(result), redactor))
     if statefile.is_improvement(metric, best, program.direction, program.config.min_delta):
-        name = program.evaluation.metric if program.evaluation else "metric"
-        return _Judgement("accepted", metric, f"{name} improved to {metric:g}", True)
-    return _Judgement("rejected", metric, rejection_note(metric, best, program), True)
+        return judged("accepted", metric, f"{_metric_name(program)} improved to {metric:g}")
+    return judged("rejected", metric, rejection_note(metric, best, program))
+
+
+def _result(root: Path, program: Program, outcome: Outcome) -> EvaluationResult:
+    """Returns the candidate's evaluation: run here (`--evaluate`), or as the agent reports it (untrusted)."""
+    if outcome.evaluate:
+        return evaluate(program, root)
+    if outcome.report is not None:
+        return handoff_report.result_of_report(outcome.report)
+    return handoff_report.result_of_claim(outcome.metric, outcome.error)
+
+
+def _metric_name(program: Program) -> str:
+    return program.evaluation.metric if program.evaluation else "metric"
 
 
 def _best_or_baseline(root: Path, program: Program, state: statefile.StateFile) -> tuple[float | None, float | None]:

@@ -147,7 +147,7 @@ def _run_locked(
         if failure is not None:
             attempt = Attempt(error_record(now, "baseline", f"baseline evaluation failed: {failure}", options.run_url))
         else:
-            tip = trace.SEED_ID if seed is not None else (memory.read(trace.tip_path(program.name)) or "").strip() or None
+            tip = trace.SEED_ID if seed is not None else trace.read_tip(memory.read, program.name)
             reader = lineage_store.trace_reader(root, memory.config.branch, program, memory.session.objects)
             context = AttemptContext(
                 program, workspace, proposer, state, best, iteration, rng, options, clock, now, runner, memory, tip, key,

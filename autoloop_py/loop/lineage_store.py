@@ -21,6 +21,10 @@ from autoloop_py.loop.novelty import Ancestor, EarlierResult, NoveltyConfig, Nov
 from autoloop_py.program.model import Program
 from autoloop_py.state import feedback, trace
 from autoloop_py.state.machine import is_improvement
+from autoloop_py.redact import Redactor
+from autoloop_py.state.file import StateFile
+from autoloop_py.state.memory_folder import FolderMemory, Memory
+from autoloop_py.state.population import Population, population_of
 from autoloop_py.strategies.runner import language_of
 
 log = logging.getLogger(__name__)
@@ -63,6 +67,29 @@ class BranchFiles:
         return {path: self.objects.text(f"{self._tip}:{path}") for path in paths}
 
 
+class FolderFiles:
+    """The files of a memory folder (gh-aw's repo-memory clone, state/memory_folder.py)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def names(self, folder: str) -> list[str]:
+        """Returns the sorted entry names of folder ([] when absent)."""
+        where = self.folder / folder
+        return sorted(entry.name for entry in where.iterdir()) if where.is_dir() else []
+
+    def read_many(self, paths: Sequence[str]) -> dict[str, str | None]:
+        """Returns the text of each file (None when absent, not a file or not UTF-8)."""
+        return {path: self._text(path) for path in paths}
+
+    def _text(self, path: str) -> str | None:
+        file = self.folder / path
+        try:
+            return file.read_bytes().decode("utf-8") if file.is_file() and not file.is_symlink() else None
+        except (OSError, UnicodeDecodeError):
+            return None
+
+
 class TraceReader:
     """One program's trace rows and sources, each file read at most once and only when needed."""
 
@@ -76,6 +103,7 @@ class TraceReader:
         for path in self._rows:
             self._by_name.setdefault(path.rsplit("/", 1)[1][7:-5], path)
         self._texts: dict[str, str | None] = {}
+        self._known_rows: frozenset[str] | None = None
 
     def row(self, row_id: str) -> trace.TraceRow | None:
         """Returns the row with this id (None when the trace has none)."""
@@ -134,16 +162,31 @@ class TraceReader:
         return [row for row in (self._row_at(path) for path in newest) if row is not None]
 
     def recent_children(self, parent_id: str, recent: int = RECENT_ROWS) -> list[trace.TraceRow]:
-        """Returns the rows derived from parent_id among the `recent` newest rows, newest first."""
-        return [row for row in self.recent_rows(recent) if row.parent_id == parent_id]
+        """Returns the `recent` newest rows derived from parent_id, newest first.
+
+        They are found through the children index (`children/<parent id>/<row file>`, written with each row),
+        however far back they are, and among the `recent` newest rows (a trace written before the index).
+        """
+        if recent <= 0:
+            return []
+        indexed = self._files.names(self._base + trace.children_index_dir(parent_id))
+        paths = [path for name in indexed[-recent:] if (path := self._base + "rows/" + name) in self._known()]
+        newest = sorted(set(paths) | set(self._rows[-recent:]), reverse=True)
+        self._prefetch(newest)
+        rows = [row for row in (self._row_at(path) for path in newest) if row is not None]
+        return [row for row in rows if row.parent_id == parent_id][:recent]
+
+    def _known(self) -> frozenset[str]:
+        if self._known_rows is None:
+            self._known_rows = frozenset(self._rows)
+        return self._known_rows
 
     def _rows_with_source(self, sha: str) -> Iterator[str]:
         """Yields the paths of the rows that may have recorded source `sha`, newest first."""
         if f"{sha}.txt" not in self._files.names(self._base + f"blobs/{sha[:2]}"):
             return
         indexed = self._files.names(self._base + trace.source_index_dir(sha))
-        known = set(self._rows)
-        yield from (path for name in reversed(indexed) if (path := self._base + "rows/" + name) in known)
+        yield from (path for name in reversed(indexed) if (path := self._base + "rows/" + name) in self._known())
         if indexed:
             return
         # A trace recorded before the source index: every row, newest first, read a chunk at a time.
@@ -210,22 +253,38 @@ def trace_reader(root: Path, branch: str, program: Program, objects: ObjectReade
     return TraceReader(BranchFiles(root, branch, objects), program.name, metric)
 
 
+def memory_reader(root: Path, memory: Memory, program: Program) -> TraceReader:
+    """Returns the reader of the program's trace in memory: the memory branch, or the memory folder."""
+    metric = program.evaluation.metric if program.evaluation else None
+    if isinstance(memory, FolderMemory):
+        return TraceReader(FolderFiles(memory.folder), program.name, metric)
+    return trace_reader(root, memory.config.branch, program, memory.session.objects)
+
+
 def feedback_items(
-    reader: TraceReader | None, parent_id: str | None, program: Program, pending: trace.TraceRow | None = None
+    reader: TraceReader | None, parent_id: str | None, program: Program, pending: trace.TraceRow | None = None,
+    origins: Mapping[str, str] | None = None, attempts: int = FEEDBACK_ATTEMPTS,
 ) -> tuple[str, ...]:
     """Returns the prompt items of what evaluations said of the parent and of its latest attempts that were not kept.
 
     Each item is one candidate's feedback cut to the program's `feedback-bytes` (none without a reader).
     pending: the parent's row when this iteration made it and has not recorded it yet (the baseline's seed).
+    origins: each copied candidate's source id (copy_origins): a parent with no row of its own (an AdaEvolve
+    migrant or island copy) shows the feedback of the row it was copied from.
+    attempts: how many of its latest attempts not kept are shown (0: the parent's own feedback only).
     """
     if reader is None or parent_id is None or program.config.feedback_bytes <= 0:
         return ()
     metric = program.evaluation.metric if program.evaluation else None
     shown: list[tuple[str, trace.TraceRow]] = []
-    parent = reader.row(parent_id) or (pending if pending is not None and pending.id == parent_id else None)
+    parent = _own_row(reader, parent_id, origins or {})
+    if parent is None and pending is not None and pending.id == parent_id:
+        parent = pending
     if parent is not None:
-        shown.append((f"The parent ({parent.id})", parent))
-    earlier = [row for row in reader.recent_children(parent_id) if row.status != "accepted"][:FEEDBACK_ATTEMPTS]
+        copied = f", a copy of {parent.id}" if parent.id != parent_id else ""
+        shown.append((f"The parent ({parent_id}{copied})", parent))
+    children = reader.recent_children(parent_id) if attempts else []
+    earlier = [row for row in children if row.status != "accepted"][:attempts]
     shown += [(f"An earlier attempt on this parent ({row.id})", row) for row in earlier]
     items = []
     for who, row in shown:
@@ -234,6 +293,51 @@ def feedback_items(
         if view is not None:
             items.append(feedback.render_feedback(view, program.config.feedback_bytes))
     return tuple(items)
+
+
+def prompt_feedback(
+    reader: TraceReader | None, parent_id: str | None, program: Program, redactor: Redactor,
+    state: StateFile | None = None, pending: trace.TraceRow | None = None,
+) -> tuple[str, ...]:
+    """Returns feedback_items with secrets masked, for a prompt (the loop's and `autoloop prompt`'s alike).
+
+    state: the program's state file when a strategy runs, so that a copied parent leads to its source's row.
+    """
+    origins = copy_origins(population_of(state)) if state is not None and parent_id is not None else {}
+    return tuple(redactor.text(item) for item in feedback_items(reader, parent_id, program, pending, origins))
+
+
+def other_parents_feedback(
+    reader: TraceReader | None, parents: Sequence[str], program: Program, redactor: Redactor, state: StateFile
+) -> dict[str, tuple[str, ...]]:
+    """Returns what evaluations said of each parent after the first (its own row only), by id, redacted."""
+    if reader is None or len(parents) < 2 or program.config.feedback_bytes <= 0:
+        return {}
+    origins = copy_origins(population_of(state))
+    found = {}
+    for parent in parents[1:]:
+        items = feedback_items(reader, parent, program, origins=origins, attempts=0)
+        if items:
+            found[parent] = tuple(redactor.text(item) for item in items)
+    return found
+
+
+def copy_origins(population: Population) -> dict[str, str]:
+    """Returns {id: the id it came from} of the Population's one-parent candidates (copies among them)."""
+    return {str(c.id): str(c.parents[0]) for c in population.candidates if len(c.parents) == 1}
+
+
+def _own_row(reader: TraceReader, row_id: str, origins: Mapping[str, str]) -> trace.TraceRow | None:
+    """Returns the row of row_id, or of the candidate it was copied from (following copies of copies)."""
+    current: str | None = row_id
+    seen: set[str] = set()
+    while current is not None and current not in seen and len(seen) < LINEAGE_DEPTH:
+        seen.add(current)
+        row = reader.row(current)
+        if row is not None:
+            return row
+        current = origins.get(current)
+    return None
 
 
 def stage_seconds(reader: TraceReader | None, after: int, recent: int = RECENT_ROWS) -> float | None:

@@ -29,6 +29,15 @@ HARD_CAP_FACTOR = 10
 HARD_CAP_FLOOR = 8 << 20
 
 
+def _trace_kept(kept: Mapping[str, str], program: Program, sources: bool) -> dict[str, str]:
+    """Returns the files an iteration writes beside its state file (without the trace's sources unless asked)."""
+    if sources:
+        return dict(kept)
+    base = trace.trace_dir(program.name)
+    dropped = (f"{base}/blobs/", f"{base}/{trace.SOURCES_DIR}/")
+    return {path: text for path, text in kept.items() if not path.startswith(dropped)}
+
+
 def hard_cap(budget: int) -> int:
     """Returns the size in bytes above which a state file is refused without parsing it."""
     return max(HARD_CAP_FACTOR * budget, HARD_CAP_FLOOR)
@@ -76,6 +85,8 @@ class IterationData:
       seed: the unchanged code's trace data, on the run's first iteration.
       decision: the strategy's decision (booked even when no candidate came of it).
       base: the default-branch commit the candidate was made on, kept for its Population entry.
+      trace_sources: the trace keeps each row's source (blobs/ and the source index); off, its rows alone (with
+        their artifacts and the children index): gh-aw's repo-memory refuses a folder of over 1000 files.
     """
 
     runner: StrategyRunner | None = None
@@ -85,6 +96,7 @@ class IterationData:
     seed: trace.Evaluated | None = None
     decision: object = None
     base: str | None = None
+    trace_sources: bool = True
 
 
 def record_iteration(
@@ -155,7 +167,7 @@ def record_iteration(
     message = f"[Autoloop: {program.name}] {record.status} ({metric}): {record.change}"[:200]
     if record.key:
         message += f"\n\n{KEY_TRAILER}: {record.key}"
-    memory.update(path, change, message, extra=lambda: dict(kept))
+    memory.update(path, change, message, extra=lambda: _trace_kept(kept, program, data.trace_sources))
     return applied[0]
 
 

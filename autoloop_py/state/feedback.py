@@ -2,7 +2,8 @@
 
 The artifacts (EvoTrace's name) are kept in the candidate's trace row, never in the state file: the
 report's `feedback` text, the reason it was rejected or failed, and the ends of its stdout and stderr.
-A prompt shows them as data, each candidate's part cut to the program's `feedback-bytes`.
+A prompt shows them as data, each candidate's part cut to the program's `feedback-bytes`, terminal escape sequences
+and control characters stripped.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from autoloop_py.render import render
+from autoloop_py.state.untrusted_text import plain
 
 # Each artifact is kept up to this many characters in the trace (a prompt shows less: `feedback-bytes`).
 STORED_CHARS = 8 * 1024
@@ -57,9 +59,10 @@ def view_of(
     who: str, status: str, metrics: Mapping[str, Any], artifacts: Mapping[str, Any], metric: str | None
 ) -> FeedbackView | None:
     """Returns what a prompt shows of one candidate's evaluation (None when it said nothing beside its metric)."""
-    texts = {key: str(artifacts.get(key) or "") for key in FIELDS}
+    texts = {key: plain(str(artifacts.get(key) or "")) for key in FIELDS}
     values = tuple(
-        (str(name), _value_text(value)) for name, value in sorted(metrics.items(), key=lambda item: str(item[0]))
+        (plain(str(name)), _value_text(value))
+        for name, value in sorted(metrics.items(), key=lambda item: str(item[0]))
         if name != metric and name not in _NOT_VALUES
     )
     stderr = "" if status == "accepted" else "\n".join(texts["stderr_tail"].strip().splitlines()[-_TAIL_LINES:])
@@ -89,4 +92,5 @@ def _value_text(value: Any) -> str:
         text = json.dumps(value, sort_keys=True, ensure_ascii=False)
     except (TypeError, ValueError):
         text = str(value)
+    text = plain(text)
     return text if len(text) <= _VALUE_CHARS else text[: _VALUE_CHARS - 1] + "…"

@@ -30,6 +30,7 @@ logger = logging.getLogger(__name__)
 
 TRACES_DIR = "traces"
 SOURCES_DIR = "sources"
+CHILDREN_DIR = "children"
 SCHEMA_VERSION = 1
 BACKEND = "autoloop"
 STATUSES = ("accepted", "rejected", "failed")
@@ -200,6 +201,9 @@ def row_files(program: str, row: TraceRow, source: str, prompts: Mapping[str, An
     row = replace(row, solution_sha256=solution_sha, prompts_sha256=prompts_sha)
     files[f"{base}/rows/{row_file_name(row)}"] = json.dumps(row_to_json(row), sort_keys=True, ensure_ascii=False) + "\n"
     files[f"{base}/{source_index_dir(solution_sha)}/{row_file_name(row)}"] = ""
+    if row.parent_id is not None:
+        # An empty JSON object, not an empty file: gh-aw's repo-memory may parse every .json file it saves.
+        files[f"{base}/{children_index_dir(row.parent_id)}/{row_file_name(row)}"] = "{}\n"
     return files
 
 
@@ -210,6 +214,15 @@ def source_index_dir(sha: str) -> str:
     leaves it out.
     """
     return f"{SOURCES_DIR}/{sha[:2]}/{sha}"
+
+
+def children_index_dir(parent_id: str) -> str:
+    """Returns the folder (relative to the trace folder) whose files (`{}`) name the rows derived from parent_id.
+
+    A prompt finds what evaluations said of a parent's attempts through it, however old they are, without
+    reading every row; `export` leaves it out.
+    """
+    return f"{CHILDREN_DIR}/{safe_id(parent_id)}"
 
 
 def row_to_json(row: TraceRow) -> dict[str, Any]:
@@ -539,8 +552,19 @@ def _row_extra(evaluated: Evaluated) -> dict[str, Any]:
 
 
 def tip_path(program: str) -> str:
-    """Returns the memory-branch file naming the row id at the tip of the program branch."""
-    return f"{trace_dir(program)}/tip"
+    """Returns the memory-branch file naming the row id at the tip of the program branch.
+
+    `.txt`: gh-aw's repo-memory refuses to save a folder holding a file without an allowed extension.
+    """
+    return f"{trace_dir(program)}/tip.txt"
+
+
+def read_tip(read: Callable[[str], str | None], program: str) -> str | None:
+    """Returns the row id at the tip of the program branch (None when none is recorded; the old `tip` file too)."""
+    text = read(tip_path(program))
+    if text is None:
+        text = read(f"{trace_dir(program)}/tip")
+    return (text or "").strip() or None
 
 
 def iteration_files(

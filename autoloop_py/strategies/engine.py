@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol, Sequence
 
 from autoloop_py.program.model import Program
@@ -42,6 +42,8 @@ class PromptInputs:
       population: the state file's Population.
       feedback: what evaluations said of the parent and its latest attempts that were not kept, one text per
         candidate (loop/lineage_store.feedback_items); () when none.
+      parent_feedback: what evaluations said of each other parent of the decision (its own row only), by id;
+        an engine that shows feedback beside each parent (AlphaEvolve) uses it.
     """
 
     program: Program
@@ -51,6 +53,7 @@ class PromptInputs:
     steering: Steering
     population: pop.Population
     feedback: tuple[str, ...] = ()
+    parent_feedback: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 class Engine(Protocol):

@@ -211,6 +211,11 @@ def _data_blocks(context: PromptContext) -> list[DataBlock]:
     return [*steering_blocks(steering), *(block for block in more if block is not None)]
 
 
+def with_feedback_section(prompt: str, items: Sequence[str]) -> str:
+    """Returns the prompt with the evaluator feedback items as a fenced data section before `## How to reply`."""
+    return with_data_section(prompt, EVALUATOR_FEEDBACK, items, bullets=False)
+
+
 def with_data_section(prompt: str, title: str, items: Sequence[str], bullets: bool = True) -> str:
     """Returns the prompt with a fenced data section of items (bullets, else paragraphs) before its `## How to reply`.
 

@@ -23,7 +23,7 @@ from autoloop_py.state.population_fold import fold_entries, folded_path
 from autoloop_py.strategies import pareto, registry
 from autoloop_py.strategies.base import StrategyContext
 from autoloop_py.strategies.engine import DecisionLike, Engine, PromptInputs
-from autoloop_py.strategies.prompt import EVALUATOR_FEEDBACK, steering_of, with_data_section
+from autoloop_py.strategies.prompt import steering_of, with_feedback_section
 from autoloop_py.strategies.slots import Slot
 
 log = logging.getLogger(__name__)
@@ -191,21 +191,25 @@ def render_prompt(
     directives: tuple[str, ...] = (),
     load: Callable[[str], str | None] | None = None,
     feedback: Sequence[str] = (),
+    parent_feedback: Mapping[str, Sequence[str]] | None = None,
 ) -> str:
     """Returns the strategy's prompt, with the framing file the decision needs (and only that one).
 
     load: reads the memory branch, so that the Population the prompt shows includes its folded entries.
     feedback: the evaluator feedback items (loop/lineage_store.feedback_items), placed where the engine says.
+    parent_feedback: the feedback items of each other parent of the decision, by id (engines that show feedback
+      beside each parent).
     """
     name = runner.engine.framing_file(decision)
     framing_path = root / runner.playbook.path.parent / "prompts" / name if name else None
     framing = framing_path.read_text(encoding="utf-8") if framing_path and framing_path.is_file() else ""
     inputs = PromptInputs(
-        program, files, framing, best, steering_of(state, directives), population_of(state, load), tuple(feedback)
+        program, files, framing, best, steering_of(state, directives), population_of(state, load), tuple(feedback),
+        {key: tuple(items) for key, items in (parent_feedback or {}).items()},
     )
     prompt = runner.engine.prompt(decision, inputs)
     if getattr(runner.engine, "evaluator_feedback", SECTION) == SECTION:
-        prompt = with_data_section(prompt, EVALUATOR_FEEDBACK, feedback, bullets=False)
+        prompt = with_feedback_section(prompt, feedback)
     return prompt
 
 

@@ -86,7 +86,9 @@ def test_state_survives_runs_only_through_the_memory_folder(
     out = agent_iteration(repo, "alpha", 2, capsys)
     assert "status: accepted" in out and "completed: false" in out
     assert main(["pause", "beta", "--repo", str(repo), "--reason", "flaky evaluator"]) == 0
-    assert sorted(p.name for p in memory.iterdir()) == ["alpha.md", "beta.md"]
+    # The state files, and alpha's trace (its candidate's row, with what the evaluation said).
+    assert sorted(p.name for p in memory.iterdir()) == ["alpha.md", "beta.md", "traces"]
+    assert [p.name for p in (memory / "traces").iterdir()] == ["alpha"]
     assert run_git(repo, "branch", "--list", "memory/autoloop") == ""  # nothing was written to git
 
     # Run 2: a new checkout; only the folder carries state. beta is paused, alpha reaches its target.

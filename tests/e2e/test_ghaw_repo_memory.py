@@ -11,7 +11,8 @@ runner.
 
 The test runs that contract twice from the rendered workflow: its clone and scheduler steps, gh-aw's
 clone of the managed folder, the agent's commands (`autoloop prompt`, an edit, `autoloop record`), then
-the save. Paths under /tmp/gh-aw are mapped into the test's own folder.
+the save. Paths under /tmp/gh-aw are mapped into the test's own folder. What the first run's evaluation
+said (its feedback, kept in the trace the save keeps) is in the second run's prompt.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ MEMORY_BRANCH = "memory/autoloop"
 # gh-aw's default `allowed-extensions`, checked over the whole uploaded folder.
 ALLOWED_EXTENSIONS = (".json", ".jsonl", ".txt", ".md", ".csv")
 REPO = Path(__file__).resolve().parents[2]
-EVALUATE = 'import json, runpy\nprint(json.dumps({"score": runpy.run_path("code/value.py")["x"]}))\n'
+EVALUATE = ('import json, runpy\nx = runpy.run_path("code/value.py")["x"]\n'
+            'print(json.dumps({"score": x, "feedback": f"FEEDBACK-MARK: x was {x}"}))\n')
 
 
 @dataclass(frozen=True)
@@ -191,8 +193,8 @@ def server(request: pytest.FixtureRequest, git_repo: Path, tmp_path: Path, run_g
 
 
 def one_run(number: int, server: Path, tmp_path: Path, x: int, monkeypatch: pytest.MonkeyPatch,
-            capsys: pytest.CaptureFixture[str]) -> tuple[dict[str, Any], str]:
-    """Runs one workflow run on a fresh runner; returns the scheduler's JSON and what `autoloop state` printed."""
+            capsys: pytest.CaptureFixture[str]) -> tuple[dict[str, Any], str, str]:
+    """Runs one workflow run on a fresh runner; returns the scheduler's JSON, the state it printed and the prompt."""
     meta, body = workflow()
     (memory,) = repo_memories(meta["tools"])
     runner = Runner(tmp_path / f"runner{number}" / "gh-aw", server)
@@ -219,14 +221,15 @@ def one_run(number: int, server: Path, tmp_path: Path, x: int, monkeypatch: pyte
     assert f"export AUTOLOOP_MEMORY_DIR={meta['env']['AUTOLOOP_MEMORY_DIR']}" in body  # what the prompt has the agent run
     monkeypatch.setenv("AUTOLOOP_MEMORY_DIR", agent_env)
     assert main(["prompt", "alpha", "--repo", str(repo)]) == 0
-    assert "code/value.py" in capsys.readouterr().out
+    prompt = capsys.readouterr().out
+    assert "code/value.py" in prompt
     (repo / ".autoloop/programs/alpha/code/value.py").write_text(f"x = {x}\n")
     assert main(["record", "alpha", "--repo", str(repo), "--evaluate", "--summary", f"x to {x}"]) == 0
     assert "status: accepted" in capsys.readouterr().out
     assert (managed / "alpha.md").is_file(), "autoloop record wrote outside the folder gh-aw saves"
     runner.save(memory, tmp_path / f"runner{number}" / "push-job")
     assert main(["state", "alpha", "--repo", str(repo)]) == 0
-    return selection, capsys.readouterr().out
+    return selection, capsys.readouterr().out, prompt
 
 
 def test_the_agent_writes_in_the_folder_gh_aw_saves() -> None:
@@ -246,17 +249,33 @@ def test_the_agent_writes_in_the_folder_gh_aw_saves() -> None:
 def test_two_runs_keep_state_through_gh_aws_save(
     server: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    first, state = one_run(1, server, tmp_path, 2, monkeypatch, capsys)
+    first, state, prompt = one_run(1, server, tmp_path, 2, monkeypatch, capsys)
+    assert "FEEDBACK-MARK" not in prompt
     saved = git(tmp_path, "--git-dir", str(server / "owner" / "repo.git"), "ls-tree", "-r", "--name-only", MEMORY_BRANCH)
     strategy = (server.parent / "repo" / ".autoloop/programs/alpha/strategy").is_dir()
-    assert saved.split() == (["alpha.md", "candidates/alpha/1.py", "candidates/alpha/bases.json"] if strategy
-                             else ["alpha.md"])
+    kept = [path for path in saved.split() if not path.startswith("traces/alpha/")]
+    assert kept == (["alpha.md", "candidates/alpha/1.py", "candidates/alpha/bases.json"] if strategy else ["alpha.md"])
+    row = "1" if strategy else "it1"
+    # The candidate's row, with its feedback; no sources (gh-aw saves at most max-file-count files in all).
+    assert [p for p in saved.split() if p.startswith("traces/alpha/")] == [
+        "traces/alpha/replay_env.json", f"traces/alpha/rows/000001-{row}.json", "traces/alpha/tip.txt"]
     assert first["selected"] == "alpha"
     assert "| Iteration Count | 1 |" in state
     branch = git(tmp_path, "--git-dir", str(server / "owner" / "repo.git"), "show", f"{MEMORY_BRANCH}:alpha.md")
     assert "| Iteration Count | 1 |" in branch and "| Best Metric | 2 |" in branch
 
-    second, state = one_run(2, server, tmp_path, 3, monkeypatch, capsys)
+    second, state, prompt = one_run(2, server, tmp_path, 3, monkeypatch, capsys)
+    saved = git(tmp_path, "--git-dir", str(server / "owner" / "repo.git"), "ls-tree", "-r", "--name-only",
+                MEMORY_BRANCH)
+    row2 = "2" if strategy else "it2"
+    # Each later iteration adds its row and its entry in its parent's children index, two files.
+    assert {p for p in saved.split() if p.startswith("traces/alpha/")} == {
+        "traces/alpha/replay_env.json", f"traces/alpha/rows/000001-{row}.json", f"traces/alpha/rows/000002-{row2}.json",
+        f"traces/alpha/children/{row}/000002-{row2}.json", "traces/alpha/tip.txt"}
+    if strategy:  # AlphaEvolve's second iteration explores from scratch: no parent, so no parent's feedback
+        assert "No parent: write a new candidate from scratch" in prompt and "FEEDBACK-MARK" not in prompt
+    else:  # what the first run's evaluation said of its candidate, the second run's parent
+        assert "FEEDBACK-MARK: x was 2" in prompt and prompt.index("FEEDBACK-MARK") < prompt.index("## How to reply")
     assert second["selected"] == "alpha" and second["state_file_size_bytes"] > 0  # the scheduler read run 1's record
     assert "| Iteration Count | 2 |" in state and "| Completed | true |" in state
     branch = git(tmp_path, "--git-dir", str(server / "owner" / "repo.git"), "show", f"{MEMORY_BRANCH}:alpha.md")

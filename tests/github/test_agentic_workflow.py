@@ -62,7 +62,7 @@ def test_the_memory_is_cloned_before_the_scheduler_reads_it(workflow: str) -> No
     meta, _ = split(workflow)
     assert meta["env"]["AUTOLOOP_MEMORY_DIR"] == AGENTIC_MEMORY_DIR == "/tmp/gh-aw/repo-memory/default"
     assert meta["tools"]["repo-memory"] == [
-        {"id": "default", "branch-name": "memory/autoloop", "file-glob": ["*.md", "candidates/**"],
+        {"id": "default", "branch-name": "memory/autoloop", "file-glob": ["*.md", "candidates/**", "traces/**"],
          "allowed-extensions": [".md", ".json", ".txt", ".py", ".js", ".ts", ".rs"],
          "max-file-size": 30720, "max-file-count": 1000}
     ]

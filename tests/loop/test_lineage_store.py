@@ -224,3 +224,76 @@ def test_feedback_items_show_the_parent_and_its_latest_attempts_not_kept(tmp_pat
     assert lineage_store.feedback_items(_reader(files), "nobody", program) == ()
     assert lineage_store.feedback_items(None, "B", program) == ()
     assert lineage_store.feedback_items(_reader(files), "B", _program(tmp_path / "off", "feedback-bytes: 0\n")) == ()
+
+
+@pytest.mark.parametrize("size", [20, 400])
+def test_an_old_attempt_on_the_parent_is_found_through_the_children_index_in_bounded_reads(
+    tmp_path: Path, size: int
+) -> None:
+    program = _program(tmp_path, "")
+    files = _with_row(s.memory_files(), TraceRow("B", 1, "A", {"value": 2.0}, "accepted"), s.B)
+    told = {"error": "x < 0", "feedback": "OLD-ATTEMPT-MARK"}
+    files = _with_row(files, TraceRow("old", 2, "B", {"value": -1.0}, "rejected", extra={"artifacts": told}), "o = 1\n")
+    for number in range(size):  # newer rows on other parents bury it far below the RECENT_ROWS newest
+        newer = TraceRow(f"n{number:04d}", 10 + number, "A", {"value": 0.0}, "rejected")
+        files = _with_row(files, newer, f"n = {number}\n")
+    counted = _Files(files)
+    items = lineage_store.feedback_items(TraceReader(counted, s.PROGRAM, "value"), "B", program)
+    assert [item.splitlines()[0] for item in items] == [
+        "An earlier attempt on this parent (old): rejected (value -1.0)"]
+    assert "OLD-ATTEMPT-MARK" in items[0]
+    read = [path for paths in counted.reads for path in paths]
+    # B's row, then its indexed children (C of the sample, old) and the newest rows in one batch, whatever the length.
+    assert len(read) == 1 + 2 + lineage_store.RECENT_ROWS
+
+
+def test_a_copied_parent_without_a_row_shows_the_feedback_of_the_row_it_was_copied_from(tmp_path: Path) -> None:
+    program = _program(tmp_path, "")
+    told = {"feedback": "SOURCE-MARK: 2 of 3 tests pass"}
+    source = TraceRow("3", 1, "A", {"value": 2.0}, "accepted", extra={"artifacts": told})
+    files = _with_row(s.memory_files(), source, s.B)
+    files = _with_row(files, TraceRow("9", 5, "8", {"value": 1.0}, "rejected",
+                                      extra={"artifacts": {"error": "COPY-CHILD-MARK"}}), "c = 1\n")
+    # 8 is a copy (AdaEvolve's migrant) of 7, itself a copy of 3; neither copy has a row of its own.
+    items = lineage_store.feedback_items(_reader(files), "8", program, origins={"8": "7", "7": "3"})
+    assert [item.splitlines()[0] for item in items] == [
+        "The parent (8, a copy of 3): accepted (value 2.0)",
+        "An earlier attempt on this parent (9): rejected (value 1.0)",
+    ]
+    assert "SOURCE-MARK" in items[0] and "COPY-CHILD-MARK" in items[1]
+    assert lineage_store.feedback_items(_reader(files), "8", program, origins={"8": "7", "7": "8"})[0].startswith(
+        "An earlier attempt"
+    )  # a cycle of copies ends the walk
+
+
+def test_copy_origins_map_each_one_parent_candidate_to_its_source() -> None:
+    from dataclasses import replace
+
+    from autoloop_py.state.population import Candidate, empty_population
+
+    population = replace(empty_population(), candidates=(
+        Candidate(1, 0, 1.0, 0, "seed"), Candidate(2, 1, 1.0, 0, "seed", parents=(1,)),
+        Candidate(3, 0, 2.0, 1, "crossover", parents=(1, 2)),
+    ))
+    assert lineage_store.copy_origins(population) == {"2": "1"}
+
+
+def test_prompt_feedback_follows_a_copy_in_the_state_files_population_and_masks_secrets(tmp_path: Path) -> None:
+    from autoloop_py.redact import Redactor
+    from autoloop_py.state import file as statefile
+    from autoloop_py.state.population import Candidate, add_candidate, empty_population
+    from autoloop_py.state.population_markdown import render_population
+
+    population = empty_population("AdaEvolve")
+    population = add_candidate(population, Candidate(3, 0, 2.0, 1, "seed", status="accepted", code="x = 3\n"))
+    population = add_candidate(population, Candidate(8, 1, 2.0, 1, "seed", parents=(3,), status="accepted",
+                                                     code="x = 3\n"))  # a migrant: no row of its own
+    state = statefile.new_state(s.PROGRAM, "Grow.", "value", "higher", None)
+    state = statefile.with_section(state, statefile.POPULATION, render_population(population))
+    told = {"feedback": "SOURCE-MARK with token sk-live-123456"}
+    source = TraceRow("3", 1, "A", {"value": 2.0}, "accepted", extra={"artifacts": told})
+    files = _with_row(s.memory_files(), source, s.B)
+    program = _program(tmp_path, "")
+    items = lineage_store.prompt_feedback(_reader(files), "8", program, Redactor(("sk-live-123456",)), state)
+    assert items[0].startswith("The parent (8, a copy of 3): accepted") and "SOURCE-MARK with token ***" in items[0]
+    assert lineage_store.prompt_feedback(_reader(files), "8", program, Redactor(), None) == ()  # no state: no copies

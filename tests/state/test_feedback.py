@@ -33,3 +33,14 @@ def test_cap_text_never_exceeds_the_cap_but_for_its_note(text: str, cap: int) ->
     else:
         assert capped.endswith(CUT_NOTE)
         assert len(capped.encode("utf-8")) <= max(cap, len(CUT_NOTE.encode("utf-8")))
+
+
+def test_the_view_strips_terminal_escapes_and_control_characters() -> None:
+    hostile = "ok\x1b]0;pwned title\x07 \x1b]52;c;Y2xpcA==\x07\x1b[2J\x1b[31mred\x1b[0m\x00\u202eevil\r\nnext"
+    artifacts = artifacts_of(hostile, hostile, "", hostile)
+    view = view_of("it4", "failed", {"score": 0, "k\x1b[1m": "v\x9b2J"}, artifacts, "score")
+    assert view is not None
+    text = render_feedback(view, 4096)
+    assert "Feedback:\nok redevil\nnext\n" in text and "End of stderr:\nok redevil\nnext" in text
+    assert not any(ch in text for ch in "\x1b\x07\x00\x9b\u202e\r")
+    assert "- k: \"v\"" in text

@@ -27,6 +27,8 @@ class AlphaEvolveEngine:
     """The runner's view of AlphaEvolve."""
 
     name = "alphaevolve"
+    # Each parent's block shows what its evaluation said (OpenEvolve's "Last Execution Output" of a program).
+    evaluator_feedback = "slot"
 
     def __init__(self, config: AlphaEvolveConfig, problem: str = "") -> None:
         self.config = config
@@ -61,6 +63,8 @@ class AlphaEvolveEngine:
             direction=inputs.program.direction,
             steering=inputs.steering,
             problem=self.problem,
+            feedback=inputs.feedback,
+            parent_feedback=inputs.parent_feedback,
         )
 
     def candidate(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from autoloop_py.program.model import Program
 from autoloop_py.render import render
@@ -16,6 +16,7 @@ from autoloop_py.strategies.prompt import (
     FileView,
     PromptContext,
     Steering,
+    data_block,
     fence_for,
     prompt_view,
     steering_blocks,
@@ -33,6 +34,8 @@ class ParentView:
       fitness: the raw fitness as text ("null" when missing).
       fence: a fence its code cannot close.
       code: its full source, or '' when only a reference is stored.
+      feedback: what its evaluation (and, for the first parent, its latest attempts not kept) said, as data;
+        OpenEvolve's "Last Execution Output" of the program shown (None when nothing was said).
     """
 
     label: str
@@ -41,6 +44,7 @@ class ParentView:
     fitness: str
     fence: str
     code: str
+    feedback: DataBlock | None = None
 
 
 @dataclass(frozen=True)
@@ -137,8 +141,14 @@ def render_prompt(
     direction: str,
     steering: Steering = Steering(),
     problem: str = "",
+    feedback: Sequence[str] = (),
+    parent_feedback: Mapping[str, Sequence[str]] | None = None,
 ) -> str:
-    """Returns the AlphaEvolve iteration prompt: the decision, parents' code, framing, islands and reply format."""
+    """Returns the AlphaEvolve iteration prompt: the decision, parents' code, framing, islands and reply format.
+
+    feedback: what evaluations said of the first parent and its latest attempts; parent_feedback: of each other
+    parent, by id. Each is shown in its parent's block, as OpenEvolve shows a program's last execution output.
+    """
     # The iteration number is not shown: the decision already says what this iteration does.
     base = prompt_view(PromptContext(program=program, files=files, best_metric=best_metric, iteration=0))
     view = AlphaEvolvePromptView(
@@ -151,7 +161,7 @@ def render_prompt(
         problem=problem,
         child_island=_island_text(decision.island, config),
         mutation=decision.operator not in TWO_PARENT_OPERATORS,
-        parents=_parent_views(decision, config),
+        parents=_parent_views(decision, config, feedback, parent_feedback or {}),
         islands=_island_views(decision, config),
         framing_name=framing_file(decision.operator),
         framing=_with_newline(framing.strip()),
@@ -176,19 +186,23 @@ def _opens_unlisted_island(decision: Decision, config: AlphaEvolveConfig) -> boo
     return decision.new_island and decision.island is not None and find_island(config, decision.island) is None
 
 
-def _parent_views(decision: Decision, config: AlphaEvolveConfig) -> tuple[ParentView, ...]:
-    """Returns the parents as shown, labelled by role."""
+def _parent_views(
+    decision: Decision, config: AlphaEvolveConfig, feedback: Sequence[str], others: Mapping[str, Sequence[str]]
+) -> tuple[ParentView, ...]:
+    """Returns the parents as shown, labelled by role, each with what its evaluation said."""
     labels = ("Parent",) if len(decision.parents) == 1 else ("Parent A", "Parent B")
     if decision.operator == "migration" and len(decision.parents) == 2:
         labels = ("Parent A (recipient: edit this one)", "Parent B (donor of the technique)")
-    return tuple(_parent_view(label, c, config) for label, c in zip(labels, decision.parents))
+    told = [feedback, *(others.get(str(c.id), ()) for c in decision.parents[1:])]
+    return tuple(_parent_view(label, c, config, items) for label, c, items in zip(labels, decision.parents, told))
 
 
-def _parent_view(label: str, candidate: Candidate, config: AlphaEvolveConfig) -> ParentView:
+def _parent_view(label: str, candidate: Candidate, config: AlphaEvolveConfig, told: Sequence[str]) -> ParentView:
     """Returns one parent's display form."""
     code = _with_newline(candidate.code or "")
     where = _island_text(candidate.island, config)
-    return ParentView(label, candidate, where, format_fitness(candidate.fitness), fence_for(code), code)
+    block = data_block(f"Last execution output of candidate {candidate.id}", told, bullets=False)
+    return ParentView(label, candidate, where, format_fitness(candidate.fitness), fence_for(code), code, block)
 
 
 def _island_text(index: int | None, config: AlphaEvolveConfig) -> str:

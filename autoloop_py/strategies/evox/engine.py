@@ -62,6 +62,8 @@ class EvoXEngine:
     name = "evox"
     # A strategy replays every evaluated program, so each one's code must be at hand.
     needs_all_code = True
+    # Evaluator feedback follows the context programs, before `# Current Solution` (strategies.md §3.2 step 2).
+    evaluator_feedback = "slot"
 
     def __init__(
         self, config: EvoXConfig, program: Program, root: Path, prompts_dir: Path, state_path: str, problem: str = "",
@@ -203,7 +205,7 @@ class EvoXEngine:
         return render_prompt(
             decision, self.config, program=inputs.program, population=inputs.population.candidates,
             files=inputs.files, framing=inputs.framing, best_metric=inputs.best, steering=inputs.steering,
-            problem=self.problem,
+            problem=self.problem, feedback=inputs.feedback,
         )
 
     def candidate(

@@ -16,10 +16,12 @@ from autoloop_py.strategies.evox.config import EvoXConfig
 from autoloop_py.strategies.evox.strategy import EvoXDecision, EvoXState, LabelTexts, StrategyRecord
 from autoloop_py.strategies.evox.worker import ALLOWED_MODULES
 from autoloop_py.strategies.prompt import (
+    EVALUATOR_FEEDBACK,
     DataBlock,
     FileView,
     PromptContext,
     Steering,
+    data_block,
     fence_for,
     prompt_view,
     steering_blocks,
@@ -114,8 +116,13 @@ def render_prompt(
     best_metric: float | None,
     steering: Steering = Steering(),
     problem: str = "",
+    feedback: Sequence[str] = (),
 ) -> str:
-    """Returns the solution prompt: previous attempts, context programs, then the labelled current solution."""
+    """Returns the solution prompt: previous attempts, context programs, evaluator feedback, the current solution.
+
+    feedback: what evaluations said of the parent and its latest attempts, shown after the context programs and
+    before `# Current Solution`, where the reference's prompt has its evaluator feedback (strategies.md §3.2).
+    """
     base = prompt_view(PromptContext(program=program, files=files, best_metric=best_metric, iteration=0))
     state = decision.state
     label_text = {"diverge": state.diverge_label, "refine": state.refine_label}.get(decision.label, "")
@@ -127,7 +134,7 @@ def render_prompt(
         context=tuple(program_view(c) for c in decision.context),
         error=_error_block(decision.previous_error),
         framing=_with_newline(framing.strip()), framing_fence=fence_for(framing), diff=config.diff_based_generation,
-        data=tuple(steering_blocks(steering)), files=base.files, include=base.include,
+        data=(*steering_blocks(steering), *_feedback_block(feedback)), files=base.files, include=base.include,
         exclude=base.exclude, example_path=base.example_path, evolve=base.evolve, problem=problem,
         objectives=pareto.prompt_section(config.objectives, decision.parent),
     )
@@ -158,6 +165,12 @@ def program_view(candidate: Candidate, outcome: str = "") -> ProgramView:
     """Returns a program's display form."""
     code = _with_newline(candidate.code or "")
     return ProgramView(candidate, format_fitness(candidate.fitness), fence_for(code), code, outcome)
+
+
+def _feedback_block(feedback: Sequence[str]) -> tuple[DataBlock, ...]:
+    """Returns the evaluator feedback as a data block (none when there is none)."""
+    block = data_block(EVALUATOR_FEEDBACK, feedback, bullets=False)
+    return (block,) if block is not None else ()
 
 
 def _error_block(error: str) -> DataBlock | None:
