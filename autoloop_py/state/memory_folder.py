@@ -10,6 +10,7 @@ branch; `open_memory` picks one of the two.
 from __future__ import annotations
 
 import builtins
+import logging
 import os
 import tempfile
 from pathlib import Path
@@ -19,7 +20,13 @@ from autoloop_py.errors import StateError
 from autoloop_py.git.objects import GitSession
 from autoloop_py.state.memory import MemoryCommit, MemoryStore, check_path
 
+logger = logging.getLogger(__name__)
+
 MEMORY_DIR_ENV = "AUTOLOOP_MEMORY_DIR"
+# gh-aw refuses the whole save of a repo-memory folder holding more files than its `max-file-count`
+# (1000 in autoloop.md, gh-aw's ceiling): the folder's trace drops its oldest rows to stay under this.
+FILE_LIMIT = 900
+_ROWS = "/rows/"
 
 Change = Callable[[str | None], str]
 Extra = Callable[[], Mapping[str, str | bytes]]
@@ -92,7 +99,25 @@ class FolderMemory:
             check_path(path)
         for path, content in files.items():
             self._write(path, content)
+        self._prune(FILE_LIMIT)
         return (message.splitlines() or [""])[0]
+
+    def _prune(self, limit: int) -> None:
+        """Deletes the oldest trace rows (and their children-index entries) while the folder holds over `limit` files."""
+        paths = self.list()
+        excess = len(paths) - limit
+        if excess <= 0:
+            return
+        # A row's file name starts with its zero-padded iteration, so the name orders rows by age.
+        rows = sorted((p for p in paths if p.startswith("traces/") and _ROWS in p), key=lambda p: p.rsplit("/", 1)[1])
+        names = {row.rsplit("/", 1)[1] for row in rows[:excess]}
+        doomed = [p for p in paths if p.startswith("traces/") and p.rsplit("/", 1)[1] in names
+                  and (_ROWS in p or "/children/" in p)]
+        for path in doomed:
+            (self.folder / path).unlink()
+        if len(paths) - len(doomed) > limit:
+            logger.warning("the memory folder %s still holds %d files with its trace pruned (limit %d): "
+                           "gh-aw refuses a save of too many", self.folder, len(paths) - len(doomed), limit)
 
     def update(self, path: str, change: Change, message: str, extra: Extra | None = None) -> str:
         """Writes change(current text) to `path`, plus the extra files; the caller holds the program lock."""
