@@ -267,3 +267,33 @@ def test_a_reached_budget_stops_judge_replay_and_customize_before_any_call(  # t
         err = capsys.readouterr().err
         assert f"demo: no {argv[0]} call: budget reached: spent " in err and "(budget-tokens)" in err
     assert run_git(repo, "log", "--format=%s", "memory/autoloop") == log  # nothing spent, nothing recorded
+
+
+def test_an_iteration_killed_after_its_candidate_push_still_counts_in_the_models_table(
+    counter_repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+    import signal
+    import sys
+
+    monkeypatch.delenv("AUTOLOOP_MODEL", raising=False)
+    with fake_openai("reply", monkeypatch, _edit(+1), tokens=100) as good:
+        _configure(counter_repo, "models:\n"
+                   f"  - model: openai/good\n    api-base: {good.base_url}\n"
+                   "    input-cost-per-token: 0.000001\n    output-cost-per-token: 0.000002\n")
+        killed = subprocess.run(
+            [sys.executable, "-m", "autoloop_py", "run", "--repo", str(counter_repo), "--program", "counter",
+             "--proposer", "llm", "--iterations", "1"],
+            env={**os.environ, "AUTOLOOP_FAULT": "after-candidate-push"}, capture_output=True, text=True, timeout=120,
+        )
+        assert killed.returncode == -signal.SIGKILL, killed.stderr
+        assert good.requests == 1
+        assert _run(counter_repo, 1) == 0  # records the killed run's candidate, then runs its own iteration
+    state = _state(counter_repo)
+    recovered = next(entry for entry in state.history if "interrupted run" in entry.text)
+    assert "- **Model**: openai/good\n" in recovered.text
+    assert "- **Model spend**: openai/good: 200 tokens, $0.0003\n" in recovered.text
+    row = _models(counter_repo)["openai/good"]
+    assert (row.calls, row.accepted, row.tokens) == (2, 2, 400) and good.requests == 2
+    assert row.usd == pytest.approx(2 * 100 * (0.000001 + 0.000002))
+    assert state.machine.spent is not None and state.machine.spent.usd == pytest.approx(row.usd)
