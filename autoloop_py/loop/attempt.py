@@ -120,7 +120,10 @@ def try_candidate(ctx: AttemptContext, root: Path) -> Attempt:
         attempt, drawn = _as_is(ctx, decision, files), None
     else:
         attempt = _with_retries(ctx, decision, files, prompt, root)
-    return replace(attempt, record=model_use.with_use(attempt.record, drawn, ctx.guide_spent))
+    evaluated = attempt.evaluated
+    if evaluated is not None and ctx.guide_spent:  # the trace row's own tokens and cost are the proposer's
+        evaluated = replace(evaluated, metadata={**evaluated.metadata, **model_use.guide_metadata(ctx.guide_spent)})
+    return replace(attempt, record=model_use.with_use(attempt.record, drawn, ctx.guide_spent), evaluated=evaluated)
 
 
 def _with_retries(

@@ -25,7 +25,7 @@ from autoloop_py.program.models import ModelSpec
 from autoloop_py.proposers import llm
 from autoloop_py.proposers.base import Usage
 from autoloop_py.proposers.model_choice import choose, model_rng
-from autoloop_py.state import budget
+from autoloop_py.state import budget, trace
 from autoloop_py.state import file as statefile
 from autoloop_py.state.memory import MemoryStore
 from autoloop_py.state.model_stats import ModelUse, use_bullets
@@ -79,6 +79,12 @@ def iteration_use(
         before_tokens, before_usd = spend.get(name, (0, None))
         spend[name] = (before_tokens + used, _plus(before_usd, usd))
     return ModelUse(proposer.name if proposer else None, spend)
+
+
+def guide_metadata(others: Sequence[Usage]) -> dict[str, object]:
+    """Returns the trace row metadata naming what the other calls (guide, meta) cost, per model (empty: none)."""
+    spent = [{"model": name, "tokens": tokens, "cost": usd} for name, (tokens, usd) in _per_model(others).items()]
+    return {trace.GUIDE_SPEND: spent} if spent else {}
 
 
 def check_budget(root: Path, program: Program, what: str, now: datetime | None = None) -> None:

@@ -178,14 +178,14 @@ def _edit_state(repo: Path, run_git, change: Callable[[str], str]) -> str:  # ty
 
 
 def test_a_strategys_guide_calls_go_to_the_guide_model_and_are_counted(  # type: ignore[no-untyped-def]
-    git_repo: Path, run_git, monkeypatch: pytest.MonkeyPatch
+    git_repo: Path, run_git, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     from autoloop_py.loop.iteration import run_iteration
     from autoloop_py.loop.options import RunOptions
     from autoloop_py.program.model import load_program
     from autoloop_py.state import file as statefile
     from autoloop_py.state.memory import MemoryStore
-    from tests.e2e.test_evox_run import LABELS_REPLY, PROGRAM, STATE, _install
+    from tests.e2e.test_evox_run import LABELS_REPLY, NAME, PROGRAM, STATE, _install
 
     monkeypatch.delenv("AUTOLOOP_MODEL", raising=False)
     repo = _install(git_repo, run_git, "switch_interval: 2\nimprovement_threshold: 0.5\nmeta_attempts: 1\n")
@@ -209,6 +209,18 @@ def test_a_strategys_guide_calls_go_to_the_guide_model_and_are_counted(  # type:
     # EvoX asks for its labels in the first iteration, which scores the Target as it is: no model proposed there.
     first = state.history[-1]
     assert "- **Model spend**: openai/meta: 100 tokens, $0.1\n" in first.text and "- **Model**:" not in first.text
+    # The trace-based views count the guide's spend too (on the trace row of the iteration that paid it).
+    capsys.readouterr()
+    assert main(["analyze", "--repo", str(repo), NAME, "--json"]) == 0
+    figures = {m["model"]: m for m in json.loads(capsys.readouterr().out)["models"]}
+    assert (figures["openai/meta"]["calls"], figures["openai/meta"]["tokens"]) == (0, 100)
+    assert figures["openai/meta"]["cost"] == pytest.approx(0.1)
+    page = tmp_path / "report.html"
+    assert main(["report", "--repo", str(repo), NAME, "--out", str(page)]) == 0
+    data = re.search(r'<script type="application/json" id="run-data">(.*?)</script>', page.read_text(), re.DOTALL)
+    assert data is not None
+    shown = {m["model"]: m for m in json.loads(data.group(1))["models"]}
+    assert (shown["openai/meta"]["tokens"], shown["openai/meta"]["cost"]) == (100, pytest.approx(0.1))
 
 
 def test_judge_replay_and_customize_calls_count_in_the_programs_spend(  # type: ignore[no-untyped-def]
