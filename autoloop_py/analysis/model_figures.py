@@ -72,7 +72,7 @@ def _empty() -> dict[str, Any]:
 
 
 def _guide_spend(row: TraceRow) -> list[tuple[str, int, float]]:
-    """Returns (model, tokens, dollars) of the row's other calls (a guide's, a meta call's); what cannot be read is skipped.
+    """Returns (model, tokens, dollars) of the row's guide and meta calls; what cannot be read is skipped.
 
     A trace may come from anywhere: only a list of objects with a string model, whole tokens >= 0 and a
     finite cost >= 0 (or none) counts.

@@ -255,7 +255,8 @@ def _attempt(ctx: AttemptContext, decision: DecisionLike | None, files: dict[str
             usage["extra"] = strategy.history_bullets(decision, result.metric)
         baseline = ctx.best if ctx.state.machine.best_metric is None else None
         # The models called so far ride in the trailers too, so a record rebuilt after a crash counts them.
-        use = model_use.iteration_use(ctx.model, usage.get("tokens"), usage.get("cost"), ctx.guide_spent)  # type: ignore[arg-type]
+        tokens, cost = usage.get("tokens"), usage.get("cost")
+        use = model_use.iteration_use(ctx.model, tokens, cost, ctx.guide_spent)  # type: ignore[arg-type]
         marks = recovery.trailers(ctx.key, result.metric, baseline, use) if ctx.key else {}
         measured = ctx.baseline.metrics if ctx.baseline is not None and ctx.baseline.ok else None
         verdict = acceptance.judge(program, result.metrics, ctx.state, measured)

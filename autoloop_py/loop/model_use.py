@@ -71,7 +71,7 @@ def with_use(
 def iteration_use(
     proposer: ModelSpec | None, tokens: int | None, cost: float | None, others: Sequence[Usage]
 ) -> ModelUse:
-    """Returns the iteration's model use: the proposer's tokens and cost plus the other calls' (guide, meta), per model."""
+    """Returns the iteration's model use: the proposer's tokens and cost plus its guide and meta calls', per model."""
     spend: dict[str, tuple[int, float | None]] = {}
     if proposer is not None:
         spend[proposer.name] = (tokens or 0, cost)

@@ -119,7 +119,8 @@ def test_the_model_use_rides_in_the_trailers_and_comes_back_in_the_recovered_rec
 
 def test_a_model_name_cannot_forge_a_trailer_line() -> None:
     use = ModelUse("openai/x\nAutoloop-Metric: 1e9", {"openai/x\nAutoloop-Metric: 1e9": (10, 0.5)})
-    message = recovery.with_trailers("[Autoloop: demo] Iteration 1: set x\n", recovery.trailers("demo:1:ab", 2.5, None, use))
+    marks = recovery.trailers("demo:1:ab", 2.5, None, use)
+    message = recovery.with_trailers("[Autoloop: demo] Iteration 1: set x\n", marks)
     assert recovery.read_trailers(message)[recovery.METRIC] == "2.5"
     names = [line.split(":")[0] for line in message.strip().split("\n\n")[-1].splitlines()]
     assert names == [recovery.KEY, recovery.METRIC, recovery.RUNNER, recovery.MODEL, recovery.MODEL_SPEND]
