@@ -2,7 +2,8 @@
 
 Read from the trace (any run, ours or another framework's), in trace order: a kept candidate's improvement
 is how far it moved the best so far in the better direction; candidates without a model (seeds) only set
-the starting best.
+the starting best. A row's guide and meta calls (`metadata.guide_spend`) add to their model's tokens and cost,
+not to its calls.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from autoloop_py.analysis import oriented
-from autoloop_py.state.trace import Trace
+from autoloop_py.state.trace import GUIDE_SPEND, Trace, TraceRow
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ class ModelFigures:
       accepted: of those, the ones kept.
       accepted_share: accepted / calls.
       improvement: the metric its kept candidates gained over the best before each (>= 0).
-      tokens: tokens the trace records for its candidates.
+      tokens: tokens the trace records for its candidates and for its guide and meta calls (`metadata.guide_spend`).
       cost: dollars likewise (0 when the trace records none).
     """
 
@@ -48,19 +49,46 @@ def model_figures(trace: Trace) -> list[ModelFigures]:
         if mine is not None and row.status == "accepted" and (best is None or mine > best):
             best = mine
         name = row.model or row.model_name
-        if not name:
-            continue
-        entry = figures.setdefault(name, {"calls": 0, "accepted": 0, "improvement": 0.0, "tokens": 0, "cost": 0.0})
-        kept = row.status == "accepted"
-        entry["calls"] += 1
-        entry["accepted"] += kept
-        entry["improvement"] += gain if kept else 0.0
-        entry["tokens"] += row.tokens or 0
-        entry["cost"] += row.cost or 0.0
+        if name:
+            entry = figures.setdefault(name, _empty())
+            kept = row.status == "accepted"
+            entry["calls"] += 1
+            entry["accepted"] += kept
+            entry["improvement"] += gain if kept else 0.0
+            entry["tokens"] += row.tokens or 0
+            entry["cost"] += row.cost or 0.0
+        for other, tokens, cost in _guide_spend(row):
+            entry = figures.setdefault(other, _empty())
+            entry["tokens"] += tokens
+            entry["cost"] += cost
     return [
-        ModelFigures(name, accepted_share=entry["accepted"] / entry["calls"], **entry)
+        ModelFigures(name, accepted_share=entry["accepted"] / entry["calls"] if entry["calls"] else 0.0, **entry)
         for name, entry in figures.items()
     ]
+
+
+def _empty() -> dict[str, Any]:
+    return {"calls": 0, "accepted": 0, "improvement": 0.0, "tokens": 0, "cost": 0.0}
+
+
+def _guide_spend(row: TraceRow) -> list[tuple[str, int, float]]:
+    """Returns (model, tokens, dollars) of the row's guide and meta calls; what cannot be read is skipped.
+
+    A trace may come from anywhere: only a list of objects with a string model, whole tokens >= 0 and a
+    finite cost >= 0 (or none) counts.
+    """
+    metadata = row.extra.get("metadata")
+    listed = metadata.get(GUIDE_SPEND) if isinstance(metadata, dict) else None
+    found = []
+    for item in listed if isinstance(listed, list) else []:
+        if not isinstance(item, dict):
+            continue
+        name, tokens, cost = item.get("model"), item.get("tokens"), item.get("cost")
+        cost = 0.0 if cost is None else cost
+        if (isinstance(name, str) and name and isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0
+                and isinstance(cost, (int, float)) and not isinstance(cost, bool) and 0 <= cost < float("inf")):
+            found.append((name, tokens, float(cost)))
+    return found
 
 
 def figures_data(trace: Trace) -> list[dict[str, Any]]:

@@ -120,7 +120,10 @@ def try_candidate(ctx: AttemptContext, root: Path) -> Attempt:
         attempt, drawn = _as_is(ctx, decision, files), None
     else:
         attempt = _with_retries(ctx, decision, files, prompt, root)
-    return replace(attempt, record=model_use.with_use(attempt.record, drawn, ctx.guide_spent))
+    evaluated = attempt.evaluated
+    if evaluated is not None and ctx.guide_spent:  # the trace row's own tokens and cost are the proposer's
+        evaluated = replace(evaluated, metadata={**evaluated.metadata, **model_use.guide_metadata(ctx.guide_spent)})
+    return replace(attempt, record=model_use.with_use(attempt.record, drawn, ctx.guide_spent), evaluated=evaluated)
 
 
 def _with_retries(
@@ -251,7 +254,10 @@ def _attempt(ctx: AttemptContext, decision: DecisionLike | None, files: dict[str
         if decision is not None:
             usage["extra"] = strategy.history_bullets(decision, result.metric)
         baseline = ctx.best if ctx.state.machine.best_metric is None else None
-        marks = recovery.trailers(ctx.key, result.metric, baseline) if ctx.key else {}
+        # The models called so far ride in the trailers too, so a record rebuilt after a crash counts them.
+        tokens, cost = usage.get("tokens"), usage.get("cost")
+        use = model_use.iteration_use(ctx.model, tokens, cost, ctx.guide_spent)  # type: ignore[arg-type]
+        marks = recovery.trailers(ctx.key, result.metric, baseline, use) if ctx.key else {}
         measured = ctx.baseline.metrics if ctx.baseline is not None and ctx.baseline.ok else None
         verdict = acceptance.judge(program, result.metrics, ctx.state, measured)
         extra: tuple[tuple[str, str], ...] = usage.get("extra", ())  # type: ignore[assignment]

@@ -25,7 +25,7 @@ from autoloop_py.program.models import ModelSpec
 from autoloop_py.proposers import llm
 from autoloop_py.proposers.base import Usage
 from autoloop_py.proposers.model_choice import choose, model_rng
-from autoloop_py.state import budget
+from autoloop_py.state import budget, trace
 from autoloop_py.state import file as statefile
 from autoloop_py.state.memory import MemoryStore
 from autoloop_py.state.model_stats import ModelUse, use_bullets
@@ -61,16 +61,30 @@ def with_use(
     """Returns the record with the other calls' usage (guide, meta) added to its spend, and the per-model bullets."""
     if proposer is None and not others:
         return record
+    use = iteration_use(proposer, record.tokens, record.cost, others)
+    tokens, cost = record.tokens or 0, record.cost
+    for used, usd in _per_model(others).values():
+        tokens, cost = tokens + used, _plus(cost, usd)
+    return replace(record, tokens=tokens or None, cost=cost, extra=(*record.extra, *use_bullets(use)))
+
+
+def iteration_use(
+    proposer: ModelSpec | None, tokens: int | None, cost: float | None, others: Sequence[Usage]
+) -> ModelUse:
+    """Returns the iteration's model use: the proposer's tokens and cost plus its guide and meta calls', per model."""
     spend: dict[str, tuple[int, float | None]] = {}
     if proposer is not None:
-        spend[proposer.name] = (record.tokens or 0, record.cost)
-    tokens, cost = record.tokens or 0, record.cost
+        spend[proposer.name] = (tokens or 0, cost)
     for name, (used, usd) in _per_model(others).items():
         before_tokens, before_usd = spend.get(name, (0, None))
         spend[name] = (before_tokens + used, _plus(before_usd, usd))
-        tokens, cost = tokens + used, _plus(cost, usd)
-    use = ModelUse(proposer.name if proposer else None, spend)
-    return replace(record, tokens=tokens or None, cost=cost, extra=(*record.extra, *use_bullets(use)))
+    return ModelUse(proposer.name if proposer else None, spend)
+
+
+def guide_metadata(others: Sequence[Usage]) -> dict[str, object]:
+    """Returns the trace row metadata naming what the other calls (guide, meta) cost, per model (empty: none)."""
+    spent = [{"model": name, "tokens": tokens, "cost": usd} for name, (tokens, usd) in _per_model(others).items()]
+    return {trace.GUIDE_SPEND: spent} if spent else {}
 
 
 def check_budget(root: Path, program: Program, what: str, now: datetime | None = None) -> None:

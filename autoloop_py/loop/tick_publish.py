@@ -25,6 +25,7 @@ from autoloop_py.program.model import Program
 from autoloop_py.state.history import KEY_TRAILER, IterationRecord
 from autoloop_py.state.machine import is_improvement
 from autoloop_py.state.memory import MemoryStore
+from autoloop_py.state.model_stats import use_of
 from autoloop_py.strategies import runner as strategy
 
 log = logging.getLogger(__name__)
@@ -190,7 +191,7 @@ def _aside(
             raise OutcomeError(f"refusing the outcome of '{program.name}', nothing was written: " + "; ".join(found))
         workspace.write(outcome.changes)
         assert record.metric is not None
-        marks = recovery.trailers(outcome.key, record.metric, record.baseline)
+        marks = recovery.trailers(outcome.key, record.metric, record.baseline, use_of(record))
         message = f"[Autoloop: {program.name}] Iteration {outcome.iteration} (lost to a sibling): {record.change}"
         aside[ref] = workspace.keep_aside(recovery.with_trailers(message, marks), ref)
     population = outcome.candidate_source is not None  # what the publish records as the slot's Population entry

@@ -49,6 +49,9 @@ _KNOWN_FIELDS = frozenset(
     }
 )
 _KNOWN_METADATA = frozenset({"changes", "parent_metrics", "model_name"})
+# An autoloop row's `metadata` key listing the iteration's other model calls (a strategy's guide and meta
+# calls): [{"model": name, "tokens": n, "cost": dollars or null}, ...]; the row's own tokens/cost are the proposer's.
+GUIDE_SPEND = "guide_spend"
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]")
 
 

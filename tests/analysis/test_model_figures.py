@@ -9,7 +9,7 @@ import pytest
 import trace_samples as sample
 
 from autoloop_py.analysis.model_figures import ModelFigures, figures_data, model_figures
-from autoloop_py.state.trace import load_trace
+from autoloop_py.state.trace import GUIDE_SPEND, load_trace
 
 
 def test_the_sample_runs_figures(tmp_path: Path) -> None:
@@ -29,3 +29,25 @@ def test_lower_is_better_and_rows_without_a_model(tmp_path: Path) -> None:
     (figures,) = model_figures(lower)
     # Lower is better: A (1, no model) sets the best; no later score is lower, so nothing gained.
     assert (figures.calls, figures.accepted, figures.improvement) == (5, 3, 0.0)
+
+
+def test_guide_calls_add_to_their_models_spend_not_its_calls(tmp_path: Path) -> None:
+    trace = load_trace(sample.write_run(tmp_path / "run"))
+    guide = [{"model": "test/guide", "tokens": 50, "cost": 0.25}, {"model": "test/model", "tokens": 7, "cost": None}]
+    rows = [replace(row, extra={**row.extra, "metadata": {GUIDE_SPEND: guide}}) if i == 1 else row
+            for i, row in enumerate(trace.rows)]
+    proposer, meta = model_figures(replace(trace, rows=tuple(rows)))
+    assert (proposer.model, proposer.calls, proposer.tokens) == ("test/model", 6, 609 + 7)
+    assert proposer.cost == pytest.approx(0.06)
+    assert meta == ModelFigures("test/guide", 0, 0, 0.0, 0.0, 50, 0.25)
+
+
+@pytest.mark.parametrize("listed", [
+    "50 tokens", [1, "x", None], [{"model": 3, "tokens": 5}], [{"model": "m", "tokens": -5}],
+    [{"model": "m", "tokens": True}], [{"model": "m", "tokens": 5, "cost": "free"}],
+    [{"model": "m", "tokens": 5, "cost": float("inf")}], [{"model": "m", "tokens": 5, "cost": -1}],
+])
+def test_a_guide_spend_that_cannot_be_read_is_skipped(tmp_path: Path, listed: object) -> None:
+    trace = load_trace(sample.write_run(tmp_path / "run"))
+    rows = (replace(trace.rows[0], extra={"metadata": {GUIDE_SPEND: listed}}), *trace.rows[1:])
+    assert model_figures(replace(trace, rows=rows)) == model_figures(trace)

@@ -178,14 +178,14 @@ def _edit_state(repo: Path, run_git, change: Callable[[str], str]) -> str:  # ty
 
 
 def test_a_strategys_guide_calls_go_to_the_guide_model_and_are_counted(  # type: ignore[no-untyped-def]
-    git_repo: Path, run_git, monkeypatch: pytest.MonkeyPatch
+    git_repo: Path, run_git, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     from autoloop_py.loop.iteration import run_iteration
     from autoloop_py.loop.options import RunOptions
     from autoloop_py.program.model import load_program
     from autoloop_py.state import file as statefile
     from autoloop_py.state.memory import MemoryStore
-    from tests.e2e.test_evox_run import LABELS_REPLY, PROGRAM, STATE, _install
+    from tests.e2e.test_evox_run import LABELS_REPLY, NAME, PROGRAM, STATE, _install
 
     monkeypatch.delenv("AUTOLOOP_MODEL", raising=False)
     repo = _install(git_repo, run_git, "switch_interval: 2\nimprovement_threshold: 0.5\nmeta_attempts: 1\n")
@@ -209,6 +209,18 @@ def test_a_strategys_guide_calls_go_to_the_guide_model_and_are_counted(  # type:
     # EvoX asks for its labels in the first iteration, which scores the Target as it is: no model proposed there.
     first = state.history[-1]
     assert "- **Model spend**: openai/meta: 100 tokens, $0.1\n" in first.text and "- **Model**:" not in first.text
+    # The trace-based views count the guide's spend too (on the trace row of the iteration that paid it).
+    capsys.readouterr()
+    assert main(["analyze", "--repo", str(repo), NAME, "--json"]) == 0
+    figures = {m["model"]: m for m in json.loads(capsys.readouterr().out)["models"]}
+    assert (figures["openai/meta"]["calls"], figures["openai/meta"]["tokens"]) == (0, 100)
+    assert figures["openai/meta"]["cost"] == pytest.approx(0.1)
+    page = tmp_path / "report.html"
+    assert main(["report", "--repo", str(repo), NAME, "--out", str(page)]) == 0
+    data = re.search(r'<script type="application/json" id="run-data">(.*?)</script>', page.read_text(), re.DOTALL)
+    assert data is not None
+    shown = {m["model"]: m for m in json.loads(data.group(1))["models"]}
+    assert (shown["openai/meta"]["tokens"], shown["openai/meta"]["cost"]) == (100, pytest.approx(0.1))
 
 
 def test_judge_replay_and_customize_calls_count_in_the_programs_spend(  # type: ignore[no-untyped-def]
@@ -267,3 +279,33 @@ def test_a_reached_budget_stops_judge_replay_and_customize_before_any_call(  # t
         err = capsys.readouterr().err
         assert f"demo: no {argv[0]} call: budget reached: spent " in err and "(budget-tokens)" in err
     assert run_git(repo, "log", "--format=%s", "memory/autoloop") == log  # nothing spent, nothing recorded
+
+
+def test_an_iteration_killed_after_its_candidate_push_still_counts_in_the_models_table(
+    counter_repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+    import signal
+    import sys
+
+    monkeypatch.delenv("AUTOLOOP_MODEL", raising=False)
+    with fake_openai("reply", monkeypatch, _edit(+1), tokens=100) as good:
+        _configure(counter_repo, "models:\n"
+                   f"  - model: openai/good\n    api-base: {good.base_url}\n"
+                   "    input-cost-per-token: 0.000001\n    output-cost-per-token: 0.000002\n")
+        killed = subprocess.run(
+            [sys.executable, "-m", "autoloop_py", "run", "--repo", str(counter_repo), "--program", "counter",
+             "--proposer", "llm", "--iterations", "1"],
+            env={**os.environ, "AUTOLOOP_FAULT": "after-candidate-push"}, capture_output=True, text=True, timeout=120,
+        )
+        assert killed.returncode == -signal.SIGKILL, killed.stderr
+        assert good.requests == 1
+        assert _run(counter_repo, 1) == 0  # records the killed run's candidate, then runs its own iteration
+    state = _state(counter_repo)
+    recovered = next(entry for entry in state.history if "interrupted run" in entry.text)
+    assert "- **Model**: openai/good\n" in recovered.text
+    assert "- **Model spend**: openai/good: 200 tokens, $0.0003\n" in recovered.text
+    row = _models(counter_repo)["openai/good"]
+    assert (row.calls, row.accepted, row.tokens) == (2, 2, 400) and good.requests == 2
+    assert row.usd == pytest.approx(2 * 100 * (0.000001 + 0.000002))
+    assert state.machine.spent is not None and state.machine.spent.usd == pytest.approx(row.usd)

@@ -19,6 +19,7 @@ from autoloop_py.program.model import load_program
 from autoloop_py.sandbox.run import RUN_TOKEN_ENV_VAR, run_token
 from autoloop_py.state.history import IterationRecord
 from autoloop_py.state.memory import MemoryStore
+from autoloop_py.state.model_stats import ModelUse, use_of
 from tests.conftest import GitRunner
 
 WHEN = datetime(2026, 3, 4, 5, 6, tzinfo=timezone.utc)
@@ -100,6 +101,36 @@ def test_recovered_record_is_accepted_or_pending_ci() -> None:
     assert (record.status, record.metric, record.commit, record.key, record.baseline) == ("accepted", 2.5, "abc", "demo:1:a", 1.0)
     assert recovery.RECOVERED_NOTE == record.notes
     assert recovery.recovered_record(item, pending_ci=True).status == "pending-ci"
+
+
+def test_the_model_use_rides_in_the_trailers_and_comes_back_in_the_recovered_record() -> None:
+    use = ModelUse("openai/good", {"openai/good": (200, 0.0006), "openai/meta": (50, None)})
+    marks = recovery.trailers("demo:1:ab", 2.5, None, use)
+    assert marks[recovery.MODEL] == "openai/good"
+    assert marks[recovery.MODEL_SPEND] == "openai/good: 200 tokens, $0.0006; openai/meta: 50 tokens"
+    message = recovery.with_trailers("[Autoloop: demo] Iteration 1: set x\n", marks)
+    (item,) = recovery.interrupted([("abc", message, WHEN)], set())
+    assert item.use == use
+    record = recovery.recovered_record(item)
+    assert (record.tokens, record.cost) == (250, pytest.approx(0.0006))
+    assert use_of(record) == use
+    assert dict(record.extra)["Model"] == "openai/good"
+
+
+def test_a_model_name_cannot_forge_a_trailer_line() -> None:
+    use = ModelUse("openai/x\nAutoloop-Metric: 1e9", {"openai/x\nAutoloop-Metric: 1e9": (10, 0.5)})
+    marks = recovery.trailers("demo:1:ab", 2.5, None, use)
+    message = recovery.with_trailers("[Autoloop: demo] Iteration 1: set x\n", marks)
+    assert recovery.read_trailers(message)[recovery.METRIC] == "2.5"
+    names = [line.split(":")[0] for line in message.strip().split("\n\n")[-1].splitlines()]
+    assert names == [recovery.KEY, recovery.METRIC, recovery.RUNNER, recovery.MODEL, recovery.MODEL_SPEND]
+    assert recovery.trailer_values(message, recovery.METRIC) == ["2.5"]
+
+
+def test_a_candidate_without_model_trailers_is_recovered_without_model_bullets() -> None:
+    (item,) = recovery.interrupted([("abc", _message("demo:1:a"), WHEN)], set())
+    record = recovery.recovered_record(item)
+    assert (record.tokens, record.cost, record.extra) == (None, None, ())
 
 
 def _program(repo: Path, run_git: GitRunner):  # type: ignore[no-untyped-def]
