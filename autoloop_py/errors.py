@@ -46,5 +46,6 @@ class SandboxError(AutoloopError):
 
 
 class ConfigurationError(AutoloopError):
-    """A setting keeps every iteration from running (no model, an unknown provider, a missing key, a server that
-    refuses connections): the run stops before it records an iteration, and no pause counts it."""
+    """A setting keeps every iteration from running (no model, an unknown provider, a missing key, a model the
+    server does not know, a server that refuses connections): the run stops before it records an iteration, and
+    no pause counts it."""

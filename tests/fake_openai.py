@@ -1,4 +1,4 @@
-"""A loopback OpenAI-compatible server for tests: it hangs, answers garbage, refuses the key, or answers with a canned or scripted reply.
+"""A loopback OpenAI-compatible server for tests: it hangs, answers garbage, refuses the key, knows no such model, or answers with a canned or scripted reply.
 
 Every request's JSON body is kept in `bodies` (its API key in `keys`), so a test asserts what litellm sent (temperature, max_tokens…).
 """
@@ -36,6 +36,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             status = 401
             body = json.dumps({"error": {"message": "Incorrect API key provided", "type": "invalid_request_error",
                                          "code": "invalid_api_key"}}).encode()
+        elif self.server.mode == "no-model":
+            status = 404
+            body = json.dumps({"error": {"message": f"The model `{body.get('model', '')}` does not exist or you do "
+                                         "not have access to it.", "type": "invalid_request_error", "param": None,
+                                         "code": "model_not_found"}}).encode()
         else:
             body = json.dumps({
                 "id": "x", "object": "chat.completion", "created": 0, "model": "test",
@@ -81,7 +86,7 @@ class _Server(http.server.ThreadingHTTPServer):
 def fake_openai(
     mode: str, monkeypatch: pytest.MonkeyPatch, reply: Reply = "", tokens: int = 1
 ) -> Iterator[_Server]:
-    """Serves `mode` (hang | garbage | bad-key | reply) on loopback and points litellm's `openai/…` models at it.
+    """Serves `mode` (hang | garbage | bad-key | no-model | reply) on loopback and points litellm's `openai/…` models at it.
 
     tokens: the prompt and the completion tokens each reply reports.
     """

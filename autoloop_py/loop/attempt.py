@@ -319,7 +319,7 @@ def _strategy_prompt(ctx: AttemptContext, decision: DecisionLike, files: dict[st
         ctx.history, [str(c.id) for c in decision.parents], ctx.program, ctx.redactor, ctx.state
     )
     prompt = strategy.render_prompt(
-        ctx.runner, decision, ctx.program, files, ctx.state, ctx.best, root, ctx.options.directives, ctx.memory.read,
+        ctx.runner, decision, ctx.program, files, ctx.state, ctx.best, ctx.options.directives, ctx.memory.read,
         _feedback(ctx, _parent_id(ctx, decision)), others,
     )
     deleted = lineage_store.deleted_items(ctx.reader, _parent_id(ctx, decision))

@@ -127,7 +127,7 @@ def prepare(root: Path, program: Program, place_parent: bool = False, memory: Me
     parents = [str(c.id) for c in decision.parents]
     others = lineage_store.other_parents_feedback(reader, parents, program, redactor, state)
     prompt = strategy.render_prompt(
-        runner, decision, program, placed, state, best, root, load=memory.read, feedback=told, parent_feedback=others
+        runner, decision, program, placed, state, best, load=memory.read, feedback=told, parent_feedback=others
     )
     note = _guide_note(runner, state, program, memory.read)
     if note:

@@ -16,6 +16,7 @@ from autoloop_py.git.objects import GitSession
 from autoloop_py.loop import integrity, lineage_store, recovery, rejudge
 from autoloop_py.loop.attempt import Attempt, AttemptContext, proposer_for, try_candidate
 from autoloop_py.loop.baseline import baseline_outcome, evaluate_baseline
+from autoloop_py.loop.committed_strategy import committed_runner
 from autoloop_py.loop.lock import held_program_lock, program_lock
 from autoloop_py.loop.options import Clock, RunOptions
 from autoloop_py.loop.outcome import Outcome, write_outcome
@@ -38,7 +39,6 @@ from autoloop_py.state import budget
 from autoloop_py.state import file as statefile
 from autoloop_py.state import trace
 from autoloop_py.state.memory import MemoryStore, pack_if_due
-from autoloop_py.strategies import runner as strategy
 from autoloop_py.strategies.slots import Slot, slot_iteration, slot_rng
 
 log = logging.getLogger(__name__)
@@ -129,7 +129,8 @@ def _run_locked(
             workspace.prepare()
             require_on_base(program, workspace.path, workspace.base_ref, workspace.base_ref.startswith("origin/"))
             program = committed_program(program, workspace.path, workspace.base_ref)
-        runner = strategy.load_runner(program, root)  # the committed program's direction and settings
+        # The committed program's direction and settings; its playbook, prompts and config.yaml from the same commit.
+        runner = committed_runner(program, root, workspace.path, workspace.base_ref)
         rng = iteration_rng(program, iteration, options.slot)
         proposer = proposer_for(program, options)
         check_setup(proposer, program)  # a missing setting stops the run here, before anything is recorded

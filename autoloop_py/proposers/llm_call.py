@@ -68,7 +68,8 @@ def completion(
     """Returns litellm's response to one completion request, trying at most `retries + 1` times within the limits.
 
     Raises ModelCallError with a plain sentence when no usable response came, and ConfigurationError when
-    the reason is a setting (the provider refused the key, or no attempt could connect to the server's URL).
+    the reason is a setting (the provider refused the key or knows no such model, or no attempt could connect
+    to the server's URL). A server that hangs stays a ModelCallError: it may answer next time.
     """
     waited: list[float] = []  # per failed attempt: its timeout, or -1 for another transient failure
     last: BaseException | None = None
@@ -86,6 +87,8 @@ def completion(
                 waited.append(budget)
             elif kind == "authentication":
                 raise ConfigurationError(_refused_key(litellm, kwargs)) from None
+            elif kind == "not-found":
+                raise ConfigurationError(_not_found(litellm, kwargs, err)) from None
             elif kind != "transient":
                 raise ModelCallError(describe(err, kind)) from None
             else:
@@ -103,12 +106,15 @@ def completion(
 
 
 def classify(err: BaseException) -> str:
-    """Returns what went wrong: timeout, authentication, malformed (no chat completion), transient or fatal."""
+    """Returns what went wrong: timeout, authentication, not-found (HTTP 404), malformed (no chat completion),
+    transient or fatal."""
     names = {cls.__name__ for cls in type(err).__mro__}
     if "Timeout" in names or "APITimeoutError" in names or isinstance(err, TimeoutError):
         return "timeout"
     if "AuthenticationError" in names:
         return "authentication"
+    if "NotFoundError" in names:
+        return "not-found"
     if unreachable_url(err) is not None:
         return "transient"  # litellm may wrap a refused connection as an InternalServerError
     text = str(err)
@@ -169,6 +175,19 @@ def _refused_key(litellm: Any, kwargs: dict[str, Any]) -> str:
     model = str(kwargs.get("model", ""))
     variable = _setting(litellm, model, "API_KEY")
     return f"model '{model}': the provider refused the API key (authentication failed); check {variable}"
+
+
+def _not_found(litellm: Any, kwargs: dict[str, Any], err: BaseException) -> str:
+    """Returns the sentence for a 404: no such model (the model setting), or no such endpoint (the base URL)."""
+    model = str(kwargs.get("model", ""))
+    url = getattr(getattr(err, "request", None), "url", None)
+    where = f" at {url}" if url else ""
+    said = _plain(err)
+    if "model" in said.lower():
+        return (f"model '{model}': the server{where} says the model does not exist ({said}); set `model:` in the "
+                "program's frontmatter, AUTOLOOP_MODEL or --model to a model it serves")
+    return (f"model '{model}': the server{where} answered 404 not found ({said}); set "
+            f"{_setting(litellm, model, 'API_BASE')} to the server's OpenAI-compatible URL (often ending in /v1)")
 
 
 def _request_budget(limits: CallLimits, now: float) -> float | None:

@@ -41,15 +41,22 @@ class StrategyRunner:
       playbook: the customised playbook the program points to.
       engine: the strategy's bookkeeping (decide, prompt, record).
       primary: the repo-relative Target file whose evolved block the population records.
+      framings: the playbook's prompt files (`prompts/*.md`) by name, read with the playbook: a candidate that
+        rewrites them in the tree afterwards changes no prompt.
     """
 
     playbook: Playbook
     engine: Engine
     primary: str
+    framings: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 def load_runner(program: Program, root: Path) -> StrategyRunner | None:
-    """Returns the program's strategy runner, or None for the default flow; refuses unresolved markers."""
+    """Returns the program's strategy runner, or None for the default flow; refuses unresolved markers.
+
+    root: the tree the playbook, its prompts and `code/config.yaml` are read from (an iteration's checkout of
+    the commit it runs on, or the working tree for the commands that only show or check).
+    """
     playbook = runnable_playbook(program, root)
     if playbook is None:
         return None
@@ -57,7 +64,9 @@ def load_runner(program: Program, root: Path) -> StrategyRunner | None:
     if engine is None:
         available = ", ".join(registry.names())
         raise ProgramError(f"strategy '{playbook.name}' cannot run yet; runnable strategies: {available}", playbook.path)
-    return StrategyRunner(playbook, engine, primary_target(program, root))
+    prompts = root / playbook.path.parent / "prompts"
+    framings = {p.name: p.read_text(encoding="utf-8") for p in sorted(prompts.glob("*.md")) if p.is_file()}
+    return StrategyRunner(playbook, engine, primary_target(program, root), framings)
 
 
 def decide(
@@ -187,7 +196,6 @@ def render_prompt(
     files: Mapping[str, str],
     state: statefile.StateFile,
     best: float | None,
-    root: Path,
     directives: tuple[str, ...] = (),
     load: Callable[[str], str | None] | None = None,
     feedback: Sequence[str] = (),
@@ -201,8 +209,7 @@ def render_prompt(
       beside each parent).
     """
     name = runner.engine.framing_file(decision)
-    framing_path = root / runner.playbook.path.parent / "prompts" / name if name else None
-    framing = framing_path.read_text(encoding="utf-8") if framing_path and framing_path.is_file() else ""
+    framing = runner.framings.get(name, "") if name else ""
     inputs = PromptInputs(
         program, files, framing, best, steering_of(state, directives), population_of(state, load), tuple(feedback),
         {key: tuple(items) for key, items in (parent_feedback or {}).items()},

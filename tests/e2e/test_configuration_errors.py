@@ -1,9 +1,10 @@
 """End to end (issue 28, point 2): a configuration mistake stops the run before any iteration is recorded.
 
-No model, an unknown litellm provider, a missing API key and a server that refuses connections used to be
-recorded as iteration errors: they took iteration numbers, and three in a row paused the program. Now each
+No model, an unknown litellm provider, a missing API key, a model the server does not know (HTTP 404) and a
+server that refuses connections used to be recorded as iteration errors: they took iteration numbers, and
+three in a row paused the program. Now each
 stops `autoloop run` with one sentence naming the setting and the fix, the state file is untouched, and
-nothing counts toward a pause; a candidate's own failure is still an iteration error.
+nothing counts toward a pause; a candidate's own failure, and a server that hangs, are still iteration errors.
 """
 
 from __future__ import annotations
@@ -88,6 +89,31 @@ def test_a_refused_key_names_the_variable(
     err = " ".join(capsys.readouterr().err.split())
     assert "model 'openai/test': the provider refused the API key (authentication failed); check OPENAI_API_KEY" in err
     _nothing_recorded(counter_repo)
+
+
+def test_a_model_the_server_does_not_know_names_the_model_and_its_setting(
+    counter_repo: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with fake_openai("no-model", monkeypatch) as server:
+        codes = _run_three(counter_repo, "--proposer", "llm", "--model", "openai/gpt-nope")
+    assert codes == [1, 1, 1] and server.requests == 3  # one request per run: a 404 is not retried
+    err = " ".join(capsys.readouterr().err.split())
+    assert err.count(
+        f"model 'openai/gpt-nope': the server at {server.base_url}/chat/completions says the model does not exist "
+        "(The model `gpt-nope` does not exist or you do not have access to it.); set `model:` in the program's "
+        "frontmatter, AUTOLOOP_MODEL or --model to a model it serves"
+    ) == 3 and "Traceback" not in err
+    _nothing_recorded(counter_repo)
+
+
+def test_a_hung_server_stays_an_iteration_error(counter_repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A server that does not answer may answer next time: the iteration records the error, the run goes on.
+    with fake_openai("hang", monkeypatch):
+        assert main(["run", "--repo", str(counter_repo), "--program", "counter", "--proposer", "llm",
+                     "--model", "openai/test", "--llm-timeout", "1", "--llm-retries", "0"]) == 0
+    entry = _state(counter_repo).history[0]
+    assert (entry.iteration, entry.status) == (1, "error")
+    assert "openai/test: the model did not answer within 1 s" in entry.text
 
 
 def test_once_the_server_answers_the_same_program_runs(

@@ -25,6 +25,10 @@ class AuthenticationError(Exception):
     pass
 
 
+class NotFoundError(Exception):
+    pass
+
+
 class _Clock:
     def __init__(self) -> None:
         self.now = 0.0
@@ -100,6 +104,31 @@ def test_a_refused_key_is_not_retried_and_names_the_variable() -> None:
     with pytest.raises(ConfigurationError, match="refused the API key .*; check OPENAI_API_KEY"):
         _call(fake, clock, CallLimits())
     assert len(fake.calls) == 1
+
+
+def test_a_404_is_not_retried_and_names_the_model_setting_or_the_url_setting() -> None:
+    clock = _Clock()
+    fake = _Litellm(clock, NotFoundError("litellm.NotFoundError: NotFoundError: OpenAIException - The model `m` "
+                                         "does not exist or you do not have access to it."))
+    with pytest.raises(ConfigurationError, match=r"^model 'm': the server says the model does not exist \(The model "
+                       r"`m` does not exist .*\); set `model:` in the program's frontmatter, AUTOLOOP_MODEL or --model"):
+        _call(fake, clock, CallLimits())
+    assert len(fake.calls) == 1
+    fake = _Litellm(clock, NotFoundError("litellm.NotFoundError: NotFoundError: OpenAIException - 404 page not found"))
+    with pytest.raises(ConfigurationError, match=r"answered 404 not found \(404 page not found\); set OPENAI_API_BASE"):
+        _call(fake, clock, CallLimits())
+
+
+def test_a_model_the_server_does_not_serve_is_a_setting_naming_the_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    with fake_openai("no-model", monkeypatch) as server:
+        with pytest.raises(ConfigurationError) as caught:
+            complete("openai/gpt-nope", "hello", limits=CallLimits(timeout=5, retries=2))
+    assert str(caught.value) == (
+        f"model 'openai/gpt-nope': the server at {server.base_url}/chat/completions says the model does not exist "
+        "(The model `gpt-nope` does not exist or you do not have access to it.); set `model:` in the program's "
+        "frontmatter, AUTOLOOP_MODEL or --model to a model it serves"
+    )
+    assert server.requests == 1  # not retried: the next request would get the same answer
 
 
 def test_limits_end_before_the_job_deadline_with_room_to_evaluate() -> None:

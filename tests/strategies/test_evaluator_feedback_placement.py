@@ -67,7 +67,7 @@ class _Silent(_Engine):
 def _render(engine: Any) -> str:
     state = statefile.new_state("demo", "More.", "score", "higher", None)
     runner = StrategyRunner(playbook=None, engine=engine, primary="code/a.py")  # type: ignore[arg-type]
-    return render_prompt(runner, object(), _program(), {}, state, None, Path("."), feedback=(MARK,))  # type: ignore[arg-type]
+    return render_prompt(runner, object(), _program(), {}, state, None, feedback=(MARK,))  # type: ignore[arg-type]
 
 
 def test_by_default_the_runner_adds_a_fenced_section_before_the_reply_format() -> None:

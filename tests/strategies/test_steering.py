@@ -74,7 +74,7 @@ def test_every_strategy_prompt_carries_the_steering(name: str, request: pytest.F
     decision = strategy.decide(runner, state, None, 1, program.direction, random.Random(1), lambda _: None)
     files = {path: (git_repo / path).read_text() for path in target_files(program.target, git_repo)}
     placed = strategy.with_parent(runner, decision, files)
-    prompt = strategy.render_prompt(runner, decision, program, placed, state, None, git_repo, (COMMENT,))
+    prompt = strategy.render_prompt(runner, decision, program, placed, state, None, (COMMENT,))
     _assert_steered(prompt)
 
 
