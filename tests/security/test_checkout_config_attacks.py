@@ -17,11 +17,8 @@ from pathlib import Path
 import pytest
 
 from autoloop_py.state import file as statefile
-from tests.programs import program_md
+from tests.security.counter_checkout import PROG, VALUE, counter_checkout
 
-PROG = ".autoloop/programs/counter"
-VALUE = "# EVOLVE-BLOCK-START\nx = {x}\n# EVOLVE-BLOCK-END\n"
-EVALUATE = 'import json\nns = {}\nexec(open("code/value.py").read(), ns)\nprint(json.dumps({"score": ns["x"]}))\n'
 # Appended to the checkout's .git/config by the agent: every key names the payload.
 PLANTED = """[remote "origin"]
 \tuploadpack = {payload}
@@ -64,19 +61,7 @@ echo "SUMMARY: set x to 5" > "$AUTOLOOP_REPLY_FILE"
 @pytest.fixture
 def world(tmp_path: Path, isolated_git_config: None, run_git) -> dict[str, Path]:  # type: ignore[no-untyped-def]
     """Returns the user's checkout (`work`), its bare `origin`, the payload, its marker and the agent command file."""
-    origin, work = tmp_path / "origin.git", tmp_path / "work"
-    run_git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
-    run_git(tmp_path, "init", "-q", "-b", "main", str(work))
-    run_git(work, "config", "user.name", "Test")
-    run_git(work, "config", "user.email", "test@example.invalid")
-    (work / PROG / "code").mkdir(parents=True)
-    (work / PROG / "program.md").write_text(program_md("Counter", "Make `x` large.", frontmatter={"evaluation-timeout": 20}))
-    (work / PROG / "code/value.py").write_text(VALUE.format(x=1.0))
-    (work / PROG / "code/evaluate.py").write_text(EVALUATE)
-    run_git(work, "add", "-A")
-    run_git(work, "commit", "-qm", "initial")
-    run_git(work, "remote", "add", "origin", str(origin))
-    run_git(work, "push", "-q", "origin", "main")
+    work, origin = counter_checkout(tmp_path, run_git)
     marker, payload = tmp_path / "PAYLOAD-RAN", tmp_path / "payload.sh"
     payload.write_text(f'#!/bin/sh\necho "$0 $*" >> {marker}\nexit 1\n')
     payload.chmod(0o755)

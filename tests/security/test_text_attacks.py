@@ -13,11 +13,8 @@ import pytest
 
 from autoloop_py.github.render import PullRequestView, render_pull_request
 from autoloop_py.state import file as statefile
-from tests.programs import program_md
+from tests.security.counter_checkout import PROG, VALUE, counter_checkout
 
-PROG = ".autoloop/programs/counter"
-VALUE = "# EVOLVE-BLOCK-START\nx = {x}\n# EVOLVE-BLOCK-END\n"
-EVALUATE = 'import json\nns = {}\nexec(open("code/value.py").read(), ns)\nprint(json.dumps({"score": ns["x"]}))\n'
 HOSTILE = "set x to 5\x1b]0;pwned\x07\x1b]8;;http://evil.example\x1b\\click\x1b]8;;\x1b\\\x1b]52;c;ZXZpbA==\x07\x1b[2J\u202e @octocat"
 AGENT = """
 cat > {prog}/code/value.py <<'VALUE_END'
@@ -29,19 +26,7 @@ ESCAPES = ("\x1b", "\x07", "\u202e", "\x9b")
 
 @pytest.fixture
 def world(tmp_path: Path, isolated_git_config: None, run_git) -> dict[str, Path]:  # type: ignore[no-untyped-def]
-    origin, work = tmp_path / "origin.git", tmp_path / "work"
-    run_git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
-    run_git(tmp_path, "init", "-q", "-b", "main", str(work))
-    run_git(work, "config", "user.name", "Test")
-    run_git(work, "config", "user.email", "test@example.invalid")
-    (work / PROG / "code").mkdir(parents=True)
-    (work / PROG / "program.md").write_text(program_md("Counter", "Make `x` large.", frontmatter={"evaluation-timeout": 20}))
-    (work / PROG / "code/value.py").write_text(VALUE.format(x=1.0))
-    (work / PROG / "code/evaluate.py").write_text(EVALUATE)
-    run_git(work, "add", "-A")
-    run_git(work, "commit", "-qm", "initial")
-    run_git(work, "remote", "add", "origin", str(origin))
-    run_git(work, "push", "-q", "origin", "main")
+    work, origin = counter_checkout(tmp_path, run_git)
     summary = tmp_path / "summary.txt"
     summary.write_text(HOSTILE)
     agent = tmp_path / "agent.sh"
