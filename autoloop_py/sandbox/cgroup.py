@@ -126,12 +126,27 @@ def pids_limit(max_pids: int, *, root_only: bool = True) -> Iterator[PidsGroup |
         yield None
         return
     _remove_stale(parent)
-    path = parent / f"{PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
+    name = f"{PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
+    refused = "the process limit is not enforced"
+    with limited_group(parent, name, "pids.max", max_pids, refused, logging.WARNING) as group:
+        yield group
+
+
+@contextmanager
+def limited_group(
+    parent: Path, name: str, limit_file: str, limit: int, without: str, level: int = logging.DEBUG
+) -> Iterator[PidsGroup | None]:
+    """Yields a new cgroup `parent/name` with `limit_file` set to limit (None when the kernel refuses either).
+
+    without: what a refusal means, logged at `level`. Whatever is still in the group afterwards is killed,
+    and the group removed.
+    """
+    path = parent / name
     try:
         path.mkdir()
-        (path / "pids.max").write_text(f"{max_pids}\n")
+        (path / limit_file).write_text(f"{limit}\n")
     except OSError as err:
-        logger.warning("could not make a pids cgroup under %s (%s): the process limit is not enforced", parent, err)
+        logger.log(level, "could not make the cgroup %s (%s): %s", path, err, without)
         remove_group(path)
         yield None
         return

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from autoloop_py.sandbox.cgroup import CGROUP_MOUNT, PREFIX, PidsGroup, own_cgroup, read_file, remove_group
+from autoloop_py.sandbox.cgroup import CGROUP_MOUNT, PREFIX, PidsGroup, limited_group, own_cgroup, read_file
 
 logger = logging.getLogger(__name__)
 
@@ -87,18 +87,6 @@ def memory_limit(limit: int | None, pids_group: PidsGroup | None) -> Iterator[Me
     if parent is None:
         yield None
         return
-    path = parent / f"{PREFIX}mem-{os.getpid()}-{secrets.token_hex(4)}"
-    try:
-        path.mkdir()
-        (path / "memory.limit_in_bytes").write_text(f"{limit}\n")
-    except OSError as err:
-        logger.debug("could not make a memory cgroup under %s (%s): RLIMIT_AS holds alone", parent, err)
-        remove_group(path)
-        yield None
-        return
-    group = PidsGroup(path)
-    try:
-        yield MemoryGroup(group, limit, separate=True)
-    finally:
-        group.kill_all()
-        remove_group(path)
+    name = f"{PREFIX}mem-{os.getpid()}-{secrets.token_hex(4)}"
+    with limited_group(parent, name, "memory.limit_in_bytes", limit, "RLIMIT_AS holds alone") as group:
+        yield None if group is None else MemoryGroup(group, limit, separate=True)
