@@ -229,13 +229,24 @@ def parse_frontmatter(
 
 
 def _item_line(block: str, key_line: int, message: str) -> int:
-    """Returns how many lines below its key the list item a `models:` error names (`item 3: …`) starts (0: the key)."""
-    found = re.match(r"item (\d+)\b", message)
+    """Returns how many lines below its key the `models:` item an error names (`item 3 (m): `top-p` …`) is (0: the key).
+
+    The line is the setting's own when the message names one and the item spells it on a line of its own.
+    """
+    found = re.match(r"item (\d+)(?: \([^)]*\))?(?:: (?:unknown setting )?`([^`]+)`)?", message)
     if found is None:
         return 0
-    items = [i for i, line in enumerate(block.splitlines()[key_line + 1:], 1) if line.lstrip().startswith("- ")]
+    lines = block.splitlines()[key_line + 1:]
+    items = [i for i, line in enumerate(lines, 1) if line.lstrip().startswith("- ")]
     number = int(found.group(1))
-    return items[number - 1] if number <= len(items) else 0
+    if number > len(items):
+        return 0
+    start, end = items[number - 1], items[number] if number < len(items) else len(lines) + 1
+    setting = found.group(2)
+    for i in range(start, end):
+        if setting and lines[i - 1].lstrip(" -").startswith(f"{setting}:"):
+            return i
+    return start
 
 
 def _nearest_hint(key: str) -> str:

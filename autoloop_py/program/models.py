@@ -18,6 +18,7 @@ ROLES = (PROPOSE, GUIDE)
 # An API key's variable must end in _KEY: the redactor hides such values (redact.SECRET_PATTERNS), and a
 # program cannot send the runner's other secrets (GITHUB_TOKEN…) to its api-base as a key.
 _ENV_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*_KEY")
+_SCIENTIFIC_RE = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)[eE][-+]?\d+")  # 5e-07, 1E6, 2.5e+3
 # frontmatter spelling -> (ModelSpec field, kind)
 _FIELDS = {
     "model": ("name", "text"),
@@ -117,6 +118,9 @@ def _entry(item: Any, number: int) -> ModelSpec:
         item = {"model": item}
     if not isinstance(item, dict):
         raise ValueError(f"{where} must be a model string or a mapping with `model:`, got {item!r}")
+    named = item.get("model")
+    if isinstance(named, str) and named.strip():
+        where = f"{where} ({named.strip()})"
     values: dict[str, Any] = {}
     for key, raw in item.items():
         spelling = str(key).replace("_", "-")
@@ -142,14 +146,30 @@ def _value(kind: str, raw: Any) -> Any:
         if kind == "role" and text not in ROLES:
             raise ValueError(f"must be one of {', '.join(ROLES)}, got {raw!r}")
         return text
+    number = _number(raw)
     if kind == "count":
-        if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
+        if number is None or not number.is_integer() or number < 1:
             raise ValueError(f"must be a whole number >= 1, got {raw!r}")
-        return raw
-    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not math.isfinite(raw) or raw < 0:
+        return int(number)
+    if number is None or number < 0:
         raise ValueError(f"must be a finite number >= 0, got {raw!r}")
-    if kind == "share" and raw > 1:
+    if kind == "share" and number > 1:
         raise ValueError(f"must be a share from 0 to 1, got {raw!r}")
-    if kind == "positive" and raw <= 0:
+    if kind == "positive" and number <= 0:
         raise ValueError(f"must be a number of seconds above 0, got {raw!r}")
+    return number
+
+
+def _number(raw: Any) -> float | None:
+    """Returns the finite number raw is written as, None when it is none.
+
+    PyYAML reads YAML 1.1, where `5e-07` (no dot in the mantissa) is a string, not a float: such a string
+    counts as the number it spells, as `5.0e-07` would.
+    """
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, str) and _SCIENTIFIC_RE.fullmatch(raw.strip()):
+        raw = float(raw)
+    if not isinstance(raw, (int, float)) or not math.isfinite(raw):
+        return None
     return float(raw)

@@ -309,3 +309,26 @@ def test_an_iteration_killed_after_its_candidate_push_still_counts_in_the_models
     assert (row.calls, row.accepted, row.tokens) == (2, 2, 400) and good.requests == 2
     assert row.usd == pytest.approx(2 * 100 * (0.000001 + 0.000002))
     assert state.machine.spent is not None and state.machine.spent.usd == pytest.approx(row.usd)
+
+
+def test_prices_in_scientific_notation_price_the_run_and_a_word_is_refused_naming_the_entry(
+    counter_repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("AUTOLOOP_MODEL", raising=False)
+    with fake_openai("reply", monkeypatch, _edit(+1), tokens=100) as good:
+        # `5e-07` is a string to PyYAML (YAML 1.1 wants `5.0e-07`); a price is written this way all the same.
+        _configure(counter_repo, "models:\n"
+                   f"  - model: openai/good\n    api-base: {good.base_url}\n"
+                   "    input-cost-per-token: 5e-07\n    output-cost-per-token: 1.5E-6\n")
+        assert main(["check", "--repo", str(counter_repo)]) == 0
+        assert _run(counter_repo, 2) == 0
+    row = _models(counter_repo)["openai/good"]
+    assert row.calls == 2 == good.requests
+    assert row.usd == pytest.approx(2 * 100 * (5e-07 + 1.5e-06))
+    program = counter_repo / PROG / "program.md"
+    program.write_text(program.read_text().replace("1.5E-6", "1.5E-6 dollars"))
+    line = next(n for n, text in enumerate(program.read_text().splitlines(), 1) if "dollars" in text)
+    capsys.readouterr()
+    assert main(["check", "--repo", str(counter_repo)]) == 1
+    assert (f"{PROG}/program.md:{line}: frontmatter `models`: item 1 (openai/good): `output-cost-per-token` "
+            "must be a finite number >= 0, got '1.5E-6 dollars'") in " ".join(capsys.readouterr().out.split())
