@@ -1,4 +1,4 @@
-"""A loopback OpenAI-compatible server for tests: it hangs, answers garbage, refuses the key, knows no such model, or answers with a canned or scripted reply.
+"""A loopback OpenAI-compatible server for tests: it hangs, answers garbage, fails (HTTP 500), refuses the key, knows no such model, or answers with a canned or scripted reply.
 
 Every request's JSON body is kept in `bodies` (its API key in `keys`), so a test asserts what litellm sent (temperature, max_tokens…).
 """
@@ -36,6 +36,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             status = 401
             body = json.dumps({"error": {"message": "Incorrect API key provided", "type": "invalid_request_error",
                                          "code": "invalid_api_key"}}).encode()
+        elif self.server.mode == "server-error":
+            status = 500
+            body = json.dumps({"error": {"message": "The server had an error while processing your request.",
+                                         "type": "server_error"}}).encode()
         elif self.server.mode == "no-model":
             status = 404
             body = json.dumps({"error": {"message": f"The model `{body.get('model', '')}` does not exist or you do "
@@ -86,7 +90,7 @@ class _Server(http.server.ThreadingHTTPServer):
 def fake_openai(
     mode: str, monkeypatch: pytest.MonkeyPatch, reply: Reply = "", tokens: int = 1
 ) -> Iterator[_Server]:
-    """Serves `mode` (hang | garbage | bad-key | no-model | reply) on loopback and points litellm's `openai/…` models at it.
+    """Serves `mode` (hang | garbage | server-error | bad-key | no-model | reply) on loopback and points litellm's `openai/…` models at it.
 
     tokens: the prompt and the completion tokens each reply reports.
     """

@@ -32,6 +32,7 @@ from autoloop_py.loop.recording import (
     usage_of,
 )
 from autoloop_py.loop.workspace import Workspace
+from autoloop_py.program import models
 from autoloop_py.program.model import Program
 from autoloop_py.program.models import ModelSpec
 from autoloop_py.program.target import target_files
@@ -450,7 +451,8 @@ def guide_for(
         return None
     model = model_use.guide_model(program, drawn) or llm.resolve_model(program, options.model)
     limits = llm_limits(program, options)
-    return None if model is None else functools.partial(llm.complete, model, limits=limits, spent=spent)
+    listed = models.guide(program.config.models) is not None
+    return None if model is None else functools.partial(model_use.ask_guide, model, listed, limits=limits, spent=spent)
 
 
 def llm_limits(program: Program, options: RunOptions) -> CallLimits:

@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
-from autoloop_py.errors import AutoloopError, GitError
+from autoloop_py.errors import AutoloopError, ConfigurationError, GitError
 from autoloop_py.loop.lock import program_lock
 
 from autoloop_py.loop.options import RunOptions
@@ -24,6 +24,7 @@ from autoloop_py.program.model import Program
 from autoloop_py.program.models import ModelSpec
 from autoloop_py.proposers import llm
 from autoloop_py.proposers.base import Usage
+from autoloop_py.proposers.llm_call import CallLimits
 from autoloop_py.proposers.model_choice import choose, model_rng
 from autoloop_py.state import budget, trace
 from autoloop_py.state import file as statefile
@@ -53,6 +54,22 @@ def draw(program: Program, options: RunOptions, state: statefile.StateFile, iter
 def guide_model(program: Program, drawn: ModelSpec | None) -> ModelSpec | None:
     """Returns the model of a strategy's guide and meta calls: the `role: guide` entry, else the drawn one."""
     return models.guide(program.config.models) or drawn
+
+
+def ask_guide(
+    model: ModelSpec | str, listed: bool, prompt: str, *, limits: CallLimits, spent: list[Usage] | None = None
+) -> str:
+    """Returns the guide model's reply to a strategy's prompt (listed: it is the `role: guide` entry).
+
+    A setting that keeps the guide from answering (a 404 model, a refused key, an api-base nothing answers
+    at) raises ConfigurationError naming the guide, which stops the run as the proposer's would; any other
+    failure reaches the strategy, which goes on without the guide's advice.
+    """
+    try:
+        return llm.complete(model, prompt, limits=limits, spent=spent)
+    except ConfigurationError as err:
+        which = "the `role: guide` entry of `models:`" if listed else "the iteration's model, no `role: guide` entry"
+        raise ConfigurationError(f"the strategy's guide call ({which}) failed: {err}") from None
 
 
 def with_use(

@@ -332,3 +332,42 @@ def test_prices_in_scientific_notation_price_the_run_and_a_word_is_refused_namin
     assert main(["check", "--repo", str(counter_repo)]) == 1
     assert (f"{PROG}/program.md:{line}: frontmatter `models`: item 1 (openai/good): `output-cost-per-token` "
             "must be a finite number >= 0, got '1.5E-6 dollars'") in " ".join(capsys.readouterr().out.split())
+
+
+def _guide_run(git_repo: Path, run_git, monkeypatch: pytest.MonkeyPatch, mode: str):  # type: ignore[no-untyped-def]
+    """Runs one EvoX iteration through the CLI whose guide (labels) call goes to a server in `mode`; returns
+    (exit code, the guide server, the memory branch's state file or None)."""
+    from autoloop_py.state import file as statefile
+    from autoloop_py.state.memory import MemoryStore
+    from tests.e2e.test_evox_run import NAME, PROGRAM, STATE, _install
+
+    monkeypatch.delenv("AUTOLOOP_MODEL", raising=False)
+    repo = _install(git_repo, run_git, "switch_interval: 2\nimprovement_threshold: 0.5\nmeta_attempts: 1\n")
+    with fake_openai("reply", monkeypatch, "SUMMARY: nothing\n") as proposer, fake_openai(mode, monkeypatch) as guide:
+        _configure(repo, "models:\n"
+                   f"  - model: openai/solver\n    api-base: {proposer.base_url}\n"
+                   f"  - model: openai/meta\n    api-base: {guide.base_url}\n    role: guide\n", PROGRAM)
+        code = main(["run", "--repo", str(repo), "--program", NAME, "--proposer", "llm", "--llm-retries", "0"])
+    text = MemoryStore(repo).read(STATE)
+    return code, guide, (statefile.parse_state(text, STATE) if text else None)
+
+
+def test_a_guide_model_the_server_does_not_know_stops_the_run_naming_it(  # type: ignore[no-untyped-def]
+    git_repo: Path, run_git, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, guide, state = _guide_run(git_repo, run_git, monkeypatch, "no-model")
+    assert code == 1 and guide.requests == 1 and state is None  # nothing recorded, no pause counted
+    err = " ".join(capsys.readouterr().err.split())
+    assert ("the strategy's guide call (the `role: guide` entry of `models:`) failed: model 'openai/meta': the "
+            f"server at {guide.base_url}/chat/completions says the model does not exist") in err
+    assert "Traceback" not in err
+
+
+def test_a_guide_server_that_fails_for_now_leaves_the_iteration_running(  # type: ignore[no-untyped-def]
+    git_repo: Path, run_git, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, guide, state = _guide_run(git_repo, run_git, monkeypatch, "server-error")
+    assert code == 0 and guide.requests == 1 and state is not None
+    entry = state.history[0]
+    # The Target as it is, scored (no better than its baseline) with EvoX's default labels instead of the guide's.
+    assert (entry.iteration, entry.status) == (1, "rejected") and "the Target as it is" in entry.text

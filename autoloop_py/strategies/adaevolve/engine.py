@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from autoloop_py.errors import ConfigurationError
 from autoloop_py.program.model import Program
 from autoloop_py.program.playbook import Playbook, load_config_yaml
 from autoloop_py.program.playbook_notes import labelled_line, opening_paragraph, problem_framing
@@ -111,7 +112,9 @@ class AdaEvolveEngine:
         )
         try:
             reply = guide(prompt)
-        except Exception as err:  # litellm raises provider-specific types; a failed call must not stop the run
+        except ConfigurationError:
+            raise  # a setting (404 model, refused key, unreachable api-base): the run stops, as for the proposer's
+        except Exception as err:  # a timeout, 5xx or rate limit: the guide is advisory, the iteration goes on
             log.warning("adaevolve: the guide call failed (%s); no paradigm this iteration", err)
             return None
         log.info("adaevolve: the search stagnates; asked the guide for %d ideas", self.config.paradigm_num_to_generate)

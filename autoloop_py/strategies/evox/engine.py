@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from autoloop_py.errors import ConfigurationError
 from autoloop_py.program.model import Program
 from autoloop_py.program.playbook import Playbook, load_config_yaml
 from autoloop_py.program.playbook_notes import labelled_line, problem_framing
@@ -107,7 +108,9 @@ class EvoXEngine:
                                       self.problem)
         try:
             reply = guide(prompt)
-        except Exception as err:  # litellm raises provider-specific types; a failed call must not stop the run
+        except ConfigurationError:
+            raise  # a setting (404 model, refused key, unreachable api-base): the run stops, as for the proposer's
+        except Exception as err:  # a timeout, 5xx or rate limit: the guide is advisory, the iteration goes on
             log.warning("evox: the label call failed (%s); using the default DIVERGE/REFINE texts", err)
             return label_texts(source="failed")
         texts = parse_labels_reply(reply)
@@ -143,7 +146,9 @@ class EvoXEngine:
             )
             try:
                 reply = guide(prompt)
-            except Exception as err:  # as in _labels: any provider error is a failed meta step, not a stopped run
+            except ConfigurationError:
+                raise  # as in _labels: a setting stops the run
+            except Exception as err:  # as in _labels: any other provider error is a failed meta step
                 problems = [f"the meta call failed: {err}"]
                 break
             code, summary = meta_code(reply), meta_summary(reply)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from test_adaevolve import cand, population_of
 
-from autoloop_py.errors import StateError
+from autoloop_py.errors import ConfigurationError, StateError
 from autoloop_py.program.frontmatter import ProgramConfig
 from autoloop_py.program.model import Evaluation, Program
 from autoloop_py.program.target import Target
@@ -117,6 +117,15 @@ def test_a_failing_guide_call_does_not_stop_the_iteration(tmp_path: Path) -> Non
         raise ConnectionError("no network")
 
     assert _engine(tmp_path).refresh(_stagnant(), broken) is None
+
+
+def test_a_guide_model_misconfigured_stops_the_iteration(tmp_path: Path) -> None:
+    # A 404 model, a refused key or an unreachable api-base is a setting, not bad luck: it reaches the runner.
+    def misconfigured(prompt: str) -> str:
+        raise ConfigurationError("model 'openai/meta': the server says the model does not exist")
+
+    with pytest.raises(ConfigurationError, match="openai/meta"):
+        _engine(tmp_path).refresh(_stagnant(), misconfigured)
 
 
 def test_guide_ideas_are_applied_to_the_global_best_and_installed_when_recorded(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from autoloop_py.errors import ConfigurationError
 from autoloop_py.program.frontmatter import ProgramConfig
 from autoloop_py.program.model import Evaluation, Program
 from autoloop_py.program.playbook import Playbook
@@ -186,6 +187,18 @@ def test_a_failed_label_call_falls_back_to_our_defaults(tmp_path: Path) -> None:
     reply = engine.refresh(_population(2), broken)
     assert reply is not None and reply.labels == label_texts(source="failed")
     assert parse_labels_reply("just prose") is None
+
+
+def test_a_guide_model_misconfigured_stops_the_label_and_meta_calls(tmp_path: Path) -> None:
+    # A 404 model, a refused key or an unreachable api-base is a setting, not bad luck: it reaches the runner.
+    def misconfigured(prompt: str) -> str:
+        raise ConfigurationError("model 'openai/meta': the server says the model does not exist")
+
+    engine = _engine(tmp_path)
+    with pytest.raises(ConfigurationError, match="openai/meta"):
+        engine.refresh(_population(2), misconfigured)
+    with pytest.raises(ConfigurationError, match="openai/meta"):  # the labels are made: the meta step asks
+        engine.refresh(_population(4, _stagnant()), misconfigured)
 
 
 def test_a_meta_step_swaps_in_a_validated_rewrite(tmp_path: Path) -> None:
