@@ -44,12 +44,12 @@ from autoloop_py.state import file as statefile
 from autoloop_py.state import population as pop
 from autoloop_py.state import trace
 from autoloop_py.state.memory_folder import FolderMemory, Memory, open_memory
+from autoloop_py.strategies import registry
 from autoloop_py.strategies import runner as strategy
 from autoloop_py.strategies.base import Decision
 from autoloop_py.strategies.prompt import prompt_context, render_iteration_prompt, with_feedback_section
 
 log = logging.getLogger(__name__)
-_DISPLAY_NAMES = {"adaevolve": "AdaEvolve", "evox": "EvoX"}
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,7 @@ def _guide_note(
         return ""
     log.warning("%s: %s would consult its guide LLM (%s); the hand-off has none", program.name, runner.playbook.name, reason)
     max_uses = getattr(getattr(runner.engine, "config", None), "paradigm_max_uses", 2)
-    name = _DISPLAY_NAMES.get(runner.engine.name, runner.engine.name)
+    name = registry.display_name(runner.engine.name)
     return render("handoff_guide_note.md.j2", strategy=name, reason=reason, program=program.name, max_uses=max_uses)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from dataclasses import replace
 from typing import Callable, Iterable, Sequence
 
@@ -55,6 +56,7 @@ __all__ = [
     "oriented",
     "parse_population",
     "render_population",
+    "with_strategy_name",
     "with_strategy_state",
 ]
 
@@ -155,12 +157,25 @@ def _score(candidate: Candidate, direction: str) -> float:
 
 # ---------------------------------------------------------------- building and changing
 
+# The intro's generated line (templates/population_intro.md.j2): `> 🤖 *Managed by the <Strategy> strategy.`
+_MANAGED_RE = re.compile(r"(?m)^(>[ \t]*🤖[ \t]*\*Managed by the )[^*\n]+?( strategy\.)")
+
 
 def empty_population(strategy_name: str = "AlphaEvolve") -> Population:
     """Returns a section with its heading and intro and no candidates."""
     text = render("population_intro.md.j2", strategy=strategy_name)
     heading, _, intro = text.partition("\n")
     return Population(candidates=(), intro=intro, heading=heading + "\n")
+
+
+def with_strategy_name(population: Population, name: str) -> Population:
+    """Returns the population whose intro line names the strategy managing it, the rest of the intro as written.
+
+    State files written before the intro named the program's strategy say "Managed by the AlphaEvolve
+    strategy" whatever runs; they read as before, and the next write names the strategy that runs.
+    """
+    intro = _MANAGED_RE.sub(lambda found: f"{found.group(1)}{name}{found.group(2)}", population.intro, count=1)
+    return population if intro == population.intro else replace(population, intro=intro)
 
 
 def add_candidate(population: Population, candidate: Candidate) -> Population:

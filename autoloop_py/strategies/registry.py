@@ -20,6 +20,16 @@ ENGINE_MODULES: dict[str, str] = {
     "evox": "autoloop_py.strategies.evox.engine",
 }
 
+# How each strategy's name is written for people (the Population's intro line, the hand-off's notes).
+DISPLAY_NAMES: dict[str, str] = {
+    "alphaevolve": "AlphaEvolve", "adaevolve": "AdaEvolve", "funsearch": "FunSearch", "evox": "EvoX",
+}
+
+
+def display_name(name: str) -> str:
+    """Returns a strategy's name as written for people (AdaEvolve for adaevolve; an unknown name as given)."""
+    return DISPLAY_NAMES.get(name, name)
+
 
 def names() -> list[str]:
     """Returns the names of the strategies that can run, sorted."""

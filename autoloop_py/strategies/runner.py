@@ -361,7 +361,8 @@ def _stored(
         for added in population.candidates:
             if added.id not in known and added.code is not None:
                 sources[code_path(program, added)] = added.code
-    population = _engine_folded(population, runner, sources)
+    population = pop.with_strategy_name(_engine_folded(population, runner, sources),
+                                        registry.display_name(runner.engine.name))
     state = statefile.with_section(state, statefile.POPULATION, pop.render_population(population))
     state = _fit(state, population, runner, program, budget, sources)
     return statefile.compact(state, budget)

@@ -274,3 +274,25 @@ def test_the_hand_off_prompt_says_when_a_paradigm_is_wanted(
     assert main(["prompt", NAME, "--repo", str(repo)]) == 0
     prompt = capsys.readouterr().out
     assert "guide was not consulted" not in prompt and "Polish the best point with Nelder-Mead" in prompt
+
+
+def test_the_population_intro_names_adaevolve_and_an_old_intro_is_renamed_on_the_next_write(
+    ada_repo: Path, tmp_path: Path
+) -> None:
+    memory = MemoryStore(ada_repo)
+    _run(ada_repo)
+    intro = population_of(statefile.parse_state(memory.read(STATE) or "", STATE)).intro
+    assert "> 🤖 *Managed by the AdaEvolve strategy." in intro and "AlphaEvolve" not in intro
+    # A state file from before (every strategy's intro said AlphaEvolve), with a person's own sentence in it.
+    text = (memory.read(STATE) or "").replace(
+        "*Managed by the AdaEvolve strategy.", "*Managed by the AlphaEvolve strategy.", 1)
+    text = text.replace("Newest first.*\n", "Newest first.*\n\nOur notes: x0 near 1 looked best.\n", 1)
+    edited = tmp_path / "edited.md"
+    edited.write_text(text)
+    assert main(["edit", NAME, "--repo", str(ada_repo), "--file", str(edited)]) == 0
+    _run(ada_repo)
+    state = statefile.parse_state(memory.read(STATE) or "", STATE)
+    population = population_of(state)
+    assert "> 🤖 *Managed by the AdaEvolve strategy." in population.intro and "AlphaEvolve" not in population.intro
+    assert "Our notes: x0 near 1 looked best.\n" in population.intro  # the person's text stays
+    assert [entry.iteration for entry in state.history][:2] == [2, 1]

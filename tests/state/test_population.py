@@ -30,6 +30,7 @@ from autoloop_py.state.population import (
     oriented,
     parse_population,
     render_population,
+    with_strategy_name,
 )
 
 
@@ -249,3 +250,17 @@ def candidates(draw: st.DrawFn) -> Candidate:
 def test_normalized_is_idempotent(candidate: Candidate) -> None:
     once = normalized(replace(candidate, id=1))
     assert normalized(once) == once
+
+
+def test_with_strategy_name_renames_only_the_generated_line() -> None:
+    fresh = empty_population()
+    assert "Managed by the AlphaEvolve strategy." in fresh.intro
+    renamed = with_strategy_name(fresh, "EvoX")
+    assert renamed.intro == fresh.intro.replace("AlphaEvolve", "EvoX")
+    assert with_strategy_name(renamed, "EvoX") is renamed
+    written = "\n>  🤖 *Managed by the AlphaEvolve strategy. Newest first.*\n\nThe AlphaEvolve paper inspired us.\n"
+    by_hand = replace(fresh, intro=written)
+    assert with_strategy_name(by_hand, "FunSearch").intro == written.replace(
+        "the AlphaEvolve strategy", "the FunSearch strategy")
+    own = replace(fresh, intro="\nOur own words, no generated line.\n")
+    assert with_strategy_name(own, "EvoX") is own
