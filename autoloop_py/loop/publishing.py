@@ -8,22 +8,24 @@ from __future__ import annotations
 
 import logging
 import os
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Mapping
+from typing import Iterator, Mapping
 
-from autoloop_py import faults
+from autoloop_py import faults, tempdirs
 from autoloop_py.errors import GitError
 from autoloop_py.git import push_refusal
-from autoloop_py.git.command import call, open_repo, rev_parse
+from autoloop_py.git.command import call, open_repo, rev_parse, run
 from autoloop_py.git.objects import GitSession
 from autoloop_py.loop import checks, recovery
 from autoloop_py.loop import publish_guard as guard
 from autoloop_py.loop.lock import program_lock
 from autoloop_py.loop.outcome import Outcome, OutcomeError, problems
 from autoloop_py.loop.recording import IterationData, load_state, record_iteration
-from autoloop_py.loop.workspace import Workspace
+from autoloop_py.loop.workspace import Workspace, remove_worktree, worktree_admin
 from autoloop_py.program.model import Program
+from autoloop_py.program.playbook import find_playbook, playbook_pointer
 from autoloop_py.redact import from_environment
 from autoloop_py.state.file import StateFile
 from autoloop_py.state.history import IterationRecord
@@ -95,8 +97,9 @@ def settle_kept(
 
 def check_outcome(root: Path, program: Program, outcome: Outcome) -> None:
     """Raises OutcomeError unless the program's own definition allows publishing the outcome."""
-    runner = strategy.load_runner(program, root)
-    if runner is None and (outcome.decision is not None or outcome.candidate_source is not None):
+    # Whether it runs one, not the working tree's settings (which may differ from the commit the outcome ran on).
+    runs_strategy = find_playbook(program, root) is not None
+    if not runs_strategy and (outcome.decision is not None or outcome.candidate_source is not None):
         raise OutcomeError(f"refusing the outcome of '{program.name}': it carries a strategy decision, and the "
                            "program runs no strategy")
     cap = program.config.max_file_bytes
@@ -126,14 +129,36 @@ def publish_outcome(
         base = known_commit(root, outcome.base_commit)
         if record.status == "accepted":
             record, base = keep_outcome(root, program, outcome, record, base_branch, ci_gate)
-        runner = strategy.load_runner(program, root)
-        candidate = None
-        if runner is not None and outcome.decision is not None and outcome.candidate_source is not None:
-            candidate = strategy.candidate_for(runner, outcome.decision, record, outcome.candidate_source,
-                                               outcome.approach, outcome.iteration)
-        data = IterationData(runner, candidate, outcome.prompt, outcome.evaluated, outcome.seed, outcome.decision, base)
-        record_iteration(memory, program, record, budget, data)
+        with runner_of_commit(root, program, known_commit(root, outcome.base_commit)) as runner:
+            candidate = None
+            if runner is not None and outcome.decision is not None and outcome.candidate_source is not None:
+                candidate = strategy.candidate_for(runner, outcome.decision, record, outcome.candidate_source,
+                                                   outcome.approach, outcome.iteration)
+            data = IterationData(runner, candidate, outcome.prompt, outcome.evaluated, outcome.seed, outcome.decision,
+                                 base)
+            record_iteration(memory, program, record, budget, data)
     return record
+
+
+@contextmanager
+def runner_of_commit(root: Path, program: Program, commit: str | None) -> Iterator[strategy.StrategyRunner | None]:
+    """Yields the program's strategy runner as `commit` has it: the playbook, prompts and code/config.yaml the
+    iteration proposed with (iteration.py reads them from the same commit), not the working tree's copies.
+
+    commit: the default-branch commit the outcome was made on (None: unknown here, root's copies are read).
+    The checkout is a private detached worktree, removed when the block ends.
+    """
+    if commit is None or playbook_pointer(program) is None:
+        yield strategy.load_runner(program, root)
+        return
+    repo = open_repo(root)
+    folder = tempdirs.make("autoloop-strategy-")
+    try:
+        with worktree_admin(repo):
+            run(repo, "worktree", "add", "--detach", "--quiet", str(folder / "worktree"), commit)
+        yield strategy.load_runner(program, folder / "worktree")  # the proposing iteration warned of differences
+    finally:
+        remove_worktree(repo, folder)
 
 
 def next_of_state(outcome: Outcome, program: Program, state: StateFile, budget: int) -> Outcome:

@@ -18,7 +18,7 @@ from autoloop_py.loop import checks, recovery
 from autoloop_py.loop import publish_guard as guard
 from autoloop_py.loop.lock import program_lock
 from autoloop_py.loop.outcome import Outcome, OutcomeError
-from autoloop_py.loop.publishing import branch_tree, check_outcome, keep_outcome, known_commit
+from autoloop_py.loop.publishing import branch_tree, check_outcome, keep_outcome, known_commit, runner_of_commit
 from autoloop_py.loop.recording import IterationData, load_state, record_iteration, state_path
 from autoloop_py.loop.workspace import Workspace, push_aside
 from autoloop_py.program.model import Program
@@ -203,7 +203,16 @@ def _record_all(
     bases: Mapping[str, str | None], budget: int,
 ) -> dict[str, IterationRecord]:
     """Records every slot in iteration order as one memory commit (redone on fresh text when raced)."""
-    runner = strategy.load_runner(program, memory.repo_root)
+    # The strategy the slots proposed with: that of the commit they ran on (the tick's slots share one).
+    commit = known_commit(memory.repo_root, next((o.base_commit for o in ran if o.base_commit), None))
+    with runner_of_commit(memory.repo_root, program, commit) as runner:
+        return _record_with(memory, program, ran, records, bases, budget, runner)
+
+
+def _record_with(
+    memory: MemoryStore, program: Program, ran: Sequence[Outcome], records: Mapping[str, IterationRecord],
+    bases: Mapping[str, str | None], budget: int, runner: strategy.StrategyRunner | None,
+) -> dict[str, IterationRecord]:
     path = state_path(program)
     written: dict[str, str | bytes] = {}
     applied: dict[str, IterationRecord] = {}

@@ -77,3 +77,23 @@ def test_committed_strategy_edits_are_used_without_a_warning(  # type: ignore[no
     prompt = MemoryStore(strategy_repo).read(f"traces/{NAME}/prompts/3.md") or ""
     assert "exploitation 0.6 · exploration 0.2 ·" in prompt
     assert "differ from the copies" not in capsys.readouterr().err
+
+
+def test_a_parallel_tick_records_with_the_committed_strategy(strategy_repo: Path) -> None:
+    from autoloop_py.state.population import population_of
+
+    folder = strategy_repo / PROGRAM
+    playbook = folder / "strategy/alphaevolve.md"
+    playbook.write_text(_more_exploitation(playbook.read_text()))
+    # Read from the working tree, this cap would stop the run (the archive is larger than the population)…
+    (folder / "code/config.yaml").write_text("archive_size: 99\n")
+    assert main(["run", "--repo", str(strategy_repo), "--program", NAME, "--parallel", "2"]) == 0
+    state = _state(strategy_repo)
+    assert state.machine.iteration_count == 3 and [e.iteration for e in state.history][:2] == [3, 2]
+    # …and this one would evict all but two entries when the tick records its slots.
+    (folder / "code/config.yaml").write_text("population_size: 2\narchive_size: 1\n")
+    assert main(["run", "--repo", str(strategy_repo), "--program", NAME, "--parallel", "2"]) == 0
+    state = _state(strategy_repo)
+    assert state.machine.iteration_count == 5
+    assert len(population_of(state).candidates) > 2  # the committed cap (none set: the default) is the one used
+    assert "| Exploitation | 0.60 |" in playbook.read_text()  # the user's edits are left alone
