@@ -19,12 +19,14 @@ from typing import Callable, Mapping, Union
 from autoloop_py.errors import StateError
 from autoloop_py.git.objects import GitSession
 from autoloop_py.state.memory import MemoryCommit, MemoryStore, check_path
+from autoloop_py.state.source_pruning import prunable_sources
 
 logger = logging.getLogger(__name__)
 
 MEMORY_DIR_ENV = "AUTOLOOP_MEMORY_DIR"
 # gh-aw refuses the whole save of a repo-memory folder holding more files than its `max-file-count`
-# (1000 in autoloop.md, gh-aw's ceiling): the folder's trace drops its oldest rows to stay under this.
+# (1000 in autoloop.md, gh-aw's ceiling): the folder's trace drops its oldest rows, then candidates/ its oldest
+# unneeded sources, to stay under this.
 FILE_LIMIT = 900
 _ROWS = "/rows/"
 
@@ -103,7 +105,8 @@ class FolderMemory:
         return (message.splitlines() or [""])[0]
 
     def _prune(self, limit: int) -> None:
-        """Deletes the oldest trace rows (and their children-index entries) while the folder holds over `limit` files."""
+        """Deletes the oldest trace rows (and their children-index entries), then the oldest saved candidate
+        sources no Population entry needs (source_pruning.py), while the folder holds over `limit` files."""
         paths = self.list()
         excess = len(paths) - limit
         if excess <= 0:
@@ -113,6 +116,7 @@ class FolderMemory:
         names = {row.rsplit("/", 1)[1] for row in rows[:excess]}
         doomed = [p for p in paths if p.startswith("traces/") and p.rsplit("/", 1)[1] in names
                   and (_ROWS in p or "/children/" in p)]
+        doomed += prunable_sources(paths, len(paths) - len(doomed) - limit, self.read)
         for path in doomed:
             (self.folder / path).unlink()
         if len(paths) - len(doomed) > limit:

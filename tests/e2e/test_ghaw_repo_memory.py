@@ -284,3 +284,51 @@ def test_two_runs_keep_state_through_gh_aws_save(
     if strategy:
         saved = git(tmp_path, "--git-dir", str(server / "owner" / "repo.git"), "show", f"{MEMORY_BRANCH}:candidates/alpha/2.py")
         assert saved == "x = 3\n" and "### Candidate 2" in branch and "### Candidate 1" in branch
+
+
+def test_saved_candidate_sources_stay_under_the_file_count_and_the_needed_ones_stay(
+    git_repo: Path, run_git: Callable[..., str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from autoloop_py.state import file as statefile
+    from autoloop_py.state import memory_folder
+    from autoloop_py.state.memory_folder import FolderMemory
+    from autoloop_py.state.population import population_of
+
+    folder = git_repo / ".autoloop" / "programs" / "alpha"
+    (folder / "code").mkdir(parents=True)
+    (folder / "program.md").write_text(
+        program_md("Alpha", "Raise x.", frontmatter={}) + "\n## Evolution Strategy\n\nThis program uses the "
+        "**AlphaEvolve** strategy. On every iteration, read `strategy/alphaevolve.md` and follow it literally.\n")
+    shutil.copytree(REPO / ".autoloop/programs/groupby_evolve/strategy", folder / "strategy")
+    (folder / "code" / "config.yaml").write_text("population_size: 3\narchive_size: 1\n")  # evicts from the 4th
+    (folder / "code" / "value.py").write_text("x = 1\n")
+    (folder / "code" / "evaluate.py").write_text(EVALUATE)
+    run_git(git_repo, "add", "-A")
+    run_git(git_repo, "commit", "-qm", "program alpha")
+    limit = 14
+    monkeypatch.setattr(memory_folder, "FILE_LIMIT", limit)
+    memory = tmp_path / "repo-memory"
+    monkeypatch.setenv("AUTOLOOP_MEMORY_DIR", str(memory))
+    values = (5, 2, 7, 3, 9, 4, 8, 6, 11, 1, 12, 10, 14, 13, 16, 15, 18, 17)
+    for x in values:
+        assert main(["prompt", "alpha", "--repo", str(git_repo)]) == 0
+        (folder / "code" / "value.py").write_text(f"x = {x}\n")
+        assert main(["record", "alpha", "--repo", str(git_repo), "--evaluate", "--summary", f"x to {x}"]) == 0
+    capsys.readouterr()
+    files = FolderMemory(memory).list()
+    assert len(files) <= limit, files
+    state = statefile.parse_state((memory / "alpha.md").read_text(), "alpha.md")
+    population = population_of(state, FolderMemory(memory).read)
+    saved = {int(found.group(1)) for p in files if (found := re.fullmatch(r"candidates/alpha/(\d+)\.py", p))}
+    everything = set(range(1, population.next_id))
+    # What the Population reads back or names: its entries (the best among them) and their parents. All stay.
+    needed = {c.id for c in population.candidates} | {p for c in population.candidates for p in c.parents}
+    assert needed <= saved and max(population.candidates, key=lambda c: c.fitness or 0).fitness == 18
+    gone = everything - saved
+    assert gone and not gone & needed  # sources went, none that is needed
+    assert max(gone) < min(everything - needed - gone, default=max(gone) + 1)  # the oldest went first
+    for key in ("candidates/alpha/bases.json", "alpha.md"):
+        assert key in files
+    assert main(["state", "alpha", "--repo", str(git_repo)]) == 0
+    assert f"| Iteration Count | {len(values)} |" in capsys.readouterr().out
