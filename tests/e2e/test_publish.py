@@ -162,7 +162,7 @@ def _forged_ref_key(outcome: Path) -> None:
 
 def _unlisted_file(outcome: Path) -> None:
     (outcome / "files/.git").mkdir(parents=True)
-    (outcome / "files/.git/config").write_text("[core]\n\tfsmonitor = touch /tmp/pwned\n")
+    (outcome / "files/.git/config").write_text(f"[core]\n\tfsmonitor = touch {outcome.parent / 'pwned'}\n")
 
 
 def _dot_dot(outcome: Path) -> None:
@@ -224,7 +224,7 @@ def test_a_tampered_outcome_is_refused_and_nothing_is_written(
     assert _refs(origin) == before
     assert (publisher / ".git/config").read_bytes() == config
     assert _git(publisher, "status", "--porcelain") == ""
-    assert not Path("/tmp/pwned").exists()
+    assert not (tmp_path / "pwned").exists()  # the marker _unlisted_file's fsmonitor would make
 
 
 # ---------------------------------------------------------------- in GitHub Actions (loopback GitHub)
