@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -114,9 +115,10 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     if args.outcome_dir is not None and (args.iterations != 1 or args.dry_run):
         raise AutoloopError("--outcome-dir holds one iteration: drop --iterations and --dry-run")
     _check_slots(args)
+    importing: threading.Thread | None = None
     if args.proposer == "llm":
         llm.require_litellm()
-        llm.start_import()  # litellm's import overlaps loading the programs and the first evaluation
+        importing = llm.start_import()  # litellm's import overlaps loading the programs and the first evaluation
     root = repo_root(args.repo)
     programs, problems = load_all(root, with_issues=args.ci)
     forced = args.program or os.environ.get("AUTOLOOP_PROGRAM", "").strip() or None
@@ -145,7 +147,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         raise AutoloopError("--ci needs GITHUB_REPOSITORY and GITHUB_TOKEN in the environment")
     with sigterm_interrupts():
         outcomes = _loop(root, programs, forced, args.iterations, options, console, settings, args.force,
-                         args.parallel, args.barrier)
+                         args.parallel, args.barrier, importing)
     if options.outcome_dir is not None and forced and not (options.outcome_dir / OUTCOME_FILE).exists():
         # The publishing job expects an outcome for every program it was planned for.
         why = outcomes[-1].reason if outcomes and outcomes[-1].status == "paused" else "the program was not due"
@@ -166,6 +168,7 @@ def _loop(
     force: bool = False,
     parallel: int | None = None,
     barrier: bool = False,
+    importing: threading.Thread | None = None,
 ) -> list[IterationOutcome]:
     outcomes: list[IterationOutcome] = []
     held: list[str | None] = []  # why the forced program would be skipped when the run started
@@ -187,6 +190,8 @@ def _loop(
             slots = _slot_count(program, parallel, options, settings)
             if slots > 1 and not barrier:
                 progress.update(task, description=f"{program.name} · {slots} in flight")
+                if importing is not None:
+                    importing.join()  # then the lanes fork with litellm imported, instead of each importing it
 
                 def recorded(outcome: IterationOutcome) -> None:
                     print_outcome(outcome, console)

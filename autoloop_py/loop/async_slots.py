@@ -84,7 +84,7 @@ def run_slots(
     progress = Progress([], recorded=bring_up_to_date(root, program, options.base_branch, options.budget))
     launched = 0
     running: dict[int, Launch] = {}
-    with tempfile.TemporaryDirectory(prefix="autoloop-slots-") as folder, Lanes(count, start_method()) as lanes:
+    with tempfile.TemporaryDirectory(prefix="autoloop-slots-") as folder, Lanes(count, start_method) as lanes:
         while True:
             while progress.stopping is None and launched < total and (lane := lanes.free()) is not None:
                 launch = Launch(launched, lane, Path(folder) / f"launch-{launched}")

@@ -16,7 +16,7 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Callable
 
 from autoloop_py.errors import AutoloopError
 from autoloop_py.loop.iteration import IterationOutcome, run_iteration
@@ -49,8 +49,9 @@ class Finished:
 class Lanes:
     """k lane processes; `start` hands a lane an iteration, `wait` returns the lanes whose iteration ended."""
 
-    def __init__(self, count: int, start_method: str) -> None:
-        self._context = multiprocessing.get_context(start_method)
+    def __init__(self, count: int, start_method: Callable[[], str]) -> None:
+        """start_method: returns how to start a lane's process now (fork, spawn), asked at each start."""
+        self._start_method = start_method
         self._processes: list[BaseProcess | None] = [None] * count
         self._pipes: list[Connection | None] = [None] * count
         self.busy: set[int] = set()
@@ -69,8 +70,9 @@ class Lanes:
         """Hands the lane one iteration (a new process when the lane has none or its process died)."""
         process, pipe = self._processes[lane], self._pipes[lane]
         if process is None or pipe is None or not process.is_alive():
-            pipe, child = self._context.Pipe()
-            process = self._context.Process(target=_serve, args=(child,), name=f"autoloop-lane-{lane}", daemon=True)
+            context = multiprocessing.get_context(self._start_method())
+            pipe, child = context.Pipe()
+            process = context.Process(target=_serve, args=(child,), name=f"autoloop-lane-{lane}", daemon=True)
             process.start()
             child.close()
             self._processes[lane], self._pipes[lane] = process, pipe
