@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import os
 import runpy
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from autoloop_py.cli import main
+from autoloop_py.cli import EXIT_INTERRUPT, main
+from autoloop_py.errors import AutoloopError
 from autoloop_py.loop import async_slots, lanes
-from autoloop_py.loop.iteration import run_iteration
+from autoloop_py.loop.iteration import IterationOutcome, run_iteration
 from autoloop_py.state import file as statefile
 from tests.conftest import GitRunner
 
@@ -76,19 +80,33 @@ print(json.dumps({{"score": -abs(x - 4)}}))
 """
 
 
+# The Ctrl-C tests: each candidate's evaluation holds until the test writes the `go` file.
+GATED = """\
+import json, os, runpy, time
+x = runpy.run_path("code/value.py")["x"]
+if x != 1.5:  # a slot's candidate (the unchanged code is the baseline)
+    with open({log!r}, "a") as log:
+        log.write("start\\n")
+    waited = time.time() + 240  # a bound for a broken test, not a measure
+    while not os.path.exists({go!r}) and time.time() < waited:
+        time.sleep(0.05)
+print(json.dumps({{"score": -abs(x - 4)}}))
+"""
+
+
 def _git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
 
 
-def _setup(git_repo: Path, run_git: GitRunner, tmp_path: Path) -> tuple[Path, Path, Path]:
+def _setup(git_repo: Path, run_git: GitRunner, tmp_path: Path, evaluate: str = EVALUATE) -> tuple[Path, Path, Path]:
     """Commits the program, makes a bare origin and a clone of it; returns (origin, clone, evaluation log)."""
     log = tmp_path / "evaluations.log"
     folder = git_repo / ".autoloop/programs" / NAME
     (folder / "code").mkdir(parents=True)
     (folder / "program.md").write_text(PROGRAM_MD)
     (folder / "code/value.py").write_text(VALUE)
-    (folder / "code/evaluate.py").write_text(EVALUATE.format(log=str(log), claim=str(tmp_path / "slow.claim"),
-                                                          origin=str(tmp_path / "origin.git")))
+    (folder / "code/evaluate.py").write_text(evaluate.format(log=str(log), claim=str(tmp_path / "slow.claim"),
+                                                          origin=str(tmp_path / "origin.git"), go=str(tmp_path / "go")))
     run_git(git_repo, "add", "-A")
     run_git(git_repo, "commit", "-qm", "program")
     origin = tmp_path / "origin.git"
@@ -172,3 +190,104 @@ def test_a_slot_whose_process_dies_or_raises_is_an_error_and_the_run_goes_on(
     assert sum(e.status in ("accepted", "rejected") for e in state.history) == 3  # the siblings were unaffected
     assert log.read_text().count("fast-end") == 3
     assert main(["status", "--repo", str(work)]) == 0
+
+
+def _launching(monkeypatch: pytest.MonkeyPatch, launches: Path, stop_at: int, stop: Exception | str) -> None:
+    """Makes launch `stop_at` raise `stop` (an exception) or return a budget pause (a reason), as forked lanes run it;
+    every launch is noted in `launches`."""
+
+    def iteration(root, program, options, *args, **kwargs):  # type: ignore[no-untyped-def]
+        with open(launches, "a") as log:
+            log.write(f"{options.slot.launch}\n")
+        if options.slot.launch == stop_at:
+            if isinstance(stop, Exception):
+                raise stop
+            return IterationOutcome(program.name, 0, "paused", "no model call", None, None, reason=stop)
+        return run_iteration(root, program, options, *args, **kwargs)
+
+    monkeypatch.setattr(lanes, "run_iteration", iteration)
+    monkeypatch.setattr(async_slots, "start_method", lambda: "fork")
+
+
+def test_a_setting_every_slot_trips_on_stops_the_launches_and_the_slots_in_flight_are_recorded(
+    git_repo: Path, run_git: GitRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    origin, work, _ = _setup(git_repo, run_git, tmp_path)
+    (tmp_path / "slow.claim").write_text("")
+    launches = tmp_path / "launches.log"
+    _launching(monkeypatch, launches, 2, AutoloopError("no model is set for this program"))
+    assert main(["run", "--repo", str(work), "--program", NAME, "--parallel", "2", "--iterations", "8"]) == 1
+    assert "no model is set for this program" in capsys.readouterr().err
+    started = launches.read_text().split()
+    assert "2" in started and len(started) < 8  # nothing launched once the setting failed
+    _check_records(origin, len(started) - 1)  # every other launch was recorded, the one in flight included
+
+
+def test_a_budget_pause_stops_the_launches_and_the_slots_in_flight_are_recorded(
+    git_repo: Path, run_git: GitRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    origin, work, _ = _setup(git_repo, run_git, tmp_path)
+    (tmp_path / "slow.claim").write_text("")
+    launches = tmp_path / "launches.log"
+    _launching(monkeypatch, launches, 2, "the daily budget of $1 is spent")
+    assert main(["run", "--repo", str(work), "--program", NAME, "--parallel", "2", "--iterations", "8"]) == 0
+    assert f"stopping: {NAME} is paused: the daily budget of $1 is spent" in capsys.readouterr().out
+    started = launches.read_text().split()
+    assert "2" in started and len(started) < 8
+    _check_records(origin, len(started) - 1)
+
+
+def _interrupted_run(work: Path, log: Path) -> subprocess.Popen[str]:
+    """Starts `autoloop run --parallel 2` and returns it once both slots' candidates are being evaluated."""
+    run = subprocess.Popen([sys.executable, "-m", "autoloop_py", "run", "--repo", str(work), "--program", NAME,
+                            "--parallel", "2", "--iterations", "6"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    waited = time.time() + 240  # a bound for a broken run, not a measure
+    while (not log.exists() or log.read_text().count("start") < 2) and run.poll() is None and time.time() < waited:
+        time.sleep(0.05)
+    assert log.read_text().count("start") == 2
+    return run
+
+
+def _read_until(run: subprocess.Popen[str], text: str) -> str:
+    assert run.stdout is not None
+    seen = ""
+    for line in run.stdout:
+        seen += line
+        if text in line:
+            return seen
+    raise AssertionError(f"{text!r} never came:\n{seen}")
+
+
+def test_the_first_ctrl_c_stops_the_launches_and_records_the_slots_in_flight(
+    git_repo: Path, run_git: GitRunner, tmp_path: Path
+) -> None:
+    origin, work, log = _setup(git_repo, run_git, tmp_path, GATED)
+    run = _interrupted_run(work, log)
+    run.send_signal(signal.SIGINT)
+    seen = _read_until(run, "slot(s) in flight are recorded when they end")
+    (tmp_path / "go").write_text("")  # the two evaluations end
+    seen += run.communicate(timeout=600)[0]
+    assert run.returncode == EXIT_INTERRUPT, seen
+    assert log.read_text().count("start") == 2  # no slot started after the Ctrl-C
+    _check_records(origin, 2)
+
+
+def test_a_second_ctrl_c_abandons_the_slots_in_flight_and_names_them(
+    git_repo: Path, run_git: GitRunner, tmp_path: Path
+) -> None:
+    origin, work, log = _setup(git_repo, run_git, tmp_path, GATED)
+    run = _interrupted_run(work, log)
+    try:
+        run.send_signal(signal.SIGINT)
+        _read_until(run, "slot(s) in flight are recorded when they end")
+        run.send_signal(signal.SIGINT)
+        seen = run.communicate(timeout=600)[0]
+    finally:
+        (tmp_path / "go").write_text("")  # nothing of the test waits on after it
+    assert run.returncode == EXIT_INTERRUPT, seen
+    assert "abandoned slot 0 (lane" in seen and "abandoned slot 1 (lane" in seen
+    memory = _git(origin, "for-each-ref", "--format=%(refname)", "refs/heads/memory/autoloop")
+    assert not memory or "tick of 1" not in _git(origin, "log", "--format=%s", "memory/autoloop")
