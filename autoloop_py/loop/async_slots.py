@@ -12,7 +12,8 @@ launch number (counted from 0 in the run) keeps every slot's random draws distin
 fails is recorded as an error and the run goes on; a setting every slot would trip on (AutoloopError)
 stops launching, and is raised once the slots in flight are recorded. A budget pause, a completed or
 paused program, or the first Ctrl-C stop launching too and the slots in flight are still recorded; a
-second Ctrl-C abandons them (nothing of theirs is recorded, and the run says which).
+second Ctrl-C (or a SIGTERM: the job is being stopped) abandons them: those whose outcome is written are
+recorded, the others are terminated and named, nothing of theirs recorded.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from autoloop_py.loop.schedule import skip_reason
 from autoloop_py.loop.tick import account_of, bring_up_to_date, start_method
 from autoloop_py.loop.tick_publish import publish_tick
 from autoloop_py.program.model import Program
+from autoloop_py.sandbox.runner import Terminated
 from autoloop_py.state.memory import MemoryStore, pack_if_due
 from autoloop_py.strategies.slots import Slot
 
@@ -96,8 +98,8 @@ def run_slots(
                 break
             try:
                 finished = lanes.wait()
-            except KeyboardInterrupt:
-                if progress.stopping == "interrupted":
+            except KeyboardInterrupt as stop:
+                if progress.stopping == "interrupted" or isinstance(stop, Terminated):  # SIGTERM: the job is ending
                     _abandon(lanes, running, progress, root, program, options, report, say)
                     raise
                 progress.stopping = "interrupted"

@@ -24,7 +24,10 @@ from autoloop_py.errors import AutoloopError
 from autoloop_py.loop import async_slots, lanes
 from autoloop_py.loop.iteration import IterationOutcome, run_iteration
 from autoloop_py.state import file as statefile
+from autoloop_py.state.population import population_of
 from tests.conftest import GitRunner
+from tests.e2e.test_publish_strategies import STRATEGIES, _number_the_caps
+from tests.programs import install_strategy_program
 
 NAME = "slow_and_fast"
 PROGRAM_MD = """\
@@ -291,3 +294,31 @@ def test_a_second_ctrl_c_abandons_the_slots_in_flight_and_names_them(
     assert "abandoned slot 0 (lane" in seen and "abandoned slot 1 (lane" in seen
     memory = _git(origin, "for-each-ref", "--format=%(refname)", "refs/heads/memory/autoloop")
     assert not memory or "tick of 1" not in _git(origin, "log", "--format=%s", "memory/autoloop")
+
+
+@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
+def test_slots_of_a_strategy_without_a_barrier_each_join_the_population_under_their_own_number(
+    strategy: str, git_repo: Path, run_git: GitRunner, tmp_path: Path
+) -> None:
+    pytest.importorskip("numpy")  # function_minimization's evaluation
+    pointer, config = STRATEGIES[strategy]
+    program = ".autoloop/programs/function_minimization"
+    install_strategy_program(git_repo, run_git, program, strategy, pointer, config)
+    if strategy == "alphaevolve":
+        _number_the_caps(git_repo / program / "strategy/alphaevolve.md")
+        run_git(git_repo, "commit", "-qam", "caps")
+    origin = tmp_path / "origin.git"
+    _git(tmp_path, "clone", "-q", "--bare", str(git_repo), str(origin))
+    work = tmp_path / "work"
+    _git(tmp_path, "clone", "-q", str(origin), str(work))
+    assert main(["run", "--repo", str(work), "--program", "function_minimization", "--proposer", "tune",
+                 "--parallel", "2", "--iterations", "4"]) == 0
+    name = "function_minimization.md"
+    state = statefile.parse_state(_git(origin, "show", f"memory/autoloop:{name}") + "\n", name)
+    assert sorted(e.iteration for e in state.history) == [1, 2, 3, 4] == sorted(
+        int((e.key or "::").split(":")[1]) for e in state.history)
+    # Every candidate a slot evaluated joined the Population, under the number it was recorded as.
+    evaluated = {e.iteration for e in state.history if e.metric is not None}
+    assert evaluated and evaluated <= {c.gen for c in population_of(state).candidates}
+    accepted = [e.metric for e in state.history if e.status == "accepted" and e.metric is not None]
+    assert state.machine.best_metric == (max(accepted) if accepted else state.machine.initial_metric)
