@@ -198,7 +198,7 @@ def _loop(
                     progress.advance(task)
 
                 outcomes.extend(run_slots(root, program, count - len(outcomes), slots, options, recorded,
-                                          lambda text: console.print(escape(text))))
+                                          lambda text: console.print(escape(text)), deadline))
                 break
             if slots > 1:
                 progress.update(task, description=f"{program.name} · tick of {slots}")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
+import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -75,11 +76,12 @@ class Progress:
 def run_slots(
     root: Path, program: Program, total: int, count: int, options: RunOptions,
     report: Callable[[IterationOutcome], None] = lambda account: None,
-    say: Callable[[str], None] = log.warning,
+    say: Callable[[str], None] = log.warning, deadline: float | None = None,
 ) -> list[IterationOutcome]:
     """Runs `total` iterations of the program, `count` at a time, recording each as it ends; returns their accounts.
 
     report: called with each slot's account right after it is recorded; say: tells the user why the run stops early.
+    deadline: the time.monotonic() after which no slot starts (the job's time is nearly up).
     """
     if not options.writes or options.slot is not None:
         raise AutoloopError("slots without a barrier record what they run: they cannot be a dry run or one slot")
@@ -89,6 +91,9 @@ def run_slots(
     with tempfile.TemporaryDirectory(prefix="autoloop-slots-") as folder, Lanes(count, start_method) as lanes:
         while True:
             while progress.stopping is None and launched < total and (lane := lanes.free()) is not None:
+                if deadline is not None and time.monotonic() > deadline:
+                    progress.stopping = "the job's time is nearly up"
+                    break
                 launch = Launch(launched, lane, Path(folder) / f"launch-{launched}")
                 slot = replace(options, slot=Slot(lane, count, launched), outcome_dir=launch.directory)
                 lanes.start(lane, root, program, slot)

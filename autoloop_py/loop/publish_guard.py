@@ -117,7 +117,8 @@ def renumbered(outcome: Outcome, number: int, expected: bool = False) -> Outcome
     """
     if outcome.iteration == number:
         return outcome
-    (log.debug if expected else log.warning)("%s: iteration %d is recorded as iteration %d", outcome.program, outcome.iteration, number)
+    (log.debug if expected else log.warning)(
+        "%s: iteration %d is recorded as iteration %d", outcome.program, outcome.iteration, number)
     prefix, _, token = outcome.key.rsplit(":", 2)
     return replace(outcome, iteration=number, key=f"{prefix}:{number}:{token}")
 

@@ -187,7 +187,7 @@ def keep_outcome(
 
 def _stale_note(root: Path, program: Program, outcome: Outcome, record: IterationRecord, tree: str | None,
                 best_now: StateFile | None) -> str | None:
-    """Returns why a candidate made on an older branch tree is not kept, None when it still may be (see keep_outcome)."""
+    """Returns why a candidate made on an older branch tree is not kept, None when it may be (see keep_outcome)."""
     stale = (f"autoloop/{program.name} changed after this candidate was evaluated (another run kept one, or the base "
              "branch moved), so it was judged against a stale base")
     if best_now is None or program.config.objectives or record.metric is None:

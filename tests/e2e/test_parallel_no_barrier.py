@@ -165,7 +165,8 @@ def test_a_fast_slot_is_recorded_and_another_starts_while_a_slow_one_runs(
     newest = state.history[0]  # the slow slot, launched first, was recorded last
     assert newest.iteration == 3 and newest.metric == pytest.approx(-abs(slow_x - 4), rel=1e-5)
     out = capsys.readouterr().out
-    assert out.index(f"{NAME} · iteration 1") < out.index(f"{NAME} · iteration 2") < out.index(f"{NAME} · iteration 3")
+    lines_out = [out.index(f"{NAME} · iteration {n}") for n in (1, 2, 3)]
+    assert lines_out == sorted(lines_out)  # each slot printed as it was recorded
     assert main(["status", "--repo", str(work)]) == 0
 
 
@@ -322,3 +323,24 @@ def test_slots_of_a_strategy_without_a_barrier_each_join_the_population_under_th
     assert evaluated and evaluated <= {c.gen for c in population_of(state).candidates}
     accepted = [e.metric for e in state.history if e.status == "accepted" and e.metric is not None]
     assert state.machine.best_metric == (max(accepted) if accepted else state.machine.initial_metric)
+
+
+def test_no_slot_starts_in_the_jobs_last_minutes_and_the_slots_in_flight_are_recorded(
+    git_repo: Path, run_git: GitRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    origin, work, _ = _setup(git_repo, run_git, tmp_path)
+    (tmp_path / "slow.claim").write_text("")
+    monkeypatch.setenv("AUTOLOOP_JOB_TIMEOUT_MINUTES", "60")
+    asked: list[int] = []
+
+    class Clock:  # the run's clock as the slots' launches read it: the job's time is up after the first two
+        @staticmethod
+        def monotonic() -> float:
+            asked.append(1)
+            return 0.0 if len(asked) <= 2 else float("inf")
+
+    monkeypatch.setattr(async_slots, "time", Clock)
+    assert main(["run", "--repo", str(work), "--program", NAME, "--parallel", "2", "--iterations", "6"]) == 0
+    assert "stopping: the job's time is nearly up" in capsys.readouterr().out
+    _check_records(origin, 2)
