@@ -238,7 +238,7 @@ def _check_slots(args: argparse.Namespace) -> None:
                                        ("--ci", args.ci), ("--slot", args.slot is not None)) if on]
         if clash:
             raise AutoloopError(
-                f"--parallel runs and records a whole tick on this machine; it cannot go with {', '.join(clash)} "
+                f"--parallel runs and records its slots on this machine; it cannot go with {', '.join(clash)} "
                 "(in Actions each slot is `run --slot I/K --outcome-dir DIR`, and `publish` records the tick)"
             )
     if args.slot is not None and args.outcome_dir is None:

@@ -189,7 +189,7 @@ def test_the_actions_split_publishes_the_slots_that_arrived_without_a_gap(
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--parallel", "2", "--dry-run"], "--parallel runs and records a whole tick on this machine; it cannot go "
+        (["--parallel", "2", "--dry-run"], "--parallel runs and records its slots on this machine; it cannot go "
                                            "with --dry-run"),
         (["--parallel", "2", "--outcome-dir", "out"], "cannot go with --outcome-dir"),
         (["--slot", "1/2"], "--slot 1/2 proposes one slot of a tick: give --outcome-dir DIR"),
