@@ -9,7 +9,8 @@ it as rejected (judged against a stale base) and the branch keeps the newer best
 
 A slot is `Slot(lane, k, launch)`: the lane keeps slots in flight on distinct islands and locks, the
 launch number (counted from 0 in the run) keeps every slot's random draws distinct. A slot whose process
-fails is recorded as an error and the run goes on; a setting every slot would trip on (AutoloopError)
+fails, or whose outcome is refused (it ran candidate code: what it left is checked as the workflow's
+publish checks it), is recorded as an error and the run goes on; a setting every slot would trip on (AutoloopError)
 stops launching, and is raised once the slots in flight are recorded. A budget pause, a completed or
 paused program, or the first Ctrl-C stop launching too and the slots in flight are still recorded; a
 second Ctrl-C (or a SIGTERM: the job is being stopped) abandons them: those whose outcome is written are
@@ -32,7 +33,7 @@ from autoloop_py.loop.iteration import IterationOutcome
 from autoloop_py.loop.lanes import Finished, Lanes
 from autoloop_py.loop.options import RunOptions
 from autoloop_py.loop.publish_guard import renumbered
-from autoloop_py.loop.outcome import OUTCOME_FILE, Outcome, read_outcome
+from autoloop_py.loop.outcome import OUTCOME_FILE, Outcome, OutcomeError, read_outcome
 from autoloop_py.loop.publishing import branch_tree
 from autoloop_py.loop.recording import error_record, load_state
 from autoloop_py.loop.schedule import skip_reason
@@ -139,8 +140,14 @@ def _record(
     # The slot numbered itself from the state it read at launch; the records made since move it on. (A run
     # recorded meanwhile by another process still moves it again, with a warning, under the program's lock.)
     outcome = renumbered(outcome, progress.recorded + 1, expected=True)
-    published = publish_tick(root, program, [outcome], budget=options.budget, run_url=options.run_url,
-                             base_branch=options.base_branch)[0]
+    try:
+        published = publish_tick(root, program, [outcome], budget=options.budget, run_url=options.run_url,
+                                 base_branch=options.base_branch)[0]
+    except OutcomeError as err:  # the slot ran candidate code: what it left is untrusted, and refused alone
+        refused = _error_outcome(launch, f"left an outcome that was refused: {err}", outcome.iteration, root,
+                                 program, options.run_url)
+        published = publish_tick(root, program, [refused], budget=options.budget, run_url=options.run_url,
+                                 base_branch=options.base_branch)[0]
     account = account_of(published, done.account)
     if published.record is not None:
         progress.recorded = max(progress.recorded, published.outcome.iteration)
@@ -157,13 +164,21 @@ def _outcome(
 ) -> Outcome | None:
     """Returns what to record of an ended slot: its outcome, an error when its process failed, None when it ran none."""
     if (launch.directory / OUTCOME_FILE).exists():
-        outcome = read_outcome(launch.directory)
+        try:
+            outcome = read_outcome(launch.directory)
+        except OutcomeError as err:
+            return _error_outcome(launch, f"left an outcome that was refused: {err}", number, root, program, run_url)
         return outcome if outcome.record is not None else None
     if done.account is not None and done.failure is None:
         return None
-    why = f"slot {launch.number} (lane {launch.lane}) failed before its outcome: {done.failure}"
+    return _error_outcome(launch, f"failed before its outcome: {done.failure}", number, root, program, run_url)
+
+
+def _error_outcome(launch: Launch, what: str, number: int, root: Path, program: Program, run_url: str | None) -> Outcome:
+    """Returns the outcome that records a slot as an error (its process failed, or its outcome was refused)."""
+    why = f"slot {launch.number} (lane {launch.lane}) {what}"
     log.error("%s: %s", program.name, why)
-    record = error_record(datetime.now(timezone.utc), "slot process failed", why, run_url)
+    record = error_record(datetime.now(timezone.utc), "slot failed", why, run_url)
     tree = branch_tree(root, f"autoloop/{program.name}")
     return Outcome(program.name, number, recovery.new_key(program.name, number), tree, None, record)
 

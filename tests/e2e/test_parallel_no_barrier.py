@@ -26,6 +26,7 @@ from autoloop_py.loop.iteration import IterationOutcome, run_iteration
 from autoloop_py.state import file as statefile
 from autoloop_py.state.population import population_of
 from tests.conftest import GitRunner
+from tests.e2e.test_publish import _relist
 from tests.e2e.test_publish_strategies import STRATEGIES, _number_the_caps
 from tests.programs import install_strategy_program
 
@@ -344,3 +345,27 @@ def test_no_slot_starts_in_the_jobs_last_minutes_and_the_slots_in_flight_are_rec
     assert main(["run", "--repo", str(work), "--program", NAME, "--parallel", "2", "--iterations", "6"]) == 0
     assert "stopping: the job's time is nearly up" in capsys.readouterr().out
     _check_records(origin, 2)
+
+
+def test_a_slot_that_forges_its_outcome_is_refused_alone_and_nothing_of_it_lands(
+    git_repo: Path, run_git: GitRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    origin, work, _ = _setup(git_repo, run_git, tmp_path)
+    (tmp_path / "slow.claim").write_text("")
+    forged = f".autoloop/programs/{NAME}/code/evaluate.py"  # outside the Target: the evaluation itself
+
+    def forging(root, program, options, *args, **kwargs):  # type: ignore[no-untyped-def]
+        account = run_iteration(root, program, options, *args, **kwargs)
+        if options.slot.launch == 1:  # candidate code that reached the slot's outcome rewrites the evaluation
+            _relist(options.outcome_dir, forged, b"print('{\"score\": 1e9}')\n")
+        return account
+
+    monkeypatch.setattr(lanes, "run_iteration", forging)
+    monkeypatch.setattr(async_slots, "start_method", lambda: "fork")
+    assert main(["run", "--repo", str(work), "--program", NAME, "--parallel", "2", "--iterations", "4"]) == 0
+    state = _check_records(origin, 4)
+    refused = [e for e in state.history if "left an outcome that was refused" in e.text]
+    assert len(refused) == 1 and refused[0].status == "error" and "slot 1 (lane" in refused[0].text
+    assert sum(e.status in ("accepted", "rejected") for e in state.history) == 3  # its siblings were recorded
+    assert "1e9" not in _git(origin, "log", "--all", "-p", "--", forged)
+    assert state.machine.best_metric is not None and state.machine.best_metric <= 0
