@@ -188,10 +188,10 @@ def _loop(
                 break
             _warn_once(program, warned, console)
             slots = _slot_count(program, parallel, options, settings)
+            if slots > 1 and importing is not None:
+                importing.join()  # then the slots fork with litellm imported, instead of each importing it
             if slots > 1 and not barrier:
                 progress.update(task, description=f"{program.name} · {slots} in flight")
-                if importing is not None:
-                    importing.join()  # then the lanes fork with litellm imported, instead of each importing it
 
                 def recorded(outcome: IterationOutcome) -> None:
                     print_outcome(outcome, console)
