@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from autoloop_py.cli import EXIT_INTERRUPT, main
+from autoloop_py.commands.common import format_metric
 from autoloop_py.errors import AutoloopError
 from autoloop_py.loop import async_slots, lanes
 from autoloop_py.loop.iteration import IterationOutcome, run_iteration
@@ -168,6 +169,11 @@ def test_a_fast_slot_is_recorded_and_another_starts_while_a_slow_one_runs(
     out = capsys.readouterr().out
     lines_out = [out.index(f"{NAME} · iteration {n}") for n in (1, 2, 3)]
     assert lines_out == sorted(lines_out)  # each slot printed as it was recorded
+    # The slot launched after the first record read the state that holds it: it was judged against its best.
+    first = state.history[-1]
+    best = first.metric if first.status == "accepted" else state.machine.initial_metric
+    second = next(line for line in out.splitlines() if f"{NAME} · iteration 2 ·" in line)
+    assert f"(best was {format_metric(best)})" in second, (second, best)
     assert main(["status", "--repo", str(work)]) == 0
 
 
