@@ -1,5 +1,7 @@
 """A tick on one machine: k slots of a program propose at once in k processes, then one publish records them all.
 
+`autoloop run --parallel k --barrier` runs ticks; without `--barrier` the slots run without one (async_slots.py).
+
 The same split as the Actions workflow: each slot is `autoloop run --slot I/K --outcome-dir D_I`
 (read-only, its own outcome), and tick_publish consolidates the outcomes as `autoloop publish D_0 …`
 does. Each slot opens its own git session; a forked slot never uses the parent's.
