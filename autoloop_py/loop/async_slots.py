@@ -174,7 +174,9 @@ def _outcome(
     return _error_outcome(launch, f"failed before its outcome: {done.failure}", number, root, program, run_url)
 
 
-def _error_outcome(launch: Launch, what: str, number: int, root: Path, program: Program, run_url: str | None) -> Outcome:
+def _error_outcome(
+    launch: Launch, what: str, number: int, root: Path, program: Program, run_url: str | None
+) -> Outcome:
     """Returns the outcome that records a slot as an error (its process failed, or its outcome was refused)."""
     why = f"slot {launch.number} (lane {launch.lane}) {what}"
     log.error("%s: %s", program.name, why)
