@@ -7,6 +7,16 @@ median seconds per tick, the seconds per evaluation, and the best metric after e
 budget. The slots of a tick are processes: on a machine with c cores, k > c mostly measures contention.
 
     python benchmarks/parallel_slots.py [--budget 16] [--slots 1 2 4 8] [--programs function_minimization]
+
+With `--latency-min A --latency-max B` it measures the barrier instead: the model is a loopback
+OpenAI-compatible server (peer_overhead.py's, proposing function_minimization edits) that answers each
+request after a seeded uniform(A, B) seconds. For each k it runs the same budget of evaluations twice,
+interleaved, in a fresh scratch repository each: `autoloop run --parallel k --barrier` (ticks of k slots,
+each waiting for its slowest before one publish) and `autoloop run --parallel k` (k in flight, each slot
+recorded as it ends and the next started at once). It prints evaluations per minute over the whole run
+and from the first model request on (without the start-up), with the machine's load average.
+
+    python benchmarks/parallel_slots.py --latency-min 1 --latency-max 5 [--budget 16] [--slots 2 4] [--rounds 1]
 """
 
 from __future__ import annotations
@@ -14,6 +24,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import random
 import shutil
 import statistics
 import subprocess
@@ -24,6 +35,9 @@ from pathlib import Path
 
 from autoloop_py.cli import main
 from autoloop_py.state import file as statefile
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from peer_overhead import Server, ours_setup, serve  # noqa: E402 - the loopback model of the peer benchmark
 
 REPO = Path(__file__).resolve().parents[1]
 PROGRAMS = ("function_minimization", "circle_packing")
@@ -69,7 +83,7 @@ def run(name: str, slots: int, budget: int) -> tuple[list[float], list[tuple[int
             start = time.perf_counter()
             with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
                 code = main(["run", "--repo", str(work), "--program", name, "--proposer", "tune",
-                             "--parallel", str(slots)])
+                             "--parallel", str(slots), "--barrier"])
             walls.append(time.perf_counter() - start)
             if code != 0:
                 raise SystemExit(f"{name}: autoloop run --parallel {slots} failed")
@@ -84,12 +98,95 @@ def at(curve: list[tuple[int, float | None]], evaluations: int) -> float | None:
     return next((best for done, best in curve if done >= evaluations), curve[-1][1] if curve else None)
 
 
+class RandomLatency(Server):
+    """The loopback model, each reply waiting a seeded uniform(low, high) seconds."""
+
+    def __init__(self, low: float, high: float, seed: int) -> None:
+        super().__init__()
+        self.low, self.high, self.draws = low, high, random.Random(seed)
+
+    def delay(self) -> float:
+        return self.draws.uniform(self.low, self.high)  # called under the server's lock
+
+
+def latency_run(slots: int, barrier: bool, budget: int, low: float, high: float, seed: int) -> dict[str, float]:
+    """Runs `budget` evaluations of the bench program with k slots, with or without the barrier; returns figures."""
+    server = RandomLatency(low, high, seed)
+    http = serve(server)
+    url = f"http://127.0.0.1:{http.server_address[1]}/v1"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AUTOLOOP_"))}
+    env.update(OPENAI_API_KEY="sk-bench", OPENAI_API_BASE=url, OPENAI_BASE_URL=url, PYTHONDONTWRITEBYTECODE="1",
+               PYTHONPATH=str(REPO))
+    # The barrier counts ticks of k slots, the runner without one counts iterations: the same evaluations.
+    count = budget // slots if barrier else budget
+    try:
+        with tempfile.TemporaryDirectory(prefix="autoloop-bench-") as folder:
+            repo = ours_setup(Path(folder))
+            command = [sys.executable, "-m", "autoloop_py", "run", "--repo", str(repo), "--program", "bench",
+                       "--iterations", str(count), "--proposer", "llm", "--model", "openai/mock",
+                       "--parallel", str(slots), *(["--barrier"] if barrier else [])]
+            started = time.time()
+            done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=3600)
+            ended = time.time()
+            if done.returncode != 0:
+                raise SystemExit(f"{' '.join(command)} failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+            _git(repo, "fetch", "-q", "origin")
+            evaluations, best = best_of(repo, "bench")
+    finally:
+        http.shutdown()
+    first = min(server.arrivals) if server.arrivals else started
+    return {"evaluations": evaluations, "best": best if best is not None else float("nan"),
+            "per_minute": evaluations / (ended - started) * 60, "steady": evaluations / (ended - first) * 60,
+            "wall": ended - started}
+
+
+def main_latency(args: argparse.Namespace) -> int:
+    """Prints evaluations per minute with and without the barrier, for each k, runs interleaved."""
+    print(f"cores: {os.cpu_count()}; budget: {args.budget} evaluations; model replies after uniform("
+          f"{args.latency_min:g}, {args.latency_max:g}) s; {args.rounds} round(s); load before: "
+          + " ".join(f"{x:.2f}" for x in os.getloadavg()))
+    results: dict[tuple[int, bool], list[dict[str, float]]] = {}
+    for round_number in range(args.rounds):
+        for slots in args.slots:
+            order = (True, False) if round_number % 2 == 0 else (False, True)
+            for barrier in order:
+                print(f"running k={slots} {'barrier' if barrier else 'no barrier'} (round {round_number + 1})",
+                      file=sys.stderr)
+                results.setdefault((slots, barrier), []).append(
+                    latency_run(slots, barrier, args.budget, args.latency_min, args.latency_max, round_number))
+    print(f"{'k':>2} {'runner':>10} {'evals':>5} {'wall s':>7} {'evals/min':>9} {'from 1st request':>16} {'best':>9}")
+    for slots in args.slots:
+        for barrier in (True, False):
+            runs = results[(slots, barrier)]
+            med = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+            print(f"{slots:>2} {'barrier' if barrier else 'no barrier':>10} {med['evaluations']:>5.0f} "
+                  f"{med['wall']:>7.1f} {med['per_minute']:>9.1f} {med['steady']:>16.1f} {med['best']:>9.4g}")
+        ratio = statistics.median(results[(slots, False)][i]["per_minute"] / results[(slots, True)][i]["per_minute"]
+                                  for i in range(args.rounds))
+        print(f"{slots:>2} no barrier / barrier, evaluations per minute: {ratio:.2f}x (median over rounds)")
+    print("load after: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
+    return 0
+
+
 def main_bench(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--budget", type=int, default=16, help="evaluations per run (default 16)")
-    parser.add_argument("--slots", type=int, nargs="+", default=[1, 2, 4, 8])
+    parser.add_argument("--slots", type=int, nargs="+", default=None, help="k values (default 1 2 4 8; 2 4 with "
+                        "--latency-min)")
     parser.add_argument("--programs", nargs="+", default=list(PROGRAMS))
+    parser.add_argument("--latency-min", type=float, default=None, metavar="SECONDS",
+                        help="with --latency-max: barrier against no barrier, a model answering in uniform(min, max) s")
+    parser.add_argument("--latency-max", type=float, default=None, metavar="SECONDS")
+    parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds of the latency mode (default 1)")
     args = parser.parse_args(argv)
+    if (args.latency_min is None) != (args.latency_max is None):
+        parser.error("--latency-min and --latency-max go together")
+    if args.latency_min is not None:
+        if not 0 <= args.latency_min <= args.latency_max:
+            parser.error("need 0 <= --latency-min <= --latency-max")
+        args.slots = args.slots or [2, 4]
+        return main_latency(args)
+    args.slots = args.slots or [1, 2, 4, 8]
     print(f"cores: {os.cpu_count()}; budget: {args.budget} evaluations; default flow, tune proposer")
     quarters = [max(1, args.budget * q // 4) for q in (1, 2, 3, 4)]
     print(f"{'program':24} {'k':>2} {'ticks':>5} {'s/tick':>7} {'s/eval':>7}  best at " +

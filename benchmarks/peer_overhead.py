@@ -131,6 +131,10 @@ class Server:
     rng: random.Random = field(default_factory=lambda: random.Random(0))
     lock: threading.Lock = field(default_factory=threading.Lock)
 
+    def delay(self) -> float:
+        """Returns the seconds the next reply waits."""
+        return self.latency
+
     def reply(self) -> str:
         value = round(self.rng.uniform(0.2, 3.0), 4)
         return (f"SUMMARY: set initial_temperature to {value}\n\n"
@@ -156,8 +160,9 @@ def serve(state: Server) -> ThreadingHTTPServer:
                 state.arrivals.append(arrived)
                 state.prompts.append(body.get("messages", []))
                 text = state.reply()
-            if state.latency > 0:
-                time.sleep(state.latency)
+                wait = state.delay()
+            if wait > 0:
+                time.sleep(wait)
             payload = json.dumps({
                 "id": "chatcmpl-bench", "object": "chat.completion", "created": int(arrived), "model": "mock",
                 "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,6 +24,7 @@ from autoloop_py.loop import schedule
 from autoloop_py.loop.iteration import IterationOutcome, run_iteration
 from autoloop_py.loop.options import RunOptions
 from autoloop_py.loop.outcome import OUTCOME_FILE, idle_outcome, write_outcome
+from autoloop_py.loop.async_slots import run_slots
 from autoloop_py.loop.tick import run_tick
 from autoloop_py.loop.tick_publish import SLOTS_REF
 from autoloop_py.loop.workspace import Worktrees
@@ -43,7 +45,8 @@ def add_parser(commands: Any) -> None:
         "autoloop run --program function_minimization --iterations 10 --proposer tune",
     )
     parser.add_argument("--program", help="run this program (default: the most overdue; env AUTOLOOP_PROGRAM)")
-    parser.add_argument("--iterations", type=int, default=1, metavar="N", help="how many iterations (default 1; ticks, with --parallel)")
+    parser.add_argument("--iterations", type=int, default=1, metavar="N",
+                        help="how many iterations (default 1; ticks, with --parallel K --barrier)")
     parser.add_argument(
         "--proposer",
         choices=("tune", "llm", "agent"),
@@ -84,9 +87,13 @@ def add_parser(commands: Any) -> None:
         "--parallel",
         type=_slots,
         metavar="K",
-        help="run each iteration as a tick of K slots of the program at once (K processes here), recorded as K "
-        "iterations with the best improver on the branch (default: the program's `parallel:`, else 1); with "
-        "--iterations N, N ticks",
+        help="keep K iterations of the program in flight (K processes here): each is recorded as soon as it ends and "
+        "the next starts at once (default: the program's `parallel:`, else 1); --iterations N counts iterations",
+    )
+    parser.add_argument(
+        "--barrier", action="store_true",
+        help="with --parallel K: run ticks of K slots that all end before one publish records them, as the "
+        "generated workflow does (--iterations N: N ticks)",
     )
     parser.add_argument(
         "--slot",
@@ -108,9 +115,10 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     if args.outcome_dir is not None and (args.iterations != 1 or args.dry_run):
         raise AutoloopError("--outcome-dir holds one iteration: drop --iterations and --dry-run")
     _check_slots(args)
+    importing: threading.Thread | None = None
     if args.proposer == "llm":
         llm.require_litellm()
-        llm.start_import()  # litellm's import overlaps loading the programs and the first evaluation
+        importing = llm.start_import()  # litellm's import overlaps loading the programs and the first evaluation
     root = repo_root(args.repo)
     programs, problems = load_all(root, with_issues=args.ci)
     forced = args.program or os.environ.get("AUTOLOOP_PROGRAM", "").strip() or None
@@ -139,7 +147,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         raise AutoloopError("--ci needs GITHUB_REPOSITORY and GITHUB_TOKEN in the environment")
     with sigterm_interrupts():
         outcomes = _loop(root, programs, forced, args.iterations, options, console, settings, args.force,
-                         args.parallel)
+                         args.parallel, args.barrier, importing)
     if options.outcome_dir is not None and forced and not (options.outcome_dir / OUTCOME_FILE).exists():
         # The publishing job expects an outcome for every program it was planned for.
         why = outcomes[-1].reason if outcomes and outcomes[-1].status == "paused" else "the program was not due"
@@ -159,6 +167,8 @@ def _loop(
     settings: github.GitHubSettings | None = None,
     force: bool = False,
     parallel: int | None = None,
+    barrier: bool = False,
+    importing: threading.Thread | None = None,
 ) -> list[IterationOutcome]:
     outcomes: list[IterationOutcome] = []
     held: list[str | None] = []  # why the forced program would be skipped when the run started
@@ -178,6 +188,18 @@ def _loop(
                 break
             _warn_once(program, warned, console)
             slots = _slot_count(program, parallel, options, settings)
+            if slots > 1 and importing is not None:
+                importing.join()  # then the slots fork with litellm imported, instead of each importing it
+            if slots > 1 and not barrier:
+                progress.update(task, description=f"{program.name} · {slots} in flight")
+
+                def recorded(outcome: IterationOutcome) -> None:
+                    print_outcome(outcome, console)
+                    progress.advance(task)
+
+                outcomes.extend(run_slots(root, program, count - len(outcomes), slots, options, recorded,
+                                          lambda text: console.print(escape(text)), deadline))
+                break
             if slots > 1:
                 progress.update(task, description=f"{program.name} · tick of {slots}")
                 tick = run_tick(root, program, slots, options)
@@ -216,7 +238,7 @@ def _check_slots(args: argparse.Namespace) -> None:
                                        ("--ci", args.ci), ("--slot", args.slot is not None)) if on]
         if clash:
             raise AutoloopError(
-                f"--parallel runs and records a whole tick on this machine; it cannot go with {', '.join(clash)} "
+                f"--parallel runs and records its slots on this machine; it cannot go with {', '.join(clash)} "
                 "(in Actions each slot is `run --slot I/K --outcome-dir DIR`, and `publish` records the tick)"
             )
     if args.slot is not None and args.outcome_dir is None:
@@ -356,7 +378,7 @@ def _line(outcome: IterationOutcome) -> str:
     text += f" · {outcome.summary}"
     if outcome.commit:
         text += f" · commit {outcome.commit[:8]}"
-    if outcome.reason and (outcome.status == "error" or SLOTS_REF in outcome.reason):
+    if outcome.reason and (outcome.status == "error" or SLOTS_REF in outcome.reason or "stale base" in outcome.reason):
         text += f"\n   {outcome.reason}"  # an error, or an improver that lost to a sibling of its tick
     return text
 

@@ -110,11 +110,15 @@ def numbered_claims(outcomes: Sequence[Outcome], state: statefile.StateFile) -> 
             for o in outcomes if o.record is not None and o.key not in recorded and o.iteration > last]
 
 
-def renumbered(outcome: Outcome, number: int) -> Outcome:
-    """Returns the outcome as iteration `number`, its key renamed to match (the token stays)."""
+def renumbered(outcome: Outcome, number: int, expected: bool = False) -> Outcome:
+    """Returns the outcome as iteration `number`, its key renamed to match (the token stays).
+
+    expected: the caller knew the slot's number could not be known at its launch (slots without a barrier): no warning.
+    """
     if outcome.iteration == number:
         return outcome
-    log.warning("%s: iteration %d is recorded as iteration %d", outcome.program, outcome.iteration, number)
+    (log.debug if expected else log.warning)(
+        "%s: iteration %d is recorded as iteration %d", outcome.program, outcome.iteration, number)
     prefix, _, token = outcome.key.rsplit(":", 2)
     return replace(outcome, iteration=number, key=f"{prefix}:{number}:{token}")
 

@@ -28,6 +28,7 @@ from autoloop_py.program.model import Program
 from autoloop_py.program.playbook import find_playbook, playbook_pointer
 from autoloop_py.redact import from_environment
 from autoloop_py.state.file import StateFile
+from autoloop_py.state.machine import is_improvement
 from autoloop_py.state.history import IterationRecord
 from autoloop_py.state.memory import MemoryStore
 from autoloop_py.state.model_stats import use_of
@@ -115,7 +116,8 @@ def publish_outcome(
     """Checks the outcome, keeps its candidate (if accepted) and records it; returns the record written.
 
     Nothing is written when the outcome is refused. An accepted candidate whose base tree is no longer
-    the program branch's (another run kept a candidate meanwhile) is recorded as rejected, not kept.
+    the program branch's (another run kept a candidate meanwhile) is recorded as rejected, not kept, unless
+    it beats the best recorded since and its files rebuild the tree it was evaluated on (keep_outcome).
     """
     check_outcome(root, program, outcome)
     if outcome.record is None:
@@ -124,11 +126,12 @@ def publish_outcome(
         memory = MemoryStore(root)
         memory.sync()
         recovery.reconcile(root, program, memory, budget, ci_gate=ci_gate)
-        outcome = next_of_state(outcome, program, load_state(memory, program, budget), budget)
+        state = load_state(memory, program, budget)
+        outcome = next_of_state(outcome, program, state, budget)
         record = replace(outcome.record, key=outcome.key, run_url=run_url, commit=None)
         base = known_commit(root, outcome.base_commit)
         if record.status == "accepted":
-            record, base = keep_outcome(root, program, outcome, record, base_branch, ci_gate)
+            record, base = keep_outcome(root, program, outcome, record, base_branch, ci_gate, state)
         with runner_of_commit(root, program, known_commit(root, outcome.base_commit)) as runner:
             candidate = None
             if runner is not None and outcome.decision is not None and outcome.candidate_source is not None:
@@ -179,19 +182,24 @@ def known_commit(root: Path, sha: str | None) -> str | None:
 
 
 def keep_outcome(
-    root: Path, program: Program, outcome: Outcome, record: IterationRecord, base_branch: str | None, ci_gate: bool
+    root: Path, program: Program, outcome: Outcome, record: IterationRecord, base_branch: str | None, ci_gate: bool,
+    best_now: StateFile | None = None,
 ) -> tuple[IterationRecord, str | None]:
     """Applies the outcome's files on the program branch as fetched now, commits and pushes them.
 
+    best_now: the state as recorded now. With it, a candidate whose branch moved since it was made (a slot
+    recorded meanwhile kept another) is still kept when it beats the best recorded now and its files,
+    written on the branch, give exactly the tree it was evaluated on (see rebuilds).
     Returns the record and the default-branch commit the branch now stands on.
     """
     with Workspace(root, program.name, base_branch=base_branch) as workspace:
         workspace.prepare()
         base = workspace.base_sha
-        if branch_tree(root, workspace.branch) != outcome.base_tree:
-            notes = (f"autoloop/{program.name} changed after this candidate was evaluated (another run kept one, or "
-                     "the base branch moved), so it was judged against a stale base; not kept")
-            return replace(record, status="rejected", notes=notes), base
+        tree = branch_tree(root, workspace.branch)
+        if tree != outcome.base_tree:
+            stale = _stale_note(root, program, outcome, record, tree, best_now)
+            if stale is not None:
+                return replace(record, status="rejected", notes=stale), base
         found = checks.violations(program, workspace.files(outcome.changes), outcome.changes)
         if found:
             raise OutcomeError(f"refusing the outcome of '{program.name}', nothing was written: " + "; ".join(found))
@@ -200,3 +208,26 @@ def keep_outcome(
         marks = recovery.trailers(outcome.key, record.metric, record.baseline, use_of(record))
         commit, withdrawn = keep_candidate(workspace, program, record.change, outcome.iteration, record.run_url, marks)
     return settle_kept(record, commit, withdrawn, ci_gate), base
+
+
+def _stale_note(root: Path, program: Program, outcome: Outcome, record: IterationRecord, tree: str | None,
+                best_now: StateFile | None) -> str | None:
+    """Returns why a candidate made on an older branch tree is not kept, None when it may be (see keep_outcome)."""
+    stale = (f"autoloop/{program.name} changed after this candidate was evaluated (another run kept one, or the base "
+             "branch moved), so it was judged against a stale base")
+    if best_now is None or program.config.objectives or record.metric is None:
+        return f"{stale}; not kept"
+    best = best_now.machine.best_metric
+    if not is_improvement(record.metric, best, program.direction, program.config.min_delta or 0.0):
+        return f"{stale}, and it does not beat the best recorded since ({best:g}); not kept"
+    if tree is None or outcome.base_tree is None or not rebuilds(root, outcome.base_tree, tree, outcome.changes):
+        return (f"{stale}; it beats the best recorded since ({best:g}), but the branch changed files it does not "
+                "rewrite, so the branch would not hold the code that was evaluated; not kept")
+    return None
+
+
+def rebuilds(root: Path, old_tree: str, new_tree: str, changes: Mapping[str, str | None]) -> bool:
+    """Returns whether writing `changes` on new_tree gives old_tree with the changes written: every path the two
+    trees differ in is one the changes rewrite (or delete)."""
+    found = call(open_repo(root), "diff-tree", "-r", "-z", "--name-only", "--no-renames", old_tree, new_tree)
+    return found.ok and {path for path in found.text.split("\0") if path} <= set(changes)

@@ -1,5 +1,7 @@
 """A tick on one machine: k slots of a program propose at once in k processes, then one publish records them all.
 
+`autoloop run --parallel k --barrier` runs ticks; without `--barrier` the slots run without one (async_slots.py).
+
 The same split as the Actions workflow: each slot is `autoloop run --slot I/K --outcome-dir D_I`
 (read-only, its own outcome), and tick_publish consolidates the outcomes as `autoloop publish D_0 …`
 does. Each slot opens its own git session; a forked slot never uses the parent's.
@@ -20,6 +22,7 @@ from autoloop_py.loop.iteration import IterationOutcome, run_iteration
 from autoloop_py.loop.lock import program_lock
 from autoloop_py.loop.options import RunOptions
 from autoloop_py.loop.outcome import OUTCOME_FILE, Outcome, idle_outcome, read_outcome, write_outcome
+from autoloop_py.loop.recording import load_state
 from autoloop_py.loop.tick_publish import Published, publish_tick
 from autoloop_py.loop.workspace import Workspace
 from autoloop_py.program.model import Program
@@ -33,11 +36,11 @@ def run_tick(root: Path, program: Program, count: int, options: RunOptions) -> l
     """Runs `count` slots of the program in parallel processes and publishes the tick; returns each slot's account."""
     if not options.writes or options.slot is not None:
         raise AutoloopError("a tick of parallel slots records what it runs: it cannot be a dry run or one slot")
-    _bring_up_to_date(root, program, options.base_branch)
+    bring_up_to_date(root, program, options.base_branch, options.budget)
     with tempfile.TemporaryDirectory(prefix="autoloop-tick-") as folder:
         dirs = [Path(folder) / f"slot-{i}" for i in range(count)]
         slots = [replace(options, slot=Slot(i, count), outcome_dir=dirs[i]) for i in range(count)]
-        context = multiprocessing.get_context(_start_method())
+        context = multiprocessing.get_context(start_method())
         with ProcessPoolExecutor(max_workers=count, mp_context=context) as pool:
             futures = [pool.submit(_run_slot, root, program, slot) for slot in slots]
             accounts = [_account(future, slot) for future, slot in zip(futures, slots)]
@@ -61,7 +64,7 @@ def _account(future: Future[IterationOutcome], slot: RunOptions) -> IterationOut
         return None
 
 
-def _start_method() -> str:
+def start_method() -> str:
     """Returns fork when this process runs no other thread (a fresh interpreter costs a second), else spawn.
 
     A thread (litellm's background import, a progress display) may hold a lock at the fork, and the child
@@ -72,12 +75,17 @@ def _start_method() -> str:
     return "spawn"
 
 
-def _bring_up_to_date(root: Path, program: Program, base_branch: str | None) -> None:
-    """Syncs the memory branch and the program branch once, so the slots that start together find nothing to move."""
+def bring_up_to_date(root: Path, program: Program, base_branch: str | None, budget: int) -> int:
+    """Syncs the memory branch and the program branch once, so the slots that start together find nothing to move.
+
+    Returns the program's recorded iteration count.
+    """
     with program_lock(root, program.name):
-        MemoryStore(root).sync()
+        memory = MemoryStore(root)
+        memory.sync()
         with Workspace(root, program.name, base_branch=base_branch) as workspace:
             workspace.prepare()
+        return load_state(memory, program, budget).machine.iteration_count
 
 
 def _run_slot(root: Path, program: Program, options: RunOptions) -> IterationOutcome:

@@ -22,6 +22,7 @@ from autoloop_py.loop.publishing import branch_tree, check_outcome, keep_outcome
 from autoloop_py.loop.recording import IterationData, load_state, record_iteration, state_path
 from autoloop_py.loop.workspace import Workspace, push_aside
 from autoloop_py.program.model import Program
+from autoloop_py.state.file import StateFile
 from autoloop_py.state.history import KEY_TRAILER, IterationRecord
 from autoloop_py.state.machine import is_improvement
 from autoloop_py.state.memory import MemoryStore
@@ -111,7 +112,7 @@ def publish_tick(
         guard.refuse(program.name, guard.state_problems(state, program, [o.record for o in ran if o.record], budget))
         if ran:
             aside: dict[str, str] = {}
-            records, bases = _kept(root, program, ran, run_url, base_branch, ci_gate, aside)
+            records, bases = _kept(root, program, ran, run_url, base_branch, ci_gate, aside, state)
             applied = _record_all(memory, program, ran, records, bases, budget)
             push_aside(root, aside)  # only now: a tick that failed before its record pushed nothing of its losers
         else:
@@ -137,11 +138,12 @@ def _token(key: str) -> str:
 
 def _kept(
     root: Path, program: Program, ran: Sequence[Outcome], run_url: str | None, base_branch: str | None, ci_gate: bool,
-    aside: dict[str, str],
+    aside: dict[str, str], state: StateFile | None = None,
 ) -> tuple[dict[str, IterationRecord], dict[str, str | None]]:
     """Returns each slot's record (after keeping its candidate where it belongs) and its default-branch base.
 
     aside: filled with the side refs (ref → sha) of the losing improvers, committed here and pushed by the caller.
+    state: the state as recorded now, which a winner made on a branch that moved since must beat (keep_outcome).
     """
     records: dict[str, IterationRecord] = {}
     bases: dict[str, str | None] = {}
@@ -157,7 +159,8 @@ def _kept(
         if won is not None and outcome is not won and outcome.record is not None and outcome.record.status == "accepted":
             records[outcome.key] = _aside(root, program, outcome, records[outcome.key], won, base_branch, aside)
     if won is not None:
-        records[won.key], bases[won.key] = keep_outcome(root, program, won, records[won.key], base_branch, ci_gate)
+        records[won.key], bases[won.key] = keep_outcome(root, program, won, records[won.key], base_branch, ci_gate,
+                                                        state)
     return records, bases
 
 

@@ -25,14 +25,19 @@ class Slot:
     Attributes:
       index: the slot's place in the tick, 0 ≤ index < count.
       count: how many slots the tick runs (the program's `parallel:`).
+      launch: in a run without a barrier (`autoloop run --parallel k`), the slot's place in the order the run
+        launched its slots; index is then the lane (the process) it runs in. None: a slot of a tick.
     """
 
     index: int
     count: int
+    launch: int | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.count <= MAX_SLOTS or not 0 <= self.index < self.count:
             raise AutoloopError(f"slot {self.index}/{self.count}: need 0 ≤ slot < count ≤ {MAX_SLOTS}")
+        if self.launch is not None and self.launch < 0:
+            raise AutoloopError(f"slot {self}: a launch number counts from 0, got {self.launch}")
 
     @property
     def parallel(self) -> bool:
@@ -63,6 +68,8 @@ def slot_seed(seed: object, program: str, iteration: int, slot: Slot | None) -> 
     """
     if slot is None or not slot.parallel:
         return f"{seed}:{program}:{iteration}"
+    if slot.launch is not None:  # the lane's iteration number may repeat; the launch number never does
+        return f"{seed}:{program}:{iteration}:launch{slot.launch}/{slot.count}"
     return f"{seed}:{program}:{iteration}:slot{slot.index}/{slot.count}"
 
 

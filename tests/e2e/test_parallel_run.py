@@ -1,4 +1,4 @@
-"""End to end: `autoloop run --parallel 4` runs ticks of 4 slots against a bare origin, for every strategy.
+"""End to end: `autoloop run --parallel 4 --barrier` runs ticks of 4 slots against a bare origin, for every strategy.
 
 Each tick records 4 iterations with distinct numbers (and, for strategies with islands, distinct
 islands), the program branch holds the tick's best, the state file parses, and the same tick run
@@ -55,7 +55,7 @@ def _decisions(state: statefile.StateFile) -> list[tuple[object, ...]]:
 
 def _tick(origin: Path, work: Path) -> None:
     assert main(["run", "--repo", str(_clone(origin, work)), "--program", NAME, "--proposer", "tune",
-                 "--parallel", str(SLOTS)]) == 0
+                 "--parallel", str(SLOTS), "--barrier"]) == 0
 
 
 def _run_ticks(repo: Path, tmp_path: Path, plain: int = 0) -> tuple[Path, Path]:
@@ -189,7 +189,7 @@ def test_the_actions_split_publishes_the_slots_that_arrived_without_a_gap(
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--parallel", "2", "--dry-run"], "--parallel runs and records a whole tick on this machine; it cannot go "
+        (["--parallel", "2", "--dry-run"], "--parallel runs and records its slots on this machine; it cannot go "
                                            "with --dry-run"),
         (["--parallel", "2", "--outcome-dir", "out"], "cannot go with --outcome-dir"),
         (["--slot", "1/2"], "--slot 1/2 proposes one slot of a tick: give --outcome-dir DIR"),
@@ -226,7 +226,7 @@ def test_a_tick_pushes_its_losers_side_refs_only_after_its_record(
     monkeypatch.setattr(tick_publish, "_record_all", failing_record)
     monkeypatch.setattr(tick_publish, "push_aside", lambda *a, **k: order.append("push") or real_push(*a, **k))
     assert main(["run", "--repo", str(_clone(origin, tmp_path / "tick")), "--program", NAME, "--proposer", "tune",
-                 "--parallel", str(SLOTS)]) != 0
+                 "--parallel", str(SLOTS), "--barrier"]) != 0
     assert order == ["record"]
     assert _git(origin, "for-each-ref", "--format=%(refname)", "refs/autoloop/") == ""
 

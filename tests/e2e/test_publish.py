@@ -329,3 +329,31 @@ def test_a_tick_of_slots_is_published_as_one_update_on_github(tmp_path: Path, fa
     assert "tick of 2 slots: iteration 1 rejected (2); iteration 2 pending-ci (3)" in (
         " ".join(" ".join(c["body"] for c in comments).split()))
     assert [p["head"]["ref"] for p in fake.pulls[REPO]] == ["autoloop/counter"]
+
+
+def test_a_stale_candidate_that_beats_the_newer_best_is_kept_with_the_code_that_was_evaluated(tmp_path: Path) -> None:
+    origin = _origin_with_counter(tmp_path)
+    _propose(origin, _clone(origin, tmp_path / "p1"), _plan(tmp_path, [_value(3.0)]), tmp_path / "o1")
+    before = _git(origin, "rev-parse", "main^{tree}")  # the program branch starts from main
+    # Another run keeps a candidate (better than the start, worse than this outcome) before it is published.
+    assert main(["run", "--repo", str(_clone(origin, tmp_path / "other")), "--program", "counter", "--proposer",
+                 "agent", "--agent-command", _plan(tmp_path / "other", [_value(2.0)])]) == 0
+    assert _git(origin, "rev-parse", "autoloop/counter^{tree}") != before
+    assert _publish(_clone(origin, tmp_path / "pub"), tmp_path / "o1") == 0
+    state = _state(origin)
+    assert state.machine.recent_statuses == ("accepted", "accepted")
+    assert state.machine.best_metric == 3.0
+    # The branch holds exactly the tree the candidate was evaluated on: its base with its file written.
+    evaluated = _git(origin, "diff", before, "autoloop/counter", "--stat")
+    assert f"{PROG}/code/value.py" in evaluated and len(evaluated.splitlines()) == 2
+    assert "x = 3.0" in _git(origin, "show", f"autoloop/counter:{PROG}/code/value.py")
+
+
+def test_a_stale_candidate_worse_than_the_newer_best_says_so(tmp_path: Path) -> None:
+    origin = _origin_with_counter(tmp_path)
+    _propose(origin, _clone(origin, tmp_path / "p1"), _plan(tmp_path, [_value(2.0)]), tmp_path / "o1")
+    assert main(["run", "--repo", str(_clone(origin, tmp_path / "other")), "--program", "counter", "--proposer",
+                 "agent", "--agent-command", _plan(tmp_path / "other", [_value(5.0)])]) == 0
+    assert _publish(_clone(origin, tmp_path / "pub"), tmp_path / "o1") == 0
+    entry = _state(origin).history[0]
+    assert entry.status == "rejected" and "does not beat the best recorded since (5)" in " ".join(entry.text.split())

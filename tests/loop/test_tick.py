@@ -9,16 +9,16 @@ import pytest
 
 from autoloop_py.loop.iteration import IterationOutcome
 from autoloop_py.loop.outcome import Outcome, idle_outcome
-from autoloop_py.loop.tick import _start_method, account_of
+from autoloop_py.loop.tick import account_of, start_method
 from autoloop_py.loop.tick_publish import Published
 from autoloop_py.state.history import IterationRecord
 
 
 def test_slots_fork_only_when_no_other_thread_could_hold_a_lock(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(threading, "active_count", lambda: 1)
-    assert _start_method() == "fork"
+    assert start_method() == "fork"
     monkeypatch.setattr(threading, "active_count", lambda: 2)  # e.g. litellm's import, a progress display
-    assert _start_method() == "spawn"
+    assert start_method() == "spawn"
 
 
 def test_a_slots_account_is_what_the_tick_recorded() -> None:

@@ -43,3 +43,13 @@ def test_every_slot_draws_from_its_own_seed_and_replays_it() -> None:
     assert draws == [slot_rng(7, "prog", 5 + i, Slot(i, 4)).random() for i in range(4)]
     # The slot is part of the seed: the same iteration number in a tick of another size draws otherwise.
     assert slot_seed(7, "prog", 6, Slot(1, 4)) != slot_seed(7, "prog", 6, Slot(1, 2))
+
+
+def test_a_slot_without_a_barrier_seeds_from_its_launch_so_a_lane_never_repeats_a_draw() -> None:
+    # Lane 0 may run iteration 6 twice (nothing recorded between two of its launches): the launch tells them apart.
+    first, again = Slot(0, 2, launch=0), Slot(0, 2, launch=2)
+    assert slot_seed(7, "p", 6, first) != slot_seed(7, "p", 6, again)
+    assert slot_seed(7, "p", 6, first) == slot_seed(7, "p", 6, Slot(0, 2, launch=0))
+    assert slot_seed(7, "p", 6, Slot(0, 2)) == "7:p:6:slot0/2"  # a tick's slot keeps the seed it always had
+    with pytest.raises(AutoloopError, match="launch number"):
+        Slot(0, 2, launch=-1)
