@@ -63,6 +63,13 @@ def add_parser(commands: Any) -> None:
         "works; default: AUTOLOOP_ISOLATION, else the program's `isolation:`)",
     )
     parser.add_argument(
+        "--agent-network",
+        choices=("host", "outside-only"),
+        help="what an outside agent's network reaches: host (this machine's network, its loopback services "
+        "included) or outside-only (its own namespace through slirp4netns, no host loopback; needs bubblewrap); "
+        "default: AUTOLOOP_AGENT_NETWORK, else the program's `agent-network:`, else host",
+    )
+    parser.add_argument(
         "--force", action="store_true",
         help="run the --program even when it is paused; the pause stays (`autoloop resume` clears it)",
     )
@@ -128,6 +135,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         run_url=run_url(),
         base_branch=args.base_branch,
         isolation=args.isolation,
+        agent_network=args.agent_network,
         llm_timeout=args.llm_timeout,
         llm_retries=args.llm_retries,
         job_deadline=job_end(os.environ, started, wall),

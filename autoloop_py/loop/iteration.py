@@ -134,7 +134,7 @@ def _run_locked(
         rng = iteration_rng(program, iteration, options.slot)
         proposer = proposer_for(program, options)
         check_setup(proposer, program)  # a missing setting stops the run here, before anything is recorded
-        sandbox = run_isolation(root, program, options.isolation)
+        sandbox = run_isolation(root, program, options.isolation, options.agent_network)
         base_tree = branch_tree(root, workspace.branch, memory.session)
         # Before any candidate code runs (the baseline is the branch's code): compared after each step that ran some.
         own = (f"refs/heads/{memory.config.branch}",)
