@@ -81,6 +81,31 @@ def _acquire(handle: int, path: Path, program: str, wait: float, poll: float) ->
         time.sleep(poll)
 
 
+def others_running(root: Path, program: str) -> frozenset[str]:
+    """Returns the programs (but `program`) whose lock another run of this clone holds right now.
+
+    Each lock file is probed with a shared, non-blocking flock of its own (released at once), which fails while
+    a run holds it; it never waits and never takes a lock a run is waiting for for longer than the probe.
+    """
+    folder = _lock_path(root, program).parent
+    held = set()
+    for path in sorted(folder.glob("*.lock")) if folder.is_dir() else ():
+        if path.stem == program:
+            continue
+        try:
+            handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as err:
+            if err.errno in (errno.EAGAIN, errno.EACCES):
+                held.add(path.stem)
+        finally:
+            os.close(handle)  # closing the descriptor releases the probe's flock
+    return frozenset(held)
+
+
 def _lock_path(root: Path, program: str) -> Path:
     repo = open_repo(root)
     try:
