@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from autoloop_py.commands.common import format_metric, load_all, machines, readable_states, repo_root, subparser
+from autoloop_py.commands.common import format_metric, load_all, machines, readable_states, repo_root, shown, subparser
 from autoloop_py.errors import AutoloopError
 from autoloop_py.git.objects import GitSession
 from autoloop_py.github import ci
@@ -29,6 +29,7 @@ from autoloop_py.loop.workspace import Worktrees
 from autoloop_py.program.model import Program, find_program, program_name
 from autoloop_py.proposers import llm
 from autoloop_py.sandbox.runner import make_non_dumpable, sigterm_interrupts
+from autoloop_py.state.untrusted_text import plain
 from autoloop_py.strategies.slots import MAX_SLOTS, Slot, parse_slot
 
 _MARKS = {"accepted": "✅", "rejected": "❌", "error": "⚠️", "pending-ci": "⏳"}
@@ -267,7 +268,7 @@ def _one(
         return run_iteration(root, program, options, datetime.now(timezone.utc), session, worktrees)
     result = ci.run_ci(root, program, options, settings)
     if result.message:
-        console.print(f"CI: {result.message}")
+        console.print(f"CI: {shown(result.message)}")
     return result.outcome
 
 
@@ -353,7 +354,7 @@ def _pick(
 
 def print_outcome(outcome: IterationOutcome, console: Console) -> None:
     """Prints the one-line account of an iteration."""
-    console.print(_line(outcome))
+    console.print(_line(outcome), markup=False, highlight=False)
 
 
 def _line(outcome: IterationOutcome) -> str:
@@ -361,11 +362,11 @@ def _line(outcome: IterationOutcome) -> str:
     metric = format_metric(outcome.metric)
     best = format_metric(outcome.best_before)
     text = f"{mark} {outcome.program} · iteration {outcome.iteration} · {outcome.status} · metric {metric} (best was {best})"
-    text += f" · {outcome.summary}"
+    text += f" · {plain(outcome.summary)}"
     if outcome.commit:
         text += f" · commit {outcome.commit[:8]}"
     if outcome.reason and (outcome.status == "error" or SLOTS_REF in outcome.reason):
-        text += f"\n   {outcome.reason}"  # an error, or an improver that lost to a sibling of its tick
+        text += f"\n   {plain(outcome.reason)}"  # an error, or an improver that lost to a sibling of its tick
     return text
 
 

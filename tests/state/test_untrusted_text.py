@@ -34,3 +34,15 @@ def test_github_safe_neutralises_mentions_links_images_and_html() -> None:
     assert "docs (`http://evil.example/x`)" in safe and "![" not in safe and "px (`http://t.example/p.png`)" in safe
     assert "<" not in safe and "&lt;img src=x onerror=alert(1)&gt;" in safe and "&lt;details&gt;" in safe
     assert "`http://bare.example/y`" in safe and "a@b.example" in safe and "\x1b" not in safe
+
+
+def test_github_safe_neutralises_issue_references_so_a_merge_closes_nothing() -> None:
+    safe = github_safe("Closes #12, fixes octo/other#3 and GH-4; issue#5 and a&#60;b stay text")
+    assert "Closes `#12`" in safe and "`octo/other#3`" in safe and "`GH-4`" in safe
+    assert "issue#5" in safe and "&amp;#60;b" in safe
+
+
+def test_backticks_of_the_text_cannot_unbalance_a_code_span() -> None:
+    # Unescaped, the first backtick would pair with the one the mention's span opens, leaving `@octocat` live.
+    safe = github_safe("a` @octocat `b \\` c [@team](x) www.evil.example")
+    assert safe == "a\\` `@octocat` \\`b \\\\\\` c `@team` (`x`) `www.evil.example`"
