@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import os
 import logging
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,21 +100,22 @@ def verify(before: CheckoutSnapshot, own: Iterable[str] = (), during: str = "can
 
 @contextmanager
 def runner_refs_held(
-    git_dir: Path, program: str, memory_ref: str, during: str, busy: Callable[[], AbstractSet[str]]
+    git_dir: Path, program: str, memory_ref: str, during: str, busy: Callable[[float], AbstractSet[str]]
 ) -> Iterator[None]:
     """Raises CheckoutTampered when candidate code moved, made or deleted a runner ref while the block ran.
 
-    memory_ref: the memory branch (`refs/heads/memory/autoloop`). busy: the other programs whose runs of this
-    clone are active now (their locks held by another process), asked before and after the block: a change to a
-    ref they may move (their own refs, the shared memory branch, remote-tracking or orphaned refs) is theirs, and
+    memory_ref: the memory branch (`refs/heads/memory/autoloop`). busy(start): the other programs whose runs of
+    this clone were active since the time.time() `start` (their locks held by another process, or taken since),
+    asked before and after the block: a change to a ref they may move (their own refs, the shared memory branch, remote-tracking or orphaned refs) is theirs, and
     only logged; a change to this program's refs, or to any runner ref while no other run is active, stops the run.
     """
-    before, active = _runner_refs(git_dir, memory_ref), set(busy())
+    start = time.time()
+    before, active = _runner_refs(git_dir, memory_ref), set(busy(start))
     yield
     after = _runner_refs(git_dir, memory_ref)
     if before == after:
         return
-    active |= busy()
+    active |= busy(start)
     tampered, excused = [], []
     for ref in sorted(set(before) | set(after)):
         old, new = before.get(ref), after.get(ref)

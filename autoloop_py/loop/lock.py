@@ -18,6 +18,8 @@ from autoloop_py.git.command import common_dir, open_repo
 log = logging.getLogger(__name__)
 
 DEFAULT_WAIT = 600.0
+# File times lag the clock by up to a timer tick: a lock taken just after `since` must not look older.
+_CLOCK_SLACK = 1.0
 
 
 @dataclass(frozen=True)
@@ -81,11 +83,12 @@ def _acquire(handle: int, path: Path, program: str, wait: float, poll: float) ->
         time.sleep(poll)
 
 
-def others_running(root: Path, program: str) -> frozenset[str]:
-    """Returns the programs (but `program`) whose lock another run of this clone holds right now.
+def others_running(root: Path, program: str, since: float | None = None) -> frozenset[str]:
+    """Returns the programs (but `program`) whose lock another run of this clone holds now or took after `since`
+    (a time.time(); a run writes its pid into the lock file when it takes it).
 
     Each lock file is probed with a shared, non-blocking flock of its own (released at once), which fails while
-    a run holds it; it never waits and never takes a lock a run is waiting for for longer than the probe.
+    a run holds it; it never waits.
     """
     folder = _lock_path(root, program).parent
     held = set()
@@ -97,6 +100,8 @@ def others_running(root: Path, program: str) -> frozenset[str]:
         except OSError:
             continue
         try:
+            if since is not None and os.fstat(handle).st_mtime >= since - _CLOCK_SLACK:
+                held.add(path.stem)
             fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except OSError as err:
             if err.errno in (errno.EAGAIN, errno.EACCES):

@@ -39,7 +39,7 @@ SHA_A, SHA_B = "a" * 40, "b" * 40
 
 def test_another_programs_active_run_may_move_the_shared_and_its_own_refs(tmp_path: Path) -> None:
     _write_ref(tmp_path, "refs/heads/memory/autoloop", SHA_A)
-    with runner_refs_held(tmp_path, "mine", "refs/heads/memory/autoloop", "x", lambda: {"other"}):
+    with runner_refs_held(tmp_path, "mine", "refs/heads/memory/autoloop", "x", lambda start: {"other"}):
         _write_ref(tmp_path, "refs/heads/memory/autoloop", SHA_B)
         _write_ref(tmp_path, "refs/heads/autoloop/other", SHA_B)
         _write_ref(tmp_path, "refs/autoloop/orphaned/other-1234", SHA_B)
@@ -47,14 +47,14 @@ def test_another_programs_active_run_may_move_the_shared_and_its_own_refs(tmp_pa
     for ref in ("refs/heads/autoloop/mine", "refs/autoloop/slots/mine/3", "refs/autoloop/slots/third/1"):
         with pytest.raises(CheckoutTampered, match=f"{ref} was created"):
             with runner_refs_held(tmp_path, "mine", "refs/heads/memory/autoloop", "x",
-                                                 lambda: {"other"}):  # fmt: skip
+                                                 lambda start: {"other"}):  # fmt: skip
                 _write_ref(tmp_path, ref, SHA_A)
 
 
 def test_with_no_other_run_every_runner_ref_holds_still(tmp_path: Path) -> None:
     _write_ref(tmp_path, "refs/remotes/origin/main", SHA_A)
     with pytest.raises(CheckoutTampered, match="refs/remotes/origin/main moved"):
-        with runner_refs_held(tmp_path, "mine", "refs/heads/memory/autoloop", "x", frozenset):
+        with runner_refs_held(tmp_path, "mine", "refs/heads/memory/autoloop", "x", lambda start: set()):
             _write_ref(tmp_path, "refs/remotes/origin/main", SHA_B)
-    with runner_refs_held(tmp_path, "mine", "refs/heads/memory/autoloop", "x", frozenset):
+    with runner_refs_held(tmp_path, "mine", "refs/heads/memory/autoloop", "x", lambda start: set()):
         _write_ref(tmp_path, "refs/heads/main", SHA_B)  # not a runner ref: the whole-run snapshot watches it

@@ -87,3 +87,11 @@ def test_others_running_names_the_programs_whose_lock_is_held_now(git_repo: Path
     assert others_running(git_repo, "mine") == frozenset()
     with program_lock(git_repo, "other", wait=0.1):  # the probes left no lock behind
         pass
+
+
+def test_others_running_also_names_a_run_that_took_its_lock_since_and_is_gone(git_repo: Path) -> None:
+    start = time.time()
+    with program_lock(git_repo, "quick"):
+        pass
+    assert others_running(git_repo, "mine") == frozenset()
+    assert others_running(git_repo, "mine", since=start) == frozenset({"quick"})

@@ -7,8 +7,11 @@ socket, and reads its interface list from /proc/net/dev.
 
 from __future__ import annotations
 
+import os
 import secrets
 import socket
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Iterator
@@ -163,3 +166,12 @@ def test_outside_only_never_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not usable
     with pytest.raises(SandboxError, match="bogus"):
         isolation_for("none", network=False, agent_network="bogus")
+
+
+def test_check_names_a_program_whose_outside_only_network_cannot_be_had(hostile: Hostile) -> None:
+    hostile.install(EVALUATE, frontmatter={"agent-network": "outside-only", "isolation": "none"})
+    env = {**os.environ, "AUTOLOOP_ISOLATION": "", "COLUMNS": "1000"}  # one message, one line
+    done = subprocess.run([sys.executable, "-m", "autoloop_py", "check", "--repo", str(hostile.repo)], env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "agent-network: outside-only needs bubblewrap, but isolation: none" in done.stdout, done.stdout
