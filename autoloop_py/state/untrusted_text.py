@@ -12,6 +12,7 @@ its backticks and backslashes are escaped first.
 
 from __future__ import annotations
 
+import logging
 import re
 
 # ESC [ … final byte (CSI), ESC ] … BEL or ESC \ (OSC), ESC P/X/^/_ … ESC \ (strings), any other ESC and one
@@ -61,3 +62,18 @@ def _inert(text: str) -> str:
     """Returns text outside a code span with its HTML, backslashes and backticks escaped."""
     text = text.replace("\\", "\\\\").replace("`", "\\`")
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+class PlainLogFilter(logging.Filter):
+    """A logging filter that strips what `plain` strips from each record's final message: log lines quote paths an
+    agent chose, git's stderr and what candidate code printed, and they reach the terminal."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Cleans the record's message (its arguments merged in); always keeps the record."""
+        message = record.getMessage()
+        clean = plain(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        if record.exc_text:
+            record.exc_text = plain(record.exc_text)
+        return True

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
-from autoloop_py.state.untrusted_text import github_safe, plain
+from autoloop_py.state.untrusted_text import PlainLogFilter, github_safe, plain
 
 
 @pytest.mark.parametrize(
@@ -46,3 +48,15 @@ def test_backticks_of_the_text_cannot_unbalance_a_code_span() -> None:
     # Unescaped, the first backtick would pair with the one the mention's span opens, leaving `@octocat` live.
     safe = github_safe("a` @octocat `b \\` c [@team](x) www.evil.example")
     assert safe == "a\\` `@octocat` \\`b \\\\\\` c `@team` (`x`) `www.evil.example`"
+
+
+def test_log_lines_lose_their_escapes(caplog: pytest.LogCaptureFixture) -> None:
+    logger = logging.getLogger("autoloop_py.test_plain_filter")
+    handler_filter = PlainLogFilter()
+    logger.addFilter(handler_filter)
+    try:
+        with caplog.at_level(logging.INFO, logger="autoloop_py.test_plain_filter"):
+            logger.info("agent: left out %s", "cache\x1b]0;pwned\x07.pyc\x1b[2J")
+    finally:
+        logger.removeFilter(handler_filter)
+    assert [r.getMessage() for r in caplog.records] == ["agent: left out cache.pyc"]
