@@ -31,7 +31,8 @@ logger = logging.getLogger(__name__)
 
 # The files of the common git directory whose change lets a later git command run something or act elsewhere.
 WATCHED = ("config", "config.worktree", "info/attributes", "HEAD", "commondir", "hooks")
-# Refs the runner moves itself (and other runs sharing the clone): not candidate code's business, not compared.
+# Refs the runner moves itself (and other runs sharing the clone): left out of the whole-run snapshot, compared over
+# each window in which candidate code runs instead (runner_refs_held).
 OWN_REFS = ("refs/remotes/", "refs/autoloop/", "refs/heads/autoloop/")
 # The runner's refs that name the program they belong to: `autoloop/<name>` and a tick's `slots/<name>/<iteration>`.
 _PROGRAM_REFS = ("refs/heads/autoloop/", "refs/autoloop/slots/")
@@ -106,7 +107,8 @@ def runner_refs_held(
 
     memory_ref: the memory branch (`refs/heads/memory/autoloop`). busy(start): the other programs whose runs of
     this clone were active since the time.time() `start` (their locks held by another process, or taken since),
-    asked before and after the block: a change to a ref they may move (their own refs, the shared memory branch, remote-tracking or orphaned refs) is theirs, and
+    asked before and after the block: a change to a ref they may move (their own refs, the shared memory branch,
+    remote-tracking or orphaned refs) is theirs, and
     only logged; a change to this program's refs, or to any runner ref while no other run is active, stops the run.
     """
     start = time.time()

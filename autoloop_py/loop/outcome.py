@@ -183,7 +183,8 @@ def parse_outcome(text: str, files: Mapping[str, bytes]) -> Outcome:
         best_before=_number(doc, "best_before", OUTCOME_FILE), record=record, changes=changes,
         prompt=_str(doc, "prompt", MAX_JSON_BYTES), evaluated=_evaluated(doc["evaluated"], "evaluated"),
         seed=_evaluated(doc["seed"], "seed"), waiting=_str(doc, "waiting", MAX_LINE), decision=_decision(doc),
-        candidate_source=_opt_str(doc, "candidate_source", MAX_JSON_BYTES), approach=_plain_or_none(_opt_str(doc, "approach", MAX_TEXT)),
+        candidate_source=_opt_str(doc, "candidate_source", MAX_JSON_BYTES),
+        approach=_plain_or_none(_opt_str(doc, "approach", MAX_TEXT)),
         base_commit=base_commit,
     )
 
