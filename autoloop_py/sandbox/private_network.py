@@ -86,6 +86,7 @@ class PrivateNetwork:
         self._info_w = self._block_r = -1
         deadline = time.monotonic() + SETUP_TIMEOUT
         pid = _child_pid(self._info_r, deadline, lambda: _exited(process.pid))
+        _wait_for_loopback(pid, deadline, lambda: _exited(process.pid))
         ready_r, ready_w = os.pipe()
         exit_r, self._exit_w = os.pipe()  # slirp4netns exits once this closes, also when the runner dies
         with self.log.open("wb") as log:
@@ -163,6 +164,24 @@ def _child_pid(fd: int, deadline: float, ended: Callable[[], bool]) -> int:
             return info["child-pid"]
     why = "it exited" if ended() else f"not within {SETUP_TIMEOUT:g} s"
     raise SandboxError(f"bubblewrap did not report its sandbox's pid ({why}), so no network could be attached")
+
+
+def _wait_for_loopback(pid: int, deadline: float, ended: Callable[[], bool]) -> None:
+    """Waits until bubblewrap has set up the namespace's loopback (127.0.0.1 in its routing table).
+
+    bubblewrap reports the pid before its loopback is up, and its netlink requests fail when slirp4netns
+    configures tap0 in the same namespace at that moment (`loopback: Failed RTM_NEWADDR`): half the starts, here.
+    """
+    table = Path(f"/proc/{pid}/net/fib_trie")
+    while time.monotonic() < deadline and not ended():
+        try:
+            if "127.0.0.1" in table.read_text("utf-8", "replace"):
+                return
+        except OSError:
+            pass
+        time.sleep(0.002)
+    why = "it exited" if ended() else f"not within {SETUP_TIMEOUT:g} s"
+    raise SandboxError(f"bubblewrap did not set up its sandbox's loopback ({why}), so no network could be attached")
 
 
 def _readable(fd: int, deadline: float, ended: Callable[[], bool]) -> bool:

@@ -6,6 +6,7 @@ The network itself is attacked in tests/security/test_agent_network.py.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from autoloop_py.errors import SandboxError
 from autoloop_py.sandbox import private_network
 from autoloop_py.sandbox.private_network import network_report, require_slirp
+from autoloop_py.sandbox.run import bwrap_status, isolation_for, run_sandboxed
 
 
 def _without_slirp(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -57,3 +59,15 @@ def test_the_network_folder_and_descriptors_go_away(tmp_path: Path) -> None:
     for fd in fds:
         with pytest.raises(OSError):
             os.fstat(fd)
+
+
+def test_the_network_is_attached_on_every_start(tmp_path: Path) -> None:
+    # bubblewrap reports its pid before its loopback is up; slirp4netns configuring tap0 at that moment made half the
+    # starts fail (`loopback: Failed RTM_NEWADDR`) before the runner waited for the loopback.
+    if not (bwrap_status()[0] and private_network.slirp_status()[0]):
+        pytest.skip("needs bubblewrap and slirp4netns")
+    policy = replace(isolation_for("bwrap", network=False).agent, outside_only=True)
+    # Relative names: a file the command names by absolute path is bound into the sandbox from the runner's side.
+    command = "cd /proc/net && grep -q tap0 dev && cd /etc && grep -q 10.0.2.3 resolv.conf"
+    results = [run_sandboxed(command, tmp_path, policy, env=dict(os.environ), timeout=60) for _ in range(12)]
+    assert [(r.returncode, r.stderr) for r in results] == [(0, "")] * 12
