@@ -42,6 +42,7 @@ from autoloop_py.commands import (
 from autoloop_py.errors import AutoloopError
 from autoloop_py.redact import RedactingFilter, RedactingStream, Redactor, from_environment
 from autoloop_py.sandbox.runner import Terminated
+from autoloop_py.state.untrusted_text import PlainLogFilter
 
 EXIT_ERROR = 1
 EXIT_CRASH = 3
@@ -169,6 +170,7 @@ def _setup_logging(verbose: bool, console: Console, redactor: Redactor) -> None:
     root.setLevel(logging.DEBUG if verbose else logging.WARNING)
     handler = RichHandler(console=console, show_time=False, show_path=False, markup=False)
     handler.addFilter(RedactingFilter(redactor))
+    handler.addFilter(PlainLogFilter())
     root.addHandler(handler)
 
 

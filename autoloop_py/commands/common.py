@@ -11,6 +11,7 @@ from typing import Any
 
 import git
 from rich.console import Console
+from rich.markup import escape
 
 from autoloop_py.errors import AutoloopError, ProgramError, StateError
 from autoloop_py.git import command as gitutil
@@ -23,8 +24,15 @@ from autoloop_py.program import names as program_names
 from autoloop_py.program.model import Program, check_all, find_program, program_name
 from autoloop_py.state import file as statefile
 from autoloop_py.state.memory_folder import open_memory
+from autoloop_py.state.untrusted_text import plain
 
 logger = logging.getLogger(__name__)
+
+
+def shown(text: str) -> str:
+    """Returns text a model, an agent or candidate code may have written, for console.print: no escape sequence or
+    control character (plain), and no rich markup (`[link=…]` would print an OSC 8 hyperlink)."""
+    return escape(plain(text))
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:

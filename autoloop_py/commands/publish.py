@@ -10,7 +10,7 @@ from typing import Any
 
 from rich.console import Console
 
-from autoloop_py.commands.common import load_all, repo_root, subparser
+from autoloop_py.commands.common import load_all, repo_root, shown, subparser
 from autoloop_py.commands.run import print_outcome, run_url
 from autoloop_py.errors import AutoloopError
 from autoloop_py.github import ci
@@ -76,7 +76,7 @@ def cmd_publish(args: argparse.Namespace, console: Console) -> int:
     if args.ci:
         result = ci.publish_ci(root, program, outcome, options, _ci_settings())
         if result.message:
-            console.print(f"CI: {result.message}")
+            console.print(f"CI: {shown(result.message)}")
         done = result.outcome
     else:
         record = publish_outcome(root, program, outcome, budget=options.budget, run_url=options.run_url,
@@ -86,7 +86,7 @@ def cmd_publish(args: argparse.Namespace, console: Console) -> int:
             enforce_budget(root, program)
         done = ci.published(outcome, record)
     if done is None:
-        console.print(f"{program.name}: no iteration to record ({outcome.waiting or 'nothing ran'})")
+        console.print(f"{program.name}: no iteration to record ({shown(outcome.waiting or 'nothing ran')})")
         return 0
     print_outcome(done, console)
     return 0
@@ -127,7 +127,7 @@ def _publish_tick(
     if with_ci:
         result = ci.publish_tick_ci(root, program, outcomes, options, _ci_settings())
         if result.message:
-            console.print(f"CI: {result.message}")
+            console.print(f"CI: {shown(result.message)}")
         published = result.slots
     else:
         published = publish_tick(root, program, outcomes, budget=options.budget, run_url=options.run_url,
@@ -136,7 +136,7 @@ def _publish_tick(
             enforce_budget(root, program)
     done = [account_of(p) for p in published if p.record is not None]
     if not done:
-        console.print(f"{program.name}: no iteration to record ({outcomes[0].waiting or 'nothing ran'})")
+        console.print(f"{program.name}: no iteration to record ({shown(outcomes[0].waiting or 'nothing ran')})")
     for account in done:
         print_outcome(account, console)
     return 0

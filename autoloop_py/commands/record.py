@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.console import Console
 
-from autoloop_py.commands.common import add_memory_dir, format_metric, load_named, repo_root, subparser
+from autoloop_py.commands.common import add_memory_dir, format_metric, load_named, repo_root, shown, subparser
 from autoloop_py.errors import AutoloopError
 from autoloop_py.loop import handoff, handoff_report
 from autoloop_py.loop.recording import load_state
@@ -66,8 +66,8 @@ def cmd_record(args: argparse.Namespace, console: Console) -> int:
     machine = load_state(memory, program).machine
     console.print(f"status: {entry.status}")
     console.print(f"metric: {format_metric(entry.metric)}")
-    console.print(f"notes: {entry.notes}")
+    console.print(f"notes: {shown(entry.notes)}")
     console.print(f"completed: {'true' if machine.completed else 'false'}")
     if machine.paused:
-        console.print(f"paused: {machine.pause_reason or 'true'}")
+        console.print(f"paused: {shown(machine.pause_reason or 'true')}")
     return 0

@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from autoloop_py.commands.common import format_metric, load_all, machines, readable_states, repo_root, subparser
+from autoloop_py.commands.common import format_metric, load_all, machines, readable_states, repo_root, shown, subparser
 from autoloop_py.errors import AutoloopError
 from autoloop_py.git.objects import GitSession
 from autoloop_py.github import ci
@@ -31,6 +31,7 @@ from autoloop_py.loop.workspace import Worktrees
 from autoloop_py.program.model import Program, find_program, program_name
 from autoloop_py.proposers import llm
 from autoloop_py.sandbox.runner import make_non_dumpable, sigterm_interrupts
+from autoloop_py.state.untrusted_text import plain
 from autoloop_py.strategies.slots import MAX_SLOTS, Slot, parse_slot
 
 _MARKS = {"accepted": "✅", "rejected": "❌", "error": "⚠️", "pending-ci": "⏳"}
@@ -64,6 +65,13 @@ def add_parser(commands: Any) -> None:
         choices=("auto", "bwrap", "none"),
         help="confine evaluations and agents: bwrap (bubblewrap sandbox), none (limits only), auto (bwrap when it "
         "works; default: AUTOLOOP_ISOLATION, else the program's `isolation:`)",
+    )
+    parser.add_argument(
+        "--agent-network",
+        choices=("host", "outside-only"),
+        help="what an outside agent's network reaches: host (this machine's network, its loopback services "
+        "included) or outside-only (its own namespace through slirp4netns, no host loopback; needs bubblewrap); "
+        "default: AUTOLOOP_AGENT_NETWORK, else the program's `agent-network:`, else host",
     )
     parser.add_argument(
         "--force", action="store_true",
@@ -136,6 +144,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         run_url=run_url(),
         base_branch=args.base_branch,
         isolation=args.isolation,
+        agent_network=args.agent_network,
         llm_timeout=args.llm_timeout,
         llm_retries=args.llm_retries,
         job_deadline=job_end(os.environ, started, wall),
@@ -281,7 +290,7 @@ def _one(
         return run_iteration(root, program, options, datetime.now(timezone.utc), session, worktrees)
     result = ci.run_ci(root, program, options, settings)
     if result.message:
-        console.print(f"CI: {result.message}")
+        console.print(f"CI: {shown(result.message)}")
     return result.outcome
 
 
@@ -367,7 +376,7 @@ def _pick(
 
 def print_outcome(outcome: IterationOutcome, console: Console) -> None:
     """Prints the one-line account of an iteration."""
-    console.print(_line(outcome))
+    console.print(_line(outcome), markup=False, highlight=False)
 
 
 def _line(outcome: IterationOutcome) -> str:
@@ -375,11 +384,11 @@ def _line(outcome: IterationOutcome) -> str:
     metric = format_metric(outcome.metric)
     best = format_metric(outcome.best_before)
     text = f"{mark} {outcome.program} · iteration {outcome.iteration} · {outcome.status} · metric {metric} (best was {best})"
-    text += f" · {outcome.summary}"
+    text += f" · {plain(outcome.summary)}"
     if outcome.commit:
         text += f" · commit {outcome.commit[:8]}"
     if outcome.reason and (outcome.status == "error" or SLOTS_REF in outcome.reason or "stale base" in outcome.reason):
-        text += f"\n   {outcome.reason}"  # an error, or an improver that lost to a sibling of its tick
+        text += f"\n   {plain(outcome.reason)}"  # an error, or an improver that lost to a sibling or a newer best
     return text
 
 

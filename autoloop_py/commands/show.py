@@ -36,7 +36,7 @@ def cmd_state(args: argparse.Namespace, console: Console) -> int:
     if args.pretty:
         from rich.markdown import Markdown  # here: it costs every other command's start 0.1 s (pygments)
 
-        console.print(Markdown(text))
+        console.print(Markdown(text, hyperlinks=False))  # a summary's link target is shown, never a live link
     else:
         console.out(text, end="", highlight=False)
     return 0

@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from autoloop_py.analysis.mermaid import program_charts
-from autoloop_py.commands.common import format_metric, format_time, repo_root, states_and_damage, subparser
+from autoloop_py.commands.common import format_metric, format_time, repo_root, shown, states_and_damage, subparser
 from autoloop_py.errors import AutoloopError, ProgramError, StateError
 from autoloop_py.loop import integrity, schedule, stale_parents
 from autoloop_py.loop.recording import state_path
@@ -127,7 +127,7 @@ def _status(program: Program, machine: statefile.MachineState | None, now: datet
         return "✅ completed"
     reason = schedule.skip_reason(machine, now, program.config.parallel or 1)
     if reason:
-        return f"⏸️ {reason}"
+        return f"⏸️ {shown(reason)}"  # a pause reason quotes an error note
     if machine.consecutive_errors:
         return f"⚠️ {machine.consecutive_errors} error(s)"
     return "🟢 active"
@@ -140,10 +140,11 @@ def _details(state: statefile.StateFile | None, console: Console) -> None:
     console.print("\n[bold]Recent iterations[/]")
     for entry in state.history[:10]:
         if entry.is_range:
-            console.print("  " + entry.text.strip().splitlines()[0].lstrip("# "))
+            console.print("  " + shown(entry.text.strip().splitlines()[0].lstrip("# ")))
             continue
         mark = _SPARK.get(entry.status or "", "·")
-        console.print(f"  {entry.iteration:>4} {mark} {entry.status or '?':<9} {format_metric(entry.metric):>10}  {entry.change}")
+        metric = format_metric(entry.metric)
+        console.print(f"  {entry.iteration:>4} {mark} {entry.status or '?':<9} {metric:>10}  {shown(entry.change)}")
     if state.section_text(statefile.POPULATION) is not None:
         _population_summary(population_of(state), state.machine.metric_direction, console)
     _models_summary(state, console)

@@ -6,22 +6,36 @@ With `isolation: none` an agent or an evaluation runs as the user and can find t
 (`config_guard`), and the runner also notices the change itself: it snapshots the files before candidate
 code runs and compares them after, and stops (the iteration is not recorded, nothing is pushed) saying what
 changed. The snapshot is read from the files, with no git process.
+
+The refs the runner moves itself (its memory branch, `autoloop/<name>`, `refs/autoloop/…`, the remote-tracking
+refs) are left out of that snapshot, since the run moves them between its steps; they are watched instead over
+each window in which candidate code runs and the runner moves none (`runner_refs_held`: snapshot right before the
+proposer or the evaluation starts, compare right after it ended). A change there is another run's only when
+another program's run of this clone is active (its lock is held) and the ref is not this program's own.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import logging
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import AbstractSet, Callable, Iterable, Iterator, Mapping
 
 from autoloop_py.errors import AutoloopError
 
+logger = logging.getLogger(__name__)
+
 # The files of the common git directory whose change lets a later git command run something or act elsewhere.
 WATCHED = ("config", "config.worktree", "info/attributes", "HEAD", "commondir", "hooks")
-# Refs the runner moves itself (and other runs sharing the clone): not candidate code's business, not compared.
+# Refs the runner moves itself (and other runs sharing the clone): left out of the whole-run snapshot, compared over
+# each window in which candidate code runs instead (runner_refs_held).
 OWN_REFS = ("refs/remotes/", "refs/autoloop/", "refs/heads/autoloop/")
+# The runner's refs that name the program they belong to: `autoloop/<name>` and a tick's `slots/<name>/<iteration>`.
+_PROGRAM_REFS = ("refs/heads/autoloop/", "refs/autoloop/slots/")
 
 
 class CheckoutTampered(AutoloopError):
@@ -68,8 +82,7 @@ def changes(before: CheckoutSnapshot, after: CheckoutSnapshot) -> list[str]:
     for ref in sorted(set(before.refs) | set(after.refs)):
         old, new = before.refs.get(ref), after.refs.get(ref)
         if old != new:
-            found.append(f"{ref} {'was created' if old is None else 'was deleted' if new is None else 'moved'}"
-                         f"{f' (now {new[:12]})' if new else ''}")
+            found.append(_ref_change(ref, old, new))
     return found
 
 
@@ -84,6 +97,66 @@ def verify(before: CheckoutSnapshot, own: Iterable[str] = (), during: str = "can
             "--show-origin`, `git for-each-ref`), and run with bubblewrap (`isolation: bwrap`)",
             path=before.git_dir,
         )
+
+
+@contextmanager
+def runner_refs_held(
+    git_dir: Path, program: str, memory_ref: str, during: str, busy: Callable[[float], AbstractSet[str]]
+) -> Iterator[None]:
+    """Raises CheckoutTampered when candidate code moved, made or deleted a runner ref while the block ran.
+
+    memory_ref: the memory branch (`refs/heads/memory/autoloop`). busy(start): the other programs whose runs of
+    this clone were active since the time.time() `start` (their locks held by another process, or taken since),
+    asked before and after the block: a change to a ref they may move (their own refs, the shared memory branch,
+    remote-tracking or orphaned refs) is theirs, and
+    only logged; a change to this program's refs, or to any runner ref while no other run is active, stops the run.
+    """
+    start = time.time()
+    before, active = _runner_refs(git_dir, memory_ref), set(busy(start))
+    yield
+    after = _runner_refs(git_dir, memory_ref)
+    if before == after:
+        return
+    active |= busy(start)
+    tampered, excused = [], []
+    for ref in sorted(set(before) | set(after)):
+        old, new = before.get(ref), after.get(ref)
+        if old == new:
+            continue
+        owner = _owner(ref)
+        theirs = bool(active) and owner != program and (owner is None or owner in active)
+        (excused if theirs else tampered).append(_ref_change(ref, old, new))
+    if excused:
+        logger.info("runner refs moved while %s, by another run of this clone: %s", during, "; ".join(excused))
+    if tampered:
+        raise CheckoutTampered(
+            f"the checkout's autoloop refs changed while {during}: {'; '.join(tampered)}. autoloop stopped: this "
+            "iteration is not recorded and nothing was pushed. autoloop moves these refs only between the steps "
+            "that run candidate code, so something with the user's rights wrote them (with `isolation: none` "
+            "candidate code runs as you): check them (`git for-each-ref refs/autoloop refs/heads/autoloop "
+            f"{memory_ref}`, `git reflog {memory_ref}`), delete or reset what you did not write, and run with "
+            "bubblewrap (`isolation: bwrap`)",
+            path=git_dir,
+        )
+
+
+def _runner_refs(git_dir: Path, memory_ref: str) -> dict[str, str]:
+    """Returns the refs the runner moves itself: OWN_REFS and the memory branch."""
+    return {name: sha for name, sha in _refs(git_dir).items() if name.startswith(OWN_REFS) or name == memory_ref}
+
+
+def _owner(ref: str) -> str | None:
+    """Returns the program a runner ref belongs to (`autoloop/<name>`, `slots/<name>/…`); None for the shared ones."""
+    for prefix in _PROGRAM_REFS:
+        if ref.startswith(prefix):
+            return ref[len(prefix):].split("/", 1)[0]
+    return None
+
+
+def _ref_change(ref: str, old: str | None, new: str | None) -> str:
+    """Returns one phrase saying how a ref changed."""
+    verb = "was created" if old is None else "was deleted" if new is None else "moved"
+    return f"{ref} {verb}{f' (now {new[:12]})' if new else ''}"
 
 
 def _digest(path: Path) -> str | None:

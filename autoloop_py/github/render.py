@@ -187,7 +187,7 @@ def with_disclosure(markdown: str) -> str:
 
 def render_issue(program: str, goal: str) -> str:
     """Renders the body of a program issue."""
-    return render("github/issue.md.j2", program=program, goal=goal.strip(), disclosure=DISCLOSURE)
+    return render("github/issue.md.j2", program=program, goal=plain(goal).strip(), disclosure=DISCLOSURE)
 
 
 def render_status(view: StatusView) -> str:
@@ -204,7 +204,7 @@ def render_status(view: StatusView) -> str:
         last_run=utc(view.last_run).strftime("%Y-%m-%d %H:%M UTC") if view.last_run else "—",
         recent=recent or "—",
         models=[{key: _cell(value) for key, value in row.items()} for row in view.models],
-        status=_cell(view.status),
+        status=_cell(github_safe(view.status)),  # a pause reason quotes an error note: evaluator output
         disclosure=DISCLOSURE,
     )
 

@@ -6,10 +6,11 @@ import functools
 import logging
 import os
 import random
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, ContextManager, Mapping
 
 from autoloop_py import faults
 from autoloop_py.errors import GitError
@@ -90,6 +91,8 @@ class AttemptContext:
     # Usage of the strategy's guide and meta calls this iteration made (appended to by the guide call).
     guide_spent: list[Usage] = field(default_factory=list)
     verify_checkout: Callable[..., None] = lambda during="": None
+    # A context manager over a step that runs candidate code: the runner's refs must not move meanwhile.
+    hold_refs: Callable[..., ContextManager[None]] = lambda during="": nullcontext()
 
 
 @dataclass(frozen=True)
@@ -198,7 +201,8 @@ def _attempt(ctx: AttemptContext, decision: DecisionLike | None, files: dict[str
         request = ProposalRequest(
             program, files, prompt, workspace.path, ctx.iteration, sandbox=agent_sandbox, model=ctx.model
         )
-        proposal = _plain_text(ctx.proposer.propose(request, ctx.rng))
+        with ctx.hold_refs(during="the proposer ran"):
+            proposal = _plain_text(ctx.proposer.propose(request, ctx.rng))
     ctx.verify_checkout(during="the proposer ran")
     faults.checkpoint("after-propose")
     usage = usage_of(proposal)
@@ -232,7 +236,8 @@ def _attempt(ctx: AttemptContext, decision: DecisionLike | None, files: dict[str
     workspace.write(proposal.files)
     with ctx.clock("evaluate"):
         faults.checkpoint("during-evaluation")
-        result, tampered = evaluate_copy(program, workspace.path, guarded, evaluation_policy(ctx.sandbox))
+        with ctx.hold_refs(during="the evaluation ran"):
+            result, tampered = evaluate_copy(program, workspace.path, guarded, evaluation_policy(ctx.sandbox))
     ctx.verify_checkout(during="the evaluation ran")
     evaluated = _evaluated(ctx, decision, proposal, result.metrics, prompt, runs=result.runs,
                            metadata=stages_metadata(result))

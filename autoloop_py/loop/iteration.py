@@ -17,7 +17,7 @@ from autoloop_py.loop import integrity, lineage_store, recovery, rejudge
 from autoloop_py.loop.attempt import Attempt, AttemptContext, proposer_for, try_candidate
 from autoloop_py.loop.baseline import baseline_outcome, evaluate_baseline
 from autoloop_py.loop.committed_strategy import committed_runner
-from autoloop_py.loop.lock import held_program_lock, program_lock
+from autoloop_py.loop.lock import held_program_lock, others_running, program_lock
 from autoloop_py.loop.options import Clock, RunOptions
 from autoloop_py.loop.outcome import Outcome, write_outcome
 from autoloop_py.loop.publishing import branch_tree
@@ -134,13 +134,20 @@ def _run_locked(
         rng = iteration_rng(program, iteration, options.slot)
         proposer = proposer_for(program, options)
         check_setup(proposer, program)  # a missing setting stops the run here, before anything is recorded
-        sandbox = run_isolation(root, program, options.isolation)
+        sandbox = run_isolation(root, program, options.isolation, options.agent_network)
         base_tree = branch_tree(root, workspace.branch, memory.session)
         # Before any candidate code runs (the baseline is the branch's code): compared after each step that ran some.
         own = (f"refs/heads/{memory.config.branch}",)
-        checkout = checkout_guard.snapshot(common_dir(open_repo(root)), own)
+        git_dir = common_dir(open_repo(root))
+        checkout = checkout_guard.snapshot(git_dir, own)
         verify = functools.partial(checkout_guard.verify, checkout, own)
-        measured = evaluate_baseline(program, workspace.path, state, clock, sandbox)
+        # The runner's own refs, over each step that runs candidate code (the runner moves none meanwhile).
+        hold_refs = functools.partial(
+            checkout_guard.runner_refs_held, git_dir, program.name, own[0],
+            busy=functools.partial(others_running, root, program.name),
+        )
+        with hold_refs(during="the baseline evaluation ran"):
+            measured = evaluate_baseline(program, workspace.path, state, clock, sandbox)
         best, baseline, failure = baseline_outcome(state, measured)
         if measured is None and not options.ci_gate:
             best = rejudge.branch_bar(root, memory, program, state, best)
@@ -153,7 +160,7 @@ def _run_locked(
             context = AttemptContext(
                 program, workspace, proposer, state, best, iteration, rng, options, clock, now, runner, memory, tip, key,
                 reader if program.config.novelty_filter else None, baseline=measured, sandbox=sandbox, history=reader,
-                verify_checkout=verify,
+                verify_checkout=verify, hold_refs=hold_refs,
             )
             attempt = try_candidate(context, root)
         verify(during="the proposer and the evaluations ran")

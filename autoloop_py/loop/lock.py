@@ -18,6 +18,8 @@ from autoloop_py.git.command import common_dir, open_repo
 log = logging.getLogger(__name__)
 
 DEFAULT_WAIT = 600.0
+# File times lag the clock by up to a timer tick: a lock taken just after `since` must not look older.
+_CLOCK_SLACK = 1.0
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,34 @@ def _acquire(handle: int, path: Path, program: str, wait: float, poll: float) ->
             log.warning("waiting for another run of '%s' to finish (%s)", program, path)
             announced = True
         time.sleep(poll)
+
+
+def others_running(root: Path, program: str, since: float | None = None) -> frozenset[str]:
+    """Returns the programs (but `program`) whose lock another run of this clone holds now or took after `since`
+    (a time.time(); a run writes its pid into the lock file when it takes it).
+
+    Each lock file is probed with a shared, non-blocking flock of its own (released at once), which fails while
+    a run holds it; it never waits.
+    """
+    folder = _lock_path(root, program).parent
+    held = set()
+    for path in sorted(folder.glob("*.lock")) if folder.is_dir() else ():
+        if path.stem == program:
+            continue
+        try:
+            handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            if since is not None and os.fstat(handle).st_mtime >= since - _CLOCK_SLACK:
+                held.add(path.stem)
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as err:
+            if err.errno in (errno.EAGAIN, errno.EACCES):
+                held.add(path.stem)
+        finally:
+            os.close(handle)  # closing the descriptor releases the probe's flock
+    return frozenset(held)
 
 
 def _lock_path(root: Path, program: str) -> Path:

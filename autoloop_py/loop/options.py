@@ -30,6 +30,8 @@ class RunOptions:
       ci_gate: keep an improving candidate as `pending-ci` until its commit's checks pass.
       directives: steering for this iteration (people's comments, a CI fix request), quoted as data.
       isolation: auto | bwrap | none, overriding the program's `isolation` (None: AUTOLOOP_ISOLATION, else the program's).
+      agent_network: host | outside-only, overriding the program's `agent-network` (None: AUTOLOOP_AGENT_NETWORK,
+        else the program's).
       llm_timeout: seconds per model request (overrides `llm-timeout`); llm_retries: likewise `llm-retries`.
       job_deadline: time.monotonic() at which the job is stopped (AUTOLOOP_JOB_TIMEOUT_MINUTES); model calls
         end early enough to leave the evaluation its time.
@@ -50,6 +52,7 @@ class RunOptions:
     ci_gate: bool = False
     directives: tuple[str, ...] = ()
     isolation: str | None = None
+    agent_network: str | None = None
     llm_timeout: float | None = None
     llm_retries: int | None = None
     job_deadline: float | None = None

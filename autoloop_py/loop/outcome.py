@@ -25,6 +25,7 @@ from autoloop_py.loop.decision_codec import DecisionCodecError, decode, encode
 from autoloop_py.state.history import IterationRecord
 from autoloop_py.state import feedback
 from autoloop_py.state.trace import Evaluated
+from autoloop_py.state.untrusted_text import plain
 
 OUTCOME_FILE = "outcome.json"
 FILES_DIR = "files"
@@ -182,9 +183,14 @@ def parse_outcome(text: str, files: Mapping[str, bytes]) -> Outcome:
         best_before=_number(doc, "best_before", OUTCOME_FILE), record=record, changes=changes,
         prompt=_str(doc, "prompt", MAX_JSON_BYTES), evaluated=_evaluated(doc["evaluated"], "evaluated"),
         seed=_evaluated(doc["seed"], "seed"), waiting=_str(doc, "waiting", MAX_LINE), decision=_decision(doc),
-        candidate_source=_opt_str(doc, "candidate_source", MAX_JSON_BYTES), approach=_opt_str(doc, "approach", MAX_TEXT),
+        candidate_source=_opt_str(doc, "candidate_source", MAX_JSON_BYTES),
+        approach=_plain_or_none(_opt_str(doc, "approach", MAX_TEXT)),
         base_commit=base_commit,
     )
+
+
+def _plain_or_none(text: str | None) -> str | None:
+    return plain(text) if text is not None else None
 
 
 def _decision(doc: Mapping[str, Any]) -> Any:
@@ -236,7 +242,8 @@ def _record(doc: Any) -> IterationRecord:
         raise OutcomeError(f"{where}: timestamp {doc['timestamp']!r} is not an ISO time") from None
     if timestamp.tzinfo is None:
         raise OutcomeError(f"{where}: timestamp {doc['timestamp']!r} has no time zone")
-    change = _str(doc, "change", MAX_LINE)
+    # Written by the proposing job, which ran candidate code: stripped as the proposer's texts are (record_of).
+    change = plain(_str(doc, "change", MAX_LINE))
     if not change.strip() or "\n" in change or "\r" in change:
         raise OutcomeError(f"{where}: change must be one non-empty line")
     metric = _number(doc, "metric", where)
@@ -252,9 +259,9 @@ def _record(doc: Any) -> IterationRecord:
     if tokens is not None and (not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0):
         raise OutcomeError(f"{where}: tokens must be a non-negative integer")
     return IterationRecord(
-        status=status, timestamp=timestamp, change=change, metric=metric, notes=_str(doc, "notes", MAX_TEXT),
-        lesson=_opt_str(doc, "lesson", MAX_LINE * 4), baseline=_number(doc, "baseline", where), tokens=tokens,
-        cost=_number(doc, "cost", where), extra=tuple((a, b) for a, b in extra),
+        status=status, timestamp=timestamp, change=change, metric=metric, notes=plain(_str(doc, "notes", MAX_TEXT)),
+        lesson=_plain_or_none(_opt_str(doc, "lesson", MAX_LINE * 4)), baseline=_number(doc, "baseline", where),
+        tokens=tokens, cost=_number(doc, "cost", where), extra=tuple((plain(a), plain(b)) for a, b in extra),
     )
 
 

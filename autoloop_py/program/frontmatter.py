@@ -47,6 +47,9 @@ class ProgramConfig:
         (novelty.DEFAULT_THRESHOLD; the paper measures about 0.3 for a typical edit).
       isolation: how evaluations and agents are confined: auto (bubblewrap when it works), bwrap, none.
       evaluation_network: let the evaluation use the network (inside bubblewrap it has none by default).
+      agent_network: what an outside agent's network reaches: `host` (the host's own network, its loopback
+        services and abstract UNIX sockets included) or `outside-only` (a namespace of its own whose only way
+        out is slirp4netns, with the host's loopback cut off; needs bubblewrap and slirp4netns).
       llm_timeout: seconds one model request may take (`llm-timeout`).
       llm_retries: further requests after a timed-out or failed one (`llm-retries`).
       budget_usd: dollars the program may spend on model calls in all (None: no cap).
@@ -88,6 +91,7 @@ class ProgramConfig:
     novelty_threshold: float = 0.8
     isolation: str = "auto"
     evaluation_network: bool = False
+    agent_network: str = "host"
     llm_timeout: float = 120.0
     llm_retries: int = 2
     budget_usd: float | None = None
@@ -141,6 +145,8 @@ _KEYS = {
     "isolation": "isolation",
     "evaluation-network": "evaluation_network",
     "evaluation_network": "evaluation_network",
+    "agent-network": "agent_network",
+    "agent_network": "agent_network",
     "llm-timeout": "llm_timeout",
     "llm_timeout": "llm_timeout",
     "llm-retries": "llm_retries",
@@ -279,10 +285,11 @@ def _key_line(block: str, key: str) -> int:
 _DEFAULTED = (
     "models", "model_selection", "evaluation_timeout", "repeats", "min_delta", "seed", "novelty_filter",
     "novelty_threshold", "llm_timeout", "llm_retries", "max_file_bytes", "isolation", "evaluation_network",
-    "evaluation_report", "feedback_bytes", "evaluation_stages", "max_disk",
+    "evaluation_report", "feedback_bytes", "evaluation_stages", "max_disk", "agent_network",
 )
 _ISOLATIONS = ("auto", "bwrap", "none")
 _REPORT_CHANNELS = ("auto", "file", "stdout")  # loop/evaluation_report.CHANNELS
+_AGENT_NETWORKS = ("host", "outside-only")  # sandbox/policy.AGENT_NETWORKS
 # Zero or less would mean "no time at all" (and `.inf` no limit at all), so these must be positive and finite.
 _POSITIVE = ("evaluation_timeout", "timeout_minutes")
 _LEAST = {"repeats": 1, "llm_retries": 0, "max_file_bytes": 1, "parallel": 1, "feedback_bytes": 0}
@@ -298,7 +305,8 @@ def _coerce(field_name: str, value: Any) -> Any:
         return parse_targets(value)
     if value is None:
         return None if field_name not in _DEFAULTED else _default(field_name)
-    for name, allowed in (("isolation", _ISOLATIONS), ("evaluation_report", _REPORT_CHANNELS)):
+    choices = (("isolation", _ISOLATIONS), ("evaluation_report", _REPORT_CHANNELS), ("agent_network", _AGENT_NETWORKS))
+    for name, allowed in choices:
         if field_name == name:
             if str(value).strip().lower() not in allowed:
                 raise ValueError(f"must be one of {', '.join(allowed)}, got {value!r}")

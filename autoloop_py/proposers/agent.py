@@ -20,7 +20,13 @@ from autoloop_py.sandbox import candidate_dir
 from autoloop_py.sandbox.environment import scrub_environment
 from autoloop_py.sandbox.policy import SandboxPolicy
 from autoloop_py.sandbox.process import CommandResult
-from autoloop_py.sandbox.run import isolation_for, named_files, requested_mode, run_sandboxed
+from autoloop_py.sandbox.run import (
+    isolation_for,
+    named_files,
+    requested_agent_network,
+    requested_mode,
+    run_sandboxed,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +68,10 @@ class AgentProposer:
             prompt_file, reply_file = files_dir / "prompt.md", files_dir / "reply.md"
             prompt_file.write_text(request.prompt, encoding="utf-8")
             # run_sandboxed kills the agent's whole group (and marked strays) before it returns.
-            sandbox = request.sandbox or isolation_for(requested_mode(request.program), network=True).agent
+            sandbox = request.sandbox or isolation_for(
+                requested_mode(request.program), network=True,
+                agent_network=requested_agent_network(request.program),
+            ).agent
             result = _run(command, tree, prompt_file, reply_file, timeout, sandbox)
             reply = _reply(reply_file)
             transcript = (("user", request.prompt), ("agent", _tail(result.stdout + result.stderr)))

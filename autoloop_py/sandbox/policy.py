@@ -10,6 +10,10 @@ from typing import Sequence
 
 AUTO, BWRAP, NONE = "auto", "bwrap", "none"
 MODES = (AUTO, BWRAP, NONE)
+# An agent's network: the host's own (`host`), or a namespace of its own whose only way out is slirp4netns
+# with the host's loopback cut off (`outside-only`; sandbox/private_network.py).
+HOST_NETWORK, OUTSIDE_ONLY = "host", "outside-only"
+AGENT_NETWORKS = (HOST_NETWORK, OUTSIDE_ONLY)
 
 # The system, read-only. Merged-/usr systems have these as links into /usr; run.py says which are links.
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt")
@@ -55,6 +59,9 @@ class SandboxPolicy:
       mode: bwrap (namespaces, read-only system, only the work directory writable) or none (limits and
         a scrubbed environment only). `auto` is resolved to one of them before a policy is made.
       network: keep the network (an agent reaching its model; `evaluation-network: true`).
+      outside_only: with network, the command gets a network namespace of its own whose only way out is
+        slirp4netns without the host's loopback (`agent-network: outside-only`): no host loopback service,
+        no abstract UNIX socket of the host. Needs bubblewrap and slirp4netns; never falls back to the host's.
       read_only: more directories to show read-only (the Python installation, tools on PATH).
       hidden: directories never shown, even inside a read-only one (the user's checkout, $HOME).
       home: the home directory path; inside bwrap it is an empty private directory.
@@ -64,6 +71,7 @@ class SandboxPolicy:
 
     mode: str = NONE
     network: bool = False
+    outside_only: bool = False
     read_only: tuple[str, ...] = ()
     hidden: tuple[str, ...] = ()
     home: str | None = None
@@ -116,7 +124,7 @@ def bwrap_args(
     """
     args = [] if as_user else ["--unshare-user"]
     args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
-    if not policy.network:
+    if not policy.network or policy.outside_only:
         args.append("--unshare-net")
     args += ["--die-with-parent", "--new-session", "--proc", "/proc", "--dev", "/dev"]
     made: set[str] = set()

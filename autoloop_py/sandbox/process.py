@@ -63,6 +63,8 @@ def run_process(
     argv: Sequence[str], cwd: Path, *, timeout: float, env: Mapping[str, str], output_cap: int = 1 << 20,
     on_exit: Callable[[], object] | None = None,
     audit: Callable[[str, str], str] | None = None,
+    pass_fds: Sequence[int] = (),
+    on_start: Callable[[subprocess.Popen[bytes]], object] | None = None,
 ) -> CommandResult:
     """Runs argv in its own process group; kills the whole group (and what left it) on timeout, exit or Ctrl-C.
 
@@ -70,6 +72,8 @@ def run_process(
     evaluation's report is taken then).
     audit: called with (MARK_ENV_VAR, the command's mark) after its group was killed and before its marked strays
     are: returns why they broke the command's confinement ('' when they did not), kept as `escaped`.
+    pass_fds: descriptors the command inherits. on_start: called with the process right after it was spawned (an
+    outside-only network is attached then); what it raises ends the command and propagates.
     """
     started = time.monotonic()
     mark = secrets.token_hex(8)
@@ -81,12 +85,15 @@ def run_process(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
+        pass_fds=tuple(pass_fds),
     )
     assert process.stdout is not None and process.stderr is not None
     out, err = _CappedBuffer(output_cap), _CappedBuffer(output_cap)
     stop = threading.Event()
     readers = [_start_reader(process.stdout, out, stop), _start_reader(process.stderr, err, stop)]
     try:
+        if on_start is not None:
+            on_start(process)
         timed_out = not _wait_exited(process, started + timeout)
         if on_exit is not None and not timed_out:
             on_exit()

@@ -21,12 +21,15 @@ from autoloop_py.program.model import Program
 from autoloop_py.sandbox import process_limit
 from autoloop_py.sandbox.cgroup import pids_limit
 from autoloop_py.sandbox.memory_cgroup import memory_limit
+from autoloop_py.sandbox.private_network import PrivateNetwork, network_report, private_network, require_slirp
 from autoloop_py.sandbox.policy import (
+    AGENT_NETWORKS,
     AUTO,
     BWRAP,
     ETC_FILES,
     MODES,
     NONE,
+    OUTSIDE_ONLY,
     SYSTEM_DIRS,
     Limits,
     SandboxPolicy,
@@ -42,6 +45,11 @@ logger = logging.getLogger(__name__)
 # the dead runner's commands left running.
 RUN_TOKEN_ENV_VAR = "AUTOLOOP_RUN_TOKEN"
 ISOLATION_ENV = "AUTOLOOP_ISOLATION"
+AGENT_NETWORK_ENV = "AUTOLOOP_AGENT_NETWORK"
+OUTSIDE_ONLY_NEEDS_BWRAP = (
+    "agent-network: outside-only needs bubblewrap (the agent's own network namespace), but the agent would run "
+    "with isolation: none; install bubblewrap and use isolation: auto or bwrap, or set agent-network: host"
+)
 # More directories to show read-only (comma-separated): a tool installed under $HOME, e.g. an agent's runtime.
 READ_ONLY_ENV = "AUTOLOOP_SANDBOX_READ_ONLY"
 NOT_SANDBOXED = "evaluations are NOT sandboxed (isolation: none): they run as you, with your files and network"
@@ -101,17 +109,34 @@ def resolve_mode(requested: str | None) -> tuple[str, str]:
     return NONE, why
 
 
+def resolve_agent_network(requested: str | None, mode: str) -> bool:
+    """Returns whether the agent's network is outside-only (`agent-network`, host by default) under isolation `mode`.
+
+    Raises SandboxError naming the fix when outside-only cannot be had: never the host's network instead.
+    """
+    choice = (requested or AGENT_NETWORKS[0]).strip().lower()
+    if choice not in AGENT_NETWORKS:
+        raise SandboxError(f"agent-network must be one of {', '.join(AGENT_NETWORKS)}, got {requested!r}")
+    if choice != OUTSIDE_ONLY:
+        return False
+    if mode != BWRAP:
+        raise SandboxError(OUTSIDE_ONLY_NEEDS_BWRAP)
+    require_slirp("agent-network: outside-only")
+    return True
+
+
 def isolation_for(
     requested: str | None, *, network: bool, hidden: Sequence[Path] = (), environ: Mapping[str, str] | None = None,
-    limits: Limits | None = None,
+    limits: Limits | None = None, agent_network: str | None = None,
 ) -> Isolation:
     """Returns the policies of a run: `requested` (auto | bwrap | none) resolved on this machine.
 
     hidden: the user's checkout and its git directory, never shown to a command. limits: the evaluation's
-    (`program_limits`); None: the defaults.
+    (`program_limits`); None: the defaults. agent_network: host | outside-only (None: host).
     """
     env = os.environ if environ is None else environ
     mode, reason = resolve_mode(requested)
+    outside_only = resolve_agent_network(agent_network, mode)
     if mode == NONE:
         logger.warning("%s (%s)", NOT_SANDBOXED, reason)
     choice = process_limit.requested(env)
@@ -125,7 +150,9 @@ def isolation_for(
     base = SandboxPolicy(
         mode=mode, read_only=shown, hidden=hidden_paths, home=env.get("HOME"), process_limit=choice
     )
-    agent = replace(base, network=True, limits=Limits(address_space=None, cpu_from_timeout=True))
+    agent = replace(
+        base, network=True, outside_only=outside_only, limits=Limits(address_space=None, cpu_from_timeout=True)
+    )
     evaluation = replace(base, network=network, limits=limits or base.limits)
     return Isolation(evaluation=evaluation, agent=agent, reason=reason)
 
@@ -139,21 +166,31 @@ def program_limits(program: Program) -> Limits:
     return evaluation_limits(program.config.max_memory, program.config.max_disk, total)
 
 
-def run_isolation(root: Path, program: Program, override: str | None = None) -> Isolation:
-    """Returns the isolation of a program's run in the checkout at root (override: --isolation).
+def run_isolation(
+    root: Path, program: Program, override: str | None = None, agent_network: str | None = None
+) -> Isolation:
+    """Returns the isolation of a program's run in the checkout at root (override: --isolation; agent_network:
+    --agent-network).
 
-    The mode is the first of: override, AUTOLOOP_ISOLATION, the program's `isolation` frontmatter.
+    The mode is the first of: override, AUTOLOOP_ISOLATION, the program's `isolation` frontmatter; the agent's
+    network likewise (--agent-network, AUTOLOOP_AGENT_NETWORK, `agent-network`).
     """
     hidden = [root, root / ".git"]
     return isolation_for(
         requested_mode(program, override), network=program.config.evaluation_network, hidden=hidden,
-        limits=program_limits(program),
+        limits=program_limits(program), agent_network=requested_agent_network(program, agent_network),
     )
 
 
 def requested_mode(program: Program, override: str | None = None) -> str:
     """Returns the isolation asked for: override (--isolation), else AUTOLOOP_ISOLATION, else the program's."""
     return override or os.environ.get(ISOLATION_ENV, "").strip() or program.config.isolation
+
+
+def requested_agent_network(program: Program, override: str | None = None) -> str:
+    """Returns the agent network asked for: override (--agent-network), else AUTOLOOP_AGENT_NETWORK, else the
+    program's `agent-network`."""
+    return override or os.environ.get(AGENT_NETWORK_ENV, "").strip() or program.config.agent_network
 
 
 def run_sandboxed(
@@ -172,6 +209,17 @@ def run_sandboxed(
 
     on_exit: called when the command exits, before what it left running is killed (see run_process).
     """
+    if policy.outside_only and not policy.sandboxed:
+        raise SandboxError(OUTSIDE_ONLY_NEEDS_BWRAP)
+    with private_network() if policy.outside_only else nullcontext() as network:
+        return _run_confined(command, workdir, policy, env, timeout, cwd, writable, output_cap, on_exit, network)
+
+
+def _run_confined(
+    command: str, workdir: Path, policy: SandboxPolicy, env: Mapping[str, str], timeout: float, cwd: Path | None,
+    writable: Sequence[Path], output_cap: int, on_exit: Callable[[], object] | None, network: PrivateNetwork | None,
+) -> CommandResult:
+    """run_sandboxed, with the command's outside-only network (None: the policy's network as it is)."""
     work = str(workdir.resolve())
     where = str((cwd or workdir).resolve())
     env = {**env, RUN_TOKEN_ENV_VAR: run_token(os.getpid())}
@@ -191,7 +239,7 @@ def run_sandboxed(
             policy, work, cwd=where, writable=[str(p.resolve()) for p in writable], links=links, present=present,
             as_user=as_user,
         )
-        argv = ["bwrap", *options, "--", *argv]
+        argv = ["bwrap", *options, *(network.options if network is not None else ()), "--", *argv]
     counted = None if not limit.enforced else process_limit.processes_of(process_limit.NOBODY if as_user else None)
     limits = limit_args(policy.limits, timeout, counted, os.cpu_count() or 1)
     if shutil.which("prlimit"):
@@ -207,8 +255,11 @@ def run_sandboxed(
         if group is not None:
             argv = group.wrap(argv)
         audit = group.escaped if group is not None else None
-        done = run_process(argv, Path(where), timeout=timeout, env=env, output_cap=output_cap, on_exit=on_exit,
-                           audit=audit)  # fmt: skip
+        done = run_process(
+            argv, Path(where), timeout=timeout, env=env, output_cap=output_cap, on_exit=on_exit, audit=audit,
+            pass_fds=network.pass_fds if network is not None else (),
+            on_start=network.start if network is not None else None,
+        )
         if memory is not None and memory.oom_kills():
             done = replace(done, memory_cap=memory.limit)
         return done
@@ -310,6 +361,7 @@ def isolation_report(programs: Sequence[Program]) -> tuple[list[str], list[str]]
     """Returns (lines saying how each program's evaluations run, problems): for `status` and `check`."""
     usable, why = bwrap_status()
     sandboxed, bare, problems = [], [], []
+    networks = []
     for program in programs:
         mode = requested_mode(program).lower()
         if mode == BWRAP and not usable:
@@ -318,6 +370,10 @@ def isolation_report(programs: Sequence[Program]) -> tuple[list[str], list[str]]
             bare.append(program.name)
         else:
             sandboxed.append(program.name)
+        no_bwrap = "isolation: none" if mode == NONE else why if not usable else ""
+        networks.append((str(program.path), requested_agent_network(program), no_bwrap))
+    network_lines, network_problems = network_report(networks)
+    problems += network_problems
     lines = []
     if sandboxed:
         lines.append(f"sandbox: evaluations of {', '.join(sandboxed)} run in bubblewrap (only the candidate writable)")
@@ -330,4 +386,4 @@ def isolation_report(programs: Sequence[Program]) -> tuple[list[str], list[str]]
         lines.append(line if line.startswith("NOT") else f"sandbox: {line}")
         if limit.problem:
             problems.append(limit.problem)
-    return lines, problems
+    return lines + network_lines, problems

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from autoloop_py.git.checkout_guard import CheckoutTampered, changes, snapshot, verify
+from autoloop_py.git.checkout_guard import CheckoutTampered, changes, runner_refs_held, snapshot, verify
 
 
 def test_a_changed_config_new_attributes_and_a_moved_ref_are_each_named(git_repo: Path, run_git) -> None:  # type: ignore[no-untyped-def]
@@ -27,3 +27,34 @@ def test_a_changed_config_new_attributes_and_a_moved_ref_are_each_named(git_repo
                      f"refs/heads/planted was created (now {head[:12]})"]
     with pytest.raises(CheckoutTampered, match="while the proposer ran: .*config changed.*nothing was pushed"):
         verify(before, own=("refs/heads/memory/autoloop",), during="the proposer ran")
+
+
+def _write_ref(git_dir: Path, ref: str, sha: str) -> None:
+    (git_dir / ref).parent.mkdir(parents=True, exist_ok=True)
+    (git_dir / ref).write_text(sha + "\n")
+
+
+SHA_A, SHA_B = "a" * 40, "b" * 40
+
+
+def test_another_programs_active_run_may_move_the_shared_and_its_own_refs(tmp_path: Path) -> None:
+    _write_ref(tmp_path, "refs/heads/memory/autoloop", SHA_A)
+    with runner_refs_held(tmp_path, "mine", "refs/heads/memory/autoloop", "x", lambda start: {"other"}):
+        _write_ref(tmp_path, "refs/heads/memory/autoloop", SHA_B)
+        _write_ref(tmp_path, "refs/heads/autoloop/other", SHA_B)
+        _write_ref(tmp_path, "refs/autoloop/orphaned/other-1234", SHA_B)
+    # ... but never this program's refs, nor a third program's.
+    for ref in ("refs/heads/autoloop/mine", "refs/autoloop/slots/mine/3", "refs/autoloop/slots/third/1"):
+        with pytest.raises(CheckoutTampered, match=f"{ref} was created"):
+            with runner_refs_held(tmp_path, "mine", "refs/heads/memory/autoloop", "x",
+                                                 lambda start: {"other"}):  # fmt: skip
+                _write_ref(tmp_path, ref, SHA_A)
+
+
+def test_with_no_other_run_every_runner_ref_holds_still(tmp_path: Path) -> None:
+    _write_ref(tmp_path, "refs/remotes/origin/main", SHA_A)
+    with pytest.raises(CheckoutTampered, match="refs/remotes/origin/main moved"):
+        with runner_refs_held(tmp_path, "mine", "refs/heads/memory/autoloop", "x", lambda start: set()):
+            _write_ref(tmp_path, "refs/remotes/origin/main", SHA_B)
+    with runner_refs_held(tmp_path, "mine", "refs/heads/memory/autoloop", "x", lambda start: set()):
+        _write_ref(tmp_path, "refs/heads/main", SHA_B)  # not a runner ref: the whole-run snapshot watches it

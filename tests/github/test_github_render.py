@@ -50,6 +50,19 @@ def test_status_dashboard_table() -> None:
         assert row in text
 
 
+def test_a_pause_reason_quoting_an_error_is_inert_in_the_dashboard() -> None:
+    reason = "paused: 3 consecutive errors: @octocat <img src=x> Closes #9 [x](javascript:alert(1)) \x1b]0;t\x07"
+    text = render_status(StatusView(PROGRAM, reason, 3, "score", "higher"))
+    cell = "paused: 3 consecutive errors: `@octocat` &lt;img src=x&gt; Closes `#9` x (`javascript:alert(1`))"
+    assert f"| Status | {cell} |" in text, text
+
+
+def test_the_issue_body_carries_no_escape_of_the_goal() -> None:
+    assert "\x1b" not in render_issue(PROGRAM, "Make it faster.\x1b]0;title\x07") and "Make it faster." in render_issue(
+        PROGRAM, "Make it faster.\x1b]0;title\x07"
+    )
+
+
 def test_iteration_comment_shows_metric_delta_and_commit() -> None:
     text = render_iteration(IterationView(4, "accepted", "use a\ncache", 0.52, 0.49, "abc1234", "https://run/4"))
     assert "### ✅ Iteration 4: Accepted" in text

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from autoloop_py.errors import AutoloopError
-from autoloop_py.loop.lock import held_program_lock, program_lock
+from autoloop_py.loop.lock import held_program_lock, others_running, program_lock
 
 
 def test_second_holder_waits_for_the_first(git_repo: Path) -> None:
@@ -75,3 +75,23 @@ def test_a_held_lock_says_whether_it_waited_for_another_run(git_repo: Path) -> N
         time.sleep(0.1)
     thread.join(5)
     assert seen == [True]
+
+
+def test_others_running_names_the_programs_whose_lock_is_held_now(git_repo: Path) -> None:
+    assert others_running(git_repo, "mine") == frozenset()
+    with program_lock(git_repo, "mine"), program_lock(git_repo, "other"):
+        with program_lock(git_repo, "done"):
+            pass
+        # This program's own lock is never another run; a released one is none.
+        assert others_running(git_repo, "mine") == frozenset({"other"})
+    assert others_running(git_repo, "mine") == frozenset()
+    with program_lock(git_repo, "other", wait=0.1):  # the probes left no lock behind
+        pass
+
+
+def test_others_running_also_names_a_run_that_took_its_lock_since_and_is_gone(git_repo: Path) -> None:
+    start = time.time()
+    with program_lock(git_repo, "quick"):
+        pass
+    assert others_running(git_repo, "mine") == frozenset()
+    assert others_running(git_repo, "mine", since=start) == frozenset({"quick"})

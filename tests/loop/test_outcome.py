@@ -131,6 +131,21 @@ def test_malformed_outcomes_are_refused(change, message: str) -> None:  # type: 
         parse_outcome(json.dumps(doc), render_outcome(accepted())[1])
 
 
+def test_the_texts_of_a_forged_record_lose_their_escapes() -> None:
+    # The proposing job ran candidate code: its record's texts reach the state file, commit messages and the terminal.
+    doc = _doc()
+    doc["record"].update(change="set x\x1b]0;pwned\x07 to 2\u202e", notes="\x1b[2Jnotes", lesson="l\x9b2Jesson",
+                         extra=[["Oper\x1b[0mator", "expl\x07oit"]])
+    doc["approach"] = "appr\x1b]8;;http://evil.example\x1b\\oach"
+    outcome = parse_outcome(json.dumps(doc), render_outcome(accepted())[1])
+    assert outcome.record is not None
+    assert (outcome.record.change, outcome.record.notes, outcome.record.lesson) == ("set x to 2", "notes", "lesson")
+    assert outcome.record.extra == (("Operator", "exploit"),) and outcome.approach == "approach"
+    doc["record"].update(change="\x1b[2J")  # nothing left once stripped
+    with pytest.raises(OutcomeError, match="one non-empty line"):
+        parse_outcome(json.dumps(doc), render_outcome(accepted())[1])
+
+
 def test_nan_and_infinity_are_refused() -> None:
     text = render_outcome(accepted())[0].replace('"metric": 2.0', '"metric": NaN')
     with pytest.raises(OutcomeError, match="not valid JSON"):

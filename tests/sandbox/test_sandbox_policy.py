@@ -27,6 +27,11 @@ def test_network_kept_when_asked() -> None:
     assert "--unshare-net" not in bwrap_args(SandboxPolicy(mode=BWRAP, network=True), "/w", present=PRESENT)
 
 
+def test_an_outside_only_network_is_a_namespace_of_its_own() -> None:
+    policy = SandboxPolicy(mode=BWRAP, network=True, outside_only=True)
+    assert "--unshare-net" in bwrap_args(policy, "/w", present=PRESENT)
+
+
 def test_a_read_only_path_that_holds_a_hidden_one_is_not_shown() -> None:
     policy = SandboxPolicy(mode=BWRAP, read_only=("/home/me", "/home/me/repo/.venv", "/srv"), hidden=("/home/me/repo",))
     shown = _pairs(bwrap_args(policy, "/tmp/w", present=PRESENT), "--ro-bind-try")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
-from autoloop_py.state.untrusted_text import github_safe, plain
+from autoloop_py.state.untrusted_text import PlainLogFilter, github_safe, plain
 
 
 @pytest.mark.parametrize(
@@ -34,3 +36,27 @@ def test_github_safe_neutralises_mentions_links_images_and_html() -> None:
     assert "docs (`http://evil.example/x`)" in safe and "![" not in safe and "px (`http://t.example/p.png`)" in safe
     assert "<" not in safe and "&lt;img src=x onerror=alert(1)&gt;" in safe and "&lt;details&gt;" in safe
     assert "`http://bare.example/y`" in safe and "a@b.example" in safe and "\x1b" not in safe
+
+
+def test_github_safe_neutralises_issue_references_so_a_merge_closes_nothing() -> None:
+    safe = github_safe("Closes #12, fixes octo/other#3 and GH-4; issue#5 and a&#60;b stay text")
+    assert "Closes `#12`" in safe and "`octo/other#3`" in safe and "`GH-4`" in safe
+    assert "issue#5" in safe and "&amp;#60;b" in safe
+
+
+def test_backticks_of_the_text_cannot_unbalance_a_code_span() -> None:
+    # Unescaped, the first backtick would pair with the one the mention's span opens, leaving `@octocat` live.
+    safe = github_safe("a` @octocat `b \\` c [@team](x) www.evil.example")
+    assert safe == "a\\` `@octocat` \\`b \\\\\\` c `@team` (`x`) `www.evil.example`"
+
+
+def test_log_lines_lose_their_escapes(caplog: pytest.LogCaptureFixture) -> None:
+    logger = logging.getLogger("autoloop_py.test_plain_filter")
+    handler_filter = PlainLogFilter()
+    logger.addFilter(handler_filter)
+    try:
+        with caplog.at_level(logging.INFO, logger="autoloop_py.test_plain_filter"):
+            logger.info("agent: left out %s", "cache\x1b]0;pwned\x07.pyc\x1b[2J")
+    finally:
+        logger.removeFilter(handler_filter)
+    assert [r.getMessage() for r in caplog.records] == ["agent: left out cache.pyc"]
