@@ -101,7 +101,8 @@ def verify(before: CheckoutSnapshot, own: Iterable[str] = (), during: str = "can
 
 @contextmanager
 def runner_refs_held(
-    git_dir: Path, program: str, memory_ref: str, during: str, busy: Callable[[float], AbstractSet[str]]
+    git_dir: Path, program: str, memory_ref: str, during: str, busy: Callable[[float], AbstractSet[str]],
+    recorder: Callable[[float], bool] = lambda start: False,
 ) -> Iterator[None]:
     """Raises CheckoutTampered when candidate code moved, made or deleted a runner ref while the block ran.
 
@@ -110,6 +111,8 @@ def runner_refs_held(
     asked before and after the block: a change to a ref they may move (their own refs, the shared memory branch,
     remote-tracking or orphaned refs) is theirs, and
     only logged; a change to this program's refs, or to any runner ref while no other run is active, stops the run.
+    recorder(start): whether this slot's own run recorded a sibling slot since `start` (a run without a barrier
+    records each slot as it ends): then a change to this program's refs and the shared ones is the run's own.
     """
     start = time.time()
     before, active = _runner_refs(git_dir, memory_ref), set(busy(start))
@@ -118,6 +121,7 @@ def runner_refs_held(
     if before == after:
         return
     active |= busy(start)
+    ours = recorder(start)
     tampered, excused = [], []
     for ref in sorted(set(before) | set(after)):
         old, new = before.get(ref), after.get(ref)
@@ -125,9 +129,10 @@ def runner_refs_held(
             continue
         owner = _owner(ref)
         theirs = bool(active) and owner != program and (owner is None or owner in active)
+        theirs = theirs or (ours and owner in (None, program))
         (excused if theirs else tampered).append(_ref_change(ref, old, new))
     if excused:
-        logger.info("runner refs moved while %s, by another run of this clone: %s", during, "; ".join(excused))
+        logger.info("runner refs moved while %s, by another run of this clone or this run's recorder: %s", during, "; ".join(excused))
     if tampered:
         raise CheckoutTampered(
             f"the checkout's autoloop refs changed while {during}: {'; '.join(tampered)}. autoloop stopped: this "

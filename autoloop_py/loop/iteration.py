@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import random
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
 from autoloop_py.git import checkout_guard
 from autoloop_py.git.command import common_dir, open_repo
@@ -17,7 +18,7 @@ from autoloop_py.loop import integrity, lineage_store, recovery, rejudge
 from autoloop_py.loop.attempt import Attempt, AttemptContext, proposer_for, try_candidate
 from autoloop_py.loop.baseline import baseline_outcome, evaluate_baseline
 from autoloop_py.loop.committed_strategy import committed_runner
-from autoloop_py.loop.lock import held_program_lock, others_running, program_lock
+from autoloop_py.loop.lock import held_program_lock, others_running, program_lock, taken_by
 from autoloop_py.loop.options import Clock, RunOptions
 from autoloop_py.loop.outcome import Outcome, write_outcome
 from autoloop_py.loop.publishing import branch_tree
@@ -145,6 +146,7 @@ def _run_locked(
         hold_refs = functools.partial(
             checkout_guard.runner_refs_held, git_dir, program.name, own[0],
             busy=functools.partial(others_running, root, program.name),
+            recorder=_recorder(root, program.name, options.slot),
         )
         with hold_refs(during="the baseline evaluation ran"):
             measured = evaluate_baseline(program, workspace.path, state, clock, sandbox)
@@ -249,3 +251,11 @@ def iteration_rng(program: Program, iteration: int, slot: Slot | None = None) ->
     return slot_rng(program.config.seed, program.name, iteration, slot)
 
 
+
+
+def _recorder(root: Path, program: str, slot: Slot | None) -> Callable[[float], bool]:
+    """Returns whether the run that launched this slot recorded a sibling since a time (a run without a barrier
+    records each slot as it ends, in the lanes' parent process); never for a plain iteration or a tick's slot."""
+    if slot is None or slot.launch is None:
+        return lambda start: False
+    return functools.partial(taken_by, root, program, os.getppid())

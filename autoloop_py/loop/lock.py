@@ -111,6 +111,29 @@ def others_running(root: Path, program: str, since: float | None = None) -> froz
     return frozenset(held)
 
 
+def taken_by(root: Path, program: str, pid: int, since: float) -> bool:
+    """Returns whether process `pid` holds the program's lock, or took it after `since` (a time.time()).
+
+    A slot of a run without a barrier asks it of the run's own process, which records its siblings meanwhile.
+    """
+    path = _lock_path(root, program)
+    try:
+        handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        if os.read(handle, 32).strip() != str(pid).encode():
+            return False
+        if os.fstat(handle).st_mtime >= since - _CLOCK_SLACK:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except OSError as err:
+        return err.errno in (errno.EAGAIN, errno.EACCES)
+    finally:
+        os.close(handle)
+
+
 def _lock_path(root: Path, program: str) -> Path:
     repo = open_repo(root)
     try:
