@@ -18,7 +18,7 @@ from typing import Callable, Mapping, Sequence
 
 from autoloop_py.errors import SandboxError
 from autoloop_py.program.model import Program
-from autoloop_py.sandbox import process_limit
+from autoloop_py.sandbox import process_limit, slot_user
 from autoloop_py.sandbox.cgroup import pids_limit
 from autoloop_py.sandbox.memory_cgroup import memory_limit
 from autoloop_py.sandbox.policy import (
@@ -30,6 +30,7 @@ from autoloop_py.sandbox.policy import (
     SYSTEM_DIRS,
     Limits,
     SandboxPolicy,
+    agent_limits,
     bwrap_args,
     evaluation_limits,
     limit_args,
@@ -103,12 +104,13 @@ def resolve_mode(requested: str | None) -> tuple[str, str]:
 
 def isolation_for(
     requested: str | None, *, network: bool, hidden: Sequence[Path] = (), environ: Mapping[str, str] | None = None,
-    limits: Limits | None = None,
+    limits: Limits | None = None, explicit_memory: bool = False,
 ) -> Isolation:
     """Returns the policies of a run: `requested` (auto | bwrap | none) resolved on this machine.
 
     hidden: the user's checkout and its git directory, never shown to a command. limits: the evaluation's
-    (`program_limits`); None: the defaults.
+    (`program_limits`), whose memory and file size caps bind the agent too; None: the defaults, and none for the agent.
+    explicit_memory: the program sets `max-memory` (an agent then falls back to RLIMIT_AS without a memory cgroup).
     """
     env = os.environ if environ is None else environ
     mode, reason = resolve_mode(requested)
@@ -125,7 +127,8 @@ def isolation_for(
     base = SandboxPolicy(
         mode=mode, read_only=shown, hidden=hidden_paths, home=env.get("HOME"), process_limit=choice
     )
-    agent = replace(base, network=True, limits=Limits(address_space=None, cpu_from_timeout=True))
+    agent_caps = agent_limits(limits, explicit_memory) if limits is not None else Limits(None, cpu_from_timeout=True)
+    agent = replace(base, network=True, limits=agent_caps)
     evaluation = replace(base, network=network, limits=limits or base.limits)
     return Isolation(evaluation=evaluation, agent=agent, reason=reason)
 
@@ -147,7 +150,7 @@ def run_isolation(root: Path, program: Program, override: str | None = None) -> 
     hidden = [root, root / ".git"]
     return isolation_for(
         requested_mode(program, override), network=program.config.evaluation_network, hidden=hidden,
-        limits=program_limits(program),
+        limits=program_limits(program), explicit_memory=program.config.max_memory is not None,
     )
 
 
@@ -175,16 +178,38 @@ def run_sandboxed(
     work = str(workdir.resolve())
     where = str((cwd or workdir).resolve())
     env = {**env, RUN_TOKEN_ENV_VAR: run_token(os.getpid())}
-    limit = process_limit.resolve(policy.process_limit, workdir)
+    facts = process_limit.facts(workdir)
+    limit = process_limit.decide(policy.process_limit, facts)
     if limit.problem:
         raise SandboxError(limit.problem)
+    own_uid = not slot_user.wanted(policy.sandboxed, os.environ, facts)
+    if own_uid:
+        hidden = [Path(path) for path in policy.hidden]
+        for path in slot_user.exposed([*hidden, *(path / "config" for path in hidden)]):
+            logger.warning("%s is writable by every user: an evaluation or agent, though run as a uid of its own "
+                           "(isolation: none as root), could change it; remove the write permission of others", path)
+    with (slot_user.slot_user(workdir, writable) if own_uid else nullcontext()) as user:
+        if user is not None:
+            env = user.environment(env)
+        return _confined(command, policy, limit, user, env=env, where=where, work=work, timeout=timeout,
+                         writable=writable, output_cap=output_cap, on_exit=on_exit)  # fmt: skip
+
+
+def _confined(
+    command: str, policy: SandboxPolicy, limit: process_limit.ProcessLimit, user: slot_user.SlotUser | None, *,
+    env: Mapping[str, str], where: str, work: str, timeout: float, writable: Sequence[Path], output_cap: int,
+    on_exit: Callable[[], object] | None,
+) -> CommandResult:
+    """Runs the command as run_sandboxed decided: as `user` (a root runner's uid per command) or the runner's own."""
     as_user = limit.mechanism == process_limit.UID
     argv = ["bash", "-c", command]
-    if as_user:  # RLIMIT_NPROC holds for nobody, not for root: the command becomes nobody, in a copy it owns
-        process_limit.hand_over([workdir, *writable])
+    if user is not None:  # its own uid: RLIMIT_NPROC holds for it, and it cannot reach root's files or other slots
+        argv = [*user.prefix(), *argv]
+    elif as_user:  # RLIMIT_NPROC holds for nobody, not for root: the command becomes nobody, in a copy it owns
+        process_limit.hand_over([Path(work), *writable])
         argv = [*process_limit.setpriv_prefix(), *argv]
     if policy.sandboxed:
-        env["TMPDIR"] = "/tmp"
+        env = {**env, "TMPDIR": "/tmp"}
         links, present = _system_layout()
         policy = replace(policy, read_only=(*policy.read_only, *command_paths(command)))
         options = bwrap_args(
@@ -192,16 +217,18 @@ def run_sandboxed(
             as_user=as_user,
         )
         argv = ["bwrap", *options, "--", *argv]
-    counted = None if not limit.enforced else process_limit.processes_of(process_limit.NOBODY if as_user else None)
-    limits = limit_args(policy.limits, timeout, counted, os.cpu_count() or 1)
-    if shutil.which("prlimit"):
-        argv = ["prlimit", *limits, "--", *argv]
+    if user is not None:
+        counted: int | None = len(process_limit.pids_of(user.uid))
     else:
-        logger.debug("prlimit is not installed: the command runs without resource limits")
+        counted = None if not limit.enforced else process_limit.processes_of(process_limit.NOBODY if as_user else None)
     # The kernel holds a pids cgroup's limit for every user, root included.
     grouped = limit.mechanism == process_limit.CGROUP
     with (pids_limit(policy.limits.processes, root_only=False) if grouped else nullcontext()) as group, \
             memory_limit(policy.limits.memory, group) as memory:
+        limits = policy.limits
+        if memory is None and limits.memory is not None and limits.address_space is None and limits.memory_fallback:
+            limits = replace(limits, address_space=limits.memory)  # no memory cgroup here: RLIMIT_AS holds the cap
+        argv = _prlimited(argv, limit_args(limits, timeout, counted, os.cpu_count() or 1))
         if memory is not None:
             argv = memory.wrap(argv)
         if group is not None:
@@ -212,6 +239,14 @@ def run_sandboxed(
         if memory is not None and memory.oom_kills():
             done = replace(done, memory_cap=memory.limit)
         return done
+
+
+def _prlimited(argv: list[str], limits: list[str]) -> list[str]:
+    """Returns argv started under `prlimit` with the limits (unchanged where prlimit is not installed)."""
+    if shutil.which("prlimit"):
+        return ["prlimit", *limits, "--", *argv]
+    logger.debug("prlimit is not installed: the command runs without resource limits")
+    return argv
 
 
 def run_token(pid: int) -> str:
