@@ -359,6 +359,8 @@ def isolation_report(programs: Sequence[Program]) -> tuple[list[str], list[str]]
     if bare:
         reason = why if not usable else "isolation: none"
         lines.append(f"NOT SANDBOXED: evaluations of {', '.join(bare)} run without a sandbox ({reason})")
+    if bare and os.geteuid() == 0:
+        lines.append(slot_user.describe(slot_user.wanted(False, os.environ, process_limit.facts())))
     if programs:
         limit = process_limit.resolve(process_limit.requested(os.environ))
         line = process_limit.describe(limit)

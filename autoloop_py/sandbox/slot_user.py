@@ -85,6 +85,24 @@ def wanted(sandboxed: bool, environ: Mapping[str, str], facts: process_limit.Fac
     return ""
 
 
+def describe(why_not: str) -> str:
+    """Returns one line for `status` and `check`: how a root runner's unsandboxed commands run (why_not: wanted's)."""
+    if not why_not:
+        return (f"sandbox: as root without bubblewrap, each evaluation and agent runs as a uid of its own (from "
+                f"{FIRST_UID}): it cannot write cgroups, another slot's copy or root's files")
+    return (f"NOT CONFINED: as root without bubblewrap, evaluations and agents run as root ({why_not}): they can leave "
+            "their cgroups and reach other slots' copies")
+
+
+def hardlinks_protected(setting: Path = Path("/proc/sys/fs/protected_hardlinks")) -> bool:
+    """Returns whether users cannot hard-link files they do not own (else a uid could link root's files into its copy
+    for the runner to read back, as root could read them itself)."""
+    try:
+        return setting.read_text().strip() == "1"
+    except OSError:
+        return False
+
+
 def exposed(paths: Sequence[Path]) -> list[str]:
     """Returns which of paths (the user's checkout, its `.git` and config) any user may write: not protected."""
     found = []
@@ -114,6 +132,9 @@ def slot_user(workdir: Path, writable: Sequence[Path], lock_root: Path | None = 
             f"{closed[0]} cannot be entered by other users, so an evaluation running as a uid of its own (isolation: "
             f"none as root) cannot reach its copy in {holder}; set TMPDIR to a folder such as /tmp, or {ENV_VAR}=off"
         )
+    if not hardlinks_protected():
+        logger.warning("fs.protected_hardlinks is not 1: an evaluation running as a uid of its own can hard-link files "
+                       "of root's into its copy, which the runner reads back; set the sysctl fs.protected_hardlinks=1")
     with _allocated(_lock_folder(lock_root)) as uid:
         home = holder / f"{HOME_PREFIX}{uid}"
         _remove(home)

@@ -174,6 +174,7 @@ def test_agent_environment_adds_file_paths() -> None:
 def test_a_run_over_a_cap_is_named_by_it() -> None:
     ran = CommandResult(0, "", "", False, 1.0)
     assert over_caps(ran, 10, 16) == ""
-    assert over_caps(ran, 17, 16) == "the agent left 17 more bytes in its copy, over the program's `max-disk` of 16 bytes"
+    over = over_caps(ran, 17, 16)
+    assert over == "the agent left 17 more bytes in its copy, over the program's `max-disk` of 16 bytes"
     killed = CommandResult(-9, "", "", False, 1.0, memory_cap=1 << 28)
     assert "killed at the program's `max-memory` of 268435456 bytes" in over_caps(killed, 0, 16)

@@ -77,8 +77,8 @@ try:
 except OSError as err:
     result = f"fork failed after {{children}} children ({{err.strerror}})"
 refused = sorted(set(moves))
-print(json.dumps({{"error": f"blocked: moves {{refused}} of {{len(moves)}}, cgroups unchanged {{unchanged}}, {{result}}, "
-                            f"as uid {{os.getuid()}}"}}))
+said = f"blocked: moves {{refused}} of {{len(moves)}}, cgroups unchanged {{unchanged}}, {{result}}"
+print(json.dumps({{"error": f"{{said}}, as uid {{os.getuid()}}"}}))
 """
 
 
@@ -87,7 +87,9 @@ def test_an_evaluation_cannot_move_itself_out_of_its_cgroups_and_its_forks_stop_
     hostile.install(ESCAPE_AND_FORK.format(mark=mark), {"isolation": "none"})
     origin = _origin_main(hostile.origin)
     outcome = hostile.run()
-    assert_recorded_error(outcome, "blocked: moves ['PermissionError'] of", "cgroups unchanged True", "fork failed after")
+    assert_recorded_error(
+        outcome, "blocked: moves ['PermissionError'] of", "cgroups unchanged True", "fork failed after"
+    )
     assert "MOVED" not in outcome.state and "ESCAPED" not in outcome.state
     children = int(outcome.state.split("fork failed after ", 1)[1].split()[0])
     assert children < 600
@@ -136,7 +138,8 @@ if not tried:  # evaluated alone (the baseline): no sibling to attack
     print(json.dumps({{"score": ns["x"]}}))
 else:
     said = "; ".join(sorted(set(tried.values())))
-    print(json.dumps({{"error": f"blocked: sibling copy {{said}}; own evaluator intact {{intact}}, as uid {{os.getuid()}}"}}))
+    said = f"blocked: sibling copy {{said}}; own evaluator intact {{intact}}"
+    print(json.dumps({{"error": f"{{said}}, as uid {{os.getuid()}}"}}))
 """
 
 
