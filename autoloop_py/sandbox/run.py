@@ -217,10 +217,12 @@ def _confined(
             as_user=as_user,
         )
         argv = ["bwrap", *options, "--", *argv]
-    if user is not None:
-        counted: int | None = len(process_limit.pids_of(user.uid))
+    if not limit.enforced:
+        counted: int | None = None
+    elif user is not None:
+        counted = len(process_limit.pids_of(user.uid))
     else:
-        counted = None if not limit.enforced else process_limit.processes_of(process_limit.NOBODY if as_user else None)
+        counted = process_limit.processes_of(process_limit.NOBODY if as_user else None)
     # The kernel holds a pids cgroup's limit for every user, root included.
     grouped = limit.mechanism == process_limit.CGROUP
     with (pids_limit(policy.limits.processes, root_only=False) if grouped else nullcontext()) as group, \
