@@ -1,9 +1,10 @@
 """A root runner without bubblewrap (`isolation: none`): each evaluation runs as a uid of its own (slot_user.py).
 
-Three hostile evaluators, run by `autoloop run` as root: one writes its pid into other cgroups' `cgroup.procs` and
-then forks 600 processes; two parallel slots try to read and rewrite each other's copy; one tries to write the
-user's checkout and its `.git`. Each attack is refused at the write, the run records why, and the checkout's config,
-refs and files and origin's main branch are byte-identical afterwards.
+Hostile evaluators, run by `autoloop run` as root: one writes its pid into other cgroups' `cgroup.procs` and then
+forks 600 processes; two parallel slots try to read and rewrite each other's copy; one tries to write the user's
+checkout and its `.git`; one links root's file into its copy and as its report, for the runner to read back. Each
+attack is refused, the run records why, and the checkout's config, refs and files and origin's main branch are
+byte-identical afterwards.
 """
 
 from __future__ import annotations
@@ -196,3 +197,35 @@ def test_an_evaluation_cannot_write_the_users_checkout_or_its_git(
     assert (moved.repo / ".git/config").read_bytes() == config and not (moved.repo / "PWNED.txt").exists()
     assert outcome.checkout[0] == outcome.checkout[1] and _origin_main(moved.origin) == origin
     assert outcome.leaked(SECRET) == []
+
+
+PLANT_LINKS = """\
+import os
+TARGET = "{target}"
+tried = []
+try:
+    os.link(TARGET, "stolen.json")  # a hard link to root's file, for the runner to read back
+    tried.append("hardlink=DONE")
+except OSError as err:
+    tried.append("hardlink=" + type(err).__name__)
+os.symlink(TARGET, os.environ["AUTOLOOP_RESULT"])  # the report the runner reads, as a link to root's file
+with open("{said}", "w") as handle:  # where the test reads what happened
+    handle.write("blocked: " + " ".join(tried))
+"""
+
+
+@pytest.mark.skipif(not slot_user.hardlinks_protected(), reason="fs.protected_hardlinks is off here")
+def test_the_runner_reads_no_link_the_evaluation_planted(hostile: Hostile, open_folder: Path) -> None:
+    target = open_folder / "root-only.json"
+    target.write_text('{"score": 1e9}')
+    os.chmod(target, 0o600)  # root's alone: the evaluation's uid cannot read it, only link to it
+    said = open_folder / "said"
+    said.mkdir()
+    os.chmod(said, 0o1777)
+    evaluator = PLANT_LINKS.format(target=target, said=said / "said.txt")
+    hostile.install(evaluator, {"isolation": "none", "evaluation-report": "file"})
+    outcome = hostile.run()
+    assert_recorded_error(outcome, "the evaluation wrote no report to $AUTOLOOP_RESULT")  # the link was not followed
+    assert "1e+09" not in outcome.state and "1000000000" not in outcome.state
+    assert (said / "said.txt").read_text() == "blocked: hardlink=PermissionError"
+    assert outcome.checkout[0] == outcome.checkout[1]
