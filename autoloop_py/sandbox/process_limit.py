@@ -238,13 +238,23 @@ def pids_of(uid: int) -> list[int]:
         names = [name for name in os.listdir("/proc") if name.isdigit()]
     except OSError:
         return []
+    wanted = str(uid).encode()
     for name in names:
         try:
-            status = Path(f"/proc/{name}/status").read_text()
+            with open(f"/proc/{name}/status", "rb") as handle:
+                status = handle.read()
         except OSError:
             continue
-        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        uids = fields.get("Uid", "").split()
-        if str(uid) in uids[:3] and fields.get("State", "").split()[:1] not in (["Z"], ["X"]):
+        uids = _field(status, b"Uid:").split()[:3]
+        if wanted in uids and _field(status, b"State:")[:1] not in (b"Z", b"X"):
             found.append(int(name))
     return found
+
+
+def _field(status: bytes, name: bytes) -> bytes:
+    """Returns the value of one `Name:\tvalue` line of /proc/<pid>/status (b'' when absent)."""
+    start = status.find(b"\n" + name)
+    if start < 0:
+        return b""
+    end = status.find(b"\n", start + 1)
+    return status[start + 1 + len(name):end if end >= 0 else None].strip()

@@ -220,7 +220,7 @@ def _confined(
     if not limit.enforced:
         counted: int | None = None
     elif user is not None:
-        counted = len(process_limit.pids_of(user.uid))
+        counted = 0  # slot_user allocates only a uid no process runs as
     else:
         counted = process_limit.processes_of(process_limit.NOBODY if as_user else None)
     # The kernel holds a pids cgroup's limit for every user, root included.
