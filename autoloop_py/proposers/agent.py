@@ -18,6 +18,7 @@ from autoloop_py.program.reply import reply_field, summary_and_lesson
 from autoloop_py.proposers.base import Proposal, ProposalRequest
 from autoloop_py.sandbox import candidate_dir
 from autoloop_py.sandbox.environment import scrub_environment
+from autoloop_py.sandbox.memory_cgroup import REFUSED_ALLOCATION
 from autoloop_py.sandbox.policy import SandboxPolicy
 from autoloop_py.sandbox.process import CommandResult
 from autoloop_py.sandbox.run import named_files, run_isolation, run_sandboxed
@@ -89,6 +90,10 @@ def over_caps(result: CommandResult, disk: int, max_disk: int) -> str:
     if result.memory_cap is not None:
         return (f"the agent was killed at the program's `max-memory` of {result.memory_cap} bytes (its processes "
                 "together, a memory cgroup)")
+    said = result.stdout[-_TAIL_CHARS:] + result.stderr[-_TAIL_CHARS:]
+    if result.memory_rlimit is not None and result.returncode != 0 and any(sign in said for sign in REFUSED_ALLOCATION):
+        return (f"the agent ran out of memory at the program's `max-memory` of {result.memory_rlimit} bytes per "
+                "process (RLIMIT_AS: no memory cgroup can be made here)")
     if disk > max_disk:
         return f"the agent left {disk} more bytes in its copy, over the program's `max-disk` of {max_disk} bytes"
     return ""

@@ -23,6 +23,9 @@ from autoloop_py.sandbox.cgroup import (
 
 logger = logging.getLogger(__name__)
 
+# What a process says when an allocation is refused (Python, C, C++, Node): RLIMIT_AS at work.
+REFUSED_ALLOCATION = ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "out of memory")
+
 
 @dataclass(frozen=True)
 class MemoryGroup:

@@ -240,6 +240,8 @@ def _confined(
                            audit=audit)  # fmt: skip
         if memory is not None and memory.oom_kills():
             done = replace(done, memory_cap=memory.limit)
+        if limits is not policy.limits:
+            done = replace(done, memory_rlimit=limits.address_space)
         return done
 
 

@@ -178,3 +178,6 @@ def test_a_run_over_a_cap_is_named_by_it() -> None:
     assert over == "the agent left 17 more bytes in its copy, over the program's `max-disk` of 16 bytes"
     killed = CommandResult(-9, "", "", False, 1.0, memory_cap=1 << 28)
     assert "killed at the program's `max-memory` of 268435456 bytes" in over_caps(killed, 0, 16)
+    refused = CommandResult(1, "", "Traceback ...\nMemoryError\n", False, 1.0, memory_rlimit=1 << 28)
+    assert "out of memory at the program's `max-memory` of 268435456 bytes per process" in over_caps(refused, 0, 16)
+    assert over_caps(CommandResult(1, "", "MemoryError", False, 1.0), 0, 16) == ""  # no cap held it: its own failure

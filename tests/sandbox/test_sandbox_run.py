@@ -48,6 +48,7 @@ def test_without_a_memory_cgroup_an_explicit_agent_cap_falls_back_to_the_address
     policy = replace(isolation_for("none", network=False).agent, limits=limits)
     result = run_sandboxed("ulimit -v", tmp_path, policy, env={"PATH": os.environ["PATH"]}, timeout=30)
     assert result.stdout.strip() == (str(256 << 10) if fallback else "unlimited")
+    assert result.memory_rlimit == (256 << 20 if fallback else None)
 
 
 def test_the_agent_is_bound_by_the_programs_memory_and_file_caps() -> None:
