@@ -10,7 +10,7 @@ command as an unprivileged uid of its own, allocated from a high range for as lo
 - the user's checkout is root's: it can read what is world-readable, write nothing that is not world-writable;
 - HOME and TMPDIR are a private folder beside the copy, removed with every process of the uid when it ends.
 
-A uid is held by an exclusive `flock` on `<tmp>/autoloop-slot-users/<uid>` (a root-owned 0700 folder): runners
+A uid is held by an exclusive `flock` on `/run/autoloop-slot-users/<uid>` (root's, 0700; /tmp without /run): runners
 (the slots of a tick are separate processes) never share one, and a killed runner's lock goes with it. A uid still
 running a process (a killed runner's stray) is skipped. `AUTOLOOP_SLOT_USER=off` runs commands as root again.
 """
@@ -23,7 +23,6 @@ import os
 import shutil
 import signal
 import stat
-import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -39,6 +38,9 @@ ENV_VAR = "AUTOLOOP_SLOT_USER"
 FIRST_UID = 1_500_000_000
 UID_COUNT = 1 << 16
 LOCK_FOLDER = "autoloop-slot-users"
+# Where the lock folder lives: the first that exists and the runner may write, the same for every runner whatever
+# its TMPDIR (runners that looked in different folders could hold the same uid).
+LOCK_ROOTS = (Path("/run"), Path("/tmp"))
 HOME_PREFIX = "slot-home-"
 _TRIES = 256
 _KILL_ROUNDS = 50
@@ -121,7 +123,7 @@ def slot_user(workdir: Path, writable: Sequence[Path], lock_root: Path | None = 
     """Yields a fresh uid owning workdir and writable (each 0700), with a private home; afterwards every process
     of the uid is killed, its home removed and the uid released.
 
-    lock_root: where the lock folder lives (None: the temporary directory).
+    lock_root: where the lock folder lives (None: the first of LOCK_ROOTS that exists and is writable).
     """
     holder = process_limit.holder_of(workdir)
     if holder is None:
@@ -155,7 +157,12 @@ def slot_user(workdir: Path, writable: Sequence[Path], lock_root: Path | None = 
 
 def _lock_folder(root: Path | None) -> Path:
     """Returns the root-owned 0700 folder of the uid locks, made if missing; refuses one anybody else could touch."""
-    folder = Path(root if root is not None else tempfile.gettempdir()) / LOCK_FOLDER
+    if root is None:
+        root = next((path for path in LOCK_ROOTS if path.is_dir() and os.access(path, os.W_OK)), None)
+        if root is None:
+            raise SandboxError(f"none of {', '.join(map(str, LOCK_ROOTS))} is writable: the uids of evaluations "
+                               f"cannot be allocated; set {ENV_VAR}=off to run evaluations as root")
+    folder = root / LOCK_FOLDER
     try:
         folder.mkdir(mode=0o700)
     except FileExistsError:
