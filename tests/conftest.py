@@ -26,6 +26,20 @@ def _no_terminal_size(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("LINES", raising=False)
 
 
+# The tests that attack or check a root runner's uid per evaluation (sandbox/slot_user.py) run with it on.
+_OWN_UID_TESTS = ("security", "sandbox", "proposers")
+
+
+@pytest.fixture(autouse=True)
+def _evaluations_reach_tmp_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As root, `isolation: none` runs each evaluation and agent as a uid of its own, which cannot enter tmp_path
+    (pytest keeps it in a 0700 folder of root's); the tests that talk to their evaluations through tmp_path (logs,
+    pids, agent scripts) run them as root, as a runner with AUTOLOOP_SLOT_USER=off does."""
+    folder = Path(str(request.node.path)).parent
+    if not any(part in _OWN_UID_TESTS for part in folder.relative_to(Path(__file__).parent).parts):
+        monkeypatch.setenv("AUTOLOOP_SLOT_USER", "off")
+
+
 @pytest.fixture
 def run_git() -> GitRunner:
     """Returns a function `run_git(cwd, *args) -> stdout` for arranging and inspecting repos."""

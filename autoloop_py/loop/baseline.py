@@ -11,6 +11,7 @@ from autoloop_py.loop.evaluate import EvaluationResult, evaluate
 from autoloop_py.loop.options import Clock
 from autoloop_py.program.model import Program
 from autoloop_py.sandbox import candidate_dir
+from autoloop_py.sandbox.memory_cgroup import REFUSED_ALLOCATION
 from autoloop_py.sandbox.policy import SandboxPolicy
 from autoloop_py.sandbox.run import Isolation
 from autoloop_py.state import file as statefile
@@ -47,7 +48,7 @@ def evaluate_copy(
         return result, checks.tampered(tree, guarded) if guarded is not None else ""
 
 
-_OUT_OF_MEMORY = ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "out of memory", "Killed")
+_OUT_OF_MEMORY = (*REFUSED_ALLOCATION, "Killed")
 
 
 def over_caps(result: EvaluationResult, disk: int, program: Program, sandbox: SandboxPolicy | None) -> EvaluationResult:

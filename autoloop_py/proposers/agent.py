@@ -18,15 +18,10 @@ from autoloop_py.program.reply import reply_field, summary_and_lesson
 from autoloop_py.proposers.base import Proposal, ProposalRequest
 from autoloop_py.sandbox import candidate_dir
 from autoloop_py.sandbox.environment import scrub_environment
+from autoloop_py.sandbox.memory_cgroup import REFUSED_ALLOCATION
 from autoloop_py.sandbox.policy import SandboxPolicy
 from autoloop_py.sandbox.process import CommandResult
-from autoloop_py.sandbox.run import (
-    isolation_for,
-    named_files,
-    requested_agent_network,
-    requested_mode,
-    run_sandboxed,
-)
+from autoloop_py.sandbox.run import named_files, run_isolation, run_sandboxed
 
 logger = logging.getLogger(__name__)
 
@@ -67,17 +62,18 @@ class AgentProposer:
             files_dir.mkdir()
             prompt_file, reply_file = files_dir / "prompt.md", files_dir / "reply.md"
             prompt_file.write_text(request.prompt, encoding="utf-8")
+            held = candidate_dir.disk_bytes(tree.parent)
             # run_sandboxed kills the agent's whole group (and marked strays) before it returns.
-            sandbox = request.sandbox or isolation_for(
-                requested_mode(request.program), network=True,
-                agent_network=requested_agent_network(request.program),
-            ).agent
+            sandbox = request.sandbox or run_isolation(request.workdir, request.program).agent
             result = _run(command, tree, prompt_file, reply_file, timeout, sandbox)
             reply = _reply(reply_file)
             transcript = (("user", request.prompt), ("agent", _tail(result.stdout + result.stderr)))
             if result.escaped:
                 failure = f"the agent broke its confinement: {result.escaped}"
                 return Proposal({}, "agent: left its sandbox", failure=failure, transcript=transcript)
+            over = over_caps(result, candidate_dir.disk_bytes(tree.parent) - held, request.program.config.max_disk)
+            if over:
+                return Proposal({}, "agent: over a cap", failure=over, transcript=transcript)
             if result.timed_out:
                 failure = f"the agent did not finish within {timeout:g} s; its process group was killed"
                 return Proposal({}, "agent: timed out", failure=failure, transcript=transcript)
@@ -86,6 +82,21 @@ class AgentProposer:
                 return Proposal({}, "agent: command failed", failure=failure, transcript=transcript)
             changed = candidate_dir.changes(before, tree, request.program.config.max_file_bytes)
         return _collect(changed, reply, transcript)
+
+
+def over_caps(result: CommandResult, disk: int, max_disk: int) -> str:
+    """Returns why the agent's run crossed a cap ('' when it did not): killed at `max-memory`, or what it added to its
+    copy and prompt folder (`disk` bytes when it ended) over `max-disk`."""
+    if result.memory_cap is not None:
+        return (f"the agent was killed at the program's `max-memory` of {result.memory_cap} bytes (its processes "
+                "together, a memory cgroup)")
+    said = result.stdout[-_TAIL_CHARS:] + result.stderr[-_TAIL_CHARS:]
+    if result.memory_rlimit is not None and result.returncode != 0 and any(sign in said for sign in REFUSED_ALLOCATION):
+        return (f"the agent ran out of memory at the program's `max-memory` of {result.memory_rlimit} bytes per "
+                "process (RLIMIT_AS: no memory cgroup can be made here)")
+    if disk > max_disk:
+        return f"the agent left {disk} more bytes in its copy, over the program's `max-disk` of {max_disk} bytes"
+    return ""
 
 
 def _reply(reply_file: Path) -> str:

@@ -27,6 +27,8 @@ logger = logging.getLogger(__name__)
 
 CGROUP_MOUNT = Path("/sys/fs/cgroup")
 PREFIX = "autoloop-"
+# After PREFIX in the name of a memory group (v1), before the pid.
+MEMORY_PART = "mem-"
 # `$0` is the cgroup.procs file, the rest the command: the shell moves itself into the group, then execs.
 _ENTER = 'echo $$ > "$0" && exec "$@"'
 _KILL_ROUNDS = 60
@@ -125,7 +127,7 @@ def pids_limit(max_pids: int, *, root_only: bool = True) -> Iterator[PidsGroup |
         logger.warning("running as root without a writable pids cgroup: the process limit is not enforced")
         yield None
         return
-    _remove_stale(parent)
+    remove_stale(parent)
     name = f"{PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
     refused = "the process limit is not enforced"
     with limited_group(parent, name, "pids.max", max_pids, refused, logging.WARNING) as group:
@@ -170,17 +172,40 @@ def _usable(parent: Path) -> bool:
         return False
 
 
-def _remove_stale(parent: Path) -> None:
-    """Removes the empty groups a killed run left (a group with processes in it is not empty, so it stays)."""
+def remove_stale(parent: Path, kill: bool = True) -> list[Path]:
+    """Removes the groups a killed run left under parent (ours by name: `autoloop-<pid>-…` for the pids groups,
+    `autoloop-mem-<pid>-…` for the memory ones), whose owner no longer runs; returns those removed.
+
+    kill: empty such a group first (its processes are a dead runner's strays); else a group that still holds a process
+    is left alone.
+    """
     try:
-        stale = [p for p in parent.iterdir() if p.name.startswith(PREFIX) and p.is_dir()]
+        stale = [p for p in parent.iterdir() if p.name.startswith(PREFIX) and p.is_dir() and not p.is_symlink()]
     except OSError:
-        return
+        return []
+    removed = []
     for path in stale:
-        owner = path.name[len(PREFIX):].split("-", 1)[0]
-        if owner.isdigit() and not Path(f"/proc/{owner}").exists():
-            PidsGroup(path).kill_all()
-            remove_group(path)
+        owner = owner_pid(path.name)
+        if owner is None or Path(f"/proc/{owner}").exists():
+            continue
+        group = PidsGroup(path)
+        if kill:
+            group.kill_all()
+        elif group.members():
+            logger.debug("left the cgroup %s of the dead run %d: processes still run in it", path, owner)
+            continue
+        remove_group(path)
+        if not path.exists():
+            removed.append(path)
+    return removed
+
+
+def owner_pid(name: str) -> int | None:
+    """Returns the runner's pid a group's name holds (`autoloop-<pid>-<hex>`, `autoloop-mem-<pid>-<hex>`), else None."""
+    rest = name[len(PREFIX):] if name.startswith(PREFIX) else ""
+    rest = rest[len(MEMORY_PART):] if rest.startswith(MEMORY_PART) else rest
+    pid, sep, token = rest.partition("-")
+    return int(pid) if pid.isdigit() and sep and token else None
 
 
 def remove_group(path: Path) -> None:

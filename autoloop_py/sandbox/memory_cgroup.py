@@ -17,9 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from autoloop_py.sandbox.cgroup import CGROUP_MOUNT, PREFIX, PidsGroup, limited_group, own_cgroup, read_file
+from autoloop_py.sandbox.cgroup import (
+    CGROUP_MOUNT, MEMORY_PART, PREFIX, PidsGroup, limited_group, own_cgroup, read_file, remove_stale,
+)
 
 logger = logging.getLogger(__name__)
+
+# What a process says when an allocation is refused (Python, C, C++, Node): RLIMIT_AS at work.
+REFUSED_ALLOCATION = ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "out of memory")
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,7 @@ def memory_limit(limit: int | None, pids_group: PidsGroup | None) -> Iterator[Me
     if parent is None:
         yield None
         return
-    name = f"{PREFIX}mem-{os.getpid()}-{secrets.token_hex(4)}"
+    remove_stale(parent, kill=False)  # the empty groups a killed runner left
+    name = f"{PREFIX}{MEMORY_PART}{os.getpid()}-{secrets.token_hex(4)}"
     with limited_group(parent, name, "memory.limit_in_bytes", limit, "RLIMIT_AS holds alone") as group:
         yield None if group is None else MemoryGroup(group, limit, separate=True)

@@ -42,6 +42,8 @@ class Limits:
         evaluations: an armed RLIMIT_CPU makes Linux sample the process CPU clock at the scheduler
         tick, so an evaluation that times itself with time.process_time() measures zeros (the wall
         timeout bounds its CPU time anyway).
+      memory_fallback: where no memory cgroup can be made, RLIMIT_AS holds `memory` instead (for an agent, whose
+        address space is otherwise unlimited, only when the program sets `max-memory`).
     """
 
     processes: int = 512
@@ -49,6 +51,7 @@ class Limits:
     file_size: int = 1 * GIB
     cpu_from_timeout: bool = False
     memory: int | None = None
+    memory_fallback: bool = False
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,16 @@ def evaluation_limits(max_memory: int | None, max_disk: int, total_memory: int |
     default = 32 * GIB if total_memory is None else min(32 * GIB, max(4 * GIB, total_memory // 2))
     cap = max_memory or default
     return Limits(address_space=cap, file_size=min(1 * GIB, max_disk), memory=cap)
+
+
+def agent_limits(evaluation: Limits, explicit_memory: bool) -> Limits:
+    """Returns an agent's limits: the evaluation's memory cap (its processes together) and file size, CPU time from its
+    timeout, and no RLIMIT_AS (Node-based agents reserve far more than they use) unless no memory cgroup can hold an
+    explicit `max-memory`."""
+    return Limits(
+        address_space=None, cpu_from_timeout=True, file_size=evaluation.file_size, memory=evaluation.memory,
+        memory_fallback=explicit_memory,
+    )
 
 
 def limit_args(limits: Limits, timeout: float, processes_now: int | None, cpus: int) -> list[str]:

@@ -40,6 +40,7 @@ class CommandResult:
       stdout_dropped: bytes of stdout dropped from the middle over the cap (0: stdout is whole).
       escaped: why the command broke its confinement (its processes left the pids cgroup), '' when it did not.
       memory_cap: the memory cgroup's cap in bytes when the kernel killed some of its processes for it, else None.
+      memory_rlimit: the RLIMIT_AS that held a memory cap where no memory cgroup could be made, else None.
     """
 
     returncode: int
@@ -50,6 +51,7 @@ class CommandResult:
     stdout_dropped: int = 0
     escaped: str = ""
     memory_cap: int | None = None
+    memory_rlimit: int | None = None
 
 
 def run_command(

@@ -135,9 +135,9 @@ def describe(limit: ProcessLimit) -> str:
     return f"process limit: {limit.reason}"
 
 
-def setpriv_prefix() -> list[str]:
-    """Returns the argv prefix that runs a command as nobody, without groups and unable to regain privileges."""
-    ids = str(NOBODY)
+def setpriv_prefix(uid: int = NOBODY) -> list[str]:
+    """Returns the argv prefix that runs a command as uid (nobody), without groups and unable to regain privileges."""
+    ids = str(uid)
     return ["setpriv", f"--reuid={ids}", f"--regid={ids}", "--clear-groups", "--no-new-privs", "--"]
 
 
@@ -186,8 +186,8 @@ def holder_of(path: Path) -> Path | None:
     return None
 
 
-def hand_over(paths: list[Path]) -> None:
-    """Gives uid 65534 the trees at paths that lie in autoloop's temporary directories; others are left alone.
+def hand_over(paths: list[Path], uid: int = NOBODY) -> None:
+    """Gives uid (65534) the trees at paths that lie in autoloop's temporary directories; others are left alone.
 
     Their holder becomes traversable (not listable) by others so that, without bubblewrap, nobody reaches them.
     The walk goes by directory descriptors and never follows a link: a process of that uid (a concurrent
@@ -196,16 +196,16 @@ def hand_over(paths: list[Path]) -> None:
     for path in paths:
         holder = holder_of(path)
         if holder is None:
-            logger.debug("not handing %s to uid %d: it is not one of autoloop's temporary directories", path, NOBODY)
+            logger.debug("not handing %s to uid %d: it is not one of autoloop's temporary directories", path, uid)
             continue
         os.chmod(holder, 0o711)
-        os.chown(path, NOBODY, NOBODY, follow_symlinks=False)  # its parent is root's: it cannot have been swapped
+        os.chown(path, uid, uid, follow_symlinks=False)  # its parent is root's: it cannot have been swapped
         if not path.is_dir() or path.is_symlink():
             continue
         for _folder, dirs, files, fd in os.fwalk(path, follow_symlinks=False):
             for name in [*dirs, *files]:
                 try:
-                    os.chown(name, NOBODY, NOBODY, dir_fd=fd, follow_symlinks=False)
+                    os.chown(name, uid, uid, dir_fd=fd, follow_symlinks=False)
                 except FileNotFoundError:  # removed meanwhile
                     pass
 
@@ -226,3 +226,35 @@ def processes_of(uid: int | None) -> int:
         except OSError:
             pass
     return count
+
+
+def pids_of(uid: int) -> list[int]:
+    """Returns the live (not zombie) processes whose real, effective or saved uid is uid.
+
+    Read from /proc/<pid>/status, not the owner of /proc/<pid>: a process that made itself non-dumpable shows as root's.
+    """
+    found = []
+    try:
+        names = [name for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return []
+    wanted = str(uid).encode()
+    for name in names:
+        try:
+            with open(f"/proc/{name}/status", "rb") as handle:
+                status = handle.read()
+        except OSError:
+            continue
+        uids = _field(status, b"Uid:").split()[:3]
+        if wanted in uids and _field(status, b"State:")[:1] not in (b"Z", b"X"):
+            found.append(int(name))
+    return found
+
+
+def _field(status: bytes, name: bytes) -> bytes:
+    """Returns the value of one `Name:\tvalue` line of /proc/<pid>/status (b'' when absent)."""
+    start = status.find(b"\n" + name)
+    if start < 0:
+        return b""
+    end = status.find(b"\n", start + 1)
+    return status[start + 1 + len(name):end if end >= 0 else None].strip()

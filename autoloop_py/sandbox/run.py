@@ -18,7 +18,7 @@ from typing import Callable, Mapping, Sequence
 
 from autoloop_py.errors import SandboxError
 from autoloop_py.program.model import Program
-from autoloop_py.sandbox import process_limit
+from autoloop_py.sandbox import process_limit, slot_user
 from autoloop_py.sandbox.cgroup import pids_limit
 from autoloop_py.sandbox.memory_cgroup import memory_limit
 from autoloop_py.sandbox.private_network import PrivateNetwork, network_report, private_network, require_slirp
@@ -33,6 +33,7 @@ from autoloop_py.sandbox.policy import (
     SYSTEM_DIRS,
     Limits,
     SandboxPolicy,
+    agent_limits,
     bwrap_args,
     evaluation_limits,
     limit_args,
@@ -127,12 +128,14 @@ def resolve_agent_network(requested: str | None, mode: str) -> bool:
 
 def isolation_for(
     requested: str | None, *, network: bool, hidden: Sequence[Path] = (), environ: Mapping[str, str] | None = None,
-    limits: Limits | None = None, agent_network: str | None = None,
+    limits: Limits | None = None, explicit_memory: bool = False, agent_network: str | None = None,
 ) -> Isolation:
     """Returns the policies of a run: `requested` (auto | bwrap | none) resolved on this machine.
 
     hidden: the user's checkout and its git directory, never shown to a command. limits: the evaluation's
-    (`program_limits`); None: the defaults. agent_network: host | outside-only (None: host).
+    (`program_limits`), whose memory and file size caps bind the agent too; None: the defaults, and none for the agent.
+    explicit_memory: the program sets `max-memory` (an agent then falls back to RLIMIT_AS without a memory cgroup).
+    agent_network: host | outside-only (None: host).
     """
     env = os.environ if environ is None else environ
     mode, reason = resolve_mode(requested)
@@ -150,9 +153,8 @@ def isolation_for(
     base = SandboxPolicy(
         mode=mode, read_only=shown, hidden=hidden_paths, home=env.get("HOME"), process_limit=choice
     )
-    agent = replace(
-        base, network=True, outside_only=outside_only, limits=Limits(address_space=None, cpu_from_timeout=True)
-    )
+    agent_caps = agent_limits(limits, explicit_memory) if limits is not None else Limits(None, cpu_from_timeout=True)
+    agent = replace(base, network=True, outside_only=outside_only, limits=agent_caps)
     evaluation = replace(base, network=network, limits=limits or base.limits)
     return Isolation(evaluation=evaluation, agent=agent, reason=reason)
 
@@ -178,7 +180,8 @@ def run_isolation(
     hidden = [root, root / ".git"]
     return isolation_for(
         requested_mode(program, override), network=program.config.evaluation_network, hidden=hidden,
-        limits=program_limits(program), agent_network=requested_agent_network(program, agent_network),
+        limits=program_limits(program), explicit_memory=program.config.max_memory is not None,
+        agent_network=requested_agent_network(program, agent_network),
     )
 
 
@@ -223,16 +226,38 @@ def _run_confined(
     work = str(workdir.resolve())
     where = str((cwd or workdir).resolve())
     env = {**env, RUN_TOKEN_ENV_VAR: run_token(os.getpid())}
-    limit = process_limit.resolve(policy.process_limit, workdir)
+    facts = process_limit.facts(workdir)
+    limit = process_limit.decide(policy.process_limit, facts)
     if limit.problem:
         raise SandboxError(limit.problem)
+    own_uid = not slot_user.wanted(policy.sandboxed, os.environ, facts)
+    if own_uid:
+        hidden = [Path(path) for path in policy.hidden]
+        for path in slot_user.exposed([*hidden, *(path / "config" for path in hidden)]):
+            logger.warning("%s is writable by every user: an evaluation or agent, though run as a uid of its own "
+                           "(isolation: none as root), could change it; remove the write permission of others", path)
+    with (slot_user.slot_user(workdir, writable) if own_uid else nullcontext()) as user:
+        if user is not None:
+            env = user.environment(env)
+        return _confined(command, policy, limit, user, network, env=env, where=where, work=work, timeout=timeout,
+                         writable=writable, output_cap=output_cap, on_exit=on_exit)  # fmt: skip
+
+
+def _confined(
+    command: str, policy: SandboxPolicy, limit: process_limit.ProcessLimit, user: slot_user.SlotUser | None,
+    network: PrivateNetwork | None, *, env: Mapping[str, str], where: str, work: str, timeout: float,
+    writable: Sequence[Path], output_cap: int, on_exit: Callable[[], object] | None,
+) -> CommandResult:
+    """Runs the command as run_sandboxed decided: as `user` (a root runner's uid per command) or the runner's own."""
     as_user = limit.mechanism == process_limit.UID
     argv = ["bash", "-c", command]
-    if as_user:  # RLIMIT_NPROC holds for nobody, not for root: the command becomes nobody, in a copy it owns
-        process_limit.hand_over([workdir, *writable])
+    if user is not None:  # its own uid: RLIMIT_NPROC holds for it, and it cannot reach root's files or other slots
+        argv = [*user.prefix(), *argv]
+    elif as_user:  # RLIMIT_NPROC holds for nobody, not for root: the command becomes nobody, in a copy it owns
+        process_limit.hand_over([Path(work), *writable])
         argv = [*process_limit.setpriv_prefix(), *argv]
     if policy.sandboxed:
-        env["TMPDIR"] = "/tmp"
+        env = {**env, "TMPDIR": "/tmp"}
         links, present = _system_layout()
         policy = replace(policy, read_only=(*policy.read_only, *command_paths(command)))
         options = bwrap_args(
@@ -240,16 +265,20 @@ def _run_confined(
             as_user=as_user,
         )
         argv = ["bwrap", *options, *(network.options if network is not None else ()), "--", *argv]
-    counted = None if not limit.enforced else process_limit.processes_of(process_limit.NOBODY if as_user else None)
-    limits = limit_args(policy.limits, timeout, counted, os.cpu_count() or 1)
-    if shutil.which("prlimit"):
-        argv = ["prlimit", *limits, "--", *argv]
+    if not limit.enforced:
+        counted: int | None = None
+    elif user is not None:
+        counted = 0  # slot_user allocates only a uid no process runs as
     else:
-        logger.debug("prlimit is not installed: the command runs without resource limits")
+        counted = process_limit.processes_of(process_limit.NOBODY if as_user else None)
     # The kernel holds a pids cgroup's limit for every user, root included.
     grouped = limit.mechanism == process_limit.CGROUP
     with (pids_limit(policy.limits.processes, root_only=False) if grouped else nullcontext()) as group, \
             memory_limit(policy.limits.memory, group) as memory:
+        limits = policy.limits
+        if memory is None and limits.memory is not None and limits.address_space is None and limits.memory_fallback:
+            limits = replace(limits, address_space=limits.memory)  # no memory cgroup here: RLIMIT_AS holds the cap
+        argv = _prlimited(argv, limit_args(limits, timeout, counted, os.cpu_count() or 1))
         if memory is not None:
             argv = memory.wrap(argv)
         if group is not None:
@@ -262,7 +291,17 @@ def _run_confined(
         )
         if memory is not None and memory.oom_kills():
             done = replace(done, memory_cap=memory.limit)
+        if limits is not policy.limits:
+            done = replace(done, memory_rlimit=limits.address_space)
         return done
+
+
+def _prlimited(argv: list[str], limits: list[str]) -> list[str]:
+    """Returns argv started under `prlimit` with the limits (unchanged where prlimit is not installed)."""
+    if shutil.which("prlimit"):
+        return ["prlimit", *limits, "--", *argv]
+    logger.debug("prlimit is not installed: the command runs without resource limits")
+    return argv
 
 
 def run_token(pid: int) -> str:
@@ -380,6 +419,8 @@ def isolation_report(programs: Sequence[Program]) -> tuple[list[str], list[str]]
     if bare:
         reason = why if not usable else "isolation: none"
         lines.append(f"NOT SANDBOXED: evaluations of {', '.join(bare)} run without a sandbox ({reason})")
+    if bare and os.geteuid() == 0:
+        lines.append(slot_user.describe(slot_user.wanted(False, os.environ, process_limit.facts())))
     if programs:
         limit = process_limit.resolve(process_limit.requested(os.environ))
         line = process_limit.describe(limit)

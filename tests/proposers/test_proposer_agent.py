@@ -14,9 +14,10 @@ import pytest
 from autoloop_py.program.frontmatter import ProgramConfig
 from autoloop_py.program.model import Evaluation, Program
 from autoloop_py.program.target import Target
-from autoloop_py.proposers.agent import NO_COMMAND, AgentProposer, agent_environment
+from autoloop_py.proposers.agent import NO_COMMAND, AgentProposer, agent_environment, over_caps
 from autoloop_py.proposers.base import ProposalRequest
 from autoloop_py.sandbox.policy import SandboxPolicy
+from autoloop_py.sandbox.process import CommandResult
 
 PYTHON = shlex.quote(sys.executable)
 
@@ -130,18 +131,16 @@ def _alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-def test_timeout_kills_the_agent_and_its_children(
-    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    pidfile = tmp_path / "child.pid"
+def test_timeout_kills_the_agent_and_its_children(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AUTOLOOP_AGENT_TIMEOUT", "1")
-    command = f"sleep 30 & echo $! > {shlex.quote(str(pidfile))}; wait"
+    # The child's pid on stdout (as root the agent runs as a uid of its own, which cannot write into tmp_path).
+    command = "sleep 30 & echo child=$!; wait"
     started = time.monotonic()
     # Unsandboxed, so that the child's pid is one of ours (with bwrap its pid namespace dies with it anyway).
     proposal = AgentProposer(command=command).propose(_request(repo, SandboxPolicy()), random.Random(0))
     assert time.monotonic() - started < 10
     assert proposal.failure == "the agent did not finish within 1 s; its process group was killed"
-    child = int(pidfile.read_text())
+    child = int(proposal.transcript[-1][1].split("child=", 1)[1].split()[0])
     deadline = time.monotonic() + 5
     while _alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -170,3 +169,15 @@ def test_agent_environment_adds_file_paths() -> None:
     env = agent_environment({"PATH": "/bin", "GITHUB_TOKEN": "x"}, Path("/t/p.md"), Path("/t/r.md"))
     assert env == {"PATH": "/bin", "AUTOLOOP_PROMPT_FILE": "/t/p.md", "AUTOLOOP_REPLY_FILE": "/t/r.md"}
     assert os.environ.get("AUTOLOOP_AGENT_ENV") is None
+
+
+def test_a_run_over_a_cap_is_named_by_it() -> None:
+    ran = CommandResult(0, "", "", False, 1.0)
+    assert over_caps(ran, 10, 16) == ""
+    over = over_caps(ran, 17, 16)
+    assert over == "the agent left 17 more bytes in its copy, over the program's `max-disk` of 16 bytes"
+    killed = CommandResult(-9, "", "", False, 1.0, memory_cap=1 << 28)
+    assert "killed at the program's `max-memory` of 268435456 bytes" in over_caps(killed, 0, 16)
+    refused = CommandResult(1, "", "Traceback ...\nMemoryError\n", False, 1.0, memory_rlimit=1 << 28)
+    assert "out of memory at the program's `max-memory` of 268435456 bytes per process" in over_caps(refused, 0, 16)
+    assert over_caps(CommandResult(1, "", "MemoryError", False, 1.0), 0, 16) == ""  # no cap held it: its own failure

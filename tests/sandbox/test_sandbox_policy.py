@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from autoloop_py.sandbox.policy import BWRAP, GIB, Limits, SandboxPolicy, bwrap_args, evaluation_limits, limit_args
+from autoloop_py.sandbox.policy import (
+    BWRAP, GIB, Limits, SandboxPolicy, agent_limits, bwrap_args, evaluation_limits, limit_args,
+)
 
 PRESENT = ["/usr", "/bin", "/lib", "/etc/passwd", "/etc/resolv.conf"]
 
@@ -80,3 +82,11 @@ def test_evaluation_limits_follow_max_memory_and_max_disk() -> None:
     assert evaluation_limits(256 << 20, 16 << 20, 23 * GIB) == Limits(
         address_space=256 << 20, file_size=16 << 20, memory=256 << 20
     )
+
+
+def test_an_agent_gets_the_evaluations_memory_and_file_caps_but_no_address_space_limit() -> None:
+    evaluation = evaluation_limits(256 << 20, 16 << 20, 8 * GIB)
+    agent = agent_limits(evaluation, explicit_memory=True)
+    assert (agent.memory, agent.file_size, agent.address_space) == (256 << 20, 16 << 20, None)
+    assert agent.cpu_from_timeout and agent.memory_fallback
+    assert not agent_limits(evaluation, explicit_memory=False).memory_fallback  # a default cap needs the cgroup

@@ -9,11 +9,13 @@ to pytest) with a fake secret in its environment and returns everything that cou
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 import pytest
 
@@ -132,6 +134,18 @@ def bwrap(monkeypatch: pytest.MonkeyPatch) -> None:
     if not usable:
         pytest.skip(f"needs a working bubblewrap sandbox: {why}")
     monkeypatch.setenv("AUTOLOOP_ISOLATION", "bwrap")
+
+
+@pytest.fixture
+def open_folder() -> Iterator[Path]:
+    """Returns a folder of the test's own that every user may enter (removed afterwards): as root, tmp_path lies in
+    a 0700 folder, which a command running as a uid of its own could not even traverse."""
+    folder = Path(tempfile.mkdtemp(prefix="open-test-"))
+    os.chmod(folder, 0o755)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def assert_recorded_error(outcome: Outcome, *phrases: str) -> None:

@@ -76,7 +76,9 @@ def _checkout(work: Path) -> bytes:
 def test_paths_git_refuses_are_rejected_before_evaluation(world: dict[str, Path]) -> None:
     work, origin = world["work"], world["origin"]
     before, origin_main = _checkout(work), subprocess.check_output(["git", "rev-parse", "main"], cwd=origin)
-    env = {**os.environ, "AUTOLOOP_ISOLATION": "none", "AUTOLOOP_AGENT_COMMAND": f"bash {world['agent']}"}
+    # As the runner's user: the agent's script lies in tmp_path, which a root runner's uid per agent cannot enter.
+    env = {**os.environ, "AUTOLOOP_ISOLATION": "none", "AUTOLOOP_AGENT_COMMAND": f"bash {world['agent']}",
+           "AUTOLOOP_SLOT_USER": "off"}  # fmt: skip
     done = subprocess.run(
         [sys.executable, "-m", "autoloop_py", "run", "--repo", str(work), "--program", "counter", "--proposer", "agent",
          "--iterations", "1"], env=env, capture_output=True, text=True, timeout=300,

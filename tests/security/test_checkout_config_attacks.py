@@ -75,8 +75,10 @@ def world(tmp_path: Path, isolated_git_config: None, run_git) -> dict[str, Path]
 
 def _run(world: dict[str, Path]) -> subprocess.CompletedProcess[str]:
     """Runs one iteration as its own process, in the checkout (as a user would), without a sandbox."""
+    # The agent runs as the checkout's owner, as a non-root runner's does (as root it would get a uid of its own,
+    # which cannot write the config at all: test_root_slot_users.py).
     env = {**os.environ, "AUTOLOOP_ISOLATION": "none", "AUTOLOOP_AGENT_COMMAND": f"bash {world['agent']}",
-           "GITHUB_TOKEN": "ghs_fake_token_of_the_test"}  # fmt: skip
+           "GITHUB_TOKEN": "ghs_fake_token_of_the_test", "AUTOLOOP_SLOT_USER": "off"}  # fmt: skip
     return subprocess.run(
         [sys.executable, "-m", "autoloop_py", "run", "--program", "counter", "--proposer", "agent", "--iterations", "1"],
         cwd=world["work"], env=env, capture_output=True, text=True, timeout=300,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 from pathlib import Path
@@ -74,10 +75,11 @@ def test_evaluation_network_true_keeps_the_network(hostile: Hostile, bwrap: None
     assert b"exfiltrated" in server.received
 
 
-def test_a_printed_secret_never_leaves_the_runner(hostile: Hostile, tmp_path: Path) -> None:
-    # Unsandboxed, the evaluation can read a file holding the runner's secret; what it prints is masked.
-    leak = tmp_path / "leak.txt"
+def test_a_printed_secret_never_leaves_the_runner(hostile: Hostile, open_folder: Path) -> None:
+    # Unsandboxed, the evaluation can read a world-readable file holding the runner's secret; what it prints is masked.
+    leak = open_folder / "leak.txt"
     leak.write_text(SECRET)
+    os.chmod(leak, 0o644)
     hostile.install(PRINT_SECRET.format(path=str(leak)), frontmatter={"isolation": "none"})
     outcome = hostile.run("--verbose")
     assert_recorded_error(outcome, "evaluation reported an error: leaking ***")

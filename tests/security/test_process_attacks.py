@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from autoloop_py.sandbox import process_limit
+from autoloop_py.sandbox import process_limit, slot_user
 from autoloop_py.sandbox.cgroup import pids_limit
 from autoloop_py.sandbox.run import bwrap_status
 from tests.security.conftest import SECRET, Hostile, assert_recorded_error
@@ -209,6 +209,9 @@ def test_a_fork_bomb_is_stopped_by_each_process_limit(hostile: Hostile, mechanis
     mark = f"autoloop-fork-bomb-{os.getpid()}-{mechanism}-{isolation}"
     hostile.install(FORK_BOMB.format(mark=mark), {"isolation": isolation})
     env = {process_limit.ENV_VAR: mechanism}
+    own_uid = isolation == "none" and not slot_user.wanted(False, os.environ, process_limit.facts())
+    if mechanism == process_limit.CGROUP and own_uid:
+        env[slot_user.ENV_VAR] = "off"  # the cgroup alone: no uid of its own, whose RLIMIT_NPROC would hold too
     # Outer bounds, should the limit under test fail: a wall clock, and a pids cgroup 8x the limit where root has one.
     with pids_limit(4096) as outer:
         wrap = ["timeout", "-k", "5", "120", *(outer.wrap([]) if outer else [])]
@@ -218,6 +221,9 @@ def test_a_fork_bomb_is_stopped_by_each_process_limit(hostile: Hostile, mechanis
         left = _marked_survivors(mark)  # before the outer group's own clean-up could hide them
     assert_recorded_error(outcome, "blocked: fork refused")
     uid = process_limit.NOBODY if mechanism == process_limit.UID else os.geteuid()
+    if mechanism == process_limit.UID and own_uid:  # RLIMIT_NPROC of the uid the command got for itself
+        uid = int(outcome.state.split("the bomb stopped, as uid ", 1)[1].split()[0])
+        assert slot_user.FIRST_UID <= uid < slot_user.FIRST_UID + slot_user.UID_COUNT
     assert f"the bomb stopped, as uid {uid}" in outcome.state  # the mechanism asked for held it
     assert elapsed < 60  # the bomb's processes sleep 60 s: they were killed, not waited for
     assert left == []
@@ -266,7 +272,9 @@ print(json.dumps({{"score": 2.0}}))
 def test_an_evaluation_that_leaves_its_pids_cgroup_is_an_error_and_killed(hostile: Hostile) -> None:
     mark = f"autoloop-cgroup-escape-{os.getpid()}"
     hostile.install(ESCAPE_CGROUP.format(mark=mark), {"isolation": "none"})
-    outcome = hostile.run(env={process_limit.ENV_VAR: "cgroup"})
+    # As root itself (a root runner otherwise gives it a uid of its own, which cannot write cgroup.procs at all:
+    # tests/security/test_root_slot_users.py), the escape is only found afterwards.
+    outcome = hostile.run(env={process_limit.ENV_VAR: "cgroup", slot_user.ENV_VAR: "off"})
     assert_recorded_error(outcome, "broke its confinement", "left its pids cgroup")
     assert "metric 2" not in outcome.log and _marked_survivors(mark) == []
     assert outcome.checkout[0] == outcome.checkout[1]

@@ -8,12 +8,13 @@ caps are set by the runner in both modes, and the attackers write only into thei
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
 from autoloop_py.sandbox import process_limit
 from autoloop_py.sandbox.memory_cgroup import memory_parent
-from tests.security.conftest import SECRET, Hostile, assert_recorded_error
+from tests.security.conftest import PROG, SECRET, Hostile, Outcome, assert_recorded_error
 
 FILL_DISK = """\
 import json, os
@@ -77,4 +78,66 @@ def test_processes_that_hold_more_than_max_memory_together_are_killed_and_it_is_
     assert_recorded_error(outcome, "killed at the program's `max-memory` of 268435456 bytes")
     before, after = outcome.checkout
     assert before == after and "1e+09" not in outcome.state
+    assert not outcome.leaked(SECRET)
+
+
+AGENT_EVALUATE = """\
+import json
+ns = {}
+exec(open("code/value.py").read(), ns)
+print(json.dumps({"score": ns["x"]}))
+"""
+# Both agents also set x to 1e9: if their run were not refused, that candidate would be evaluated and recorded.
+AGENT_EAT_MEMORY = """\
+import os, pathlib
+pathlib.Path("{prog}/code/value.py").write_text("# EVOLVE-BLOCK-START\\nx = 1e9\\n# EVOLVE-BLOCK-END\\n")
+hoard = bytearray(1 << 30)  # 1 GiB, every page written, against a cap of 256 MiB
+hoard[::4096] = b"x" * len(hoard[::4096])
+pathlib.Path(os.environ["AUTOLOOP_REPLY_FILE"]).write_text("SUMMARY: held 1 GiB\\n")
+"""
+AGENT_FILL_DISK = """\
+import os, pathlib
+pathlib.Path("{prog}/code/value.py").write_text("# EVOLVE-BLOCK-START\\nx = 1e9\\n# EVOLVE-BLOCK-END\\n")
+os.makedirs("junk", exist_ok=True)
+try:
+    with open("junk/big.bin", "wb") as out:  # 48 MiB in one file: RLIMIT_FSIZE stops it at 16 MiB
+        for _ in range(48):
+            out.write(os.urandom(1 << 20))
+except OSError as err:
+    print("blocked: one file stopped at", os.path.getsize("junk/big.bin"), err)
+for number in range(3):  # then 24 MiB more in files under the per-file cap
+    with open(f"junk/part{{number}}.bin", "wb") as out:
+        out.write(os.urandom(8 << 20))
+pathlib.Path(os.environ["AUTOLOOP_REPLY_FILE"]).write_text("SUMMARY: filled the disk\\n")
+"""
+
+
+def _agent_run(hostile: Hostile, open_folder: Path, agent: str, frontmatter: dict[str, object]) -> Outcome:
+    """Runs one iteration whose agent is the script `agent` (kept where its uid can read it), without bubblewrap."""
+    hostile.install(AGENT_EVALUATE, {"isolation": "none", **frontmatter})
+    script = open_folder / "agent.py"
+    script.write_text(agent.format(prog=PROG))
+    os.chmod(script, 0o644)
+    return hostile.run("--proposer", "agent", "--agent-command", f"python3 {script}")
+
+
+@pytest.mark.skipif(
+    memory_parent() is None and not (os.geteuid() == 0 and process_limit.resolve(process_limit.CGROUP).problem == ""),
+    reason="needs a writable memory cgroup (a v1 memory hierarchy, or v2 with the memory controller delegated)",
+)
+def test_an_agent_past_max_memory_is_killed_and_it_is_named(hostile: Hostile, open_folder: Path) -> None:
+    outcome = _agent_run(hostile, open_folder, AGENT_EAT_MEMORY, {"max-memory": "256MiB"})
+    assert_recorded_error(outcome, "the agent was killed at the program's `max-memory` of 268435456 bytes")
+    before, after = outcome.checkout
+    assert before == after and "1e+09" not in outcome.state and "1000000000" not in outcome.state
+    assert not outcome.leaked(SECRET)
+
+
+def test_an_agent_past_max_disk_is_an_error_naming_it(hostile: Hostile, open_folder: Path) -> None:
+    outcome = _agent_run(hostile, open_folder, AGENT_FILL_DISK, {"max-disk": "16MiB"})
+    assert_recorded_error(outcome, "over the program's `max-disk` of 16777216 bytes")
+    disk = int(outcome.state.split("the agent left ", 1)[1].split()[0])
+    assert 16 << 20 < disk < 48 << 20  # the one large file stopped at the per-file cap (RLIMIT_FSIZE)
+    before, after = outcome.checkout
+    assert before == after and "1e+09" not in outcome.state and "1000000000" not in outcome.state
     assert not outcome.leaked(SECRET)

@@ -37,7 +37,9 @@ def world(tmp_path: Path, isolated_git_config: None, run_git) -> dict[str, Path]
 def test_escapes_in_a_summary_reach_no_terminal_state_file_or_commit(world: dict[str, Path]) -> None:
     work, origin = world["work"], world["origin"]
     config, main = (work / ".git/config").read_bytes(), subprocess.check_output(["git", "rev-parse", "main"], cwd=origin)
-    env = {**os.environ, "AUTOLOOP_ISOLATION": "none", "AUTOLOOP_AGENT_COMMAND": f"bash {world['agent']}"}
+    # As the runner's user: the agent's script lies in tmp_path, which a root runner's uid per agent cannot enter.
+    env = {**os.environ, "AUTOLOOP_ISOLATION": "none", "AUTOLOOP_AGENT_COMMAND": f"bash {world['agent']}",
+           "AUTOLOOP_SLOT_USER": "off"}  # fmt: skip
     done = subprocess.run(
         [sys.executable, "-m", "autoloop_py", "run", "--repo", str(work), "--program", "counter", "--proposer", "agent",
          "--iterations", "1"], env=env, capture_output=True, text=True, timeout=300,
