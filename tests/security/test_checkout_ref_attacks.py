@@ -41,7 +41,8 @@ HONEST = "cat > {prog}/code/value.py <<'EOF'\n{value}EOF\necho 'SUMMARY: x = 2' 
 
 def _run(work: Path, agent: Path) -> subprocess.CompletedProcess[str]:
     """Runs one iteration as its own process, in the checkout (as a user would), without a sandbox."""
-    env = {**os.environ, "AUTOLOOP_ISOLATION": "none", "AUTOLOOP_AGENT_COMMAND": f"bash {agent}"}
+    # The agent plays a user running autoloop on their own checkout (a root runner would give it a uid of its own).
+    env = {**os.environ, "AUTOLOOP_ISOLATION": "none", "AUTOLOOP_AGENT_COMMAND": f"bash {agent}", "AUTOLOOP_SLOT_USER": "off"}
     return subprocess.run(
         [sys.executable, "-m", "autoloop_py", "run", "--program", "counter", "--proposer", "agent", "--iterations", "1"],
         cwd=work, env=env, capture_output=True, text=True, timeout=300,

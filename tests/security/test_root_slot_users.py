@@ -150,7 +150,7 @@ def test_parallel_slots_cannot_read_or_rewrite_each_others_copy(hostile: Hostile
     os.chmod(meet, 0o1777)  # where the slots say where their copies are; nothing else is shared
     hostile.install(SIBLING.format(meet=meet), {"isolation": "none"})
     origin = _origin_main(hostile.origin)
-    outcome = hostile.run("--proposer", "tune", "--parallel", "2")
+    outcome = hostile.run("--proposer", "tune", "--parallel", "2", "--iterations", "2")  # two slots in flight at once
     assert outcome.process.returncode == 0, outcome.log
     refused = "blocked: sibling copy list=PermissionError read=PermissionError rewrite=PermissionError"
     assert outcome.state.count(refused) == 2, outcome.state  # each slot tried the other's copy, live

@@ -56,6 +56,7 @@ def _env(fake: FakeGitHub, tmp_path: Path, agent: Path) -> dict[str, str]:
         **os.environ, "GITHUB_REPOSITORY": REPO, "GITHUB_TOKEN": TOKEN, "GITHUB_API_URL": fake.url,
         "GITHUB_SERVER_URL": "https://github.com", "GITHUB_RUN_ID": "77", "AUTOLOOP_ISOLATION": "none",
         "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"), "AUTOLOOP_AGENT_COMMAND": f"{sys.executable} {agent}",
+        "AUTOLOOP_SLOT_USER": "off",  # the agent script lives in tmp_path, which a uid of its own cannot enter
     }  # fmt: skip
 
 
