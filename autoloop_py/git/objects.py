@@ -12,6 +12,7 @@ import logging
 import os
 import subprocess
 import threading
+import time
 import weakref
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -281,10 +282,18 @@ class GitSession:
     the default branch, which ref names are valid, and answers that only depend on immutable objects.
 
     Made once per `autoloop run` (or per MemoryStore when none is passed) and closed at its end.
+
+    A run that is the only writer of its own records (`autoloop run` on a machine, not an Actions job) passes
+    owns_pushes: its memory pushes are then left running while the next iteration goes on (see `defer`), and the
+    remote's listing is kept between iterations for `listing_seconds` (a push that lost to another writer is
+    refused by its lease, and the branch is fetched then).
     """
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, owns_pushes: bool = False, listing_seconds: float = 0.0) -> None:
         self.root = Path(root)
+        self.owns_pushes = owns_pushes
+        self.listing_seconds = listing_seconds
+        self._deferred: dict[str, Callable[[], None]] = {}  # what → how to finish it
         self.repo = open_repo(self.root)
         self.objects = ObjectReader(self.repo)
         self._remotes: set[str] | None = None
@@ -296,6 +305,7 @@ class GitSession:
         self._format: str | None = None
         self._asked: dict[str, set[str]] = {}  # remote → every branch asked about in this session
         self._listings: dict[str, tuple[frozenset[str], dict[str, str]]] = {}  # remote → (branches listed, tips)
+        self._listed_at: dict[str, float] = {}  # remote → time.monotonic() of its listing
 
     def repo_at(self, root: Path) -> git.Repo:
         """Returns the session's repository when `root` is its top-level directory, else opens the one at root."""
@@ -342,7 +352,13 @@ class GitSession:
             listed = frozenset(asked)
             kept = (listed, list_remote(self.repo, remote, sorted(listed)))
             self._listings[remote] = kept
+            self._listed_at[remote] = time.monotonic()
         return {branch: sha for branch, sha in kept[1].items() if branch in names}
+
+    def listed(self, remote: str, branches: Iterable[str]) -> bool:
+        """Returns whether remote_tips(remote, branches, reuse=True) answers from the kept listing, asking nothing."""
+        kept = self._listings.get(remote)
+        return kept is not None and set(branches) <= kept[0]
 
     def landed(self, remote: str, branch: str, sha: str) -> None:
         """Notes that this runner's push moved the remote's `branch` to `sha` (the kept listing says so now)."""
@@ -351,8 +367,27 @@ class GitSession:
             kept[1][branch] = sha
 
     def forget_listing(self) -> None:
-        """Drops the kept listings: the next remote_tips() asks the remote, whatever `reuse` says."""
-        self._listings.clear()
+        """Drops the kept listings older than `listing_seconds`: the next remote_tips() asks the remote for those,
+        whatever `reuse` says (all of them unless the session owns its pushes)."""
+        now = time.monotonic()
+        for remote in [r for r, at in self._listed_at.items() if now - at >= self.listing_seconds]:
+            self._listings.pop(remote, None)
+            self._listed_at.pop(remote, None)
+
+    def defer(self, what: str, finish: Callable[[], None]) -> None:
+        """Keeps `finish` (the end of work left running, e.g. a push) until settle(what) or close() calls it."""
+        self.settle(what)
+        self._deferred[what] = finish
+
+    def deferred(self, what: str) -> bool:
+        """Returns whether work named `what` was left running and is not settled yet."""
+        return what in self._deferred
+
+    def settle(self, what: str) -> None:
+        """Finishes the work named `what` that was left running, if any (its errors are raised here)."""
+        finish = self._deferred.pop(what, None)
+        if finish is not None:
+            finish()
 
     def has_remote(self, remote: str) -> bool:
         """Returns whether the repository has this remote (asked once per session)."""
@@ -394,8 +429,12 @@ class GitSession:
         return dict(self._identity)
 
     def close(self) -> None:
-        """Stops the session's git process."""
-        self.objects.close()
+        """Finishes the work left running (see defer), then stops the session's git process."""
+        try:
+            for what in list(self._deferred):
+                self.settle(what)
+        finally:
+            self.objects.close()
 
     def __enter__(self) -> GitSession:
         return self

@@ -157,7 +157,9 @@ class Workspace:
         if self._has_remote():
             wanted = [base_name, self.branch]
             resolve = self._session.objects.commit_sha if self._session is not None else None
-            listed = self._session.remote_tips(self.remote, wanted) if self._session is not None else None
+            # A run that owns its pushes keeps the remote's listing a while (see GitSession); else it is asked now.
+            listed = (self._session.remote_tips(self.remote, wanted, reuse=self._session.owns_pushes)
+                      if self._session is not None else None)
             tips = fetch_branches(self._repo, self.remote, wanted, resolve, listed)
         self._remote_tip = tips.get(self.branch)
         self.base_ref = f"{self.remote}/{base_name}" if base_name in tips else base_name
