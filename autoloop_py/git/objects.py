@@ -10,10 +10,12 @@ from __future__ import annotations
 import io
 import logging
 import os
+import re
 import subprocess
 import threading
 import time
 import weakref
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -59,16 +61,29 @@ class GitObject:
     data: bytes
 
 
+# A revision expression that starts at an object id (`<sha>`, `<sha>:<path>`, `<sha>^{commit}`) always names the
+# same object: its answer is kept. One that starts at a ref name is asked anew each time.
+_FIXED_RE = re.compile(r"(?:[0-9a-f]{40}|[0-9a-f]{64})(?:$|[:^])")
+KEPT_OBJECTS = 256
+KEPT_SIZE = 256 << 10  # larger objects are not kept: the kept ones hold at most 64 MB
+
+
 class ObjectReader:
-    """Reads objects by any revision expression (`<sha>`, `<ref>`, `<commit>:<path>`) through one process."""
+    """Reads objects by any revision expression (`<sha>`, `<ref>`, `<commit>:<path>`) through one process.
+
+    The answers to expressions that start at an object id are kept (the last KEPT_OBJECTS of up to KEPT_SIZE
+    bytes): an iteration reads the same state file, trees and commits several times.
+    """
 
     def __init__(self, repo: git.Repo) -> None:
         self._repo = repo
         self._process: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
         self.requests = 0  # how many objects were asked for (tests count them)
+        self.exchanges = 0  # how many of them the process answered (the others were kept)
         self.starts = 0  # how many processes were started
         self._finalizer: weakref.finalize | None = None
+        self._kept: OrderedDict[str, GitObject] = OrderedDict()
 
     def get(self, spec: str) -> GitObject | None:
         """Returns the object `spec` names, or None when it names none."""
@@ -76,15 +91,28 @@ class ObjectReader:
             return None
         with self._lock:
             self.requests += 1
+            kept = self._kept.get(spec)
+            if kept is not None:
+                self._kept.move_to_end(spec)
+                return kept
             for attempt in range(2):
                 process = self._started()
                 try:
-                    return _exchange(process, spec)
+                    self.exchanges += 1
+                    return self._keep(spec, _exchange(process, spec))
                 except (BrokenPipeError, OSError, EOFError) as err:
                     self._stop()
                     if attempt:
                         raise GitError(f"`git cat-file --batch` stopped ({err}); run `git fsck`", path=where(self._repo)) from err
         return None
+
+    def _keep(self, spec: str, found: GitObject | None) -> GitObject | None:
+        """Returns `found`, kept when `spec` always names it (an absent object may arrive: it is asked again)."""
+        if found is not None and len(found.data) <= KEPT_SIZE and _FIXED_RE.match(spec):
+            self._kept[spec] = found
+            if len(self._kept) > KEPT_OBJECTS:
+                self._kept.popitem(last=False)
+        return found
 
     def text(self, spec: str) -> str | None:
         """Returns a blob's text (None when spec names no blob or the blob is not UTF-8)."""
@@ -151,9 +179,10 @@ class ObjectReader:
         return [] if found is None or found.kind != "tree" else tree_entries(found.data)
 
     def close(self) -> None:
-        """Stops the process (a later read starts a new one)."""
+        """Stops the process (a later read starts a new one) and drops the kept answers."""
         with self._lock:
             self._stop()
+            self._kept.clear()
 
     def _started(self) -> subprocess.Popen[bytes]:
         if self._process is None or self._process.poll() is not None:
