@@ -91,7 +91,7 @@ def run_iteration(
             if session is not None:
                 session.forget_listing()  # the next iteration asks the remote afresh (see GitSession.owns_pushes)
     if options.writes:
-        pack_if_due(root, outcome.iteration)  # outside the lock: other runners need not wait for it
+        pack_if_due(root, outcome.iteration, session=session)  # outside the lock: other runners need not wait
     return outcome
 
 

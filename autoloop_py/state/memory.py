@@ -8,6 +8,7 @@ are written to the object database (git_trees.overlay computes the trees), commi
 from __future__ import annotations
 
 import builtins
+import functools
 import logging
 import os
 import random
@@ -16,6 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Mapping, NamedTuple
+
+import git
 
 from autoloop_py import faults
 from autoloop_py.errors import GitError, StateError
@@ -29,6 +32,7 @@ from autoloop_py.git.command import (
     is_ancestor,
     push_branch,
     run,
+    start,
     start_push,
     tree_paths,
     update_ref,
@@ -473,22 +477,32 @@ class MemoryStore:
 PACK_EVERY = 25
 
 
-def pack_if_due(repo_root: Path, iteration: int, every: int | None = None) -> bool:
+def pack_if_due(repo_root: Path, iteration: int, every: int | None = None, session: GitSession | None = None) -> bool:
     """Packs the repository's loose objects after every `every`-th recorded iteration; returns whether it did.
 
     `git repack -d` moves reachable loose objects into one new pack; `git gc --auto` then merges packs
-    once there are many (git's own thresholds). Called after the program lock is released.
+    once there are many (git's own thresholds). Called after the program lock is released. In a session that
+    owns its pushes (a run on this machine) both are left running beside the next iterations, and the session
+    finishes them (the next packing or its close); returns True once they are started.
     """
     every = PACK_EVERY if every is None else every
     if every <= 0 or iteration <= 0 or iteration % every:
         return False
+    if session is not None and session.owns_pushes:
+        session.defer("pack", functools.partial(_packed, session.repo, start(session.repo, "repack", "-d", "-q")))
+        return True
     session = GitSession(repo_root)
     try:
-        packed = call(session.repo, "repack", "-d", "-q")
-        if not packed.ok:
-            logger.warning("could not pack the repository's objects: %s", packed.stderr.strip())
-            return False
-        call(session.repo, "-c", "gc.autoDetach=false", "gc", "--auto", "--quiet")
+        return _packed(session.repo, start(session.repo, "repack", "-d", "-q"))
     finally:
         session.close()
+
+
+def _packed(repo: git.Repo, repacking: Running) -> bool:
+    """Waits for the repack, then lets `git gc --auto` merge packs; returns whether the repack succeeded."""
+    packed = repacking.result()
+    if not packed.ok:
+        logger.warning("could not pack the repository's objects: %s", packed.stderr.strip())
+        return False
+    call(repo, "-c", "gc.autoDetach=false", "gc", "--auto", "--quiet")
     return True

@@ -337,6 +337,20 @@ def test_packing_runs_only_on_every_nth_iteration(git_repo: Path) -> None:
     assert pack_if_due(git_repo, 10, 5)
 
 
+def test_an_owning_session_leaves_the_packing_running_and_finishes_it(git_repo: Path) -> None:
+    with GitSession(git_repo, owns_pushes=True) as session:
+        store = MemoryStore(git_repo, session=session)
+        for number in range(1, 6):
+            store.update("p.md", lambda text, n=number: f"iteration {n}\n", f"record {number}")
+        assert _loose_objects(git_repo) >= 5 * 3
+        assert pack_if_due(git_repo, 5, 5, session=session)
+        assert session.deferred("pack")
+        store.update("p.md", _append("after"), "a record while packing")
+    assert not session.deferred("pack")
+    assert _loose_objects(git_repo) <= 3  # the packing finished with the session; the last record may stay loose
+    assert MemoryStore(git_repo).read("p.md") == "iteration 5\nafter\n"
+
+
 def test_a_push_refused_as_too_large_is_not_retried_and_says_why(git_repo_with_origin: Path) -> None:
     _refuse_pushes(git_repo_with_origin, "error: File demo.md is 120.00 MB; this exceeds the file size limit")
     calls: list[str | None] = []
