@@ -322,7 +322,7 @@ class GitSession:
         self.root = Path(root)
         self.owns_pushes = owns_pushes
         self.listing_seconds = listing_seconds
-        self._deferred: dict[str, Callable[[], None]] = {}  # what → how to finish it
+        self._deferred: dict[str, Callable[[], object]] = {}  # what → how to finish it
         self.repo = open_repo(self.root)
         self.objects = ObjectReader(self.repo)
         self._remotes: set[str] | None = None
@@ -403,7 +403,7 @@ class GitSession:
             self._listings.pop(remote, None)
             self._listed_at.pop(remote, None)
 
-    def defer(self, what: str, finish: Callable[[], None]) -> None:
+    def defer(self, what: str, finish: Callable[[], object]) -> None:
         """Keeps `finish` (the end of work left running, e.g. a push) until settle(what) or close() calls it."""
         self.settle(what)
         self._deferred[what] = finish
