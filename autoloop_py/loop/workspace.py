@@ -445,7 +445,8 @@ class Workspace:
         """Checks `sha` out in a worktree an earlier iteration left, every other file removed; False (and the
         worktree removed) when it cannot be. written: what the worktree holds (the files written since it was at
         `sha` are put back from it, without git)."""
-        if written is not None and written.commit == sha and self._session is not None and (folder / "worktree").is_dir():
+        same = written is not None and written.commit == sha and (folder / "worktree").is_dir()
+        if same and written is not None and self._session is not None:
             if restore(folder / "worktree", self._session.objects, sha, written.paths):
                 self._tmp, self._worktree = folder, git.Repo(folder / "worktree")
                 return True
