@@ -3,9 +3,10 @@
 Runs the CLI (`python3 -m autoloop_py run --proposer tune`) of this checkout on the function_minimization
 bench program of peer_overhead.py, in a scratch repository with a bare origin, with a `git` first on PATH
 that logs each invocation and runs the real git. Every git process counts: the runner's own, GitPython's,
-the ones the evaluation's candidate copy starts. Two runs (`--short` and `--long` iterations) cancel out
-what a run does once (setup, the first baseline, removing its worktree): the figure is their difference
-divided by the difference in iterations.
+the ones the evaluation's candidate copy starts, and the ones a run leaves running beside its next iteration
+(the memory branch's push, the repack every 25 iterations; see GitSession.owns_pushes). Two runs (`--short`
+and `--long` iterations) cancel out what a run does once (setup, the first baseline, removing its worktree):
+the figure is their difference divided by the difference in iterations.
 
     python benchmarks/git_processes.py [--short 5] [--long 15]
 """

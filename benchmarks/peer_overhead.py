@@ -6,7 +6,7 @@ the same kind of edit (a SEARCH/REPLACE block that sets `initial_temperature`, a
 score but not the evaluation's run time). Runs are interleaved in `--pairs` pairs (the order flips each
 pair). For each run it measures, through a wrapper process that waits for the whole tree:
 - overhead per iteration: wall time minus the evaluations (runs x the median time of the unchanged
-  evaluation, measured beforehand) minus the server's own handling time, over the iterations;
+  evaluation, measured again just before each run) minus the server's own handling time, over the iterations;
 - CPU per iteration: user + system time of the process tree (evaluations included, equal for both);
 - peak RSS: the largest resident set of any process of the tree;
 - steady overhead: the same measure between the first and the last model request, so without what a
@@ -392,10 +392,13 @@ def main() -> int:
         for kind in order:
             if kind == "peer" and cli is None:
                 continue
+            # Measured again before each run: on a shared machine the load, and so the evaluation's time, moves.
+            eval_s = evaluation_seconds()
             with tempfile.TemporaryDirectory(prefix=f"autoloop-peer-{kind}-") as tmp:
                 figures = one_run(kind, Path(tmp), args.iterations, state, url, cli, eval_s)
             results[kind].append(figures)
-            print(f"pair {pair + 1} {kind:>4}: " + ", ".join(f"{k} {v:.3f}" for k, v in figures.items())
+            print(f"pair {pair + 1} {kind:>4}: evaluation {eval_s:.3f} s, "
+                  + ", ".join(f"{k} {v:.3f}" for k, v in figures.items())
                   + f"; load average {_load()}", flush=True)
     server.shutdown()
     _report(results, args.latency)

@@ -23,6 +23,7 @@ from autoloop_py.loop.recording import parse_or_new, state_path
 from autoloop_py.program import names as program_names
 from autoloop_py.program.model import Program, check_all, find_program, program_name
 from autoloop_py.state import file as statefile
+from autoloop_py.state.memory import MemoryStore
 from autoloop_py.state.memory_folder import open_memory
 from autoloop_py.state.untrusted_text import plain
 
@@ -152,7 +153,11 @@ def states_and_damage(
 ) -> tuple[dict[str, statefile.StateFile | None], dict[str, StateError]]:
     """Returns (the readable programs' states, the error of each program whose state file cannot be read)."""
     session = session if session is not None else GitSession(root)
-    open_memory(root, session=session).sync()
+    memory = open_memory(root, session=session)
+    if isinstance(memory, MemoryStore):
+        memory.sync(reuse_listing=session.owns_pushes)  # a run that owns its pushes keeps its listing a while
+    else:
+        memory.sync()
     states: dict[str, statefile.StateFile | None] = {}
     damaged: dict[str, StateError] = {}
     for program in programs:

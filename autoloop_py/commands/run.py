@@ -34,6 +34,9 @@ from autoloop_py.sandbox.runner import make_non_dumpable, sigterm_interrupts
 from autoloop_py.state.untrusted_text import plain
 from autoloop_py.strategies.slots import MAX_SLOTS, Slot, parse_slot
 
+# How long a run on this machine trusts its last listing of the remote's branches (its own pushes keep it up to
+# date): a commit pushed to the base branch meanwhile is built on from the first iteration after that.
+LISTING_SECONDS = 10.0
 _MARKS = {"accepted": "✅", "rejected": "❌", "error": "⚠️", "pending-ci": "⏳"}
 
 
@@ -185,8 +188,12 @@ def _loop(
     # No iteration starts in the job's last 5 minutes.
     deadline = None if options.job_deadline is None else options.job_deadline - 5 * 60
     # One git session for the whole run: its object reads go through one `cat-file --batch`; one worktree per
-    # program, checked out anew by each iteration.
-    with _progress(console, count) as progress, GitSession(root) as session, Worktrees(root) as worktrees:
+    # program, checked out anew by each iteration. A run on this machine is the writer of its own records: their
+    # pushes overlap the next iteration (an Actions job's writes are `publish`'s, and --ci records as it goes).
+    owns = settings is None and options.writes
+    with _progress(console, count) as progress, GitSession(
+            root, owns_pushes=owns, listing_seconds=LISTING_SECONDS if owns else 0.0) as session, \
+            Worktrees(root) as worktrees:
         task = progress.add_task("iterating", total=count)
         for _ in range(count):
             if deadline is not None and time.monotonic() > deadline:

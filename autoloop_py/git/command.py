@@ -102,11 +102,7 @@ def call(
     repo: git.Repo, *args: str, env: Mapping[str, str] | None = None, stdin: bytes | None = None
 ) -> GitResult:
     """Runs `git <args>` in the repository, hardened (see `hardened_command`), and returns its outcome."""
-    environment = git_environment(os.environ, network=bool(args) and args[0] in NETWORK_COMMANDS)
-    environment.update(location(repo))
-    environment.update(env or {})
-    guard = guarded(repo, environment)
-    command = hardened_command(guard.command(args), guard.arguments)
+    command, environment = _prepared(repo, args, env)
     try:
         with _stdin(stdin) as handle:
             done = subprocess.run(
@@ -117,6 +113,45 @@ def call(
         raise GitError(f"cannot run git ({error}); install git and put it on PATH") from error
     stderr = done.stderr.decode("utf-8", "replace").removesuffix("\n")
     return GitResult(tuple(args), done.returncode, done.stdout, stderr)
+
+
+@dataclass(frozen=True)
+class Running:
+    """A git command started by `start` and not yet waited for.
+
+    Attributes:
+        args: the arguments after `git`.
+        process: the running git.
+    """
+
+    args: tuple[str, ...]
+    process: subprocess.Popen[bytes]
+
+    def result(self) -> GitResult:
+        """Waits for the command and returns its outcome."""
+        stdout, stderr = self.process.communicate()
+        text = stderr.decode("utf-8", "replace").removesuffix("\n")
+        return GitResult(self.args, self.process.returncode, stdout, text)
+
+
+def start(repo: git.Repo, *args: str, env: Mapping[str, str] | None = None) -> Running:
+    """Starts `git <args>` as `call` runs it, without waiting: its result() is the outcome."""
+    command, environment = _prepared(repo, args, env)
+    try:
+        process = subprocess.Popen(command, cwd=where(repo), env=environment, stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except FileNotFoundError as error:
+        raise GitError(f"cannot run git ({error}); install git and put it on PATH") from error
+    return Running(tuple(args), process)
+
+
+def _prepared(repo: git.Repo, args: Sequence[str], env: Mapping[str, str] | None) -> tuple[list[str], dict[str, str]]:
+    """Returns the hardened command line and the environment of `git <args>` in the repository."""
+    environment = git_environment(os.environ, network=bool(args) and args[0] in NETWORK_COMMANDS)
+    environment.update(location(repo))
+    environment.update(env or {})
+    guard = guarded(repo, environment)
+    return hardened_command(guard.command(args), guard.arguments), environment
 
 
 def hardened_command(args: Iterable[str], guard: Sequence[str] = ()) -> list[str]:
@@ -336,11 +371,27 @@ def push_branch(
     without asking git. resolve: returns the commit a ref names (a session's object reader); git push moves the
     tracking ref itself when the remote's fetch refspec maps the branch, and resolve tells whether it did.
     """
+    pushing = start_push(repo, remote, sha, branch, expected, built_on=built_on)
+    return pushing if isinstance(pushing, GitResult) else finish_push(repo, pushing, remote, sha, branch, resolve)
+
+
+def start_push(
+    repo: git.Repo, remote: str, sha: str, branch: str, expected: str | None, *, built_on: str | None = None
+) -> Running | GitResult:
+    """Starts push_branch's push without waiting (finish_push ends it); a GitResult when it is refused at once."""
     known = built_on is not None and built_on == expected
     if expected is not None and not known and not is_ancestor(repo, expected, sha):
         return GitResult(("push", remote, branch), 1, b"", f"{sha[:12]} does not descend from {expected[:12]}")
     lease = f"--force-with-lease=refs/heads/{branch}:{expected or ''}"
-    result = call(repo, "push", "--quiet", "--no-verify", lease, remote, f"{sha}:refs/heads/{branch}")
+    return start(repo, "push", "--quiet", "--no-verify", lease, remote, f"{sha}:refs/heads/{branch}")
+
+
+def finish_push(
+    repo: git.Repo, pushing: Running, remote: str, sha: str, branch: str,
+    resolve: Callable[[str], str | None] | None = None,
+) -> GitResult:
+    """Waits for a push start_push started; returns push_branch's outcome (the tracking ref moved when it landed)."""
+    result = pushing.result()
     if not result.ok and _remote_tip(repo, remote, branch) == sha:
         result = GitResult(result.args, 0, result.stdout, "")  # another run sharing this clone pushed it already
     tracking = f"refs/remotes/{remote}/{branch}"

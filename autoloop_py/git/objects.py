@@ -10,9 +10,12 @@ from __future__ import annotations
 import io
 import logging
 import os
+import re
 import subprocess
 import threading
+import time
 import weakref
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -58,16 +61,29 @@ class GitObject:
     data: bytes
 
 
+# A revision expression that starts at an object id (`<sha>`, `<sha>:<path>`, `<sha>^{commit}`) always names the
+# same object: its answer is kept. One that starts at a ref name is asked anew each time.
+_FIXED_RE = re.compile(r"(?:[0-9a-f]{40}|[0-9a-f]{64})(?:$|[:^])")
+KEPT_OBJECTS = 256
+KEPT_SIZE = 256 << 10  # larger objects are not kept: the kept ones hold at most 64 MB
+
+
 class ObjectReader:
-    """Reads objects by any revision expression (`<sha>`, `<ref>`, `<commit>:<path>`) through one process."""
+    """Reads objects by any revision expression (`<sha>`, `<ref>`, `<commit>:<path>`) through one process.
+
+    The answers to expressions that start at an object id are kept (the last KEPT_OBJECTS of up to KEPT_SIZE
+    bytes): an iteration reads the same state file, trees and commits several times.
+    """
 
     def __init__(self, repo: git.Repo) -> None:
         self._repo = repo
         self._process: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
         self.requests = 0  # how many objects were asked for (tests count them)
+        self.exchanges = 0  # how many of them the process answered (the others were kept)
         self.starts = 0  # how many processes were started
         self._finalizer: weakref.finalize | None = None
+        self._kept: OrderedDict[str, GitObject] = OrderedDict()
 
     def get(self, spec: str) -> GitObject | None:
         """Returns the object `spec` names, or None when it names none."""
@@ -75,15 +91,28 @@ class ObjectReader:
             return None
         with self._lock:
             self.requests += 1
+            kept = self._kept.get(spec)
+            if kept is not None:
+                self._kept.move_to_end(spec)
+                return kept
             for attempt in range(2):
                 process = self._started()
                 try:
-                    return _exchange(process, spec)
+                    self.exchanges += 1
+                    return self._keep(spec, _exchange(process, spec))
                 except (BrokenPipeError, OSError, EOFError) as err:
                     self._stop()
                     if attempt:
                         raise GitError(f"`git cat-file --batch` stopped ({err}); run `git fsck`", path=where(self._repo)) from err
         return None
+
+    def _keep(self, spec: str, found: GitObject | None) -> GitObject | None:
+        """Returns `found`, kept when `spec` always names it (an absent object may arrive: it is asked again)."""
+        if found is not None and len(found.data) <= KEPT_SIZE and _FIXED_RE.match(spec):
+            self._kept[spec] = found
+            if len(self._kept) > KEPT_OBJECTS:
+                self._kept.popitem(last=False)
+        return found
 
     def text(self, spec: str) -> str | None:
         """Returns a blob's text (None when spec names no blob or the blob is not UTF-8)."""
@@ -150,9 +179,10 @@ class ObjectReader:
         return [] if found is None or found.kind != "tree" else tree_entries(found.data)
 
     def close(self) -> None:
-        """Stops the process (a later read starts a new one)."""
+        """Stops the process (a later read starts a new one) and drops the kept answers."""
         with self._lock:
             self._stop()
+            self._kept.clear()
 
     def _started(self) -> subprocess.Popen[bytes]:
         if self._process is None or self._process.poll() is not None:
@@ -281,10 +311,18 @@ class GitSession:
     the default branch, which ref names are valid, and answers that only depend on immutable objects.
 
     Made once per `autoloop run` (or per MemoryStore when none is passed) and closed at its end.
+
+    A run that is the only writer of its own records (`autoloop run` on a machine, not an Actions job) passes
+    owns_pushes: its memory pushes are then left running while the next iteration goes on (see `defer`), and the
+    remote's listing is kept between iterations for `listing_seconds` (a push that lost to another writer is
+    refused by its lease, and the branch is fetched then).
     """
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, owns_pushes: bool = False, listing_seconds: float = 0.0) -> None:
         self.root = Path(root)
+        self.owns_pushes = owns_pushes
+        self.listing_seconds = listing_seconds
+        self._deferred: dict[str, Callable[[], object]] = {}  # what → how to finish it
         self.repo = open_repo(self.root)
         self.objects = ObjectReader(self.repo)
         self._remotes: set[str] | None = None
@@ -296,6 +334,7 @@ class GitSession:
         self._format: str | None = None
         self._asked: dict[str, set[str]] = {}  # remote → every branch asked about in this session
         self._listings: dict[str, tuple[frozenset[str], dict[str, str]]] = {}  # remote → (branches listed, tips)
+        self._listed_at: dict[str, float] = {}  # remote → time.monotonic() of its listing
 
     def repo_at(self, root: Path) -> git.Repo:
         """Returns the session's repository when `root` is its top-level directory, else opens the one at root."""
@@ -342,7 +381,13 @@ class GitSession:
             listed = frozenset(asked)
             kept = (listed, list_remote(self.repo, remote, sorted(listed)))
             self._listings[remote] = kept
+            self._listed_at[remote] = time.monotonic()
         return {branch: sha for branch, sha in kept[1].items() if branch in names}
+
+    def listed(self, remote: str, branches: Iterable[str]) -> bool:
+        """Returns whether remote_tips(remote, branches, reuse=True) answers from the kept listing, asking nothing."""
+        kept = self._listings.get(remote)
+        return kept is not None and set(branches) <= kept[0]
 
     def landed(self, remote: str, branch: str, sha: str) -> None:
         """Notes that this runner's push moved the remote's `branch` to `sha` (the kept listing says so now)."""
@@ -351,8 +396,27 @@ class GitSession:
             kept[1][branch] = sha
 
     def forget_listing(self) -> None:
-        """Drops the kept listings: the next remote_tips() asks the remote, whatever `reuse` says."""
-        self._listings.clear()
+        """Drops the kept listings older than `listing_seconds`: the next remote_tips() asks the remote for those,
+        whatever `reuse` says (all of them unless the session owns its pushes)."""
+        now = time.monotonic()
+        for remote in [r for r, at in self._listed_at.items() if now - at >= self.listing_seconds]:
+            self._listings.pop(remote, None)
+            self._listed_at.pop(remote, None)
+
+    def defer(self, what: str, finish: Callable[[], object]) -> None:
+        """Keeps `finish` (the end of work left running, e.g. a push) until settle(what) or close() calls it."""
+        self.settle(what)
+        self._deferred[what] = finish
+
+    def deferred(self, what: str) -> bool:
+        """Returns whether work named `what` was left running and is not settled yet."""
+        return what in self._deferred
+
+    def settle(self, what: str) -> None:
+        """Finishes the work named `what` that was left running, if any (its errors are raised here)."""
+        finish = self._deferred.pop(what, None)
+        if finish is not None:
+            finish()
 
     def has_remote(self, remote: str) -> bool:
         """Returns whether the repository has this remote (asked once per session)."""
@@ -394,8 +458,12 @@ class GitSession:
         return dict(self._identity)
 
     def close(self) -> None:
-        """Stops the session's git process."""
-        self.objects.close()
+        """Finishes the work left running (see defer), then stops the session's git process."""
+        try:
+            for what in list(self._deferred):
+                self.settle(what)
+        finally:
+            self.objects.close()
 
     def __enter__(self) -> GitSession:
         return self

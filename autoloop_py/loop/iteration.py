@@ -90,9 +90,9 @@ def run_iteration(
             outcome = _run_locked(root, program, options, now, session, worktrees, reuse_listing=not held.waited)
         finally:
             if session is not None:
-                session.forget_listing()  # the next iteration asks the remote afresh
+                session.forget_listing()  # the next iteration asks the remote afresh (see GitSession.owns_pushes)
     if options.writes:
-        pack_if_due(root, outcome.iteration)  # outside the lock: other runners need not wait for it
+        pack_if_due(root, outcome.iteration, session=session)  # outside the lock: other runners need not wait
     return outcome
 
 

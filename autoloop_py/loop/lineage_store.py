@@ -61,10 +61,19 @@ class BranchFiles:
         return [] if self._tip is None else self.objects.names(f"{self._tip}:{folder}")
 
     def read_many(self, paths: Sequence[str]) -> dict[str, str | None]:
-        """Returns the text of each file at the tip (None when absent, not a file or not UTF-8)."""
-        if self._tip is None:
+        """Returns the text of each file at the tip (None when absent, not a file or not UTF-8).
+
+        Each file is read by its blob's id, which the object reader keeps: a row that every later iteration
+        reads again (the newest rows, the lineage) is read from git once per run, however often the tip moved.
+        """
+        tree = self.objects.tree_of(self._tip) if self._tip is not None else None
+        if tree is None:
             return {path: None for path in paths}
-        return {path: self.objects.text(f"{self._tip}:{path}") for path in paths}
+        return {path: self._text(tree, path) for path in paths}
+
+    def _text(self, tree: str, path: str) -> str | None:
+        found = self.objects.entry(tree, path)
+        return self.objects.text(found[1]) if found is not None and found[0] != b"40000" else None
 
 
 class FolderFiles:

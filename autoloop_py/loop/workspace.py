@@ -41,6 +41,7 @@ from autoloop_py.git.command import (
     update_ref,
 )
 from autoloop_py.git.objects import GitSession
+from autoloop_py.loop.worktree_restore import restore
 
 __all__ = ["BranchSync", "Workspace", "Worktrees", "default_branch"]
 
@@ -62,23 +63,46 @@ class BranchSync:
     action: str
 
 
+@dataclass(frozen=True)
+class Written:
+    """What a kept worktree holds: the commit it was checked out at, and the paths the runner wrote since.
+
+    Attributes:
+        commit: the commit its HEAD, index and files matched.
+        paths: the repository-relative paths written since (nothing else changed).
+    """
+
+    commit: str
+    paths: frozenset[str]
+
+
 class Worktrees:
     """The private worktrees one `autoloop run` keeps between its iterations, one per program, removed at its end.
 
     A kept worktree is checked out anew (`checkout --force`, `clean -ffdx`) by the next iteration's
-    prepare(): two git processes instead of adding and removing a worktree every iteration.
+    prepare(): two git processes instead of adding and removing a worktree every iteration. When that
+    iteration runs on the commit the worktree was left at, the files written since are put back from the
+    commit instead (worktree_restore.py), with no git process.
     """
 
     def __init__(self, repo_root: Path) -> None:
         self.repo_root = Path(repo_root)
         self._kept: dict[str, Path] = {}  # program → the temporary folder holding its `worktree`
+        self._written: dict[str, Written] = {}  # program → what its kept worktree holds, when known
 
     def take(self, program: str) -> Path | None:
         """Returns the folder of the program's kept worktree (no longer kept), None when there is none."""
         return self._kept.pop(program, None)
 
-    def keep(self, program: str, folder: Path) -> None:
+    def written(self, program: str) -> Written | None:
+        """Returns what the program's worktree held when kept (None: unknown, it is checked out anew)."""
+        return self._written.pop(program, None)
+
+    def keep(self, program: str, folder: Path, written: Written | None = None) -> None:
         """Keeps the program's worktree folder for its next iteration (one that was kept already is removed)."""
+        self._written.pop(program, None)
+        if written is not None:
+            self._written[program] = written
         previous = self._kept.pop(program, None)
         if previous is not None and previous != folder:
             repo = open_repo(self.repo_root)
@@ -130,6 +154,8 @@ class Workspace:
         self._tip: str | None = None
         self._remote_tip: str | None = None
         self.base_ref = base_branch or "the default branch"  # what the branch starts from, for messages
+        # The commit the worktree matches but for the paths written since (None: unknown, e.g. a failed commit).
+        self._written: Written | None = None
         # The base branch's commit prepare() brought the program branch up to date with.
         self.base_sha: str | None = None
 
@@ -157,7 +183,9 @@ class Workspace:
         if self._has_remote():
             wanted = [base_name, self.branch]
             resolve = self._session.objects.commit_sha if self._session is not None else None
-            listed = self._session.remote_tips(self.remote, wanted) if self._session is not None else None
+            # A run that owns its pushes keeps the remote's listing a while (see GitSession); else it is asked now.
+            listed = (self._session.remote_tips(self.remote, wanted, reuse=self._session.owns_pushes)
+                      if self._session is not None else None)
             tips = fetch_branches(self._repo, self.remote, wanted, resolve, listed)
         self._remote_tip = tips.get(self.branch)
         self.base_ref = f"{self.remote}/{base_name}" if base_name in tips else base_name
@@ -172,6 +200,7 @@ class Workspace:
             self.close(keep=False)  # a worktree a failed merge left is not handed on
             raise
         self._tip, self.base_sha = tip, base
+        self._written = Written(tip, frozenset())
         logger.info("%s %s (worktree %s)", self.branch, action, self.path)
         return BranchSync(action)
 
@@ -191,6 +220,8 @@ class Workspace:
     def write(self, changes: Mapping[str, str | None]) -> None:
         """Writes (str) or deletes (None) files in the worktree; refuses any path outside it."""
         targets = {rel: self._checked(rel) for rel in changes}
+        if self._written is not None:
+            self._written = Written(self._written.commit, self._written.paths | frozenset(changes))
         for rel, content in changes.items():
             target = targets[rel]
             if content is None:
@@ -217,18 +248,21 @@ class Workspace:
     def reset(self) -> None:
         """Discards every change in the worktree, untracked and ignored files included."""
         worktree = self._wt()
+        self._written = None
         run(worktree, "reset", "--hard", "--quiet", "HEAD")
         run(worktree, "clean", "-fdxq")
 
     def commit_candidate(self, message: str) -> str:
         """Commits all changes in the worktree, moves the program branch to it, and returns the sha."""
         worktree = self._wt()
+        self._written = None  # until the commit is made: the index is changed
         run(worktree, "add", "-A")
         if call(worktree, "diff", "--cached", "--quiet").ok:
             raise GitError(f"nothing to commit on {self.branch}; write a change first", path=self.path)
         env = self._session.identity_env() if self._session is not None else identity_env(worktree)
         run(worktree, "commit", "--quiet", "--no-verify", "--no-gpg-sign", "-m", message, env=env)
         sha = run(worktree, "rev-parse", "HEAD")
+        self._written = Written(sha, frozenset())  # everything written is in the commit
         self._move_branch(self._tip, sha, f"the candidate is kept at {sha}; rerun prepare()")
         self._tip = sha
         return sha
@@ -241,6 +275,7 @@ class Workspace:
         Returns the commit's sha.
         """
         worktree = self._wt()
+        self._written = None
         run(worktree, "add", "-A")
         if call(worktree, "diff", "--cached", "--quiet").ok:
             raise GitError(f"nothing to commit for {ref}; write a change first", path=self.path)
@@ -295,10 +330,10 @@ class Workspace:
         if self._worktree is not None:
             self._worktree.close()
         if self._worktrees is not None and keep:
-            self._worktrees.keep(self.program, self._tmp)
+            self._worktrees.keep(self.program, self._tmp, self._written)
         else:
             remove_worktree(self._repo, self._tmp)
-        self._tmp = self._worktree = self._tip = None
+        self._tmp = self._worktree = self._tip = self._written = None
 
     def __enter__(self) -> Workspace:
         return self
@@ -392,7 +427,8 @@ class Workspace:
     def _add_worktree(self, sha: str) -> None:
         """Checks `sha` out, detached, in the run's kept worktree or in a new one under the system temp directory."""
         kept = self._worktrees.take(self.program) if self._worktrees is not None else None
-        if kept is not None and self._reuse(kept, sha):
+        written = self._worktrees.written(self.program) if self._worktrees is not None else None
+        if kept is not None and self._reuse(kept, sha, written):
             return
         self._tmp = tempdirs.make(f"autoloop-{_slug(self.program)}-")
         try:
@@ -405,9 +441,15 @@ class Workspace:
             raise
         self._worktree = git.Repo(self._tmp / "worktree")
 
-    def _reuse(self, folder: Path, sha: str) -> bool:
+    def _reuse(self, folder: Path, sha: str, written: Written | None = None) -> bool:
         """Checks `sha` out in a worktree an earlier iteration left, every other file removed; False (and the
-        worktree removed) when it cannot be."""
+        worktree removed) when it cannot be. written: what the worktree holds (the files written since it was at
+        `sha` are put back from it, without git)."""
+        same = written is not None and written.commit == sha and (folder / "worktree").is_dir()
+        if same and written is not None and self._session is not None:
+            if restore(folder / "worktree", self._session.objects, sha, written.paths):
+                self._tmp, self._worktree = folder, git.Repo(folder / "worktree")
+                return True
         try:
             worktree = git.Repo(folder / "worktree")
             # --detach: no branch moves whatever HEAD was on; a switch also drops a merge's or cherry-pick's state.

@@ -8,6 +8,7 @@ are written to the object database (git_trees.overlay computes the trees), commi
 from __future__ import annotations
 
 import builtins
+import functools
 import logging
 import os
 import random
@@ -15,17 +16,24 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Mapping, NamedTuple
+
+import git
 
 from autoloop_py import faults
 from autoloop_py.errors import GitError, StateError
 from autoloop_py.git.command import (
     call,
+    GitResult,
+    Running,
     failure,
     fetch_branches,
+    finish_push,
     is_ancestor,
     push_branch,
     run,
+    start,
+    start_push,
     tree_paths,
     update_ref,
 )
@@ -85,6 +93,15 @@ class MemoryCommit:
         return _subject(self.message)
 
 
+class Update(NamedTuple):
+    """One update() of the memory branch, kept to redo it when its push loses to another writer."""
+
+    path: str
+    change: Change
+    message: str
+    extra: Extra | None
+
+
 class _Retry(Exception):
     """One update() attempt lost a race; `sha` is the commit it left on the local branch, if any."""
 
@@ -126,6 +143,7 @@ class MemoryStore:
         self._repo = self.session.repo
         self._ref = f"refs/heads/{config.branch}"
         self._rng = rng if rng is not None else random.Random(os.getpid())
+        self._pushing = f"push {config.remote} {config.branch}"  # the session's name of a push left running
 
     def has_remote(self) -> bool:
         """Returns whether the configured remote exists in this repository."""
@@ -139,6 +157,11 @@ class MemoryStore:
         if not self.has_remote():
             logger.debug("no remote %r; memory stays local", self.config.remote)
             return
+        heard = reuse_listing and self.session.listed(self.config.remote, [self.config.branch])
+        if heard and self.session.deferred(self._pushing):
+            return  # nothing new was heard from the remote since this run's last update, whose push is on its way
+        if not heard:
+            self.settle()  # what the remote says now is compared with a local branch whose push is over
         remote_tip = self._fetch(reuse_listing)
         local = self._tip()
         if remote_tip is None or remote_tip == local:
@@ -159,8 +182,8 @@ class MemoryStore:
 
     def publish(self) -> bool:
         """Pushes local commits the remote lacks (an interrupted run's); returns whether it pushed any."""
-        if not self.has_remote():
-            return False
+        if not self.has_remote() or self.session.deferred(self._pushing):
+            return False  # a push of this run's last update is on its way (settle() finishes it)
         local = self._tip()
         remote_tip = self._tracking_tip()
         if local is None or local == remote_tip or (remote_tip and not is_ancestor(self._repo, remote_tip, local)):
@@ -250,6 +273,7 @@ class MemoryStore:
         """Commits `files` on top of the local branch (a root commit if it is absent); returns the sha."""
         for path in files:
             check_path(path)
+        self.settle()
         for _ in range(max(1, self.config.max_attempts)):
             tip = self._tip()
             sha = self._write_commit(tip, files, message)
@@ -261,17 +285,32 @@ class MemoryStore:
         )
 
     def update(self, path: str, change: Change, message: str, extra: Extra | None = None) -> str:
-        """Applies `change` to the text at `path`, commits and pushes, redoing it on fresh text if raced."""
+        """Applies `change` to the text at `path`, commits and pushes, redoing it on fresh text if raced.
+
+        In a session that owns its pushes, the push is left running (the next update, sync or the session's
+        close finishes it, see settle): the local commit is the record, and reconcile pushes it after a crash.
+        """
         check_path(path)
-        base = expected = self._tip()
-        mine: str | None = None
+        self.settle()
+        tip = self._tip()
+        return self._update(Update(path, change, message, extra), tip, tip, None, 0, self.session.owns_pushes)
+
+    def settle(self) -> None:
+        """Finishes the push an earlier update left running; a push another writer beat is redone on their records."""
+        self.session.settle(self._pushing)
+
+    def _update(
+        self, update: Update, base: str | None, expected: str | None, mine: str | None, first: int, defer: bool
+    ) -> str:
+        """Runs update()'s attempts from number `first` on (after the first: on the remote's fresh tip)."""
+        path, change, message, extra = update
         reason = "no attempt made"
-        for attempt in range(max(1, self.config.max_attempts)):
+        for attempt in range(first, max(1, self.config.max_attempts)):
             if attempt:
                 self._pause(attempt)
                 base, expected = self._rebase_point(base, mine)
             try:
-                return self._attempt(base, expected, path, change, message, extra)
+                return self._attempt(base, expected, path, change, message, extra, defer and not attempt)
             except _Retry as retry:
                 mine, reason = retry.sha, retry.reason
                 logger.info("memory update of %s, attempt %d: %s", path, attempt + 1, reason)
@@ -282,9 +321,11 @@ class MemoryStore:
         )
 
     def _attempt(
-        self, base: str | None, expected: str | None, path: str, change: Change, message: str, extra: Extra | None
+        self, base: str | None, expected: str | None, path: str, change: Change, message: str, extra: Extra | None,
+        defer: bool = False,
     ) -> str:
-        """Commits change(text at base) on base, moves the local branch from `expected`, and pushes."""
+        """Commits change(text at base) on base, moves the local branch from `expected`, and pushes (defer: starts
+        the push and leaves it running, see settle)."""
         text = change(self._read_at(base, path))
         # extra() runs after change() so that files derived from the update (ids, iteration numbers) match it.
         files = dict(extra() if extra else {})
@@ -298,16 +339,38 @@ class MemoryStore:
         if self.has_remote():
             seen = self._tracking_tip()
             # _write_commit returned base itself or a child of it.
-            pushed = push_branch(self._repo, self.config.remote, sha, self.config.branch, seen, built_on=base,
-                                 resolve=self.session.objects.commit_sha)
-            if not pushed.ok:
-                refusal = read_refusal(pushed.stderr)
-                if refusal.kind in (SIZE, ACCESS):  # retrying cannot help; say why at once
-                    raise GitError(f"could not record {path} on {self.config.branch}: "
-                                   f"{describe(refusal, self.config.remote)}", path=self.repo_root)
-                raise _Retry(f"push rejected: {pushed.stderr.strip()}", sha)
-            self.session.landed(self.config.remote, self.config.branch, sha)
+            pushing = start_push(self._repo, self.config.remote, sha, self.config.branch, seen, built_on=base)
+            if defer and not isinstance(pushing, GitResult):
+                update = Update(path, change, message, extra)
+                self.session.defer(self._pushing, lambda: self._finish(pushing, sha, base, update))
+                return sha
+            self._landed(path, sha, self._pushed(pushing, sha))
         return sha
+
+    def _pushed(self, pushing: Running | GitResult, sha: str) -> GitResult:
+        """Returns the outcome of a push start_push started (the tracking ref moved when it landed)."""
+        if isinstance(pushing, GitResult):
+            return pushing
+        resolve = self.session.objects.commit_sha
+        return finish_push(self._repo, pushing, self.config.remote, sha, self.config.branch, resolve=resolve)
+
+    def _landed(self, path: str, sha: str, pushed: GitResult) -> None:
+        """Notes a push of `sha` that landed; raises GitError when retrying cannot help, _Retry when it can."""
+        if not pushed.ok:
+            refusal = read_refusal(pushed.stderr)
+            if refusal.kind in (SIZE, ACCESS):  # retrying cannot help; say why at once
+                raise GitError(f"could not record {path} on {self.config.branch}: "
+                               f"{describe(refusal, self.config.remote)}", path=self.repo_root)
+            raise _Retry(f"push rejected: {pushed.stderr.strip()}", sha)
+        self.session.landed(self.config.remote, self.config.branch, sha)
+
+    def _finish(self, pushing: Running, sha: str, base: str | None, update: Update) -> None:
+        """Ends a push an update left running; one another writer beat redoes the update on the remote's records."""
+        try:
+            self._landed(update.path, sha, self._pushed(pushing, sha))
+        except _Retry as retry:
+            logger.info("memory update of %s, attempt 1: %s", update.path, retry.reason)
+            self._update(update, base, sha, sha, 1, defer=False)
 
     def _rebase_point(self, prev_base: str | None, mine: str | None) -> tuple[str | None, str | None]:
         """Returns (base, expected local tip) for a retry: the fresh remote tip, unless local is ahead."""
@@ -414,22 +477,32 @@ class MemoryStore:
 PACK_EVERY = 25
 
 
-def pack_if_due(repo_root: Path, iteration: int, every: int | None = None) -> bool:
+def pack_if_due(repo_root: Path, iteration: int, every: int | None = None, session: GitSession | None = None) -> bool:
     """Packs the repository's loose objects after every `every`-th recorded iteration; returns whether it did.
 
     `git repack -d` moves reachable loose objects into one new pack; `git gc --auto` then merges packs
-    once there are many (git's own thresholds). Called after the program lock is released.
+    once there are many (git's own thresholds). Called after the program lock is released. In a session that
+    owns its pushes (a run on this machine) both are left running beside the next iterations, and the session
+    finishes them (the next packing or its close); returns True once they are started.
     """
     every = PACK_EVERY if every is None else every
     if every <= 0 or iteration <= 0 or iteration % every:
         return False
+    if session is not None and session.owns_pushes:
+        session.defer("pack", functools.partial(_packed, session.repo, start(session.repo, "repack", "-d", "-q")))
+        return True
     session = GitSession(repo_root)
     try:
-        packed = call(session.repo, "repack", "-d", "-q")
-        if not packed.ok:
-            logger.warning("could not pack the repository's objects: %s", packed.stderr.strip())
-            return False
-        call(session.repo, "-c", "gc.autoDetach=false", "gc", "--auto", "--quiet")
+        return _packed(session.repo, start(session.repo, "repack", "-d", "-q"))
     finally:
         session.close()
+
+
+def _packed(repo: git.Repo, repacking: Running) -> bool:
+    """Waits for the repack, then lets `git gc --auto` merge packs; returns whether the repack succeeded."""
+    packed = repacking.result()
+    if not packed.ok:
+        logger.warning("could not pack the repository's objects: %s", packed.stderr.strip())
+        return False
+    call(repo, "-c", "gc.autoDetach=false", "gc", "--auto", "--quiet")
     return True

@@ -72,7 +72,8 @@ def test_later_iterations_of_a_run_reuse_its_worktree_and_lookups(
     assert first["worktree add"] == 1 and first["fetch"] == 0  # the branches the run pushed need no fetch
     for counts in later:
         assert counts["worktree add"] == counts["worktree remove"] == counts["fetch"] == 0
-        assert counts["checkout"] == 1 and counts["clean"] == 1  # the kept worktree, checked out anew
+        # The kept worktree: on the commit it was left at, the files written since are put back without git.
+        assert counts["checkout"] == counts["clean"] == 0
         for lookup in ("remote", "config", "symbolic-ref", "check-ref-format", "for-each-ref"):
             assert counts[lookup] == 0, lookup
         assert counts["ls-remote"] >= 1  # the remote is still asked what it holds
@@ -105,3 +106,46 @@ def test_a_later_iteration_lists_the_remote_twice_and_reads_no_log_it_already_ho
         assert counts["log"] == counts["rev-list"] == 0
         assert counts["update-ref"] == 1  # the memory branch; git push moved the tracking ref itself
         assert counts["ls-files"] == 0  # the protected files are listed from the tip's tree
+
+
+def test_a_run_that_owns_its_pushes_lists_the_remote_once_and_leaves_each_record_push_running(
+    git_repo_with_origin: Path, run_git: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, program = _bench(git_repo_with_origin, run_git)
+    per_iteration: list[Counter[str]] = []
+    _count_git(monkeypatch, per_iteration, _subcommand)
+    origin = git_repo_with_origin.parent / "origin.git"
+    pushed_before_next: list[str] = []
+    with GitSession(root, owns_pushes=True, listing_seconds=3600) as session, Worktrees(root) as worktrees:
+        for number in range(4):
+            per_iteration.append(Counter())
+            outcome = run_iteration(root, program, RunOptions(proposer="tune"), START, session, worktrees)
+            assert outcome.iteration == number + 1
+            assert session.deferred("push origin memory/autoloop")  # the record's push overlaps what comes next
+            pushed_before_next.append(run_git(root, "rev-parse", "memory/autoloop"))
+    first, *later = per_iteration
+    assert first["ls-remote"] >= 1
+    for counts in later:
+        # The run's own pushes keep its listing up to date.
+        assert counts["ls-remote"] == counts["fetch"] == 0, per_iteration
+        assert counts["push"] >= 1
+    # Every record reached origin: each push was finished by the next record, the last by the session's end.
+    assert run_git(origin, "rev-parse", "memory/autoloop") == pushed_before_next[-1]
+    history = run_git(origin, "log", "--format=%H", "memory/autoloop").split()
+    assert all(sha in history for sha in pushed_before_next)
+
+
+def test_a_run_that_owns_its_pushes_builds_on_a_base_pushed_meanwhile_once_its_listing_is_old(
+    git_repo_with_origin: Path, run_git: Callable[..., str], clone_origin: Callable[[str], Path]
+) -> None:
+    root, program = _bench(git_repo_with_origin, run_git)
+    other = clone_origin("other")
+    with GitSession(root, owns_pushes=True, listing_seconds=0) as session, Worktrees(root) as worktrees:
+        run_iteration(root, program, RunOptions(proposer="tune"), START, session, worktrees)
+        (other / "NEWS.md").write_text("pushed to main while the run went on\n")
+        run_git(other, "add", "NEWS.md")
+        run_git(other, "commit", "-qm", "news")
+        run_git(other, "push", "-q", "origin", "main")
+        run_iteration(root, program, RunOptions(proposer="tune"), START, session, worktrees)
+    main = run_git(other, "rev-parse", "HEAD")
+    assert run_git(root, "merge-base", "--is-ancestor", main, "autoloop/bench") == ""

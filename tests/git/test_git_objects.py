@@ -10,7 +10,7 @@ from typing import Any, Callable
 import pytest
 
 from autoloop_py.git.command import open_repo, push_branch
-from autoloop_py.git.objects import GitSession, ObjectReader, tree_entries
+from autoloop_py.git.objects import KEPT_SIZE, GitSession, ObjectReader, tree_entries
 from autoloop_py.state.memory import MemoryStore
 
 
@@ -44,6 +44,25 @@ def test_refs_moved_and_objects_packed_by_other_processes_are_seen(git_repo: Pat
     assert reader.commit_sha("refs/heads/memory/autoloop") == third
     assert reader.text(f"{first}:a.md") == "one\n"  # now in a pack the process had not opened
     assert reader.starts == 1
+    reader.close()
+
+
+def test_what_an_object_id_names_is_read_once_and_a_ref_is_read_each_time(git_repo: Path) -> None:
+    memory = MemoryStore(git_repo)
+    first = memory.commit({"a.md": "one\n", "big.bin": "x" * (KEPT_SIZE + 1)}, "one")
+    reader = ObjectReader(open_repo(git_repo))
+    for _ in range(3):
+        assert reader.text(f"{first}:a.md") == "one\n"
+        assert reader.commit_sha(first) == first and reader.tree_of(first) is not None
+    assert reader.exchanges == 3  # the blob, the peeled commit and the commit, each asked once
+    for _ in range(2):
+        assert reader.commit_sha("refs/heads/memory/autoloop") == first
+        assert reader.text(f"{first}:big.bin") is not None  # too large to keep
+        assert reader.get(f"{first}:absent") is None  # what is absent may arrive: never kept
+    assert reader.exchanges == 3 + 6
+    second = memory.commit({"a.md": "two\n"}, "two")
+    assert reader.commit_sha("refs/heads/memory/autoloop") == second  # a moved ref is seen at once
+    assert reader.text(f"{second}:a.md") == "two\n" and reader.text(f"{first}:a.md") == "one\n"
     reader.close()
 
 

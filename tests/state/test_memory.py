@@ -12,6 +12,7 @@ from typing import Callable
 import pytest
 
 from autoloop_py.errors import GitError, StateError
+from autoloop_py.git.objects import GitSession
 from autoloop_py.state.memory import MEMORY_BRANCH, MemoryConfig, MemoryStore, pack_if_due
 
 GitRunner = Callable[..., str]
@@ -187,6 +188,47 @@ def test_rejected_push_reapplies_change_on_fresh_remote_text(
     assert run_git(origin, "rev-list", "--count", MEMORY_BRANCH) == "3"
 
 
+def test_an_owning_sessions_push_is_left_running_until_the_next_update_or_its_close(
+    git_repo_with_origin: Path, run_git: GitRunner
+) -> None:
+    origin = git_repo_with_origin.parent / "origin.git"
+    with GitSession(git_repo_with_origin, owns_pushes=True) as session:
+        store = MemoryStore(git_repo_with_origin, FAST, session=session)
+        first = store.update("demo.md", _append("one"), "1")
+        assert session.deferred(f"push origin {MEMORY_BRANCH}")  # the local commit is the record meanwhile
+        assert store.read("demo.md") == "one\n"
+        assert not store.publish()  # reconcile does not push it a second time
+        second = MemoryStore(git_repo_with_origin, FAST, session=session).update("demo.md", _append("two"), "2")
+        assert run_git(origin, "rev-parse", MEMORY_BRANCH) == first  # the second update finished the first's push
+    assert run_git(origin, "rev-parse", MEMORY_BRANCH) == second  # closing the session finished the second's
+    assert run_git(git_repo_with_origin, "rev-parse", f"origin/{MEMORY_BRANCH}") == second
+
+
+def test_a_push_left_running_that_lost_to_another_writer_is_redone_on_their_records(
+    git_repo_with_origin: Path, clone_origin: Callable[[str], Path], run_git: GitRunner
+) -> None:
+    MemoryStore(git_repo_with_origin, FAST).update("demo.md", _append("header"), "0")
+    other = MemoryStore(clone_origin("other"), FAST)
+    other.sync()
+    seen: list[str | None] = []
+
+    def change(text: str | None) -> str:
+        seen.append(text)
+        return (text or "") + "ours\n"
+
+    with GitSession(git_repo_with_origin, owns_pushes=True) as session:
+        store = MemoryStore(git_repo_with_origin, FAST, session=session)
+        other.update("demo.md", _append("theirs"), "their record")  # lands before ours: ours is refused
+        store.update("demo.md", change, "our record", extra=lambda: {"traces/demo/1.md": f"{len(seen)}\n"})
+        assert store.read("demo.md") == "header\nours\n"  # what this run reads until the push is settled
+    origin = git_repo_with_origin.parent / "origin.git"
+    assert seen == ["header\n", "header\ntheirs\n"]
+    assert run_git(origin, "show", f"{MEMORY_BRANCH}:demo.md") == "header\ntheirs\nours"
+    assert run_git(origin, "show", f"{MEMORY_BRANCH}:traces/demo/1.md") == "2"  # extra() ran again, after change()
+    assert run_git(origin, "rev-list", "--count", MEMORY_BRANCH) == "3"
+    assert run_git(git_repo_with_origin, "rev-parse", MEMORY_BRANCH) == run_git(origin, "rev-parse", MEMORY_BRANCH)
+
+
 def test_concurrent_updates_from_four_clones_keep_every_line(
     git_repo_with_origin: Path, clone_origin: Callable[[str], Path], run_git: GitRunner
 ) -> None:
@@ -293,6 +335,20 @@ def test_packing_runs_only_on_every_nth_iteration(git_repo: Path) -> None:
     assert not pack_if_due(git_repo, 7, 5)
     assert not pack_if_due(git_repo, 0, 5)
     assert pack_if_due(git_repo, 10, 5)
+
+
+def test_an_owning_session_leaves_the_packing_running_and_finishes_it(git_repo: Path) -> None:
+    with GitSession(git_repo, owns_pushes=True) as session:
+        store = MemoryStore(git_repo, session=session)
+        for number in range(1, 6):
+            store.update("p.md", lambda text, n=number: f"iteration {n}\n", f"record {number}")
+        assert _loose_objects(git_repo) >= 5 * 3
+        assert pack_if_due(git_repo, 5, 5, session=session)
+        assert session.deferred("pack")
+        store.update("p.md", _append("after"), "a record while packing")
+    assert not session.deferred("pack")
+    assert _loose_objects(git_repo) <= 3  # the packing finished with the session; the last record may stay loose
+    assert MemoryStore(git_repo).read("p.md") == "iteration 5\nafter\n"
 
 
 def test_a_push_refused_as_too_large_is_not_retried_and_says_why(git_repo_with_origin: Path) -> None:
