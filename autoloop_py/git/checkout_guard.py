@@ -102,7 +102,7 @@ def verify(before: CheckoutSnapshot, own: Iterable[str] = (), during: str = "can
 @contextmanager
 def runner_refs_held(
     git_dir: Path, program: str, memory_ref: str, during: str, busy: Callable[[float], AbstractSet[str]],
-    recorder: Callable[[float], bool] = lambda start: False,
+    recorder: Callable[[float], bool] = lambda start: False, pushed: Mapping[str, str] | None = None,
 ) -> Iterator[None]:
     """Raises CheckoutTampered when candidate code moved, made or deleted a runner ref while the block ran.
 
@@ -113,6 +113,7 @@ def runner_refs_held(
     only logged; a change to this program's refs, or to any runner ref while no other run is active, stops the run.
     recorder(start): whether this slot's own run recorded a sibling slot since `start` (a run without a barrier
     records each slot as it ends): then a change to this program's refs and the shared ones is the run's own.
+    pushed: remote-tracking ref → the sha of this run's own push left running (it moves the ref when it lands).
     """
     start = time.time()
     before, active = _runner_refs(git_dir, memory_ref), set(busy(start))
@@ -125,7 +126,7 @@ def runner_refs_held(
     tampered, excused = [], []
     for ref in sorted(set(before) | set(after)):
         old, new = before.get(ref), after.get(ref)
-        if old == new:
+        if old == new or (new is not None and pushed is not None and pushed.get(ref) == new):
             continue
         owner = _owner(ref)
         theirs = bool(active) and owner != program and (owner is None or owner in active)

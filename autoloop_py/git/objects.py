@@ -335,6 +335,8 @@ class GitSession:
         self._asked: dict[str, set[str]] = {}  # remote → every branch asked about in this session
         self._listings: dict[str, tuple[frozenset[str], dict[str, str]]] = {}  # remote → (branches listed, tips)
         self._listed_at: dict[str, float] = {}  # remote → time.monotonic() of its listing
+        # Remote-tracking ref → the sha of this run's push to it: git moves that ref when a push left running lands.
+        self.pushed: dict[str, str] = {}
 
     def repo_at(self, root: Path) -> git.Repo:
         """Returns the session's repository when `root` is its top-level directory, else opens the one at root."""

@@ -146,7 +146,7 @@ def _run_locked(
         hold_refs = functools.partial(
             checkout_guard.runner_refs_held, git_dir, program.name, own[0],
             busy=functools.partial(others_running, root, program.name),
-            recorder=_recorder(root, program.name, options.slot),
+            recorder=_recorder(root, program.name, options.slot), pushed=memory.session.pushed,
         )
         with hold_refs(during="the baseline evaluation ran"):
             measured = evaluate_baseline(program, workspace.path, state, clock, sandbox)

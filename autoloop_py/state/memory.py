@@ -341,6 +341,7 @@ class MemoryStore:
             # _write_commit returned base itself or a child of it.
             pushing = start_push(self._repo, self.config.remote, sha, self.config.branch, seen, built_on=base)
             if defer and not isinstance(pushing, GitResult):
+                self.session.pushed[f"refs/remotes/{self.config.remote}/{self.config.branch}"] = sha
                 update = Update(path, change, message, extra)
                 self.session.defer(self._pushing, lambda: self._finish(pushing, sha, base, update))
                 return sha

@@ -58,3 +58,28 @@ def test_with_no_other_run_every_runner_ref_holds_still(tmp_path: Path) -> None:
             _write_ref(tmp_path, "refs/remotes/origin/main", SHA_B)
     with runner_refs_held(tmp_path, "mine", "refs/heads/memory/autoloop", "x", lambda start: set()):
         _write_ref(tmp_path, "refs/heads/main", SHA_B)  # not a runner ref: the whole-run snapshot watches it
+
+
+def test_the_runs_own_push_landing_moves_its_tracking_ref_to_the_pushed_sha_only(tmp_path: Path) -> None:
+    tracking = "refs/remotes/origin/memory/autoloop"
+    pushed = {tracking: SHA_B}
+    with runner_refs_held(tmp_path, "mine", "refs/heads/memory/autoloop", "x", lambda start: set(), pushed=pushed):
+        _write_ref(tmp_path, tracking, SHA_B)  # the push left running landed meanwhile
+    with pytest.raises(CheckoutTampered, match=f"{tracking} moved"):  # any other value is not the run's
+        with runner_refs_held(tmp_path, "mine", "refs/heads/memory/autoloop", "x", lambda start: set(), pushed=pushed):
+            _write_ref(tmp_path, tracking, SHA_A)
+
+
+def test_the_recorder_of_a_run_without_a_barrier_may_move_this_programs_and_the_shared_refs(tmp_path: Path) -> None:
+    with runner_refs_held(tmp_path, "mine", "refs/heads/memory/autoloop", "x", lambda start: set(),
+                          recorder=lambda start: True):  # fmt: skip
+        _write_ref(tmp_path, "refs/heads/memory/autoloop", SHA_A)
+        _write_ref(tmp_path, "refs/heads/autoloop/mine", SHA_A)
+    with pytest.raises(CheckoutTampered, match="refs/heads/autoloop/third was created"):  # not another program's
+        with runner_refs_held(tmp_path, "mine", "refs/heads/memory/autoloop", "x", lambda start: set(),
+                              recorder=lambda start: True):  # fmt: skip
+            _write_ref(tmp_path, "refs/heads/autoloop/third", SHA_A)
+    with pytest.raises(CheckoutTampered, match="refs/heads/autoloop/mine moved"):  # nor when it recorded nothing
+        with runner_refs_held(tmp_path, "mine", "refs/heads/memory/autoloop", "x", lambda start: set(),
+                              recorder=lambda start: False):  # fmt: skip
+            _write_ref(tmp_path, "refs/heads/autoloop/mine", SHA_B)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from autoloop_py.errors import AutoloopError
-from autoloop_py.loop.lock import held_program_lock, others_running, program_lock
+from autoloop_py.loop.lock import held_program_lock, others_running, program_lock, taken_by
 
 
 def test_second_holder_waits_for_the_first(git_repo: Path) -> None:
@@ -95,3 +96,13 @@ def test_others_running_also_names_a_run_that_took_its_lock_since_and_is_gone(gi
         pass
     assert others_running(git_repo, "mine") == frozenset()
     assert others_running(git_repo, "mine", since=start) == frozenset({"quick"})
+
+
+def test_taken_by_names_the_process_that_holds_or_took_the_lock(git_repo: Path) -> None:
+    start = time.time()
+    assert not taken_by(git_repo, "prog", os.getpid(), start)  # never taken
+    with program_lock(git_repo, "prog"):
+        assert taken_by(git_repo, "prog", os.getpid(), start)
+        assert not taken_by(git_repo, "prog", os.getpid() + 1, start)  # another process's
+    assert taken_by(git_repo, "prog", os.getpid(), start)  # taken since start
+    assert not taken_by(git_repo, "prog", os.getpid(), time.time() + 60)  # not since a later time, not held
