@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import time
+from contextlib import ExitStack
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
@@ -27,7 +29,8 @@ from autoloop_py.loop.tick import run_tick
 from autoloop_py.loop.tick_publish import SLOTS_REF
 from autoloop_py.loop.workspace import Worktrees
 from autoloop_py.program.model import Program, find_program, program_name
-from autoloop_py.proposers import llm
+from autoloop_py.proposers import get_proposer, llm
+from autoloop_py.proposers.model_worker import ModelWorker, start_worker
 from autoloop_py.sandbox.runner import make_non_dumpable, sigterm_interrupts
 from autoloop_py.strategies.slots import MAX_SLOTS, Slot, parse_slot
 
@@ -110,9 +113,17 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     _check_slots(args)
     if args.proposer == "llm":
         llm.require_litellm()
-        llm.start_import()  # litellm's import overlaps loading the programs and the first evaluation
+    with ExitStack() as stack:  # the model worker stops with the run, however it ends
+        return _run(args, console, started, wall, stack)
+
+
+def _run(args: argparse.Namespace, console: Console, started: float, wall: float, stack: ExitStack) -> int:
+    # litellm's import, in the model worker process, overlaps loading, syncing and the baseline evaluation.
+    worker = _worker(stack, args.proposer == "llm")
     root = repo_root(args.repo)
     programs, problems = load_all(root, with_issues=args.ci)
+    if worker is None and args.proposer is None:
+        worker = _worker(stack, any(p.config.proposer == "llm" for p in programs))  # a program's `proposer: llm`
     forced = args.program or os.environ.get("AUTOLOOP_PROGRAM", "").strip() or None
     if args.force and not forced:
         raise AutoloopError("--force needs --program NAME: it runs that one program even when it is paused")
@@ -133,6 +144,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         job_deadline=job_end(os.environ, started, wall),
         outcome_dir=args.outcome_dir.resolve() if args.outcome_dir is not None else None,
         slot=args.slot,
+        proposer_factory=functools.partial(get_proposer, models=worker),
     )
     settings = github.from_environment(os.environ) if args.ci else None
     if args.ci and settings is None:
@@ -194,6 +206,14 @@ def _loop(
             print_outcome(outcome, console)
             progress.advance(task)
     return outcomes
+
+
+def _worker(stack: ExitStack, wanted: bool) -> ModelWorker | None:
+    """Returns the run's model worker, started when wanted (None: calls, if any, are made in this process)."""
+    worker = start_worker(wanted)
+    if worker is not None:
+        stack.callback(worker.close)
+    return worker
 
 
 def _warn_once(program: Program, warned: set[str], console: Console) -> None:
