@@ -119,7 +119,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
 
 def _run(args: argparse.Namespace, console: Console, started: float, wall: float, stack: ExitStack) -> int:
     # litellm's import, in the model worker process, overlaps loading, syncing and the baseline evaluation.
-    worker = _worker(stack, args.proposer == "llm")
+    worker = getattr(args, "model_worker", None) or _worker(stack, args.proposer == "llm")
     root = repo_root(args.repo)
     programs, problems = load_all(root, with_issues=args.ci)
     if worker is None and args.proposer is None:

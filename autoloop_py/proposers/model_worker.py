@@ -81,9 +81,8 @@ class ModelWorker:
         """Starts the worker process; it begins importing litellm at once."""
         self.close()
         env = worker_environment(os.environ if self.environ is None else self.environ)
-        level = logging.getLogger("autoloop_py").getEffectiveLevel()
         self._process = subprocess.Popen(
-            [*self.command, str(os.getpid()), str(level)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+            [*self.command, str(os.getpid())], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
             text=True, encoding="utf-8",
         )  # fmt: skip
         self._sent = self._read = 0
@@ -151,7 +150,7 @@ class ModelWorker:
             raise
         answer = self._answers.pop(ticket)
         for name, level, message in answer.get("logs", ()):
-            logging.getLogger(name).log(level, "%s", message)
+            logging.getLogger(name).log(level, "%s", message)  # shown, or not, by the runner's logging
         error = answer.get("error")
         if error is not None:
             raise _ERRORS.get(error["kind"], ModelCallError)(error["message"])
@@ -190,14 +189,14 @@ class _Records(logging.Handler):
 
 
 def main(argv: Sequence[str]) -> int:
-    """Runs the worker: `python -m autoloop_py.proposers.model_worker RUNNER_PID LOG_LEVEL`."""
+    """Runs the worker: `python -m autoloop_py.proposers.model_worker RUNNER_PID`."""
     _die_with(int(argv[0]))
     make_non_dumpable()
     answers = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # litellm prints some messages: they go to stderr, never among the answers
     records = _Records()
     ours = logging.getLogger("autoloop_py")
-    ours.setLevel(int(argv[1]))
+    ours.setLevel(logging.DEBUG)  # every record goes to the runner, whose logging decides what is shown
     ours.addHandler(records)
     ours.propagate = False
     try:

@@ -21,9 +21,9 @@ from tests.fake_openai import fake_openai
 
 ROOT = Path(__file__).resolve().parents[2]
 EDIT = f"SUMMARY: raise x\n\n{PROG}/code/value.py\n<<<<<<< SEARCH\nx = 1.0\n=======\nx = 5.0\n>>>>>>> REPLACE\n"
-# Runs the CLI, then says whether this process (the runner) ever imported litellm.
+# Runs the `autoloop` command, then says whether this process (the runner) ever imported litellm.
 _RUN_AND_TELL = (
-    "import sys\nfrom autoloop_py.cli import main\ncode = main(sys.argv[1:])\n"
+    "import sys\nfrom autoloop_py.__main__ import main\ncode = main(sys.argv[1:])\n"
     "print('runner imported litellm:', 'litellm' in sys.modules, file=sys.stderr)\nraise SystemExit(code)\n"
 )
 

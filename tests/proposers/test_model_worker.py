@@ -79,7 +79,6 @@ def test_a_hung_server_times_out_with_the_retries_and_their_log_lines(
 ) -> None:
     caplog.set_level(logging.INFO, logger="autoloop_py")
     with fake_openai("hang", monkeypatch) as server:
-        worker.start()  # the log level is the runner's when the worker starts
         kind, message = _error(worker, _kwargs(server.base_url), CallLimits(timeout=1, retries=1))
     assert (kind, message) == (ModelCallError, "the model did not answer within 1 s (2 attempts)")
     assert server.requests == 2
