@@ -8,7 +8,7 @@ import os
 import sys
 import traceback
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from rich.console import Console
 from rich.logging import RichHandler
@@ -43,6 +43,9 @@ from autoloop_py.errors import AutoloopError
 from autoloop_py.redact import RedactingFilter, RedactingStream, Redactor, from_environment
 from autoloop_py.sandbox.runner import Terminated
 from autoloop_py.state.untrusted_text import PlainLogFilter
+
+if TYPE_CHECKING:
+    from autoloop_py.proposers.model_worker import ModelWorker
 
 EXIT_ERROR = 1
 EXIT_CRASH = 3
@@ -81,10 +84,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Runs the command line; returns the exit status."""
+def main(argv: Sequence[str] | None = None, model_worker: ModelWorker | None = None) -> int:
+    """Runs the command line; returns the exit status.
+
+    model_worker: the model worker already started for `run` (see __main__.py), None: the command starts one if needed.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.model_worker = model_worker
     if not getattr(args, "handler", None):
         parser.print_help()
         return EXIT_ERROR

@@ -420,6 +420,19 @@ def _report(results: dict[str, list[dict[str, float]]], latency: float = 0.0) ->
         ratio = (f"{min(ratios):.2f} / {statistics.median(ratios):.2f} / {max(ratios):.2f}" if ratios else "n/a")
         print(f"{label:<52} {statistics.median(ours):>14.3f} "
               f"{(statistics.median(peer) if peer else float('nan')):>14.3f} {ratio:>30}")
+    print(_fraction_line(results, latency))
+
+
+def _fraction_line(results: dict[str, list[dict[str, float]]], latency: float) -> str:
+    """Returns the sentence users read: the share of each framework's wall time that is its own overhead."""
+    shares = {kind: statistics.median(r["fraction"] for r in runs) if runs else float("nan")
+              for kind, runs in results.items()}
+    first = {kind: statistics.median(r["first"] for r in runs) if runs else float("nan")
+             for kind, runs in results.items()}
+    peer = (f"OpenEvolve's {100 * shares['peer']:.1f}% (first request after {first['peer']:.2f} s)"
+            if results["peer"] else "OpenEvolve was not run")
+    return (f"\nwith the model replying after {latency:g} s: overhead is {100 * shares['ours']:.1f}% of our wall time "
+            f"(first request after {first['ours']:.2f} s), {peer} (medians)")
 
 
 if __name__ == "__main__":

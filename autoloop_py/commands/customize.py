@@ -23,8 +23,9 @@ from autoloop_py.program.playbook import customize_markers, find_playbook
 from autoloop_py.loop.model_use import check_budget, record_spend
 from autoloop_py.program.models import ModelSpec
 from autoloop_py.proposers.base import Usage
-from autoloop_py.proposers.llm import MOCK_ENV, MODEL_ENV, litellm_module, resolve_model, usage_of
-from autoloop_py.proposers.llm_call import CallLimits, ModelCallError, completion, limits_for
+from autoloop_py.proposers.llm import MOCK_ENV, MODEL_ENV, resolve_model, usage_of
+from autoloop_py.proposers.llm_call import CallLimits, ModelCallError, limits_for
+from autoloop_py.proposers.model_calls import InProcess
 from autoloop_py.render import render
 
 MAX_CONTEXT_CHARS = 20_000
@@ -186,17 +187,16 @@ def _complete(
     model: str, messages: list[dict[str, str]], limits: CallLimits, spent: list[Usage] | None = None
 ) -> str:
     """Sends the messages to the model through litellm (within llm-timeout and llm-retries) and returns the reply's text."""
-    litellm = litellm_module()
     kwargs: dict[str, Any] = {"model": model, "messages": list(messages)}
     if os.environ.get(MOCK_ENV) is not None:
         kwargs["mock_response"] = os.environ[MOCK_ENV]
     try:
-        response = completion(litellm, kwargs, limits)
+        reply = InProcess().completion(kwargs, limits)
     except ModelCallError as err:
         raise AutoloopError(f"{model}: {err}") from None
     if spent is not None:
-        spent.append(usage_of(response, litellm, ModelSpec(model)))
-    return response.choices[0].message.content or ""
+        spent.append(usage_of(reply, ModelSpec(model)))
+    return reply.content
 
 
 def _load(root: Path, name: str) -> Program:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import os
-import threading
 import time
+from contextlib import ExitStack
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
@@ -29,7 +30,9 @@ from autoloop_py.loop.tick import run_tick
 from autoloop_py.loop.tick_publish import SLOTS_REF
 from autoloop_py.loop.workspace import Worktrees
 from autoloop_py.program.model import Program, find_program, program_name
-from autoloop_py.proposers import llm
+from autoloop_py.proposers import get_proposer, llm
+from autoloop_py.proposers.model_calls import import_litellm
+from autoloop_py.proposers.model_worker import ModelWorker, start_worker
 from autoloop_py.sandbox.runner import make_non_dumpable, sigterm_interrupts
 from autoloop_py.state.untrusted_text import plain
 from autoloop_py.strategies.slots import MAX_SLOTS, Slot, parse_slot
@@ -126,12 +129,19 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     if args.outcome_dir is not None and (args.iterations != 1 or args.dry_run):
         raise AutoloopError("--outcome-dir holds one iteration: drop --iterations and --dry-run")
     _check_slots(args)
-    importing: threading.Thread | None = None
     if args.proposer == "llm":
         llm.require_litellm()
-        importing = llm.start_import()  # litellm's import overlaps loading the programs and the first evaluation
+    with ExitStack() as stack:  # the model worker stops with the run, however it ends
+        return _run(args, console, started, wall, stack)
+
+
+def _run(args: argparse.Namespace, console: Console, started: float, wall: float, stack: ExitStack) -> int:
+    # litellm's import, in the model worker process, overlaps loading, syncing and the baseline evaluation.
+    worker = getattr(args, "model_worker", None) or _worker(stack, args.proposer == "llm")
     root = repo_root(args.repo)
     programs, problems = load_all(root, with_issues=args.ci)
+    if worker is None and args.proposer is None:
+        worker = _worker(stack, any(p.config.proposer == "llm" for p in programs))  # a program's `proposer: llm`
     forced = args.program or os.environ.get("AUTOLOOP_PROGRAM", "").strip() or None
     if args.force and not forced:
         raise AutoloopError("--force needs --program NAME: it runs that one program even when it is paused")
@@ -153,13 +163,14 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         job_deadline=job_end(os.environ, started, wall),
         outcome_dir=args.outcome_dir.resolve() if args.outcome_dir is not None else None,
         slot=args.slot,
+        proposer_factory=functools.partial(get_proposer, models=worker),
     )
     settings = github.from_environment(os.environ) if args.ci else None
     if args.ci and settings is None:
         raise AutoloopError("--ci needs GITHUB_REPOSITORY and GITHUB_TOKEN in the environment")
     with sigterm_interrupts():
         outcomes = _loop(root, programs, forced, args.iterations, options, console, settings, args.force,
-                         args.parallel, args.barrier, importing)
+                         args.parallel, args.barrier)
     if options.outcome_dir is not None and forced and not (options.outcome_dir / OUTCOME_FILE).exists():
         # The publishing job expects an outcome for every program it was planned for.
         why = outcomes[-1].reason if outcomes and outcomes[-1].status == "paused" else "the program was not due"
@@ -180,7 +191,6 @@ def _loop(
     force: bool = False,
     parallel: int | None = None,
     barrier: bool = False,
-    importing: threading.Thread | None = None,
 ) -> list[IterationOutcome]:
     outcomes: list[IterationOutcome] = []
     held: list[str | None] = []  # why the forced program would be skipped when the run started
@@ -204,8 +214,8 @@ def _loop(
                 break
             _warn_once(program, warned, console)
             slots = _slot_count(program, parallel, options, settings)
-            if slots > 1 and importing is not None:
-                importing.join()  # then the slots fork with litellm imported, instead of each importing it
+            if slots > 1 and "llm" in (options.proposer, program.config.proposer):
+                import_litellm()  # then the slots' processes fork with it imported, instead of each importing it
             if slots > 1 and not barrier:
                 progress.update(task, description=f"{program.name} · {slots} in flight")
 
@@ -232,6 +242,14 @@ def _loop(
             print_outcome(outcome, console)
             progress.advance(task)
     return outcomes
+
+
+def _worker(stack: ExitStack, wanted: bool) -> ModelWorker | None:
+    """Returns the run's model worker, started when wanted (None: calls, if any, are made in this process)."""
+    worker = start_worker(wanted)
+    if worker is not None:
+        stack.callback(worker.close)
+    return worker
 
 
 def _warn_once(program: Program, warned: set[str], console: Console) -> None:

@@ -309,7 +309,7 @@ def _prepare_prompt(ctx: AttemptContext, files: dict[str, str], root: Path) -> t
     rebase = stale_parents.rebaser(root, ctx.program.name, ctx.runner.primary, ctx.workspace.base_sha, ctx.memory.read)
     decision = strategy.decide(
         ctx.runner, ctx.state, ctx.best, ctx.iteration, ctx.program.direction, ctx.rng, ctx.memory.read,
-        guide_for(ctx.program, ctx.options, ctx.model, ctx.guide_spent), rebase, ctx.options.slot,
+        guide_for(ctx.program, ctx.options, ctx.model, ctx.guide_spent, ctx.proposer), rebase, ctx.options.slot,
     )
     placed = strategy.with_parent(ctx.runner, decision, files)
     changed = {path: text for path, text in placed.items() if files.get(path) != text}
@@ -445,19 +445,24 @@ def _ratchet(
 
 
 def guide_for(
-    program: Program, options: RunOptions, drawn: ModelSpec | None = None, spent: list[Usage] | None = None
+    program: Program, options: RunOptions, drawn: ModelSpec | None = None, spent: list[Usage] | None = None,
+    proposer: Proposer | None = None,
 ) -> Callable[[str], str] | None:
     """Returns a one-prompt LLM call for a strategy's guide (None unless the llm proposer has a model).
 
     drawn: the iteration's model (the guide's unless a `role: guide` entry is listed); spent: gets each
-    call's usage, which the iteration's record counts in its spend.
+    call's usage, which the iteration's record counts in its spend; proposer: the iteration's, whose
+    model calls (the run's model worker) the guide's call goes through too.
     """
     if not model_use.uses_llm(program, options):
         return None
     model = model_use.guide_model(program, drawn) or llm.resolve_model(program, options.model)
     limits = llm_limits(program, options)
     listed = models.guide(program.config.models) is not None
-    return None if model is None else functools.partial(model_use.ask_guide, model, listed, limits=limits, spent=spent)
+    calls = proposer.models if isinstance(proposer, llm.LLMProposer) else None
+    return None if model is None else functools.partial(
+        model_use.ask_guide, model, listed, limits=limits, spent=spent, models=calls
+    )
 
 
 def llm_limits(program: Program, options: RunOptions) -> CallLimits:

@@ -34,7 +34,7 @@ from autoloop_py.loop.recording import (
 )
 from autoloop_py.loop.workspace import Workspace, Worktrees
 from autoloop_py.program.model import Program, load_program, require_on_base
-from autoloop_py.proposers.setup import check_setup
+from autoloop_py.proposers.setup import start_setup_check
 from autoloop_py.sandbox.run import run_isolation
 from autoloop_py.state import budget
 from autoloop_py.state import file as statefile
@@ -134,7 +134,8 @@ def _run_locked(
         runner = committed_runner(program, root, workspace.path, workspace.base_ref)
         rng = iteration_rng(program, iteration, options.slot)
         proposer = proposer_for(program, options)
-        check_setup(proposer, program)  # a missing setting stops the run here, before anything is recorded
+        # Checked in the model worker while the baseline is evaluated (it may still be importing litellm).
+        setup_checked = start_setup_check(proposer, program)
         sandbox = run_isolation(root, program, options.isolation, options.agent_network)
         base_tree = branch_tree(root, workspace.branch, memory.session)
         # Before any candidate code runs (the baseline is the branch's code): compared after each step that ran some.
@@ -150,6 +151,7 @@ def _run_locked(
         )
         with hold_refs(during="the baseline evaluation ran"):
             measured = evaluate_baseline(program, workspace.path, state, clock, sandbox)
+        setup_checked()  # a missing setting stops the run here, before anything is recorded
         best, baseline, failure = baseline_outcome(state, measured)
         if measured is None and not options.ci_gate:
             best = rejudge.branch_bar(root, memory, program, state, best)

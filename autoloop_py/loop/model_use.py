@@ -57,7 +57,8 @@ def guide_model(program: Program, drawn: ModelSpec | None) -> ModelSpec | None:
 
 
 def ask_guide(
-    model: ModelSpec | str, listed: bool, prompt: str, *, limits: CallLimits, spent: list[Usage] | None = None
+    model: ModelSpec | str, listed: bool, prompt: str, *, limits: CallLimits, spent: list[Usage] | None = None,
+    models: llm.ModelCalls | None = None,
 ) -> str:
     """Returns the guide model's reply to a strategy's prompt (listed: it is the `role: guide` entry).
 
@@ -66,7 +67,7 @@ def ask_guide(
     failure reaches the strategy, which goes on without the guide's advice.
     """
     try:
-        return llm.complete(model, prompt, limits=limits, spent=spent)
+        return llm.complete(model, prompt, limits=limits, spent=spent, models=models)
     except ConfigurationError as err:
         which = "the `role: guide` entry of `models:`" if listed else "the iteration's model, no `role: guide` entry"
         raise ConfigurationError(f"the strategy's guide call ({which}) failed: {err}") from None

@@ -1,7 +1,8 @@
 """The llm proposer: asks a model (through litellm) for edit blocks and retries with the failures shown.
 
 litellm is imported only when a proposal is made, so importing autoloop never pays for it
-and never makes it reach for the network.
+and never makes it reach for the network. The calls go through a ModelCalls: in this process, or
+in `autoloop run`'s model worker process, which imports litellm while the run prepares.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ import importlib.util
 import logging
 import os
 import random
-import threading
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
@@ -20,7 +20,8 @@ from autoloop_py.program.model import Program
 from autoloop_py.program.models import ModelSpec, proposers
 from autoloop_py.program.reply import parse_reply, reply_field
 from autoloop_py.proposers.base import Proposal, ProposalRequest, Usage
-from autoloop_py.proposers.llm_call import CallLimits, ModelCallError, completion, describe
+from autoloop_py.proposers.llm_call import CallLimits, ModelCallError, describe
+from autoloop_py.proposers.model_calls import LITELLM_MISSING, InProcess, ModelCalls, Reply, error_line, import_litellm
 from autoloop_py.strategies.prompt import render_retry_prompt
 
 logger = logging.getLogger(__name__)
@@ -28,8 +29,6 @@ logger = logging.getLogger(__name__)
 NO_MODEL = "no model configured: set `model:` in program.md frontmatter or AUTOLOOP_MODEL"
 MODEL_ENV = "AUTOLOOP_MODEL"
 MOCK_ENV = "AUTOLOOP_MOCK_RESPONSE"
-# litellm is the `llm` extra: the workflow's plan and publish jobs, which call no model, go without it.
-LITELLM_MISSING = "the llm proposer needs litellm: pip install 'autoloop-py[llm]'"
 NO_CHANGE = "the edits leave every file unchanged; propose a change that alters the code"
 
 
@@ -69,9 +68,9 @@ class _Conversation:
         self.messages.append({"role": role, "content": text})
         self.transcript.append((role, text))
 
-    def count(self, response: Any, litellm: Any) -> None:
-        """Adds a response's tokens and cost to the totals."""
-        usage = usage_of(response, litellm, self.spec)
+    def count(self, reply: Reply) -> None:
+        """Adds a reply's tokens and cost to the totals."""
+        usage = usage_of(reply, self.spec)
         self.prompt_tokens += usage.prompt_tokens
         self.completion_tokens += usage.completion_tokens
         if usage.cost is not None:
@@ -97,11 +96,12 @@ class LLMProposer:
 
     def __init__(
         self, model: str | None = None, max_retries: int = 2, mock_responses: Sequence[str] = (),
-        limits: CallLimits = CallLimits(),
+        limits: CallLimits = CallLimits(), models: ModelCalls | None = None,
     ) -> None:
         self.model = model
         self.max_retries = max_retries
         self.limits = limits  # per request: llm-timeout, llm-retries, and the iteration's deadline
+        self.models: ModelCalls = models or InProcess()  # where the calls are made (the run's model worker)
         # Canned replies passed to litellm's `mock_response` (reply i answers call i; the last repeats).
         self.mock_responses = tuple(mock_responses)
 
@@ -140,64 +140,46 @@ class LLMProposer:
 
     def _complete(self, conversation: _Conversation, call: int) -> str:
         """Sends the conversation to the model, records the reply and its usage, and returns its text."""
-        litellm = _litellm()
         kwargs = request_kwargs(conversation.spec, list(conversation.messages))
         mock = self.mock_responses[min(call, len(self.mock_responses) - 1)] if self.mock_responses else None
         mock = mock if mock is not None else os.environ.get(MOCK_ENV)
         if mock is not None:
             kwargs["mock_response"] = mock
         logger.debug("llm: asking %s (call %d)", conversation.model, call + 1)
-        response = completion(litellm, kwargs, spec_limits(conversation.spec, self.limits))
-        text = _content(response)
-        conversation.count(response, litellm)
-        conversation.add("assistant", text)
-        return text
+        reply = self.models.completion(kwargs, spec_limits(conversation.spec, self.limits))
+        conversation.count(reply)
+        conversation.add("assistant", reply.content)
+        return reply.content
 
 
 def complete(
     model: str | ModelSpec, prompt: str, *, system: str = "", limits: CallLimits = CallLimits(),
-    spent: list[Usage] | None = None, **params: Any,
+    spent: list[Usage] | None = None, models: ModelCalls | None = None, **params: Any,
 ) -> str:
     """Returns a model's reply to one prompt (AUTOLOOP_MOCK_RESPONSE, when set, answers instead of the model).
 
     model: a litellm model string, or a `models:` entry with its sampling controls; system: an optional
     system message; limits: timeout, retries and deadline; spent: gets the reply's Usage appended (so the
-    caller counts it in spend and budgets); params: extra litellm arguments (temperature, max_tokens…),
-    over the entry's. Raises ModelCallError when no reply came.
+    caller counts it in spend and budgets); models: where the call is made (None: in this process);
+    params: extra litellm arguments (temperature, max_tokens…), over the entry's. Raises ModelCallError
+    when no reply came.
     """
-    litellm = _litellm()
     spec = model if isinstance(model, ModelSpec) else ModelSpec(model)
     messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
     kwargs = {**request_kwargs(spec, messages), **params}
     mock = os.environ.get(MOCK_ENV)
     if mock is not None:
         kwargs["mock_response"] = mock
-    response = completion(litellm, kwargs, spec_limits(spec, limits))
+    reply = (models or InProcess()).completion(kwargs, spec_limits(spec, limits))
     if spent is not None:
-        spent.append(usage_of(response, litellm, spec))
-    message = _message(response)
+        spent.append(usage_of(reply, spec))
     # Reasoning models may leave `content` empty and put the answer in `reasoning_content`.
-    return str(message.content or getattr(message, "reasoning_content", None) or "")
-
-
-def _message(response: Any) -> Any:
-    """Returns the first choice's message; a response without one is a ModelCallError, not an IndexError."""
-    choices = getattr(response, "choices", None) or ()
-    message = getattr(choices[0], "message", None) if choices else None
-    if message is None:
-        raise ModelCallError("the model's server sent a reply that is not a chat completion (no message in it)")
-    return message
-
-
-def _content(response: Any) -> str:
-    """Returns the text of the first choice's message ('' when it has none)."""
-    content = _message(response).content
-    return content if isinstance(content, str) else ""
+    return reply.content or reply.reasoning
 
 
 def litellm_module() -> Any:
     """Returns litellm, imported with its bundled price list (for provider and key checks)."""
-    return _litellm()
+    return import_litellm()
 
 
 def resolve_model(program: Program, fallback: str | None) -> str | None:
@@ -234,44 +216,10 @@ def _apply(text: str, working: Mapping[str, str], request: ProposalRequest) -> A
     return Attempt(reply.summary, reply.lesson, kept, tuple(failures))
 
 
-def start_import() -> threading.Thread:
-    """Starts importing litellm in a thread (seconds of work), so that it overlaps a run's setup.
-
-    The first proposal's own import then waits for this one instead of starting over (Python's
-    per-module import lock). A failed import is left for that call to report.
-    """
-    def load() -> None:
-        try:
-            _litellm()
-        except Exception as err:  # noqa: BLE001 - reported by the first model call, which imports again
-            logger.debug("importing litellm ahead of time failed: %s", err)
-
-    thread = threading.Thread(target=load, name="import-litellm")
-    thread.start()
-    return thread
-
-
 def require_litellm() -> None:
     """Raises AutoloopError, saying how to install it, when litellm is not installed (it is an extra)."""
     if importlib.util.find_spec("litellm") is None:
         raise AutoloopError(LITELLM_MISSING)
-
-
-def _litellm() -> Any:
-    """Imports litellm, making it use its bundled price list instead of fetching one.
-
-    Raises AutoloopError when it is not installed: jobs that never call a model install autoloop without it.
-    """
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    try:
-        import litellm
-    except ModuleNotFoundError as err:
-        if err.name != "litellm":
-            raise
-        raise AutoloopError(LITELLM_MISSING) from None
-
-    litellm.suppress_debug_info = True
-    return litellm
 
 
 def request_kwargs(spec: ModelSpec, messages: list[dict[str, str]]) -> dict[str, Any]:
@@ -289,28 +237,10 @@ def spec_limits(spec: ModelSpec, limits: CallLimits) -> CallLimits:
     return limits if spec.timeout is None else replace(limits, timeout=spec.timeout)
 
 
-def usage_of(response: Any, litellm: Any, spec: ModelSpec) -> Usage:
-    """Returns a response's tokens and dollars (by the entry's own prices when set, else litellm's price list)."""
-    usage = getattr(response, "usage", None)
-    prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
-    answer = int(getattr(usage, "completion_tokens", 0) or 0)
-    cost = spec.priced(prompt, answer)
-    return Usage(prompt, answer, _cost(litellm, response) if cost is None else cost, spec.name)
-
-
-def _cost(litellm: Any, response: Any) -> float | None:
-    """Returns the dollar cost of a response, or None when litellm does not know the model's price."""
-    try:
-        return float(litellm.completion_cost(completion_response=response))
-    except Exception:  # litellm raises assorted errors for models missing from its price list
-        return None
-
-
-def error_line(error: object, limit: int = 300) -> str:
-    """Returns the first non-empty line of an error's text, shortened."""
-    text = str(error).strip()
-    line = next((part.strip() for part in text.splitlines() if part.strip()), type(error).__name__)
-    return line if len(line) <= limit else line[: limit - 3] + "..."
+def usage_of(reply: Reply, spec: ModelSpec) -> Usage:
+    """Returns a reply's tokens and dollars (by the entry's own prices when set, else litellm's price list)."""
+    cost = spec.priced(reply.prompt_tokens, reply.completion_tokens)
+    return Usage(reply.prompt_tokens, reply.completion_tokens, reply.cost if cost is None else cost, spec.name)
 
 
 def _default_summary(changed: Mapping[str, str]) -> str:

@@ -1,41 +1,48 @@
 """A proposer's setup: the settings without which no iteration can run (a model litellm can place, its key, an agent).
 
-Checked before an iteration starts, so that a configuration mistake stops the run with one sentence naming
-the setting instead of becoming an iteration error that uses up an iteration number and counts toward a pause.
+Checked before an iteration records anything, so that a configuration mistake stops the run with one sentence
+naming the setting instead of becoming an iteration error that uses up an iteration number and counts toward a
+pause. The run starts the checks (start_setup_check) before its baseline evaluation and waits for them after it:
+in the model worker, litellm's import and the checks overlap the evaluation.
 """
 
 from __future__ import annotations
 
-import logging
 import os
+from typing import Callable
 
 from autoloop_py.errors import ConfigurationError
 from autoloop_py.program.frontmatter import key_line
 from autoloop_py.program.model import Program
-from autoloop_py.program.models import ModelSpec
 from autoloop_py.proposers import agent, llm
 from autoloop_py.proposers.base import Proposer
-
-logger = logging.getLogger(__name__)
+from autoloop_py.proposers.model_calls import InProcess, ModelCalls
 
 
 def check_setup(proposer: Proposer, program: Program) -> None:
     """Raises ConfigurationError when the llm or agent proposer lacks a setting it needs (other proposers pass)."""
+    start_setup_check(proposer, program)()
+
+
+def start_setup_check(proposer: Proposer, program: Program) -> Callable[[], None]:
+    """Starts check_setup's checks (in the proposer's model worker, when it has one); returns the call that
+    waits for them and raises ConfigurationError as check_setup does."""
     if isinstance(proposer, llm.LLMProposer):
+        models = proposer.models
         if program.config.models and not proposer.model:
-            for spec in program.config.models:
-                _check_spec(spec, _change(program, None))
-            return
+            change = _change(program, None)
+            return _all([_start_model(spec.name, change, models, spec.api_key_env) for spec in program.config.models])
         model = llm.resolve_model(program, proposer.model)
         if model is None:
             raise ConfigurationError(
                 f"no model configured for the llm proposer: set `model:` in {program.path}'s frontmatter "
                 f"(e.g. `model: openai/gpt-4o-mini`), or {llm.MODEL_ENV}, or pass --model"
             )
-        check_model(model, _change(program, proposer.model))
-    elif isinstance(proposer, agent.AgentProposer):
+        return _start_model(model, _change(program, proposer.model), models)
+    if isinstance(proposer, agent.AgentProposer):
         if not (proposer.command or os.environ.get(agent.COMMAND_ENV)):
             raise ConfigurationError(agent.NO_COMMAND)
+    return lambda: None
 
 
 def check_model(model: str, change: str = "pass --model with") -> None:
@@ -44,29 +51,40 @@ def check_model(model: str, change: str = "pass --model with") -> None:
     change: how the user names another model, completing `…; <change> a provider-prefixed litellm model name`.
     The key is not asked for when AUTOLOOP_MOCK_RESPONSE answers instead of the model.
     """
-    problem = provider_problem(model)
-    if problem is not None:
-        raise ConfigurationError(f"{problem}; {change} a provider-prefixed litellm model name such as openai/gpt-4o-mini")
-    if os.environ.get(llm.MOCK_ENV) is not None:
-        return
-    missing = missing_keys(model)
-    if missing:
-        raise ConfigurationError(
-            f"model '{model}' needs {', '.join(missing)} in the environment; set it, or {change} a litellm model "
-            "whose key you have"
-        )
+    _start_model(model, change, InProcess())()
 
 
-def _check_spec(spec: ModelSpec, change: str) -> None:
-    """Raises ConfigurationError for a `models:` entry litellm cannot place or whose key variable is unset."""
-    if spec.api_key_env is None:
-        check_model(spec.name, change)
-        return
-    problem = provider_problem(spec.name)
-    if problem is not None:
-        raise ConfigurationError(f"{problem}; {change} a provider-prefixed litellm model name such as openai/gpt-4o-mini")
-    if os.environ.get(llm.MOCK_ENV) is None and not os.environ.get(spec.api_key_env):
-        raise ConfigurationError(f"model '{spec.name}' reads its key from {spec.api_key_env} (api-key-env), which is not set")
+def _start_model(model: str, change: str, models: ModelCalls, key_env: str | None = None) -> Callable[[], None]:
+    """Starts the check of a model (whose key is in key_env, for a `models:` entry that names one); returns the
+    call that raises ConfigurationError for what it found."""
+    found = models.check(model)
+
+    def settle() -> None:
+        check = found()
+        if check.problem is not None:
+            raise ConfigurationError(
+                f"{check.problem}; {change} a provider-prefixed litellm model name such as openai/gpt-4o-mini")
+        if os.environ.get(llm.MOCK_ENV) is not None:
+            return
+        if key_env is not None and not os.environ.get(key_env):
+            raise ConfigurationError(f"model '{model}' reads its key from {key_env} (api-key-env), which is not set")
+        if key_env is None and check.missing:
+            raise ConfigurationError(
+                f"model '{model}' needs {', '.join(check.missing)} in the environment; set it, or {change} a "
+                "litellm model whose key you have"
+            )
+
+    return settle
+
+
+def _all(waits: list[Callable[[], None]]) -> Callable[[], None]:
+    """Returns the call that waits for each check in turn (the first problem raises)."""
+
+    def settle() -> None:
+        for wait in waits:
+            wait()
+
+    return settle
 
 
 def provider_problem(model: str) -> str | None:
@@ -74,24 +92,12 @@ def provider_problem(model: str) -> str | None:
 
     Raises AutoloopError (llm.LITELLM_MISSING) when litellm is not installed.
     """
-    litellm = llm.litellm_module()
-    try:
-        litellm.get_llm_provider(model)
-    except Exception as err:  # litellm.BadRequestError: the name has no provider litellm knows
-        return f"litellm cannot tell the provider of model '{model}' ({llm.error_line(err)})"
-    return None
+    return InProcess().check(model)().problem
 
 
 def missing_keys(model: str) -> list[str]:
     """Returns the API key variables litellm says the model needs and the environment lacks."""
-    litellm = llm.litellm_module()
-    try:
-        found = litellm.validate_environment(model)
-    except Exception as err:  # litellm raises assorted errors for models it cannot place
-        logger.debug("could not check the environment of %s: %s", model, err)
-        return []
-    # A missing *_API_BASE has a local default (ollama); only keys are required.
-    return [key for key in found.get("missing_keys") or () if not key.endswith("_API_BASE")]
+    return list(InProcess().check(model)().missing)
 
 
 def _change(program: Program, option: str | None) -> str:

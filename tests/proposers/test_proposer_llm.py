@@ -127,16 +127,6 @@ def test_importing_the_module_does_not_import_litellm() -> None:
     assert done.stdout.strip() == "False"
 
 
-def test_litellm_can_be_imported_ahead_of_the_first_call() -> None:
-    import sys
-
-    from autoloop_py.proposers.llm import start_import
-
-    thread = start_import()
-    thread.join(timeout=120)
-    assert not thread.is_alive() and "litellm" in sys.modules
-
-
 def test_a_reply_writing_a_git_file_or_another_case_of_a_target_file_is_refused() -> None:
     # `code/*` matches `code/.git`: before the path rule, a `.git` file from a reply was committed as a gitlink.
     request = _request()

@@ -1,0 +1,276 @@
+"""The model worker: a process that imports litellm while the run prepares, then makes the run's model calls.
+
+Importing litellm is seconds of CPU (3.7 s wall on an idle 2-core machine, litellm 1.110). In a thread
+it shares the GIL with the runner's own work before the first request (syncing the memory branch,
+preparing the worktree, evaluating the baseline); in this process it runs on another core. The runner
+writes one JSON request per line to the worker's stdin and reads one JSON answer per line, in order;
+litellm's own prints go to stderr. An answer carries the log records of our modules, which the runner
+logs again through its own handlers (and their redaction).
+
+The worker dies with the runner: the kernel kills it when the runner dies (PR_SET_PDEATHSIG), it
+stops when its requests end (the runner closed the pipe), and Ctrl-C stops it too. Like the runner it
+is not dumpable, and it lacks the runner's GitHub and Actions tokens, which no model call reads.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import fnmatch
+import importlib.util
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import IO, Any, Callable, Mapping, Sequence
+
+from autoloop_py.errors import AutoloopError, ConfigurationError
+from autoloop_py.proposers.llm_call import CallLimits, ModelCallError
+from autoloop_py.proposers.model_calls import ModelCheck, Reply, call, check_model, error_line, import_litellm
+from autoloop_py.sandbox.runner import make_non_dumpable
+
+logger = logging.getLogger("autoloop_py.proposers.model_worker")  # also when run as __main__
+
+# The runner's own credentials (it pushes, comments and reads checks with them). litellm reads none of
+# them: its `github/` models take GITHUB_API_KEY.
+RUNNER_ONLY = ("GITHUB_TOKEN", "GH_TOKEN", "GH_ENTERPRISE_TOKEN", "GITHUB_ENTERPRISE_TOKEN", "*_GITHUB_TOKEN",
+               "ACTIONS_*")
+_PR_SET_PDEATHSIG = 1
+_ERRORS: dict[str, type[AutoloopError]] = {
+    "configuration": ConfigurationError, "model-call": ModelCallError, "autoloop": AutoloopError,
+}
+
+
+class ModelWorker:
+    """The runner's end of the model worker (a ModelCalls): starts it, sends requests, reads the answers.
+
+    Requests may be sent before earlier answers are read (a setup check runs while the baseline is
+    evaluated); answers come in order. A worker that stopped is started again by the next request.
+    """
+
+    def __init__(self, command: Sequence[str] = (), environ: Mapping[str, str] | None = None) -> None:
+        self.command = tuple(command) or (sys.executable, "-m", __name__)
+        self.environ = environ  # None: this process's environment when the worker starts
+        self._process: subprocess.Popen[str] | None = None
+        self._sent = 0
+        self._read = 0
+        self._answers: dict[int, dict[str, Any]] = {}
+
+    def __enter__(self) -> ModelWorker:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A tick's slot process (ProcessPoolExecutor pickles its options) cannot share this pipe: it calls itself.
+        from autoloop_py.proposers.model_calls import InProcess
+
+        return (InProcess, ())
+
+    @property
+    def pid(self) -> int | None:
+        """Returns the worker's process id (None when it is not running)."""
+        return self._process.pid if self._process is not None else None
+
+    def start(self) -> ModelWorker:
+        """Starts the worker process; it begins importing litellm at once."""
+        self.close()
+        env = worker_environment(os.environ if self.environ is None else self.environ)
+        self._process = subprocess.Popen(
+            [*self.command, str(os.getpid())], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+            text=True, encoding="utf-8",
+        )  # fmt: skip
+        self._sent = self._read = 0
+        self._answers.clear()
+        return self
+
+    def close(self) -> None:
+        """Stops the worker (a call in flight is abandoned: nothing waits for it any more)."""
+        process, self._process = self._process, None
+        if process is None:
+            return
+        process.kill()
+        process.wait()
+        for pipe in (process.stdin, process.stdout):
+            if pipe is not None:
+                pipe.close()
+
+    def completion(self, kwargs: dict[str, Any], limits: CallLimits) -> Reply:
+        """Returns the reply to one request (litellm's arguments), made by the worker within the limits."""
+        request = {"op": "completion", "kwargs": kwargs, "limits": [limits.timeout, limits.retries, limits.deadline]}
+        return Reply(**self._submit(request)()["reply"])
+
+    def check(self, model: str) -> Callable[[], ModelCheck]:
+        """Sends a model's setup check; returns the call that waits for its answer."""
+        wait = self._submit({"op": "check", "model": model})
+
+        def answer() -> ModelCheck:
+            found = wait()["check"]
+            return ModelCheck(found["problem"], tuple(found["missing"]))
+
+        return answer
+
+    def _submit(self, request: dict[str, Any]) -> Callable[[], dict[str, Any]]:
+        """Sends a request; returns the call that waits for its answer (and raises the error it carries)."""
+        if self._process is None or self._process.poll() is not None:
+            self.start()
+        process = self._process
+        assert process is not None and process.stdin is not None
+        ticket = self._sent
+        try:
+            process.stdin.write(json.dumps(request) + "\n")
+            process.stdin.flush()
+        except OSError:
+            pass  # it stopped: the wait reads its end and says so
+        self._sent += 1
+        return lambda: self._wait(process, ticket)
+
+    def _wait(self, process: subprocess.Popen[str], ticket: int) -> dict[str, Any]:
+        """Returns the answer to request `ticket`, reading the earlier ones first; raises the error it carries."""
+        try:
+            while ticket not in self._answers:
+                if process is not self._process:
+                    raise ModelCallError("the model worker was stopped before it answered")
+                assert process.stdout is not None
+                line = process.stdout.readline()
+                if not line:
+                    self.close()
+                    raise ModelCallError(f"the model worker stopped (exit status {process.returncode}) "
+                                         "before it answered; its error, if any, is on stderr above")
+                self._answers[self._read] = json.loads(line)
+                self._read += 1
+        except BaseException:
+            if process is self._process and ticket not in self._answers:
+                self.close()  # interrupted mid-answer (Ctrl-C): the pipe's order is lost, start afresh next time
+            raise
+        answer = self._answers.pop(ticket)
+        for name, level, message in answer.get("logs", ()):
+            logging.getLogger(name).log(level, "%s", message)  # shown, or not, by the runner's logging
+        error = answer.get("error")
+        if error is not None:
+            raise _ERRORS.get(error["kind"], ModelCallError)(error["message"])
+        return answer
+
+
+def start_worker(wanted: bool) -> ModelWorker | None:
+    """Returns a started worker when model calls are wanted, litellm is installed and not yet imported here
+    (then the calls cost no import: they are made in this process)."""
+    if not wanted or "litellm" in sys.modules or importlib.util.find_spec("litellm") is None:
+        return None
+    return ModelWorker().start()
+
+
+def worker_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """Returns the worker's environment: the runner's without its own credentials, litellm on its bundled prices."""
+    env = {name: value for name, value in environ.items()
+           if not any(fnmatch.fnmatchcase(name.upper(), pattern) for pattern in RUNNER_ONLY)}
+    env.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    return env
+
+
+class _Records(logging.Handler):
+    """Keeps our modules' log records until the answer that carries them is written."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.kept: list[tuple[str, int, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.kept.append((record.name, record.levelno, record.getMessage()))
+
+    def drain(self) -> list[tuple[str, int, str]]:
+        kept, self.kept = self.kept, []
+        return kept
+
+
+def main(argv: Sequence[str]) -> int:
+    """Runs the worker: `python -m autoloop_py.proposers.model_worker RUNNER_PID`."""
+    _die_with(int(argv[0]))
+    make_non_dumpable()
+    answers = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)  # litellm prints some messages: they go to stderr, never among the answers
+    records = _Records()
+    ours = logging.getLogger("autoloop_py")
+    ours.setLevel(logging.DEBUG)  # every record goes to the runner, whose logging decides what is shown
+    ours.addHandler(records)
+    ours.propagate = False
+    try:
+        _serve(sys.stdin, answers, records)
+    except (KeyboardInterrupt, BrokenPipeError):
+        return 130  # Ctrl-C, or a runner that stopped reading: it stops too, without a traceback
+    return 0
+
+
+def _serve(requests: IO[str], answers: IO[str], records: _Records) -> None:
+    """Imports litellm, then answers each request line with one answer line until the requests end."""
+    started = time.monotonic()
+    try:
+        litellm: Any = import_litellm()
+        missing = ""
+    except AutoloopError as err:
+        litellm, missing = None, err.message
+    logger.debug("the model worker imported litellm in %.2f s", time.monotonic() - started)
+    if litellm is not None:
+        threading.Thread(target=_warm_up, args=(litellm,), name="warm-up", daemon=True).start()
+    for line in requests:
+        request = json.loads(line)
+        answer = _answer(litellm, request) if litellm is not None else _error("autoloop", missing)
+        answer["logs"] = records.drain()
+        answers.write(json.dumps(answer) + "\n")
+        answers.flush()
+
+
+def _warm_up(litellm: Any) -> None:
+    """Makes one call answered offline (litellm's `mock_response`), beside the requests.
+
+    litellm's first call imports more of litellm (0.3 s of CPU, 0.17 s of it taken here); done while the
+    worker waits for the run's first request, the request does not pay it. A request that comes sooner
+    shares the imports already made (Python's per-module import locks), so it never waits longer.
+    """
+    try:
+        litellm.completion(model="openai/warm-up", messages=[{"role": "user", "content": "warm-up"}],
+                           mock_response="ok", api_key="warm-up")
+    except Exception as err:  # noqa: BLE001 - only a head start: the real call reports its own errors
+        logger.debug("the model worker's warm-up call failed: %s", err)
+
+
+def _answer(litellm: Any, request: dict[str, Any]) -> dict[str, Any]:
+    """Returns the answer to one request: its result, or the error to raise in the runner."""
+    try:
+        if request["op"] == "check":
+            found = check_model(litellm, request["model"])
+            return {"check": {"problem": found.problem, "missing": list(found.missing)}}
+        timeout, retries, deadline = request["limits"]
+        return {"reply": dataclasses.asdict(call(litellm, request["kwargs"], CallLimits(timeout, retries, deadline)))}
+    except ConfigurationError as err:
+        return _error("configuration", err.message)
+    except ModelCallError as err:
+        return _error("model-call", err.message)
+    except AutoloopError as err:
+        return _error("autoloop", str(err))
+    except Exception as err:  # noqa: BLE001 - any other failure is this call's, said in one line
+        return _error("model-call", f"the model worker failed: {type(err).__name__}: {error_line(err)}")
+
+
+def _error(kind: str, message: str) -> dict[str, Any]:
+    return {"error": {"kind": kind, "message": message}}
+
+
+def _die_with(runner: int) -> None:
+    """Asks the kernel to kill this process when its parent dies; exits now if the runner is already gone."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError) as err:
+            logger.debug("no parent-death signal: %s", err)
+    if os.getppid() != runner:
+        raise SystemExit(0)  # the runner died before the kernel was asked: it would never be told
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
