@@ -47,6 +47,8 @@ STAND_INS = {
     "actions/setup-python@v5": ACTIONS / "setup-python",
     "actions/upload-artifact@v4": ACTIONS / "upload-artifact",
     "actions/download-artifact@v4": ACTIONS / "download-artifact",
+    "actions/cache/restore@v4": ACTIONS / "cache" / "restore",
+    "actions/cache/save@v4": ACTIONS / "cache" / "save",
 }
 REPO = "octo/counter"
 TOKEN = "t0ken-act"
@@ -106,6 +108,22 @@ def without_sandbox_steps(text: str) -> str:
     text, count = re.subn(r"AUTOLOOP_ISOLATION: bwrap\n", "AUTOLOOP_ISOLATION: none\n", text)
     assert count == 1, "the workflow no longer sets AUTOLOOP_ISOLATION: bwrap once; update the act harness"
     return text
+
+
+def local_repositories() -> dict[str, Path]:
+    """Returns act's --local-repository map: each action's repository@ref and its stand-in folder.
+
+    An action in a subfolder of its repository (actions/cache/restore@v4) is found by act under the folder of
+    the repository (actions/cache@v4), so its stand-in sits in the same subfolder there.
+    """
+    found: dict[str, Path] = {}
+    for uses, folder in STAND_INS.items():
+        name, ref = uses.split("@")
+        owner, repository, *sub = name.split("/")
+        root = folder.parents[len(sub) - 1] if sub else folder
+        assert folder == root.joinpath(*sub), f"the stand-in of {uses} must be {root.joinpath(*sub)}"
+        found[f"{owner}/{repository}@{ref}"] = root
+    return found
 
 
 def used_actions(text: str) -> set[str]:
@@ -302,9 +320,10 @@ class Site:
                 "-P", "ubuntu-latest=-self-hosted", "--action-offline-mode", "--pull=false", "--no-skip-checkout",
                 "--no-cache-server", "--action-cache-path", str(self.root / "act-cache"), "--defaultbranch", "main",
                 "--container-daemon-socket", "-", "-s", f"GITHUB_TOKEN={TOKEN}"]
-        for uses, folder in STAND_INS.items():
-            args += ["--local-repository", f"{uses}={folder}"]
+        for repository, folder in local_repositories().items():
+            args += ["--local-repository", f"{repository}={folder}"]
         job_env = {"GITHUB_API_URL": self.api_url, "AUTOLOOP_ACT_PYTHON": sys.executable,
+                   "AUTOLOOP_ACT_CACHE": str(self.root / "actions-cache"),
                    "AUTOLOOP_ACT_ARTIFACTS": str(run / "artifacts"), "AUTOLOOP_ACT_TOOLCACHE": str(run / "toolcache"),
                    **self.env}
         for name, value in job_env.items():

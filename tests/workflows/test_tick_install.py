@@ -1,4 +1,4 @@
-"""Under act: every job installs the wheel `autoloop init` wrote, and a broken workflow makes the scenario fail.
+"""Under act: plan installs the wheel `autoloop init` wrote and caches it for the other jobs; a broken workflow fails.
 
 The broken workflows are the generated file with one edit, each what a careless template change would do; the
 harness must report the failure (a job that did not run, a step that failed), never pass.
@@ -7,6 +7,8 @@ harness must report the failure (a job that did not run, a step that failed), ne
 from __future__ import annotations
 
 import json
+import shutil
+import tarfile
 from typing import Callable
 
 import pytest
@@ -35,23 +37,50 @@ def _sample(site: Site, *, own_wheel: bool = False) -> Site:
     return site
 
 
-def test_every_job_installs_the_wheel_init_wrote(site: Site) -> None:
+def _cached(site: Site) -> dict[str, tarfile.TarFile]:
+    """Returns the caches the actions/cache stand-in holds for the site: key -> its files."""
+    return {(entry / "key").read_text(): tarfile.open(entry / "files.tar")
+            for entry in sorted((site.root / "actions-cache").iterdir()) if (entry / "key").is_file()}
+
+
+def test_plan_installs_the_wheel_init_wrote_and_every_later_job_restores_it(site: Site) -> None:
     _sample(site, own_wheel=True)
     [wheel] = (site.work / ".autoloop/wheels").glob("autoloop_py-*-py3-none-any.whl")
     spec = f".autoloop/wheels/{wheel.name}"
     assert f"AUTOLOOP_PIP_SPEC: \"{spec}\"" in (site.work / ".github/workflows/autoloop.yml").read_text()
     assert spec in site.files("main")
     tick = _due_tick(site)
-    for job in ("plan", "propose", "publish"):
-        assert [s.result for s in tick.step(job, "Install autoloop")] == ["success"]
-    assert tick.log.count(f"Processing ./{spec}") == 3, tick.explain()
-    # Each job's fresh venv (the setup-python stand-in's) holds autoloop from that wheel, not the test's own.
-    installed = sorted((site.root / "tick1/toolcache").glob("setup-python-*/lib/python*/site-packages/"
-                                                             "autoloop_py-*.dist-info"))
-    assert len(installed) == 3, installed
-    for record in installed:
-        assert json.loads((record / "direct_url.json").read_text())["url"].endswith(f"/{spec}")
-        assert (record.parent / "autoloop_py/__init__.py").is_file()
+    # The cache is empty: plan installs with pip and saves; propose and publish restore what plan saved.
+    assert [s.result for s in tick.step("plan", "Install autoloop")] == ["success"]
+    for job in ("propose", "publish"):
+        assert [s.result for s in tick.step(job, "Install autoloop")] in ([], ["skipped"]), tick.explain()
+    assert tick.log.count(f"Processing ./{spec}") == 1, tick.explain()
+    assert tick.log.count("Cache restored from key: autoloop-base-") == 2, tick.explain()
+    # The cache holds plan's install: autoloop from that wheel (not the test's own, which the jobs' Python lacks:
+    # propose and publish ran `autoloop` from what they restored).
+    [(key, files)] = _cached(site).items()
+    assert key.startswith("autoloop-base-") and "," not in key
+    names = files.getnames()
+    [record] = [n for n in names if n.endswith(".dist-info/direct_url.json") and "/autoloop_py-" in n]
+    assert json.loads(files.extractfile(record).read())["url"].endswith(f"/{spec}")  # type: ignore[union-attr]
+    assert any(n.endswith("site-packages/autoloop_py/__init__.py") for n in names)
+    script = files.extractfile(next(n for n in names if n.endswith("/bin/autoloop")))
+    assert script is not None and script.readline().startswith(f"#!{site.root}/tick1/toolcache/setup-python-plan-".encode())
+
+    # The Python that installed it is gone (each runner has its own): the restored script runs this job's.
+    shutil.rmtree(site.root / "tick1/toolcache")
+    # Nothing is due on the next tick: plan alone runs, restores the install and calls pip for nothing.
+    idle = site.tick("schedule", SCHEDULE)
+    idle.expect(plan=["success"], propose=[], publish=[])
+    assert "Processing ./" not in idle.log and idle.log.count("Cache restored from key: autoloop-base-") == 1
+    assert [s.result for s in idle.step("plan", "Install autoloop")] in ([], ["skipped"]), idle.explain()
+
+    # A new wheel (init --upgrade writes a new spec into the workflow): a new key, one install again.
+    text = (site.work / ".github/workflows/autoloop.yml").read_text()
+    site.commit("a later autoloop", {".github/workflows/autoloop.yml": text + "# upgraded\n"})
+    after = site.tick("workflow_dispatch", {"inputs": {"program": "example"}})
+    after.expect(plan=["success"], propose=["success"], publish=["success"])
+    assert after.log.count(f"Processing ./{spec}") == 1, after.explain()
 
 
 def _renamed_plan_step(text: str) -> str:
