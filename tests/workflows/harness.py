@@ -287,6 +287,12 @@ class Site:
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout
 
+    def caches(self) -> dict[str, Path]:
+        """Returns the caches the actions/cache stand-in holds for this site: key -> the tar of its files."""
+        folder = self.root / "actions-cache"
+        entries = sorted(folder.iterdir()) if folder.is_dir() else []
+        return {(entry / "key").read_text(): entry / "files.tar" for entry in entries if (entry / "key").is_file()}
+
     # -- act -------------------------------------------------------------------------------------
 
     def tick(self, event: str = "workflow_dispatch", payload: dict[str, Any] | None = None,

@@ -7,8 +7,10 @@ harness must report the failure (a job that did not run, a step that failed), ne
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import tarfile
+from pathlib import Path
 from typing import Callable
 
 import pytest
@@ -37,12 +39,6 @@ def _sample(site: Site, *, own_wheel: bool = False) -> Site:
     return site
 
 
-def _cached(site: Site) -> dict[str, tarfile.TarFile]:
-    """Returns the caches the actions/cache stand-in holds for the site: key -> its files."""
-    return {(entry / "key").read_text(): tarfile.open(entry / "files.tar")
-            for entry in sorted((site.root / "actions-cache").iterdir()) if (entry / "key").is_file()}
-
-
 def test_plan_installs_the_wheel_init_wrote_and_every_later_job_restores_it(site: Site) -> None:
     _sample(site, own_wheel=True)
     [wheel] = (site.work / ".autoloop/wheels").glob("autoloop_py-*-py3-none-any.whl")
@@ -58,7 +54,8 @@ def test_plan_installs_the_wheel_init_wrote_and_every_later_job_restores_it(site
     assert tick.log.count("Cache restored from key: autoloop-base-") == 2, tick.explain()
     # The cache holds plan's install: autoloop from that wheel (not the test's own, which the jobs' Python lacks:
     # propose and publish ran `autoloop` from what they restored).
-    [(key, files)] = _cached(site).items()
+    [(key, tar)] = site.caches().items()
+    files = tarfile.open(tar)
     assert key.startswith("autoloop-base-") and "," not in key
     names = files.getnames()
     [record] = [n for n in names if n.endswith(".dist-info/direct_url.json") and "/autoloop_py-" in n]
@@ -81,6 +78,40 @@ def test_plan_installs_the_wheel_init_wrote_and_every_later_job_restores_it(site
     after = site.tick("workflow_dispatch", {"inputs": {"program": "example"}})
     after.expect(plan=["success"], propose=["success"], publish=["success"])
     assert after.log.count(f"Processing ./{spec}") == 1, after.explain()
+
+
+def _escaped_candidate(marker: Path) -> Callable[[str], str]:
+    """Returns an edit adding a step after propose's proposal: code that escaped the sandbox rewrites the job's
+    autoloop install so that autoloop's publish appends to marker (a file of the test's own folder)."""
+    def edit(text: str) -> str:
+        anchor = "      - uses: actions/upload-artifact@v4\n"
+        assert text.count(anchor) == 1
+        line = f"open({str(marker)!r}, 'a').write('publish ran code a propose job wrote\\n')"
+        step = ("      - name: Escaped candidate\n        run: |\n"
+                '          for module in "$PYTHONUSERBASE"/lib/python*/site-packages/autoloop_py/commands/publish.py; do\n'
+                f'            printf "%s\\n" {shlex.quote(line)} >> "$module"\n'
+                '            echo "rewrote $module"\n'
+                "          done\n")
+        return text.replace(anchor, step + anchor)
+    return edit
+
+
+def test_an_install_a_propose_job_rewrote_never_reaches_publish(site: Site, tmp_path: Path) -> None:
+    _sample(site)
+    marker = tmp_path / "tampered"
+    tick = _due_tick(site, _escaped_candidate(marker))
+    assert [s.result for s in tick.step("propose", "Escaped candidate")] == ["success"]
+    assert tick.log.count("rewrote ") == 1, tick.explain()
+    # Publish restored plan's install, not propose's: the rewritten module never ran, and no cache holds it.
+    assert not marker.exists()
+    [(key, tar)] = site.caches().items()
+    with tarfile.open(tar) as files:
+        [module] = [n for n in files.getnames() if n.endswith("site-packages/autoloop_py/commands/publish.py")]
+        assert b"tampered" not in files.extractfile(module).read()  # type: ignore[union-attr]
+    # The next tick restores the same clean install everywhere.
+    after = site.tick("workflow_dispatch", {"inputs": {"program": "example"}})
+    after.expect(plan=["success"], propose=["success"], publish=["success"])
+    assert not marker.exists() and list(site.caches()) == [key]
 
 
 def _renamed_plan_step(text: str) -> str:

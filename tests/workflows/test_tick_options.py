@@ -51,8 +51,15 @@ def test_the_llm_proposer_asks_the_loopback_model(site: Site, monkeypatch: pytes
     with fake_openai("reply", monkeypatch, reply=EDIT) as server:
         site.env["OPENAI_API_BASE"] = server.base_url
         site.secrets["OPENAI_API_KEY"] = "sk-test-not-a-key"
-        site.tick("schedule", SCHEDULE).expect(plan=["success"], propose=["success"], publish=["success"])
+        tick = site.tick("schedule", SCHEDULE).expect(plan=["success"], propose=["success"], publish=["success"])
         assert server.requests == 1
+    # Plan saved both installs (a tick with work): propose restored the one with the llm extra, publish the base.
+    assert sorted(key.split("-")[1] for key in site.caches()) == ["base", "llm"]
+    assert [s.result for s in tick.step("plan", "Install autoloop with the llm extra")] == ["success"]
+    for job, kind in (("propose", "llm"), ("publish", "base")):
+        assert [s.result for s in tick.step(job, "Install autoloop")] in ([], ["skipped"]), tick.explain()
+        assert sum(f"Cache restored from key: autoloop-{kind}-" in line and job in line
+                   for line in tick.log.splitlines()) == 1, tick.explain()
     state = _state(site)
     assert state.machine.recent_statuses == ("accepted",) and state.machine.best_metric == -0.5
     assert "GUESS = 2.5" in (site.show("autoloop/example", SOLUTION) or "")
