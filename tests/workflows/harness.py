@@ -4,8 +4,9 @@ A `Site` is one repository as GitHub would hold it: a bare origin (reached as ht
 through `url.<origin>.insteadOf` in a test-only GIT_CONFIG_GLOBAL), the loopback GitHub fake (the real
 PyGithub client talks to it through GITHUB_API_URL) and a work clone where the test commits. `Site.tick`
 runs one workflow event under `act -P ubuntu-latest=-self-hosted` (steps run as shell on this machine),
-with the stand-in actions of tests/workflows/actions/ instead of actions/checkout, setup-python and the
-artifact actions, and returns a `Tick`: every job's and step's result and time, parsed from act's JSON log.
+with the stand-in actions of tests/workflows/actions/ instead of actions/checkout, setup-python, the artifact
+actions and actions/cache's restore and save (a folder per site, so a cache outlives a tick), and returns a
+`Tick`: every job's and step's result and time, parsed from act's JSON log.
 
 Offline: act's notices check is off (ACT_DISABLE_VERSION_CHECK), actions are only read from the local stand-ins
 (`--local-repository`, `--action-offline-mode`; a `uses:` without a stand-in is refused before act starts),
