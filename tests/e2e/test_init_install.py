@@ -175,16 +175,18 @@ def test_pip_install_of_a_clone_then_init_needs_no_pip_spec_and_the_workflow_ins
     assert f"wrote {wheel}\n" in done.stdout and "autoloop init --upgrade" in done.stdout
     spec, runs, agentic = install_steps(git_repo)
     assert spec == wheel and (git_repo / wheel).is_file()
-    plain, with_llm = 'python -m pip install "$AUTOLOOP_PIP_SPEC"', ' "autoloop-py[llm]"'
-    assert runs == [plain, plain + with_llm, plain]  # plan, propose (the llm proposer: the `llm` extra), publish
+    plain, with_llm = 'python -m pip install --user "$AUTOLOOP_PIP_SPEC"', ' "autoloop-py[llm]"'
+    # plan, propose (the llm proposer: the `llm` extra), publish (no cache: into setup-python's own site)
+    assert runs == [plain, plain + with_llm, 'python -m pip install "$AUTOLOOP_PIP_SPEC"']
     assert agentic == f"run: python3 -m pip install --quiet {wheel}"
     assert sorted(p.name for p in (git_repo / ".autoloop/wheels").iterdir()) == [Path(wheel).name]
 
     # The propose job's install step as a runner runs it: in the checkout, a fresh venv, the dependencies
-    # and the `llm` extra's litellm from what pip finds (this interpreter's packages, no index).
+    # and the `llm` extra's litellm from what pip finds (this interpreter's packages, no index). Its --user
+    # install goes where PYTHONUSERBASE says (the workflow names a folder of its own; here the venv itself).
     ci = venv(tmp_path / "venv-ci")
     step = subprocess.run(["bash", "-c", runs[1]], capture_output=True, text=True, timeout=600, cwd=git_repo,
-                          env={**offline(ci), "AUTOLOOP_PIP_SPEC": spec})
+                          env={**offline(ci), "AUTOLOOP_PIP_SPEC": spec, "PYTHONUSERBASE": str(ci.parents[1])})
     assert step.returncode == 0, step.stderr
     assert "does not provide the extra" not in step.stderr
     assert installed(ci).version == "0.1.0"

@@ -208,16 +208,67 @@ def test_propose_job_is_read_only_and_sandboxed(name: str) -> None:
         "uses": "actions/checkout@v4", "with": {"fetch-depth": 0, "persist-credentials": False}
     }
     python = propose["steps"][2]
-    assert python["uses"] == "actions/setup-python@v5"
-    assert python["with"]["cache"] == "pip"
-    assert python["with"]["cache-dependency-path"] == ACTIONS_WORKFLOW.as_posix()
+    assert python == {"uses": "actions/setup-python@v5", "id": "python", "with": {"python-version": "3.12"}}
     # Only a job that calls a model installs the `llm` extra (litellm).
     extra = ' "autoloop-py[llm]"' if options.proposer == "llm" else ""
-    assert step(propose, "Install autoloop")["run"] == f'python -m pip install "$AUTOLOOP_PIP_SPEC"{extra}'
-    for job in ("plan", "publish"):
-        assert step(workflow["jobs"][job], "Install autoloop")["run"] == 'python -m pip install "$AUTOLOOP_PIP_SPEC"'
+    assert step(propose, "Install autoloop")["run"] == f'python -m pip install --user "$AUTOLOOP_PIP_SPEC"{extra}'
+    assert step(workflow["jobs"]["plan"], "Install autoloop")["run"] == 'python -m pip install --user "$AUTOLOOP_PIP_SPEC"'
+    assert step(workflow["jobs"]["publish"], "Install autoloop")["run"] == 'python -m pip install "$AUTOLOOP_PIP_SPEC"'
     assert workflow["env"] == {"AUTOLOOP_PIP_SPEC": options.pip_spec}
     assert "git config --global user.name" in step(propose, "Configure git")["run"]
+
+
+INSTALLED = "${{ runner.temp }}/autoloop-python"
+CACHE_KEY = ("-${{ runner.os }}-python${{ steps.python.outputs.python-version }}-"
+             "${{ hashFiles('.github/workflows/autoloop.yml', '.autoloop/wheels/*.whl') }}")
+
+
+@pytest.mark.parametrize("name", OPTION_SETS)
+def test_each_job_restores_autoloops_install_and_only_plan_saves_it(name: str) -> None:
+    options = OPTION_SETS[name]
+    jobs = actions_workflow(options)["jobs"]
+    kinds = {"plan": "base", "propose": "llm" if options.proposer == "llm" else "base"}
+    # publish, which holds the write token, restores no cache (its keys are writable by a job that ran candidate
+    # code): it installs from the index.
+    publish = jobs["publish"]["steps"]
+    assert not [s for s in publish if "actions/cache" in str(s.get("uses"))]
+    assert step(jobs["publish"], "Install autoloop")["run"] == 'python -m pip install "$AUTOLOOP_PIP_SPEC"'
+
+    for job, kind in kinds.items():
+        steps = jobs[job]["steps"]
+        names = [s.get("name") or s["uses"] for s in steps]
+        assert step(jobs[job], "Locate autoloop's install")["run"].splitlines() == [
+            'echo "PYTHONUSERBASE=$RUNNER_TEMP/autoloop-python" >> "$GITHUB_ENV"',
+            'echo "$RUNNER_TEMP/autoloop-python/bin" >> "$GITHUB_PATH"']
+        restore = next(s for s in steps if s.get("id") == "installed")
+        assert restore == {"uses": "actions/cache/restore@v4", "id": "installed",
+                           "with": {"path": INSTALLED, "key": f"autoloop-{kind}{CACHE_KEY}"}}
+        install = step(jobs[job], "Install autoloop")
+        assert install["if"] == "steps.installed.outputs.cache-hit != 'true'"
+        # Python first, then where the install goes, the cache, and pip only when the cache missed.
+        assert (names.index("actions/setup-python@v5") < names.index("Locate autoloop's install")
+                < steps.index(restore) < names.index("Install autoloop"))
+        saves = [s for s in steps if s.get("uses") == "actions/cache/save@v4"]
+        if job != "plan":
+            # A job that runs candidate code (or follows one) never saves a cache a later job would restore.
+            assert saves == [] and not any("actions/cache@" in str(s.get("uses")) for s in steps)
+            continue
+        assert saves[0] == {"uses": "actions/cache/save@v4", "if": "steps.installed.outputs.cache-hit != 'true'",
+                            "with": {"path": INSTALLED, "key": "${{ steps.installed.outputs.cache-primary-key }}"}}
+        assert names.index("Install autoloop") < steps.index(saves[0]) < names.index("Plan the due programs")
+        if options.proposer != "llm":
+            assert len(saves) == 1
+            continue
+        # The llm extra's install is made and saved by plan too, on a tick with work, after plan's own.
+        lookup = next(s for s in steps if s.get("id") == "installed-llm")
+        assert lookup["with"] == {"path": INSTALLED, "key": f"autoloop-llm{CACHE_KEY}", "lookup-only": True}
+        with_llm = step(jobs[job], "Install autoloop with the llm extra")
+        assert with_llm["run"] == 'python -m pip install --user "$AUTOLOOP_PIP_SPEC" "autoloop-py[llm]"'
+        assert saves[1]["with"]["key"] == "${{ steps.installed-llm.outputs.cache-primary-key }}"
+        for later in (lookup, with_llm, saves[1]):
+            assert later["if"].startswith("steps.plan.outputs.has_work == 'true'")
+        assert names.index("Plan the due programs") < steps.index(lookup) < names.index(
+            "Install autoloop with the llm extra") < steps.index(saves[1])
 
 
 @pytest.mark.parametrize("name", OPTION_SETS)

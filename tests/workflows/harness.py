@@ -4,8 +4,9 @@ A `Site` is one repository as GitHub would hold it: a bare origin (reached as ht
 through `url.<origin>.insteadOf` in a test-only GIT_CONFIG_GLOBAL), the loopback GitHub fake (the real
 PyGithub client talks to it through GITHUB_API_URL) and a work clone where the test commits. `Site.tick`
 runs one workflow event under `act -P ubuntu-latest=-self-hosted` (steps run as shell on this machine),
-with the stand-in actions of tests/workflows/actions/ instead of actions/checkout, setup-python and the
-artifact actions, and returns a `Tick`: every job's and step's result and time, parsed from act's JSON log.
+with the stand-in actions of tests/workflows/actions/ instead of actions/checkout, setup-python, the artifact
+actions and actions/cache's restore and save (a folder per site, so a cache outlives a tick), and returns a
+`Tick`: every job's and step's result and time, parsed from act's JSON log.
 
 Offline: act's notices check is off (ACT_DISABLE_VERSION_CHECK), actions are only read from the local stand-ins
 (`--local-repository`, `--action-offline-mode`; a `uses:` without a stand-in is refused before act starts),
@@ -47,6 +48,8 @@ STAND_INS = {
     "actions/setup-python@v5": ACTIONS / "setup-python",
     "actions/upload-artifact@v4": ACTIONS / "upload-artifact",
     "actions/download-artifact@v4": ACTIONS / "download-artifact",
+    "actions/cache/restore@v4": ACTIONS / "cache" / "restore",
+    "actions/cache/save@v4": ACTIONS / "cache" / "save",
 }
 REPO = "octo/counter"
 TOKEN = "t0ken-act"
@@ -106,6 +109,22 @@ def without_sandbox_steps(text: str) -> str:
     text, count = re.subn(r"AUTOLOOP_ISOLATION: bwrap\n", "AUTOLOOP_ISOLATION: none\n", text)
     assert count == 1, "the workflow no longer sets AUTOLOOP_ISOLATION: bwrap once; update the act harness"
     return text
+
+
+def local_repositories() -> dict[str, Path]:
+    """Returns act's --local-repository map: each action's repository@ref and its stand-in folder.
+
+    An action in a subfolder of its repository (actions/cache/restore@v4) is found by act under the folder of
+    the repository (actions/cache@v4), so its stand-in sits in the same subfolder there.
+    """
+    found: dict[str, Path] = {}
+    for uses, folder in STAND_INS.items():
+        name, ref = uses.split("@")
+        owner, repository, *sub = name.split("/")
+        root = folder.parents[len(sub) - 1] if sub else folder
+        assert folder == root.joinpath(*sub), f"the stand-in of {uses} must be {root.joinpath(*sub)}"
+        found[f"{owner}/{repository}@{ref}"] = root
+    return found
 
 
 def used_actions(text: str) -> set[str]:
@@ -269,6 +288,12 @@ class Site:
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout
 
+    def caches(self) -> dict[str, Path]:
+        """Returns the caches the actions/cache stand-in holds for this site: key -> the tar of its files."""
+        folder = self.root / "actions-cache"
+        entries = sorted(folder.iterdir()) if folder.is_dir() else []
+        return {(entry / "key").read_text(): entry / "files.tar" for entry in entries if (entry / "key").is_file()}
+
     # -- act -------------------------------------------------------------------------------------
 
     def tick(self, event: str = "workflow_dispatch", payload: dict[str, Any] | None = None,
@@ -302,9 +327,10 @@ class Site:
                 "-P", "ubuntu-latest=-self-hosted", "--action-offline-mode", "--pull=false", "--no-skip-checkout",
                 "--no-cache-server", "--action-cache-path", str(self.root / "act-cache"), "--defaultbranch", "main",
                 "--container-daemon-socket", "-", "-s", f"GITHUB_TOKEN={TOKEN}"]
-        for uses, folder in STAND_INS.items():
-            args += ["--local-repository", f"{uses}={folder}"]
+        for repository, folder in local_repositories().items():
+            args += ["--local-repository", f"{repository}={folder}"]
         job_env = {"GITHUB_API_URL": self.api_url, "AUTOLOOP_ACT_PYTHON": sys.executable,
+                   "AUTOLOOP_ACT_CACHE": str(self.root / "actions-cache"),
                    "AUTOLOOP_ACT_ARTIFACTS": str(run / "artifacts"), "AUTOLOOP_ACT_TOOLCACHE": str(run / "toolcache"),
                    **self.env}
         for name, value in job_env.items():

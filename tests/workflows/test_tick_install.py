@@ -1,4 +1,4 @@
-"""Under act: every job installs the wheel `autoloop init` wrote, and a broken workflow makes the scenario fail.
+"""Under act: plan installs the wheel `autoloop init` wrote and caches it for the other jobs; a broken workflow fails.
 
 The broken workflows are the generated file with one edit, each what a careless template change would do; the
 harness must report the failure (a job that did not run, a step that failed), never pass.
@@ -7,6 +7,10 @@ harness must report the failure (a job that did not run, a step that failed), ne
 from __future__ import annotations
 
 import json
+import shlex
+import shutil
+import tarfile
+from pathlib import Path
 from typing import Callable
 
 import pytest
@@ -35,23 +39,80 @@ def _sample(site: Site, *, own_wheel: bool = False) -> Site:
     return site
 
 
-def test_every_job_installs_the_wheel_init_wrote(site: Site) -> None:
+def test_plan_installs_the_wheel_init_wrote_and_every_later_job_restores_it(site: Site) -> None:
     _sample(site, own_wheel=True)
     [wheel] = (site.work / ".autoloop/wheels").glob("autoloop_py-*-py3-none-any.whl")
     spec = f".autoloop/wheels/{wheel.name}"
     assert f"AUTOLOOP_PIP_SPEC: \"{spec}\"" in (site.work / ".github/workflows/autoloop.yml").read_text()
     assert spec in site.files("main")
     tick = _due_tick(site)
-    for job in ("plan", "propose", "publish"):
-        assert [s.result for s in tick.step(job, "Install autoloop")] == ["success"]
-    assert tick.log.count(f"Processing ./{spec}") == 3, tick.explain()
-    # Each job's fresh venv (the setup-python stand-in's) holds autoloop from that wheel, not the test's own.
-    installed = sorted((site.root / "tick1/toolcache").glob("setup-python-*/lib/python*/site-packages/"
-                                                             "autoloop_py-*.dist-info"))
-    assert len(installed) == 3, installed
-    for record in installed:
-        assert json.loads((record / "direct_url.json").read_text())["url"].endswith(f"/{spec}")
-        assert (record.parent / "autoloop_py/__init__.py").is_file()
+    # The cache is empty: plan installs with pip and saves; propose restores what plan saved; publish (the write
+    # token's job) restores no cache and installs with pip.
+    assert [s.result for s in tick.step("plan", "Install autoloop")] == ["success"]
+    assert [s.result for s in tick.step("propose", "Install autoloop")] in ([], ["skipped"]), tick.explain()
+    assert [s.result for s in tick.step("publish", "Install autoloop")] == ["success"], tick.explain()
+    assert tick.log.count(f"Processing ./{spec}") == 2, tick.explain()
+    assert tick.log.count("Cache restored from key: autoloop-base-") == 1, tick.explain()
+    # The cache holds plan's install: autoloop from that wheel (not the test's own, which the jobs' Python lacks:
+    # propose ran `autoloop` from what it restored).
+    [(key, tar)] = site.caches().items()
+    files = tarfile.open(tar)
+    assert key.startswith("autoloop-base-") and "," not in key
+    names = files.getnames()
+    [record] = [n for n in names if n.endswith(".dist-info/direct_url.json") and "/autoloop_py-" in n]
+    assert json.loads(files.extractfile(record).read())["url"].endswith(f"/{spec}")  # type: ignore[union-attr]
+    assert any(n.endswith("site-packages/autoloop_py/__init__.py") for n in names)
+    script = files.extractfile(next(n for n in names if n.endswith("/bin/autoloop")))
+    assert script is not None and script.readline().startswith(f"#!{site.root}/tick1/toolcache/setup-python-plan-".encode())
+
+    # The Python that installed it is gone (each runner has its own): the restored script runs this job's.
+    shutil.rmtree(site.root / "tick1/toolcache")
+    # Nothing is due on the next tick: plan alone runs, restores the install and calls pip for nothing.
+    idle = site.tick("schedule", SCHEDULE)
+    idle.expect(plan=["success"], propose=[], publish=[])
+    assert "Processing ./" not in idle.log and idle.log.count("Cache restored from key: autoloop-base-") == 1
+    assert [s.result for s in idle.step("plan", "Install autoloop")] in ([], ["skipped"]), idle.explain()
+
+    # A new wheel (init --upgrade writes a new spec into the workflow): a new key, one install again.
+    text = (site.work / ".github/workflows/autoloop.yml").read_text()
+    site.commit("a later autoloop", {".github/workflows/autoloop.yml": text + "# upgraded\n"})
+    after = site.tick("workflow_dispatch", {"inputs": {"program": "example"}})
+    after.expect(plan=["success"], propose=["success"], publish=["success"])
+    assert after.log.count(f"Processing ./{spec}") == 2, after.explain()  # plan (then saved) and publish
+
+
+def _escaped_candidate(marker: Path) -> Callable[[str], str]:
+    """Returns an edit adding a step after propose's proposal: code that escaped the sandbox rewrites the job's
+    autoloop install so that autoloop's publish appends to marker (a file of the test's own folder)."""
+    def edit(text: str) -> str:
+        anchor = "      - uses: actions/upload-artifact@v4\n"
+        assert text.count(anchor) == 1
+        line = f"open({str(marker)!r}, 'a').write('publish ran code a propose job wrote\\n')"
+        step = ("      - name: Escaped candidate\n        run: |\n"
+                '          for module in "$PYTHONUSERBASE"/lib/python*/site-packages/autoloop_py/commands/publish.py; do\n'
+                f'            printf "%s\\n" {shlex.quote(line)} >> "$module"\n'
+                '            echo "rewrote $module"\n'
+                "          done\n")
+        return text.replace(anchor, step + anchor)
+    return edit
+
+
+def test_an_install_a_propose_job_rewrote_never_reaches_publish(site: Site, tmp_path: Path) -> None:
+    _sample(site)
+    marker = tmp_path / "tampered"
+    tick = _due_tick(site, _escaped_candidate(marker))
+    assert [s.result for s in tick.step("propose", "Escaped candidate")] == ["success"]
+    assert tick.log.count("rewrote ") == 1, tick.explain()
+    # Publish installed its own copy, not propose's: the rewritten module never ran, and no cache holds it.
+    assert not marker.exists()
+    [(key, tar)] = site.caches().items()
+    with tarfile.open(tar) as files:
+        [module] = [n for n in files.getnames() if n.endswith("site-packages/autoloop_py/commands/publish.py")]
+        assert b"tampered" not in files.extractfile(module).read()  # type: ignore[union-attr]
+    # The next tick restores the same clean install everywhere.
+    after = site.tick("workflow_dispatch", {"inputs": {"program": "example"}})
+    after.expect(plan=["success"], propose=["success"], publish=["success"])
+    assert not marker.exists() and list(site.caches()) == [key]
 
 
 def _renamed_plan_step(text: str) -> str:

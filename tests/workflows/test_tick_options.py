@@ -51,8 +51,17 @@ def test_the_llm_proposer_asks_the_loopback_model(site: Site, monkeypatch: pytes
     with fake_openai("reply", monkeypatch, reply=EDIT) as server:
         site.env["OPENAI_API_BASE"] = server.base_url
         site.secrets["OPENAI_API_KEY"] = "sk-test-not-a-key"
-        site.tick("schedule", SCHEDULE).expect(plan=["success"], propose=["success"], publish=["success"])
+        tick = site.tick("schedule", SCHEDULE).expect(plan=["success"], propose=["success"], publish=["success"])
         assert server.requests == 1
+    # Plan saved both installs (a tick with work): propose restored the one with the llm extra; publish, which
+    # holds the write token, restores none and installs the base with pip.
+    assert sorted(key.split("-")[1] for key in site.caches()) == ["base", "llm"]
+    assert [s.result for s in tick.step("plan", "Install autoloop with the llm extra")] == ["success"]
+    assert [s.result for s in tick.step("propose", "Install autoloop")] in ([], ["skipped"]), tick.explain()
+    assert sum("Cache restored from key: autoloop-llm-" in line and "propose" in line
+               for line in tick.log.splitlines()) == 1, tick.explain()
+    assert [s.result for s in tick.step("publish", "Install autoloop")] == ["success"], tick.explain()
+    assert not [line for line in tick.log.splitlines() if "Cache restored" in line and "publish" in line]
     state = _state(site)
     assert state.machine.recent_statuses == ("accepted",) and state.machine.best_metric == -0.5
     assert "GUESS = 2.5" in (site.show("autoloop/example", SOLUTION) or "")
