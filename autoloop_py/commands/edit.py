@@ -15,6 +15,7 @@ from rich.console import Console
 from autoloop_py.commands.common import repo_root, subparser
 from autoloop_py.errors import AutoloopError, StateError
 from autoloop_py.loop import integrity
+from autoloop_py.loop.lock import hand_edit_lock
 from autoloop_py.loop.recording import state_path
 from autoloop_py.program.model import find_program, load_programs
 from autoloop_py.state import file as statefile
@@ -67,7 +68,8 @@ def cmd_edit(args: argparse.Namespace, console: Console) -> int:
 
     message = f"[Autoloop: {program.name}] edited by hand: {args.message or 'autoloop edit'}"
     try:
-        memory.update(path, change, message)
+        with hand_edit_lock(root):
+            memory.update(path, change, message)
     except StateError as error:
         raise _kept(error, edited, program.name, args.file) from None
     console.print(f"{path} updated on {memory.config.branch}")

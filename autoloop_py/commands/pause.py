@@ -9,6 +9,7 @@ from typing import Any
 from rich.console import Console
 
 from autoloop_py.commands.common import add_memory_dir, load_named, repo_root, subparser
+from autoloop_py.loop.lock import hand_edit_lock
 from autoloop_py.loop.recording import parse_or_new, state_path
 from autoloop_py.state import file as statefile
 from autoloop_py.state.memory_folder import open_memory
@@ -48,7 +49,8 @@ def cmd_pause(args: argparse.Namespace, console: Console) -> int:
         return statefile.render_state(statefile.with_machine(state, machine))
 
     verb = "paused" if args.paused else "resumed"
-    memory.update(path, change, f"[Autoloop: {program.name}] {verb}")
+    with hand_edit_lock(root):
+        memory.update(path, change, f"[Autoloop: {program.name}] {verb}")
     console.print(f"{program.name} {verb}" + (f": {args.reason}" if args.paused else ""))
     return 0
 

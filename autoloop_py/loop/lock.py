@@ -111,6 +111,18 @@ def others_running(root: Path, program: str, since: float | None = None) -> froz
     return frozenset(held)
 
 
+# The lock a person's write of the memory branch holds (`autoloop edit`, `pause`, `resume`): no program has this
+# name, and a run whose candidate code was running meanwhile takes the moved memory branch for that person's.
+HAND_EDIT = "@hand-edit"
+
+
+@contextmanager
+def hand_edit_lock(root: Path) -> Iterator[Path]:
+    """Holds the hand-edit lock while a person's change is written to the memory branch."""
+    with program_lock(root, HAND_EDIT) as path:
+        yield path
+
+
 def taken_by(root: Path, program: str, pid: int, since: float) -> bool:
     """Returns whether process `pid` holds the program's lock, or took it after `since` (a time.time()).
 

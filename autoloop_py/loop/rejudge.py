@@ -154,7 +154,7 @@ def rejudged(root: Path, memory: MemoryStore, program: Program, record: Iteratio
     if record.status != "accepted" or record.commit is None:
         return record
     try:
-        memory.sync(reuse_listing=memory.session.owns_pushes)  # a run owning its pushes keeps its listing a while
+        memory.sync()  # a kept candidate asks the remote itself: a best raised meanwhile withdraws it
     except GitError as err:  # e.g. runs in one clone fetching at once; the memory update re-checks anyway
         log.info("could not fetch %s before recording (%s); judging against the local copy", memory.config.branch, err)
     fresh = load_state(memory, program, budget).machine.best_metric

@@ -87,12 +87,12 @@ def test_a_parallel_tick_records_with_the_committed_strategy(strategy_repo: Path
     playbook.write_text(_more_exploitation(playbook.read_text()))
     # Read from the working tree, this cap would stop the run (the archive is larger than the population)…
     (folder / "code/config.yaml").write_text("archive_size: 99\n")
-    assert main(["run", "--repo", str(strategy_repo), "--program", NAME, "--parallel", "2"]) == 0
+    assert main(["run", "--repo", str(strategy_repo), "--program", NAME, "--parallel", "2", "--barrier"]) == 0
     state = _state(strategy_repo)
     assert state.machine.iteration_count == 3 and [e.iteration for e in state.history][:2] == [3, 2]
     # …and this one would evict all but two entries when the tick records its slots.
     (folder / "code/config.yaml").write_text("population_size: 2\narchive_size: 1\n")
-    assert main(["run", "--repo", str(strategy_repo), "--program", NAME, "--parallel", "2"]) == 0
+    assert main(["run", "--repo", str(strategy_repo), "--program", NAME, "--parallel", "2", "--barrier"]) == 0
     state = _state(strategy_repo)
     assert state.machine.iteration_count == 5
     assert len(population_of(state).candidates) > 2  # the committed cap (none set: the default) is the one used
