@@ -89,7 +89,10 @@ saved_python="$(cat "$entry/python-location")"
 if [ -n "$saved_python" ] && [ -n "${pythonLocation:-}" ] && [ "$saved_python" != "$pythonLocation" ]; then
   for p in "${paths[@]}"; do
     [ -d "$p/bin" ] || continue
-    grep -rlI --null "^#!$saved_python/" "$p/bin" 2>/dev/null | xargs -0 -r sed -i "1s|^#!$saved_python/|#!$pythonLocation/|"
+    # A long interpreter path makes pip write `#!/bin/sh` and an `exec` line naming it (the kernel cuts `#!`
+    # lines), so the path is replaced in the first lines; a bin folder naming no Python is no error.
+    { grep -rlIF --null "$saved_python/" "$p/bin" 2>/dev/null || true; } \
+      | xargs -0 -r sed -i "1,3s|$saved_python/|$pythonLocation/|g"
   done
 fi
 echo "Cache restored from key: $matched"
