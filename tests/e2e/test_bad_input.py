@@ -443,14 +443,14 @@ def test_bad_model_reply_is_one_error_entry_and_no_commit(
 
 def test_symlink_pointing_outside_is_rejected_unread(repo: Repo, tmp_path: Path) -> None:
     secret = tmp_path / "secret.txt"
-    secret.write_text("x = 1000.0  # do not read me\n")
+    secret.write_text("x = 7304619.0  # do not read me\n")  # a number no temp path holds (pytest-1000 did hold 1000)
     before, snapshot = _state(repo), _snapshot(repo)
     command = f"rm {VALUE_PATH} && ln -s {secret} {VALUE_PATH}"
     assert _run(repo, *_agent_args(command)) == 0
     entry = _assert_one_new_entry(repo, before, snapshot, "rejected", "Rejected before evaluation",
                                   "code/value.py is a symbolic link")
-    assert "do not read me" not in _state_bytes(repo).decode() and "1000" not in entry.text
-    assert secret.read_text() == "x = 1000.0  # do not read me\n"
+    assert "do not read me" not in _state_bytes(repo).decode() and "7304619" not in entry.text
+    assert secret.read_text() == "x = 7304619.0  # do not read me\n"
 
 
 # ---------------------------------------------------------------- evaluations: one entry naming the cause
