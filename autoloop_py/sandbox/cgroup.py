@@ -14,14 +14,13 @@ from __future__ import annotations
 import logging
 import os
 import secrets
-import signal
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from autoloop_py.sandbox.process import marked_pids
+from autoloop_py.sandbox.process import kill_until_gone, marked_pids
 
 logger = logging.getLogger(__name__)
 
@@ -69,20 +68,8 @@ class PidsGroup:
 
     def kill_all(self) -> int:
         """Kills every process in the group, again until none is left (a fork may race a kill); returns the count."""
-        killed, delay = 0, _FIRST_WAIT
-        for _ in range(_KILL_ROUNDS):
-            pids = self.members()
-            if not pids:
-                break
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                    killed += 1
-                except OSError:
-                    pass
-            time.sleep(delay)  # short at first: most groups are empty once their killed members are reaped
-            delay = min(delay * 2, _LAST_WAIT)
-        return killed
+        # Short waits at first: most groups are empty once their killed members are reaped.
+        return kill_until_gone(self.members, _KILL_ROUNDS, _FIRST_WAIT, _LAST_WAIT)
 
 
 def own_cgroup(hierarchy: str, proc_cgroup: str) -> str | None:

@@ -271,3 +271,22 @@ def _stop_readers(readers: list[threading.Thread], stop: threading.Event) -> Non
     stop.set()
     for reader in readers:
         reader.join()
+
+
+def kill_until_gone(find: Callable[[], Sequence[int]], rounds: int, first_wait: float, last_wait: float) -> int:
+    """SIGKILLs what find() returns, again until it returns nothing (a fork may race a kill) or `rounds` ran out;
+    returns the count. The wait between rounds starts at first_wait and doubles up to last_wait."""
+    killed, delay = 0, first_wait
+    for _ in range(rounds):
+        pids = find()
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except OSError:
+                pass
+        time.sleep(delay)
+        delay = min(delay * 2, last_wait)
+    return killed

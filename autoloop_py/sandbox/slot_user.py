@@ -21,9 +21,7 @@ import fcntl
 import logging
 import os
 import shutil
-import signal
 import stat
-import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +29,7 @@ from typing import Iterator, Mapping, Sequence
 
 from autoloop_py.errors import SandboxError
 from autoloop_py.sandbox import process_limit
+from autoloop_py.sandbox.process import kill_until_gone
 
 logger = logging.getLogger(__name__)
 
@@ -200,19 +199,7 @@ def _allocated(folder: Path) -> Iterator[int]:
 
 def kill_all(uid: int) -> int:
     """Kills every process running as uid, again until none is left (one may fork meanwhile); returns the count."""
-    killed = 0
-    for _ in range(_KILL_ROUNDS):
-        pids = process_limit.pids_of(uid)
-        if not pids:
-            break
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed += 1
-            except OSError:
-                pass
-        time.sleep(_KILL_WAIT)
-    return killed
+    return kill_until_gone(lambda: process_limit.pids_of(uid), _KILL_ROUNDS, _KILL_WAIT, _KILL_WAIT)
 
 
 def _remove(path: Path) -> None:
