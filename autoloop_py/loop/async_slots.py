@@ -72,6 +72,7 @@ class Progress:
     stopping: str | None = None
     failure: AutoloopError | None = None
     recorded: int = 0  # the state's iteration count after the last record
+    launched: int = 0  # the slots started so far
 
 
 def run_slots(
@@ -87,33 +88,23 @@ def run_slots(
     if not options.writes or options.slot is not None:
         raise AutoloopError("slots without a barrier record what they run: they cannot be a dry run or one slot")
     progress = Progress([], recorded=bring_up_to_date(root, program, options.base_branch, options.budget))
-    launched = 0
     running: dict[int, Launch] = {}
     with tempfile.TemporaryDirectory(prefix="autoloop-slots-") as folder, Lanes(count, start_method) as lanes:
-        while True:
-            while progress.stopping is None and launched < total and (lane := lanes.free()) is not None:
-                if deadline is not None and time.monotonic() > deadline:
-                    progress.stopping = "the job's time is nearly up"
-                    break
-                launch = Launch(launched, lane, Path(folder) / f"launch-{launched}")
-                slot = replace(options, slot=Slot(lane, count, launched), outcome_dir=launch.directory)
-                lanes.start(lane, root, program, slot)
-                running[lane] = launch
-                launched += 1
-            if not running:
-                break
-            try:
-                finished = lanes.wait()
-            except KeyboardInterrupt as stop:
-                if progress.stopping == "interrupted" or isinstance(stop, Terminated):  # SIGTERM: the job is ending
-                    _abandon(lanes, running, progress, root, program, options, report, say)
-                    raise
-                progress.stopping = "interrupted"
-                say(f"stopping: {len(running)} slot(s) in flight are recorded when they end (Ctrl-C again "
-                    "abandons them)")
-                continue
-            for done in sorted(finished, key=lambda f: running[f.lane].number):
-                _record(running.pop(done.lane), done, progress, root, program, options, report)
+        try:
+            while True:
+                try:
+                    if not _turn(lanes, running, progress, Path(folder), total, root, program, options, report,
+                                 deadline):
+                        break
+                except KeyboardInterrupt as stop:
+                    if progress.stopping == "interrupted" or isinstance(stop, Terminated):  # SIGTERM: job ending
+                        raise
+                    progress.stopping = "interrupted"
+                    say(f"stopping: {len(running)} slot(s) in flight are recorded when they end (Ctrl-C again "
+                        "abandons them)")
+        except KeyboardInterrupt:  # wherever the second Ctrl-C lands, even while the first one is being told
+            _abandon(lanes, running, progress, root, program, options, report, say)
+            raise
     if progress.stopping not in (None, "interrupted"):
         say(f"stopping: {progress.stopping}")
     if progress.failure is not None:
@@ -121,6 +112,29 @@ def run_slots(
     if progress.stopping == "interrupted":
         raise KeyboardInterrupt
     return progress.accounts
+
+
+def _turn(
+    lanes: Lanes, running: dict[int, Launch], progress: Progress, folder: Path, total: int, root: Path,
+    program: Program, options: RunOptions, report: Callable[[IterationOutcome], None], deadline: float | None,
+) -> bool:
+    """Starts slots on the free lanes, waits for some to end and records them; returns False once none runs."""
+    while progress.stopping is None and progress.launched < total and (lane := lanes.free()) is not None:
+        if deadline is not None and time.monotonic() > deadline:
+            progress.stopping = "the job's time is nearly up"
+            break
+        launch = Launch(progress.launched, lane, folder / f"launch-{progress.launched}")
+        slot = replace(options, slot=Slot(lane, lanes.count, progress.launched), outcome_dir=launch.directory)
+        running[lane] = launch  # before the start: a Ctrl-C between the two still finds the slot to name
+        lanes.start(lane, root, program, slot)
+        progress.launched += 1
+    for lane in [lane for lane in running if lane not in lanes.busy]:  # a Ctrl-C came before its start took
+        del running[lane]
+    if not running:
+        return False
+    for done in sorted(lanes.wait(), key=lambda f: running[f.lane].number):
+        _record(running.pop(done.lane), done, progress, root, program, options, report)
+    return True
 
 
 def _record(
@@ -196,9 +210,10 @@ def _abandon(
     report: Callable[[IterationOutcome], None], say: Callable[[str], None],
 ) -> None:
     """On a second Ctrl-C: records the slots whose outcome is already written, terminates the others and names them."""
-    for lane in lanes.abandon():
-        launch = running.pop(lane)
+    lanes.abandon()
+    for lane, launch in sorted(running.items(), key=lambda item: item[1].number):
         if (launch.directory / OUTCOME_FILE).exists():
             _record(launch, Finished(lane, None), progress, root, program, options, report)
         else:
             say(f"abandoned slot {launch.number} (lane {lane}): it was interrupted, nothing of it was recorded")
+    running.clear()

@@ -22,7 +22,7 @@ from autoloop_py.errors import AutoloopError
 from autoloop_py.loop.iteration import IterationOutcome, run_iteration
 from autoloop_py.loop.options import RunOptions
 from autoloop_py.program.model import Program
-from autoloop_py.sandbox.runner import sigterm_interrupts
+from autoloop_py.sandbox.runner import Terminated, sigterm_interrupts
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +63,11 @@ class Lanes:
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
         self.close()
+
+    @property
+    def count(self) -> int:
+        """How many lanes there are."""
+        return len(self._processes)
 
     def free(self) -> int | None:
         """Returns the lowest lane not running an iteration (None when all are busy)."""
@@ -145,20 +150,28 @@ class Lanes:
 def _serve(pipe: Connection) -> None:
     """A lane's process: runs each iteration it receives and sends back its account, until told to stop."""
     os.setpgrp()  # the terminal's Ctrl-C goes to the run, which decides about the slots in flight
-    with sigterm_interrupts():
-        while True:
-            try:
-                job = pipe.recv()
-            except EOFError:
-                return  # the run is gone
-            if job is None:
-                return
-            root, program, options = job
-            try:
-                reply: tuple[str, object] = ("done", run_iteration(root, program, options))
-            except AutoloopError as err:
-                reply = ("setting", str(err))
-            except Exception as err:  # noqa: BLE001 - the run records the slot as an error and goes on
-                log.exception("the slot's iteration failed")
-                reply = ("failed", f"{type(err).__name__}: {err}")
-            pipe.send(reply)
+    try:
+        with sigterm_interrupts():
+            _serve_jobs(pipe)
+    except Terminated:
+        pass  # the run abandoned the slot: the iteration unwound (its finally blocks ran) and the lane leaves quietly
+
+
+def _serve_jobs(pipe: Connection) -> None:
+    """Runs each iteration the pipe hands over and sends back its account, until told to stop."""
+    while True:
+        try:
+            job = pipe.recv()
+        except EOFError:
+            return  # the run is gone
+        if job is None:
+            return
+        root, program, options = job
+        try:
+            reply: tuple[str, object] = ("done", run_iteration(root, program, options))
+        except AutoloopError as err:
+            reply = ("setting", str(err))
+        except Exception as err:  # noqa: BLE001 - the run records the slot as an error and goes on
+            log.exception("the slot's iteration failed")
+            reply = ("failed", f"{type(err).__name__}: {err}")
+        pipe.send(reply)

@@ -14,6 +14,7 @@ import runpy
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -24,6 +25,8 @@ from autoloop_py.commands.common import format_metric
 from autoloop_py.errors import AutoloopError
 from autoloop_py.loop import async_slots, lanes
 from autoloop_py.loop.iteration import IterationOutcome, run_iteration
+from autoloop_py.loop.options import RunOptions
+from autoloop_py.program.model import load_program
 from autoloop_py.state import file as statefile
 from autoloop_py.state.population import population_of
 from tests.conftest import GitRunner
@@ -300,6 +303,40 @@ def test_a_second_ctrl_c_abandons_the_slots_in_flight_and_names_them(
         (tmp_path / "go").write_text("")  # nothing of the test waits on after it
     assert run.returncode == EXIT_INTERRUPT, seen
     assert "abandoned slot 0 (lane" in seen and "abandoned slot 1 (lane" in seen
+    assert "Traceback" not in seen  # a terminated lane leaves quietly
+    memory = _git(origin, "for-each-ref", "--format=%(refname)", "refs/heads/memory/autoloop")
+    assert not memory or "tick of 1" not in _git(origin, "log", "--format=%s", "memory/autoloop")
+
+
+def test_a_second_ctrl_c_while_the_first_is_being_told_still_abandons_and_names_the_slots(
+    git_repo: Path, run_git: GitRunner, tmp_path: Path
+) -> None:
+    origin, work, log = _setup(git_repo, run_git, tmp_path, GATED)
+    program = load_program(work, Path(".autoloop/programs") / NAME / "program.md")
+    told: list[str] = []
+
+    def say(text: str) -> None:  # the second Ctrl-C lands while the first one's message is being printed
+        told.append(text)
+        if text.startswith("stopping:"):
+            raise KeyboardInterrupt
+
+    def first_ctrl_c() -> None:
+        waited = time.time() + 240  # a bound for a broken run, not a measure
+        while (not log.exists() or log.read_text().count("start") < 2) and time.time() < waited:
+            time.sleep(0.05)
+        signal.pthread_kill(runner, signal.SIGINT)  # the main thread's wait for the lanes is interrupted, as at a terminal
+
+    runner = threading.get_ident()  # the test's thread, which runs the slots
+    threading.Thread(target=first_ctrl_c, daemon=True).start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            async_slots.run_slots(work, program, 6, 2, RunOptions(), say=say)
+    finally:
+        (tmp_path / "go").write_text("")
+    assert told[0].startswith("stopping: 2 slot(s) in flight")
+    assert sorted(told[1:]) == [f"abandoned slot {n} (lane {n}): it was interrupted, nothing of it was recorded"
+                                for n in (0, 1)]
+    assert log.read_text().count("start") == 2
     memory = _git(origin, "for-each-ref", "--format=%(refname)", "refs/heads/memory/autoloop")
     assert not memory or "tick of 1" not in _git(origin, "log", "--format=%s", "memory/autoloop")
 
