@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from autoloop_py.sandbox.process import kill_until_gone, marked_pids
+from autoloop_py.sandbox.process import is_marked, kill_until_gone, marked_pids
 
 logger = logging.getLogger(__name__)
 
@@ -59,12 +59,22 @@ class PidsGroup:
     def escaped(self, name: str, value: str) -> str:
         """Returns why the command broke out ('' when it did not): its marked processes (`name=value` in their
         environment) that are alive outside this group, having moved themselves out of the pids limit."""
-        inside = set(self.members())
-        outside = [pid for pid in marked_pids(name, value) if pid not in inside]
+        # Each process's own cgroup is read, not a listing of the group taken before the scan (a fork bomb's
+        # children born between the two would count as escaped), and then its mark again: an exiting process is
+        # shown in the root cgroup, but only after it released the memory its mark is read from.
+        outside = [pid for pid in marked_pids(name, value) if not self.holds(pid) and is_marked(pid, name, value)]
         if not outside:
             return ""
         return (f"{len(outside)} of its processes left its pids cgroup {self.path} (moved into another cgroup, out "
                 f"of the process limit); they were killed")
+
+    def holds(self, pid: int) -> bool:
+        """Whether the process is in this group or a group under it (True when it is gone: nothing of it runs)."""
+        try:
+            text = Path(f"/proc/{pid}/cgroup").read_text()
+        except OSError:
+            return True
+        return any(self.path.name in line.rpartition(":")[2].split("/") for line in text.splitlines())
 
     def kill_all(self) -> int:
         """Kills every process in the group, again until none is left (a fork may race a kill); returns the count."""

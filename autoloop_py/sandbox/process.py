@@ -189,8 +189,12 @@ def kill_marked(name: str, value: str) -> int:
 
 def marked_pids(name: str, value: str) -> list[int]:
     """Returns the live processes (but this one) whose environment has `name=value`."""
-    needle = f"{name}={value}".encode()
-    return [pid for pid in _pids() if pid != os.getpid() and needle in _environ(pid)]
+    return [pid for pid in _pids() if pid != os.getpid() and is_marked(pid, name, value)]
+
+
+def is_marked(pid: int, name: str, value: str) -> bool:
+    """Whether the process's environment has `name=value` (False once it is gone or exiting: its memory is released)."""
+    return f"{name}={value}".encode() in _environ(pid)
 
 
 def _pids() -> list[int]:

@@ -122,3 +122,27 @@ def test_the_group_a_killed_runner_left_is_emptied_and_removed_by_the_next(tmp_p
         sleeper.kill()
         if stale.exists():
             stale.rmdir()
+
+
+@needs_group
+def test_only_a_process_that_moved_out_of_the_group_counts_as_escaped() -> None:
+    mark = f"{os.getpid()}-{time.monotonic_ns()}"
+    env = {**os.environ, "AUTOLOOP_TEST_MARK": mark}
+    with pids_limit(32) as group:
+        assert group is not None
+        parent = group.path.parent / "cgroup.procs"
+        stays = subprocess.Popen(group.wrap(["sleep", "60"]), env=env)
+        leaves = subprocess.Popen(group.wrap(["sh", "-c", f'echo $$ > "{parent}" && exec sleep 60']), env=env)
+        try:
+            deadline = time.monotonic() + 10  # a bound for a broken test, not a measure
+            while str(leaves.pid) not in parent.read_text().split() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert stays.pid in group.members() and leaves.pid not in group.members()
+            assert group.escaped("AUTOLOOP_TEST_MARK", mark).startswith("1 of its processes left its pids cgroup")
+            leaves.kill()
+            leaves.wait()
+            assert group.escaped("AUTOLOOP_TEST_MARK", mark) == ""  # a gone process escaped nothing
+        finally:
+            for process in (stays, leaves):
+                process.kill()
+                process.wait()
