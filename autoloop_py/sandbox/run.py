@@ -236,11 +236,22 @@ def _run_confined(
         for path in slot_user.exposed([*hidden, *(path / "config" for path in hidden)]):
             logger.warning("%s is writable by every user: an evaluation or agent, though run as a uid of its own "
                            "(isolation: none as root), could change it; remove the write permission of others", path)
+    if own_uid:
+        _warn_unreachable_python(env.get("PATH", os.defpath))
     with (slot_user.slot_user(workdir, writable) if own_uid else nullcontext()) as user:
         if user is not None:
             env = user.environment(env)
         return _confined(command, policy, limit, user, network, env=env, where=where, work=work, timeout=timeout,
                          writable=writable, output_cap=output_cap, on_exit=on_exit)  # fmt: skip
+
+
+@functools.lru_cache(maxsize=8)
+def _warn_unreachable_python(search_path: str) -> None:
+    """Warns once per run and PATH that a slot uid gets another python3 than the runner's (the evaluation may then
+    fail on a missing package, for a reason the runner's own python3 never shows)."""
+    why = slot_user.unreachable_python(search_path)
+    if why:
+        logger.warning("%s", why)
 
 
 def _confined(
@@ -420,7 +431,11 @@ def isolation_report(programs: Sequence[Program]) -> tuple[list[str], list[str]]
         reason = why if not usable else "isolation: none"
         lines.append(f"NOT SANDBOXED: evaluations of {', '.join(bare)} run without a sandbox ({reason})")
     if bare and os.geteuid() == 0:
-        lines.append(slot_user.describe(slot_user.wanted(False, os.environ, process_limit.facts())))
+        why_not = slot_user.wanted(False, os.environ, process_limit.facts())
+        lines.append(slot_user.describe(why_not))
+        unreachable = "" if why_not else slot_user.unreachable_python(os.environ.get("PATH", os.defpath))
+        if unreachable:
+            lines.append(f"NOT the runner's python3: {unreachable}")
     if programs:
         limit = process_limit.resolve(process_limit.requested(os.environ))
         line = process_limit.describe(limit)

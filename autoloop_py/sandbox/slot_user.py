@@ -117,6 +117,42 @@ def exposed(paths: Sequence[Path]) -> list[str]:
     return found
 
 
+def closed_to_others(path: Path) -> Path | None:
+    """Returns the first folder on the way to path (or path itself) a uid of its own cannot pass: one that is neither
+    the owner nor in the group needs o+x on every folder, o+x on the file, and o+r too when it is a script."""
+    for way in dict.fromkeys((path, path.resolve())):  # the folders of the link and of what it points to
+        for folder in reversed(way.parents):
+            try:
+                if not folder.stat().st_mode & stat.S_IXOTH:
+                    return folder
+            except OSError:
+                return folder
+    try:
+        mode = path.stat().st_mode
+        with path.open("rb") as handle:
+            script = handle.read(2) == b"#!"
+    except OSError:
+        return path
+    needed = stat.S_IXOTH | (stat.S_IROTH if script else 0)
+    return None if mode & needed == needed else path
+
+
+def unreachable_python(search_path: str) -> str:
+    """Returns why a uid of its own gets another `python3` than the runner does ('' when it gets the same): the first
+    one on PATH is closed to other users (a pyenv or venv under a 0700 /root)."""
+    first = shutil.which("python3", path=search_path)
+    if first is None:
+        return ""
+    closed = closed_to_others(Path(first))
+    if closed is None:
+        return ""
+    theirs = next((found for folder in search_path.split(os.pathsep) if folder
+                   if (found := shutil.which("python3", path=folder)) and closed_to_others(Path(found)) is None), None)
+    instead = f"they get {theirs} instead" if theirs else "they find no python3 at all"
+    return (f"evaluations and agents run as a uid of their own, which cannot reach {first}, the first python3 on PATH "
+            f"({closed} is closed to other users): {instead}; make it reachable (chmod o+rx) or set {ENV_VAR}=off")
+
+
 @contextmanager
 def slot_user(workdir: Path, writable: Sequence[Path], lock_root: Path | None = None) -> Iterator[SlotUser]:
     """Yields a fresh uid owning workdir and writable (each 0700), with a private home; afterwards every process

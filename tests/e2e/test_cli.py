@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -209,3 +210,23 @@ def test_check_and_status_say_how_the_process_limit_holds(
     monkeypatch.setenv("AUTOLOOP_PROCESS_LIMIT", "jail")
     assert main(["check", "--repo", str(fleet)]) == 1
     assert "✗ AUTOLOOP_PROCESS_LIMIT must be one of auto, cgroup, uid, off, got 'jail'" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or process_limit.facts().setpriv is False or not process_limit.facts().can_setuid,
+                    reason="a root runner that can start commands as a uid of their own")
+def test_check_and_status_say_when_a_slot_uid_would_get_another_python3(
+    fleet: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    hidden = tmp_path / "home" / "bin"  # pytest's temporary folders are closed to other users
+    hidden.mkdir(parents=True)
+    (hidden / "python3").write_text("#!/bin/sh\nexec /usr/bin/env python3 \"$@\"\n")
+    (hidden / "python3").chmod(0o755)
+    program = fleet / ".autoloop/programs/active/program.md"
+    program.write_text(program.read_text().replace("---\n", "---\nisolation: none\n", 1))
+    monkeypatch.setenv("PATH", f"{hidden}:{os.environ['PATH']}")
+    monkeypatch.delenv("AUTOLOOP_SLOT_USER", raising=False)  # the suite's default outside the sandbox tests is off
+    for command in ("check", "status"):
+        main([command, "--repo", str(fleet)])
+        out = " ".join(capsys.readouterr().out.split())
+        assert f"NOT the runner's python3: evaluations and agents run as a uid of their own, which cannot reach " \
+               f"{hidden}/python3, the first python3 on PATH" in out, out

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -108,3 +111,64 @@ def test_hard_link_protection_is_read_from_its_sysctl(tmp_path: Path) -> None:
     setting.write_text("0\n")
     assert not slot_user.hardlinks_protected(setting)
     assert not slot_user.hardlinks_protected(tmp_path / "missing")
+
+
+@pytest.fixture
+def open_folder() -> Iterator[Path]:
+    """A folder every user may pass (pytest's own temporary folders sit under a 0700 one)."""
+    folder = Path(tempfile.mkdtemp(prefix="autoloop-slot-path-"))
+    folder.chmod(0o755)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder)
+
+
+def _python(folder: Path, mode: int, text: bytes = b"#!/bin/sh\nexec true\n") -> Path:
+    folder.mkdir(mode=0o755, exist_ok=True)
+    folder.chmod(0o755)
+    path = folder / "python3"
+    path.write_bytes(text)
+    path.chmod(mode)
+    return path
+
+
+def test_a_python3_under_a_closed_folder_or_unreadable_as_a_script_is_closed_to_a_slot_uid(open_folder: Path) -> None:
+    assert slot_user.closed_to_others(_python(open_folder / "open", 0o755)) is None
+    assert slot_user.closed_to_others(_python(open_folder / "binary", 0o711, b"\x7fELF")) is None
+    script = _python(open_folder / "script", 0o711)
+    assert slot_user.closed_to_others(script) == script  # a script must be readable to run
+    hidden = _python(open_folder / "home", 0o755)
+    (open_folder / "home").chmod(0o700)
+    assert slot_user.closed_to_others(hidden) == open_folder / "home"
+    link = open_folder / "open" / "python"
+    link.symlink_to(hidden)
+    assert slot_user.closed_to_others(link) == open_folder / "home"  # the folders of what a link points to count too
+
+
+def test_a_slot_uid_that_would_get_another_python3_is_told_which(open_folder: Path) -> None:
+    closed, reachable = open_folder / "closed", open_folder / "shared"
+    _python(closed, 0o755)
+    _python(reachable, 0o755)
+    closed.chmod(0o700)
+    why = slot_user.unreachable_python(f"{closed}:{reachable}")
+    assert f"cannot reach {closed}/python3, the first python3 on PATH ({closed} is closed" in why
+    assert f"they get {reachable}/python3 instead" in why and "AUTOLOOP_SLOT_USER=off" in why
+    assert "they find no python3 at all" in slot_user.unreachable_python(str(closed))
+    assert slot_user.unreachable_python(f"{reachable}:{closed}") == ""
+    assert slot_user.unreachable_python(str(open_folder / "nothing")) == ""
+
+
+def test_the_run_warns_once_per_path_that_a_slot_uid_gets_another_python3(
+    open_folder: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from autoloop_py.sandbox import run
+
+    closed = open_folder / "closed"
+    _python(closed, 0o755)
+    closed.chmod(0o700)
+    with caplog.at_level("WARNING", logger="autoloop_py.sandbox.run"):
+        run._warn_unreachable_python(str(closed))
+        run._warn_unreachable_python(str(closed))
+    assert [r.getMessage().split(", the first")[0] for r in caplog.records] == [
+        f"evaluations and agents run as a uid of their own, which cannot reach {closed}/python3"]
