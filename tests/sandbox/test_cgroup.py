@@ -135,8 +135,8 @@ def test_only_a_process_that_moved_out_of_the_group_counts_as_escaped() -> None:
         leaves = subprocess.Popen(group.wrap(["sh", "-c", f'echo $$ > "{parent}" && exec sleep 60']), env=env)
         try:
             deadline = time.monotonic() + 10  # a bound for a broken test, not a measure
-            while str(leaves.pid) not in parent.read_text().split() and time.monotonic() < deadline:
-                time.sleep(0.01)
+            while not all(_sleeping(p.pid) for p in (stays, leaves)) and time.monotonic() < deadline:
+                time.sleep(0.01)  # each has moved where it goes once it runs `sleep` (it starts in the runner's group)
             assert stays.pid in group.members() and leaves.pid not in group.members()
             assert group.escaped("AUTOLOOP_TEST_MARK", mark).startswith("1 of its processes left its pids cgroup")
             leaves.kill()
@@ -146,3 +146,10 @@ def test_only_a_process_that_moved_out_of_the_group_counts_as_escaped() -> None:
             for process in (stays, leaves):
                 process.kill()
                 process.wait()
+
+
+def _sleeping(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep\0")
+    except OSError:
+        return False
