@@ -7,8 +7,10 @@ on the freed lane at once, and it reads the state that includes every record mad
 that improved on a best that a later record beat finds the program branch moved: the publish records
 it as rejected (judged against a stale base) and the branch keeps the newer best.
 
-A slot is `Slot(lane, k, launch)`: the lane keeps slots in flight on distinct islands and locks, the
-launch number (counted from 0 in the run) keeps every slot's random draws distinct. A slot whose process
+A slot is `Slot(lane, k, launch, busy)`: the lane keeps slots in flight on distinct locks (and on distinct
+islands where a strategy assigns them by index), the launch number (counted from 0 in the run) keeps every slot's
+random draws distinct, and busy holds the islands the slots in flight claimed (island_claims.py), which a
+strategy that picks its island from the state (AdaEvolve) keeps the new slot off. A slot whose process
 fails, or whose outcome is refused (it ran candidate code: what it left is checked as the workflow's
 publish checks it), is recorded as an error and the run goes on; a setting every slot would trip on (AutoloopError)
 stops launching, and is raised once the slots in flight are recorded. A budget pause, a completed or
@@ -28,7 +30,7 @@ from pathlib import Path
 from typing import Callable
 
 from autoloop_py.errors import AutoloopError
-from autoloop_py.loop import recovery
+from autoloop_py.loop import island_claims, recovery
 from autoloop_py.loop.iteration import IterationOutcome
 from autoloop_py.loop.lanes import Finished, Lanes
 from autoloop_py.loop.options import RunOptions
@@ -124,7 +126,8 @@ def _turn(
             progress.stopping = "the job's time is nearly up"
             break
         launch = Launch(progress.launched, lane, folder / f"launch-{progress.launched}")
-        slot = replace(options, slot=Slot(lane, lanes.count, progress.launched), outcome_dir=launch.directory)
+        busy = island_claims.claimed(other.directory for other in running.values())
+        slot = replace(options, slot=Slot(lane, lanes.count, progress.launched, busy), outcome_dir=launch.directory)
         running[lane] = launch  # before the start: a Ctrl-C between the two still finds the slot to name
         lanes.start(lane, root, program, slot)
         progress.launched += 1

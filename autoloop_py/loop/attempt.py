@@ -14,7 +14,9 @@ from typing import Callable, ContextManager, Mapping
 
 from autoloop_py import faults
 from autoloop_py.errors import GitError
-from autoloop_py.loop import acceptance, checks, lineage_store, model_use, novelty, recovery, stale_parents
+from autoloop_py.loop import (
+    acceptance, checks, island_claims, lineage_store, model_use, novelty, recovery, stale_parents,
+)
 from autoloop_py.loop.baseline import evaluate_copy, evaluation_policy
 from autoloop_py.loop.checks import violations
 from autoloop_py.loop.evaluate import EvaluationResult
@@ -311,6 +313,9 @@ def _prepare_prompt(ctx: AttemptContext, files: dict[str, str], root: Path) -> t
         ctx.runner, ctx.state, ctx.best, ctx.iteration, ctx.program.direction, ctx.rng, ctx.memory.read,
         guide_for(ctx.program, ctx.options, ctx.model, ctx.guide_spent, ctx.proposer), rebase, ctx.options.slot,
     )
+    slot, island = ctx.options.slot, strategy.island_of(ctx.runner, decision)
+    if slot is not None and slot.launch is not None and island is not None and ctx.options.outcome_dir is not None:
+        island_claims.claim(ctx.options.outcome_dir, island)  # the run keeps the slots it starts next off it
     placed = strategy.with_parent(ctx.runner, decision, files)
     changed = {path: text for path, text in placed.items() if files.get(path) != text}
     if changed:

@@ -133,6 +133,12 @@ def retry(runner: StrategyRunner | None, decision: Any, error: str) -> Any:
     return None if again is None else again(decision, error)
 
 
+def island_of(runner: StrategyRunner | None, decision: Any) -> int | None:
+    """Returns the island the decision works (None: no runner, or a strategy without islands that say so)."""
+    island = getattr(runner.engine, "island", None) if runner is not None and decision is not None else None
+    return island(decision) if island is not None else None
+
+
 def evaluates_as_is(runner: StrategyRunner | None, decision: Any) -> bool:
     """Returns whether the decision records the Target as it is, without a proposal (FunSearch's seed)."""
     as_is = getattr(runner.engine, "evaluates_as_is", None) if runner is not None and decision is not None else None

@@ -27,11 +27,14 @@ class Slot:
       count: how many slots the tick runs (the program's `parallel:`).
       launch: in a run without a barrier (`autoloop run --parallel k`), the slot's place in the order the run
         launched its slots; index is then the lane (the process) it runs in. None: a slot of a tick.
+      busy: in a run without a barrier, the islands the other slots in flight said they work when this one
+        started (a strategy with islands keeps clear of them); () in a tick, whose slots pick apart by index.
     """
 
     index: int
     count: int
     launch: int | None = None
+    busy: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if not 1 <= self.count <= MAX_SLOTS or not 0 <= self.index < self.count:

@@ -9,6 +9,7 @@ iteration raises, is recorded as an error and the run goes on.
 
 from __future__ import annotations
 
+import json
 import os
 import runpy
 import signal
@@ -23,7 +24,7 @@ import pytest
 from autoloop_py.cli import EXIT_INTERRUPT, main
 from autoloop_py.commands.common import format_metric
 from autoloop_py.errors import AutoloopError
-from autoloop_py.loop import async_slots, lanes
+from autoloop_py.loop import async_slots, island_claims, lanes
 from autoloop_py.loop.iteration import IterationOutcome, run_iteration
 from autoloop_py.loop.options import RunOptions
 from autoloop_py.program.model import load_program
@@ -367,6 +368,36 @@ def test_slots_of_a_strategy_without_a_barrier_each_join_the_population_under_th
     assert evaluated and evaluated <= {c.gen for c in population_of(state).candidates}
     accepted = [e.metric for e in state.history if e.status == "accepted" and e.metric is not None]
     assert state.machine.best_metric == (max(accepted) if accepted else state.machine.initial_metric)
+
+
+def test_adaevolve_slots_without_a_barrier_keep_off_the_islands_the_slots_in_flight_claimed(
+    git_repo: Path, run_git: GitRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("numpy")  # function_minimization's evaluation
+    pointer, config = STRATEGIES["adaevolve"]
+    install_strategy_program(git_repo, run_git, ".autoloop/programs/function_minimization", "adaevolve", pointer,
+                             config)
+    origin = tmp_path / "origin.git"
+    _git(tmp_path, "clone", "-q", "--bare", str(git_repo), str(origin))
+    work = tmp_path / "work"
+    _git(tmp_path, "clone", "-q", str(origin), str(work))
+    seen = tmp_path / "islands.log"
+
+    def noted(root, program, options, *args, **kwargs):  # type: ignore[no-untyped-def]
+        outcome = run_iteration(root, program, options, *args, **kwargs)
+        worked = island_claims.claimed([options.outcome_dir])
+        with open(seen, "a") as log:
+            log.write(json.dumps([options.slot.launch, list(options.slot.busy), list(worked)]) + "\n")
+        return outcome
+
+    monkeypatch.setattr(lanes, "run_iteration", noted)
+    monkeypatch.setattr(async_slots, "start_method", lambda: "fork")  # the lanes inherit the noting iteration
+    assert main(["run", "--repo", str(work), "--program", "function_minimization", "--proposer", "tune",
+                 "--parallel", "2", "--iterations", "6"]) == 0
+    launches = [json.loads(line) for line in seen.read_text().splitlines()]
+    assert len(launches) == 6 and all(len(worked) == 1 for _, _, worked in launches)
+    assert all(worked[0] not in busy for _, busy, worked in launches)  # 2 slots, 2+ islands: one is always free
+    assert any(busy for launch, busy, _ in launches if launch >= 2)  # the later ones started beside a claim
 
 
 def test_no_slot_starts_in_the_jobs_last_minutes_and_the_slots_in_flight_are_recorded(

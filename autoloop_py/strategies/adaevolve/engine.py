@@ -140,6 +140,10 @@ class AdaEvolveEngine:
             first = context.iteration - slot.index
             sources = slots.pick_sources(self.program.config.seed, self.program.name, first, slot.count)
             island = slots.slot_islands(state, slot, first, self.config, sources)[-1]
+            if island in slot.busy:  # without a barrier the slots in flight started from older states
+                island = slots.pick_free(state, set(slot.busy), context.iteration, self.config,
+                                         slots.away_source(self.program.config.seed, self.program.name,
+                                                           context.iteration, slot))
             state = dataclasses.replace(state, current_island=island)
         inner = adaevolve.decide(state, population.candidates, self.config, rng)
         if seeds_from_history(context):
@@ -147,6 +151,10 @@ class AdaEvolveEngine:
                       "seeds island 0 and is copied to the other islands")
             return EngineDecision(dataclasses.replace(inner, reason=reason), guide_reply, as_is=True)
         return EngineDecision(inner, guide_reply)
+
+    def island(self, decision: EngineDecision) -> int:
+        """Returns the island the decision works (a run without a barrier keeps its next slots off it)."""
+        return decision.inner.island
 
     def evaluates_as_is(self, decision: EngineDecision) -> bool:
         """Returns whether the decision seeds the islands with the Target as it is (a program with history)."""

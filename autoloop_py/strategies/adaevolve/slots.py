@@ -4,6 +4,9 @@ Slot 0 evolves the island the last iteration's end picked (`current_island`). Sl
 islands slots 0..j−1 left: uniform among those under 3 visits, else the UCB argmax, as `next_island`
 does. Every slot recomputes the earlier slots' picks from their own seeds, so k processes that never
 talk to each other still take k different islands (once every island is taken, a new round starts).
+
+Without a barrier the slots in flight started from different states, so those picks can meet: a slot
+whose pick is an island another slot in flight works (`Slot.busy`) picks again among the others.
 """
 
 from __future__ import annotations
@@ -46,3 +49,8 @@ def pick_free(state: AdaEvolveState, taken: set[int], t: int, config: AdaEvolveC
 def pick_sources(seed: object, program: str, first: int, count: int) -> PickSource:
     """Returns the random source of slot j's island pick, seeded from (seed, program, slot j's iteration, slot j)."""
     return lambda j: random.Random(slot_seed(seed, program, first + j, Slot(j, count)) + ":island")
+
+
+def away_source(seed: object, program: str, iteration: int, slot: Slot) -> UniformSource:
+    """Returns the random source of a slot's pick away from the busy islands (its launch number keeps it its own)."""
+    return random.Random(slot_seed(seed, program, iteration, slot) + ":away")

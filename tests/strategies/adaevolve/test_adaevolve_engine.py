@@ -25,6 +25,7 @@ from autoloop_py.strategies.adaevolve.engine import AdaEvolveEngine, EngineDecis
 from autoloop_py.strategies.adaevolve.state import AdaEvolveState
 from autoloop_py.strategies.base import StrategyContext
 from autoloop_py.strategies.runner import StrategyRunner
+from autoloop_py.strategies.slots import Slot
 
 CONFIG = AdaEvolveConfig(paradigm_window_size=3, use_dynamic_islands=False)
 GUIDE_REPLY = (
@@ -311,3 +312,15 @@ def test_the_guide_prompt_carries_the_problem_framing_and_the_settings_notes(tmp
     assert len(prompts) == 1
     assert "## Problem framing\n\nFRAMING: minimise f.\n" in prompts[0]
     assert "- NOTE: evaluations take a second\n" in prompts[0]
+
+
+def test_a_slot_without_a_barrier_keeps_off_the_islands_the_slots_in_flight_work(tmp_path: Path) -> None:
+    engine = _engine(tmp_path)
+    population = _stagnant()  # two islands, island 0 current
+    free = engine.decide(population, replace(_context(population), slot=Slot(0, 2, launch=4)), random.Random(1))
+    assert engine.island(free) == 0  # nothing in flight: the bandit's current island, as in a tick
+    clear = replace(_context(population), slot=Slot(0, 2, launch=4, busy=(0,)))
+    assert engine.island(engine.decide(population, clear, random.Random(1))) == 1
+    every = replace(_context(population), slot=Slot(1, 2, launch=5, busy=(0, 1)))
+    assert engine.island(engine.decide(population, every, random.Random(1))) in (0, 1)  # all taken: a new round
+    assert strategy.island_of(None, free) is None
