@@ -42,7 +42,7 @@ from autoloop_py.loop.schedule import skip_reason
 from autoloop_py.loop.tick import account_of, bring_up_to_date, start_method
 from autoloop_py.loop.tick_publish import publish_tick
 from autoloop_py.program.model import Program
-from autoloop_py.sandbox.runner import Terminated
+from autoloop_py.sandbox.runner import Terminated, first_interrupt_deferred
 from autoloop_py.state.memory import MemoryStore, pack_if_due
 from autoloop_py.strategies.slots import Slot
 
@@ -135,8 +135,10 @@ def _turn(
         del running[lane]
     if not running:
         return False
-    for done in sorted(lanes.wait(), key=lambda f: running[f.lane].number):
-        _record(running.pop(done.lane), done, progress, root, program, options, report)
+    finished = sorted(lanes.wait(), key=lambda f: running[f.lane].number)
+    with first_interrupt_deferred():  # a Ctrl-C asks for these records: it is raised once they are made
+        for done in finished:
+            _record(running.pop(done.lane), done, progress, root, program, options, report)
     return True
 
 

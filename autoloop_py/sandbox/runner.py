@@ -55,3 +55,29 @@ def sigterm_interrupts() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def first_interrupt_deferred() -> Iterator[None]:
+    """Holds a first Ctrl-C back until the block ends, then raises it; a second one inside raises at once.
+
+    A record is then never cut in half by the Ctrl-C that asked for it to be made; a user who insists
+    still gets out. A no-op off the main thread (signals reach only the main one).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if caught:
+            raise KeyboardInterrupt
+        caught.append(signum)
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt

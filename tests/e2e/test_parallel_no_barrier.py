@@ -342,6 +342,39 @@ def test_a_second_ctrl_c_while_the_first_is_being_told_still_abandons_and_names_
     assert not memory or "tick of 1" not in _git(origin, "log", "--format=%s", "memory/autoloop")
 
 
+def test_a_ctrl_c_while_a_slot_is_being_recorded_lets_that_record_finish(
+    git_repo: Path, run_git: GitRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    origin, work, log = _setup(git_repo, run_git, tmp_path, GATED)
+    program = load_program(work, Path(".autoloop/programs") / NAME / "program.md")
+    publish, runner = async_slots.publish_tick, threading.get_ident()
+    told: list[str] = []
+
+    def interrupted_publish(*args, **kwargs):  # type: ignore[no-untyped-def]
+        if not told:
+            told.append("record started")
+            signal.pthread_kill(runner, signal.SIGINT)  # the Ctrl-C lands as the first record begins
+            time.sleep(0.1)  # it is handled before the record is made
+        return publish(*args, **kwargs)
+
+    def go() -> None:
+        waited = time.time() + 240  # a bound for a broken run, not a measure
+        while (not log.exists() or log.read_text().count("start") < 2) and time.time() < waited:
+            time.sleep(0.05)
+        (tmp_path / "go").write_text("")
+
+    monkeypatch.setattr(async_slots, "publish_tick", interrupted_publish)
+    threading.Thread(target=go, daemon=True).start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            async_slots.run_slots(work, program, 6, 2, RunOptions(), say=told.append)
+    finally:
+        (tmp_path / "go").write_text("")
+    assert any(text.startswith("stopping:") for text in told), told
+    assert log.read_text().count("start") == 2  # nothing started after the Ctrl-C
+    _check_records(origin, 2)  # the record it interrupted was made, and the other slot in flight recorded too
+
+
 @pytest.mark.parametrize("strategy", sorted(STRATEGIES))
 def test_slots_of_a_strategy_without_a_barrier_each_join_the_population_under_their_own_number(
     strategy: str, git_repo: Path, run_git: GitRunner, tmp_path: Path
