@@ -266,6 +266,13 @@ def _interrupted_run(work: Path, log: Path) -> subprocess.Popen[str]:
     return run
 
 
+def _wait_for_both_starts(log: Path) -> None:
+    """Returns once both slots' candidates are being evaluated (or after a bound for a broken run)."""
+    waited = time.time() + 240  # a bound, not a measure
+    while (not log.exists() or log.read_text().count("start") < 2) and time.time() < waited:
+        time.sleep(0.05)
+
+
 def _read_until(run: subprocess.Popen[str], text: str) -> str:
     assert run.stdout is not None
     seen = ""
@@ -322,9 +329,7 @@ def test_a_second_ctrl_c_while_the_first_is_being_told_still_abandons_and_names_
             raise KeyboardInterrupt
 
     def first_ctrl_c() -> None:
-        waited = time.time() + 240  # a bound for a broken run, not a measure
-        while (not log.exists() or log.read_text().count("start") < 2) and time.time() < waited:
-            time.sleep(0.05)
+        _wait_for_both_starts(log)
         signal.pthread_kill(runner, signal.SIGINT)  # the main thread's wait for the lanes is interrupted, as at a terminal
 
     runner = threading.get_ident()  # the test's thread, which runs the slots
@@ -358,9 +363,7 @@ def test_a_ctrl_c_while_a_slot_is_being_recorded_lets_that_record_finish(
         return publish(*args, **kwargs)
 
     def go() -> None:
-        waited = time.time() + 240  # a bound for a broken run, not a measure
-        while (not log.exists() or log.read_text().count("start") < 2) and time.time() < waited:
-            time.sleep(0.05)
+        _wait_for_both_starts(log)
         (tmp_path / "go").write_text("")
 
     monkeypatch.setattr(async_slots, "publish_tick", interrupted_publish)
