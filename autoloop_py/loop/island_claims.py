@@ -33,11 +33,12 @@ def claimed(outcome_dirs: Iterable[Path]) -> tuple[int, ...]:
     islands: list[int] = []
     for folder in outcome_dirs:
         try:
-            text = claim_path(folder).read_text(errors="replace")[:20].strip()
+            with claim_path(folder).open("rb") as handle:
+                text = handle.read(20).decode(errors="replace").strip()
         except OSError:
             continue
         if text.isdigit() and int(text) < _MAX_ISLAND:
             islands.append(int(text))
         else:
-            log.debug("ignored the island claim %r in %s", text[:20], folder)
+            log.debug("ignored the island claim %r in %s", text, folder)
     return tuple(dict.fromkeys(islands))

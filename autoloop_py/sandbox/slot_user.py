@@ -146,8 +146,8 @@ def unreachable_python(search_path: str) -> str:
     closed = closed_to_others(Path(first))
     if closed is None:
         return ""
-    theirs = next((found for folder in search_path.split(os.pathsep) if folder
-                   if (found := shutil.which("python3", path=folder)) and closed_to_others(Path(found)) is None), None)
+    found = (shutil.which("python3", path=folder) for folder in search_path.split(os.pathsep) if folder)
+    theirs = next((python for python in found if python and closed_to_others(Path(python)) is None), None)
     instead = f"they get {theirs} instead" if theirs else "they find no python3 at all"
     return (f"evaluations and agents run as a uid of their own, which cannot reach {first}, the first python3 on PATH "
             f"({closed} is closed to other users): {instead}; make it reachable (chmod o+rx) or set {ENV_VAR}=off")
