@@ -20,7 +20,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from autoloop_py.loop.evaluate import EvaluationResult, evaluate
+from autoloop_py.loop.evaluation.evaluate import EvaluationResult, evaluate
 from autoloop_py.program.model import load_program
 
 REPO = Path(__file__).resolve().parents[1]

@@ -16,8 +16,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from autoloop_py.loop.iteration import run_iteration
-from autoloop_py.loop.options import RunOptions
+from autoloop_py.loop.iteration.iteration import run_iteration
+from autoloop_py.loop.iteration.options import RunOptions
 from autoloop_py.program.model import load_program
 
 PROGRAM = """\

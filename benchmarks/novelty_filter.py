@@ -33,11 +33,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from autoloop_py.loop import novelty
-from autoloop_py.loop.iteration import run_iteration
-from autoloop_py.loop.lineage_store import LINEAGE_DEPTH
-from autoloop_py.loop.novelty import Ancestor, EarlierResult, NoveltyConfig
-from autoloop_py.loop.options import RunOptions
+from autoloop_py.loop.iteration import novelty
+from autoloop_py.loop.iteration.iteration import run_iteration
+from autoloop_py.loop.iteration.lineage_store import LINEAGE_DEPTH
+from autoloop_py.loop.iteration.novelty import Ancestor, EarlierResult, NoveltyConfig
+from autoloop_py.loop.iteration.options import RunOptions
 from autoloop_py.program.model import load_program
 from autoloop_py.state import file as statefile
 from autoloop_py.state import trace

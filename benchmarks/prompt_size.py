@@ -50,8 +50,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import litellm  # noqa: E402  (must follow the environment variable above)
 
-from autoloop_py.loop.iteration import iteration_rng  # noqa: E402
-from autoloop_py.loop.recording import parse_or_new, rejection_note, state_path  # noqa: E402
+from autoloop_py.loop.iteration.iteration import iteration_rng  # noqa: E402
+from autoloop_py.loop.record.recording import parse_or_new, rejection_note, state_path  # noqa: E402
 from autoloop_py.program.model import Program, load_program
 from autoloop_py.program.regions import evolved_code, place_code  # noqa: E402
 from autoloop_py.program.target import target_files  # noqa: E402

@@ -29,8 +29,8 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from autoloop_py.loop.iteration import run_iteration
-from autoloop_py.loop.options import RunOptions
+from autoloop_py.loop.iteration.iteration import run_iteration
+from autoloop_py.loop.iteration.options import RunOptions
 from autoloop_py.program.model import load_program
 from autoloop_py.program.playbook import marker_spans
 from autoloop_py.state import file as statefile

@@ -31,8 +31,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from autoloop_py.loop.iteration import run_iteration
-from autoloop_py.loop.options import RunOptions
+from autoloop_py.loop.iteration.iteration import run_iteration
+from autoloop_py.loop.iteration.options import RunOptions
 from autoloop_py.program.model import load_program
 from autoloop_py.program.playbook import Marker, customize_markers, resolve_markers
 from autoloop_py.state import file as statefile

@@ -15,8 +15,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "autoloop_py"
 # Lowest first: a package may import its own modules and any package listed before it.
 LAYERS = (
-    "root", "git", "program", "sandbox", "state", "strategies", "analysis", "proposers", "loop", "github",
-    "commands", "cli",
+    "root", "git", "program", "sandbox", "state", "strategies", "analysis", "proposers", "loop", "loop.checkout",
+    "loop.evaluation", "loop.record", "loop.iteration", "loop.tick", "loop.slots", "studies", "github", "commands",
+    "cli",
 )
 ROOT_MODULES = {"__init__", "errors", "markdown", "render", "redact", "tempdirs", "faults"}
 ENTRY_MODULES = {"cli", "__main__"}
@@ -63,12 +64,14 @@ def imports(known: dict[str, Path]) -> list[Import]:
 
 
 def layer_of(module: str) -> str:
-    """Returns the layer a module belongs to: its top-level package, `root` or `cli`."""
+    """Returns the layer a module belongs to: its top-level package (loop's subpackage), `root` or `cli`."""
     parts = module.split(".")[1:]
     if not parts:
         return "root"
     if parts[0] in ENTRY_MODULES:
         return "cli"
+    if parts[0] == "loop" and len(parts) > 2:
+        return f"loop.{parts[1]}"
     return "root" if len(parts) == 1 and parts[0] in ROOT_MODULES else parts[0]
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from autoloop_py.loop.evaluate import evaluate
+from autoloop_py.loop.evaluation.evaluate import evaluate
 from autoloop_py.program.model import check_all, load_program
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -43,15 +43,17 @@ def test_an_upward_import_a_cycle_and_a_stray_root_module_are_reported(tmp_path:
         "errors.py": "",
         "stray.py": "",
         "state/__init__.py": "",
-        "state/file.py": "from autoloop_py.loop import iteration\n",
+        "state/file.py": "from autoloop_py.loop.iteration import iteration\n",
         "loop/__init__.py": "",
-        "loop/iteration.py": "from autoloop_py.loop.checks import x\n",
-        "loop/checks.py": "import autoloop_py.loop.iteration\nx = 1\n",
+        "loop/iteration/iteration.py": "from autoloop_py.loop.iteration.attempt import x\n",
+        "loop/iteration/attempt.py": "import autoloop_py.loop.iteration.iteration\nx = 1\n",
+        "loop/evaluation/checks.py": "from autoloop_py.loop.iteration.attempt import x\n",
     })
     known = layers.modules(tmp_path)
     found = layers.imports(known)
-    assert [(i.source, i.target, i.line) for i in layers.upward(found)] == [
-        ("autoloop_py.state.file", "autoloop_py.loop.iteration", 1)
+    assert sorted((i.source, i.target, i.line) for i in layers.upward(found)) == [
+        ("autoloop_py.loop.evaluation.checks", "autoloop_py.loop.iteration.attempt", 1),
+        ("autoloop_py.state.file", "autoloop_py.loop.iteration.iteration", 1),
     ]
-    assert layers.cycles(found) == [["autoloop_py.loop.checks", "autoloop_py.loop.iteration"]]
+    assert layers.cycles(found) == [["autoloop_py.loop.iteration.attempt", "autoloop_py.loop.iteration.iteration"]]
     assert layers.stray_root_modules(known) == ["autoloop_py.stray"]

@@ -1,6 +1,6 @@
 """The tuning-gap report: which candidate to tune, the BO trials, the best-so-far curve and the ceiling.
 
-Pure: the effects (worktree, evaluation, gp_minimize) live in autoloop_py/loop/tuning_run.py. Scores are
+Pure: the effects (worktree, evaluation, gp_minimize) live in autoloop_py/studies/tuning_run.py. Scores are
 in the metric's own units; `gain` is always positive when tuning helped, whatever the direction.
 """
 

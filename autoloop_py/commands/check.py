@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from autoloop_py.commands.common import repo_root, subparser
 from autoloop_py.errors import AutoloopError, ProgramError
-from autoloop_py.loop.schedule import parse_schedule
+from autoloop_py.loop.tick.schedule import parse_schedule
 from autoloop_py.program.frontmatter import key_line
 from autoloop_py.program.model import UNCONFIGURED_SENTINEL, Program, check_all, discover
 from autoloop_py.program.playbook import (

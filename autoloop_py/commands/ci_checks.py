@@ -9,7 +9,7 @@ from rich.console import Console
 
 from autoloop_py.commands.common import add_memory_dir, load_named, repo_root, subparser
 from autoloop_py.github import ci
-from autoloop_py.loop import ci_gate
+from autoloop_py.loop.record import ci_gate
 from autoloop_py.render import render
 from autoloop_py.state.memory_folder import open_memory
 

@@ -18,8 +18,8 @@ from autoloop_py.git import command as gitutil
 from autoloop_py.git.objects import GitSession
 from autoloop_py.github import client as github
 from autoloop_py.github import issue_programs
-from autoloop_py.loop import schedule
-from autoloop_py.loop.recording import parse_or_new, state_path
+from autoloop_py.loop.record.recording import parse_or_new, state_path
+from autoloop_py.loop.tick import schedule
 from autoloop_py.program import names as program_names
 from autoloop_py.program.model import Program, check_all, find_program, program_name
 from autoloop_py.state import file as statefile

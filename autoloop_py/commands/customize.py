@@ -18,10 +18,10 @@ from rich.console import Console
 from autoloop_py.commands.common import repo_root, subparser
 from autoloop_py.commands.new import fill_markers, finish_program_md, load_answers, strategy_templates
 from autoloop_py.errors import AutoloopError
+from autoloop_py.loop.iteration.model_use import check_budget, record_spend
 from autoloop_py.program.model import PROGRAMS_DIR, Program, discover, load_program, program_name
-from autoloop_py.program.playbook import customize_markers, find_playbook
-from autoloop_py.loop.model_use import check_budget, record_spend
 from autoloop_py.program.models import ModelSpec
+from autoloop_py.program.playbook import customize_markers, find_playbook
 from autoloop_py.proposers.base import Usage
 from autoloop_py.proposers.llm import MOCK_ENV, MODEL_ENV, resolve_model, usage_of
 from autoloop_py.proposers.llm_call import CallLimits, ModelCallError, limits_for

@@ -14,9 +14,9 @@ from rich.console import Console
 
 from autoloop_py.commands.common import repo_root, subparser
 from autoloop_py.errors import AutoloopError, StateError
-from autoloop_py.loop import integrity
-from autoloop_py.loop.lock import hand_edit_lock
-from autoloop_py.loop.recording import state_path
+from autoloop_py.loop.checkout.lock import hand_edit_lock
+from autoloop_py.loop.record import integrity
+from autoloop_py.loop.record.recording import state_path
 from autoloop_py.program.model import find_program, load_programs
 from autoloop_py.state import file as statefile
 from autoloop_py.state.memory import MemoryStore

@@ -34,7 +34,7 @@ from autoloop_py.commands.init_agent import (
 from autoloop_py.commands.init_install import place_wheel, upgrade, wheel_from
 from autoloop_py.commands.new import STRATEGIES_DIR, TARGET, fill_markers, finish_program_md, scaffold
 from autoloop_py.errors import AutoloopError
-from autoloop_py.loop.schedule import parse_schedule
+from autoloop_py.loop.tick.schedule import parse_schedule
 from autoloop_py.program.model import PROGRAMS_DIR
 from autoloop_py.render import render
 from autoloop_py.strategies.slots import MAX_SLOTS

@@ -27,11 +27,11 @@ from autoloop_py.analysis.judge import (
 from autoloop_py.commands.common import format_metric, subparser
 from autoloop_py.commands.replay import opened
 from autoloop_py.errors import AutoloopError
-from autoloop_py.loop.model_use import check_budget, record_spend
-from autoloop_py.loop.replaying import check_credentials
+from autoloop_py.loop.iteration.model_use import check_budget, record_spend
 from autoloop_py.proposers import llm
 from autoloop_py.proposers.base import Usage
 from autoloop_py.state.trace import Trace
+from autoloop_py.studies.replaying import check_credentials
 
 _SUMMARY = "Label each parent→child edit of a run with the nine-label edit taxonomy, using an LLM as judge."
 NO_MODEL = ("no judge model: pass --model with a litellm model name (for example --model deepseek/deepseek-chat), "

@@ -9,8 +9,8 @@ from typing import Any
 from rich.console import Console
 
 from autoloop_py.commands.common import add_memory_dir, load_named, repo_root, subparser
-from autoloop_py.loop.lock import hand_edit_lock
-from autoloop_py.loop.recording import parse_or_new, state_path
+from autoloop_py.loop.checkout.lock import hand_edit_lock
+from autoloop_py.loop.record.recording import parse_or_new, state_path
 from autoloop_py.state import file as statefile
 from autoloop_py.state.memory_folder import open_memory
 

@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 
 from autoloop_py.commands.common import add_memory_dir, load_named, repo_root, subparser
-from autoloop_py.loop import handoff
+from autoloop_py.loop.tick import handoff
 from autoloop_py.state.memory_folder import open_memory
 
 

@@ -15,14 +15,14 @@ from autoloop_py.commands.run import print_outcome, run_url
 from autoloop_py.errors import AutoloopError
 from autoloop_py.github import ci
 from autoloop_py.github import client as github
-from autoloop_py.loop import publish_guard as guard
-from autoloop_py.loop.iteration import enforce_budget
-from autoloop_py.loop.options import RunOptions
-from autoloop_py.loop.outcome import Outcome, read_outcome
-from autoloop_py.loop.publishing import publish_outcome
-from autoloop_py.loop.recording import load_state
-from autoloop_py.loop.tick import account_of
-from autoloop_py.loop.tick_publish import publish_tick
+from autoloop_py.loop.iteration.iteration import enforce_budget
+from autoloop_py.loop.iteration.options import RunOptions
+from autoloop_py.loop.record import publish_guard as guard
+from autoloop_py.loop.record.outcome import Outcome, read_outcome
+from autoloop_py.loop.record.publishing import publish_outcome
+from autoloop_py.loop.record.recording import load_state
+from autoloop_py.loop.slots.barrier import account_of
+from autoloop_py.loop.slots.barrier_publish import publish_tick
 from autoloop_py.program.model import Program, find_program
 from autoloop_py.state.memory import MemoryStore
 

@@ -10,8 +10,8 @@ from rich.console import Console
 
 from autoloop_py.commands.common import add_memory_dir, format_metric, load_named, repo_root, shown, subparser
 from autoloop_py.errors import AutoloopError
-from autoloop_py.loop import handoff, handoff_report
-from autoloop_py.loop.recording import load_state
+from autoloop_py.loop.record.recording import load_state
+from autoloop_py.loop.tick import handoff, handoff_report
 from autoloop_py.state.memory_folder import open_memory
 
 

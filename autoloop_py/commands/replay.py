@@ -30,11 +30,11 @@ from autoloop_py.analysis.replay_prompts import EXACT, VARIANTS, vary
 from autoloop_py.commands.common import format_metric, repo_root, subparser
 from autoloop_py.commands.trace import export_program
 from autoloop_py.errors import AutoloopError
-from autoloop_py.loop.model_use import check_budget, record_spend
-from autoloop_py.loop.replaying import Ask, Bench, Replay, check_credentials, replay_event, send
+from autoloop_py.loop.iteration.model_use import check_budget, record_spend
 from autoloop_py.program.model import Program, check_all, find_program
 from autoloop_py.proposers.base import Usage
 from autoloop_py.state.trace import Trace, load_trace
+from autoloop_py.studies.replaying import Ask, Bench, Replay, check_credentials, replay_event, send
 
 _SUMMARY = "Re-send the saved prompt that produced a candidate and measure how reproducible it is."
 _EXAMPLE = ("autoloop replay function_minimization --event best --repeats 3\n"

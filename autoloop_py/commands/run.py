@@ -21,14 +21,14 @@ from autoloop_py.errors import AutoloopError
 from autoloop_py.git.objects import GitSession
 from autoloop_py.github import ci
 from autoloop_py.github import client as github
-from autoloop_py.loop import schedule
-from autoloop_py.loop.iteration import IterationOutcome, run_iteration
-from autoloop_py.loop.options import RunOptions
-from autoloop_py.loop.outcome import OUTCOME_FILE, idle_outcome, write_outcome
-from autoloop_py.loop.async_slots import run_slots
-from autoloop_py.loop.tick import run_tick
-from autoloop_py.loop.tick_publish import SLOTS_REF
-from autoloop_py.loop.workspace import Worktrees
+from autoloop_py.loop.checkout.workspace import Worktrees
+from autoloop_py.loop.iteration.iteration import IterationOutcome, run_iteration
+from autoloop_py.loop.iteration.options import RunOptions
+from autoloop_py.loop.record.outcome import OUTCOME_FILE, idle_outcome, write_outcome
+from autoloop_py.loop.slots.async_slots import run_slots
+from autoloop_py.loop.slots.barrier import run_tick
+from autoloop_py.loop.slots.barrier_publish import SLOTS_REF
+from autoloop_py.loop.tick import schedule
 from autoloop_py.program.model import Program, find_program, program_name
 from autoloop_py.proposers import get_proposer, llm
 from autoloop_py.proposers.model_calls import import_litellm

@@ -13,7 +13,7 @@ from rich.console import Console
 
 from autoloop_py.commands.common import load_all, machines, readable_states, repo_root, subparser
 from autoloop_py.errors import AutoloopError
-from autoloop_py.loop import schedule
+from autoloop_py.loop.tick import schedule
 from autoloop_py.strategies.slots import MAX_SLOTS
 
 logger = logging.getLogger(__name__)

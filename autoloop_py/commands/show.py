@@ -9,7 +9,7 @@ from rich.console import Console
 
 from autoloop_py.commands.common import add_memory_dir, load_named, repo_root, subparser
 from autoloop_py.errors import AutoloopError
-from autoloop_py.loop.recording import state_path
+from autoloop_py.loop.record.recording import state_path
 from autoloop_py.state.memory_folder import open_memory
 
 

@@ -14,8 +14,10 @@ from rich.table import Table
 from autoloop_py.analysis.mermaid import program_charts
 from autoloop_py.commands.common import format_metric, format_time, repo_root, shown, states_and_damage, subparser
 from autoloop_py.errors import AutoloopError, ProgramError, StateError
-from autoloop_py.loop import integrity, schedule, stale_parents
-from autoloop_py.loop.recording import state_path
+from autoloop_py.loop.checkout import stale_parents
+from autoloop_py.loop.record import integrity
+from autoloop_py.loop.record.recording import state_path
+from autoloop_py.loop.tick import schedule
 from autoloop_py.program.model import Program, check_all, find_program
 from autoloop_py.program.playbook import find_playbook
 from autoloop_py.program.regions import primary_target

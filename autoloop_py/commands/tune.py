@@ -24,10 +24,10 @@ from autoloop_py.commands.analyze import figure_class
 from autoloop_py.commands.common import format_metric, repo_root, subparser
 from autoloop_py.commands.trace import export_program
 from autoloop_py.errors import AutoloopError
-from autoloop_py.loop import tuning_run
 from autoloop_py.program.model import Program, check_all, find_program, program_name
 from autoloop_py.program.regions import primary_target
 from autoloop_py.state.trace import load_trace
+from autoloop_py.studies import tuning_run
 
 EXIT_INTERRUPT = 130
 _SUMMARY = "Tune one candidate's numeric constants with Bayesian optimisation: how much of the run's gain is just tuning?"

@@ -8,12 +8,12 @@ It uses the Python standard library only, so the file runs with a bare `python3`
 installed. It is the source of the rules it shares with the package: issue_programs.py takes its issue
 slugs, and issue_trust.py its rule of which issue bodies a writer stands behind, from here. The rules the
 package's lower layers keep for themselves (the schedule grammar in program/interval.py, the skip rules
-in loop/schedule.py, program discovery in program/model.py, the Machine State heading in markdown.py)
+in loop/tick/schedule.py, program discovery in program/model.py, the Machine State heading in markdown.py)
 are held to this file's by tests.
 
 A drop-in replacement for upstream's `workflows/scripts/autoloop_scheduler.py` (githubnext/autoloop
 438782f): same environment, same output file and keys, same exit codes, and the same importable
-helpers with the same signatures and return shapes. The rules come from `autoloop_py.loop.schedule`.
+helpers with the same signatures and return shapes. The rules come from `autoloop_py.loop.tick.schedule`.
 
 Inputs (environment):
   GITHUB_TOKEN, GITHUB_REPOSITORY   issue-based programs and the existing-PR lookup (skipped without them)
@@ -204,7 +204,7 @@ _NON_SLUG_RE = re.compile(r"[^a-z0-9]+")
 
 @dataclass(frozen=True)
 class MachineSnapshot:
-    """The scheduling fields of an upstream Machine State dict, typed for `autoloop_py.loop.schedule`.
+    """The scheduling fields of an upstream Machine State dict, typed for `autoloop_py.loop.tick.schedule`.
 
     Attributes:
       last_run: when the program last ran (aware, UTC), or None.

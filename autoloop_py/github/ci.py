@@ -20,13 +20,13 @@ from pathlib import Path
 
 from autoloop_py.analysis.mermaid import program_charts
 from autoloop_py.github import client as github
-from autoloop_py.loop import ci_gate
-from autoloop_py.loop.iteration import IterationOutcome, enforce_budget, run_iteration
-from autoloop_py.loop.options import RunOptions
-from autoloop_py.loop.outcome import Outcome, idle_outcome, write_outcome
-from autoloop_py.loop.publishing import check_outcome, publish_outcome
-from autoloop_py.loop.recording import load_state, parse_or_new, state_path
-from autoloop_py.loop.tick_publish import Published, publish_tick
+from autoloop_py.loop.iteration.iteration import IterationOutcome, enforce_budget, run_iteration
+from autoloop_py.loop.iteration.options import RunOptions
+from autoloop_py.loop.record import ci_gate
+from autoloop_py.loop.record.outcome import Outcome, idle_outcome, write_outcome
+from autoloop_py.loop.record.publishing import check_outcome, publish_outcome
+from autoloop_py.loop.record.recording import load_state, parse_or_new, state_path
+from autoloop_py.loop.slots.barrier_publish import Published, publish_tick
 from autoloop_py.program.model import Program
 from autoloop_py.render import render
 from autoloop_py.state import file as statefile

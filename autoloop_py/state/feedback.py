@@ -18,7 +18,7 @@ from autoloop_py.state.untrusted_text import plain
 # Each artifact is kept up to this many characters in the trace (a prompt shows less: `feedback-bytes`).
 STORED_CHARS = 8 * 1024
 FIELDS = ("feedback", "error", "stdout_tail", "stderr_tail")
-# The report's keys that are shown apart from its other values (loop/evaluation_report.py reads them).
+# The report's keys that are shown apart from its other values (loop/evaluation/evaluation_report.py reads them).
 _NOT_VALUES = frozenset({"error", "feedback", "log_tail"})
 _VALUE_CHARS = 300
 _TAIL_LINES = 20

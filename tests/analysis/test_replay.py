@@ -27,8 +27,8 @@ from autoloop_py.analysis.replay import (
 )
 from autoloop_py.analysis.replay_prompts import VariantPrompt
 from autoloop_py.errors import AutoloopError
-from autoloop_py.loop.replaying import SOURCE_KEY, Replay, replay_event
 from autoloop_py.state.trace import Trace, TraceRow, export, load_trace, row_files
+from autoloop_py.studies.replaying import SOURCE_KEY, Replay, replay_event
 
 PARENT = "x = 1\ny = 2\n"
 CHILD = "x = 1\ny = 3\n"

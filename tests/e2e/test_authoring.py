@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from autoloop_py.cli import main
-from autoloop_py.loop.evaluate import evaluate
+from autoloop_py.loop.evaluation.evaluate import evaluate
 from autoloop_py.program.model import UNCONFIGURED_SENTINEL, load_program
 from autoloop_py.program.playbook import customize_markers, resolve_markers
 from tests.programs import without_process_limit

@@ -11,8 +11,8 @@ from typing import Any, Callable
 import pytest
 
 from autoloop_py.git.objects import ObjectReader
-from autoloop_py.loop.iteration import run_iteration
-from autoloop_py.loop.options import RunOptions
+from autoloop_py.loop.iteration.iteration import run_iteration
+from autoloop_py.loop.iteration.options import RunOptions
 from autoloop_py.program.model import load_program
 from autoloop_py.state import trace
 from autoloop_py.state.memory import MemoryStore

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from autoloop_py.cli import main
-from autoloop_py.loop import schedule
-from autoloop_py.loop.iteration import run_iteration
-from autoloop_py.loop.options import RunOptions
+from autoloop_py.loop.iteration.iteration import run_iteration
+from autoloop_py.loop.iteration.options import RunOptions
+from autoloop_py.loop.tick import schedule
 from autoloop_py.program.model import load_program
 from autoloop_py.proposers.base import Proposal, ProposalRequest, Usage
 from autoloop_py.state import file as statefile

@@ -15,9 +15,9 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from autoloop_py.loop import recovery
-from autoloop_py.loop.iteration import run_iteration
-from autoloop_py.loop.options import RunOptions
+from autoloop_py.loop.iteration.iteration import run_iteration
+from autoloop_py.loop.iteration.options import RunOptions
+from autoloop_py.loop.record import recovery
 from autoloop_py.program.model import load_program
 from autoloop_py.state import file as statefile
 from autoloop_py.state.population import population_of

@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from autoloop_py.cli import main
-from autoloop_py.loop import recovery
-from autoloop_py.loop.lock import program_lock
+from autoloop_py.loop.checkout.lock import program_lock
+from autoloop_py.loop.record import recovery
 from autoloop_py.state import file as statefile
 from tests.programs import program_md
 

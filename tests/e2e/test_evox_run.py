@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from autoloop_py.cli import main
-from autoloop_py.loop import attempt as attempt_module
-from autoloop_py.loop.iteration import run_iteration
-from autoloop_py.loop.options import RunOptions
+from autoloop_py.loop.iteration import attempt as attempt_module
+from autoloop_py.loop.iteration.iteration import run_iteration
+from autoloop_py.loop.iteration.options import RunOptions
 from autoloop_py.program.model import load_program
 from autoloop_py.state import file as statefile
 from autoloop_py.state import population as pop

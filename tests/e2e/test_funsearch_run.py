@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from autoloop_py.cli import main
-from autoloop_py.loop.iteration import run_iteration
-from autoloop_py.loop.options import RunOptions
+from autoloop_py.loop.iteration.iteration import run_iteration
+from autoloop_py.loop.iteration.options import RunOptions
 from autoloop_py.program.model import load_program
 from autoloop_py.program.regions import evolved_code, place_code
 from autoloop_py.proposers import get_proposer

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from autoloop_py.cli import main
-from autoloop_py.loop.iteration import run_iteration
-from autoloop_py.loop.options import RunOptions
+from autoloop_py.loop.iteration.iteration import run_iteration
+from autoloop_py.loop.iteration.options import RunOptions
 from autoloop_py.program.model import load_program
 from autoloop_py.proposers.base import Proposal, ProposalRequest
 from autoloop_py.proposers.tune import TuneProposer

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from autoloop_py.cli import main
-from autoloop_py.loop import handoff_report
+from autoloop_py.loop.tick import handoff_report
 from autoloop_py.state import trace
 from autoloop_py.state.memory import MemoryStore
 from tests.programs import program_md

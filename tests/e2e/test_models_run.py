@@ -180,8 +180,8 @@ def _edit_state(repo: Path, run_git, change: Callable[[str], str]) -> str:  # ty
 def test_a_strategys_guide_calls_go_to_the_guide_model_and_are_counted(  # type: ignore[no-untyped-def]
     git_repo: Path, run_git, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    from autoloop_py.loop.iteration import run_iteration
-    from autoloop_py.loop.options import RunOptions
+    from autoloop_py.loop.iteration.iteration import run_iteration
+    from autoloop_py.loop.iteration.options import RunOptions
     from autoloop_py.program.model import load_program
     from autoloop_py.state import file as statefile
     from autoloop_py.state.memory import MemoryStore
@@ -228,8 +228,9 @@ def test_judge_replay_and_customize_calls_count_in_the_programs_spend(  # type: 
 ) -> None:
     from autoloop_py.state import file as statefile
     from autoloop_py.state.memory import MemoryStore
-    from tests.e2e.test_replay_judge import VERDICT, run_demo
+    from tests.e2e.test_replay_judge import VERDICT
     from tests.e2e.test_replay_judge import _edit as edit
+    from tests.e2e.test_replay_judge import run_demo
 
     repo = run_demo(git_repo, run_git, monkeypatch, capsys)
 

@@ -24,9 +24,10 @@ import pytest
 from autoloop_py.cli import EXIT_INTERRUPT, main
 from autoloop_py.commands.common import format_metric
 from autoloop_py.errors import AutoloopError
-from autoloop_py.loop import async_slots, island_claims, lanes
-from autoloop_py.loop.iteration import IterationOutcome, run_iteration
-from autoloop_py.loop.options import RunOptions
+from autoloop_py.loop.iteration.iteration import IterationOutcome, run_iteration
+from autoloop_py.loop.iteration.options import RunOptions
+from autoloop_py.loop.record import island_claims
+from autoloop_py.loop.slots import async_slots, lanes
 from autoloop_py.program.model import load_program
 from autoloop_py.state import file as statefile
 from autoloop_py.state.population import population_of

@@ -17,8 +17,8 @@ import pytest
 
 from autoloop_py.cli import main
 from autoloop_py.errors import GitError
-from autoloop_py.loop import tick_publish
-from autoloop_py.loop.outcome import read_outcome
+from autoloop_py.loop.record.outcome import read_outcome
+from autoloop_py.loop.slots import barrier_publish
 from autoloop_py.state import file as statefile
 from autoloop_py.state.population import population_of
 from tests.e2e.test_funsearch_run import funsearch_repo  # noqa: F401
@@ -217,21 +217,21 @@ def test_a_tick_pushes_its_losers_side_refs_only_after_its_record(
     origin = tmp_path / "origin.git"
     _git(tmp_path, "clone", "-q", "--bare", str(git_repo), str(origin))
     order: list[str] = []
-    real_record, real_push = tick_publish._record_all, tick_publish.push_aside
+    real_record, real_push = barrier_publish._record_all, barrier_publish.push_aside
 
     def failing_record(*args, **kwargs):  # type: ignore[no-untyped-def]
         order.append("record")
         raise GitError("the memory push was refused")
 
-    monkeypatch.setattr(tick_publish, "_record_all", failing_record)
-    monkeypatch.setattr(tick_publish, "push_aside", lambda *a, **k: order.append("push") or real_push(*a, **k))
+    monkeypatch.setattr(barrier_publish, "_record_all", failing_record)
+    monkeypatch.setattr(barrier_publish, "push_aside", lambda *a, **k: order.append("push") or real_push(*a, **k))
     assert main(["run", "--repo", str(_clone(origin, tmp_path / "tick")), "--program", NAME, "--proposer", "tune",
                  "--parallel", str(SLOTS), "--barrier"]) != 0
     assert order == ["record"]
     assert _git(origin, "for-each-ref", "--format=%(refname)", "refs/autoloop/") == ""
 
     # When the record lands, the side refs follow it.
-    monkeypatch.setattr(tick_publish, "_record_all", lambda *a, **k: order.append("record") or real_record(*a, **k))
+    monkeypatch.setattr(barrier_publish, "_record_all", lambda *a, **k: order.append("record") or real_record(*a, **k))
     order.clear()
     _tick(origin, tmp_path / "again")
     assert order == ["record", "push"]

@@ -16,8 +16,8 @@ from typing import Callable
 import pytest
 
 from autoloop_py.cli import main
-from autoloop_py.loop.iteration import run_iteration
-from autoloop_py.loop.options import RunOptions
+from autoloop_py.loop.iteration.iteration import run_iteration
+from autoloop_py.loop.iteration.options import RunOptions
 from autoloop_py.program.model import load_program
 from autoloop_py.state import file as statefile
 from tests.e2e.test_budget_run import DAY, FOLDER, NAME, _PricedModel, _repo

@@ -18,7 +18,7 @@ import pytest
 
 from autoloop_py.cli import main
 from autoloop_py.errors import GitError
-from autoloop_py.loop import attempt
+from autoloop_py.loop.iteration import attempt
 from autoloop_py.state import file as statefile
 from tests.programs import program_md
 

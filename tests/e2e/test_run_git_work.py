@@ -11,9 +11,9 @@ from typing import Any, Callable
 import pytest
 
 from autoloop_py.git.objects import GitSession
-from autoloop_py.loop.iteration import run_iteration
-from autoloop_py.loop.options import RunOptions
-from autoloop_py.loop.workspace import Worktrees
+from autoloop_py.loop.checkout.workspace import Worktrees
+from autoloop_py.loop.iteration.iteration import run_iteration
+from autoloop_py.loop.iteration.options import RunOptions
 from autoloop_py.program.model import Program, load_program
 from tests.e2e.test_bounded_reads import _repo, _subcommand
 

@@ -17,7 +17,7 @@ import pytest
 
 from autoloop_py import faults
 from autoloop_py.cli import main
-from autoloop_py.loop.workspace import Workspace
+from autoloop_py.loop.checkout.workspace import Workspace
 from autoloop_py.state import file as statefile
 from tests.programs import program_md
 

@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from autoloop_py.cli import main
-from autoloop_py.loop import tuning_run
+from autoloop_py.studies import tuning_run
 from tests.programs import example_repo
 
 pytest.importorskip("skopt", reason="scikit-optimize is not installed (pip install 'autoloop-py[tune]')")

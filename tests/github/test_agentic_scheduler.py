@@ -523,7 +523,7 @@ def test_the_schedule_grammar_is_the_packages(text: str | None) -> None:
     {"completed": "true", "paused": "true", "pause_reason": "x"},
 ])
 def test_the_skip_rules_are_the_packages(fields: dict[str, str]) -> None:
-    from autoloop_py.loop import schedule
+    from autoloop_py.loop.tick import schedule
 
     snapshot = sched.machine_snapshot(fields)
     assert sched.skip_reason(snapshot) == schedule.skip_reason(snapshot)

@@ -30,7 +30,7 @@ from autoloop_py.commands.init import (
 )
 from autoloop_py.commands.init_agent import AgentSetup
 from autoloop_py.errors import AutoloopError
-from autoloop_py.loop.schedule import parse_schedule
+from autoloop_py.loop.tick.schedule import parse_schedule
 
 REPO = Path(__file__).resolve().parents[2]
 # This repository installs autoloop from its own checkout, in both variants.

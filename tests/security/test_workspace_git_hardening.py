@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from autoloop_py.git import command as gitutil
-from autoloop_py.loop.workspace import Workspace
+from autoloop_py.loop.checkout.workspace import Workspace
 from autoloop_py.state.memory import MemoryStore
 
 HOOKS = ("pre-commit", "post-commit", "commit-msg", "reference-transaction", "post-checkout", "post-index-change",

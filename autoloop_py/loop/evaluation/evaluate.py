@@ -1,0 +1,376 @@
+"""Evaluation: run a program's command in a subprocess (bounded time, output and environment) and read its metric."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import shlex
+import signal
+import stat
+import statistics
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from autoloop_py import tempdirs
+from autoloop_py.errors import EvaluationError
+from autoloop_py.loop.evaluation.cascade import run_cascade
+from autoloop_py.loop.evaluation.evaluation_report import (
+    AUTO,
+    FILE,
+    RESULT_ENV,
+    STDOUT,
+    Report,
+    channel_of,
+    read_report,
+)
+from autoloop_py.program.model import Program
+from autoloop_py.program.requirements import without_leading_pip_install
+from autoloop_py.program.stages import STAGE_ENV
+from autoloop_py.program.target import target_files
+from autoloop_py.redact import Redactor, from_environment
+from autoloop_py.sandbox.environment import scrub_environment
+from autoloop_py.sandbox.policy import SandboxPolicy
+from autoloop_py.sandbox.process import CommandResult
+from autoloop_py.sandbox.run import isolation_for, program_limits, requested_mode, run_sandboxed
+
+logger = logging.getLogger(__name__)
+
+TAIL_CHARS = 4 * 1024
+# A report file larger than this is refused unread (a metric object is a few hundred bytes).
+REPORT_CAP = 1 << 20
+# The files the evaluation command names, read to learn whether it writes $AUTOLOOP_RESULT (`evaluation-report: auto`).
+_SCANNED_BYTES = 256 * 1024
+_SCANNED_FILES = 64
+_NAME_MAX = 1024
+_CHANGED = ("the report in $AUTOLOOP_RESULT changed after the evaluation's command exited: a process it left "
+            "running wrote it, so it does not count; let nothing the evaluator starts outlive it")
+
+
+@dataclass(frozen=True)
+class EvaluationResult:
+    """The outcome of evaluating one candidate (all repeats).
+
+    Attributes:
+      ok: every run exited 0 and reported a finite metric.
+      metric: the median of the runs' metrics when ok, else None.
+      metrics: the last run's JSON object, every number all runs reported replaced by its median, so the
+        primary metric here is `metric`, the number the runner compares ({} when none).
+      error: a one-line reason when not ok, else None.
+      runs: the metric of each successful run, in order.
+      stdout_tail: the last ~4 KB of the last run's stdout.
+      stderr_tail: the last ~4 KB of the last run's stderr.
+      duration: seconds spent in all runs.
+      rejection: the evaluator's own `error` beside a metric: the candidate is invalid, so it is rejected
+        (never kept) rather than counted as an error ('' when none).
+      feedback: the report's `feedback` (and `log_tail`) text of the last run ('' when none).
+      channel: where the report was read: `file` ($AUTOLOOP_RESULT) or `stdout`.
+      stopped: why a stage of `evaluation-stages` stopped the candidate before the last (`stage 1 of 2: …`), else ''.
+      stages: each stage run, in order: (number, seconds, passed); () without stages.
+    """
+
+    ok: bool
+    metric: float | None
+    metrics: Mapping[str, Any]
+    error: str | None
+    runs: tuple[float, ...]
+    stdout_tail: str
+    stderr_tail: str
+    duration: float
+    rejection: str = ""
+    feedback: str = ""
+    channel: str = STDOUT
+    stopped: str = ""
+    stages: tuple[tuple[int, float, bool], ...] = ()
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """What every run of one evaluation shares: where, how confined, its environment and how its report is read."""
+
+    program: Program
+    workdir: Path
+    sandbox: SandboxPolicy
+    env: Mapping[str, str]
+    mask: Redactor
+    limit: float
+    channel: str
+
+
+def evaluate(
+    program: Program,
+    workdir: Path,
+    *,
+    timeout: float | None = None,
+    repeats: int | None = None,
+    environ: Mapping[str, str] | None = None,
+    sandbox: SandboxPolicy | None = None,
+    redactor: Redactor | None = None,
+) -> EvaluationResult:
+    """Runs the program's evaluation `repeats` times from the repository root; returns the median metric or why it failed.
+
+    The command runs where upstream autoloop runs it, at the top of the tree, with AUTOLOOP_PROGRAM_DIR
+    naming the program folder (`cd "$AUTOLOOP_PROGRAM_DIR" && …` runs it there instead). Only workdir is
+    writable to it; sandbox says how it is confined (None: the program's `isolation`). Secret values the
+    runner holds are masked in what it printed before anything reads it. The report is the file named by
+    AUTOLOOP_RESULT, read once the command has exited, or (upstream's way) the last JSON object on stdout.
+    """
+    if program.evaluation is None:
+        raise EvaluationError(
+            "the program has no evaluation; add a `## Evaluation` section with a ```bash block "
+            "and a line like: The metric is `score`.",
+            program.path,
+        )
+    limit = program.config.evaluation_timeout if timeout is None else timeout
+    count = max(1, program.config.repeats if repeats is None else repeats)
+    started = time.monotonic()
+    if not (workdir / program.base_dir).is_dir():
+        return _result(f"the program folder {workdir / program.base_dir} does not exist in the workspace", started, [])
+    environ = os.environ if environ is None else environ
+    mask = redactor if redactor is not None else from_environment(environ)
+    if sandbox is None:
+        sandbox = isolation_for(
+            requested_mode(program), network=program.config.evaluation_network, limits=program_limits(program)
+        ).evaluation
+    command = program.evaluation.command
+    if sandbox.sandboxed and not sandbox.network:
+        command = without_leading_pip_install(command)  # `autoloop deps` installed it; offline it can only fail
+    channel = channel_of(program.config.evaluation_report, _evaluator_texts(program, workdir))
+    with tempdirs.temporary("autoloop-report-") as holder:
+        folder = holder / "report"
+        folder.mkdir()
+        env = {**_environment(program, workdir, environ), RESULT_ENV: str(folder / "result.json")}
+        setup = _Setup(program, workdir, sandbox, env, mask, limit, channel)
+        if not program.config.evaluation_stages:
+            return _runs(setup, command, count, started)
+
+        def stage(own: str, runs: int, number: int, need_metric: bool) -> EvaluationResult:
+            staged = replace(setup, env={**env, STAGE_ENV: str(number)})
+            return _runs(staged, own or command, runs, time.monotonic(), need_metric)
+
+        return run_cascade(program, stage, count, started)
+
+
+def _runs(setup: _Setup, command: str, count: int, started: float, need_metric: bool = True) -> EvaluationResult:
+    """Runs the command count times; returns the median, or the first run's failure or rejection.
+
+    need_metric False (a pass/fail stage): a report without the metric and without an `error` passes.
+    """
+    program, workdir, sandbox, env, mask, limit, channel = (
+        setup.program, setup.workdir, setup.sandbox, setup.env, setup.mask, setup.limit, setup.channel
+    )
+    assert program.evaluation is not None
+    report_file = Path(env[RESULT_ENV])
+    runs: list[float] = []
+    printed: list[Mapping[str, Any]] = []
+    result: CommandResult | None = None
+    report = Report(None)
+    for index in range(count):
+        report_file.unlink(missing_ok=True)
+        taken: list[str] = []
+        try:
+            result = run_sandboxed(
+                command, workdir, sandbox, cwd=workdir, timeout=limit, env=env,
+                writable=[report_file.parent], on_exit=lambda: taken.append(read_channel(report_file)),
+            )
+        except OSError as err:
+            return _result(f"could not start `bash` in {workdir}: {err}", started, runs)
+        text = result.stdout if channel == STDOUT else _settled(taken, read_channel(report_file))
+        result = replace(result, stdout=mask.text(result.stdout), stderr=mask.text(result.stderr))
+        report = _judge(result, None if text is None else mask.text(text), program.evaluation.metric, limit, channel)
+        logger.info("evaluation of %s, run %d/%d: %s", program.name, index + 1, count, report.error or report.metric)
+        if report.metric is None and channel == STDOUT and not report.metrics and read_channel(report_file).strip():
+            report = replace(report, error=f"{report.error}; it wrote $AUTOLOOP_RESULT, which this program does not "
+                             "read: set `evaluation-report: file` in its frontmatter")
+        if report.metric is None and report.missing and not need_metric:
+            printed.append(report.metrics)
+            continue
+        if report.metric is None:
+            return _result(report.error or "no metric", started, runs, report.metrics, result, report, channel)
+        runs.append(report.metric)
+        printed.append(report.metrics)
+        if report.rejection:  # the evaluator judged the candidate invalid: running it again changes nothing
+            break
+    return _result(None, started, runs, median_metrics(printed), result, report, channel)
+
+
+def _settled(taken: list[str], final: str) -> str | None:
+    """Returns the report as the command left it when it exited; None when a process it left running changed it since.
+
+    The report is taken the moment the command exits, and again once everything it started is killed:
+    a difference means something outlived the evaluator and wrote the file, so neither counts.
+    """
+    if not taken or taken[0] != final:
+        logger.warning("the evaluation's report changed after its command exited: ignored")
+        return None
+    return final
+
+
+def read_channel(path: Path) -> str:
+    """Returns the report file's text ('' when it is absent, not a regular file, or over REPORT_CAP).
+
+    Never follows a link nor blocks on a fifo: the evaluated code may have put either there.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return ""
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > REPORT_CAP:
+            logger.warning("ignored the evaluation's report %s: not a regular file of at most %d bytes", path, REPORT_CAP)
+            return ""
+        return handle.read(REPORT_CAP).decode("utf-8", errors="replace")
+
+
+def _evaluator_texts(program: Program, workdir: Path) -> list[str]:
+    """Returns the evaluation command and the files it names (not the Target's), to find the report's channel."""
+    assert program.evaluation is not None
+    texts = [program.evaluation.command]
+    if program.config.evaluation_report != AUTO:
+        return texts
+    candidate = {workdir / path for path in target_files(program.target, workdir)}
+    for path in named_paths(program.evaluation.command, workdir, workdir / program.base_dir):
+        try:
+            if path in candidate or path.is_symlink() or not path.is_file():
+                continue
+            with path.open("rb") as handle:
+                texts.append(handle.read(_SCANNED_BYTES).decode("utf-8", errors="replace"))
+        except OSError:  # a word of inline code is no file name (too long, not readable)
+            continue
+    return texts
+
+
+def named_paths(command: str, root: Path, folder: Path) -> list[Path]:
+    """Returns the paths inside root that the command's words name: from root, the program folder, or its variables."""
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        words = list(lexer)
+    except ValueError:  # an unclosed quote: the command will fail anyway
+        return []
+    found: list[Path] = []
+    for word in words[:_SCANNED_FILES]:
+        word = word.replace("${AUTOLOOP_PROGRAM_DIR}", str(folder)).replace("$AUTOLOOP_PROGRAM_DIR", str(folder))
+        word = word.replace("${AUTOLOOP_REPO_ROOT}", str(root)).replace("$AUTOLOOP_REPO_ROOT", str(root))
+        if not word or word.startswith("-") or "$" in word or "\n" in word or len(word) > _NAME_MAX:
+            continue
+        for base in (root, folder):
+            path = Path(os.path.normpath(base / word))
+            if (path == root or root in path.parents) and path not in found:
+                found.append(path)
+    return found
+
+
+def _result(
+    error: str | None,
+    started: float,
+    runs: list[float],
+    metrics: Mapping[str, Any] | None = None,
+    last: CommandResult | None = None,
+    report: Report | None = None,
+    channel: str = STDOUT,
+) -> EvaluationResult:
+    """Returns the outcome: ok with the median of runs when error is None, else failed with error."""
+    return EvaluationResult(
+        ok=error is None,
+        metric=statistics.median(runs) if error is None and runs else None,
+        metrics=metrics or {},
+        error=error,
+        runs=tuple(runs),
+        stdout_tail=last.stdout[-TAIL_CHARS:] if last else "",
+        stderr_tail=last.stderr[-TAIL_CHARS:] if last else "",
+        duration=time.monotonic() - started,
+        rejection=report.rejection if report is not None and error is None else "",
+        feedback=report.feedback if report is not None else "",
+        channel=channel,
+    )
+
+
+def median_metrics(printed: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Returns the last run's object with each number that every run printed replaced by the runs' median."""
+    if not printed:
+        return {}
+    combined = dict(printed[-1])
+    for key, value in combined.items():
+        values = [run.get(key) for run in printed]
+        if all(_is_number(v) for v in values) and len(values) > 1:
+            middle = statistics.median(float(v) for v in values)
+            combined[key] = int(middle) if isinstance(value, int) and middle.is_integer() else middle
+    return combined
+
+
+def _is_number(value: Any) -> bool:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int too large for a float
+        return False
+
+
+def _environment(program: Program, workdir: Path, environ: Mapping[str, str]) -> dict[str, str]:
+    env = scrub_environment(environ)
+    env["AUTOLOOP_PROGRAM"] = program.name
+    env["AUTOLOOP_REPO_ROOT"] = str(workdir.resolve())
+    env["AUTOLOOP_PROGRAM_DIR"] = str((workdir / program.base_dir).resolve())
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def _judge(result: CommandResult, text: str | None, metric: str, timeout: float, channel: str) -> Report:
+    """Returns one run's report (text None: it changed after the exit): a failed process is an error even with a metric."""
+    report = Report(None, error=_CHANGED) if text is None else read_report(text, metric, whole=channel == FILE)
+    if report.metric is None and not report.metrics and result.stdout_dropped and channel == STDOUT:
+        report = replace(report, error=_cut_error(result))
+    failed = None
+    if result.escaped:
+        failed = f"broke its confinement: {result.escaped}"
+    elif result.memory_cap is not None:
+        failed = (f"was killed at the program's `max-memory` of {result.memory_cap} bytes (its processes together, "
+                  "a memory cgroup)")
+    elif result.timed_out:
+        failed = f"timed out after {timeout:g} s"
+    elif result.returncode < 0:
+        failed = f"was killed by signal {_signal_name(-result.returncode)}"
+    elif result.returncode != 0:
+        failed = f"exited with status {result.returncode}: {_exit_detail(result, report.metrics)}"
+    return report if failed is None else replace(report, metric=None, error=failed, rejection="", missing=False)
+
+
+def _cut_error(result: CommandResult) -> str:
+    """Returns why no JSON object was read from stdout that was cut over the output cap."""
+    last = next((line.strip() for line in reversed(result.stdout.splitlines()) if line.strip()), "")
+    if last.endswith("}"):
+        return (f"output cut at the output cap ({result.stdout_dropped} bytes dropped) before a JSON object ended; "
+                'print the metric object, such as {"score": 0.5}, on a short last line of its own')
+    return (f"the evaluation printed no JSON object in the part of its output kept under the cap "
+            f"({result.stdout_dropped} bytes dropped); print one such as {{\"score\": 0.5}} as its last line")
+
+
+def _exit_detail(result: CommandResult, metrics: Mapping[str, Any]) -> str:
+    for text in (result.stderr, str(metrics["error"]) if metrics.get("error") else "", result.stdout):
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        if lines:
+            return _one_line(lines[-1])
+    return "no output"
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def parse_metric(stdout: str, metric: str) -> tuple[float | None, dict[str, Any], str | None]:
+    """Returns (metric, last JSON object, error) read from a command's stdout; metric is None on error."""
+    report = read_report(stdout, metric)
+    return report.metric, dict(report.metrics), report.error

@@ -1,0 +1,138 @@
+"""What publish checks of an outcome's fields before it writes them: nothing the proposing job forged lands.
+
+The proposing job runs candidate code, so every field it hands over is untrusted. outcome.py checks the
+layout and the types; this module checks the values against what the publishing job knows itself: the
+program its workflow names, the time window of the run, the next iteration number of the state file,
+ranges, and that the state file would still parse once the records are written.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta, timezone
+from typing import Sequence
+
+from autoloop_py.errors import AutoloopError
+from autoloop_py.loop.record.outcome import Outcome, OutcomeError
+from autoloop_py.loop.record.recovery import key_slug
+from autoloop_py.program.model import Program
+from autoloop_py.state import file as statefile
+from autoloop_py.strategies.slots import MAX_SLOTS
+
+log = logging.getLogger(__name__)
+
+# Clocks of two runners disagree by seconds; a minute's slack each way is plenty.
+SLACK = timedelta(minutes=5)
+# Without the plan job's start: the workflow's artifacts live 3 days, so no outcome is older.
+DEFAULT_WINDOW = timedelta(days=3)
+MAX_TOKENS = 10**12
+MAX_COST = 10.0**9
+
+
+@dataclass(frozen=True)
+class PublishWindow:
+    """What the publishing job knows of the run whose outcome it publishes.
+
+    Attributes:
+      not_before: no record of the run is older (the plan job's start, minus slack).
+      not_after: no record is newer (now, plus slack).
+    """
+
+    not_before: datetime
+    not_after: datetime
+
+
+def publish_window(now: datetime, started: datetime | None = None) -> PublishWindow:
+    """Returns the window of a run that started at `started` (None: at most DEFAULT_WINDOW ago), published now."""
+    return PublishWindow((started or now - DEFAULT_WINDOW) - SLACK, now + SLACK)
+
+
+def field_problems(outcome: Outcome, program: str, window: PublishWindow) -> list[str]:
+    """Returns why the outcome's fields cannot be published for `program` (the one the workflow names)."""
+    found = []
+    if outcome.program != program:
+        found.append(f"program: the outcome is for {outcome.program!r}, the workflow publishes {program!r}")
+    record = outcome.record
+    if record is not None:
+        if outcome.key.rsplit(":", 2)[0] != key_slug(program):
+            found.append(f"key: {outcome.key!r} is not a key of {program!r}")
+        if outcome.iteration < 1:
+            found.append(f"iteration: {outcome.iteration} is not an iteration number (they start at 1)")
+        found += _time_problems(record.timestamp, window)
+        found += _usage_problems("record", record.tokens, record.cost)
+    for name, data in (("evaluated", outcome.evaluated), ("seed", outcome.seed)):
+        if data is not None:
+            found += _usage_problems(name, data.tokens, data.cost)
+    return found
+
+
+def _time_problems(when: datetime, window: PublishWindow) -> list[str]:
+    shown = when.isoformat()
+    try:
+        moment = when.astimezone(timezone.utc)
+    except (OverflowError, ValueError):
+        return [f"record.timestamp: {shown} is out of range"]
+    if moment < window.not_before:
+        return [f"record.timestamp: {shown} is before this run started ({window.not_before.isoformat()})"]
+    if moment > window.not_after:
+        return [f"record.timestamp: {shown} is in the future (now is {(window.not_after - SLACK).isoformat()})"]
+    return []
+
+
+def _usage_problems(where: str, tokens: int | None, cost: float | None) -> list[str]:
+    found = []
+    if tokens is not None and tokens > MAX_TOKENS:
+        found.append(f"{where}.tokens: {tokens} is over {MAX_TOKENS}")
+    if cost is not None and not 0 <= cost <= MAX_COST:
+        found.append(f"{where}.cost: {cost:g} is not between 0 and {MAX_COST:g}")
+    return found
+
+
+def refuse(program: str, found: Sequence[str]) -> None:
+    """Raises OutcomeError naming every problem when there is one."""
+    if found:
+        raise OutcomeError(f"refusing the outcome of '{program}', nothing was written: " + "; ".join(found))
+
+
+def numbered_claims(outcomes: Sequence[Outcome], state: statefile.StateFile) -> list[str]:
+    """Returns the outcomes whose iteration is past any the state handed out.
+
+    Slot i of a tick numbers itself next+i (i below MAX_SLOTS; the slots that failed leave gaps), and an
+    older number is a run recorded meanwhile: the caller renumbers both to the next ones. A newer number
+    was never handed out.
+    """
+    recorded = {entry.key for entry in state.history if entry.key}
+    first = state.machine.iteration_count + 1
+    last = state.machine.iteration_count + max(len(outcomes), MAX_SLOTS)
+    return [f"iteration: {o.iteration} is not the next iteration of '{o.program}' ({first}, or up to {last} "
+            "for the slots of a tick)"
+            for o in outcomes if o.record is not None and o.key not in recorded and o.iteration > last]
+
+
+def renumbered(outcome: Outcome, number: int, expected: bool = False) -> Outcome:
+    """Returns the outcome as iteration `number`, its key renamed to match (the token stays).
+
+    expected: the caller knew the slot's number could not be known at its launch (slots without a barrier): no warning.
+    """
+    if outcome.iteration == number:
+        return outcome
+    (log.debug if expected else log.warning)(
+        "%s: iteration %d is recorded as iteration %d", outcome.program, outcome.iteration, number)
+    prefix, _, token = outcome.key.rsplit(":", 2)
+    return replace(outcome, iteration=number, key=f"{prefix}:{number}:{token}")
+
+
+def state_problems(state: statefile.StateFile, program: Program, records: Sequence[statefile.IterationRecord],
+                   budget: int) -> list[str]:
+    """Returns why the state file, with the records applied, would not parse back ([] when it would)."""
+    try:
+        for record in records:
+            state = statefile.apply_iteration(state, record, direction=program.direction,
+                                              target_metric=program.config.target_metric,
+                                              min_delta=program.config.min_delta, budget=budget)
+        text = statefile.render_state(state)
+        statefile.parse_state(text, f"{program.name}.md")
+    except (AutoloopError, ValueError, OverflowError) as err:
+        return [f"record: the state file would not parse back once written ({err})"]
+    return []
