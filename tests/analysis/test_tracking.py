@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import io
 from pathlib import Path
 
@@ -43,3 +44,17 @@ def test_mlflow_gets_one_run_with_a_step_per_candidate_and_the_diffs(tmp_path: P
     assert sorted((m.step, m.value) for m in history) == [(0, 1.0), (1, 2.0), (2, 1.5), (3, 3.0), (5, 4.0)]
     artifacts = {a.path for a in client.list_artifacts(run_id, "diffs")}
     assert "diffs/0003-C.diff" in artifacts and "diffs/0000-A.diff" not in artifacts
+
+
+def test_wandb_gets_an_offline_run_holding_a_row_per_candidate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("wandb", reason="the wandb extra is not installed")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    items = tracking.tracked(load_trace(sample.write_run(tmp_path / "run")))
+    run_id = tracking.to_wandb(items, sample.PROGRAM, tmp_path / "wandb")
+    (run_dir,) = (tmp_path / "wandb" / "wandb").glob(f"offline-run-*-{run_id}")
+    assert (run_dir / f"run-{run_id}.wandb").stat().st_size > 0  # the logged steps, in wandb's own format
+    (table,) = (run_dir / "files" / "media" / "table").glob("iterations_*.table.json")
+    data = json.loads(table.read_text())
+    assert data["columns"][:4] == ["step", "id", "iteration", "status"]
+    assert [row[1] for row in data["data"]] == ["A", "B", "E", "C", "F", "D"]
