@@ -9,7 +9,7 @@ import time
 from contextlib import ExitStack
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from rich.console import Console
 from rich.markup import escape
@@ -121,6 +121,18 @@ def add_parser(commands: Any) -> None:
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
     """Runs the requested iterations and prints a summary; exit 1 if nothing could run."""
+    outcomes = execute(args, console)
+    _summary(outcomes, console)
+    # In CI, waiting for checks or a CI pause is a normal end of the job, not a failure.
+    return 0 if outcomes or args.ci else 1
+
+
+def execute(args: argparse.Namespace, console: Console,
+            on_outcome: Callable[[IterationOutcome], None] | None = None) -> list[IterationOutcome]:
+    """Runs the iterations `args` asks for (the parsed `autoloop run` options); returns what each did.
+
+    on_outcome: called with each iteration's outcome as soon as it is recorded (the Python API's on_iteration).
+    """
     started, wall = time.monotonic(), time.time()
     if args.iterations < 1:
         raise AutoloopError("--iterations must be at least 1")
@@ -132,10 +144,11 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     if args.proposer == "llm":
         llm.require_litellm()
     with ExitStack() as stack:  # the model worker stops with the run, however it ends
-        return _run(args, console, started, wall, stack)
+        return _run(args, console, started, wall, stack, on_outcome)
 
 
-def _run(args: argparse.Namespace, console: Console, started: float, wall: float, stack: ExitStack) -> int:
+def _run(args: argparse.Namespace, console: Console, started: float, wall: float, stack: ExitStack,
+         on_outcome: Callable[[IterationOutcome], None] | None) -> list[IterationOutcome]:
     # litellm's import, in the model worker process, overlaps loading, syncing and the baseline evaluation.
     worker = getattr(args, "model_worker", None) or _worker(stack, args.proposer == "llm")
     root = repo_root(args.repo)
@@ -170,14 +183,12 @@ def _run(args: argparse.Namespace, console: Console, started: float, wall: float
         raise AutoloopError("--ci needs GITHUB_REPOSITORY and GITHUB_TOKEN in the environment")
     with sigterm_interrupts():
         outcomes = _loop(root, programs, forced, args.iterations, options, console, settings, args.force,
-                         args.parallel, args.barrier)
+                         args.parallel, args.barrier, on_outcome)
     if options.outcome_dir is not None and forced and not (options.outcome_dir / OUTCOME_FILE).exists():
         # The publishing job expects an outcome for every program it was planned for.
         why = outcomes[-1].reason if outcomes and outcomes[-1].status == "paused" else "the program was not due"
         write_outcome(options.outcome_dir, idle_outcome(forced, f"no iteration ran: {why}"))
-    _summary(outcomes, console)
-    # In CI, waiting for checks or a CI pause is a normal end of the job, not a failure.
-    return 0 if outcomes or args.ci else 1
+    return outcomes
 
 
 def _loop(
@@ -191,8 +202,15 @@ def _loop(
     force: bool = False,
     parallel: int | None = None,
     barrier: bool = False,
+    on_outcome: Callable[[IterationOutcome], None] | None = None,
 ) -> list[IterationOutcome]:
     outcomes: list[IterationOutcome] = []
+
+    def told(outcome: IterationOutcome) -> None:
+        print_outcome(outcome, console)
+        if on_outcome is not None:
+            on_outcome(outcome)
+
     held: list[str | None] = []  # why the forced program would be skipped when the run started
     warned: set[str] = set()
     # No iteration starts in the job's last 5 minutes.
@@ -220,7 +238,7 @@ def _loop(
                 progress.update(task, description=f"{program.name} · {slots} in flight")
 
                 def recorded(outcome: IterationOutcome) -> None:
-                    print_outcome(outcome, console)
+                    told(outcome)
                     progress.advance(task)
 
                 outcomes.extend(run_slots(root, program, count - len(outcomes), slots, options, recorded,
@@ -231,7 +249,7 @@ def _loop(
                 tick = run_tick(root, program, slots, options)
                 outcomes.extend(tick)
                 for outcome in tick:
-                    print_outcome(outcome, console)
+                    told(outcome)
                 progress.advance(task)
                 continue
             progress.update(task, description=f"{program.name} · iteration")
@@ -239,7 +257,7 @@ def _loop(
             if outcome is None:
                 break
             outcomes.append(outcome)
-            print_outcome(outcome, console)
+            told(outcome)
             progress.advance(task)
     return outcomes
 

@@ -1,15 +1,18 @@
-"""`autoloop trace export PROGRAM DIR` writes a program's recorded trace in the EvoTrace layout; `trace show PROGRAM ID`
-prints one candidate: its metrics, evaluation stages and what its evaluation said (feedback, error, output tails)."""
+"""`autoloop trace export PROGRAM DIR` writes a program's recorded trace in the EvoTrace layout (or, with `--to`, as a
+CSV file, an MLflow run or a W&B run); `trace show PROGRAM ID` prints one candidate: its metrics, evaluation stages and
+what its evaluation said (feedback, error, output tails)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
+from autoloop_py.analysis import tracking
 from autoloop_py.render import render
 
 from autoloop_py.commands.common import repo_root, subparser
@@ -19,25 +22,40 @@ from autoloop_py.state.memory import MEMORY_BRANCH, MemoryStore
 from autoloop_py.state.untrusted_text import plain
 
 _SUMMARY = "Work with the run traces recorded on branch memory/autoloop."
-_EXPORT = "write a program's trace as an EvoTrace run directory (meta.json, programs.jsonl, blobs/)"
+_EXPORT = ("write a program's trace as an EvoTrace run directory (meta.json, programs.jsonl, blobs/), or with --to "
+           "as a CSV file, an MLflow run or a W&B run")
 _SHOW = "print one candidate (its id, e.g. it7 or 12): metrics, stages and what its evaluation said"
 
 
 def add_parser(commands: Any) -> None:
     """Registers `autoloop trace export PROGRAM DIR`."""
-    parser = subparser(commands, "trace", _SUMMARY, "autoloop trace export function_minimization out/")
+    parser = subparser(commands, "trace", _SUMMARY, "autoloop trace export function_minimization out/\n"
+                       "  autoloop trace export function_minimization --to csv --out runs.csv\n"
+                       "  autoloop trace export function_minimization --to mlflow --out mlruns/   # a file store")
     parser.add_argument("action", choices=("export", "show"), help=f"export: {_EXPORT}; show: {_SHOW}")
     parser.add_argument("program", help="the program's name")
-    parser.add_argument("directory", metavar="DIRECTORY|ID",
+    parser.add_argument("directory", metavar="DIRECTORY|ID", nargs="?",
                         help="export: where to write the run (a new or empty directory); show: the candidate's id")
+    parser.add_argument("--to", choices=("evotrace", *tracking.DESTINATIONS), default="evotrace",
+                        help="export as: evotrace (default), csv (a header and a row per candidate), mlflow (one run, a "
+                        "step per candidate, diffs as artifacts; --out is a tracking URI or a folder for a file store), "
+                        "wandb (offline unless WANDB_MODE says otherwise; --out is its folder)")
+    parser.add_argument("--out", type=Path, help="where to write (instead of DIRECTORY)")
     parser.set_defaults(handler=cmd_trace)
 
 
 def cmd_trace(args: argparse.Namespace, console: Console) -> int:
     """Runs `trace export` or `trace show`."""
     if args.action == "show":
+        if args.directory is None:
+            raise AutoloopError("trace show needs the candidate's id: `autoloop trace show PROGRAM ID`")
         return cmd_trace_show(args, console)
-    args.directory = Path(args.directory)
+    target = args.out or (Path(args.directory) if args.directory else None)
+    if target is None:
+        raise AutoloopError("trace export needs where to write: DIRECTORY, or --out PATH")
+    args.directory = target
+    if args.to != "evotrace":
+        return cmd_trace_track(args, console)
     return cmd_trace_export(args, console)
 
 
@@ -66,6 +84,23 @@ def cmd_trace_export(args: argparse.Namespace, console: Console) -> int:
     export_program(repo_root(args.repo), args.program, out)
     count = sum(1 for line in (out / "programs.jsonl").read_text(encoding="utf-8").splitlines() if line.strip())
     console.print(f"wrote {count} programs of {args.program} to {out}")
+    return 0
+
+
+def cmd_trace_track(args: argparse.Namespace, console: Console) -> int:
+    """Sends the trace to a tracker (csv, mlflow, wandb); prints where it went."""
+    with tempfile.TemporaryDirectory(prefix="autoloop-trace-") as folder:
+        items = tracking.tracked(trace.load_trace(export_program(repo_root(args.repo), args.program, Path(folder))))
+    out: Path = args.directory
+    if args.to == "csv":
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(tracking.csv_text(items), encoding="utf-8")
+        where = str(out)
+    elif args.to == "mlflow":
+        where = f"MLflow run {tracking.to_mlflow(items, args.program, str(out))} at {out}"
+    else:
+        where = f"W&B run {tracking.to_wandb(items, args.program, out)} in {out}"
+    console.print(f"wrote {len(items)} candidates of {args.program} to {where}")
     return 0
 
 

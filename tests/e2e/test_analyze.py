@@ -172,3 +172,17 @@ def test_analyze_raw_detector_matches_evoreplay_on_repeated_and_short_re_adds(
     short = _json(capsys, str(sample.write_evotrace(tmp_path / "short", sample.SHORT)))["cycling"]["raw"]
     assert (short["identical"], short["n_added_lines"], short["skeleton"], short["n_added_lines_skeleton"]) == (
         0, 1, 0, 2)
+
+
+def test_trace_export_to_csv_writes_a_header_and_a_row_per_candidate(
+        recorded: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "runs" / "sample.csv"
+    assert main(["trace", "export", sample.PROGRAM, "--to", "csv", "--out", str(out), "--repo", str(recorded)]) == 0
+    assert capsys.readouterr().out.strip() == f"wrote 6 candidates of sample to {out}"
+    lines = out.read_text().splitlines()
+    assert lines[0].startswith("step,id,iteration,status,parent,model") and len(lines) == 7
+
+
+def test_trace_export_says_where_to_write_when_told_nowhere(recorded: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["trace", "export", sample.PROGRAM, "--to", "csv", "--repo", str(recorded)]) == 1
+    assert "trace export needs where to write: DIRECTORY, or --out PATH" in capsys.readouterr().err
