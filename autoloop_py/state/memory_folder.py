@@ -116,8 +116,13 @@ class FolderMemory:
             if not save_limits.allowed(path):
                 raise StateError(f"gh-aw refuses to save a memory folder holding {path!r}; keep to the extensions "
                                  f"{', '.join(save_limits.ALLOWED_EXTENSIONS)}", path=self.folder / path)
-        for path, content in self._fitted(files).items():
+        fitted = self._fitted(files)
+        for path, content in fitted.items():
             self._write(path, content)
+        for path in files:  # one copy of each: a packed one written above replaces the plain one, and back
+            stale = self.folder / (path if path not in fitted else path + PACKED)
+            if stale.is_file():
+                stale.unlink()
         self._prune(FILE_LIMIT)
         return (message.splitlines() or [""])[0]
 
@@ -134,8 +139,6 @@ class FolderMemory:
             del fitted[path]
             fitted[path + PACKED] = packed
             sizes[path] = save_limits.added_bytes(self.read(path + PACKED), packed)
-            if (self.folder / path).is_file():
-                (self.folder / path).unlink()  # the packed copy replaces it
         if sum(sizes.values()) > PATCH_LIMIT:
             logger.warning("%s: this write adds about %d bytes to the memory branch's diff, over gh-aw's "
                            "max-patch-size of %d; gh-aw may refuse the save", self.folder, sum(sizes.values()),

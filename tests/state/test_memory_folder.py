@@ -58,6 +58,8 @@ def test_a_write_over_the_patch_size_keeps_its_sources_compressed_and_reads_them
     added = sum(save_limits.added_bytes(None, (tmp_path / p).read_text()) for p in memory.list())
     assert added <= memory_folder.PATCH_LIMIT
     assert all(save_limits.allowed(p) for p in memory.list())
+    memory.commit({"candidates/p/7.py": "x = 7\n"}, "rewritten small")  # one copy of a source, never two
+    assert memory.list() == ["candidates/p/7.py", "candidates/p/8.py", "p.md"]
 
 
 def test_a_small_write_keeps_its_sources_readable(tmp_path: Path) -> None:
