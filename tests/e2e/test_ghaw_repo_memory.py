@@ -51,6 +51,7 @@ GH_AW = "/tmp/gh-aw"
 MEMORY_BRANCH = "memory/autoloop"
 # gh-aw's default `allowed-extensions`, checked over the whole uploaded folder.
 ALLOWED_EXTENSIONS = (".json", ".jsonl", ".txt", ".md", ".csv")
+PATCH_TOLERANCE = 1.2  # gh-aw refuses a save whose added bytes pass max-patch-size x 1.2
 REPO = Path(__file__).resolve().parents[2]
 EVALUATE = ('import json, runpy\nx = runpy.run_path("code/value.py")["x"]\n'
             'print(json.dumps({"score": x, "feedback": f"FEEDBACK-MARK: x was {x}"}))\n')
@@ -100,6 +101,11 @@ def workflow() -> tuple[dict[str, Any], str]:
     text = render_workflows(InitOptions(pip_spec=DEFAULT_PIP_SPEC))[AGENTIC_WORKFLOW]
     head, body = text[4:].split("\n---\n", 1)
     return yaml.safe_load(head), body
+
+
+def added_bytes(diff: str) -> int:
+    """Returns what gh-aw's patch gate counts of a diff: the bytes of its added lines, each with its `+`."""
+    return sum(len(line.encode()) for line in diff.split("\n") if line.startswith("+") and not line.startswith("+++"))
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -177,6 +183,7 @@ class Runner:
         assert {p.relative_to(artifact).as_posix() for p in uploaded} == set(copied), "files gh-aw would drop"
         if git(work, "status", "--porcelain").strip():
             git(work, "add", ".")
+            assert added_bytes(git(work, "diff", "--cached")) <= memory.max_patch_size * PATCH_TOLERANCE
             git(work, "commit", "-q", "-m", "Update repo memory from workflow run")
             git(work, "push", "-q", url, f"HEAD:{memory.branch}")
 
@@ -351,7 +358,6 @@ def test_saved_candidate_sources_stay_under_the_file_count_and_the_needed_ones_s
 # --- every save of a long run ---------------------------------------------------------------------------
 
 ITERATIONS = int(os.environ.get("AUTOLOOP_GHAW_ITERATIONS", "12"))
-PATCH_TOLERANCE = 1.2  # gh-aw refuses added bytes above max-patch-size x 1.2
 
 
 @dataclass(frozen=True)
@@ -373,8 +379,7 @@ def check_save(memory: RepoMemory, folder: Path) -> Save:
     assert not big, f"over max-file-size: {big}"
     assert len(names) <= memory.max_file_count, f"{len(names)} files, over max-file-count"
     git(folder, "add", "-A")
-    diff = git(folder, "diff", "--cached")
-    added = sum(len(line.encode()) for line in diff.split("\n") if line.startswith("+") and not line.startswith("+++"))
+    added = added_bytes(git(folder, "diff", "--cached"))
     assert added <= memory.max_patch_size * PATCH_TOLERANCE, f"the diff adds {added} bytes: gh-aw refuses the save"
     git(folder, "commit", "-q", "--allow-empty", "-m", "Update repo memory from workflow run")
     return Save(added, len(names))
@@ -442,6 +447,8 @@ def test_every_save_of_a_long_strategy_run_keeps_gh_aws_rules(
         assert needed is not None
         kept = {int(m.group(1)) for p in files if (m := re.fullmatch(r"candidates/alpha/(\d+)\..*", p))}
         assert needed & written <= kept, "a source the Population reads back was pruned"
+        rows = {int(m.group(1)) for p in files if (m := re.fullmatch(r"traces/alpha/rows/(\d+)-.*", p))}
+        assert rows and max(written - rows, default=0) < min(rows), "the oldest rows go first"
     capsys.readouterr()
     state = statefile.parse_state((managed / "alpha.md").read_text(), "alpha.md")
     assert state.machine.iteration_count == ITERATIONS
