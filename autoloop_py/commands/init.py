@@ -37,6 +37,7 @@ from autoloop_py.errors import AutoloopError
 from autoloop_py.loop.tick.schedule import parse_schedule
 from autoloop_py.program.model import PROGRAMS_DIR
 from autoloop_py.render import render
+from autoloop_py.state import save_limits
 from autoloop_py.strategies.slots import MAX_SLOTS
 
 if TYPE_CHECKING:
@@ -290,6 +291,7 @@ def render_workflows(options: InitOptions) -> dict[Path, str]:
         memory_dir=AGENTIC_MEMORY_DIR,
         schedule_memory_dir=AGENTIC_SCHEDULE_MEMORY_DIR,
         title_prefix=AGENTIC_TITLE_PREFIX,
+        limits=save_limits,
     )
     return {ACTIONS_WORKFLOW: actions, AGENTIC_WORKFLOW: agentic}
 

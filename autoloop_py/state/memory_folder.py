@@ -5,11 +5,18 @@ of the workflow's repo-memory id, `/tmp/gh-aw/repo-memory/<id>` (`default` in au
 pushes what the job leaves in that folder alone.
 `FolderMemory` reads and writes the same `<program>.md` files there that `MemoryStore` keeps on the
 branch; `open_memory` picks one of the two.
+
+gh-aw refuses the whole save of a folder that breaks one of its rules (save_limits.py), so the folder keeps to
+them as it writes: a file of another extension is refused here, a write whose diff would pass
+`max-patch-size` stores its candidate sources compressed (`<id>.py.gz.b64.txt`, read back as `<id>.py`), and
+past FILE_LIMIT files the oldest trace rows and unneeded sources go (source_pruning.prune_plan).
 """
 
 from __future__ import annotations
 
+import base64
 import builtins
+import gzip
 import logging
 import os
 import tempfile
@@ -18,17 +25,20 @@ from typing import Callable, Mapping, Union
 
 from autoloop_py.errors import StateError
 from autoloop_py.git.objects import GitSession
+from autoloop_py.state import save_limits
 from autoloop_py.state.memory import MemoryCommit, MemoryStore, check_path
-from autoloop_py.state.source_pruning import prunable_sources
+from autoloop_py.state.source_pruning import is_source, prune_plan
 
 logger = logging.getLogger(__name__)
 
 MEMORY_DIR_ENV = "AUTOLOOP_MEMORY_DIR"
 # gh-aw refuses the whole save of a repo-memory folder holding more files than its `max-file-count`
-# (1000 in autoloop.md, gh-aw's ceiling): the folder's trace drops its oldest rows, then candidates/ its oldest
-# unneeded sources, to stay under this.
-FILE_LIMIT = 900
-_ROWS = "/rows/"
+# (1000 in autoloop.md, gh-aw's ceiling): old trace rows and unneeded sources go to stay under this.
+FILE_LIMIT = save_limits.FILE_LIMIT
+# What one write may add to the memory branch's diff (gh-aw allows max-patch-size and its tolerance).
+PATCH_LIMIT = save_limits.MAX_PATCH_SIZE
+# A candidate source kept compressed, so that one iteration's write stays under PATCH_LIMIT.
+PACKED = ".gz.b64.txt"
 
 Change = Callable[[str | None], str]
 Extra = Callable[[], Mapping[str, str | bytes]]
@@ -57,7 +67,8 @@ class FolderMemory:
         check_path(path)
         file = self.folder / path
         if not file.is_file():
-            return None
+            packed = self.folder / (path + PACKED)
+            return gzip.decompress(base64.b64decode(packed.read_bytes())).decode("utf-8") if packed.is_file() else None
         data = file.read_bytes()
         try:
             return data.decode("utf-8")
@@ -96,27 +107,49 @@ class FolderMemory:
         return sorted(p for p in found if p.startswith(prefix) and not p.startswith(".git/"))
 
     def commit(self, files: Mapping[str, str | bytes], message: str) -> str:
-        """Writes `files` into the folder; returns the message's first line (there is no commit id)."""
+        """Writes `files` into the folder within gh-aw's save rules; returns the message's first line (no commit id).
+
+        Raises StateError for a path whose extension gh-aw would refuse, before anything is written.
+        """
         for path in files:
             check_path(path)
-        for path, content in files.items():
+            if not save_limits.allowed(path):
+                raise StateError(f"gh-aw refuses to save a memory folder holding {path!r}; keep to the extensions "
+                                 f"{', '.join(save_limits.ALLOWED_EXTENSIONS)}", path=self.folder / path)
+        fitted = self._fitted(files)
+        for path, content in fitted.items():
             self._write(path, content)
+        for path in files:  # one copy of each: a packed one written above replaces the plain one, and back
+            stale = self.folder / (path if path not in fitted else path + PACKED)
+            if stale.is_file():
+                stale.unlink()
         self._prune(FILE_LIMIT)
         return (message.splitlines() or [""])[0]
 
+    def _fitted(self, files: Mapping[str, str | bytes]) -> dict[str, str | bytes]:
+        """Returns files with candidate sources compressed, largest first, while the write's diff passes PATCH_LIMIT."""
+        texts = {path: content if isinstance(content, str) else content.decode("utf-8", "replace")
+                 for path, content in files.items()}
+        sizes = {path: save_limits.added_bytes(self.read(path), text) for path, text in texts.items()}
+        fitted: dict[str, str | bytes] = dict(files)
+        for path in sorted((p for p in texts if is_source(p)), key=lambda p: -sizes[p]):
+            if sum(sizes.values()) <= PATCH_LIMIT:
+                break
+            packed = base64.encodebytes(gzip.compress(texts[path].encode("utf-8"), mtime=0)).decode("ascii")
+            del fitted[path]
+            fitted[path + PACKED] = packed
+            sizes[path] = save_limits.added_bytes(self.read(path + PACKED), packed)
+        if sum(sizes.values()) > PATCH_LIMIT:
+            logger.warning("%s: this write adds about %d bytes to the memory branch's diff, over gh-aw's "
+                           "max-patch-size of %d; gh-aw may refuse the save", self.folder, sum(sizes.values()),
+                           PATCH_LIMIT)
+        return fitted
+
     def _prune(self, limit: int) -> None:
-        """Deletes the oldest trace rows (and their children-index entries), then the oldest saved candidate
-        sources no Population entry needs (source_pruning.py), while the folder holds over `limit` files."""
+        """Deletes old trace rows and unneeded candidate sources, oldest first (source_pruning.prune_plan),
+        while the folder holds over `limit` files."""
         paths = self.list()
-        excess = len(paths) - limit
-        if excess <= 0:
-            return
-        # A row's file name starts with its zero-padded iteration, so the name orders rows by age.
-        rows = sorted((p for p in paths if p.startswith("traces/") and _ROWS in p), key=lambda p: p.rsplit("/", 1)[1])
-        names = {row.rsplit("/", 1)[1] for row in rows[:excess]}
-        doomed = [p for p in paths if p.startswith("traces/") and p.rsplit("/", 1)[1] in names
-                  and (_ROWS in p or "/children/" in p)]
-        doomed += prunable_sources(paths, len(paths) - len(doomed) - limit, self.read)
+        doomed = prune_plan(paths, limit, self.read)
         for path in doomed:
             (self.folder / path).unlink()
         if len(paths) - len(doomed) > limit:

@@ -1,4 +1,4 @@
-"""Which saved candidate sources (`candidates/<program>/<id>.<ext>`) a bounded memory folder may drop first.
+"""What a bounded memory folder drops first: old trace rows and saved candidate sources no Population needs.
 
 Every recorded candidate's full source is saved on the memory branch (strategies.runner.code_path), so in
 gh-aw's repo-memory folder, which must stay under a file count, `candidates/**` grows by one file an
@@ -7,6 +7,10 @@ iteration. What reads those files back: a Population entry whose code was folded
 `candidates/<program>/population.md`. So a source goes only when no Population entry (folded or not,
 the best among them) is that candidate or names it as a parent; oldest (lowest id) first. A program whose
 state file cannot be read keeps all its sources.
+
+The trace's rows (`traces/<program>/rows/<iteration>-<id>.json`, with their entries in the children index)
+grow one an iteration too. `prune_plan` drops both together by age: the oldest row or free source first,
+whichever is older, so a long run keeps its recent rows and its recent sources alike.
 """
 
 from __future__ import annotations
@@ -23,6 +27,42 @@ logger = logging.getLogger(__name__)
 
 # A candidate's saved source; bases.json and population.md, which are not, never match.
 _SOURCE_RE = re.compile(r"candidates/([^/]+)/(\d+)(?:\.[^/]*)?")
+# A trace row, or its entry in its parent's children index: the file name starts with the zero-padded iteration.
+_ROW_RE = re.compile(r"traces/[^/]+/(?:rows|children/[^/]+)/(\d+)-[^/]*")
+
+
+def prune_plan(paths: Iterable[str], limit: int, read: Callable[[str], str | None]) -> list[str]:
+    """Returns the files to delete so that at most `limit` of paths stay: rows and free sources, oldest first.
+
+    A row goes with its children-index entries; a source goes only when no Population entry needs it. When
+    that is not enough, fewer than `limit` cannot be reached and the list holds everything that may go.
+    """
+    paths = list(paths)
+    excess = len(paths) - limit
+    if excess <= 0:
+        return []
+    units: dict[tuple[int, str], list[str]] = {}
+    for path in paths:
+        if (row := _ROW_RE.fullmatch(path)) is not None:
+            units.setdefault((int(row.group(1)), "row " + path.rsplit("/", 1)[1]), []).append(path)
+    for path in prunable_sources(paths, len(paths), read):
+        units[(_source_age(path), "source " + path)] = [path]
+    doomed: list[str] = []
+    for key in sorted(units):
+        if len(doomed) >= excess:
+            break
+        doomed += units[key]
+    return doomed
+
+
+def is_source(path: str) -> bool:
+    """Returns whether path is a candidate's saved source (`candidates/<program>/<id>.<ext>`)."""
+    return _SOURCE_RE.fullmatch(path) is not None
+
+
+def _source_age(path: str) -> int:
+    found = _SOURCE_RE.fullmatch(path)
+    return int(found.group(2)) if found else 0
 
 
 def prunable_sources(paths: Iterable[str], count: int, read: Callable[[str], str | None]) -> list[str]:

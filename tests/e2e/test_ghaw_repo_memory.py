@@ -13,12 +13,24 @@ The test runs that contract twice from the rendered workflow: its clone and sche
 clone of the managed folder, the agent's commands (`autoloop prompt`, an edit, `autoloop record`), then
 the save. Paths under /tmp/gh-aw are mapped into the test's own folder. What the first run's evaluation
 said (its feedback, kept in the trace the save keeps) is in the second run's prompt.
+
+The save's limits, as the push job applies them (github/gh-aw `actions/setup/js/push_repo_memory.cjs` at
+5f067acd914bd1b497204d42897da910b2eed1a6 for the file size, count and extension checks; the patch gate that
+later versions added, `git diff --cached` summing the bytes of the `+` lines and refusing above
+max-patch-size with a 20 % tolerance, as gh-aw issues #42773 and #47591 quote it; the schema's bounds for
+`tools.repo-memory` from `pkg/parser/schemas/main_workflow_schema.json` at
+00c16a5c08a741790acf79927c90fc7962fd1f57, stored in tests/fixtures/gh-aw/): every file an allowed extension,
+each saved file at most max-file-size, at most max-file-count files, and the diff's added bytes at most
+max-patch-size x 1.2. `test_every_save_of_a_long_strategy_run_keeps_gh_aws_rules` applies all four after
+each save of an AlphaEvolve run whose candidates are 15-40 KB (AUTOLOOP_GHAW_ITERATIONS iterations, 12 by
+default; 200 in the figures of docs/github.md).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import shutil
 import subprocess
@@ -39,6 +51,7 @@ GH_AW = "/tmp/gh-aw"
 MEMORY_BRANCH = "memory/autoloop"
 # gh-aw's default `allowed-extensions`, checked over the whole uploaded folder.
 ALLOWED_EXTENSIONS = (".json", ".jsonl", ".txt", ".md", ".csv")
+PATCH_TOLERANCE = 1.2  # gh-aw refuses a save whose added bytes pass max-patch-size x 1.2
 REPO = Path(__file__).resolve().parents[2]
 EVALUATE = ('import json, runpy\nx = runpy.run_path("code/value.py")["x"]\n'
             'print(json.dumps({"score": x, "feedback": f"FEEDBACK-MARK: x was {x}"}))\n')
@@ -54,6 +67,7 @@ class RepoMemory:
     max_file_size: int
     max_file_count: int
     allowed_extensions: tuple[str, ...]
+    max_patch_size: int = 10240
 
     @property
     def folder(self) -> str:
@@ -70,7 +84,8 @@ def repo_memories(tools: dict[str, Any]) -> list[RepoMemory]:
         found.append(RepoMemory(memory_id, entry.get("branch-name") or f"memory/{memory_id}",
                                 tuple(entry.get("file-glob") or ()), int(entry.get("max-file-size") or 10240),
                                 int(entry.get("max-file-count") or 100),
-                                tuple(entry.get("allowed-extensions") or ALLOWED_EXTENSIONS)))
+                                tuple(entry.get("allowed-extensions") or ALLOWED_EXTENSIONS),
+                                int(entry.get("max-patch-size") or 10240)))
     return found
 
 
@@ -86,6 +101,11 @@ def workflow() -> tuple[dict[str, Any], str]:
     text = render_workflows(InitOptions(pip_spec=DEFAULT_PIP_SPEC))[AGENTIC_WORKFLOW]
     head, body = text[4:].split("\n---\n", 1)
     return yaml.safe_load(head), body
+
+
+def added_bytes(diff: str) -> int:
+    """Returns what gh-aw's patch gate counts of a diff: the bytes of its added lines, each with its `+`."""
+    return sum(len(line.encode()) for line in diff.split("\n") if line.startswith("+") and not line.startswith("+++"))
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -163,6 +183,7 @@ class Runner:
         assert {p.relative_to(artifact).as_posix() for p in uploaded} == set(copied), "files gh-aw would drop"
         if git(work, "status", "--porcelain").strip():
             git(work, "add", ".")
+            assert added_bytes(git(work, "diff", "--cached")) <= memory.max_patch_size * PATCH_TOLERANCE
             git(work, "commit", "-q", "-m", "Update repo memory from workflow run")
             git(work, "push", "-q", url, f"HEAD:{memory.branch}")
 
@@ -332,3 +353,111 @@ def test_saved_candidate_sources_stay_under_the_file_count_and_the_needed_ones_s
         assert key in files
     assert main(["state", "alpha", "--repo", str(git_repo)]) == 0
     assert f"| Iteration Count | {len(values)} |" in capsys.readouterr().out
+
+
+# --- every save of a long run ---------------------------------------------------------------------------
+
+ITERATIONS = int(os.environ.get("AUTOLOOP_GHAW_ITERATIONS", "12"))
+
+
+@dataclass(frozen=True)
+class Save:
+    """What gh-aw's push job measured of one save: the diff's added bytes and the files it saved."""
+
+    added: int
+    files: int
+
+
+def check_save(memory: RepoMemory, folder: Path) -> Save:
+    """Applies gh-aw's save rules to the folder (a clone of the memory branch), commits it; returns the figures."""
+    uploaded = [p for p in folder.rglob("*") if p.is_file() and ".git" not in p.relative_to(folder).parts]
+    stray = [p.name for p in uploaded if p.suffix.lower() not in memory.allowed_extensions]
+    assert not stray, f"gh-aw refuses the whole save: extensions of {stray}"
+    names = [p.relative_to(folder).as_posix() for p in uploaded]
+    assert all(any(glob_matches(g, n) for g in memory.file_glob) for n in names), "files gh-aw would drop"
+    big = [(n, p.stat().st_size) for n, p in zip(names, uploaded) if p.stat().st_size > memory.max_file_size]
+    assert not big, f"over max-file-size: {big}"
+    assert len(names) <= memory.max_file_count, f"{len(names)} files, over max-file-count"
+    git(folder, "add", "-A")
+    added = added_bytes(git(folder, "diff", "--cached"))
+    assert added <= memory.max_patch_size * PATCH_TOLERANCE, f"the diff adds {added} bytes: gh-aw refuses the save"
+    git(folder, "commit", "-q", "--allow-empty", "-m", "Update repo memory from workflow run")
+    return Save(added, len(names))
+
+
+def candidate_source(x: int, rng: random.Random) -> str:
+    """Returns a candidate of 15-40 KB that sets x (its helpers make the bulk, different every time)."""
+    size = rng.randint(15 * 1024, 40 * 1024)
+    lines = [f"x = {x}\n"]
+    total = len(lines[0])
+    while total < size:
+        line = f"def helper_{len(lines)}(a, b):  # {rng.getrandbits(64):016x}\n    return a * {rng.randint(1, 999)} + b\n"
+        lines.append(line)
+        total += len(line)
+    return "".join(lines)
+
+
+def test_every_save_of_a_long_strategy_run_keeps_gh_aws_rules(
+    git_repo: Path, run_git: Callable[..., str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from autoloop_py.state import file as statefile
+    from autoloop_py.state import memory_folder
+    from autoloop_py.state.memory_folder import FolderMemory
+    from autoloop_py.state.source_pruning import needed_ids
+
+    meta, _ = workflow()
+    (memory,) = repo_memories(meta["tools"])
+    folder = git_repo / ".autoloop" / "programs" / "alpha"
+    (folder / "code").mkdir(parents=True)
+    (folder / "program.md").write_text(
+        program_md("Alpha", "Raise x.", frontmatter={}) + "\n## Evolution Strategy\n\nThis program uses the "
+        "**AlphaEvolve** strategy. On every iteration, read `strategy/alphaevolve.md` and follow it literally.\n")
+    shutil.copytree(REPO / ".autoloop/programs/groupby_evolve/strategy", folder / "strategy")
+    (folder / "code" / "value.py").write_text("x = 1\n")
+    (folder / "code" / "evaluate.py").write_text(EVALUATE)
+    run_git(git_repo, "add", "-A")
+    run_git(git_repo, "commit", "-qm", "program alpha")
+    limit = memory_folder.FILE_LIMIT
+    if ITERATIONS < 100:  # a short run never nears 900 files: a smaller folder, so that its pruning runs too
+        limit = ITERATIONS + 10
+        monkeypatch.setattr(memory_folder, "FILE_LIMIT", limit)
+    managed = tmp_path / "repo-memory" / memory.id  # gh-aw's clone of a branch that does not exist yet
+    managed.mkdir(parents=True)
+    git(managed, "init", "-q", "-b", memory.branch)
+    git(managed, "config", "user.name", "github-actions")
+    git(managed, "config", "user.email", "actions@example.invalid")
+    monkeypatch.setenv("AUTOLOOP_MEMORY_DIR", str(managed))
+    rng = random.Random(44)
+    saves: list[Save] = []
+    written: set[int] = set()
+    for x in range(2, ITERATIONS + 2):
+        assert main(["prompt", "alpha", "--repo", str(git_repo)]) == 0
+        source = candidate_source(x, rng)
+        (folder / "code" / "value.py").write_text(source)
+        # The cheapest real path: the agent ran the evaluator itself and hands its JSON object to `record`.
+        report = tmp_path / "report.json"
+        report.write_text(json.dumps({"score": x, "feedback": f"x was {x}"}))
+        assert main(["record", "alpha", "--repo", str(git_repo), "--report", str(report), "--summary", f"x to {x}"]) == 0
+        written.add(x - 1)
+        saves.append(check_save(memory, managed))
+        files = FolderMemory(managed).list()
+        assert len(files) <= limit
+        needed = needed_ids("alpha", FolderMemory(managed).read)
+        assert needed is not None
+        kept = {int(m.group(1)) for p in files if (m := re.fullmatch(r"candidates/alpha/(\d+)\..*", p))}
+        assert needed & written <= kept, "a source the Population reads back was pruned"
+        rows = {int(m.group(1)) for p in files if (m := re.fullmatch(r"traces/alpha/rows/(\d+)-.*", p))}
+        assert rows and max(written - rows, default=0) < min(rows), "the oldest rows go first"
+    capsys.readouterr()
+    state = statefile.parse_state((managed / "alpha.md").read_text(), "alpha.md")
+    assert state.machine.iteration_count == ITERATIONS
+    assert FolderMemory(managed).read(f"candidates/alpha/{ITERATIONS}.py") == source  # the newest, whole
+    first = saves[0]
+    most_added = max(s.added for s in saves)
+    most_files = max(s.files for s in saves)
+    assert most_added <= memory.max_patch_size * PATCH_TOLERANCE and most_files <= limit
+    with capsys.disabled():
+        print(f"\n{ITERATIONS} saves of 15-40 KB candidates: first save {first.added} bytes added, at most "
+              f"{most_added} bytes added (gh-aw refuses above {int(memory.max_patch_size * PATCH_TOLERANCE)}), "
+              f"at most {most_files} files (limit {limit}, gh-aw's max-file-count {memory.max_file_count})")

@@ -64,7 +64,7 @@ def test_the_memory_is_cloned_before_the_scheduler_reads_it(workflow: str) -> No
     assert meta["tools"]["repo-memory"] == [
         {"id": "default", "branch-name": "memory/autoloop", "file-glob": ["*.md", "candidates/**", "traces/**"],
          "allowed-extensions": [".md", ".json", ".txt", ".py", ".js", ".ts", ".rs"],
-         "max-file-size": 30720, "max-file-count": 1000}
+         "max-file-size": 102400, "max-file-count": 1000, "max-patch-size": 102400}
     ]
     scheduler = next(s for s in meta["steps"] if s["name"] == SCHEDULE_STEP)
     assert scheduler["run"] == "python3 -m autoloop_py.github.agentic_scheduler"
@@ -77,6 +77,8 @@ def test_one_pr_per_program_on_the_exact_branch(workflow: str) -> None:
     meta, body = split(workflow)
     outputs = meta["safe-outputs"]
     assert outputs["create-pull-request"]["preserve-branch-name"] is True
+    # The branch outlives a merged PR: gh-aw re-creates it rather than refusing the push (gh-aw PR #32770).
+    assert outputs["create-pull-request"]["recreate-ref"] is True
     assert outputs["create-pull-request"]["max"] == 1 and outputs["create-pull-request"]["draft"] is True
     assert "### Branch Name Must Be Exact" in body
     assert "Use `head_branch` verbatim" in body and "`autoloop/<program>`" in body

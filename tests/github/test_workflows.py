@@ -503,7 +503,7 @@ def test_agentic_frontmatter_and_sections(name: str) -> None:
     install = next(s for s in meta["steps"] if s["name"] == "Install autoloop")
     assert shlex.split(install["run"]) == ["python3", "-m", "pip", "install", "--quiet", options.pip_spec]
     assert meta["safe-outputs"]["create-pull-request"] == {
-        "draft": True, "title-prefix": "[Autoloop: ", "preserve-branch-name": True, "labels": ["automation", "autoloop"],
+        "draft": True, "title-prefix": "[Autoloop: ", "preserve-branch-name": True, "recreate-ref": True, "labels": ["automation", "autoloop"],
         "protected-files": "fallback-to-issue", "max": 1,
     }
     assert body.index("## Step 1: Pick the program") < body.index("## Step 3: Propose") < body.index("## Step 5: Publish")

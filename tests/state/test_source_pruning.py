@@ -8,7 +8,7 @@ from autoloop_py.state import file as statefile
 from autoloop_py.state.memory_folder import FolderMemory
 from autoloop_py.state.population import Candidate, add_candidate, empty_population, fold_code, render_population
 from autoloop_py.state.population_fold import fold_entries
-from autoloop_py.state.source_pruning import needed_ids, prunable_sources
+from autoloop_py.state.source_pruning import needed_ids, prunable_sources, prune_plan
 
 
 def _state(*entries: Candidate) -> str:
@@ -53,7 +53,7 @@ def test_a_program_whose_state_file_is_missing_or_unreadable_keeps_every_source(
     assert prunable_sources(paths, 5, files.get) == []
 
 
-def test_the_folder_drops_sources_only_once_its_trace_rows_are_gone(tmp_path: Path) -> None:
+def test_the_folder_drops_the_oldest_row_and_the_oldest_unneeded_source(tmp_path: Path) -> None:
     memory = FolderMemory(tmp_path)
     sources = {f"candidates/p/{i}.py": f"x = {i}\n" for i in range(1, 7)}
     memory.commit({"p.md": _state(_entry(5, 1), _entry(6, 5)), **sources,
@@ -62,3 +62,22 @@ def test_the_folder_drops_sources_only_once_its_trace_rows_are_gone(tmp_path: Pa
     left = memory.list()
     assert "traces/p/rows/000001-1.json" not in left and len(left) == 6
     assert [p for p in left if p.endswith(".py")] == [f"candidates/p/{i}.py" for i in (1, 3, 4, 5, 6)]  # 2 went: the oldest not needed
+
+
+def _row(iteration: int) -> str:
+    return f"traces/p/rows/{iteration:06d}-{iteration}.json"
+
+
+def test_rows_and_unneeded_sources_go_together_oldest_first() -> None:
+    files = {"p.md": _state(_entry(9, 2))}  # the Population needs 9 and its parent 2
+    paths = ["p.md", *(f"candidates/p/{i}.py" for i in range(1, 10)), *(_row(i) for i in range(1, 10)),
+             *(f"traces/p/children/{i - 1}/{i:06d}-{i}.json" for i in range(2, 10))]
+    doomed = prune_plan(paths, len(paths) - 7, files.get)
+    # By age: row 1, source 1, row 2 and its children entry, (source 2 is needed) row 3 and its entry, source 3.
+    assert doomed[:2] == [_row(1), "candidates/p/1.py"] and doomed[-1] == "candidates/p/3.py"
+    assert set(doomed) == {_row(1), "candidates/p/1.py", "traces/p/children/1/000002-2.json", _row(2),
+                           "traces/p/children/2/000003-3.json", _row(3), "candidates/p/3.py"}
+    assert prune_plan(paths, len(paths), files.get) == []
+    everything = prune_plan(paths, 0, files.get)  # cannot reach 0: what may go, and no more
+    assert "p.md" not in everything and {"candidates/p/2.py", "candidates/p/9.py"}.isdisjoint(everything)
+    assert len(everything) == len(paths) - 3
