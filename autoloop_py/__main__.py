@@ -7,15 +7,20 @@ litellm's import (seconds) begins as early as it can: it is the longest step bef
 from __future__ import annotations
 
 import sys
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-from autoloop_py.proposers.model_worker import start_worker
+if TYPE_CHECKING:
+    from autoloop_py.proposers.model_worker import ModelWorker
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the command line; returns the exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
-    worker = start_worker(_wants_model_calls(args))
+    worker: ModelWorker | None = None
+    if _wants_model_calls(args):  # imported only then: the worker's module costs other commands' start
+        from autoloop_py.proposers.model_worker import start_worker
+
+        worker = start_worker(True)
     try:
         from autoloop_py.cli import main as run_command_line
 

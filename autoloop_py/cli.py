@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import sys
@@ -15,30 +16,6 @@ from rich.logging import RichHandler
 from rich.markup import escape
 
 from autoloop_py import __version__
-from autoloop_py.commands import (
-    analyze,
-    check,
-    ci_checks,
-    customize,
-    deps,
-    edit,
-    init,
-    judge,
-    new,
-    pause,
-    prompt,
-    publish,
-    record,
-    replay,
-    report,
-    run,
-    schedule,
-    show,
-    status,
-    strategy,
-    trace,
-    tune,
-)
 from autoloop_py.errors import AutoloopError
 from autoloop_py.redact import RedactingFilter, RedactingStream, Redactor, from_environment
 from autoloop_py.sandbox.runner import Terminated
@@ -66,11 +43,58 @@ examples:
   autoloop report function_minimization            an HTML page: metric curve, evolution tree, diffs
   autoloop tune function_minimization              the tuning gap of its best candidate
   autoloop strategy add alphaevolve --program function_minimization --answers answers.yaml
+
+`autoloop COMMAND --help` shows a command's options and an example.
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Returns the argument parser with one sub-parser per command."""
+# Every command: its module under autoloop_py/commands/ and its one-line help. The module (and what it imports) is
+# loaded only for the command that runs, so `--version` and `--help` start fast; tests/e2e/test_cli.py checks that
+# each summary is the one its module registers.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("run", "Run iterations: propose a change, evaluate it, keep it only if the metric improved."),
+    "publish": ("publish", "Publish an iteration that `autoloop run --outcome-dir` proposed: check it, commit and push "
+                "its candidate, record it on the memory branch (and, with --ci, on the program issue). Runs no "
+                "candidate code."),
+    "check": ("check", "Validate every program under .autoloop/programs/."),
+    "status": ("status", "Show what each program is doing."),
+    "state": ("show", "Print a program's state file from branch memory/autoloop."),
+    "edit": ("edit", "Edit a program's state file on memory/autoloop in $EDITOR (or take --file), validated before it "
+             "is committed."),
+    "schedule": ("schedule", "Show which programs are due now."),
+    "pause": ("pause", "Pause a program until it is resumed."),
+    "resume": ("pause", "Resume a paused program (also clears a plateau)."),
+    "new": ("new", "Scaffold a program under .autoloop/programs/, optionally with a strategy playbook."),
+    "strategy": ("strategy", "Add a strategy (AlphaEvolve, AdaEvolve, EvoX, FunSearch) to an existing program, list "
+                 "or remove one."),
+    "customize": ("customize", "Resolve a program's <CUSTOMIZE…> markers: from an --answers file, or a model drafts "
+                  "them (shows the diff, writes with --write)."),
+    "prompt": ("prompt", "Print the next iteration's prompt (the strategy's decision included) for an outside agent."),
+    "record": ("record", "Record the outcome of an iteration whose change an outside agent made in the working tree."),
+    "ci": ("ci_checks", "Settle the kept candidate waiting for CI, from the checks of its pull request (Agentic "
+           "Workflows)."),
+    "deps": ("deps", "Show (or install with pip) what a program's evaluation needs: `requirements:` or "
+             "requirements.txt."),
+    "init": ("init", "Install the autoloop workflows, the strategy templates and a sample program into this "
+             "repository."),
+    "analyze": ("analyze", "Diagnose a run: lineage of the best, best-so-far events, cycling, tuning share."),
+    "report": ("report", "Write a static HTML report of a run: metric curve, evolution tree (click a node for its "
+               "diff), Population."),
+    "trace": ("trace", "Work with the run traces recorded on branch memory/autoloop."),
+    "replay": ("replay", "Re-send the saved prompt that produced a candidate and measure how reproducible it is."),
+    "judge": ("judge", "Label each parent→child edit of a run with the nine-label edit taxonomy, using an LLM as "
+              "judge."),
+    "tune": ("tune", "Tune one candidate's numeric constants with Bayesian optimisation: how much of the run's gain is "
+             "just tuning?"),
+}
+
+
+def build_parser(command: str | None = None, *, lazy: bool = False) -> argparse.ArgumentParser:
+    """Returns the argument parser with one sub-parser per command.
+
+    lazy: register only `command`'s arguments (importing its module); every other command is named with its
+    one-line help alone. Not lazy: every command's module is imported and registers its arguments.
+    """
     parser = argparse.ArgumentParser(
         prog="autoloop", description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -78,10 +102,20 @@ def build_parser() -> argparse.ArgumentParser:
     # Accepted before the command too (`autoloop -v status`); each command also takes it after its name.
     parser.add_argument("-v", "--verbose", dest="global_verbose", action="store_true", help="show log messages")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (run, publish, check, status, show, edit, schedule, pause, new, strategy, customize, prompt, record, ci_checks,
-                   deps, init, analyze, report, trace, replay, judge, tune):
-        module.add_parser(commands)
+    wanted = COMMANDS[command][0] if command in COMMANDS else None
+    registered: set[str] = set()
+    for name, (module, summary) in COMMANDS.items():
+        if lazy and module != wanted:
+            commands.add_parser(name, help=summary)
+        elif module not in registered:  # `pause` registers `resume` too
+            registered.add(module)
+            importlib.import_module(f"autoloop_py.commands.{module}").add_parser(commands)
     return parser
+
+
+def _command_in(argv: Sequence[str]) -> str | None:
+    """Returns the command named in argv: its first word that is not an option (the global ones take no value)."""
+    return next((word for word in argv if not word.startswith("-")), None)
 
 
 def main(argv: Sequence[str] | None = None, model_worker: ModelWorker | None = None) -> int:
@@ -89,8 +123,9 @@ def main(argv: Sequence[str] | None = None, model_worker: ModelWorker | None = N
 
     model_worker: the model worker already started for `run` (see __main__.py), None: the command starts one if needed.
     """
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(_command_in(words), lazy=True)
+    args = parser.parse_args(words)
     args.model_worker = model_worker
     if not getattr(args, "handler", None):
         parser.print_help()

@@ -9,6 +9,11 @@ archive module imports nothing beyond the standard library). Three figures, on s
 2. Admission with the fitness share clamped: newcomers (many worse than every member, where the clamp matters)
    offered to full archives with a novelty weight above 0, ours (strategies/adaevolve/archive.py) against
    `UnifiedArchive.add`.
+3. Pareto admission: the same with 2–3 objectives (`pareto_objectives`, each higher or lower is better, values with
+   ties) and a Pareto weight above 0, each member's objectives read back from its Objectives bullet as the
+   strategy reads them: elite scores with the Pareto percentile, the front protected, the newcomer's Pareto share.
+   It also counts the decisions the objectives changed (against the same archive without them), so that the check
+   is seen to reach the Pareto terms.
 
 The reference orders a front by iterating a set of string ids, which changes from run to run; the script gives it
 integer-like ids in stored order (an insertion-ordered set), the order autoloop uses.
@@ -30,6 +35,7 @@ from autoloop_py.program.objectives import Objective  # noqa: E402
 from autoloop_py.state.population import Candidate  # noqa: E402
 from autoloop_py.strategies import pareto  # noqa: E402
 from autoloop_py.strategies.adaevolve.archive import Weights, admit  # noqa: E402
+from autoloop_py.strategies.pareto import with_objectives  # noqa: E402
 
 
 class _OrderedSet:
@@ -123,6 +129,39 @@ def clamped_admission(ua: Any, trials: int, rng: random.Random) -> tuple[int, in
     return same, worst
 
 
+def pareto_admission(ua: Any, trials: int, rng: random.Random) -> tuple[int, int, int]:
+    """Returns (identical admissions, admitted, decisions the objectives changed) over full archives with objectives."""
+    same = admitted = changed = 0
+    for _ in range(trials):
+        size = rng.randint(2, 8)
+        fitness, novelty, weight = rng.choice([(0.4, 0.3, 0.3), (0.5, 0.2, 0.3), (0.3, 0.3, 0.4), (0.2, 0.5, 0.3)])
+        ratio = rng.choice([0.1, 0.2, 0.05])
+        names = [f"o{k}" for k in range(rng.choice([2, 2, 3]))]
+        higher = {name: rng.random() < 0.5 for name in names}
+        objectives = [Objective(name, "higher" if higher[name] else "lower") for name in names]
+        ints = rng.random() < 0.5
+        draw = (lambda: float(rng.randint(-3, 3))) if ints else (lambda: round(rng.uniform(-10, 10), 2))
+        archive = ua.UnifiedArchive(ua.ArchiveConfig(
+            max_size=size, k_neighbors=5, elite_ratio=ratio, fitness_weight=fitness, novelty_weight=novelty,
+            pareto_weight=0.0, fitness_key="combined_score", pareto_objectives=names, higher_is_better=higher,
+            pareto_objectives_weight=weight))
+        members: list[tuple[Candidate, float]] = []
+        for i in range(size):
+            code, f, values = _code(rng), round(rng.random(), 2), {name: draw() for name in names}
+            archive.add(_Program(f"{i:03d}", code, {"combined_score": f, **values}))
+            member = Candidate(id=i + 1, island=0, fitness=f, gen=i, operator="x", code=code)
+            members.append((with_objectives(member, values, objectives), f))
+        code, f, values = _code(rng), round(rng.random(), 2), {name: draw() for name in names}
+        theirs = archive.add(_Program("new", code, {"combined_score": f, **values}))
+        vector = pareto.objective_vector(values, objectives)
+        ours = admit(code, f, members, size, Weights(fitness, novelty, ratio, weight), 5, objectives, vector).admitted
+        scalar = admit(code, f, members, size, Weights(fitness, novelty, ratio), 5).admitted
+        same += theirs == ours
+        admitted += theirs
+        changed += theirs != scalar
+    return same, admitted, changed
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=3000)
@@ -140,6 +179,9 @@ def main() -> int:
           f"newcomer share identical in {shares}/{args.trials}")
     same, worst = clamped_admission(ua, args.trials, rng)
     print(f"admission (novelty weight > 0): {same}/{args.trials} identical ({worst} newcomers worse than every member)")
+    same, admitted, changed = pareto_admission(ua, args.trials, rng)
+    print(f"pareto admission (objectives, Pareto weight > 0): {same}/{args.trials} identical ({admitted} admitted; "
+          f"the objectives changed {changed} decisions)")
     return 0
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -176,11 +175,6 @@ def machines(states: dict[str, statefile.StateFile | None]) -> dict[str, Any]:
 def format_metric(value: float | None) -> str:
     """Returns a metric for display ('—' when unknown)."""
     return "—" if value is None else f"{value:.6g}"
-
-
-def format_time(moment: datetime | None) -> str:
-    """Returns a timestamp for display ('never' when absent)."""
-    return "never" if moment is None else moment.strftime("%Y-%m-%d %H:%M UTC")
 
 
 __all__ = ["StateError", "add_common", "subparser", "repo_root", "read_states", "readable_states", "states_and_damage", "machines"]

@@ -21,6 +21,7 @@ from autoloop_py.program.strategy_template import (  # noqa: F401 - re-exported 
     StrategyTemplate,
     copy_plan,
     pointer_block,
+    program_files,
 )
 from autoloop_py.render import render
 
@@ -125,9 +126,8 @@ def scaffold(name: str, template: StrategyTemplate | None, targets: tuple[str, .
     files: dict[str, str] = {}
     section = render("scaffold/prose_strategy.md.j2")
     if template is not None:
-        plan = copy_plan(template)
-        files.update({dest: template.files[src] for src, dest in plan})
-        section = pointer_block(template, [dest for _, dest in plan])
+        files.update(program_files(template))
+        section = pointer_block(template, list(files))
     program = render(
         "scaffold/program.md.j2",
         sentinel=UNCONFIGURED_SENTINEL,

@@ -7,12 +7,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
+from rich import box
+from rich.cells import cell_len
+from rich.console import Console, Group
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from autoloop_py.analysis.mermaid import program_charts
-from autoloop_py.commands.common import format_metric, format_time, repo_root, shown, states_and_damage, subparser
+from autoloop_py.commands.common import format_metric, repo_root, shown, states_and_damage, subparser
 from autoloop_py.errors import AutoloopError, ProgramError, StateError
 from autoloop_py.loop.checkout import stale_parents
 from autoloop_py.loop.record import integrity
@@ -28,6 +31,7 @@ from autoloop_py.state import population as pop
 from autoloop_py.state.memory import MemoryStore
 from autoloop_py.state.model_stats import summary_rows
 from autoloop_py.state.population import population_of
+from autoloop_py.state.untrusted_text import plain
 
 _SPARK = {"accepted": "✅", "rejected": "❌", "error": "⚠️", "pending-ci": "⏳", "ci-fix-exhausted": "🛑"}
 
@@ -51,24 +55,22 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
         return _print_mermaid(root, programs, args.program, console)
     states, damaged = states_and_damage(root, programs)
     now = datetime.now(timezone.utc)
-    shown = [find_program(programs, args.program)] if args.program else programs
-    table = Table(title="autoloop programs")
-    for column in ("program", "strategy", "status", "best", "initial", "iterations", "last run", "next due", "recent",
-                   "spent / budget"):
-        table.add_column(column)
-    stopped = _blocked(root, shown, states)
-    for program in shown:
+    listed = [find_program(programs, args.program)] if args.program else programs
+    stopped = _blocked(root, listed, states)
+    rows = []
+    for program in listed:
         playbook = find_playbook(program, root)
         strategy_name = playbook.name if playbook else "default"
         if program.name in damaged:
-            table.add_row(program.name, strategy_name, "❌ state file unreadable", *["—"] * 7)
-        else:
-            row = _row(program, states.get(program.name), now)
-            if program.name in stopped:
-                row[0] = f"🛑 blocked: {stopped[program.name][0]}"
-            table.add_row(program.name, strategy_name, *row)
+            rows.append([_name(program.name, strategy_name), Text("❌ state file unreadable"), *["—"] * 5])
+            continue
+        row = _row(program, states.get(program.name), now)
+        if program.name in stopped:
+            row[0] = _status_cell(f"🛑 blocked: {stopped[program.name][0]}", ())
+        rows.append([_name(program.name, strategy_name), *row])
+    table = _table(rows)
     console.print(table)
-    lines, sandbox_problems = isolation_report(shown)
+    lines, sandbox_problems = isolation_report(listed)
     for line in [*sandbox_problems, *lines]:
         console.print(escape(line), style=None if line.startswith("sandbox:") else "yellow", highlight=False)
     for problem in problems:
@@ -76,6 +78,10 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
     for err in [*damaged.values(), *(error for _, error in stopped.values())]:
         console.print(f"[red]✗[/] {escape(str(err))}")
     if args.program and args.program not in damaged:
+        program = find_program(programs, args.program)
+        machine = states[args.program].machine if states.get(args.program) else None
+        # Whole here: the overview cuts the status (a pause reason quotes an error) to one line.
+        console.print(f"\n[bold]Status[/]: {shown(_status(program, machine, now))}")
         _details(states.get(args.program), console)
         _stale(root, find_program(programs, args.program), states.get(args.program), console)
     return 1 if args.program in damaged else 0
@@ -105,19 +111,62 @@ def _print_mermaid(root: Path, programs: list[Program], name: str | None, consol
     return 0
 
 
-def _row(program: Program, state: statefile.StateFile | None, now: datetime) -> list[str]:
+# The overview fits 100 columns without cutting a figure: the figure columns are as wide as their longest word
+# (a timestamp wraps at its spaces), and only the program's name and its status give way, the status to one line.
+_COLUMNS = ("program", "status", "best (initial)", "iter.", "last run (UTC)", "next due (UTC)", "spent")
+_FIGURES = frozenset(_COLUMNS[2:])
+_NUMBERS = frozenset(_COLUMNS[2:4])
+_TIMES = frozenset(_COLUMNS[4:6])
+
+
+def _table(rows: list[list[Any]]) -> Table:
+    """Returns the overview: one row per program, each figure whole (see _COLUMNS)."""
+    table = Table(title="autoloop programs", box=box.MINIMAL_HEAVY_HEAD, pad_edge=False)
+    for index, column in enumerate(_COLUMNS):
+        if column in _FIGURES:
+            cells = [str(row[index]) for row in rows]
+            # A timestamp stays on one line; other figures may wrap between their words.
+            words = cells if column in _TIMES else [word for cell in cells for word in cell.split()]
+            words += column.split()
+            justify = "right" if column in _NUMBERS else "left"
+            table.add_column(column, width=max(cell_len(word) for word in words), justify=justify)
+        else:
+            table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def _name(program: str, strategy: str) -> Text:
+    """Returns the program's cell: its name, and its strategy below it."""
+    return Text.assemble(plain(program), "\n", (plain(strategy), "dim"))
+
+
+def _status_cell(status: str, recent: tuple[str, ...]) -> Group:
+    """Returns the status on one line (cut with … here; `autoloop status PROGRAM` shows it whole), then the
+    recent statuses."""
+    line = Text(plain(status), no_wrap=True, overflow="ellipsis")
+    return Group(line, Text("".join(_SPARK.get(s, "·") for s in recent), overflow="fold"))
+
+
+def _row(program: Program, state: statefile.StateFile | None, now: datetime) -> list[Any]:
     machine = state.machine if state else None
     due = schedule.next_due(program, machine)
+    best = format_metric(machine.best_metric if machine else None)
+    initial = format_metric(machine.initial_metric if machine else None)
     return [
-        _status(program, machine, now),
-        format_metric(machine.best_metric if machine else None),
-        format_metric(machine.initial_metric if machine else None),
+        _status_cell(_status(program, machine, now), machine.recent_statuses if machine else ()),
+        best if initial == "—" else f"{best} ({initial})",
         str(machine.iteration_count if machine else 0),
-        format_time(machine.last_run if machine else None),
-        "now" if due is None or due <= now else format_time(due),
-        "".join(_SPARK.get(s, "·") for s in (machine.recent_statuses if machine else ())) or "—",
+        _when(machine.last_run, now) if machine and machine.last_run else "never",
+        "now" if due is None or due <= now else _when(due, now),
         budget.describe(program.config, machine or statefile.MachineState(), now),
     ]
+
+
+def _when(moment: datetime, now: datetime) -> str:
+    """Returns a UTC time for the overview: month, day and time this year, else the date with its year."""
+    return moment.strftime("%m-%d %H:%M" if moment.year == now.year else "%Y-%m-%d")
 
 
 def _status(program: Program, machine: statefile.MachineState | None, now: datetime) -> str:
@@ -129,7 +178,7 @@ def _status(program: Program, machine: statefile.MachineState | None, now: datet
         return "✅ completed"
     reason = schedule.skip_reason(machine, now, program.config.parallel or 1)
     if reason:
-        return f"⏸️ {shown(reason)}"  # a pause reason quotes an error note
+        return f"⏸️ {reason}"  # a pause reason quotes an error note: the caller makes it plain text
     if machine.consecutive_errors:
         return f"⚠️ {machine.consecutive_errors} error(s)"
     return "🟢 active"

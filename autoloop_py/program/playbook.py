@@ -133,6 +133,35 @@ def customize_markers(text: str, path: Path) -> list[Marker]:
     return [Marker(path, text.count("\n", 0, start) + 1, text[start:end]) for start, end in marker_spans(text)]
 
 
+def label_bare_markers(text: str) -> str:
+    """Returns text with each bare `<CUSTOMIZE>` saying what to write: the marker at its place on the nearest line
+    above with as many markers, labelled, prefixed with what its own line says before its first marker.
+
+    A template repeats a labelled line with bare markers (AlphaEvolve's `- **Island 1 — <CUSTOMIZE>**:
+    <CUSTOMIZE>` under Island 0's `<CUSTOMIZE: family name>` and `<CUSTOMIZE: one-line description>`); the copy
+    a program gets reads `<CUSTOMIZE: Island 1 family name>`, a label of its own that an answers file can name.
+    """
+    lines = text.split("\n")
+    labels: dict[int, list[str]] = {}  # marker count -> the labels of the last line with that many, all labelled
+    for index, line in enumerate(lines):
+        markers = customize_markers(line, Path())
+        if not markers:
+            continue
+        if all(marker.label for marker in markers):
+            labels[len(markers)] = [marker.label for marker in markers]
+            continue
+        above = labels.get(len(markers))
+        if above is None:
+            continue
+        context = " ".join(re.sub(r"[*_`#>|—–-]", " ", line[: line.find(MARKER_OPEN)]).split())
+        spans = marker_spans(line)
+        for (start, end), marker, label in reversed(list(zip(spans, markers, above))):  # from the end: spans hold
+            if not marker.label:
+                line = f"{line[:start]}<CUSTOMIZE: {context} {label}>{line[end:]}"
+        lines[index] = line
+    return "\n".join(lines)
+
+
 def marker_spans(text: str) -> list[tuple[int, int]]:
     """Returns the [start, end) character spans of the markers; nested `<…>` pairs stay inside one marker."""
     spans: list[tuple[int, int]] = []

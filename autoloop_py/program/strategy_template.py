@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from autoloop_py import markdown as md
+from autoloop_py.program.playbook import label_bare_markers
 from autoloop_py.render import render
 
 GUIDE = "CUSTOMIZE.md"
@@ -67,8 +68,9 @@ def playbook_path(name: str) -> str:
 
 
 def program_files(template: StrategyTemplate) -> dict[str, str]:
-    """Returns the template's files as the program holds them: program-folder relative path -> text."""
-    return {dest: template.files[src] for src, dest in copy_plan(template)}
+    """Returns the template's files as the program holds them: program-folder relative path -> text, each bare
+    `<CUSTOMIZE>` labelled with what to write (the template ships as it is)."""
+    return {dest: label_bare_markers(template.files[src]) for src, dest in copy_plan(template)}
 
 
 def pointer_block(template: StrategyTemplate, copied: list[str]) -> str:

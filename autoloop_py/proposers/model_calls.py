@@ -19,7 +19,11 @@ from autoloop_py.proposers.llm_call import CallLimits, ModelCallError, completio
 logger = logging.getLogger(__name__)
 
 # litellm is the `llm` extra: the workflow's plan and publish jobs, which call no model, go without it.
-LITELLM_MISSING = "the llm proposer needs litellm: pip install 'autoloop-py[llm]'"
+# No index serves autoloop-py yet, so the message names what installs it from where autoloop really came from.
+LITELLM_MISSING = (
+    "the llm proposer needs litellm: python3 -m pip install litellm"
+    " (or, from your clone of autoloop_py: python3 -m pip install 'path/to/autoloop_py[llm]')"
+)
 NO_MESSAGE = "the model's server sent a reply that is not a chat completion (no message in it)"
 
 

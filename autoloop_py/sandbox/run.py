@@ -18,7 +18,7 @@ from typing import Callable, Mapping, Sequence
 
 from autoloop_py.errors import SandboxError
 from autoloop_py.program.model import Program
-from autoloop_py.sandbox import process_limit, slot_user
+from autoloop_py.sandbox import confinement, process_limit, slot_user
 from autoloop_py.sandbox.cgroup import pids_limit
 from autoloop_py.sandbox.memory_cgroup import memory_limit
 from autoloop_py.sandbox.private_network import PrivateNetwork, network_report, private_network, require_slirp
@@ -53,7 +53,6 @@ OUTSIDE_ONLY_NEEDS_BWRAP = (
 )
 # More directories to show read-only (comma-separated): a tool installed under $HOME, e.g. an agent's runtime.
 READ_ONLY_ENV = "AUTOLOOP_SANDBOX_READ_ONLY"
-NOT_SANDBOXED = "evaluations are NOT sandboxed (isolation: none): they run as you, with your files and network"
 _PREFLIGHT = ("--unshare-user", "--unshare-pid", "--unshare-net", "--die-with-parent", "--ro-bind", "/", "/", "true")
 
 
@@ -141,7 +140,7 @@ def isolation_for(
     mode, reason = resolve_mode(requested)
     outside_only = resolve_agent_network(agent_network, mode)
     if mode == NONE:
-        logger.warning("%s (%s)", NOT_SANDBOXED, reason)
+        logger.warning("%s", unsandboxed_line(reason, env))
     choice = process_limit.requested(env)
     limit = process_limit.resolve(choice)
     if limit.problem:
@@ -399,12 +398,11 @@ def _system_layout() -> tuple[list[tuple[str, str]], list[str]]:
     return links, [path for path in candidates if os.path.lexists(path)]
 
 
-def describe(isolation: Isolation) -> str:
-    """Returns one line saying how evaluations run (for `status` and `check`)."""
-    if isolation.evaluation.sandboxed:
-        network = "with network" if isolation.evaluation.network else "no network"
-        return f"evaluations are sandboxed with bubblewrap ({network}; only the candidate directory is writable)"
-    return f"{NOT_SANDBOXED} ({isolation.reason})" if isolation.reason else NOT_SANDBOXED
+def unsandboxed_line(reason: str, environ: Mapping[str, str], whose: str = "") -> str:
+    """Returns confinement's line for evaluations run without bubblewrap on this machine (reason: why not)."""
+    facts = process_limit.facts()
+    why_no_uid = slot_user.wanted(False, environ, facts)
+    return confinement.describe(sandboxed=False, reason=reason, root=facts.root, why_no_uid=why_no_uid, whose=whose)
 
 
 def isolation_report(programs: Sequence[Program]) -> tuple[list[str], list[str]]:
@@ -426,14 +424,12 @@ def isolation_report(programs: Sequence[Program]) -> tuple[list[str], list[str]]
     problems += network_problems
     lines = []
     if sandboxed:
-        lines.append(f"sandbox: evaluations of {', '.join(sandboxed)} run in bubblewrap (only the candidate writable)")
+        lines.append(confinement.describe(sandboxed=True, whose=f" of {', '.join(sandboxed)}"))
     if bare:
         reason = why if not usable else "isolation: none"
-        lines.append(f"NOT SANDBOXED: evaluations of {', '.join(bare)} run without a sandbox ({reason})")
-    if bare and os.geteuid() == 0:
-        why_not = slot_user.wanted(False, os.environ, process_limit.facts())
-        lines.append(slot_user.describe(why_not))
-        unreachable = "" if why_not else slot_user.unreachable_python(os.environ.get("PATH", os.defpath))
+        lines.append(unsandboxed_line(reason, os.environ, whose=f" of {', '.join(bare)}"))
+    if bare and os.geteuid() == 0 and not slot_user.wanted(False, os.environ, process_limit.facts()):
+        unreachable = slot_user.unreachable_python(os.environ.get("PATH", os.defpath))
         if unreachable:
             lines.append(f"NOT the runner's python3: {unreachable}")
     if programs:

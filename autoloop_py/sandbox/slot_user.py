@@ -86,15 +86,6 @@ def wanted(sandboxed: bool, environ: Mapping[str, str], facts: process_limit.Fac
     return ""
 
 
-def describe(why_not: str) -> str:
-    """Returns one line for `status` and `check`: how a root runner's unsandboxed commands run (why_not: wanted's)."""
-    if not why_not:
-        return (f"sandbox: as root without bubblewrap, each evaluation and agent runs as a uid of its own (from "
-                f"{FIRST_UID}): it cannot write cgroups, another slot's copy or root's files")
-    return (f"NOT CONFINED: as root without bubblewrap, evaluations and agents run as root ({why_not}): they can leave "
-            "their cgroups and reach other slots' copies")
-
-
 def hardlinks_protected(setting: Path = Path("/proc/sys/fs/protected_hardlinks")) -> bool:
     """Returns whether users cannot hard-link files they do not own (else a uid could link root's files into its copy
     for the runner to read back, as root could read them itself)."""

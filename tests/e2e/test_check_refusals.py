@@ -145,4 +145,4 @@ def test_without_litellm_check_says_the_model_was_not_checked(
     code, out = _check(counter_repo, capsys)
     assert code == 0 and "✓ counter" in out
     assert (f"! {PROGRAM}:{_line_of(counter_repo, 'model:')}: model 'lml/nothing' not checked: the llm proposer "
-            "needs litellm: pip install 'autoloop-py[llm]'") in out
+            "needs litellm: python3 -m pip install litellm") in out

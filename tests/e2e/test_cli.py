@@ -79,7 +79,10 @@ def fleet(git_repo: Path, run_git) -> Path:  # type: ignore[no-untyped-def]
 
 
 def _rows(output: str) -> dict[str, str]:
-    return {line.split("│")[1].strip(): line for line in output.splitlines() if line.startswith("│")}
+    """Returns each program's two table lines by name (the second: its strategy, its recent statuses)."""
+    body = output.split("━╸", 1)[1].split("╵", 1)[0]
+    lines = [line for line in body.splitlines() if "│" in line]
+    return {first.split("│")[0].strip(): f"{first}\n{second}" for first, second in zip(lines[::2], lines[1::2])}
 
 
 def test_status_shows_each_state(fleet: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -93,7 +96,8 @@ def test_status_shows_each_state(fleet: Path, capsys: pytest.CaptureFixture[str]
     assert "⏸️ paused: evaluator flaky" in rows["paused"]
     assert "⏸️ plateau: 5 consecutive rejections" in rows["plateau"]
     assert "📝 unconfigured" in rows["template"]
-    due = (NOW - timedelta(hours=1) + timedelta(hours=6)).strftime("%Y-%m-%d %H:%M UTC")
+    due_at = NOW - timedelta(hours=1) + timedelta(hours=6)
+    due = due_at.strftime("%m-%d %H:%M" if due_at.year == NOW.year else "%Y-%m-%d")  # the column says UTC
     assert due in rows["fresh"]
 
 

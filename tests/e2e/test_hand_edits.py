@@ -117,7 +117,7 @@ def test_the_restore_advice_works_in_the_worktree_holding_the_branch_and_status_
 
     assert main(["status", "--repo", str(repo)]) == 0
     out = capsys.readouterr().out
-    row = next(line for line in out.splitlines() if line.startswith("│") and NAME in line)
+    row = next(line for line in out.splitlines() if "│" in line and line.split("│")[0].strip() == NAME)
     assert "🛑 blocked" in row and "🟢" not in row
     assert "records the runner wrote are missing" in " ".join(out.split())
 

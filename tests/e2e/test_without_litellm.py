@@ -39,7 +39,7 @@ def test_init_schedule_run_and_status_need_no_litellm_and_the_llm_proposer_names
 
     assert main(["run", "--repo", str(repo), "--program", "example", "--proposer", "llm", "--model", "openai/x"]) == 1
     err = capsys.readouterr().err
-    assert "the llm proposer needs litellm: pip install 'autoloop-py[llm]'" in err
+    assert "the llm proposer needs litellm: python3 -m pip install litellm" in " ".join(err.split())
     assert "cannot tell the provider" not in err  # the setup check says what is missing, not a wrong provider
 
 

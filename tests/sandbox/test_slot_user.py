@@ -98,12 +98,6 @@ def test_each_command_gets_its_own_uid_owning_its_copy_and_nothing_survives_it(t
         assert first.stat().st_uid == os.geteuid()  # handed back: a later holder of the uid cannot enter it
 
 
-def test_status_says_whether_unsandboxed_commands_get_their_own_uid() -> None:
-    assert slot_user.describe("").startswith("sandbox: as root without bubblewrap, each evaluation and agent runs as")
-    off = slot_user.describe(f"{slot_user.ENV_VAR}=off")
-    assert off.startswith("NOT CONFINED") and f"({slot_user.ENV_VAR}=off)" in off
-
-
 def test_hard_link_protection_is_read_from_its_sysctl(tmp_path: Path) -> None:
     setting = tmp_path / "protected_hardlinks"
     setting.write_text("1\n")

@@ -51,6 +51,14 @@ def test_prompt_has_goal_metric_files_command_and_reply_format() -> None:
     assert "code/search.py\n<<<<<<< SEARCH\n" in prompt and ">>>>>>> REPLACE" in prompt
 
 
+def test_prompt_says_the_evaluation_runs_from_the_repository_root() -> None:
+    """evaluate.py runs the command at the top of the tree (AUTOLOOP_PROGRAM_DIR names the folder): the prompt says so."""
+    prompt = render_iteration_prompt(_context())
+    assert "running this command from the repository root" in prompt
+    assert "`$AUTOLOOP_PROGRAM_DIR` names the program's\nfolder" in prompt
+    assert "program folder" not in prompt
+
+
 def test_empty_sections_are_omitted() -> None:
     prompt = render_iteration_prompt(_context(best_metric=None))
     for title in ("Priorities", "Lessons", "Foreclosed", "Recent history", "Steering", "Strategy notes"):

@@ -279,6 +279,12 @@ def child_fit_pct(above: int, n: int) -> float:
     return max(0.0, min(1.0, 1.0 - above / (n - 1)))
 
 
+def novelty_pct(value: float, novelties: Sequence[float]) -> float:
+    """Returns the share of novelties strictly below value: lower/N, a share of its own before any weight multiplies
+    it, as the reference computes it (w·(lower/N) and (w·lower)/N differ in the last bit, which can flip a tie)."""
+    return sum(v < value for v in novelties) / len(novelties)
+
+
 def elite_scores(scores: Sequence[float], novelties: Sequence[float], weights: Weights,
                  pareto_pcts: Sequence[float] = ()) -> list[float]:
     """Returns w_fit·(1 − rank/(N−1)) + w_nov·nov_pct (+ w_par·Pareto share) per member; rank 0 is the best."""
@@ -286,7 +292,7 @@ def elite_scores(scores: Sequence[float], novelties: Sequence[float], weights: W
     order = sorted(range(n), key=lambda i: -scores[i])
     rank = {i: r for r, i in enumerate(order)}
     return [
-        weights.fitness * _fit_pct(rank[i], n) + weights.novelty * sum(v < novelties[i] for v in novelties) / n
+        weights.fitness * _fit_pct(rank[i], n) + weights.novelty * novelty_pct(novelties[i], novelties)
         + (weights.pareto * pareto_pcts[i] if pareto_pcts else 0.0)
         for i in range(n)
     ]
@@ -315,7 +321,7 @@ def admit(code: str, f: float, members: Sequence[Scored], capacity: int, weights
     rival = min(open_, key=lambda i: (code_distance(code, _code(members[i][0])), i))
     child_novelty = novelty(code, [_code(c) for c, _ in members], k)
     child = weights.fitness * child_fit_pct(sum(score > f for score in scores), n)
-    child += weights.novelty * sum(v < child_novelty for v in novelties) / n
+    child += weights.novelty * novelty_pct(child_novelty, novelties)
     if vectors:
         child += weights.pareto * pareto.newcomer_percentile(vector or (0.0,) * len(objectives), vectors)
     winner = child > elite[rival]

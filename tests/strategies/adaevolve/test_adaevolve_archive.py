@@ -98,6 +98,13 @@ def test_novelty_weight_counts_members_with_strictly_lower_novelty() -> None:
     assert elite_scores([1, 2, 3], [0.2, 0.2, 0.9], weights) == pytest.approx([0.0, 0.0, 2 / 3])
 
 
+def test_the_novelty_share_is_computed_before_its_weight_multiplies_it() -> None:
+    """w·(lower/N) as the reference computes it: 0.7·(3/5) is 0.42, where (0.7·3)/5 is 0.41999999999999993."""
+    weights = Weights(fitness=0.0, novelty=0.7, elite_ratio=0.2)
+    novelties = [0.1, 0.2, 0.3, 0.9, 0.0]
+    assert elite_scores([1, 2, 3, 4, 5], novelties, weights)[2] == 0.7 * (3 / 5) != 0.7 * 3 / 5
+
+
 def test_a_single_member_archive_of_capacity_one_keeps_its_best() -> None:
     verdict = admit(program("zulu"), 2.0, FIVE[:1], 1, DEFAULT, 5)
     assert not verdict.admitted and verdict.rival is None
