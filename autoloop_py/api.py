@@ -219,7 +219,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     told = io.StringIO()
     try:
         with contextlib.redirect_stderr(told):
-            args = cli.build_parser().parse_args(argv)
+            args = cli.build_parser(argv[0], lazy=True).parse_args(argv)
     except SystemExit:
         raise AutoloopError(told.getvalue().strip().splitlines()[-1].removeprefix("autoloop run: ")) from None
     args.model_worker = None
