@@ -42,7 +42,10 @@ _CLONE_NEWUSER = 0x10000000
 _CLONE_NEWPID = 0x20000000
 _PR_SET_PDEATHSIG = 1
 _PR_SET_DUMPABLE = 4
+_PR_CAPBSET_DROP = 24
 _PR_SET_CHILD_SUBREAPER = 36
+_PR_SET_NO_NEW_PRIVS = 38
+_CAPABILITY_VERSION_3 = 0x20080522
 _KILL_ROUNDS = 500
 _LOCK = threading.Lock()  # one call at a time: each kills every process the scorer gained during it
 
@@ -302,9 +305,7 @@ def _serve(request_fd: int, reply_fd: int) -> None:
     with os.fdopen(request_fd, "rb") as handle:
         request = json.loads(handle.read())
     _own_pid_namespace()
-    libc = _libc()
-    if libc is not None:
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    _drop_capabilities()
     path = Path(request["path"])
     sys.path[0] = str(path.parent)  # as `python3 path` would: the candidate's siblings import
     sys.dont_write_bytecode = True
@@ -332,6 +333,20 @@ def _plain(value: Any) -> Any:
     if hasattr(value, "tolist"):
         return value.tolist()
     raise TypeError(f"returned a {type(value).__name__}, which is not JSON (return numbers, strings, lists, dicts)")
+
+
+def _drop_capabilities() -> None:
+    """Leaves the candidate no capability, now or after an exec (a root scorer's child could otherwise ptrace it,
+    non-dumpable or not), and kills it when the scorer dies."""
+    libc = _libc()
+    if libc is None:
+        return
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    for capability in range(64):
+        libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0)
+    libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    header = (ctypes.c_uint32 * 2)(_CAPABILITY_VERSION_3, 0)
+    libc.capset(header, (ctypes.c_uint32 * 6)())
 
 
 def _own_pid_namespace() -> None:

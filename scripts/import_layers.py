@@ -18,7 +18,7 @@ LAYERS = (
     "root", "git", "program", "sandbox", "state", "strategies", "analysis", "proposers", "loop", "github",
     "commands", "cli",
 )
-ROOT_MODULES = {"__init__", "errors", "markdown", "render", "redact", "tempdirs", "faults"}
+ROOT_MODULES = {"__init__", "errors", "markdown", "render", "redact", "tempdirs", "faults", "candidate"}
 ENTRY_MODULES = {"cli", "__main__"}
 
 
