@@ -4,7 +4,8 @@ An evaluator is the trusted scorer: it computes the metric from what the candida
 Imported into the scorer's process, the candidate could replace `json.dump`, `print` or `os._exit`,
 register an `atexit` report, or rewrite $AUTOLOOP_RESULT. Called through `call`, it runs in a child
 that gets a scrubbed environment (no $AUTOLOOP_RESULT), none of the scorer's file descriptors, its own
-stdout and stderr (kept apart, never a report), and returns its values as JSON over a pipe of its own.
+stdout and stderr (captured, never the scorer's, so never read as a report; a crash quotes the end of its
+stderr), and returns its values as JSON over a pipe of its own.
 The scorer cannot be reached through /proc (it is made non-dumpable) and, where the kernel allows a user
 namespace, the child runs in a PID namespace of its own, where the scorer has no pid to signal. When the
 call returns or times out, every process the child started is killed, daemons that called setsid too

@@ -146,9 +146,13 @@ def _run(hostile: Hostile, tmp_path: Path, name: str, target: str, attacks: tupl
 
 
 def _assert_not_forged(state: str) -> None:
-    """Asserts the state records no forged value and the baseline is still the best."""
+    """Asserts no metric the state records is the forged one and the baseline is still the best.
+
+    (The candidate's own words may appear in an error note: the evaluator quotes why the candidate failed.)
+    """
+    metric_lines = [line for line in state.splitlines() if "Metric" in line or "metric" in line]
     for forged in (FORGED, "1000000000", "1e9"):
-        assert forged not in state, state
+        assert not [line for line in metric_lines if forged in line], state
     initial = re.search(r"^\| Initial Metric \| (\S+) \|$", state, re.M)
     assert initial is not None and f"| Best Metric | {initial[1]} |" in state, state
     assert "**Status**: ✅" not in state, state
