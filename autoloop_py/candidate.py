@@ -180,13 +180,13 @@ def _run_child(
     assert child.stdout is not None and child.stderr is not None
     reply, stderr = bytearray(), bytearray()
     status: int | None = None
+    pending = memoryview(request)  # what the child has not been sent yet; empty once request_write is closed
     try:
         with selectors.DefaultSelector() as selector:
             os.set_blocking(request_write, False)
             selector.register(request_write, selectors.EVENT_WRITE)
             for stream in (reply_read, child.stdout.fileno(), child.stderr.fileno()):
                 selector.register(stream, selectors.EVENT_READ)
-            pending = memoryview(request)
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline and child.poll() is None:
                 for key, _ in selector.select(min(0.05, max(0.0, deadline - time.monotonic()))):
@@ -209,11 +209,9 @@ def _run_child(
         _stop_descendants(before)
         for stream in (child.stdout, child.stderr):
             stream.close()
-        for fd in (request_write, reply_read):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        os.close(reply_read)
+        if pending:  # _pump closes it once the whole request is sent
+            os.close(request_write)
     return bytes(reply), stderr.decode("utf-8", errors="replace"), status
 
 
@@ -359,6 +357,7 @@ def _own_pid_namespace() -> None:
     libc = _libc()
     if libc is None or libc.unshare(_CLONE_NEWUSER | _CLONE_NEWPID) != 0:
         return
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # this process too dies with the scorer
     pid = os.fork()
     if pid == 0:
         return

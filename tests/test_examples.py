@@ -131,7 +131,8 @@ def test_circle_packing_valid_packing_says_how_it_scores() -> None:
 
 def test_circle_packing_crash_is_an_error(tmp_path: Path) -> None:
     error = _run_edited(tmp_path, "circle_packing", "packing.py", "circles = 26", "circles = None")
-    assert error is not None and error.startswith("exited with status 1: CandidateError: packing.py: construct_packing() raised TypeError")
+    assert error is not None
+    assert error.startswith("exited with status 1: CandidateError: packing.py: construct_packing() raised TypeError")
 
 
 def test_docstring_coverage_is_a_percentage() -> None:

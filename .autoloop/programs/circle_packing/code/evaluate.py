@@ -2,10 +2,11 @@
 
 The packing's functions run in a process of their own (autoloop_py.candidate): only the centres and
 radii they return come back, and this file checks and sums them, so the candidate cannot set its own
-metric. The report goes to the file $AUTOLOOP_RESULT names, or to stdout when run by hand. An invalid packing is a rejected candidate scoring 0, with the
-violated constraint as `error` and `feedback`; a candidate that crashes is an error (exit 1).
-With AUTOLOOP_STAGE=1 (the program's cheap first stage) it only checks that the packing is valid.
-Do not modify: the loop compares candidates by this file's report.
+metric. The report goes to the file $AUTOLOOP_RESULT names, or to stdout when run by hand. An invalid
+packing is a rejected candidate scoring 0, with the violated constraint as `error` and `feedback`; a
+candidate that crashes is an error (exit 1). With AUTOLOOP_STAGE=1 (the program's cheap first stage)
+it only checks that the packing is valid. Do not modify: the loop compares candidates by this file's
+report.
 """
 
 from __future__ import annotations
