@@ -36,7 +36,7 @@ def _copy(root: Path, stages: bool, slow: float) -> None:
     if slow:
         evaluator = root / FOLDER / "code/evaluate.py"
         text = evaluator.read_text(encoding="utf-8")
-        marker = "    centers, radii = valid_packing(module)\n"
+        marker = "    centers, radii = valid_packing()\n"
         evaluator.write_text(text.replace(marker, f"    __import__('time').sleep({slow})\n" + marker), encoding="utf-8")
 
 

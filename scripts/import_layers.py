@@ -19,7 +19,7 @@ LAYERS = (
     "loop.evaluation", "loop.record", "loop.iteration", "loop.tick", "loop.slots", "studies", "github", "commands",
     "cli",
 )
-ROOT_MODULES = {"__init__", "errors", "markdown", "render", "redact", "tempdirs", "faults"}
+ROOT_MODULES = {"__init__", "errors", "markdown", "render", "redact", "tempdirs", "faults", "candidate"}
 ENTRY_MODULES = {"cli", "__main__", "api"}
 # The package's face re-exports the API (lazily, in a module __getattr__).
 ALLOWED = {("autoloop_py", "autoloop_py.api")}

@@ -70,9 +70,13 @@ def _run_edited(tmp_path: Path, name: str, file: str, old: str, new: str) -> str
     return result.error
 
 
-def test_function_minimization_budget_overrun_is_an_error(tmp_path: Path) -> None:
-    error = _run_edited(tmp_path, "function_minimization", "search.py", "iterations = 60", "iterations = 20000")
-    assert error is not None and "exited with status 1" in error and "BudgetExceeded" in error
+def test_function_minimization_time_overrun_is_an_error(tmp_path: Path) -> None:
+    code = _copy_example(tmp_path, "function_minimization")
+    for file, old, new in [("evaluate.py", "SEARCH_SECONDS = 30.0", "SEARCH_SECONDS = 1.0"),
+                           ("search.py", "    return best\n", "    while True:\n        pass\n")]:
+        (code / file).write_text((code / file).read_text().replace(old, new))
+    result = evaluate(load_program(tmp_path, EXAMPLES["function_minimization"]), tmp_path)
+    assert result.error is not None and "trial_point() did not return within 1 s; it was killed" in result.error
 
 
 def test_function_minimization_crashing_search_is_an_error_not_zero(tmp_path: Path) -> None:
@@ -80,7 +84,7 @@ def test_function_minimization_crashing_search_is_an_error_not_zero(tmp_path: Pa
         tmp_path, "function_minimization", "search.py", "    (x_lo, x_hi), (y_lo, y_hi) = bounds\n",
         "    raise RuntimeError('broken search')\n",
     )  # fmt: skip
-    assert error == "exited with status 1: RuntimeError: broken search"
+    assert error == "exited with status 1: CandidateError: search.py: trial_point() raised RuntimeError: broken search"
 
 
 def test_function_minimization_non_finite_point_is_an_error(tmp_path: Path) -> None:
@@ -127,7 +131,8 @@ def test_circle_packing_valid_packing_says_how_it_scores() -> None:
 
 def test_circle_packing_crash_is_an_error(tmp_path: Path) -> None:
     error = _run_edited(tmp_path, "circle_packing", "packing.py", "circles = 26", "circles = None")
-    assert error is not None and error.startswith("exited with status 1: TypeError")
+    assert error is not None
+    assert error.startswith("exited with status 1: CandidateError: packing.py: construct_packing() raised TypeError")
 
 
 def test_docstring_coverage_is_a_percentage() -> None:

@@ -12,6 +12,7 @@ from rich.markup import escape
 from autoloop_py.commands.common import repo_root, subparser
 from autoloop_py.errors import AutoloopError, ProgramError
 from autoloop_py.loop.tick.schedule import parse_schedule
+from autoloop_py.program.evaluator_lint import in_process_warnings
 from autoloop_py.program.frontmatter import key_line
 from autoloop_py.program.model import UNCONFIGURED_SENTINEL, Program, check_all, discover
 from autoloop_py.program.playbook import (
@@ -52,8 +53,9 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
     for warning in (w for program in programs for w in playbook_warnings(program, root)):
         console.print(f"[yellow]![/] {escape(str(warning))}", highlight=False)
     notes = (w for program in programs for w in [*program.warnings, *_pip_notes(program), *_key_warnings(program)])
-    for warning in notes:
-        console.print(f"[yellow]![/] {escape(warning)}", highlight=False)
+    notes = (*notes, *(w for program in programs for w in in_process_warnings(program, root)))
+    for warning in notes:  # emoji=False: a `file:100:` would print as an emoji
+        console.print(f"[yellow]![/] {escape(warning)}", highlight=False, emoji=False)
     for program in programs:
         if program.name not in failing:
             console.print(f"[green]✓[/] {program.name}{escape(_unconfigured_note(program))}")

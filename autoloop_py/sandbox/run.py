@@ -53,6 +53,8 @@ OUTSIDE_ONLY_NEEDS_BWRAP = (
 )
 # More directories to show read-only (comma-separated): a tool installed under $HOME, e.g. an agent's runtime.
 READ_ONLY_ENV = "AUTOLOOP_SANDBOX_READ_ONLY"
+# The runner's own package, shown read-only: an evaluator calls candidate code through autoloop_py.candidate.
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
 _PREFLIGHT = ("--unshare-user", "--unshare-pid", "--unshare-net", "--die-with-parent", "--ro-bind", "/", "/", "true")
 
 
@@ -365,12 +367,12 @@ def _venv_home(config: Path) -> Path | None:
 
 
 def _read_only_paths(environ: Mapping[str, str], hidden: Sequence[str]) -> tuple[str, ...]:
-    """Returns the directories a command needs to see: the Python installation and the tools on PATH.
+    """Returns the directories a command needs to see: the Python installation, autoloop_py and the tools on PATH.
 
     The Python installation is shown even inside the user's checkout (a project's .venv), read-only;
     other PATH directories inside it are not.
     """
-    python = [sys.prefix, sys.base_prefix, sys.exec_prefix, *site.getsitepackages()]
+    python = [sys.prefix, sys.base_prefix, sys.exec_prefix, *site.getsitepackages(), str(PACKAGE_DIR)]
     for name in ("VIRTUAL_ENV", "CONDA_PREFIX", "PYENV_ROOT"):
         if environ.get(name):
             python.append(environ[name])

@@ -46,6 +46,7 @@ WRAPPER = '''"""Runs the program's evaluator and adds per-trial scores and a has
 
 import hashlib
 import json
+import math
 import sys
 
 import evaluate
@@ -53,8 +54,8 @@ import evaluate
 
 def main() -> int:
     try:
-        module = evaluate.load_search()
-        results = [evaluate.run_trial(module, trial) for trial in range(evaluate.TRIALS)]
+        points = evaluate.trial_points()  # the search runs in a process of its own
+        results = [(evaluate.objective(*p), math.dist(p, evaluate.GLOBAL_MIN)) for p in points]
     except Exception as err:
         print(json.dumps({"error": f"{type(err).__name__}: {err}"}))
         return 1

@@ -72,6 +72,23 @@ def test_inside_bwrap_only_the_workdir_is_writable(tmp_path: Path) -> None:
     assert "No such file or directory" in result.stderr
 
 
+def test_an_evaluation_imports_the_runners_autoloop_py_even_inside_a_hidden_checkout(tmp_path: Path) -> None:
+    """An evaluator calls its candidate through autoloop_py.candidate: the runner's package is shown read-only, also
+    when it lives in the user's checkout (an editable install there), whose other files stay hidden."""
+    if not bwrap_status()[0]:
+        pytest.skip(f"needs a working bubblewrap sandbox: {bwrap_status()[1]}")
+    work = tmp_path / "work"
+    work.mkdir()
+    checkout = sandbox_run.PACKAGE_DIR.parent
+    policy = isolation_for("bwrap", network=False, hidden=[checkout]).evaluation
+    command = (f"python3 -c 'import autoloop_py.candidate as c; print(c.__file__)'; ls {checkout}; "
+               f"echo x > {sandbox_run.PACKAGE_DIR}/planted.py")  # fmt: skip
+    env = {"PATH": os.environ["PATH"], "HOME": "/root", "PYTHONPATH": str(checkout)}
+    result = run_sandboxed(command, work, policy, env=env, timeout=30)
+    assert result.stdout.splitlines() == [str(sandbox_run.PACKAGE_DIR / "candidate.py"), "autoloop_py"], result.stderr
+    assert "Read-only file system" in result.stderr and not (sandbox_run.PACKAGE_DIR / "planted.py").exists()
+
+
 def test_extra_read_only_directories_are_shown_but_never_the_checkout(tmp_path: Path) -> None:
     tool, checkout = tmp_path / "tool", tmp_path / "checkout"
     (checkout / "bin").mkdir(parents=True)

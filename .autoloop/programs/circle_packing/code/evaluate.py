@@ -1,41 +1,34 @@
 """Validates the packing from `packing.py` and reports one JSON object.
 
-The report goes to the file $AUTOLOOP_RESULT names (candidate code printing a score of its own changes
-nothing), or to stdout when run by hand. An invalid packing is a rejected candidate scoring 0, with the
-violated constraint as `error` and `feedback`; a candidate that crashes is an error (exit 1).
-With AUTOLOOP_STAGE=1 (the program's cheap first stage) it only checks that the packing is valid.
-Do not modify: the loop compares candidates by this file's report.
+The packing's functions run in a process of their own (autoloop_py.candidate): only the centres and
+radii they return come back, and this file checks and sums them, so the candidate cannot set its own
+metric. The report goes to the file $AUTOLOOP_RESULT names, or to stdout when run by hand. An invalid
+packing is a rejected candidate scoring 0, with the violated constraint as `error` and `feedback`; a
+candidate that crashes is an error (exit 1). With AUTOLOOP_STAGE=1 (the program's cheap first stage)
+it only checks that the packing is valid. Do not modify: the loop compares candidates by this file's
+report.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
+
+from autoloop_py.candidate import CandidateError, call
 
 CIRCLES = 26
 BEST_KNOWN = 2.635  # best known sum of radii for 26 circles
 TOLERANCE = 1e-6
+PACKING = Path(__file__).resolve().parent / "packing.py"
+SECONDS = 20.0  # per call of the packing's functions
 
 
 class InvalidPacking(Exception):
     """The packing breaks a rule; the message says which circle and how."""
-
-
-def load_packing() -> ModuleType:
-    """Returns the packing module loaded from beside this file."""
-    sys.dont_write_bytecode = True
-    path = Path(__file__).resolve().parent / "packing.py"
-    spec = importlib.util.spec_from_file_location("packing", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def as_floats(values: Any, width: int, what: str) -> list[tuple[float, ...]]:
@@ -63,20 +56,20 @@ def validate(centers: list[tuple[float, ...]], radii: list[float]) -> None:
                 raise InvalidPacking(f"circles {i} and {j} overlap by {radii[i] + radii[j] - gap:.3g}")
 
 
-def valid_packing(module: ModuleType) -> tuple[list[tuple[float, ...]], list[float]]:
-    """Returns the module's centres and radii; raises InvalidPacking for an invalid packing."""
-    centers = as_floats(module.construct_packing(), 2, "centres")
-    radii = [r for (r,) in as_floats(module.compute_max_radii(centers), 1, "radii")]
+def valid_packing() -> tuple[list[tuple[float, ...]], list[float]]:
+    """Returns the packing's centres and radii, each computed in the candidate's process; raises InvalidPacking."""
+    centers = as_floats(call(PACKING, "construct_packing", timeout=SECONDS), 2, "centres")
+    radii = [r for (r,) in as_floats(call(PACKING, "compute_max_radii", (centers,), timeout=SECONDS), 1, "radii")]
     validate(centers, radii)
     return centers, radii
 
 
-def measure(module: ModuleType) -> dict[str, Any]:
-    """Returns the metrics and feedback of the module's packing; raises InvalidPacking for an invalid one."""
+def measure() -> dict[str, Any]:
+    """Returns the metrics and feedback of the packing; raises InvalidPacking for an invalid one."""
     if os.environ.get("AUTOLOOP_STAGE") == "1":  # the validity stage: pass/fail, no score
-        valid_packing(module)
+        valid_packing()
         return {"validity": 1.0, "feedback": "valid packing"}
-    centers, radii = valid_packing(module)
+    centers, radii = valid_packing()
     total = sum(radii)
     smallest = min(range(CIRCLES), key=lambda i: radii[i])
     return {
@@ -87,26 +80,24 @@ def measure(module: ModuleType) -> dict[str, Any]:
 
 
 def report(metrics: dict[str, Any]) -> None:
-    """Writes the report where the runner reads it and ends the process (no atexit handler of the candidate runs)."""
+    """Writes the report where the runner reads it (printed when run by hand)."""
     path = os.environ.get("AUTOLOOP_RESULT")
     if not path:
         print(json.dumps(metrics))
         return
     with open(path, "w", encoding="utf-8") as handle:
         json.dump(metrics, handle)
-    sys.stdout.flush()
-    os._exit(1 if "validity" not in metrics else 0)
 
 
 def main() -> int:
     """Reports the metrics, a rejection (invalid packing) or an error (a crash); returns the exit status."""
     try:
-        metrics = measure(load_packing())
+        metrics = measure()
     except InvalidPacking as err:  # a poor candidate, as upstream scores it: 0, with the constraint it broke
         metrics = {"combined_score": 0.0, "validity": 0.0, "error": str(err),
                    "feedback": f"invalid packing, rejected: {err}; every circle must lie in the unit square, "
                                "no two may overlap, no radius may be negative"}
-    except Exception as err:  # a crashing candidate is an error, never a score of 0
+    except (CandidateError, ValueError, TypeError) as err:  # a crashing candidate is an error, never a score of 0
         report({"error": f"{type(err).__name__}: {err}"})
         return 1
     report(metrics)

@@ -1,75 +1,52 @@
 """Scores `search.py` on f(x, y) over ten seeded trials and reports one JSON object.
 
 Deterministic: trial t uses random.Random(1000 + t), so the same search always scores the same.
-The report goes to the file $AUTOLOOP_RESULT names (stdout when run by hand), with the best point found
-as `feedback`. Do not modify: the loop compares candidates by this file's report.
+The search runs in a process of its own (autoloop_py.candidate): only the points it returns come
+back, and this file computes f and the score itself, so the candidate cannot set its own metric.
+The report goes to the file $AUTOLOOP_RESULT names (stdout when run by hand), with the best point
+found as `feedback`. Do not modify: the loop compares candidates by this file's report.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
-import random
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
+
+from autoloop_py.candidate import CandidateError, call_each
 
 GLOBAL_MIN = (-1.704083, 0.677508)
 GLOBAL_MIN_VALUE = -1.518686
 BOUNDS = ((-5.0, 5.0), (-5.0, 5.0))
 TRIALS = 10
-BUDGET = 20_000  # objective calls per trial, so tuning cannot just raise iterations forever
+SEARCH_SECONDS = 30.0  # for all trials, so tuning cannot just raise iterations forever
 RELIABLE_DISTANCE = 0.5
+SEARCH = Path(__file__).resolve().parent / "search.py"
 
 
-class BudgetExceeded(Exception):
-    """The search called the objective more often than BUDGET in one trial."""
+def objective(x: float, y: float) -> float:
+    """Returns f(x, y) = sin(x)·cos(y) + sin(x·y) + (x² + y²)/20: the scorer's own copy, never the candidate's."""
+    return math.sin(x) * math.cos(y) + math.sin(x * y) + (x * x + y * y) / 20
 
 
-def load_search() -> ModuleType:
-    """Returns the search module loaded from beside this file."""
-    sys.dont_write_bytecode = True
-    path = Path(__file__).resolve().parent / "search.py"
-    spec = importlib.util.spec_from_file_location("search", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def trial_points() -> list[tuple[float, float]]:
+    """Returns the point each seeded trial's search returns, run in the candidate's own process."""
+    points = call_each(SEARCH, "trial_point", [(1000 + trial, BOUNDS) for trial in range(TRIALS)],
+                       timeout=SEARCH_SECONDS)  # fmt: skip
+    return [checked(trial, point) for trial, point in enumerate(points)]
 
 
-def run_trial(module: ModuleType, trial: int) -> tuple[float, float]:
-    """Returns the (value, distance) of the point that one seeded search run returns."""
-    _, value, distance = run_trial_point(module, trial)
-    return value, distance
-
-
-def run_trial_point(module: ModuleType, trial: int) -> tuple[tuple[float, float], float, float]:
-    """Returns the point that one seeded search run returns, its value and its distance to the minimum."""
-    function = module.objective
-    calls = 0
-
-    def counted(x: float, y: float) -> float:
-        nonlocal calls
-        calls += 1
-        if calls > BUDGET:
-            raise BudgetExceeded(f"the search used more than {BUDGET} objective calls in trial {trial}")
-        return function(x, y)
-
-    setattr(module, "objective", counted)
-    try:
-        x, y, _ = module.search_algorithm(random.Random(1000 + trial), BOUNDS)
-    finally:
-        setattr(module, "objective", function)
-    x, y = float(x), float(y)
+def checked(trial: int, point: Any) -> tuple[float, float]:
+    """Returns the point as two finite floats within BOUNDS; raises ValueError otherwise."""
+    x, y = (float(v) for v in point)
     if not (math.isfinite(x) and math.isfinite(y)):
         raise ValueError(f"trial {trial}: the search returned a non-finite point ({x}, {y})")
     if not all(lo - 1e-9 <= v <= hi + 1e-9 for v, (lo, hi) in zip((x, y), BOUNDS)):
         raise ValueError(f"trial {trial}: the point ({x:.4g}, {y:.4g}) lies outside the bounds {BOUNDS}")
-    # Score the point, not the value the search reports about it.
-    return (x, y), function(x, y), math.dist((x, y), GLOBAL_MIN)
+    return x, y
 
 
 def score(values: list[float], distances: list[float]) -> dict[str, Any]:
@@ -102,23 +79,20 @@ def best_point(results: list[tuple[tuple[float, float], float, float]]) -> str:
 
 
 def report(metrics: dict[str, Any]) -> None:
-    """Writes the report where the runner reads it and ends the process (no atexit handler of the candidate runs)."""
+    """Writes the report where the runner reads it (printed when run by hand)."""
     path = os.environ.get("AUTOLOOP_RESULT")
     if not path:
         print(json.dumps(metrics))
         return
     with open(path, "w", encoding="utf-8") as handle:
         json.dump(metrics, handle)
-    sys.stdout.flush()
-    os._exit(1 if "combined_score" not in metrics else 0)
 
 
 def main() -> int:
     """Reports the metrics and the best point (or an error); returns the exit status."""
     try:
-        module = load_search()
-        results = [run_trial_point(module, trial) for trial in range(TRIALS)]
-    except Exception as err:  # any failure of the candidate is an error, never a score of 0
+        results = [(point, objective(*point), math.dist(point, GLOBAL_MIN)) for point in trial_points()]
+    except (CandidateError, ValueError, TypeError) as err:  # any failure of the candidate is an error, never 0
         report({"error": f"{type(err).__name__}: {err}"})
         return 1
     metrics = score([v for _, v, _ in results], [d for _, _, d in results])

@@ -1,22 +1,20 @@
-"""Evaluator for sqrt_tradeoff: prints accuracy (correct digits, higher) and cost (steps, lower) as JSON."""
+"""Evaluator for sqrt_tradeoff: prints accuracy (correct digits, higher) and cost (steps, lower) as JSON.
 
-import importlib.util
+`approx_sqrt` runs in a process of its own (autoloop_py.candidate): only its values come back, and this
+file computes the digits and prints the report, so nothing the candidate prints or patches counts.
+"""
+
 import json
 import math
 import random
 import sys
 from pathlib import Path
 
+from autoloop_py.candidate import CandidateError, call_each
+
 INPUTS = [10 ** random.Random(1000 + i).uniform(-6, 6) for i in range(200)]
 MAX_DIGITS = 16.0
-
-
-def _load():
-    path = Path(__file__).with_name("routine.py")
-    spec = importlib.util.spec_from_file_location("routine", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+ROUTINE = Path(__file__).with_name("routine.py")
 
 
 def _digits(value: float, exact: float) -> float:
@@ -26,15 +24,13 @@ def _digits(value: float, exact: float) -> float:
 
 def main() -> int:
     try:
-        routine = _load()
         digits, steps = [], []
-        for x in INPUTS:
-            value, cost = routine.approx_sqrt(x)
+        for x, (value, cost) in zip(INPUTS, call_each(ROUTINE, "approx_sqrt", [(x,) for x in INPUTS], timeout=30)):
             if not math.isfinite(value) or not isinstance(cost, int) or cost < 0:
                 raise ValueError(f"approx_sqrt({x!r}) returned {value!r}, {cost!r}")
             digits.append(_digits(value, math.sqrt(x)))
             steps.append(cost)
-    except Exception as err:  # report any failure of the candidate as an error
+    except (CandidateError, ValueError, TypeError) as err:  # report any failure of the candidate as an error
         print(json.dumps({"error": f"{type(err).__name__}: {err}"}))
         return 1
     accuracy = round(sum(digits) / len(digits), 4)

@@ -1,0 +1,370 @@
+"""Calls a function of candidate code in a process of its own, so that the candidate cannot set its own metric.
+
+An evaluator is the trusted scorer: it computes the metric from what the candidate's function returns.
+Imported into the scorer's process, the candidate could replace `json.dump`, `print` or `os._exit`,
+register an `atexit` report, or rewrite $AUTOLOOP_RESULT. Called through `call`, it runs in a child
+that gets a scrubbed environment (no $AUTOLOOP_RESULT), none of the scorer's file descriptors, its own
+stdout and stderr (captured, never the scorer's, so never read as a report; a crash quotes the end of its
+stderr), and returns its values as JSON over a pipe of its own.
+The scorer cannot be reached through /proc (it is made non-dumpable) and, where the kernel allows a user
+namespace, the child runs in a PID namespace of its own, where the scorer has no pid to signal. When the
+call returns or times out, every process the child started is killed, daemons that called setsid too
+(the scorer is their subreaper). A crash, an exception or a timeout is a CandidateError.
+
+Stdlib only, and nothing else of autoloop_py: the child runs this very file (`python3 -B candidate.py
+REQUEST_FD RESULT_FD`) and an evaluator imports it in the sandbox.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fnmatch
+import importlib.util
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+# The child's environment: an allow-list (never AUTOLOOP_*, whose $AUTOLOOP_RESULT names the report).
+KEPT_ENV = (
+    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "LC_*", "TZ", "TMPDIR", "PYTHONPATH", "PYTHONHASHSEED",
+    "VIRTUAL_ENV", "CONDA_PREFIX", "SYSTEMROOT",
+)  # fmt: skip
+RESULT_CAP = 64 << 20  # bytes of JSON a call may return
+TAIL_BYTES = 4096  # of the child's stderr, quoted in a CandidateError
+MESSAGE_CHARS = 2000  # of the candidate's own exception message
+_CLONE_NEWUSER = 0x10000000
+_CLONE_NEWPID = 0x20000000
+_PR_SET_PDEATHSIG = 1
+_PR_SET_DUMPABLE = 4
+_PR_CAPBSET_DROP = 24
+_PR_SET_CHILD_SUBREAPER = 36
+_PR_SET_NO_NEW_PRIVS = 38
+_CAPABILITY_VERSION_3 = 0x20080522
+_KILL_ROUNDS = 500
+_LOCK = threading.Lock()  # one call at a time: each kills every process the scorer gained during it
+
+
+class CandidateError(Exception):
+    """The candidate's call gave no value: it raised, crashed, timed out or returned something not JSON.
+
+    Attributes:
+      stderr: the last TAIL_BYTES of what the child wrote to stderr (its traceback, if any).
+    """
+
+    def __init__(self, message: str, stderr: str = "") -> None:
+        super().__init__(message)
+        self.stderr = stderr
+
+
+class CandidateTimeout(CandidateError):
+    """The candidate's call did not return in time; it and everything it started were killed."""
+
+
+def call(
+    path: str | os.PathLike[str], function: str, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None,
+    *, timeout: float = 60.0, env: Mapping[str, str] | None = None, cwd: str | os.PathLike[str] | None = None,
+) -> Any:
+    """Returns what `function(*args, **kwargs)` of the module at path returned, run in a process of its own.
+
+    args and the value go as JSON (tuples come back as lists; numpy values as lists and numbers).
+    env: variables to add to the child's scrubbed environment. cwd: the child's (default: the scorer's).
+    Raises CandidateError (CandidateTimeout after `timeout` seconds).
+    """
+    return call_each(path, function, [args], kwargs, timeout=timeout, env=env, cwd=cwd)[0]
+
+
+def call_each(
+    path: str | os.PathLike[str], function: str, arguments: Iterable[Sequence[Any]],
+    kwargs: Mapping[str, Any] | None = None, *, timeout: float = 60.0, env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+) -> list[Any]:
+    """Returns the value of `function(*args, **kwargs)` for each args in arguments, all called in one child process.
+
+    The module is loaded once; `timeout` bounds all the calls together. Raises CandidateError at the first failure.
+    """
+    source = Path(path).resolve()
+    calls = [list(args) for args in arguments]
+    request = json.dumps({"path": str(source), "function": function, "calls": calls, "kwargs": dict(kwargs or {})})
+    what = f"{source.name}: {function}()"
+    with _LOCK:
+        _guard_scorer()
+        before = {pid for pid, _ in _descendants(os.getpid())}
+        raw, stderr, status = _run_child(request.encode(), child_environment(os.environ, env), cwd, timeout, before)
+    if status is None:
+        raise CandidateTimeout(f"{what} did not return within {timeout:g} s; it was killed", stderr)
+    return _results(raw, len(calls), status, what, stderr)
+
+
+def child_environment(environ: Mapping[str, str], extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Returns the child's environment: the allow-listed variables of environ (never AUTOLOOP_*), then extra."""
+    kept = {
+        name: value for name, value in environ.items()
+        if not name.startswith("AUTOLOOP_") and any(fnmatch.fnmatchcase(name, pattern) for pattern in KEPT_ENV)
+    }  # fmt: skip
+    return {**kept, **(extra or {}), "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def _results(raw: bytes, count: int, status: int, what: str, stderr: str) -> list[Any]:
+    """Returns the values of the child's reply, or raises CandidateError saying why there are none."""
+    if not raw:
+        ended = f"was killed by signal {-status}" if status < 0 else f"exited with status {status}"
+        raise CandidateError(f"{what} returned nothing: its process {ended}{_quoted(stderr)}", stderr)
+    try:
+        reply = json.loads(raw)
+    except (ValueError, RecursionError) as err:
+        raise CandidateError(f"{what} sent a reply that is not JSON ({err})", stderr) from None
+    if isinstance(reply, dict) and isinstance(reply.get("raised"), dict):
+        raised = reply["raised"]
+        kind, message = str(raised.get("type", "?"))[:100], str(raised.get("message", ""))[:MESSAGE_CHARS]
+        raise CandidateError(f"{what} raised {kind}: {message}", stderr)
+    values = reply.get("results") if isinstance(reply, dict) else None
+    if not isinstance(values, list) or len(values) != count:
+        raise CandidateError(f"{what} sent a reply without its {count} result(s)", stderr)
+    return values
+
+
+def _quoted(stderr: str) -> str:
+    """Returns the last line of the child's stderr as a suffix of an error message ('' when it wrote none)."""
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    return f" ({lines[-1].strip()[:300]})" if lines else ""
+
+
+def _guard_scorer() -> None:
+    """Makes this process unreachable through /proc (non-dumpable) and the subreaper of what its children leave."""
+    libc = _libc()
+    if libc is None:
+        return
+    libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _libc() -> Any:
+    """Returns the C library (None off Linux, where prctl and unshare do not exist)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
+def _run_child(
+    request: bytes, env: Mapping[str, str], cwd: str | os.PathLike[str] | None, timeout: float, before: set[int]
+) -> tuple[bytes, str, int | None]:
+    """Runs the child on request; returns (its reply, its stderr tail, its exit status or None on timeout).
+
+    Whatever the outcome, every process the scorer gained since `before` is killed before this returns.
+    """
+    request_read, request_write = os.pipe()
+    reply_read, reply_write = os.pipe()
+    try:
+        child = subprocess.Popen(
+            [sys.executable, "-B", str(Path(__file__).resolve()), str(request_read), str(reply_write)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(env), cwd=cwd,
+            pass_fds=(request_read, reply_write), start_new_session=True,
+        )  # fmt: skip
+    except BaseException:
+        for fd in (request_write, reply_read):
+            os.close(fd)
+        raise
+    finally:
+        os.close(request_read)
+        os.close(reply_write)
+    assert child.stdout is not None and child.stderr is not None
+    reply, stderr = bytearray(), bytearray()
+    status: int | None = None
+    pending = memoryview(request)  # what the child has not been sent yet; empty once request_write is closed
+    try:
+        with selectors.DefaultSelector() as selector:
+            os.set_blocking(request_write, False)
+            selector.register(request_write, selectors.EVENT_WRITE)
+            for stream in (reply_read, child.stdout.fileno(), child.stderr.fileno()):
+                selector.register(stream, selectors.EVENT_READ)
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline and child.poll() is None:
+                for key, _ in selector.select(min(0.05, max(0.0, deadline - time.monotonic()))):
+                    pending = _pump(selector, key.fd, request_write, pending, reply, reply_read, stderr, child)
+            status = child.poll()
+            if status is None:
+                child.kill()
+                child.wait()
+            _stop_descendants(before)  # every writer is gone: the pipes end
+            if request_write in selector.get_map():
+                selector.unregister(request_write)
+            drained = time.monotonic() + 5.0
+            while selector.get_map() and time.monotonic() < drained:
+                for key, _ in selector.select(0.5):
+                    _pump(selector, key.fd, request_write, pending, reply, reply_read, stderr, child)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        _stop_descendants(before)
+        for stream in (child.stdout, child.stderr):
+            stream.close()
+        os.close(reply_read)
+        if pending:  # _pump closes it once the whole request is sent
+            os.close(request_write)
+    return bytes(reply), stderr.decode("utf-8", errors="replace"), status
+
+
+def _pump(
+    selector: selectors.BaseSelector, fd: int, request_write: int, pending: memoryview, reply: bytearray,
+    reply_read: int, stderr: bytearray, child: subprocess.Popen[bytes],
+) -> memoryview:
+    """Moves what one ready pipe has: the request out, the reply or output in; returns what of the request is left."""
+    if fd == request_write:
+        try:
+            written = os.write(fd, pending[:65536])
+        except BrokenPipeError:
+            written = len(pending)
+        pending = pending[written:]
+        if not pending:
+            selector.unregister(fd)
+            os.close(fd)
+        return pending
+    chunk = os.read(fd, 65536)
+    if not chunk:
+        selector.unregister(fd)
+        return pending
+    if fd == reply_read:
+        if len(reply) + len(chunk) > RESULT_CAP:
+            child.kill()  # the reply is refused whole: a result that large is no metric input
+            reply.clear()
+            selector.unregister(fd)
+            return pending
+        reply.extend(chunk)
+    elif child.stderr is not None and fd == child.stderr.fileno():
+        stderr.extend(chunk)
+        del stderr[:-TAIL_BYTES]
+    return pending  # stdout: read and dropped, never a report
+
+
+def _stop_descendants(before: set[int]) -> None:
+    """Kills and reaps every process below this one that was not there before: the child's whole tree.
+
+    A daemon that called setsid was reparented here (this process is their subreaper), so it is found too;
+    the scan repeats until a round finds nothing, so a process forking while it is killed is caught.
+    """
+    for _ in range(_KILL_ROUNDS):
+        found = [(pid, state) for pid, state in _descendants(os.getpid()) if pid not in before]
+        if not found:
+            return
+        for pid, state in found:
+            if state != "Z":
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        for pid, _ in found:
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:  # not ours yet: reparented here once its parent is reaped
+                pass
+        time.sleep(0.001)
+
+
+def _descendants(root: int) -> list[tuple[int, str]]:
+    """Returns (pid, state letter) of every process below root, read from /proc ([] where there is none)."""
+    children: dict[int, list[tuple[int, str]]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(fields[1]), []).append((int(entry), fields[0].decode()))
+    found: list[tuple[int, str]] = []
+    queue = [root]
+    while queue:
+        for pid, state in children.get(queue.pop(), []):
+            found.append((pid, state))
+            queue.append(pid)
+    return found
+
+
+# The child: everything below runs in the candidate's process, before (and around) the candidate's code.
+
+
+def _serve(request_fd: int, reply_fd: int) -> None:
+    """Reads the request, calls the candidate's function on each args and writes the reply as JSON; never returns."""
+    with os.fdopen(request_fd, "rb") as handle:
+        request = json.loads(handle.read())
+    _own_pid_namespace()
+    _drop_capabilities()
+    path = Path(request["path"])
+    sys.path[0] = str(path.parent)  # as `python3 path` would: the candidate's siblings import
+    sys.dont_write_bytecode = True
+    try:
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load {path}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[path.stem] = module
+        spec.loader.exec_module(module)
+        function = getattr(module, request["function"])
+        results = [function(*args, **request["kwargs"]) for args in request["calls"]]
+        text = json.dumps({"results": results}, default=_plain)
+    except BaseException as err:  # SystemExit too: the scorer turns it into an error, never a score
+        text = json.dumps({"raised": {"type": type(err).__name__, "message": str(err)[:MESSAGE_CHARS]}})
+    data = text.encode()
+    while data:
+        data = data[os.write(reply_fd, data[: 1 << 20]) :]
+    os.close(reply_fd)
+    os._exit(0)
+
+
+def _plain(value: Any) -> Any:
+    """Returns a numpy-like value as plain lists and numbers (json calls this for what it cannot write)."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"returned a {type(value).__name__}, which is not JSON (return numbers, strings, lists, dicts)")
+
+
+def _drop_capabilities() -> None:
+    """Leaves the candidate no capability, now or after an exec (a root scorer's child could otherwise ptrace it,
+    non-dumpable or not), and kills it when the scorer dies."""
+    libc = _libc()
+    if libc is None:
+        return
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    for capability in range(64):
+        libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0)
+    libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    header = (ctypes.c_uint32 * 2)(_CAPABILITY_VERSION_3, 0)
+    libc.capset(header, (ctypes.c_uint32 * 6)())
+
+
+def _own_pid_namespace() -> None:
+    """Moves the candidate into a PID namespace of its own where the kernel allows one (else nothing changes).
+
+    There the scorer has no pid the candidate could signal, and when the candidate (its init) ends, the kernel
+    kills all it started. This process stays outside, runs nothing of the candidate, and exits with its status.
+    """
+    libc = _libc()
+    if libc is None or libc.unshare(_CLONE_NEWUSER | _CLONE_NEWPID) != 0:
+        return
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # this process too dies with the scorer
+    pid = os.fork()
+    if pid == 0:
+        return
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    os._exit(code if code >= 0 else 128 - code)
+
+
+if __name__ == "__main__":
+    _serve(int(sys.argv[1]), int(sys.argv[2]))
