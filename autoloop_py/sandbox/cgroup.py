@@ -176,10 +176,10 @@ def remove_stale(parent: Path, older_than: float | None = None) -> list[Path]:
     `autoloop-mem-<pid>-…` for the memory ones); returns those removed.
 
     A group is stale only when its own files say nothing runs in it (see idle) and it was made more than
-    `older_than` seconds ago (default STALE_AFTER). Its owner's pid says little: runners in other PID namespaces (containers on one
-    machine) share the hierarchy, and their pids mean other processes here, so it only spares a group whose owner
-    runs here. Nothing is killed: a process still in a group is another runner's, or a dead one's that its
-    sandbox (`--die-with-parent`) ends.
+    `older_than` seconds ago (default STALE_AFTER). Its owner's pid says little: runners in other PID namespaces
+    (containers on one machine) share the hierarchy, and their pids mean other processes here, so it only spares a
+    group whose owner runs here. Nothing is killed: a process still in a group is another runner's, or a dead
+    one's that its sandbox (`--die-with-parent`) ends.
     """
     try:
         found = [p for p in parent.iterdir() if p.name.startswith(PREFIX) and p.is_dir() and not p.is_symlink()]
