@@ -6,7 +6,7 @@ import argparse
 import os
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import AbstractSet, Any
 
 from rich.console import Console
 
@@ -18,8 +18,8 @@ from autoloop_py.github import client as github
 from autoloop_py.loop.iteration.iteration import enforce_budget
 from autoloop_py.loop.iteration.options import RunOptions
 from autoloop_py.loop.record import publish_guard as guard
-from autoloop_py.loop.record.outcome import Outcome, read_outcome
-from autoloop_py.loop.record.publishing import publish_outcome
+from autoloop_py.loop.record.outcome import Outcome, OutcomeError, read_outcome
+from autoloop_py.loop.record.publishing import check_outcome, publish_outcome
 from autoloop_py.loop.record.recording import load_state
 from autoloop_py.loop.slots.barrier import account_of
 from autoloop_py.loop.slots.barrier_publish import publish_tick
@@ -45,6 +45,11 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--program", metavar="NAME",
                         help="the program this job publishes (the workflow's matrix): an outcome of another is refused")
     parser.add_argument(
+        "--model", action="append", default=[], metavar="NAME",
+        help="a model the proposing run was given (`run --model`) besides the program's `model:`/`models:` and "
+        "AUTOLOOP_MODEL: an outcome's model use naming any other is refused",
+    )
+    parser.add_argument(
         "--not-before", type=_moment, metavar="TIME",
         help="when the run started (ISO time or Unix seconds; the workflow passes its plan job's start): a record "
         f"older than that is refused (default: {guard.DEFAULT_WINDOW.days} days before now)",
@@ -59,21 +64,84 @@ def add_parser(commands: Any) -> None:
 
 
 def cmd_publish(args: argparse.Namespace, console: Console) -> int:
-    """Reads and checks the outcome, publishes it, and prints what was recorded."""
+    """Reads and checks the outcomes, publishes those that pass, and prints what was recorded.
+
+    A slot of a tick whose outcome is refused stops alone: the others are published, then the refusal is the error.
+    """
     root = repo_root(args.repo)
-    outcomes = [read_outcome(directory) for directory in args.outcome_dirs]
-    outcome = outcomes[0]
+    if args.ci and not args.program:
+        raise AutoloopError("--ci needs --program (the workflow's matrix): the program an outcome names is the "
+                            "proposing job's word, which publish does not take")
+    read = {directory: _read(directory) for directory in args.outcome_dirs}
     programs, problems = load_all(root, with_issues=args.ci)
     for problem in problems:
         console.print(f"[yellow]skipping a broken program:[/] {problem}")
-    program = find_program(programs, args.program or outcome.program)
+    first = next((o for o in read.values() if isinstance(o, Outcome)), None)
+    if first is None and not args.program:
+        raise next(iter(read.values()))  # type: ignore[misc]  # nothing names the program: the reader's own error
+    program = find_program(programs, args.program or first.program)  # type: ignore[union-attr]
     window = guard.publish_window(datetime.now(timezone.utc), args.not_before)
-    guard.refuse(program.name, [p for o in outcomes for p in guard.field_problems(o, program.name, window)])
+    models = guard.program_models(program, os.environ) | set(args.model)
     options = RunOptions(run_url=run_url(), base_branch=args.base_branch)
-    _check_against_state(root, program, outcomes, options.budget)
-    if len(outcomes) > 1:
-        return _publish_tick(root, program, outcomes, options, args.ci, console)
-    if args.ci:
+    outcomes, refused = _admitted(root, program, read, window, models, options.budget)
+    if not outcomes or (refused and len(read) == 1):
+        raise OutcomeError(f"refusing the outcome of '{program.name}', nothing was written: " + " | ".join(refused))
+    if len(read) > 1:
+        _publish_tick(root, program, outcomes, options, args.ci, console)
+    else:
+        _publish_one(root, program, outcomes[0], options, args.ci, console)
+    if refused:
+        raise OutcomeError(f"refusing {len(refused)} of the {len(read)} outcomes of '{program.name}' (the others were "
+                           "published): " + " | ".join(refused))
+    return 0
+
+
+def _read(directory: Path) -> Outcome | OutcomeError:
+    try:
+        return read_outcome(directory)
+    except OutcomeError as err:
+        return err
+
+
+def _admitted(
+    root: Path, program: Program, read: dict[Path, Outcome | OutcomeError], window: guard.PublishWindow,
+    models: AbstractSet[str], budget: int,
+) -> tuple[list[Outcome], list[str]]:
+    """Returns the outcomes publish may write, and why each other one is refused (its directory, then the fields).
+
+    Checked before anything is written, to git or to GitHub, against the state as fetched now (publishing checks
+    again under the program's lock): forged fields, bullets, iteration numbers, paths, and records that would
+    break the state file.
+    """
+    memory = MemoryStore(root)
+    memory.sync()
+    state = load_state(memory, program, budget)
+    admitted, refused = [], []
+    for directory, outcome in read.items():
+        if isinstance(outcome, OutcomeError):
+            refused.append(f"{directory}: {outcome}")
+            continue
+        found = guard.field_problems(outcome, program.name, window)
+        found += guard.bullet_problems(outcome, program.config.objectives, models)
+        found += guard.numbered_claims([outcome], state)
+        if not found and outcome.record is not None:
+            found = guard.state_problems(state, program, [outcome.record], budget)
+        if not found:
+            try:
+                check_outcome(root, program, outcome)
+            except OutcomeError as err:
+                found = [str(err).partition("nothing was written: ")[2] or str(err)]
+        if found:
+            refused.append(f"{directory}: " + "; ".join(found))
+        else:
+            admitted.append(outcome)
+    return admitted, refused
+
+
+def _publish_one(root: Path, program: Program, outcome: Outcome, options: RunOptions, with_ci: bool,
+                 console: Console) -> None:
+    """Publishes one outcome and prints its record."""
+    if with_ci:
         result = ci.publish_ci(root, program, outcome, options, _ci_settings())
         if result.message:
             console.print(f"CI: {shown(result.message)}")
@@ -87,20 +155,8 @@ def cmd_publish(args: argparse.Namespace, console: Console) -> int:
         done = ci.published(outcome, record)
     if done is None:
         console.print(f"{program.name}: no iteration to record ({shown(outcome.waiting or 'nothing ran')})")
-        return 0
+        return
     print_outcome(done, console)
-    return 0
-
-
-def _check_against_state(root: Path, program: Program, outcomes: list[Outcome], budget: int) -> None:
-    """Refuses forged iteration numbers and records that would break the state file before anything is
-    written, to git or to GitHub (publishing checks again under the program's lock)."""
-    memory = MemoryStore(root)
-    memory.sync()
-    state = load_state(memory, program, budget)
-    guard.refuse(program.name, guard.numbered_claims(outcomes, state))
-    records = [o.record for o in outcomes if o.record is not None]
-    guard.refuse(program.name, guard.state_problems(state, program, records, budget))
 
 
 def _moment(text: str) -> datetime:
@@ -122,7 +178,7 @@ def _ci_settings() -> github.GitHubSettings:
 
 def _publish_tick(
     root: Path, program: Program, outcomes: list[Outcome], options: RunOptions, with_ci: bool, console: Console
-) -> int:
+) -> None:
     """Publishes the slots of one tick as one update and prints each slot's record."""
     if with_ci:
         result = ci.publish_tick_ci(root, program, outcomes, options, _ci_settings())
@@ -139,4 +195,3 @@ def _publish_tick(
         console.print(f"{program.name}: no iteration to record ({shown(outcomes[0].waiting or 'nothing ran')})")
     for account in done:
         print_outcome(account, console)
-    return 0

@@ -306,6 +306,30 @@ def tree_entries(data: bytes) -> list[str]:
     return sorted(names)
 
 
+# gitdb writes an object to a temporary file in objects/, makes objects/xx/, then renames the file into it. A
+# `git prune-packed` (repack -d, gc) running beside it removes objects/xx/ once it has emptied it, so the rename
+# may find no folder (ENOENT); git's own writers make their temporary file inside objects/xx/, which keeps it.
+# Writing again makes the folder again: prune-packed empties each folder once, so a second loss is rare already.
+_WRITE_TRIES = 8
+
+
+def _store_loose(database: LooseObjectDB, kind: str, data: bytes) -> str:
+    """Returns the id of `data` stored as a loose `kind` object, written again when a pruner removed its folder."""
+    for _ in range(_WRITE_TRIES - 1):
+        try:
+            return _store(database, kind, data)
+        except FileNotFoundError as err:
+            orphan = Path(str(err.filename or ""))
+            if orphan.parent == Path(database.root_path()) and orphan.name.startswith("obj"):
+                orphan.unlink(missing_ok=True)  # gitdb's temporary file, which the failed rename left behind
+            logger.debug("an object folder was pruned while %s was written to it; writing it again", err.filename2)
+    return _store(database, kind, data)
+
+
+def _store(database: LooseObjectDB, kind: str, data: bytes) -> str:
+    return database.store(IStream(kind.encode(), len(data), io.BytesIO(data))).hexsha.decode("ascii")
+
+
 class GitSession:
     """What one run asks the repository again and again: objects, whether a remote exists, the commit identity,
     the default branch, which ref names are valid, and answers that only depend on immutable objects.
@@ -440,8 +464,7 @@ class GitSession:
             self._loose = LooseObjectDB(str(common_dir(self.repo) / "objects"))
         database = self._loose
         try:
-            return [database.store(IStream(kind.encode(), len(data), io.BytesIO(data))).hexsha.decode("ascii")
-                    for data in contents]
+            return [_store_loose(database, kind, data) for data in contents]
         except OSError as err:
             raise GitError(f"cannot write to the object database ({err}); check that you may write to "
                            f"{database.root_path()}", path=self.root) from err

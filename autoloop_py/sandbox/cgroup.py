@@ -32,6 +32,8 @@ MEMORY_PART = "mem-"
 _ENTER = 'echo $$ > "$0" && exec "$@"'
 _KILL_ROUNDS = 60
 _FIRST_WAIT, _LAST_WAIT = 0.001, 0.02
+# An empty group younger than this may be one another runner made and has not entered yet (its command starts).
+STALE_AFTER = 600.0
 
 
 @dataclass(frozen=True)
@@ -169,32 +171,59 @@ def _usable(parent: Path) -> bool:
         return False
 
 
-def remove_stale(parent: Path, kill: bool = True) -> list[Path]:
+def remove_stale(parent: Path, older_than: float | None = None) -> list[Path]:
     """Removes the groups a killed run left under parent (ours by name: `autoloop-<pid>-…` for the pids groups,
-    `autoloop-mem-<pid>-…` for the memory ones), whose owner no longer runs; returns those removed.
+    `autoloop-mem-<pid>-…` for the memory ones); returns those removed.
 
-    kill: empty such a group first (its processes are a dead runner's strays); else a group that still holds a process
-    is left alone.
+    A group is stale only when its own files say nothing runs in it (see idle) and it was made more than
+    `older_than` seconds ago (default STALE_AFTER). Its owner's pid says little: runners in other PID namespaces
+    (containers on one machine) share the hierarchy, and their pids mean other processes here, so it only spares a
+    group whose owner runs here. Nothing is killed: a process still in a group is another runner's, or a dead
+    one's that its sandbox (`--die-with-parent`) ends.
     """
     try:
-        stale = [p for p in parent.iterdir() if p.name.startswith(PREFIX) and p.is_dir() and not p.is_symlink()]
+        found = [p for p in parent.iterdir() if p.name.startswith(PREFIX) and p.is_dir() and not p.is_symlink()]
     except OSError:
         return []
     removed = []
-    for path in stale:
+    now, older_than = time.time(), STALE_AFTER if older_than is None else older_than
+    for path in found:
         owner = owner_pid(path.name)
-        if owner is None or Path(f"/proc/{owner}").exists():
+        if owner is None or Path(f"/proc/{owner}").exists() or not idle(path) or now - _made(path) < older_than:
             continue
-        group = PidsGroup(path)
-        if kill:
-            group.kill_all()
-        elif group.members():
-            logger.debug("left the cgroup %s of the dead run %d: processes still run in it", path, owner)
+        try:
+            path.rmdir()  # the kernel refuses a group that holds a process, whichever namespace it runs in
+        except FileNotFoundError:
             continue
-        remove_group(path)
-        if not path.exists():
-            removed.append(path)
+        except OSError as err:
+            logger.debug("left the cgroup %s: %s", path, err)
+            continue
+        removed.append(path)
     return removed
+
+
+def idle(path: Path) -> bool:
+    """Whether nothing runs in a group, by the group's own counts (False when they cannot be read).
+
+    cgroup.procs alone cannot say: v1 lists only the processes of the reader's PID namespace, so a group
+    of a runner in another container looks empty there. pids.current and v2's `populated` count every process.
+    """
+    try:
+        if (path / "pids.current").is_file() and int((path / "pids.current").read_text().strip() or "0") > 0:
+            return False
+        if (path / "cgroup.events").is_file() and "populated 0" not in (path / "cgroup.events").read_text():
+            return False
+        return not (path / "cgroup.procs").read_text().split()
+    except (OSError, ValueError):
+        return False
+
+
+def _made(path: Path) -> float:
+    """Returns when a group was made (a cgroup directory's mtime is its creation; now when it is gone)."""
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return time.time()
 
 
 def owner_pid(name: str) -> int | None:

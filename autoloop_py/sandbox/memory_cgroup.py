@@ -92,7 +92,7 @@ def memory_limit(limit: int | None, pids_group: PidsGroup | None) -> Iterator[Me
     if parent is None:
         yield None
         return
-    remove_stale(parent, kill=False)  # the empty groups a killed runner left
+    remove_stale(parent)  # the empty groups a killed runner left
     name = f"{PREFIX}{MEMORY_PART}{os.getpid()}-{secrets.token_hex(4)}"
     with limited_group(parent, name, "memory.limit_in_bytes", limit, "RLIMIT_AS holds alone") as group:
         yield None if group is None else MemoryGroup(group, limit, separate=True)

@@ -476,6 +476,7 @@ class MemoryStore:
 # A memory commit leaves about eight loose objects (blobs, trees, the commit); packing every
 # PACK_EVERY recorded iterations keeps them in the hundreds instead of tens of thousands.
 PACK_EVERY = 25
+PACK_EVERY_ENV = "AUTOLOOP_PACK_EVERY"  # another interval (0: never), for stress runs of the packing
 
 
 def pack_if_due(repo_root: Path, iteration: int, every: int | None = None, session: GitSession | None = None) -> bool:
@@ -486,7 +487,7 @@ def pack_if_due(repo_root: Path, iteration: int, every: int | None = None, sessi
     owns its pushes (a run on this machine) both are left running beside the next iterations, and the session
     finishes them (the next packing or its close); returns True once they are started.
     """
-    every = PACK_EVERY if every is None else every
+    every = pack_every(os.environ) if every is None else every
     if every <= 0 or iteration <= 0 or iteration % every:
         return False
     if session is not None and session.owns_pushes:
@@ -497,6 +498,12 @@ def pack_if_due(repo_root: Path, iteration: int, every: int | None = None, sessi
         return _packed(session.repo, start(session.repo, "repack", "-d", "-q"))
     finally:
         session.close()
+
+
+def pack_every(environ: Mapping[str, str]) -> int:
+    """Returns the packing interval: AUTOLOOP_PACK_EVERY when it is a whole number, else PACK_EVERY."""
+    text = environ.get(PACK_EVERY_ENV, "").strip()
+    return int(text) if text.isdigit() else PACK_EVERY
 
 
 def _packed(repo: git.Repo, repacking: Running) -> bool:

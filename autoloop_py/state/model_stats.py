@@ -213,11 +213,18 @@ def use_of(record: IterationRecord) -> ModelUse:
     bullets = dict(record.extra)
     spend: dict[str, tuple[int, float | None]] = {}
     for part in (bullets.get(SPEND_BULLET) or "").split(";"):
-        found = _USAGE_RE.match(part)
+        found = parse_usage(part)
         if found:
-            usd = finite_number(found.group(3)) if found.group(3) else None
-            spend[found.group(1)] = (int(found.group(2)), usd)
+            spend[found[0]] = found[1:]
     return ModelUse(bullets.get(MODEL_BULLET) or None, spend)
+
+
+def parse_usage(part: str) -> tuple[str, int, float | None] | None:
+    """Returns (model, tokens, dollars or None) of one `<model>: <n> tokens, $<usd>` spend part (None: not one)."""
+    found = _USAGE_RE.match(part)
+    if found is None:
+        return None
+    return found.group(1), int(found.group(2)), finite_number(found.group(3)) if found.group(3) else None
 
 
 def with_record(table: ModelTable, record: IterationRecord, improvement: float) -> ModelTable:

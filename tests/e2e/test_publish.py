@@ -247,7 +247,8 @@ def test_split_ci_run_comments_and_gates_like_a_single_job(tmp_path: Path, fake:
     origin = _origin_with_counter(tmp_path)
     command = _plan(tmp_path, [_value(2.0), _value(3.0)])
     _propose_ci(origin, _clone(origin, tmp_path / "p1"), command, tmp_path / "o1", fake)
-    assert main(["publish", "--repo", str(_clone(origin, tmp_path / "q1")), str(tmp_path / "o1"), "--ci"]) == 0
+    assert main(["publish", "--repo", str(_clone(origin, tmp_path / "q1")), str(tmp_path / "o1"),
+                 "--ci", "--program", "counter"]) == 0
     state = _state(origin)
     assert state.machine.recent_statuses == ("pending-ci",)  # the CI gate holds it until the checks pass
     [issue] = [i for i in fake.issues[REPO] if i["title"] == "[Autoloop: counter]"]
@@ -260,14 +261,16 @@ def test_split_ci_run_comments_and_gates_like_a_single_job(tmp_path: Path, fake:
     fake.add_check_run(REPO, first, "tests", status="in_progress", conclusion=None)
     _propose_ci(origin, _clone(origin, tmp_path / "p2"), command, tmp_path / "o2", fake)
     assert "waiting for CI" in json.loads((tmp_path / "o2/outcome.json").read_text())["waiting"]
-    assert main(["publish", "--repo", str(_clone(origin, tmp_path / "q2")), str(tmp_path / "o2"), "--ci"]) == 0
+    assert main(["publish", "--repo", str(_clone(origin, tmp_path / "q2")), str(tmp_path / "o2"),
+                 "--ci", "--program", "counter"]) == 0
     assert _state(origin).machine.recent_statuses == ("pending-ci",)
 
     # Checks passed: the proposing job sees the verdict (locally), the publishing job writes it and the next record.
     fake.check_runs[(REPO, first)] = []
     fake.add_check_run(REPO, first, "tests", conclusion="success")
     _propose_ci(origin, _clone(origin, tmp_path / "p3"), command, tmp_path / "o3", fake)
-    assert main(["publish", "--repo", str(_clone(origin, tmp_path / "q3")), str(tmp_path / "o3"), "--ci"]) == 0
+    assert main(["publish", "--repo", str(_clone(origin, tmp_path / "q3")), str(tmp_path / "o3"),
+                 "--ci", "--program", "counter"]) == 0
     state = _state(origin)
     assert state.machine.recent_statuses == ("accepted", "pending-ci")
     assert state.machine.best_metric == 2.0
@@ -279,7 +282,8 @@ def test_a_tampered_outcome_writes_nothing_to_github(tmp_path: Path, fake: FakeG
     _propose_ci(origin, _clone(origin, tmp_path / "p"), _plan(tmp_path, [_value(2.0)]), tmp_path / "o", fake)
     _outside_target(tmp_path / "o")
     asked, before = len(fake.requests), _refs(origin)
-    assert main(["publish", "--repo", str(_clone(origin, tmp_path / "q")), str(tmp_path / "o"), "--ci"]) == 1
+    assert main(["publish", "--repo", str(_clone(origin, tmp_path / "q")), str(tmp_path / "o"),
+                 "--ci", "--program", "counter"]) == 1
     assert [r.path for r in fake.requests[asked:] if r.method in _WRITES] == []
     assert _refs(origin) == before
 
@@ -313,7 +317,8 @@ def test_a_tick_of_slots_is_published_as_one_update_on_github(tmp_path: Path, fa
                      "agent", "--agent-command", command, "--slot", f"{i}/2", "--outcome-dir", str(directory),
                      "--ci"]) == 0
     assert _refs(origin) == before and [r for r in fake.requests[asked:] if r.method in _WRITES] == []
-    assert main(["publish", "--repo", str(_clone(origin, tmp_path / "q")), *map(str, dirs), "--ci"]) == 0
+    assert main(["publish", "--repo", str(_clone(origin, tmp_path / "q")), *map(str, dirs),
+                 "--ci", "--program", "counter"]) == 0
     state = _state(origin)
     assert [(e.iteration, e.status, e.metric) for e in state.history] == [(2, "pending-ci", 3.0), (1, "rejected", 2.0)]
     assert "slot iteration 2 of the same tick did better" in state.history[1].text

@@ -19,8 +19,9 @@ from typing import Any, Callable
 import pytest
 
 from autoloop_py.cli import main
+from autoloop_py.state import file as statefile
 from autoloop_py.strategies.slots import MAX_SLOTS
-from tests.e2e.test_publish import _clone, _edit_json, _git, _origin_with_counter, _propose, _refs
+from tests.e2e.test_publish import _clone, _edit_json, _git, _origin_with_counter, _propose, _refs, _state
 from tests.e2e.test_run import PROG, _plan, _value
 
 
@@ -134,7 +135,7 @@ def test_the_one_slot_that_arrived_is_recorded_as_the_next_iteration(tmp_path: P
     assert "Autoloop-Key: counter:1:" in message and "counter:2:" not in message
 
 
-def test_a_forged_slot_of_a_tick_is_refused_and_nothing_is_written(
+def test_a_forged_slot_of_a_tick_is_refused_alone_and_the_others_are_published(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     origin = _origin_with_counter(tmp_path)
@@ -146,12 +147,14 @@ def test_a_forged_slot_of_a_tick_is_refused_and_nothing_is_written(
                      command, "--slot", f"{index}/2", "--outcome-dir", str(folder)]) == 0
     _edit_json(slots[1], lambda doc: _iteration(999_999_999)(doc, datetime.now(timezone.utc)))
     publisher = _clone(origin, tmp_path / "publish")
-    before = _refs(origin)
     capsys.readouterr()
     assert main(["publish", "--repo", str(publisher), *map(str, slots), "--program", "counter"]) == 1
     err = " ".join(capsys.readouterr().err.split())
-    assert f"iteration: 999999999 is not the next iteration of 'counter' (1, or up to {MAX_SLOTS} for the slots" in err
-    assert _refs(origin) == before
+    assert "refusing 1 of the 2 outcomes of 'counter' (the others were published):" in err
+    assert f"slot-1: iteration: 999999999 is not the next iteration of 'counter' (1, or up to {MAX_SLOTS}" in err
+    state = _state(origin)
+    assert state.machine.iteration_count == 1 and state.machine.best_metric == 2.0  # slot 0's, and nothing of slot 1
+    assert "counter:999999999" not in _git(origin, "log", "--format=%B", "memory/autoloop")
 
 
 def _plant_last_run(origin: Path, work: Path, program: str, when: str) -> None:
@@ -212,3 +215,44 @@ def test_a_forged_field_writes_nothing_to_github_either(tmp_path: Path, fake: Fa
                  "--program", "counter"]) == 1
     assert [r.path for r in fake.requests[asked:] if r.method in _WRITES] == []
     assert _refs(origin) == before
+
+
+def _model_use(*extra: list[str]) -> Callable[[dict[str, Any]], None]:
+    """Returns an edit giving an outcome the model use of an llm run: its record's bullets and its candidate's model."""
+    def edit(doc: dict[str, Any]) -> None:
+        doc["record"]["extra"] += [list(pair) for pair in extra]
+        doc["evaluated"]["model"] = "openai/good"
+    return edit
+
+
+def test_a_forged_model_use_is_refused_alone_and_the_programs_later_runs_still_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The forgery that bricked a program: a Model spend of $-1e300 in the Models table stopped every llm run."""
+    origin = _origin_with_counter(tmp_path)
+    slots = [tmp_path / "slot-0", tmp_path / "slot-1"]
+    for index, folder in enumerate(slots):
+        clone = _clone(origin, tmp_path / f"propose{index}")
+        assert main(["run", "--repo", str(clone), "--program", "counter", "--proposer", "agent", "--agent-command",
+                     _plan(tmp_path, [_value(2.0 + index)]), "--slot", f"{index}/2", "--outcome-dir", str(folder)]) == 0
+    _edit_json(slots[0], _model_use(["Model", "openai/good"], ["Model spend", "openai/good: 120 tokens, $0.25"]))
+    _edit_json(slots[1], _model_use(["Model", "openai/evil"], ["Model spend", "openai/evil: 5 tokens, $-1e300"],
+                                    ["Status", "accepted"]))
+    monkeypatch.setenv("AUTOLOOP_MODEL", "openai/good")  # the program's model, as the workflow's publish job has it
+    publisher = _clone(origin, tmp_path / "publish")
+    capsys.readouterr()
+
+    assert main(["publish", "--repo", str(publisher), *map(str, slots), "--program", "counter"]) == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert "refusing 1 of the 2 outcomes of 'counter' (the others were published):" in err
+    assert "slot-1: record.extra: 'Status' is not a bullet autoloop writes" in err
+    assert "record.extra Model: 'openai/evil' is not one of the program's models (openai/good)" in err
+    assert "record.extra Model spend: openai/evil's '-1e300' is not a cost between 0 and 1e+09" in err
+    state = _state(origin)
+    assert state.machine.iteration_count == 1 and state.machine.best_metric == 2.0  # slot 0 only
+    assert [(row.name, row.calls, row.tokens, row.usd) for row in statefile.models_of(state).rows] == [
+        ("openai/good", 1, 120, 0.25)]
+    assert "evil" not in _git(origin, "show", "memory/autoloop:counter.md")
+    later = _clone(origin, tmp_path / "later")
+    assert main(["run", "--repo", str(later), "--program", "counter", "--proposer", "tune"]) == 0
+    assert _state(origin).machine.iteration_count == 2

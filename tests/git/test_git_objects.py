@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
 
+import gitdb.db.loose
 import pytest
 
 from autoloop_py.git.command import open_repo, push_branch
@@ -165,3 +167,43 @@ def test_a_push_leaves_the_tracking_ref_at_what_it_pushed(
                            resolve=session.objects.commit_sha).ok
     assert run_git(root, "rev-parse", "refs/remotes/origin/main") == child
     assert started["update-ref"] == (0 if refspec else 1)
+
+
+def test_an_object_folder_pruned_between_its_making_and_the_rename_is_made_again(
+    git_repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`git prune-packed` (repack -d, gc) removes an emptied objects/xx/ just after gitdb made it for a write."""
+    renamed: list[str] = []
+
+    def pruned_first(source: str, target: str) -> None:
+        if not renamed:
+            Path(target).parent.rmdir()  # what prune-packed does to a folder it emptied
+        renamed.append(target)
+        os.rename(source, target)
+
+    monkeypatch.setattr(gitdb.db.loose, "rename", pruned_first)
+    session = GitSession(git_repo)
+    (sha,) = session.write_objects("blob", [b"written while pruned\n"])
+    session.close()
+    assert len(renamed) == 2  # the lost rename, then the write made again
+    assert subprocess.run(["git", "cat-file", "-p", sha], cwd=git_repo, capture_output=True, text=True,
+                          check=True).stdout == "written while pruned\n"
+    objects = git_repo / ".git/objects"
+    assert [p.name for p in objects.iterdir() if p.is_file() and p.name.startswith("obj")] == []  # no temp file left
+
+
+def test_objects_written_while_a_pruner_removes_empty_folders_are_all_stored(git_repo: Path) -> None:
+    """A real race: another process removes every empty objects/xx/ as prune-packed does, as fast as it can."""
+    objects = git_repo / ".git/objects"
+    pruner = subprocess.Popen(["sh", "-c", 'while :; do rmdir "$0"/?? 2>/dev/null; done', str(objects)])
+    session = GitSession(git_repo)
+    try:
+        shas = [sha for i in range(0, 200, 20) for sha in session.write_objects(
+            "blob", [f"blob {n}\n".encode() for n in range(i, i + 20)])]
+    finally:
+        pruner.kill()
+        pruner.wait()
+        session.close()
+    listed = subprocess.run(["git", "cat-file", "--batch-check"], cwd=git_repo, input="\n".join(shas) + "\n",
+                            capture_output=True, text=True, check=True).stdout
+    assert "missing" not in listed and len(listed.splitlines()) == 200

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
+import secrets
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -101,27 +105,101 @@ def test_a_fork_storm_stops_at_the_limit_and_nothing_of_it_survives(tmp_path: Pa
     assert not path.exists()
 
 
-@needs_group
-def test_the_group_a_killed_runner_left_is_emptied_and_removed_by_the_next(tmp_path: Path) -> None:
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()  # a pid that no longer runs: the owner of the stale group
+@pytest.fixture
+def test_parent() -> Iterator[Path]:
+    """Yields a pids group of this test's own (not named like a runner's), under which its groups are made."""
     parent = pids_parent()
     assert parent is not None
-    stale = parent / f"{cgroup.PREFIX}{dead.pid}-feedbeef"
-    stale.mkdir()
-    sleeper = subprocess.Popen(["sh", "-c", f'echo $$ > "{stale}/cgroup.procs" && exec sleep 120'])
+    own = parent / f"autoloop-test-{secrets.token_hex(4)}"
+    own.mkdir()
     try:
+        yield own
+    finally:
+        for group in own.iterdir():
+            if group.is_dir():
+                cgroup.PidsGroup(group).kill_all()
+                cgroup.remove_group(group)
+        cgroup.remove_group(own)
+
+
+def _dead_pid() -> int:
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    return dead.pid
+
+
+def _entered(group: Path, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 10  # a bound for a broken test, not a measure
+    while (group / "pids.current").read_text().strip() == "0" and time.monotonic() < deadline:
+        assert process.poll() is None
+        time.sleep(0.01)
+
+
+@needs_group
+def test_a_stale_group_is_removed_once_empty_and_old_and_its_processes_are_never_killed(test_parent: Path) -> None:
+    owner = _dead_pid()  # the owner's pid means nothing here: it may be another PID namespace's
+    empty, busy = test_parent / f"{cgroup.PREFIX}{owner}-feedbeef", test_parent / f"{cgroup.PREFIX}{owner}-0ddba11"
+    mine = test_parent / f"{cgroup.PREFIX}{os.getpid()}-c0ffee00"  # a runner of this namespace that still runs
+    for path in (empty, busy, mine):
+        path.mkdir()
+    sleeper = subprocess.Popen(["sh", "-c", f'echo $$ > "{busy}/cgroup.procs" && exec sleep 120'])
+    try:
+        _entered(busy, sleeper)
+        assert cgroup.remove_stale(test_parent) == []  # young: maybe made by a runner whose command enters next
+        assert cgroup.remove_stale(test_parent, older_than=0) == [empty]
+        assert busy.exists() and mine.exists() and sleeper.poll() is None
+        sleeper.kill()
+        sleeper.wait()
         deadline = time.monotonic() + 10
-        while str(sleeper.pid) not in (stale / "cgroup.procs").read_text().split() and time.monotonic() < deadline:
+        while busy.exists() and time.monotonic() < deadline:  # the kernel uncounts a reaped process soon after
+            cgroup.remove_stale(test_parent, older_than=0)
             time.sleep(0.01)
-        with pids_limit(8):
-            pass
-        assert sleeper.wait(timeout=10) == -9
-        assert not stale.exists()
+        assert not busy.exists() and mine.exists()
     finally:
         sleeper.kill()
-        if stale.exists():
-            stale.rmdir()
+        sleeper.wait()
+
+
+# Runner A: what it sees of runner B's group, then its cleanup (as a runner starting an evaluation does).
+RUNNER_A = """
+import json, sys
+from pathlib import Path
+from autoloop_py.sandbox import cgroup
+parent, group, owner = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+seen = {"owner_runs": Path(f"/proc/{owner}").exists()}
+removed = cgroup.remove_stale(parent, older_than=0)
+print(json.dumps({**seen, "removed": [str(p) for p in removed]}))
+"""
+
+
+@needs_group
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux's unshare for the PID namespaces")
+@pytest.mark.parametrize("runner_a", ["a sibling PID namespace", "the parent PID namespace"])
+def test_a_runner_of_another_pid_namespace_never_removes_or_kills_a_group_whose_processes_run(
+    test_parent: Path, runner_a: str
+) -> None:
+    """Two runners share the hierarchy: B's evaluation runs in its group, in a PID namespace of its own, while A
+    starts and cleans up. B's group is named after B's pid in B's namespace, which does not run in A's: the
+    pid-based check killed B's evaluations (from the parent namespace, which sees them) and removed its groups."""
+    owner = _dead_pid()
+    group = test_parent / f"{cgroup.PREFIX}{owner}-feedbeef"
+    runner_b = subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "sh", "-c",
+                                 'mkdir "$0" && echo $$ > "$0/cgroup.procs" && exec sleep 120', str(group)])
+    try:
+        deadline = time.monotonic() + 10
+        while not group.is_dir() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        _entered(group, runner_b)
+        prefix = ["unshare", "--pid", "--fork", "--mount-proc"] if runner_a.startswith("a sibling") else []
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+        seen = subprocess.run([*prefix, sys.executable, "-c", RUNNER_A, str(test_parent), str(group), str(owner)],
+                              env=env, capture_output=True, text=True, timeout=60, check=True)
+        assert json.loads(seen.stdout) == {"owner_runs": False, "removed": []}
+        assert group.is_dir() and (group / "pids.current").read_text().strip() == "1"
+        assert runner_b.poll() is None  # B's evaluation still runs
+    finally:
+        runner_b.kill()
+        runner_b.wait()
 
 
 @needs_group

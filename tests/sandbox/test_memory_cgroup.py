@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from autoloop_py.sandbox import cgroup
 from autoloop_py.sandbox.cgroup import PidsGroup, owner_pid, remove_group
 from autoloop_py.sandbox.memory_cgroup import MemoryGroup, memory_limit, memory_parent
 
@@ -54,7 +55,10 @@ def test_the_owner_of_a_group_is_read_from_its_name() -> None:
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or memory_parent() is None, reason="needs root and a writable v1 memory cgroup")
-def test_the_empty_memory_groups_a_killed_runner_left_are_removed_at_the_next_start() -> None:
+def test_the_empty_memory_groups_a_killed_runner_left_are_removed_at_the_next_start(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cgroup, "STALE_AFTER", 0.0)  # these groups were made just now: old enough at once
     parent = memory_parent()
     assert parent is not None
     dead = subprocess.Popen([sys.executable, "-c", "pass"])

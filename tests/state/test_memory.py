@@ -13,7 +13,7 @@ import pytest
 
 from autoloop_py.errors import GitError, StateError
 from autoloop_py.git.objects import GitSession
-from autoloop_py.state.memory import MEMORY_BRANCH, MemoryConfig, MemoryStore, pack_if_due
+from autoloop_py.state.memory import MEMORY_BRANCH, PACK_EVERY, MemoryConfig, MemoryStore, pack_every, pack_if_due
 
 GitRunner = Callable[..., str]
 FAST = MemoryConfig(backoff=0.005, max_attempts=6)
@@ -364,3 +364,10 @@ def test_a_push_refused_as_too_large_is_not_retried_and_says_why(git_repo_with_o
                                        "File demo.md is 120.00 MB; this exceeds the file size limit"):
         store.update("demo.md", change, "1")
     assert calls == [None]  # one attempt: another would be refused the same way
+
+
+def test_the_packing_interval_comes_from_the_environment_when_it_is_a_whole_number() -> None:
+    assert pack_every({}) == PACK_EVERY
+    assert pack_every({"AUTOLOOP_PACK_EVERY": "5"}) == 5
+    assert pack_every({"AUTOLOOP_PACK_EVERY": "0"}) == 0  # never
+    assert pack_every({"AUTOLOOP_PACK_EVERY": "often"}) == PACK_EVERY

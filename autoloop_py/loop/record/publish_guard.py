@@ -3,21 +3,28 @@
 The proposing job runs candidate code, so every field it hands over is untrusted. outcome.py checks the
 layout and the types; this module checks the values against what the publishing job knows itself: the
 program its workflow names, the time window of the run, the next iteration number of the state file,
-ranges, and that the state file would still parse once the records are written.
+ranges, that the state file would still parse once the records are written, and the bullets of the record that
+feed a table or a decision (the Models table and the model draw, the objectives acceptance compares against).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
-from typing import Sequence
+from typing import AbstractSet, Mapping, Sequence
 
 from autoloop_py.errors import AutoloopError
+from autoloop_py.loop.evaluation import acceptance
 from autoloop_py.loop.record.outcome import Outcome, OutcomeError
 from autoloop_py.loop.record.recovery import key_slug
 from autoloop_py.program.model import Program
+from autoloop_py.program.objectives import Objective
+from autoloop_py.proposers.llm import MODEL_ENV
 from autoloop_py.state import file as statefile
+from autoloop_py.state.model_stats import MODEL_BULLET, SPEND_BULLET, parse_usage
+from autoloop_py.strategies import pareto
 from autoloop_py.strategies.slots import MAX_SLOTS
 
 log = logging.getLogger(__name__)
@@ -28,6 +35,11 @@ SLACK = timedelta(minutes=5)
 DEFAULT_WINDOW = timedelta(days=3)
 MAX_TOKENS = 10**12
 MAX_COST = 10.0**9
+# The bullets a proposing runner writes into a record: its model use (model_use.with_use), the objectives and
+# the rule that kept it (acceptance.bullets), a strategy's (strategies/runner.history_bullets). Any other label
+# could pass for one of the runner's own bullets in the history.
+KNOWN_BULLETS = (MODEL_BULLET, SPEND_BULLET, pareto.BULLET, acceptance.BASELINE, acceptance.RULE,
+                 "Operator", "Parent(s)", "Island", "Fitness", "Attempts")
 
 
 @dataclass(frozen=True)
@@ -65,6 +77,77 @@ def field_problems(outcome: Outcome, program: str, window: PublishWindow) -> lis
         if data is not None:
             found += _usage_problems(name, data.tokens, data.cost)
     return found
+
+
+def program_models(program: Program, environ: Mapping[str, str]) -> frozenset[str]:
+    """Returns the models the program may call: its `models:` entries, its `model:`, and AUTOLOOP_MODEL here."""
+    names = [spec.name for spec in program.config.models] + [program.config.model or "", environ.get(MODEL_ENV, "")]
+    return frozenset(name.strip() for name in names if name.strip())
+
+
+def bullet_problems(outcome: Outcome, objectives: Sequence[Objective], models: AbstractSet[str]) -> list[str]:
+    """Returns why the record's bullets cannot be published: an unknown or repeated label, a model use that is not
+    the program's (models: program_models) or not a count, objectives that are not the program's values."""
+    record = outcome.record
+    if record is None:
+        return []
+    labels = [label for label, _ in record.extra]
+    found = [f"record.extra: {label!r} is not a bullet autoloop writes" for label in dict.fromkeys(labels)
+             if label not in KNOWN_BULLETS]
+    found += [f"record.extra: {label!r} appears {labels.count(label)} times" for label in dict.fromkeys(labels)
+              if labels.count(label) > 1]
+    bullets = dict(record.extra)
+    found += _model_problems(bullets, outcome.evaluated.model if outcome.evaluated else None, models)
+    for label in (pareto.BULLET, acceptance.BASELINE):
+        if label in bullets:
+            found += _objective_problems(label, bullets[label], objectives)
+    return found
+
+
+def _model_problems(bullets: Mapping[str, str], proposed_by: str | None, models: AbstractSet[str]) -> list[str]:
+    """Returns why the Model and Model spend bullets cannot go into the Models table.
+
+    proposed_by: the model the candidate's trace data names (None: no model proposed it).
+    """
+    listed = ", ".join(sorted(models)) or "none: the program names no `model:`/`models:` and AUTOLOOP_MODEL is unset"
+    found = []
+    credited = bullets.get(MODEL_BULLET)
+    for where, name in (("record.extra Model", credited), ("evaluated.model", proposed_by)):
+        if name is not None and name not in models:
+            found.append(f"{where}: {name!r} is not one of the program's models ({listed})")
+    if credited is not None and proposed_by is not None and credited != proposed_by:
+        found.append(f"record.extra Model: credits {credited!r}, but {proposed_by!r} proposed the candidate")
+    spent: list[str] = []
+    for part in bullets.get(SPEND_BULLET, "").split(";") if SPEND_BULLET in bullets else []:
+        usage = parse_usage(part)
+        if usage is None:
+            found.append(f"record.extra Model spend: {part.strip()!r} is not `<model>: <n> tokens, $<usd>`")
+            continue
+        name, tokens, usd = usage
+        spent.append(name)
+        if name not in models:
+            found.append(f"record.extra Model spend: {name!r} is not one of the program's models ({listed})")
+        if tokens > MAX_TOKENS:
+            found.append(f"record.extra Model spend: {name} used {tokens} tokens, over {MAX_TOKENS}")
+        if (usd is None and "$" in part) or (usd is not None and not (math.isfinite(usd) and 0 <= usd <= MAX_COST)):
+            found.append(f"record.extra Model spend: {name}'s {part.partition('$')[2].strip()!r} is not a cost "
+                         f"between 0 and {MAX_COST:g}")
+    found += [f"record.extra Model spend: {name!r} is listed twice" for name in dict.fromkeys(spent)
+              if spent.count(name) > 1]
+    if credited is not None and credited not in spent:
+        found.append(f"record.extra Model: {credited!r} is credited without a spend of its own")
+    return found
+
+
+def _objective_problems(label: str, text: str, objectives: Sequence[Objective]) -> list[str]:
+    """Returns why an Objectives bullet is not the program's objectives, as acceptance.bullets writes them."""
+    if not objectives:
+        return [f"record.extra {label}: the program declares no objectives"]
+    canonical = pareto.objectives_text(pareto.parse_values(text), objectives)
+    if text != canonical:
+        return [f"record.extra {label}: {text!r} is not each of the program's objectives with a finite value "
+                f"(`{canonical}`)"]
+    return []
 
 
 def _time_problems(when: datetime, window: PublishWindow) -> list[str]:

@@ -10,6 +10,8 @@ import pytest
 
 from autoloop_py.loop.record import publish_guard as guard
 from autoloop_py.loop.record.outcome import Outcome, OutcomeError
+from autoloop_py.program.models import ModelSpec
+from autoloop_py.program.objectives import Objective
 from autoloop_py.state.trace import Evaluated
 from autoloop_py.strategies.slots import MAX_SLOTS
 from tests.programs import small_program
@@ -83,3 +85,71 @@ def test_a_record_that_would_leave_an_unparseable_state_is_named(tmp_path: Path)
     found = guard.state_problems(fresh(), program, [ancient], 30_000)
     assert len(found) == 1 and found[0].startswith("record: the state file would not parse back once written")
     assert "Last Run" in found[0]
+
+
+# ---------------------------------------------------------------- the bullets that feed the Models table and acceptance
+
+MODELS = frozenset({"openai/good", "anthropic/guide"})
+OBJECTIVES = (Objective("score", "higher"), Objective("cost", "lower"))
+
+
+def used(*extra: tuple[str, str], model: str | None = "openai/good") -> Outcome:
+    """Returns the outcome with these record bullets, its candidate proposed by `model`."""
+    record = replace(rec("accepted", 1, 0.7), extra=extra)
+    return outcome(record=record, evaluated=Evaluated("x = 1\n", {"score": 0.7}, model=model))
+
+
+HONEST = (("Operator", "mutate — explore"), ("Model", "openai/good"),
+          ("Model spend", "openai/good: 120 tokens, $0.002; anthropic/guide: 30 tokens"),
+          ("Objectives", "score 3 · cost 2"), ("Acceptance", "pareto: not dominated"))
+
+
+def test_an_honest_model_use_and_objectives_have_no_problem() -> None:
+    assert guard.bullet_problems(used(*HONEST), OBJECTIVES, MODELS) == []
+    assert guard.bullet_problems(used(model=None), (), frozenset()) == []  # no model, no objectives: nothing to check
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        ((("Model spend", "openai/evil: 5 tokens, $-1e300"),),
+         "record.extra Model spend: 'openai/evil' is not one of the program's models (anthropic/guide, openai/good)"),
+        ((("Model spend", "openai/good: 5 tokens, $-1e300"),), "openai/good's '-1e300' is not a cost between 0 and"),
+        ((("Model spend", "openai/good: 5 tokens, $1e400"),), "openai/good's '1e400' is not a cost"),
+        ((("Model spend", "openai/good: 5 tokens, $nan"),), "'openai/good: 5 tokens, $nan' is not `<model>: <n>"),
+        ((("Model spend", "openai/good: -5 tokens"),), "'openai/good: -5 tokens' is not `<model>: <n> tokens"),
+        ((("Model spend", "openai/good: 999999999999999 tokens"),), "used 999999999999999 tokens, over"),
+        ((("Model spend", "openai/good: 1 tokens; openai/good: 2 tokens"),), "'openai/good' is listed twice"),
+        ((("Model", "anthropic/guide"), ("Model spend", "anthropic/guide: 1 tokens")),
+         "record.extra Model: credits 'anthropic/guide', but 'openai/good' proposed the candidate"),
+        ((("Model", "openai/good"),), "record.extra Model: 'openai/good' is credited without a spend of its own"),
+        ((("Model", "openai/evil"), ("Model spend", "openai/evil: 1 tokens")),
+         "record.extra Model: 'openai/evil' is not one of the program's models"),
+        ((("Status", "accepted"),), "record.extra: 'Status' is not a bullet autoloop writes"),
+        ((("Model", "openai/good"), ("Model", "openai/good")), "record.extra: 'Model' appears 2 times"),
+        ((("Objectives", "score 1e300 · cost -1e300 · bonus 4"),),
+         "record.extra Objectives: 'score 1e300 · cost -1e300 · bonus 4' is not each of the program's objectives"),
+        ((("Baseline objectives", "score inf · cost 1"),), "record.extra Baseline objectives: 'score inf · cost 1'"),
+    ],
+)
+def test_each_forged_bullet_is_named(extra: tuple[tuple[str, str], ...], says: str) -> None:
+    found = guard.bullet_problems(used(*extra), OBJECTIVES, MODELS)
+    assert any(says in problem for problem in found), found
+
+
+def test_the_candidates_own_model_must_be_the_programs_and_objectives_need_declared_ones() -> None:
+    found = guard.bullet_problems(used(model="openai/evil"), OBJECTIVES, MODELS)
+    assert found == ["evaluated.model: 'openai/evil' is not one of the program's models (anthropic/guide, openai/good)"]
+    found = guard.bullet_problems(used(("Objectives", "score 3")), (), MODELS)
+    assert found == ["record.extra Objectives: the program declares no objectives"]
+    found = guard.bullet_problems(used(("Model spend", "x: 1 tokens"), model=None), (), frozenset())
+    assert "(none: the program names no `model:`/`models:` and AUTOLOOP_MODEL is unset)" in found[0]
+
+
+def test_the_programs_models_are_its_entries_its_model_and_autoloop_model_here(tmp_path: Path) -> None:
+    program = small_program(tmp_path)
+    assert guard.program_models(program, {}) == frozenset()
+    assert guard.program_models(program, {"AUTOLOOP_MODEL": " openai/env "}) == {"openai/env"}
+    listed = replace(program, config=replace(program.config, model="openai/one", models=(
+        ModelSpec("openai/a"), ModelSpec("anthropic/g", role="guide"))))
+    assert guard.program_models(listed, {}) == {"openai/one", "openai/a", "anthropic/g"}
