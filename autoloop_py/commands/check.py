@@ -91,8 +91,8 @@ def _baselines(programs: list[Program], root: Path, console: Console) -> dict[st
         with work_tree(repo) as tree:
             for program in programs:
                 timeout = program.config.evaluation_timeout
-                say = functools.partial(console.print, f"evaluating {program.name} (its baseline; timeout {timeout:g} s)…",
-                                        highlight=False, markup=False)
+                saying = f"evaluating {program.name} (its baseline; timeout {timeout:g} s)…"
+                say = functools.partial(console.print, saying, highlight=False, markup=False)
                 found[program.name] = check_baseline(program, repo, tree, cache, say)
     except GitError as error:
         return {p.name: BaselineCheck((f"{p.path}: not evaluated: {error}",)) for p in programs}

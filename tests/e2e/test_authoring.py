@@ -101,7 +101,8 @@ def test_a_complete_answers_file_yields_a_program_that_passes_check(
     assert "- **Island 3 — random restarts**: restart from random points" in (folder / "strategy/alphaevolve.md").read_text()
     assert main(["check", "--repo", str(git_repo)]) == 0
     out = without_process_limit(capsys.readouterr().out)
-    assert re.fullmatch(r"evaluating sorter \(its baseline; timeout 300 s\)…\n✓ sorter \(baseline score [-+.\de]+\)\n", out), out
+    assert re.fullmatch(r"evaluating sorter \(its baseline; timeout 300 s\)…\n"
+                        r"✓ sorter \(baseline score [-+.\de]+\)\n", out), out
 
 
 def test_new_refuses_to_overwrite_and_names_bad_input(
@@ -213,7 +214,8 @@ def test_the_proof_of_concept_passes_check_and_evaluates(git_repo: Path, capsys:
                     ignore=shutil.ignore_patterns("__pycache__"))
     assert main(["check", "--repo", str(git_repo)]) == 0
     out = without_process_limit(capsys.readouterr().out)
-    assert re.fullmatch(r"evaluating groupby_evolve \(its baseline; timeout \d+ s\)…\n✓ groupby_evolve \(baseline speedup [-+.\de]+\)\n", out), out
+    assert re.fullmatch(r"evaluating groupby_evolve \(its baseline; timeout \d+ s\)…\n"
+                        r"✓ groupby_evolve \(baseline speedup [-+.\de]+\)\n", out), out
     program = load_program(git_repo, PROGRAMS / "groupby_evolve/program.md")
     result = evaluate(program, git_repo)
     assert result.ok, result.error

@@ -39,7 +39,9 @@ MODELS = ("## 🎰 Models\n\n| Model | Weight | Calls | Accepted | Improvement |
 
 
 @pytest.fixture
-def ada_repo(git_repo: Path, run_git, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:  # type: ignore[no-untyped-def]
+def ada_repo(  # type: ignore[no-untyped-def]
+    git_repo: Path, run_git, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Path:
     repo = install_strategy_program(git_repo, run_git, PROGRAM, "adaevolve", POINTER, "population_size: 8\n")
     assert main(["run", "--repo", str(repo), "--program", NAME, "--iterations", "1"]) == 0
     editor = tmp_path / "editor.py"
@@ -61,10 +63,11 @@ BROKEN = [
     ("machine-state", r"^\| Iteration Count \| 1 \|", "| Iteration Count | lots |", None, 0,
      "'Iteration Count' is 'lots'"),
     ("island-g", r"^(\| 1 \| balanced \| )0\.1( \|)", r"\1lots\2", None, 0, "island 1's G 'lots' is not a number"),
-    ("models-row", r"^(## 📊 Iteration History)", MODELS + r"| openai/gpt-4o-mini | heavy | 3 | 1 | 0.1 | 100 | 0 |\n\n---\n\n\1",
-     None, 4, "Weight is 'heavy', which is not a number >= 0"),
-    ("population-entry", r"^### Candidate 2 · island 1", "### Candidate 1 · island 1", r"^### Candidate 1 · island 0", 0,
-     "candidate 1 appears twice"),
+    ("models-row", r"^(## 📊 Iteration History)",
+     MODELS + r"| openai/gpt-4o-mini | heavy | 3 | 1 | 0.1 | 100 | 0 |\n\n---\n\n\1", None, 4,
+     "Weight is 'heavy', which is not a number >= 0"),
+    ("population-entry", r"^### Candidate 2 · island 1", "### Candidate 1 · island 1", r"^### Candidate 1 · island 0",
+     0, "candidate 1 appears twice"),
 ]
 
 

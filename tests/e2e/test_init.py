@@ -65,7 +65,8 @@ def test_init_installs_workflows_strategies_and_a_sample_that_check_accepts(
 
     assert main(["check", "--repo", str(git_repo)]) == 0
     out = without_process_limit(capsys.readouterr().out)
-    assert re.fullmatch(r"evaluating example \(its baseline; timeout \d+ s\)…\n✓ example \(baseline \w+ [-+.\de]+\)\n", out), out
+    assert re.fullmatch(r"evaluating example \(its baseline; timeout \d+ s\)…\n"
+                        r"✓ example \(baseline \w+ [-+.\de]+\)\n", out), out
 
 
 def test_the_sample_evaluator_prints_its_score(git_repo: Path) -> None:

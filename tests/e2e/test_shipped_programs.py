@@ -26,8 +26,8 @@ def _files(repo: Path) -> list[str]:
     return [name for name in listed.stdout.decode().split("\0") if name] if listed.returncode == 0 else []
 
 
-def test_check_passes_on_the_shipped_programs(
-    tmp_path: Path, isolated_git_config: None, run_git, capsys: pytest.CaptureFixture[str]  # type: ignore[no-untyped-def]
+def test_check_passes_on_the_shipped_programs(  # type: ignore[no-untyped-def]
+    tmp_path: Path, isolated_git_config: None, run_git, capsys: pytest.CaptureFixture[str]
 ) -> None:
     files = _files(REPO)
     if not files:

@@ -114,7 +114,8 @@ def test_add_to_a_program_that_ran_then_check_and_run(  # type: ignore[no-untype
     assert "<CUSTOMIZE" not in "".join(p.read_text() for p in (folder / "strategy").rglob("*.md"))
     assert main(["check", "--repo", str(ran_repo)]) == 0
     out = without_process_limit(capsys.readouterr().out)
-    assert re.match(r"evaluating function_minimization \(its baseline; timeout \d+ s\)…\n✓ function_minimization \(baseline combined_score [-+.\de]+\)\n", out), out
+    assert re.match(r"evaluating function_minimization \(its baseline; timeout \d+ s\)…\n"
+                    r"✓ function_minimization \(baseline combined_score [-+.\de]+\)\n", out), out
     run_git(ran_repo, "add", "-A")
     run_git(ran_repo, "commit", "-qm", f"adopt {strategy}")
 

@@ -93,8 +93,9 @@ def baseline_problems(program: Program, result: EvaluationResult) -> BaselineChe
     if missing:
         keys = ", ".join(sorted(result.metrics)) or "none"
         names = ", ".join(f"`{name}`" for name in missing)
-        return BaselineCheck((f"{where}: the baseline's report has no number for the objective{'s' * (len(missing) > 1)}"
-                              f" {names} (keys: {keys}); print each objective in the JSON object{printed(result)}",))
+        plural = "s" if len(missing) > 1 else ""
+        return BaselineCheck((f"{where}: the baseline's report has no number for the objective{plural} {names} "
+                              f"(keys: {keys}); print each objective in the JSON object{printed(result)}",))
     return BaselineCheck(values=values)
 
 
