@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,10 @@ from rich.console import Console
 from rich.markup import escape
 
 from autoloop_py.commands.common import repo_root, subparser
-from autoloop_py.errors import AutoloopError, ProgramError
+from autoloop_py.errors import AutoloopError, GitError, ProgramError
+from autoloop_py.git.command import common_dir, open_repo
+from autoloop_py.git.work_tree import work_tree
+from autoloop_py.loop.iteration.baseline_check import BaselineCheck, cache_dir, check_baseline
 from autoloop_py.loop.tick.schedule import parse_schedule
 from autoloop_py.program.evaluator_lint import in_process_warnings
 from autoloop_py.program.frontmatter import key_line
@@ -32,6 +36,8 @@ from autoloop_py.strategies.alphaevolve.config import parse_alphaevolve_config
 def add_parser(commands: Any) -> None:
     """Registers `autoloop check`."""
     parser = subparser(commands, "check", "Validate every program under .autoloop/programs/.", "autoloop check")
+    parser.add_argument("--no-evaluate", action="store_true",
+                        help="skip evaluating each program's unchanged code (cached by the working tree otherwise)")
     parser.set_defaults(handler=cmd_check)
 
 
@@ -48,6 +54,12 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
             failing.add(program.name)
     lines, sandbox_problems = isolation_report(programs)
     messages.extend(sandbox_problems)
+    ready = [p for p in programs if p.name not in failing and not p.unconfigured and p.evaluation is not None]
+    baselines = {} if args.no_evaluate or sandbox_problems else _baselines(ready, root, console)
+    for name, found in baselines.items():
+        messages.extend(found.problems)
+        if found.problems:
+            failing.add(name)
     for message in messages:
         console.print(f"[red]✗[/] {escape(message)}", highlight=False)
     for warning in (w for program in programs for w in playbook_warnings(program, root)):
@@ -58,7 +70,8 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
         console.print(f"[yellow]![/] {escape(warning)}", highlight=False, emoji=False)
     for program in programs:
         if program.name not in failing:
-            console.print(f"[green]✓[/] {program.name}{escape(_unconfigured_note(program))}")
+            note = _unconfigured_note(program) + _baseline_note(baselines.get(program.name))
+            console.print(f"[green]✓[/] {program.name}{escape(note)}")
     for line in lines:  # sandboxed is the normal case: silent; how the process limit holds is always said
         if line.startswith("NOT"):
             console.print(escape(line), style="yellow", highlight=False)
@@ -67,6 +80,33 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
     if not discover(root):
         console.print("no programs found under .autoloop/programs/")
     return 1 if messages else 0
+
+
+def _baselines(programs: list[Program], root: Path, console: Console) -> dict[str, BaselineCheck]:
+    """Returns what evaluating each program's unchanged code found (as an iteration's baseline), saying which runs."""
+    if not programs:
+        return {}
+    repo = open_repo(root)
+    cache = cache_dir(common_dir(repo))
+    found: dict[str, BaselineCheck] = {}
+    try:
+        with work_tree(repo) as tree:
+            for program in programs:
+                timeout = program.config.evaluation_timeout
+                saying = f"evaluating {program.name} (its baseline; timeout {timeout:g} s)…"
+                say = functools.partial(console.print, saying, highlight=False, markup=False)
+                found[program.name] = check_baseline(program, repo, tree, cache, say)
+    except GitError as error:
+        return {p.name: BaselineCheck((f"{p.path}: not evaluated: {error}",)) for p in programs}
+    return found
+
+
+def _baseline_note(found: BaselineCheck | None) -> str:
+    """Returns what the ✓ line says of the baseline: the values it reported, and whether they were remembered."""
+    if found is None or not found.values:
+        return ""
+    values = ", ".join(f"{name} {value:g}" for name, value in found.values.items())
+    return f" (baseline {values}{'; cached' if found.cached else ''})"
 
 
 def _unconfigured_note(program: Program) -> str:

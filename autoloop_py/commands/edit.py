@@ -13,15 +13,15 @@ from typing import Any
 from rich.console import Console
 
 from autoloop_py.commands.common import repo_root, subparser
-from autoloop_py.errors import AutoloopError, StateError
+from autoloop_py.errors import AutoloopError, ProgramError, StateError
 from autoloop_py.loop.checkout.lock import hand_edit_lock
 from autoloop_py.loop.record import integrity
 from autoloop_py.loop.record.recording import state_path
-from autoloop_py.program.model import find_program, load_programs
-from autoloop_py.state import file as statefile
+from autoloop_py.program.model import Program, find_program, load_programs
 from autoloop_py.state.memory import MemoryStore
 from autoloop_py.state.merge import merge_edit
-from autoloop_py.state.population import population_of
+from autoloop_py.strategies.runner import StrategyRunner, load_runner
+from autoloop_py.strategies.state_reading import parse_everything
 
 
 def add_parser(commands: Any) -> None:
@@ -52,18 +52,19 @@ def cmd_edit(args: argparse.Namespace, console: Console) -> int:
             f"(`autoloop run --program {program.name}`), then edit it"
         )
     recorded = integrity.newest_record(memory, path, program.name)
+    runner = _runner(program, root, console)
     edited = _read_file(args.file) if args.file else _in_editor(read, program.name)
     if edited == read:
         console.print(f"no change to {path}; nothing written")
         return 0
     try:
-        check_edit(edited, path, recorded)
+        check_edit(edited, path, recorded, runner)
     except StateError as error:
         raise _kept(error, edited, program.name, args.file) from None
 
     def change(current: str | None) -> str:
         merged = merge_edit(read, edited, current or "", path)
-        check_edit(merged, path, recorded)
+        check_edit(merged, path, recorded, runner)
         return merged
 
     message = f"[Autoloop: {program.name}] edited by hand: {args.message or 'autoloop edit'}"
@@ -76,16 +77,29 @@ def cmd_edit(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def check_edit(text: str, path: str, recorded: integrity.Recorded | None) -> None:
-    """Raises StateError (naming the line) unless the runner can read the file and it keeps the runner's records."""
-    state = statefile.parse_state(text, path)
-    if state.section_text(statefile.POPULATION) is not None:
-        population_of(state)
+def check_edit(
+    text: str, path: str, recorded: integrity.Recorded | None, runner: StrategyRunner | None = None
+) -> None:
+    """Raises StateError (naming the line) unless a run can read all of the file and it keeps the runner's records.
+
+    runner: the program's strategy, whose engine reads its state block (None: the default flow).
+    """
+    state = parse_everything(text, path, runner)
     problem = integrity.problem_of(state, recorded)
     if problem is not None:
         raise StateError(
             f"the edit removes records the runner wrote: {problem}; keep them (their text may change)", path
         )
+
+
+def _runner(program: Program, root: Path, console: Console) -> StrategyRunner | None:
+    """Returns the program's strategy as the working tree gives it, to read its state block (None: none, or broken)."""
+    try:
+        return load_runner(program, root)
+    except ProgramError as error:
+        console.print(f"the strategy state is not checked: {error} (`autoloop check` says more)", style="yellow",
+                      highlight=False)
+        return None
 
 
 def _read_file(path: Path) -> str:

@@ -192,7 +192,8 @@ def _parse(root: Path, rel: Path) -> tuple[Program | None, list[ProgramError]]:
     if _PLACEHOLDER_RE.search("\n".join(sections[k].text for k in ("goal", "target", "evaluation") if k in sections)):
         unconfigured = True
     direction = read_direction(
-        config.metric_direction, key_line(text, "metric_direction"), sections.get("evaluation"), rel
+        config.metric_direction, key_line(text, "metric_direction"), sections.get("evaluation"), rel,
+        evaluation.metric if evaluation else None, config.objectives, key_line(text, "objectives"),
     )
     config = replace(config, metric_direction=direction.direction)
     if unconfigured:

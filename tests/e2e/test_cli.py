@@ -229,8 +229,8 @@ def test_check_and_status_say_when_a_slot_uid_would_get_another_python3(
     program.write_text(program.read_text().replace("---\n", "---\nisolation: none\n", 1))
     monkeypatch.setenv("PATH", f"{hidden}:{os.environ['PATH']}")
     monkeypatch.delenv("AUTOLOOP_SLOT_USER", raising=False)  # the suite's default outside the sandbox tests is off
-    for command in ("check", "status"):
-        main([command, "--repo", str(fleet)])
+    for command in (["check", "--no-evaluate"], ["status"]):  # this python3 runs itself: never evaluate with it
+        main([*command, "--repo", str(fleet)])
         out = " ".join(capsys.readouterr().out.split())
         assert f"NOT the runner's python3: evaluations and agents run as a uid of their own, which cannot reach " \
                f"{hidden}/python3, the first python3 on PATH" in out, out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from importlib import resources
@@ -63,7 +64,9 @@ def test_init_installs_workflows_strategies_and_a_sample_that_check_accepts(
     assert workflow.get("on", workflow.get(True))["schedule"] == [{"cron": "17 */6 * * *"}]
 
     assert main(["check", "--repo", str(git_repo)]) == 0
-    assert without_process_limit(capsys.readouterr().out) == "✓ example\n"
+    out = without_process_limit(capsys.readouterr().out)
+    assert re.fullmatch(r"evaluating example \(its baseline; timeout \d+ s\)…\n"
+                        r"✓ example \(baseline \w+ [-+.\de]+\)\n", out), out
 
 
 def test_the_sample_evaluator_prints_its_score(git_repo: Path) -> None:

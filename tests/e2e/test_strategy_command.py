@@ -7,6 +7,7 @@ the first seeds it with the program's current best, the second is an iteration o
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -112,7 +113,9 @@ def test_add_to_a_program_that_ran_then_check_and_run(  # type: ignore[no-untype
     assert "Plain hill climbing" not in program
     assert "<CUSTOMIZE" not in "".join(p.read_text() for p in (folder / "strategy").rglob("*.md"))
     assert main(["check", "--repo", str(ran_repo)]) == 0
-    assert without_process_limit(capsys.readouterr().out).startswith("✓ function_minimization\n")
+    out = without_process_limit(capsys.readouterr().out)
+    assert re.match(r"evaluating function_minimization \(its baseline; timeout \d+ s\)…\n"
+                    r"✓ function_minimization \(baseline combined_score [-+.\de]+\)\n", out), out
     run_git(ran_repo, "add", "-A")
     run_git(ran_repo, "commit", "-qm", f"adopt {strategy}")
 

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from autoloop_py import markdown as md
-from autoloop_py.program.direction import read_direction
+from autoloop_py.program.direction import Reading, read_direction, sayings_of
+from autoloop_py.program.objectives import Objective
 
 REL = Path("program.md")
 
@@ -48,3 +49,57 @@ def test_the_frontmatter_decides_unless_the_prose_says_the_opposite() -> None:
     assert reading.direction == "lower" and reading.problem is not None and reading.problem.line == 2
     unreadable = read_direction(None, 2, _evaluation("The metric is `s`."), REL)
     assert unreadable.problem is not None and unreadable.problem.message.startswith("an unreadable `metric_direction`")
+
+
+SQRT_TRADEOFF = """The metric is `accuracy`. Higher is better.
+
+`accuracy` is the mean number of correct decimal digits over 200 fixed inputs (at most 16); `cost`
+is the mean number of arithmetic steps the routine reports per input (lower is better). The
+evaluator prints both as JSON, with `combined_score` equal to `accuracy`, and prints
+`{"error": ...}` and exits 1 when the routine raises or returns a non-finite value."""
+OBJECTIVES = (Objective("accuracy", "higher"), Objective("cost", "lower"))
+
+
+def test_the_shipped_sqrt_tradeoff_prose_agrees_with_its_frontmatter() -> None:
+    section = _evaluation(SQRT_TRADEOFF)
+    assert [(s.word, s.subject) for s in sayings_of(section, ["accuracy", "cost"])] == [
+        ("Higher", None), ("lower", "cost")]
+    reading = read_direction("higher", 3, section, REL, "accuracy", OBJECTIVES, 6)
+    assert reading == Reading("higher")
+    assert read_direction(None, None, section, REL, "accuracy", OBJECTIVES, 6) == Reading("higher")
+
+
+@pytest.mark.parametrize(("prose", "subject"), [
+    ("`cost` is the steps per input (lower is better).", "cost"),
+    ("Lower is better for `cost`.", "cost"),
+    ("Higher is better for `accuracy` and lower is better for `cost`.", "accuracy"),
+    ("cost: lower is better.", "cost"),
+    ("The metric is `accuracy` and lower is better.", "accuracy"),
+    ("The metric is `accuracy`. Lower is better.", None),
+    ("- `accuracy`: digits\n- lower is better", None),
+])
+def test_a_saying_belongs_to_the_name_its_sentence_gives_it(prose: str, subject: str | None) -> None:
+    assert sayings_of(_evaluation(prose), ["accuracy", "cost"])[0].subject == subject
+
+
+def test_a_sentence_naming_the_metric_decides_it() -> None:
+    section = _evaluation("The metric is `accuracy`; for `accuracy`, lower is better.")
+    reading = read_direction("higher", 3, section, REL, "accuracy", OBJECTIVES, 6)
+    assert reading.problem is not None and reading.problem.line == 3
+    assert "line 9 says `lower is better`" in reading.problem.message
+
+
+def test_a_sentence_about_another_metric_never_decides_the_metric() -> None:
+    section = _evaluation("The metric is `score`. Higher is better. `time_ms` is how long it took (lower is better).")
+    assert read_direction("higher", 2, section, REL, "score") == Reading("higher")
+    assert read_direction(None, None, section, REL, "score") == Reading("higher")
+    alone = _evaluation("The metric is `score`. `time_ms` is how long it took: lower is better.")
+    assert read_direction(None, None, alone, REL, "score").problem is not None  # nothing said of `score`
+
+
+def test_a_sentence_giving_an_objective_the_other_direction_is_a_problem_at_objectives() -> None:
+    section = _evaluation(SQRT_TRADEOFF.replace("(lower is better)", "(higher is better)"))
+    reading = read_direction("higher", 3, section, REL, "accuracy", OBJECTIVES, 6)
+    assert reading.direction == "higher" and reading.problem is not None and reading.problem.line == 6
+    assert reading.problem.message.startswith("the frontmatter's `objectives:` says `cost: lower` but line 12 says "
+                                              "`higher is better` of `cost`")

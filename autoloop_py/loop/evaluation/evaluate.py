@@ -337,7 +337,19 @@ def _judge(result: CommandResult, text: str | None, metric: str, timeout: float,
         failed = f"was killed by signal {_signal_name(-result.returncode)}"
     elif result.returncode != 0:
         failed = f"exited with status {result.returncode}: {_exit_detail(result, report.metrics)}"
+    if failed is None and report.metric is None and not report.metrics:
+        return replace(report, error=f"{report.error}; {printed_end(result.stdout, result.stderr)}")
     return report if failed is None else replace(report, metric=None, error=failed, rejection="", missing=False)
+
+
+def printed_end(stdout: str, stderr: str, limit: int = 200) -> str:
+    """Returns what the evaluation printed last, on one line: its stdout's end, else its stderr's, else nothing."""
+    for name, text in (("stdout", stdout), ("stderr", stderr)):
+        line = " ".join(text.split())
+        if line:
+            return f"its {name} ended: {line if len(line) <= limit else '...' + line[-limit:]!r}"
+    return "it printed nothing"
+
 
 
 def _cut_error(result: CommandResult) -> str:

@@ -35,15 +35,18 @@ def evaluate_baseline(
 
 
 def evaluate_copy(
-    program: Program, workdir: Path, guarded: Mapping[str, str] | None = None, sandbox: SandboxPolicy | None = None
+    program: Program, workdir: Path, guarded: Mapping[str, str] | None = None, sandbox: SandboxPolicy | None = None,
+    repeats: int | None = None,
 ) -> tuple[EvaluationResult, str]:
     """Evaluates a fresh standalone copy of the tree at `workdir`; returns the result and the protected files it changed.
+
+    repeats: the runs (None: the program's `repeats`).
 
     The evaluated code never runs in the runner's worktree (its `.git` file leads to the user's repository),
     and sees exactly the tree the runner wrote, nothing an agent left behind.
     """
     with candidate_dir.copy_of(workdir, prefix="autoloop-eval-") as tree:
-        result = evaluate(program, tree, sandbox=sandbox)
+        result = evaluate(program, tree, sandbox=sandbox, repeats=repeats)
         result = over_caps(result, candidate_dir.disk_bytes(tree), program, sandbox)
         return result, checks.tampered(tree, guarded) if guarded is not None else ""
 

@@ -42,6 +42,7 @@ from autoloop_py.state import file as statefile
 from autoloop_py.state import trace
 from autoloop_py.state.memory import MemoryStore, pack_if_due
 from autoloop_py.strategies.slots import Slot, slot_iteration, slot_rng
+from autoloop_py.strategies.state_reading import check_everything
 
 log = logging.getLogger(__name__)
 _ERROR_TAIL_LINES = 20
@@ -133,6 +134,7 @@ def _run_locked(
             program = committed_program(program, workspace.path, workspace.base_ref)
         # The committed program's direction and settings; its playbook, prompts and config.yaml from the same commit.
         runner = committed_runner(program, root, workspace.path, workspace.base_ref)
+        check_everything(state, runner)  # what `autoloop edit` checks: a bad table stops here, before any evaluation
         rng = iteration_rng(program, iteration, options.slot)
         proposer = proposer_for(program, options)
         # Checked in the model worker while the baseline is evaluated (it may still be importing litellm).

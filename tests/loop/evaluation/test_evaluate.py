@@ -397,3 +397,20 @@ def test_cut_output_without_any_json_is_reported_with_what_was_dropped(tmp_path:
 def test_short_output_without_json_keeps_the_plain_message(tmp_path: Path) -> None:
     result = run_evaluation(_program(tmp_path, "echo hello"), tmp_path)
     assert result.error is not None and result.error.startswith("the evaluation printed no JSON object; print one")
+    assert result.error.endswith("; its stdout ended: 'hello'")  # what it printed, in the runner's error
+
+
+def test_an_evaluation_without_a_report_says_how_its_output_ended(tmp_path: Path) -> None:
+    program = _program(tmp_path, "true")
+    assert program.evaluation is not None
+
+    def evaluated(command: str) -> EvaluationResult:
+        return run_evaluation(dataclasses.replace(
+            program, evaluation=dataclasses.replace(program.evaluation, command=command)), tmp_path)
+
+    quiet = evaluated("echo 'Traceback: no module named numpy' >&2")
+    assert quiet.error is not None and quiet.error.endswith("; its stderr ended: 'Traceback: no module named numpy'")
+    silent = evaluated("true")
+    assert silent.error is not None and silent.error.endswith("; it printed nothing")
+    long = evaluated("seq 1 1000")
+    assert long.error is not None and long.error.endswith(" 999 1000'") and len(long.error) < 400
