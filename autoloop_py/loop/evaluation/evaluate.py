@@ -247,11 +247,12 @@ def read_channel(path: Path) -> str:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return ""
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_size > REPORT_CAP:  # checked before fdopen, which refuses a folder
+        os.close(fd)
+        logger.warning("ignored the evaluation's report %s: not a regular file of at most %d bytes", path, REPORT_CAP)
+        return ""
     with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode) or info.st_size > REPORT_CAP:
-            logger.warning("ignored the evaluation's report %s: not a regular file of at most %d bytes", path, REPORT_CAP)
-            return ""
         return handle.read(REPORT_CAP).decode("utf-8", errors="replace")
 
 
@@ -376,8 +377,7 @@ def _judge(
         failed = f"was killed by signal {_signal_name(-result.returncode)}"
     elif result.returncode != 0:
         failed = f"exited with status {result.returncode}: {_exit_detail(result, report.metrics)}"
-        if stage is not None and (stage.failing_exit == REJECT or report.rejection):
-            # The stage judged the candidate (its `error`, or an exit status its contract makes a verdict).
+        if stage is not None and stage.failing_exit == REJECT:  # the stage's contract: its exit status is a verdict
             return replace(report, metric=None, error=None, rejection=report.rejection or failed, missing=False)
     return report if failed is None else replace(report, metric=None, error=failed, rejection="", missing=False)
 

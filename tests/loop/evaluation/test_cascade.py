@@ -111,11 +111,16 @@ def test_the_documented_validity_stage_rejects_a_wrong_candidate_and_never_errs(
     assert good.ok and good.metric == 20.0 and not good.rejection and not good.stopped
 
 
-def test_a_stage_reporting_an_error_and_exiting_non_zero_is_still_a_rejection(tmp_path: Path) -> None:
-    stage = [{"command": 'echo \'{"error": "3 circles outside"}\' > "$AUTOLOOP_RESULT"; exit 1', "name": "v"}, {}]
-    result = evaluate(_program(tmp_path, "2", stage), tmp_path)
-    assert result.ok and result.metric is None and result.rejection == "3 circles outside"
-    assert result.stopped == "stage 1 of 2 (v): 3 circles outside"
+def test_a_stage_exiting_non_zero_is_an_error_even_with_an_error_report_unless_it_says_reject(tmp_path: Path) -> None:
+    # circle_packing's contract: a crashing candidate writes its traceback as `error` and exits 1, an error.
+    crash = 'echo \'{"error": "TypeError: bad operand"}\' > "$AUTOLOOP_RESULT"; exit 1'
+    result = evaluate(_program(tmp_path, "2", [{"command": crash, "name": "v"}, {}]), tmp_path)
+    assert not result.ok and not result.rejection
+    assert result.stopped == "stage 1 of 2 (v): exited with status 1: TypeError: bad operand"
+    said = [{"command": crash, "name": "v", "failing-exit": "reject"}, {}]
+    result = evaluate(_program(tmp_path / "r", "2", said), tmp_path / "r")
+    assert result.ok and result.metric is None and result.rejection == "TypeError: bad operand"
+    assert result.stopped == "stage 1 of 2 (v): TypeError: bad operand"
 
 
 def test_a_failing_exit_rejects_only_when_the_stage_says_so(tmp_path: Path) -> None:
