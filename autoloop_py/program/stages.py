@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 STAGE_ENV = "AUTOLOOP_STAGE"
-_KEYS = ("command", "threshold", "repeats", "name")
+_KEYS = ("command", "threshold", "repeats", "name", "failing-exit")
+# What a stage's non-zero exit status says: its evaluator broke (an error), or the candidate failed the check.
+ERROR, REJECT = "error", "reject"
 
 
 @dataclass(frozen=True)
@@ -20,12 +22,16 @@ class Stage:
         passes when it exits 0 and reports no `error`).
       repeats: runs of this stage (None: 1 for every stage but the last, which takes the program's `repeats`).
       name: a short label for the record ('' names it by its number).
+      failing_exit: what the stage's non-zero exit status means: `error` (its evaluator broke, the default, as
+        for the Evaluation) or `reject` (the stage is a check, such as a compiler or a test command, and the
+        candidate failed it). A timeout, a kill or a broken confinement is an error either way.
     """
 
     command: str = ""
     threshold: float | None = None
     repeats: int | None = None
     name: str = ""
+    failing_exit: str = ERROR
 
 
 def parse_stages(value: Any) -> tuple[Stage, ...]:
@@ -50,6 +56,7 @@ def _stage(item: Any, number: int) -> Stage:
         threshold=_threshold(item.get("threshold"), number),
         repeats=_repeats(item.get("repeats"), number),
         name=str(item.get("name") or "").strip(),
+        failing_exit=_failing_exit(item.get("failing-exit"), number),
     )
 
 
@@ -59,6 +66,14 @@ def _threshold(value: Any, number: int) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ValueError(f"stage {number}: threshold must be a finite number, got {value!r}")
     return float(value)
+
+
+def _failing_exit(value: Any, number: int) -> str:
+    if value is None:
+        return ERROR
+    if value not in (ERROR, REJECT):
+        raise ValueError(f"stage {number}: failing-exit must be `{ERROR}` or `{REJECT}`, got {value!r}")
+    return str(value)
 
 
 def _repeats(value: Any, number: int) -> int | None:

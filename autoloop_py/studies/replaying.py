@@ -14,14 +14,13 @@ from autoloop_py.analysis.replay import Applied, ReplayEvent, Trial, apply_text,
 from autoloop_py.analysis.replay_prompts import EXACT, VariantPrompt
 from autoloop_py.errors import AutoloopError
 from autoloop_py.git.command import call, open_repo, rev_parse, run
-from autoloop_py.loop.evaluation.evaluate import evaluate
+from autoloop_py.loop.evaluation.fresh_copies import evaluate_copy
 from autoloop_py.program.model import Program
 from autoloop_py.program.regions import primary_target
 from autoloop_py.program.target import target_files
 from autoloop_py.proposers import llm
 from autoloop_py.proposers.base import Usage
 from autoloop_py.proposers.setup import check_model
-from autoloop_py.sandbox import candidate_dir
 
 logger = logging.getLogger(__name__)
 
@@ -96,9 +95,8 @@ class Bench:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(content.encode("utf-8"))
         try:
-            # In a standalone copy: the evaluated child never sees the worktree's `.git` file.
-            with candidate_dir.copy_of(self.path, prefix="autoloop-eval-") as tree:
-                result = evaluate(self.program, tree)
+            # In standalone copies (one per stage): the evaluated child never sees the worktree's `.git` file.
+            result = evaluate_copy(self.program, self.path)
         finally:
             worktree = open_repo(self.path)
             run(worktree, "reset", "--hard", "--quiet", "HEAD")

@@ -27,9 +27,9 @@ from autoloop_py.analysis.tuning_report import (
 )
 from autoloop_py.errors import AutoloopError
 from autoloop_py.git.command import call, open_repo, rev_parse, run
-from autoloop_py.loop.evaluation.evaluate import EvaluationResult, evaluate
+from autoloop_py.loop.evaluation.evaluate import EvaluationResult
+from autoloop_py.loop.evaluation.fresh_copies import evaluate_copy
 from autoloop_py.program.model import Program
-from autoloop_py.sandbox import candidate_dir
 from autoloop_py.state.trace import Trace
 
 logger = logging.getLogger(__name__)
@@ -119,9 +119,8 @@ def measure(program: Program, workdir: Path, path: str, source: str) -> Evaluati
     """Writes source to the Target file in the worktree and runs the program's evaluation in a standalone copy of it."""
     # Bytes, not write_text: the source's own newlines must reach the evaluation unchanged.
     (workdir / path).write_bytes(source.encode("utf-8"))
-    # Never in the worktree itself: its `.git` file leads to the user's repository.
-    with candidate_dir.copy_of(workdir, prefix="autoloop-eval-") as tree:
-        return evaluate(program, tree)
+    # Never in the worktree itself (its `.git` file leads to the user's repository): in copies, one per stage.
+    return evaluate_copy(program, workdir)
 
 
 def gp_minimize() -> Callable[..., Any]:

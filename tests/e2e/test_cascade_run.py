@@ -1,5 +1,6 @@
 """End to end: circle_packing's two stages. An invalid packing stops at the validity stage (a rejection, no pause),
-the state file and the HTML report say which stage stopped it, and a valid one goes through both stages."""
+the state file and the HTML report say which stage stopped it, and a valid one goes through both stages. Under the
+documented stage example, wrong candidates are rejections with the stage's reason, however many in a row."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from autoloop_py.program.model import load_program
 from autoloop_py.proposers.base import Proposal, ProposalRequest, Proposer
 from autoloop_py.state import file as statefile
 from autoloop_py.state.memory import MemoryStore
+from tests.programs import program_md
 
 REPO = Path(__file__).parents[2]
 NAME = "circle_packing"
@@ -87,3 +89,46 @@ def test_trace_show_prints_a_candidates_stage_and_feedback(git_repo: Path, run_g
     assert " hi" not in out and "pwned" not in out and "\x1b" not in out and "\x07" not in out
     assert main(["trace", "show", NAME, "it99", "--repo", str(git_repo)]) == 1
     assert "no candidate 'it99' in the trace of 'circle_packing'" in capsys.readouterr().err
+
+
+# The documented example (docs/configuration.md, "Evaluation stages"): stage 1 only validates and reports
+# `{"error": …}` for a wrong candidate; stage 2 scores. Before issue 37 three wrong candidates paused the program.
+DOCUMENTED = """\
+import json, os
+ns = {}
+exec(open("code/value.py").read(), ns)
+x = ns["x"]
+if os.environ["AUTOLOOP_STAGE"] == "1":
+    report = {"error": f"x is {x}, it must be positive"} if x <= 0 else {}
+else:
+    report = {"score": x}
+json.dump(report, open(os.environ["AUTOLOOP_RESULT"], "w"))
+"""
+
+
+def test_five_wrong_candidates_under_the_documented_stages_never_pause_the_program(
+    git_repo: Path, run_git, tmp_path: Path  # type: ignore[no-untyped-def]
+) -> None:
+    folder = git_repo / ".autoloop/programs/valid"
+    (folder / "code").mkdir(parents=True)
+    stages = {"evaluation-stages": "\n  - name: validity\n  - name: score"}
+    (folder / "program.md").write_text(program_md("Valid", "Make `x` large.", frontmatter=stages))
+    (folder / "code/value.py").write_text("# EVOLVE-BLOCK-START\nx = 1\n# EVOLVE-BLOCK-END\n")
+    (folder / "code/evaluate.py").write_text(DOCUMENTED)
+    run_git(git_repo, "add", "-A")
+    run_git(git_repo, "commit", "-qm", "a program with a validity stage")
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text("# EVOLVE-BLOCK-START\nx = -3\n# EVOLVE-BLOCK-END\n")
+    agent = f"cp {wrong} .autoloop/programs/valid/code/value.py"
+    assert main(["run", "--repo", str(git_repo), "--program", "valid", "--iterations", "5", "--proposer", "agent",
+                 "--agent-command", agent]) == 0
+    state = statefile.parse_state(MemoryStore(git_repo).read("valid.md") or "", "valid.md")
+    assert not state.machine.paused and state.machine.pause_reason is None
+    assert state.machine.consecutive_errors == 0
+    assert state.machine.recent_statuses == ("rejected",) * 5
+    entries = {e.iteration: e.text for e in state.history if e.is_detailed}
+    assert sorted(entries) == [1, 2, 3, 4, 5]
+    for text in entries.values():
+        assert "❌ Rejected" in text and "⚠️" not in text, text
+        assert "stopped at stage 1 of 2 (validity): x is -3, it must be positive; later stages not run" in text, text
+    assert state.machine.best_metric == 1.0  # the baseline, measured through both stages

@@ -1,8 +1,10 @@
 """The evaluation cascade: a program's `evaluation-stages` run cheap first, each stage gating the next.
 
-A stage that fails (its command fails, reports an `error`, or misses its threshold) stops the candidate:
-later stages never start. Metrics merge in stage order; `repeats` apply to the last stage unless a stage
-sets its own. The result says which stage stopped the candidate and how long each stage ran.
+A stage that rejects the candidate (it reports an `error`, misses its threshold, or fails a check whose
+exit status is its verdict) or breaks (it crashes, times out, or reports nothing where it must) stops the
+candidate: later stages never start. The first is a rejection, the second an error (evaluate.py tells
+them apart). Metrics merge in stage order; `repeats` apply to the last stage unless a stage sets its own.
+The result says which stage stopped the candidate and how long each stage ran.
 """
 
 from __future__ import annotations
@@ -42,7 +44,6 @@ def run_cascade(
 
     run(command, repeats, stage number, need_metric) evaluates one stage ('' command: the Evaluation's).
     """
-    """Runs the program's stages in order until one stops the candidate; returns the merged result."""
     stages = program.config.evaluation_stages
     merged: dict[str, Any] = {}
     done: list[tuple[int, float, bool]] = []
@@ -53,7 +54,7 @@ def run_cascade(
         result = run(stage.command, count, number, last or stage.threshold is not None)
         merged.update(result.metrics)
         why = "" if last else stop_reason(result, stage, program)
-        done.append((number, result.duration, not why and result.ok))
+        done.append((number, result.duration, not why and result.ok and not result.rejection))
         if why:
             stopped = f"{label(stage, number, len(stages))}: {why}"
             return _merged(result, merged, done, started, stopped)

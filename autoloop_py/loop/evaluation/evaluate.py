@@ -9,10 +9,11 @@ import shlex
 import signal
 import stat
 import statistics
+import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from autoloop_py import tempdirs
 from autoloop_py.errors import EvaluationError
@@ -28,7 +29,7 @@ from autoloop_py.loop.evaluation.evaluation_report import (
 )
 from autoloop_py.program.model import Program
 from autoloop_py.program.requirements import without_leading_pip_install
-from autoloop_py.program.stages import STAGE_ENV
+from autoloop_py.program.stages import REJECT, STAGE_ENV, Stage, label
 from autoloop_py.program.target import target_files
 from autoloop_py.redact import Redactor, from_environment
 from autoloop_py.sandbox.environment import scrub_environment
@@ -64,11 +65,13 @@ class EvaluationResult:
       stderr_tail: the last ~4 KB of the last run's stderr.
       duration: seconds spent in all runs.
       rejection: the evaluator's own `error` beside a metric: the candidate is invalid, so it is rejected
-        (never kept) rather than counted as an error ('' when none).
+        (never kept) rather than counted as an error ('' when none). With `evaluation-stages`, also why a
+        stage rejected the candidate without a metric (its `error`, or a failing exit it declares a rejection).
       feedback: the report's `feedback` (and `log_tail`) text of the last run ('' when none).
       channel: where the report was read: `file` ($AUTOLOOP_RESULT) or `stdout`.
       stopped: why a stage of `evaluation-stages` stopped the candidate before the last (`stage 1 of 2: …`), else ''.
       stages: each stage run, in order: (number, seconds, passed); () without stages.
+      tampered: the protected files the evaluation changed, and the stage that did ('' when none): an error.
     """
 
     ok: bool
@@ -84,11 +87,22 @@ class EvaluationResult:
     channel: str = STDOUT
     stopped: str = ""
     stages: tuple[tuple[int, float, bool], ...] = ()
+    tampered: str = ""
+
+
+# Runs one stage (the evaluation, without stages) given the tree to run it in; called with the stage's label
+# ('' without stages). The default runs it in the evaluated tree itself; evaluate_copy gives each a fresh copy.
+Place = Callable[[Callable[[Path], EvaluationResult], str], EvaluationResult]
 
 
 @dataclass(frozen=True)
 class _Setup:
-    """What every run of one evaluation shares: where, how confined, its environment and how its report is read."""
+    """What every run of one stage shares: where, how confined, its environment and how its report is read.
+
+    Attributes:
+      holder: a private folder where each run gets a fresh folder for its report file.
+      stage: the stage of `evaluation-stages` being run (None: the evaluation, without stages).
+    """
 
     program: Program
     workdir: Path
@@ -97,6 +111,8 @@ class _Setup:
     mask: Redactor
     limit: float
     channel: str
+    holder: Path
+    stage: Stage | None = None
 
 
 def evaluate(
@@ -108,6 +124,7 @@ def evaluate(
     environ: Mapping[str, str] | None = None,
     sandbox: SandboxPolicy | None = None,
     redactor: Redactor | None = None,
+    place: Place | None = None,
 ) -> EvaluationResult:
     """Runs the program's evaluation `repeats` times from the repository root; returns the median metric or why it failed.
 
@@ -116,6 +133,7 @@ def evaluate(
     writable to it; sandbox says how it is confined (None: the program's `isolation`). Secret values the
     runner holds are masked in what it printed before anything reads it. The report is the file named by
     AUTOLOOP_RESULT, read once the command has exited, or (upstream's way) the last JSON object on stdout.
+    place: where each stage runs (None: in workdir itself).
     """
     if program.evaluation is None:
         raise EvaluationError(
@@ -138,17 +156,24 @@ def evaluate(
     if sandbox.sandboxed and not sandbox.network:
         command = without_leading_pip_install(command)  # `autoloop deps` installed it; offline it can only fail
     channel = channel_of(program.config.evaluation_report, _evaluator_texts(program, workdir))
+    place = place or (lambda run, _label: run(workdir))
+    stages = program.config.evaluation_stages
     with tempdirs.temporary("autoloop-report-") as holder:
-        folder = holder / "report"
-        folder.mkdir()
-        env = {**_environment(program, workdir, environ), RESULT_ENV: str(folder / "result.json")}
-        setup = _Setup(program, workdir, sandbox, env, mask, limit, channel)
-        if not program.config.evaluation_stages:
-            return _runs(setup, command, count, started)
+        setup = _Setup(program, workdir, sandbox, {}, mask, limit, channel, holder)
+
+        def in_tree(tree: Path) -> _Setup:
+            return replace(setup, workdir=tree, env=_environment(program, tree, environ))
+
+        if not stages:
+            return place(lambda tree: _runs(in_tree(tree), command, count, started), "")
 
         def stage(own: str, runs: int, number: int, need_metric: bool) -> EvaluationResult:
-            staged = replace(setup, env={**env, STAGE_ENV: str(number)})
-            return _runs(staged, own or command, runs, time.monotonic(), need_metric)
+            def run(tree: Path) -> EvaluationResult:
+                staged = replace(in_tree(tree), stage=stages[number - 1])
+                staged = replace(staged, env={**staged.env, STAGE_ENV: str(number)})
+                return _runs(staged, own or command, runs, time.monotonic(), need_metric)
+
+            return place(run, label(stages[number - 1], number, len(stages)))
 
         return run_cascade(program, stage, count, started)
 
@@ -156,19 +181,20 @@ def evaluate(
 def _runs(setup: _Setup, command: str, count: int, started: float, need_metric: bool = True) -> EvaluationResult:
     """Runs the command count times; returns the median, or the first run's failure or rejection.
 
-    need_metric False (a pass/fail stage): a report without the metric and without an `error` passes.
+    need_metric False (a pass/fail stage): no report, or one without the metric and without an `error`, passes.
     """
-    program, workdir, sandbox, env, mask, limit, channel = (
-        setup.program, setup.workdir, setup.sandbox, setup.env, setup.mask, setup.limit, setup.channel
+    program, workdir, sandbox, mask, limit, channel = (
+        setup.program, setup.workdir, setup.sandbox, setup.mask, setup.limit, setup.channel
     )
     assert program.evaluation is not None
-    report_file = Path(env[RESULT_ENV])
     runs: list[float] = []
     printed: list[Mapping[str, Any]] = []
     result: CommandResult | None = None
     report = Report(None)
     for index in range(count):
-        report_file.unlink(missing_ok=True)
+        # A fresh folder for each run's report: nothing an earlier run (or stage) left there is read.
+        report_file = Path(tempfile.mkdtemp(prefix="report-", dir=setup.holder)) / "result.json"
+        env = {**setup.env, RESULT_ENV: str(report_file)}
         taken: list[str] = []
         try:
             result = run_sandboxed(
@@ -179,14 +205,18 @@ def _runs(setup: _Setup, command: str, count: int, started: float, need_metric: 
             return _result(f"could not start `bash` in {workdir}: {err}", started, runs)
         text = result.stdout if channel == STDOUT else _settled(taken, read_channel(report_file))
         result = replace(result, stdout=mask.text(result.stdout), stderr=mask.text(result.stderr))
-        report = _judge(result, None if text is None else mask.text(text), program.evaluation.metric, limit, channel)
-        logger.info("evaluation of %s, run %d/%d: %s", program.name, index + 1, count, report.error or report.metric)
+        read = None if text is None else mask.text(text)
+        report = _judge(result, read, program.evaluation.metric, limit, channel, setup.stage)
+        logger.info("evaluation of %s, run %d/%d: %s", program.name, index + 1, count,
+                    report.error or report.rejection or report.metric)
         if report.metric is None and channel == STDOUT and not report.metrics and read_channel(report_file).strip():
-            report = replace(report, error=f"{report.error}; it wrote $AUTOLOOP_RESULT, which this program does not "
-                             "read: set `evaluation-report: file` in its frontmatter")
+            report = replace(report, missing=False, error=f"{report.error}; it wrote $AUTOLOOP_RESULT, which this "
+                             "program does not read: set `evaluation-report: file` in its frontmatter")
         if report.metric is None and report.missing and not need_metric:
             printed.append(report.metrics)
             continue
+        if report.metric is None and report.rejection:  # a stage rejected the candidate: it needs no second run
+            return _result(None, started, runs, report.metrics, result, report, channel)
         if report.metric is None:
             return _result(report.error or "no metric", started, runs, report.metrics, result, report, channel)
         runs.append(report.metric)
@@ -217,11 +247,12 @@ def read_channel(path: Path) -> str:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return ""
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_size > REPORT_CAP:  # checked before fdopen, which refuses a folder
+        os.close(fd)
+        logger.warning("ignored the evaluation's report %s: not a regular file of at most %d bytes", path, REPORT_CAP)
+        return ""
     with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode) or info.st_size > REPORT_CAP:
-            logger.warning("ignored the evaluation's report %s: not a regular file of at most %d bytes", path, REPORT_CAP)
-            return ""
         return handle.read(REPORT_CAP).decode("utf-8", errors="replace")
 
 
@@ -320,11 +351,20 @@ def _environment(program: Program, workdir: Path, environ: Mapping[str, str]) ->
     return env
 
 
-def _judge(result: CommandResult, text: str | None, metric: str, timeout: float, channel: str) -> Report:
-    """Returns one run's report (text None: it changed after the exit): a failed process is an error even with a metric."""
-    report = Report(None, error=_CHANGED) if text is None else read_report(text, metric, whole=channel == FILE)
+def _judge(
+    result: CommandResult, text: str | None, metric: str, timeout: float, channel: str, stage: Stage | None = None
+) -> Report:
+    """Returns one run's report (text None: it changed after the exit): a failed process is an error even with a metric.
+
+    stage: the stage of a cascade this run is (None: none): its `error` rejects the candidate, and so does a
+    non-zero exit status when the stage says `failing-exit: reject`.
+    """
+    if text is None:
+        report = Report(None, error=_CHANGED)
+    else:
+        report = read_report(text, metric, whole=channel == FILE, stage=stage is not None)
     if report.metric is None and not report.metrics and result.stdout_dropped and channel == STDOUT:
-        report = replace(report, error=_cut_error(result))
+        report = replace(report, error=_cut_error(result), missing=False)
     failed = None
     if result.escaped:
         failed = f"broke its confinement: {result.escaped}"
@@ -337,7 +377,9 @@ def _judge(result: CommandResult, text: str | None, metric: str, timeout: float,
         failed = f"was killed by signal {_signal_name(-result.returncode)}"
     elif result.returncode != 0:
         failed = f"exited with status {result.returncode}: {_exit_detail(result, report.metrics)}"
-    if failed is None and report.metric is None and not report.metrics:
+        if stage is not None and stage.failing_exit == REJECT:  # the stage's contract: its exit status is a verdict
+            return replace(report, metric=None, error=None, rejection=report.rejection or failed, missing=False)
+    if failed is None and report.error and report.metric is None and not report.metrics:
         return replace(report, error=f"{report.error}; {printed_end(result.stdout, result.stderr)}")
     return report if failed is None else replace(report, metric=None, error=failed, rejection="", missing=False)
 

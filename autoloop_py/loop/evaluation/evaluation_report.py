@@ -32,10 +32,12 @@ class Report:
       error: why no metric could be read (None when metric is set).
       rejection: the report's own `error` text beside a usable metric: the evaluator judged the
         candidate invalid (upstream's `{"combined_score": 0.0, "error": "negative radii"}`), so it is
-        rejected, never kept, and not counted as an error that pauses the program ('' when none).
+        rejected, never kept, and not counted as an error that pauses the program ('' when none). A stage
+        of a cascade is a gate: there its `error` rejects the candidate with or without a metric.
       feedback: the report's `feedback` text, then its `log_tail` ('' when neither).
       values: the report's other named values (neither the metric, `error`, `feedback` nor `log_tail`).
-      missing: the object has no metric key and no `error` (a pass/fail stage of a cascade needs none).
+      missing: there is no report at all, or one with no metric key and no `error` (a pass/fail stage of a
+        cascade needs none).
     """
 
     metric: float | None
@@ -47,23 +49,29 @@ class Report:
     missing: bool = False
 
 
-def read_report(text: str, metric: str, *, whole: bool = False) -> Report:
-    """Returns the report in text: the whole text is one JSON object (whole), else the last object stdout printed."""
+def read_report(text: str, metric: str, *, whole: bool = False, stage: bool = False) -> Report:
+    """Returns the report in text: the whole text is one JSON object (whole), else the last object stdout printed.
+
+    stage: the text is a report of a stage of a cascade, whose `error` rejects the candidate even without a metric.
+    """
     found = _whole_object(text) if whole else last_json_object(text)
     if found is None:
         if whole:
-            return Report(None, error=_not_an_object(text))
-        return Report(None, error=_NO_OBJECT)
-    return report_of(found, metric)
+            return Report(None, error=_not_an_object(text), missing=not text.strip())
+        return Report(None, error=_NO_OBJECT, missing=True)
+    return report_of(found, metric, stage=stage)
 
 
-def report_of(found: Mapping[str, Any], metric: str) -> Report:
+def report_of(found: Mapping[str, Any], metric: str, *, stage: bool = False) -> Report:
     """Returns the report of one JSON object: its metric or why there is none, its rejection and feedback."""
     text = _text(found.get(FEEDBACK_KEY)), _text(found.get(LOG_TAIL_KEY))
     feedback = "\n".join(part for part in text if part)
     values = {k: v for k, v in found.items() if k not in (metric, ERROR_KEY, FEEDBACK_KEY, LOG_TAIL_KEY)}
     reported = _one_line(_text(found.get(ERROR_KEY))) if found.get(ERROR_KEY) else ""
     value, why = _metric_value(found, metric)
+    if value is None and reported and stage:
+        # The evaluator ran and judged the candidate: a rejection, not a broken evaluator (issue 37).
+        return Report(None, found, None, rejection=reported, feedback=feedback, values=values)
     if value is None:
         error = f"evaluation reported an error: {reported}" if reported else why
         missing = not reported and metric not in found

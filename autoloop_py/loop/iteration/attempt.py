@@ -20,7 +20,8 @@ from autoloop_py.loop.evaluation import acceptance, checks
 from autoloop_py.loop.evaluation.checks import violations
 from autoloop_py.loop.evaluation.evaluate import EvaluationResult
 from autoloop_py.loop.iteration import lineage_store, model_use, novelty
-from autoloop_py.loop.iteration.baseline import evaluate_copy, evaluation_policy
+from autoloop_py.loop.evaluation.fresh_copies import evaluate_copy
+from autoloop_py.loop.iteration.baseline import evaluation_policy
 from autoloop_py.loop.iteration.options import Clock, RunOptions
 from autoloop_py.loop.record import island_claims, recovery
 from autoloop_py.loop.record.publishing import keep_candidate, settle_kept
@@ -173,12 +174,12 @@ def _as_is(ctx: AttemptContext, decision: DecisionLike, files: dict[str, str]) -
     result = ctx.baseline
     if result is None:
         with ctx.clock("evaluate"):
-            result, _ = evaluate_copy(ctx.program, ctx.workspace.path, sandbox=evaluation_policy(ctx.sandbox))
+            result = evaluate_copy(ctx.program, ctx.workspace.path, sandbox=evaluation_policy(ctx.sandbox))
     summary = f"{decision.operator}: the Target as it is"
     proposal = Proposal({}, summary, approach="the unchanged Target")
     usage: dict[str, object] = {"extra": strategy.history_bullets(decision, result.metric)}
     if not result.ok or result.metric is None:
-        record = error_record(ctx.now, summary, f"evaluation failed: {result.error}", ctx.options.run_url, **usage)
+        record = error_record(ctx.now, summary, failure_note(result), ctx.options.run_url, **usage)
     else:
         notes = f"the unchanged code scores {result.metric:g}; recorded without a proposal, nothing to commit"
         usage["extra"] = (*strategy.history_bullets(decision, result.metric), *acceptance.baseline_bullets(
@@ -240,18 +241,19 @@ def _attempt(ctx: AttemptContext, decision: DecisionLike | None, files: dict[str
     with ctx.clock("evaluate"):
         faults.checkpoint("during-evaluation")
         with ctx.hold_refs(during="the evaluation ran"):
-            result, tampered = evaluate_copy(program, workspace.path, guarded, evaluation_policy(ctx.sandbox))
+            result = evaluate_copy(program, workspace.path, guarded, evaluation_policy(ctx.sandbox))
     ctx.verify_checkout(during="the evaluation ran")
     evaluated = _evaluated(ctx, decision, proposal, result.metrics, prompt, runs=result.runs,
                            metadata=stages_metadata(result))
     evaluated = replace(evaluated, artifacts=artifacts_of_result(result))
     failure = None
-    if tampered:
-        record = error_record(now, proposal.summary, f"the candidate changed protected files: {tampered}", run_url, **usage)
-    elif not result.ok or result.metric is None:
+    if result.tampered:
+        note = f"the candidate changed protected files: {result.tampered}"
+        record = error_record(now, proposal.summary, note, run_url, **usage)
+    elif not result.ok or (result.metric is None and not result.rejection):
         record = error_record(now, proposal.summary, failure_note(result), run_url, **usage)
         failure = _failure_text(result)
-    elif result.rejection or result.stopped:
+    elif result.rejection or result.stopped:  # a stage, or the evaluator, judged the candidate: never an error
         if decision is not None:
             usage["extra"] = strategy.history_bullets(decision, result.metric)
         saved = lineage_store.stage_seconds(ctx.history, len(result.stages)) if result.stopped else None

@@ -22,7 +22,7 @@ from autoloop_py import tempdirs
 from autoloop_py.errors import AutoloopError
 from autoloop_py.git.work_tree import WorkTree, export
 from autoloop_py.loop.evaluation.evaluate import EvaluationResult
-from autoloop_py.loop.iteration.baseline import evaluate_copy
+from autoloop_py.loop.evaluation.fresh_copies import evaluate_copy
 from autoloop_py.program.model import Program
 from autoloop_py.program.objectives import metric_value
 
@@ -63,7 +63,7 @@ def check_baseline(
     try:
         with tempdirs.temporary("autoloop-check-") as holder:
             export(repo, tree, holder / "repo")
-            result, _ = evaluate_copy(program, holder / "repo", repeats=1)
+            result = evaluate_copy(program, holder / "repo", repeats=1)
     except AutoloopError as error:
         return BaselineCheck((f"{program.path}:{program.evaluation.line}: the baseline could not be evaluated: "
                               f"{error}",))

@@ -210,7 +210,7 @@ def rejected_note(result: EvaluationResult, saved: float | None = None) -> str:
 def failure_note(result: EvaluationResult) -> str:
     """Returns the history note of a failed evaluation: its stage, reason and the last line of its feedback."""
     told = [line.strip() for line in result.feedback.splitlines() if line.strip()]
-    reason = f"stopped at {result.stopped}" if result.stopped else str(result.error)
+    reason = f"stopped at {result.stopped}" if result.stopped else result.error or result.rejection or "no metric"
     return f"evaluation failed: {reason}" + (f" — {_one_line(told[-1])}" if told else "")
 
 

@@ -259,7 +259,7 @@ def _judge(root: Path, program: Program, outcome: Outcome, best: float | None) -
     artifacts = handoff_report.kept_artifacts(artifacts_of_result(result), redactor)
     judged = functools.partial(_Judgement, evaluated=True, metrics=metrics, artifacts=artifacts)
     metric = result.metric
-    if not result.ok or metric is None:
+    if not result.ok or (metric is None and not result.rejection):
         return judged("error", None, handoff_report.safe_text(failure_note(result), redactor))
     if result.rejection or result.stopped:
         return judged("rejected", metric, handoff_report.safe_text(rejected_note(result), redactor))

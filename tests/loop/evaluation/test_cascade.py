@@ -83,12 +83,88 @@ def test_a_stage_reporting_an_error_beside_a_metric_stops_as_a_rejection(tmp_pat
     assert result.stopped == "stage 1 of 2: circles 3 and 7 overlap"
 
 
+# The evaluator of the documented example (docs/configuration.md): stage 1 only validates, stage 2 scores.
+VALIDATE_THEN_SCORE = (
+    "cd \"$AUTOLOOP_PROGRAM_DIR\" && echo $AUTOLOOP_STAGE >> stages-run && python3 -c \"import json, os; ns = {}; "
+    "exec(open('code/x.py').read(), ns); stage = os.environ['AUTOLOOP_STAGE']; x = ns['x']; "
+    "report = ({'error': f'x is {x}, below 0'} if x < 0 else {}) if stage == '1' else {'score': x * 10}; "
+    "json.dump(report, open(os.environ['AUTOLOOP_RESULT'], 'w'))\""
+)
+DOCUMENTED = "  - name: validity\n  - name: score\n"
+
+
+def _documented(root: Path, x: str, evaluation: str = VALIDATE_THEN_SCORE) -> Program:
+    _program(root, x, DOCUMENTED, load=False)
+    path = root / ".autoloop/programs/demo/program.md"
+    path.write_text(path.read_text().replace(SLOW, evaluation))
+    return load_program(root, Path(".autoloop/programs/demo/program.md"))
+
+
+def test_the_documented_validity_stage_rejects_a_wrong_candidate_and_never_errs(tmp_path: Path) -> None:
+    result = evaluate(_documented(tmp_path, "-1"), tmp_path)
+    assert result.ok and result.error is None and result.metric is None  # a rejection, not an error
+    assert result.rejection == "x is -1, below 0"
+    assert result.stopped == "stage 1 of 2 (validity): x is -1, below 0"
+    assert [(number, passed) for number, _, passed in result.stages] == [(1, False)]
+    assert (tmp_path / ".autoloop/programs/demo/stages-run").read_text() == "1\n"  # stage 2 never ran
+    good = evaluate(_documented(tmp_path / "g", "2"), tmp_path / "g")
+    assert good.ok and good.metric == 20.0 and not good.rejection and not good.stopped
+
+
+def test_a_stage_exiting_non_zero_is_an_error_even_with_an_error_report_unless_it_says_reject(tmp_path: Path) -> None:
+    # circle_packing's contract: a crashing candidate writes its traceback as `error` and exits 1, an error.
+    crash = 'echo \'{"error": "TypeError: bad operand"}\' > "$AUTOLOOP_RESULT"; exit 1'
+    result = evaluate(_program(tmp_path, "2", [{"command": crash, "name": "v"}, {}]), tmp_path)
+    assert not result.ok and not result.rejection
+    assert result.stopped == "stage 1 of 2 (v): exited with status 1: TypeError: bad operand"
+    said = [{"command": crash, "name": "v", "failing-exit": "reject"}, {}]
+    result = evaluate(_program(tmp_path / "r", "2", said), tmp_path / "r")
+    assert result.ok and result.metric is None and result.rejection == "TypeError: bad operand"
+    assert result.stopped == "stage 1 of 2 (v): TypeError: bad operand"
+
+
+def test_a_failing_exit_rejects_only_when_the_stage_says_so(tmp_path: Path) -> None:
+    check = [{"command": "echo 'x.py:1: SyntaxError' >&2; exit 3", "failing-exit": "reject", "name": "compiles"}, {}]
+    result = evaluate(_program(tmp_path, "2", check), tmp_path)
+    assert result.ok and result.rejection == "exited with status 3: x.py:1: SyntaxError"
+    assert result.stopped == "stage 1 of 2 (compiles): exited with status 3: x.py:1: SyntaxError"
+    assert not (tmp_path / ".autoloop/programs/demo/ran-slow").exists()
+    # A timeout says nothing about the candidate's correctness: an error even there.
+    slow = [{"command": "sleep 5", "failing-exit": "reject"}, {}]
+    result = evaluate(_program(tmp_path / "t", "2", slow, "evaluation-timeout: 1\n"), tmp_path / "t")
+    assert not result.ok and result.stopped == "stage 1 of 2: timed out after 1 s" and not result.rejection
+
+
+def test_a_pass_fail_stage_may_report_nothing_but_a_stage_that_must_report_may_not(tmp_path: Path) -> None:
+    silent = [{"command": "true"}, {}]
+    result = evaluate(_program(tmp_path, "2", silent), tmp_path)
+    assert result.ok and result.metric == 20.0 and not result.stopped
+    gated = [{"command": "true", "threshold": 1}, {}]
+    result = evaluate(_program(tmp_path / "g", "2", gated), tmp_path / "g")
+    assert not result.ok and result.stopped.startswith("stage 1 of 2: the evaluation wrote no report")
+
+
+def test_the_last_stage_rejects_with_its_error_and_a_single_evaluation_keeps_upstreams_rule(tmp_path: Path) -> None:
+    last = 'test "$AUTOLOOP_STAGE" = 1 || echo \'{"error": "the packing is empty"}\' > "$AUTOLOOP_RESULT"'
+    result = evaluate(_documented(tmp_path, "2", last), tmp_path)
+    assert result.ok and result.metric is None and result.rejection == "the packing is empty" and not result.stopped
+    assert [(number, passed) for number, _, passed in result.stages] == [(1, True), (2, False)]
+    # Without stages, as upstream: `error` beside a metric rejects, an `error` alone is an error.
+    single = tmp_path / "s/.autoloop/programs/demo"
+    _program(tmp_path / "s", "2", DOCUMENTED, load=False)
+    text = (single / "program.md").read_text().replace(SLOW, last)
+    (single / "program.md").write_text(text.replace("evaluation-stages:\n" + DOCUMENTED, ""))
+    result = evaluate(load_program(tmp_path / "s", Path(".autoloop/programs/demo/program.md")), tmp_path / "s")
+    assert not result.ok and result.error == "evaluation reported an error: the packing is empty"
+
+
 def test_parse_stages_and_passes() -> None:
     assert parse_stages(["python3 quick.py", {"threshold": 2, "repeats": 2, "name": "full"}, None]) == (
         Stage("python3 quick.py"), Stage("", 2.0, 2, "full"), Stage()
     )
+    assert parse_stages([{"failing-exit": "reject"}]) == (Stage(failing_exit="reject"),)
     for bad, message in [([], "must be a list"), ([{"treshold": 1}], "unknown key"), ([{"threshold": "x"}], "finite"),
-                         ([{"repeats": 0}], "repeats must be")]:
+                         ([{"repeats": 0}], "repeats must be"), ([{"failing-exit": "ignore"}], "`error` or `reject`")]:
         with pytest.raises(ValueError, match=message):
             parse_stages(bad)
     assert passes(None, Stage(), "higher") and not passes(None, Stage(threshold=1), "higher")
