@@ -14,6 +14,7 @@ from rich.table import Table
 from autoloop_py.analysis.mermaid import program_charts
 from autoloop_py.commands.common import format_metric, format_time, repo_root, shown, states_and_damage, subparser
 from autoloop_py.errors import AutoloopError, ProgramError, StateError
+from autoloop_py.github.render import holdout_text
 from autoloop_py.loop.checkout import stale_parents
 from autoloop_py.loop.record import integrity
 from autoloop_py.loop.record.recording import state_path
@@ -110,7 +111,7 @@ def _row(program: Program, state: statefile.StateFile | None, now: datetime) -> 
     due = schedule.next_due(program, machine)
     return [
         _status(program, machine, now),
-        format_metric(machine.best_metric if machine else None),
+        _best(machine),
         format_metric(machine.initial_metric if machine else None),
         str(machine.iteration_count if machine else 0),
         format_time(machine.last_run if machine else None),
@@ -118,6 +119,13 @@ def _row(program: Program, state: statefile.StateFile | None, now: datetime) -> 
         "".join(_SPARK.get(s, "·") for s in (machine.recent_statuses if machine else ())) or "—",
         budget.describe(program.config, machine or statefile.MachineState(), now),
     ]
+
+
+def _best(machine: statefile.MachineState | None) -> str:
+    """Returns the best metric, and beside it its held-out value and the gap when the program measures one."""
+    best = format_metric(machine.best_metric if machine else None)
+    held = holdout_text(machine.best_metric, machine.holdout_metric) if machine else None
+    return best if held is None else f"{best} · held out {held}"
 
 
 def _status(program: Program, machine: statefile.MachineState | None, now: datetime) -> str:

@@ -271,6 +271,7 @@ def _publish(
             latest_iteration=outcome.iteration,
             issue=issue,
             charts=charts,
+            holdout_metric=machine.holdout_metric,
         )
         pr = thread.ensure_pr(f"autoloop/{program.name}", f"improve {metric}", github.render_pull_request(view))
     if outcome is not None:
@@ -321,6 +322,7 @@ def _status_view(
         recent_statuses=machine.recent_statuses,
         pr=pr,
         run_url=settings.run_url,
+        holdout_metric=machine.holdout_metric,
     )
 
 
