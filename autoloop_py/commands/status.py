@@ -125,7 +125,8 @@ def _best(machine: statefile.MachineState | None) -> str:
     """Returns the best metric, and beside it its held-out value and the gap when the program measures one."""
     best = format_metric(machine.best_metric if machine else None)
     held = holdout_text(machine.best_metric, machine.holdout_metric) if machine else None
-    return best if held is None else f"{best} · held out {held}"
+    best = best if held is None else f"{best} · held out {held}"
+    return f"{best} · ⚠️ stale" if machine and machine.stale_reason else best
 
 
 def _status(program: Program, machine: statefile.MachineState | None, now: datetime) -> str:
@@ -147,6 +148,8 @@ def _details(state: statefile.StateFile | None, console: Console) -> None:
     if state is None:
         console.print("no iterations yet")
         return
+    if state.machine.stale_reason:
+        console.print(f"[yellow]⚠️ stale:[/] {escape(shown(state.machine.stale_reason))}")
     console.print("\n[bold]Recent iterations[/]")
     for entry in state.history[:10]:
         if entry.is_range:

@@ -67,6 +67,7 @@ class StatusView:
       charts: Mermaid blocks of the run (metric per candidate, lineage of the best); '' for none.
       models: per model, its figures (model, calls, accepted, improvement, spend: state/model_stats.summary_rows).
       holdout_metric: the best's value on the held-out evaluation (`evaluation-holdout`), None when not measured.
+      stale: why the best no longer holds on today's default branch ('' when it holds).
     """
 
     program: str
@@ -84,6 +85,7 @@ class StatusView:
     charts: str = ""
     models: tuple[Mapping[str, str], ...] = ()
     holdout_metric: float | None = None
+    stale: str = ""
 
 
 @dataclass(frozen=True)
@@ -127,6 +129,7 @@ class PullRequestView:
       run_url: the link to the Actions run that last updated the PR.
       charts: Mermaid blocks of the run (metric per candidate, lineage of the best); '' for none.
       holdout_metric: the best's value on the held-out evaluation, None when not measured.
+      stale: why the PR's code no longer reaches its recorded metric on today's default branch ('' when it does).
     """
 
     program: str
@@ -140,6 +143,7 @@ class PullRequestView:
     run_url: str | None = None
     charts: str = ""
     holdout_metric: float | None = None
+    stale: str = ""
 
 
 @dataclass(frozen=True)
@@ -206,6 +210,7 @@ def render_status(view: StatusView) -> str:
         target=_metric(view.target_metric) if view.target_metric is not None else None,
         improvement=improvement_text(view.initial_metric, view.best_metric, view.direction),
         holdout=holdout_text(view.best_metric, view.holdout_metric),
+        stale=_cell(github_safe(view.stale)),
         last_run=utc(view.last_run).strftime("%Y-%m-%d %H:%M UTC") if view.last_run else "—",
         recent=recent or "—",
         models=[{key: _cell(value) for key, value in row.items()} for row in view.models],
@@ -239,6 +244,7 @@ def render_pull_request(view: PullRequestView) -> str:
         initial=_metric(view.initial_metric),
         improvement=improvement_text(view.initial_metric, view.current_metric, view.direction),
         holdout=holdout_text(view.current_metric, view.holdout_metric),
+        stale=_cell(github_safe(view.stale)),
         change=_cell(github_safe(view.latest_change)) or "—",
         disclosure=DISCLOSURE,
     )

@@ -75,6 +75,8 @@ class MachineState:
       spent_today: the model usage of the day of the last iteration that spent any (UTC).
       holdout_metric: the best's value on the program's held-out evaluation (`evaluation-holdout`), None when
         not measured; never shown to the model.
+      best_base: the default-branch commit the best was measured on (None: not known yet).
+      stale_reason: why the best no longer holds on today's default branch (None: it holds, or was not re-checked).
       extra: rows this version does not know, as (field, value) plain text, in table order.
     """
 
@@ -97,6 +99,8 @@ class MachineState:
     spent: Spend | None = None
     spent_today: Spend | None = None
     holdout_metric: float | None = None
+    best_base: str | None = None
+    stale_reason: str | None = None
     extra: tuple[tuple[str, str], ...] = ()
 
 
@@ -306,9 +310,11 @@ _FIELDS: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "spent": ("Spent", _read_spend, "model usage such as `1234 tokens, $0.05`"),
     "spent_today": ("Spent Today", _read_day_spend, "a day's model usage such as `2026-11-24: 1234 tokens, $0.05`"),
     "holdout_metric": ("Holdout Metric", _read_float, "a number"),
+    "best_base": ("Best Base", _read_text, "a commit sha"),
+    "stale_reason": ("Stale Reason", _read_text, "text"),
 }
 # Rows written only once there is something in them, so a table without them stays as upstream writes it.
-_OPTIONAL = frozenset({"resumed_at", "spent", "spent_today", "holdout_metric"})
+_OPTIONAL = frozenset({"resumed_at", "spent", "spent_today", "holdout_metric", "best_base", "stale_reason"})
 
 
 # ---------------------------------------------------------------- rendering
