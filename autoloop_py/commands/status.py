@@ -17,6 +17,7 @@ from rich.text import Text
 from autoloop_py.analysis.mermaid import program_charts
 from autoloop_py.commands.common import format_metric, repo_root, shown, states_and_damage, subparser
 from autoloop_py.errors import AutoloopError, ProgramError, StateError
+from autoloop_py.github.render import holdout_text
 from autoloop_py.loop.checkout import stale_parents
 from autoloop_py.loop.record import integrity
 from autoloop_py.loop.record.recording import state_path
@@ -156,7 +157,7 @@ def _row(program: Program, state: statefile.StateFile | None, now: datetime) -> 
     initial = format_metric(machine.initial_metric if machine else None)
     return [
         _status_cell(_status(program, machine, now), machine.recent_statuses if machine else ()),
-        best if initial == "—" else f"{best} ({initial})",
+        _best(machine, best if initial == "—" else f"{best} ({initial})"),
         str(machine.iteration_count if machine else 0),
         _when(machine.last_run, now) if machine and machine.last_run else "never",
         "now" if due is None or due <= now else _when(due, now),
@@ -167,6 +168,13 @@ def _row(program: Program, state: statefile.StateFile | None, now: datetime) -> 
 def _when(moment: datetime, now: datetime) -> str:
     """Returns a UTC time for the overview: month, day and time this year, else the date with its year."""
     return moment.strftime("%m-%d %H:%M" if moment.year == now.year else "%Y-%m-%d")
+
+
+def _best(machine: statefile.MachineState | None, shown: str) -> str:
+    """Returns the best metric's cell: below it its held-out value and the gap, and a stale mark, when there are."""
+    held = holdout_text(machine.best_metric, machine.holdout_metric) if machine else None
+    lines = [shown, *([f"held out {held}"] if held is not None else [])]
+    return "\n".join([*lines, "⚠️ stale"] if machine and machine.stale_reason else lines)
 
 
 def _status(program: Program, machine: statefile.MachineState | None, now: datetime) -> str:
@@ -188,6 +196,8 @@ def _details(state: statefile.StateFile | None, console: Console) -> None:
     if state is None:
         console.print("no iterations yet")
         return
+    if state.machine.stale_reason:
+        console.print(f"[yellow]⚠️ stale:[/] {escape(shown(state.machine.stale_reason))}")
     console.print("\n[bold]Recent iterations[/]")
     for entry in state.history[:10]:
         if entry.is_range:

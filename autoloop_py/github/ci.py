@@ -260,17 +260,21 @@ def _publish(
     metric = program.evaluation.metric if program.evaluation else "metric"
     pr = _number(machine.pr)
     charts = program_charts(memory, program)
-    if outcome is not None and outcome.commit:
+    kept = outcome is not None and outcome.commit
+    if kept or (machine.stale_reason and pr is not None):  # a stale PR says so on the next tick, kept or not
+        change, iteration = (outcome.summary, outcome.iteration) if kept and outcome else _latest_kept(state)
         view = github.PullRequestView(
             program=program.name,
             metric_name=metric,
             direction=program.direction,
-            current_metric=outcome.metric,
+            current_metric=outcome.metric if kept and outcome else machine.best_metric,
             initial_metric=machine.initial_metric,
-            latest_change=outcome.summary,
-            latest_iteration=outcome.iteration,
+            latest_change=change,
+            latest_iteration=iteration,
             issue=issue,
             charts=charts,
+            holdout_metric=machine.holdout_metric,
+            stale=machine.stale_reason or "",
         )
         pr = thread.ensure_pr(f"autoloop/{program.name}", f"improve {metric}", github.render_pull_request(view))
     if outcome is not None:
@@ -299,6 +303,12 @@ def _publish(
     return issue, pr
 
 
+def _latest_kept(state: statefile.StateFile) -> tuple[str, int | None]:
+    """Returns the newest kept change the history still details, and its iteration (('—', None) when folded)."""
+    entry = next((e for e in state.history if e.is_detailed and e.status == "accepted"), None)
+    return (entry.change or "—", entry.iteration) if entry is not None else ("—", None)
+
+
 def _status_view(
     program: Program, machine: statefile.MachineState, metric: str, pr: int | None, settings: github.GitHubSettings
 ) -> github.StatusView:
@@ -321,6 +331,8 @@ def _status_view(
         recent_statuses=machine.recent_statuses,
         pr=pr,
         run_url=settings.run_url,
+        holdout_metric=machine.holdout_metric,
+        stale=machine.stale_reason or "",
     )
 
 

@@ -66,6 +66,8 @@ class StatusView:
       run_url: the link to the Actions run that wrote the comment.
       charts: Mermaid blocks of the run (metric per candidate, lineage of the best); '' for none.
       models: per model, its figures (model, calls, accepted, improvement, spend: state/model_stats.summary_rows).
+      holdout_metric: the best's value on the held-out evaluation (`evaluation-holdout`), None when not measured.
+      stale: why the best no longer holds on today's default branch ('' when it holds).
     """
 
     program: str
@@ -82,6 +84,8 @@ class StatusView:
     run_url: str | None = None
     charts: str = ""
     models: tuple[Mapping[str, str], ...] = ()
+    holdout_metric: float | None = None
+    stale: str = ""
 
 
 @dataclass(frozen=True)
@@ -124,6 +128,8 @@ class PullRequestView:
       issue: the program issue number.
       run_url: the link to the Actions run that last updated the PR.
       charts: Mermaid blocks of the run (metric per candidate, lineage of the best); '' for none.
+      holdout_metric: the best's value on the held-out evaluation, None when not measured.
+      stale: why the PR's code no longer reaches its recorded metric on today's default branch ('' when it does).
     """
 
     program: str
@@ -136,6 +142,8 @@ class PullRequestView:
     issue: int | None = None
     run_url: str | None = None
     charts: str = ""
+    holdout_metric: float | None = None
+    stale: str = ""
 
 
 @dataclass(frozen=True)
@@ -201,6 +209,8 @@ def render_status(view: StatusView) -> str:
         initial=_metric(view.initial_metric),
         target=_metric(view.target_metric) if view.target_metric is not None else None,
         improvement=improvement_text(view.initial_metric, view.best_metric, view.direction),
+        holdout=holdout_text(view.best_metric, view.holdout_metric),
+        stale=_cell(github_safe(view.stale)),
         last_run=utc(view.last_run).strftime("%Y-%m-%d %H:%M UTC") if view.last_run else "—",
         recent=recent or "—",
         models=[{key: _cell(value) for key, value in row.items()} for row in view.models],
@@ -233,6 +243,8 @@ def render_pull_request(view: PullRequestView) -> str:
         current=_metric(view.current_metric),
         initial=_metric(view.initial_metric),
         improvement=improvement_text(view.initial_metric, view.current_metric, view.direction),
+        holdout=holdout_text(view.current_metric, view.holdout_metric),
+        stale=_cell(github_safe(view.stale)),
         change=_cell(github_safe(view.latest_change)) or "—",
         disclosure=DISCLOSURE,
     )
@@ -247,6 +259,15 @@ def render_completion(view: CompletionView) -> str:
         target=_metric(view.target),
         disclosure=DISCLOSURE,
     )
+
+
+def holdout_text(search: float | None, held: float | None) -> str | None:
+    """Returns the best's held-out value and its gap to the search metric (None when it has none)."""
+    if held is None:
+        return None
+    if search is None:
+        return _metric(held)
+    return f"{_metric(held)} (search {_metric(search)}, gap {_signed(_rounded(search - held))})"
 
 
 def improvement_text(initial: float | None, best: float | None, direction: str) -> str:

@@ -13,6 +13,7 @@ import yaml
 
 from autoloop_py.errors import ProgramError
 from autoloop_py.program.interval import parse_schedule
+from autoloop_py.program.holdout import Holdout, parse_holdout, parse_tolerance
 from autoloop_py.program.stages import Stage, parse_stages
 from autoloop_py.program.models import ModelSpec, parse_models, parse_selection
 from autoloop_py.program.objectives import (
@@ -67,6 +68,10 @@ class ProgramConfig:
         command or a file it names mentions AUTOLOOP_RESULT, else stdout).
       feedback_bytes: the most bytes of an evaluation's feedback one prompt shows per candidate.
       evaluation_stages: the cascade of evaluations, cheap first (`evaluation-stages`; () runs the one command).
+      evaluation_holdout: the held-out evaluation run only for a candidate about to become the best, never shown
+        to the model (`evaluation-holdout`; None: none).
+      holdout_must_not_drop: how much worse than the incumbent's a candidate's held-out value may be before it is
+        refused (`holdout-must-not-drop`: true is 0; None: never refused for it).
       objectives: the metrics the search trades off, with directions (`objectives:`); empty: the one metric.
       objective_scalarisation: ranks many objectives by a weighted sum instead of Pareto dominance.
       objective_targets: `target-metric` given per objective ({accuracy: 0.95, latency_ms: 20}): the program
@@ -105,6 +110,8 @@ class ProgramConfig:
     evaluation_report: str = "auto"
     feedback_bytes: int = 4096
     evaluation_stages: tuple[Stage, ...] = ()
+    evaluation_holdout: Holdout | None = None
+    holdout_must_not_drop: float | None = None
     objectives: tuple[Objective, ...] = ()
     objective_scalarisation: Scalarisation | None = None
     objective_targets: tuple[tuple[str, float], ...] = ()
@@ -166,6 +173,10 @@ _KEYS = {
     "feedback_bytes": "feedback_bytes",
     "evaluation-stages": "evaluation_stages",
     "evaluation_stages": "evaluation_stages",
+    "evaluation-holdout": "evaluation_holdout",
+    "evaluation_holdout": "evaluation_holdout",
+    "holdout-must-not-drop": "holdout_must_not_drop",
+    "holdout_must_not_drop": "holdout_must_not_drop",
     "objectives": "objectives",
     "objective-scalarisation": "objective_scalarisation",
     "objective_scalarisation": "objective_scalarisation",
@@ -221,6 +232,11 @@ def parse_frontmatter(
     if values.get("timeout_minutes") is not None and values.get("evaluation_timeout") is None:
         # Upstream's programs set only `timeout-minutes`, and evaluate for most of it (autoresearch: 6 minutes).
         values["evaluation_timeout"] = values["timeout_minutes"] * 60
+    if values.get("holdout_must_not_drop") is not None and values.get("evaluation_holdout") is None:
+        key = next(k for k in data if _KEYS.get(str(k)) == "holdout_must_not_drop")
+        problems.append(ProgramError(f"frontmatter `{key}` needs an `evaluation-holdout:` command to compare with",
+                                     rel, first_line + _key_line(match.group(2), str(key))))
+        values.pop("holdout_must_not_drop")
     for field_name, spelled, what in (("objective_scalarisation", "objective_scalarisation", "weigh"),
                                       ("objective_targets", "target_metric", "set targets for")):
         named = values.get(field_name)
@@ -303,6 +319,10 @@ def _coerce(field_name: str, value: Any) -> Any:
         return parse_scalarisation(value)
     if field_name == "objective_targets":
         return parse_targets(value)
+    if field_name == "evaluation_holdout":
+        return parse_holdout(value)
+    if field_name == "holdout_must_not_drop":
+        return parse_tolerance(value)
     if value is None:
         return None if field_name not in _DEFAULTED else _default(field_name)
     choices = (("isolation", _ISOLATIONS), ("evaluation_report", _REPORT_CHANNELS), ("agent_network", _AGENT_NETWORKS))

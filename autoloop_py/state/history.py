@@ -42,6 +42,8 @@ _WHEN_RE = re.compile(r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2})(?::(\d{2}))?"
 _NUMBER_RE = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 _COMMENT_RE = re.compile(r"[ \t]*<!--.*?-->[ \t]*(?:\r?\n)?", re.DOTALL)
 _COMMIT_BULLET_RE = re.compile(r"^[ \t]*[-*][ \t]+\*\*Commit\*\*:.*(?:\r?\n)?", re.MULTILINE)
+# The held-out evaluation's bullets (`Holdout`, `Incumbent holdout`): the model never learns those values.
+_HOLDOUT_BULLET_RE = re.compile(r"^[ \t]*[-*][ \t]+\*\*(?:Holdout|Incumbent holdout)\*\*:.*(?:\r?\n)?", re.MULTILINE)
 _RUN_LINK_RE = re.compile(r" — \[Run\]\([^)]*\)")
 # A commit sha: 7 to 40 hex digits with at least one letter and one digit (so no plain number matches).
 _SHA_RE = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")
@@ -287,11 +289,11 @@ def _entry_metric(text: str) -> float | None:
 
 
 def prompt_text(text: str) -> str:
-    """Returns a history entry as a prompt shows it: no hidden key comment, Commit bullet, run link or commit sha.
+    """Returns a history entry as a prompt shows it: no hidden key comment, Commit or Holdout bullet, run link or sha.
 
     They matter to the runner and to people on GitHub, not to the model; in a prompt they only cost tokens.
     """
-    text = _COMMIT_BULLET_RE.sub("", _COMMENT_RE.sub("", text))
+    text = _HOLDOUT_BULLET_RE.sub("", _COMMIT_BULLET_RE.sub("", _COMMENT_RE.sub("", text)))
     return _SHA_RE.sub("(commit)", _RUN_LINK_RE.sub("", text))
 
 

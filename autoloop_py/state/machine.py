@@ -19,6 +19,11 @@ STATUSES = ("accepted", "rejected", "error", "ci-fix-exhausted", "pending-ci")
 DIRECTIONS = ("higher", "lower")
 RECENT_LIMIT = 10
 REASON_LIMIT = 100
+# The history bullets of a held-out evaluation (loop/evaluation/holdout.py): the candidate's value, and the
+# incumbent's when it was measured for the comparison. No prompt shows them (history.prompt_text).
+HOLDOUT_BULLET = "Holdout"
+INCUMBENT_HOLDOUT_BULLET = "Incumbent holdout"
+_LEADING_NUMBER_RE = re.compile(r"^\s*`?([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
 
 _DELIMITER_RE = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
 _CELL_SPLIT_RE = re.compile(r"(?<!\\)\|")
@@ -68,6 +73,10 @@ class MachineState:
         None when never resumed (the row is then left out, as upstream's table has no such row).
       spent: the model usage of every iteration recorded (None before any).
       spent_today: the model usage of the day of the last iteration that spent any (UTC).
+      holdout_metric: the best's value on the program's held-out evaluation (`evaluation-holdout`), None when
+        not measured; never shown to the model.
+      best_base: the default-branch commit the best was measured on (None: not known yet).
+      stale_reason: why the best no longer holds on today's default branch (None: it holds, or was not re-checked).
       extra: rows this version does not know, as (field, value) plain text, in table order.
     """
 
@@ -89,6 +98,9 @@ class MachineState:
     resumed_at: int | None = None
     spent: Spend | None = None
     spent_today: Spend | None = None
+    holdout_metric: float | None = None
+    best_base: str | None = None
+    stale_reason: str | None = None
     extra: tuple[tuple[str, str], ...] = ()
 
 
@@ -297,9 +309,12 @@ _FIELDS: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "resumed_at": ("Resumed At", _read_count, "the Iteration Count at which the program was resumed"),
     "spent": ("Spent", _read_spend, "model usage such as `1234 tokens, $0.05`"),
     "spent_today": ("Spent Today", _read_day_spend, "a day's model usage such as `2026-11-24: 1234 tokens, $0.05`"),
+    "holdout_metric": ("Holdout Metric", _read_float, "a number"),
+    "best_base": ("Best Base", _read_text, "a commit sha"),
+    "stale_reason": ("Stale Reason", _read_text, "text"),
 }
 # Rows written only once there is something in them, so a table without them stays as upstream writes it.
-_OPTIONAL = frozenset({"resumed_at", "spent", "spent_today"})
+_OPTIONAL = frozenset({"resumed_at", "spent", "spent_today", "holdout_metric", "best_base", "stale_reason"})
 
 
 # ---------------------------------------------------------------- rendering
@@ -409,6 +424,7 @@ def advance(
         target_metric=target,
     )
     machine = with_spend(machine, record)
+    machine = with_holdout(machine, record)
     if record.status == "accepted":
         assert record.metric is not None
         return accept_metric(machine, record.metric, direction, target, min_delta)
@@ -418,6 +434,22 @@ def advance(
     if record.status == "error":
         return _count_error(machine, record)
     return machine
+
+
+def with_holdout(machine: MachineState, record: IterationRecord) -> MachineState:
+    """Returns the values with the held-out value of the best: a kept candidate's, or the incumbent's when measured."""
+    values = {label: holdout_value(value) for label, value in record.extra}
+    if record.status == "accepted" and HOLDOUT_BULLET in values:  # a failed held-out run leaves the best's unknown
+        return replace(machine, holdout_metric=values[HOLDOUT_BULLET])
+    if record.status != "accepted" and values.get(INCUMBENT_HOLDOUT_BULLET) is not None:
+        return replace(machine, holdout_metric=values[INCUMBENT_HOLDOUT_BULLET])
+    return machine
+
+
+def holdout_value(text: str) -> float | None:
+    """Returns the number a holdout bullet opens with (None when it opens with none, e.g. a failed evaluation)."""
+    found = _LEADING_NUMBER_RE.match(text)
+    return finite_number(found.group(1)) if found else None
 
 
 def with_spend(machine: MachineState, record: IterationRecord) -> MachineState:

@@ -59,16 +59,18 @@ class Decision:
     as_is: bool = False
 
 
-def seeds_from_history(context: StrategyContext) -> bool:
-    """Returns whether a program with history but no Population should evaluate its current best as the seed.
+def seeds_from_target(context: StrategyContext) -> bool:
+    """Returns whether an empty Population should first record the evaluated Target as its seed.
 
-    A strategy added to a program that already ran starts from the branch's best code, not from scratch:
-    the first iteration evaluates the Target as it is (the branch tip) and records it as the first member
-    (in a tick of parallel slots, the first slot; the others decide as for an empty Population).
+    As SkyDiscover's database starts from the initial program, the islands start from the Target as it is
+    (a fresh program's baseline, or the branch's best when a strategy is added to a program that ran): the
+    iteration records it with the evaluation already made and no proposal, so the model's first candidate
+    has the Target for parent instead of seeding every island itself. In a tick of parallel slots only the
+    first slot seeds; the others decide as for an empty Population.
     """
     index = context.slot.index if context.slot is not None else 0
     # In a tick of parallel slots, slot k decides iteration first + k: the tick's first slot alone seeds.
-    return not context.population and index == 0 and context.iteration > 1 and context.best_metric is not None
+    return not context.population and index == 0 and context.best_metric is not None
 
 
 class UniformSource(Protocol):

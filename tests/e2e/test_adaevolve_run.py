@@ -23,9 +23,9 @@ from autoloop_py.proposers.tune import TuneProposer
 from autoloop_py.state import file as statefile
 from autoloop_py.state import population as pop
 from autoloop_py.state.memory import MemoryStore
-from autoloop_py.state.population import population_of
+from autoloop_py.state.population import format_fitness, population_of
 from autoloop_py.strategies.adaevolve import strategy as adaevolve
-from autoloop_py.strategies.adaevolve.archive import archive_status
+from autoloop_py.strategies.adaevolve.archive import archive_of, archive_status, ranked
 from autoloop_py.strategies.adaevolve.config import AdaEvolveConfig
 from autoloop_py.strategies.adaevolve.state import AdaEvolveState, intensity
 from autoloop_py.strategies.runner import guide_wanted, load_runner
@@ -98,6 +98,7 @@ def test_forty_iterations_migrate_and_spawn(ada_repo: Path) -> None:
     memory = MemoryStore(ada_repo)
     config = _config(ada_repo)
     islands_seen: list[int] = []
+    rounds: list[bool] = []  # whether each migration round admitted a migrant
     for iteration in range(1, 41):
         _run(ada_repo)
         state, strategy = _read(memory, config)
@@ -110,7 +111,15 @@ def test_forty_iterations_migrate_and_spawn(ada_repo: Path) -> None:
         migrants = [c for c in population.candidates if c.operator == "migration"]
         if iteration % MIGRATION_INTERVAL == 0:
             arrived = [c for c in migrants if c.gen == iteration]
-            assert arrived, f"no migrant admitted at iteration {iteration}"
+            rounds.append(bool(arrived))
+            if not arrived:  # every sender's code was already on its next island, or that archive was full
+                for src in range(len(strategy.islands)):
+                    dst = (src + 1) % len(strategy.islands)
+                    there = archive_of(population.candidates, dst, config.direction)
+                    codes = {_code(memory, c) for c, _ in there}
+                    senders = ranked(archive_of(population.candidates, src, config.direction))[: config.migration_count]
+                    for sender, _ in senders:
+                        assert _code(memory, sender) in codes or len(there) == config.population_size
             for migrant in arrived:
                 source = next(c for c in population.candidates if c.id == migrant.parents[0])
                 assert migrant.island == ((source.island or 0) + 1) % len(strategy.islands)
@@ -123,6 +132,8 @@ def test_forty_iterations_migrate_and_spawn(ada_repo: Path) -> None:
         for k in range(len(strategy.islands)):
             admitted = [c for c in population.candidates if c.island == k and archive_status(c) == "admitted"]
             assert len(admitted) <= config.population_size
+    # Every island starts from the Target, so once the ring has spread the best programs a round may move none.
+    assert rounds[0] and len(rounds) == 40 // MIGRATION_INTERVAL
     # Spawns happened (productivity stays below 0.9), one cooldown apart, with copies of the best programs.
     assert islands_seen[-1] == config.max_islands
     spawned_at = [i + 1 for i in range(1, len(islands_seen)) if islands_seen[i] > islands_seen[i - 1]]
@@ -296,3 +307,24 @@ def test_the_population_intro_names_adaevolve_and_an_old_intro_is_renamed_on_the
     assert "> 🤖 *Managed by the AdaEvolve strategy." in population.intro and "AlphaEvolve" not in population.intro
     assert "Our notes: x0 near 1 looked best.\n" in population.intro  # the person's text stays
     assert [entry.iteration for entry in state.history][:2] == [2, 1]
+
+
+def test_the_islands_start_from_the_evaluated_target_and_the_first_prompt_says_so(ada_repo: Path) -> None:
+    memory = MemoryStore(ada_repo)
+    config = _config(ada_repo)
+    target = (ada_repo / PRIMARY).read_text(encoding="utf-8")
+    _run(ada_repo)  # iteration 1: the baseline, recorded as every island's seed with no model call
+    state, strategy = _read(memory, config)
+    population = population_of(state, memory.read)
+    seeds = [c for c in population.candidates if c.operator == "seed"]
+    assert {c.island for c in seeds} == set(range(config.num_islands))
+    assert all(c.fitness == state.machine.best_metric for c in seeds)
+    assert all(_code(memory, c) and _code(memory, c) in target for c in seeds)
+    assert strategy.best_program_id == min(c.id for c in seeds)
+    assert memory.read(f"traces/{NAME}/prompts/1.md") is None
+    _run(ada_repo)
+    prompt = memory.read(f"traces/{NAME}/prompts/2.md") or ""
+    assert "No program has been scored yet" not in prompt and "seeds every island" not in prompt
+    assert "This is the Target as it was on the branch, scored by its evaluation: every island started from it." in prompt
+    baseline = format_fitness(seeds[0].fitness)
+    assert any(f"### Candidate {c.id} · island {c.island} · fitness {baseline}" in prompt for c in seeds)

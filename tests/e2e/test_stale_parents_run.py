@@ -129,7 +129,7 @@ def test_an_entry_that_conflicts_with_the_change_is_stale(repo: Path, run_git, c
 
     program = load_program(repo, Path(FOLDER) / "program.md")
     script = _Script(["x", "bonus", "x", "x", "x", "x"])
-    for _ in range(2):
+    for _ in range(3):  # iteration 1 records the Target as the first member, with no proposal
         run_iteration(repo, program, RunOptions(proposer_factory=lambda name, **_: script))
     entries = _population(repo)
     conflicting = next(i for i, code in entries.items() if "return -5.0" in code)

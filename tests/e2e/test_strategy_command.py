@@ -73,7 +73,7 @@ ANSWERS: dict[str, dict[str, Any]] = {
         "function skeleton": "def search_algorithm(rng, bounds):\n    \"\"\"SKELETON-FS: returns (x, y, value).\"\"\"",
     },
 }
-SEEDED_AS_IS = {"alphaevolve": "seed", "adaevolve": "exploration", "evox": "seed", "funsearch": "seed"}
+SEEDED_AS_IS = {"alphaevolve": "seed", "adaevolve": "seed", "evox": "seed", "funsearch": "seed"}
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from autoloop_py import faults
 from autoloop_py.errors import GitError
 from autoloop_py.loop.checkout import stale_parents
 from autoloop_py.loop.checkout.workspace import Workspace
-from autoloop_py.loop.evaluation import acceptance, checks
+from autoloop_py.loop.evaluation import acceptance, checks, holdout
 from autoloop_py.loop.evaluation.checks import violations
 from autoloop_py.loop.evaluation.evaluate import EvaluationResult
 from autoloop_py.loop.iteration import lineage_store, model_use, novelty
@@ -274,7 +274,7 @@ def _attempt(ctx: AttemptContext, decision: DecisionLike | None, files: dict[str
         extra: tuple[tuple[str, str], ...] = usage.get("extra", ())  # type: ignore[assignment]
         usage["extra"] = (*extra, *acceptance.bullets(program, result.metrics, verdict, measured))
         record = _ratchet(program, workspace, proposal, result, ctx.best, ctx.iteration, options, ctx.clock, now, usage,
-                          marks, verdict)
+                          marks, verdict, _holdout_check(ctx, files, proposal))
     candidate = _candidate(ctx, decision, record, proposal, files)
     # What the candidate changed on the branch: the parent the strategy placed, then the proposal.
     changes = {path: text for path, text in files.items() if ctx.base_files.get(path) != text} | dict(proposal.files)
@@ -420,9 +420,10 @@ def _ratchet(
     usage: dict[str, object],
     marks: Mapping[str, str] | None = None,
     verdict: pareto.Verdict | None = None,
+    held_out: Callable[[], holdout.HeldOut] | None = None,
 ) -> statefile.IterationRecord:
-    """Keeps the candidate only when it improves on the best (under objectives: when `verdict` keeps it); commits
-    and pushes it then (`marks`: its trailers)."""
+    """Keeps the candidate only when it improves on the best (under objectives: when `verdict` keeps it) and the
+    held-out check (`held_out`, run only then) allows it; commits and pushes it then (`marks`: its trailers)."""
     assert result.metric is not None
     run_url = options.run_url
     improved = statefile.is_improvement(result.metric, best, program.direction, program.config.min_delta)
@@ -433,6 +434,17 @@ def _ratchet(
             "rejected", now, proposal.summary,
             metric=result.metric, notes=notes, lesson=proposal.lesson, run_url=run_url, **usage,
         )
+    if held_out is not None:
+        with clock("holdout"):
+            held = held_out()
+        metric = program.evaluation.metric if program.evaluation else "metric"
+        extra: tuple[tuple[str, str], ...] = usage.get("extra", ())  # type: ignore[assignment]
+        usage = {**usage, "extra": (*extra, *held.bullets(result.metric, metric))}
+        if held.refusal:
+            return record_of(
+                "rejected", now, proposal.summary,
+                metric=result.metric, notes=holdout.note(held), lesson=proposal.lesson, run_url=run_url, **usage,
+            )
     notes = f"{program.evaluation.metric if program.evaluation else 'metric'} improved to {result.metric:g}"
     if verdict is not None:
         notes = "kept for its objectives (see Acceptance)"
@@ -450,6 +462,28 @@ def _ratchet(
             reason = f"the evaluated candidate could not be committed: {error}"
             return error_record(now, proposal.summary, reason, run_url, metric=result.metric, **usage)
     return settle_kept(record, commit, withdrawn, options.ci_gate)
+
+
+def _holdout_check(
+    ctx: AttemptContext, files: Mapping[str, str], proposal: Proposal
+) -> Callable[[], holdout.HeldOut] | None:
+    """Returns the held-out check of the candidate in the worktree (None when the program has no `evaluation-holdout`).
+
+    The incumbent is the branch's tree: the candidate's changes (the placed parent and the proposal) undone.
+    """
+    if ctx.program.config.evaluation_holdout is None:
+        return None
+    changed = {path for path, text in files.items() if ctx.base_files.get(path) != text} | set(proposal.files)
+    incumbent = {path: ctx.base_files.get(path) for path in changed}
+
+    def run() -> holdout.HeldOut:
+        with ctx.hold_refs(during="the held-out evaluation ran"):
+            held = holdout.check(ctx.program, ctx.workspace.path, incumbent, ctx.state.machine.holdout_metric,
+                                 evaluation_policy(ctx.sandbox))
+        ctx.verify_checkout(during="the held-out evaluation ran")
+        return held
+
+    return run
 
 
 def guide_for(

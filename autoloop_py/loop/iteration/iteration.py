@@ -16,7 +16,7 @@ from autoloop_py.git.command import common_dir, open_repo
 from autoloop_py.git.objects import GitSession
 from autoloop_py.loop.checkout.lock import held_program_lock, others_running, program_lock, taken_by
 from autoloop_py.loop.checkout.workspace import Workspace, Worktrees
-from autoloop_py.loop.iteration import lineage_store, rejudge
+from autoloop_py.loop.iteration import incumbent_check, lineage_store, rejudge
 from autoloop_py.loop.iteration.attempt import Attempt, AttemptContext, proposer_for, try_candidate
 from autoloop_py.loop.iteration.baseline import baseline_outcome, evaluate_baseline
 from autoloop_py.loop.iteration.committed_strategy import committed_runner
@@ -30,6 +30,7 @@ from autoloop_py.loop.record.recording import (
     load_state,
     record_iteration,
     record_pause,
+    record_recheck,
     seed_data,
     state_path,
     with_baseline,
@@ -152,6 +153,13 @@ def _run_locked(
             busy=functools.partial(others_running, root, program.name),
             recorder=_recorder(root, program.name, options.slot), pushed=memory.session.pushed,
         )
+        if options.writes and not options.ci_gate:
+            with hold_refs(during="the best was re-checked on the moved default branch"):
+                found = incumbent_check.recheck(program, workspace.path, state.machine, workspace.base_sha, clock,
+                                                sandbox)
+            if found is not None:  # recorded first, so that this iteration and any rejudging see the re-based best
+                record_recheck(memory, program, found.base, found.best, found.stale)
+                state = load_state(memory, program, options.budget)
         with hold_refs(during="the baseline evaluation ran"):
             measured = evaluate_baseline(program, workspace.path, state, clock, sandbox)
         setup_checked()  # a missing setting stops the run here, before anything is recorded

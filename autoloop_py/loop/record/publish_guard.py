@@ -24,6 +24,7 @@ from autoloop_py.program.objectives import Objective
 from autoloop_py.proposers.llm import MODEL_ENV
 from autoloop_py.state import file as statefile
 from autoloop_py.state.model_stats import MODEL_BULLET, SPEND_BULLET, parse_usage
+from autoloop_py.state.machine import HOLDOUT_BULLET, INCUMBENT_HOLDOUT_BULLET
 from autoloop_py.strategies import pareto
 from autoloop_py.strategies.slots import MAX_SLOTS
 
@@ -39,7 +40,7 @@ MAX_COST = 10.0**9
 # the rule that kept it (acceptance.bullets), a strategy's (strategies/runner.history_bullets). Any other label
 # could pass for one of the runner's own bullets in the history.
 KNOWN_BULLETS = (MODEL_BULLET, SPEND_BULLET, pareto.BULLET, acceptance.BASELINE, acceptance.RULE,
-                 "Operator", "Parent(s)", "Island", "Fitness", "Attempts")
+                 "Operator", "Parent(s)", "Island", "Fitness", "Attempts", HOLDOUT_BULLET, INCUMBENT_HOLDOUT_BULLET)
 
 
 @dataclass(frozen=True)

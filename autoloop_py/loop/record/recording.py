@@ -141,6 +141,7 @@ def record_iteration(
             budget=budget if runner is None else _UNLIMITED,
         )
         updated = acceptance.with_targets(updated, record, program)
+        updated = with_best_base(updated, record, base)
         kept.clear()
         iteration = updated.machine.iteration_count
         if prompt:
@@ -172,6 +173,31 @@ def record_iteration(
         message += f"\n\n{KEY_TRAILER}: {record.key}"
     memory.update(path, change, message, extra=lambda: _trace_kept(kept, program, data.trace_sources))
     return applied[0]
+
+
+def with_best_base(state: statefile.StateFile, record: statefile.IterationRecord, base: str | None
+                   ) -> statefile.StateFile:
+    """Returns the state knowing which default-branch commit its best was measured on (a kept candidate's base,
+    or this iteration's when none is known yet); a kept candidate's PR is no longer stale."""
+    machine = state.machine
+    if base is None or (record.status != "accepted" and machine.best_base is not None):
+        return state
+    stale = None if record.status == "accepted" else machine.stale_reason
+    return statefile.with_machine(state, replace(machine, best_base=base, stale_reason=stale))
+
+
+def record_recheck(memory: Memory, program: Program, base: str, best: float | None, stale: str | None) -> None:
+    """Records the best re-checked on the default branch's commit `base`: its (re-based) value and why it is stale."""
+    path = state_path(program)
+
+    def change(text: str | None) -> str:
+        state = parse_or_new(text, program, path)
+        machine = replace(state.machine, best_base=base, stale_reason=stale,
+                          best_metric=best if best is not None else state.machine.best_metric)
+        return statefile.render_state(statefile.with_machine(state, machine))
+
+    verb = f"best re-checked on {base[:12]}" + (f": stale, {stale}" if stale else ": it holds")
+    memory.update(path, change, f"[Autoloop: {program.name}] {verb}"[:200])
 
 
 def record_pause(memory: Memory, program: Program, paused: bool, reason: str | None) -> None:

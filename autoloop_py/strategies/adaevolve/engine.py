@@ -27,12 +27,15 @@ from autoloop_py.strategies.adaevolve.archive import archive_of, ranked
 from autoloop_py.strategies.adaevolve.config import AdaEvolveConfig, parse_adaevolve_config
 from autoloop_py.strategies.adaevolve.paradigms import GuideReplyError
 from autoloop_py.strategies.adaevolve.state import AdaEvolveState, Paradigm
-from autoloop_py.strategies.base import StrategyContext, seeds_from_history
+from autoloop_py.strategies.base import StrategyContext, seeds_from_target
 from autoloop_py.strategies.engine import PromptInputs, entry_for
 
 log = logging.getLogger(__name__)
 
 SOLUTION_FRAMING = "solution.md"
+SEED_MODE = "seed"
+SEED_REASON = ("the Population is empty: the Target as it is (its evaluation as the baseline or the branch's best) "
+               "seeds island 0 and is copied to the other islands, so the first candidate starts from it")
 PARADIGM_FRAMING = "paradigm.md"
 Guide = Callable[[str], str]
 
@@ -45,7 +48,7 @@ class EngineDecision:
       inner: the pure module's decision (island, mode, parent, context, paradigm, previous error).
       guide_reply: the guide LLM's reply text this iteration installed ideas from (None: no guide call).
       attempt: the attempts of the iteration so far, this one included (1 + retries after errors).
-      as_is: the Target is evaluated as it is and seeds the islands (a program with history and no Population).
+      as_is: the Target, as evaluated, is recorded as the seed of every island (the Population is empty).
     """
 
     inner: adaevolve.AdaEvolveDecision
@@ -146,10 +149,9 @@ class AdaEvolveEngine:
                                                            context.iteration, slot))
             state = dataclasses.replace(state, current_island=island)
         inner = adaevolve.decide(state, population.candidates, self.config, rng)
-        if seeds_from_history(context):
-            reason = ("the program has history but no Population yet: its current best is evaluated as it is, "
-                      "seeds island 0 and is copied to the other islands")
-            return EngineDecision(dataclasses.replace(inner, reason=reason), guide_reply, as_is=True)
+        if seeds_from_target(context):
+            return EngineDecision(dataclasses.replace(inner, mode=SEED_MODE, reason=SEED_REASON), guide_reply,
+                                  as_is=True)
         return EngineDecision(inner, guide_reply)
 
     def island(self, decision: EngineDecision) -> int:
@@ -157,7 +159,7 @@ class AdaEvolveEngine:
         return decision.inner.island
 
     def evaluates_as_is(self, decision: EngineDecision) -> bool:
-        """Returns whether the decision seeds the islands with the Target as it is (a program with history)."""
+        """Returns whether the decision seeds the islands with the Target as it is (an empty Population)."""
         return decision.as_is
 
     def retry(self, decision: EngineDecision, error: str) -> EngineDecision | None:

@@ -19,7 +19,7 @@ from autoloop_py.state.population import (
 from autoloop_py.strategies.alphaevolve.config import AlphaEvolveConfig, Island
 from autoloop_py.strategies.alphaevolve.features import FeatureRange, bucket
 from autoloop_py.strategies.alphaevolve.slots import home_island, home_parents
-from autoloop_py.strategies.base import Decision, DrawRecorder, StrategyContext, UniformSource, seeds_from_history
+from autoloop_py.strategies.base import Decision, DrawRecorder, StrategyContext, UniformSource, seeds_from_target
 
 logger = logging.getLogger(__name__)
 
@@ -29,8 +29,8 @@ REVISIT_NOTE = (
 )
 TWO_PARENT_OPERATORS = ("crossover", "migration")
 SEED_OPERATOR = "seed"
-SEED_REASON = ("the program has history but no Population yet: its current best is evaluated as it is "
-               "and becomes the first member")
+SEED_REASON = ("the Population is empty: the Target as it is (its evaluation as the baseline or the branch's "
+               "best) becomes the first member, so the first candidate starts from it")
 Weights = Union[Sequence[tuple[str, Fraction]], Mapping[str, Fraction]]
 _Scored = tuple[float, Candidate]
 
@@ -48,7 +48,7 @@ class AlphaEvolve:
     def decide(self, context: StrategyContext, rng: random.Random) -> Decision:
         """Returns this iteration's operator, parents and child island (§1.2 steps 1–3)."""
         draws = DrawRecorder(rng)
-        if seeds_from_history(context):
+        if seeds_from_target(context):
             first = self.config.islands[0].index if self.config.islands else 0
             return Decision(SEED_OPERATOR, SEED_REASON, (), first, True, as_is=True)
         population = tuple(sorted(context.population, key=lambda c: c.id, reverse=True))

@@ -153,3 +153,9 @@ def test_the_programs_models_are_its_entries_its_model_and_autoloop_model_here(t
     listed = replace(program, config=replace(program.config, model="openai/one", models=(
         ModelSpec("openai/a"), ModelSpec("anthropic/g", role="guide"))))
     assert guard.program_models(listed, {}) == {"openai/one", "openai/a", "anthropic/g"}
+
+
+
+def test_the_held_out_bullets_the_runner_writes_are_published() -> None:
+    held = (("Holdout", "0.5 (search 0.7, gap +0.2)"), ("Incumbent holdout", "0.6 (the best's)"))
+    assert guard.bullet_problems(used(*HONEST, *held), OBJECTIVES, MODELS) == []

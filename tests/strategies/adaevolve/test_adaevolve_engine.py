@@ -288,18 +288,27 @@ def test_a_broken_state_row_is_reported_at_its_line_in_the_state_file(tmp_path: 
     assert again.value.line == at + 1
 
 
-def test_a_program_with_history_seeds_the_islands_with_its_current_best(tmp_path: Path) -> None:
+@pytest.mark.parametrize("iteration", [1, 4])
+def test_an_empty_population_is_seeded_with_the_evaluated_target(tmp_path: Path, iteration: int) -> None:
+    # Iteration 1: a fresh program whose baseline was just measured; 4: a strategy added to a program that ran.
     engine = _engine(tmp_path)
     empty = pop.empty_population("AdaEvolve")
-    history = replace(_context(empty), recent_statuses=("accepted",), best_metric=0.6, iteration=4)
-    decision = engine.decide(empty, history, random.Random(1))
-    assert engine.evaluates_as_is(decision) and decision.parents == ()
-    assert decision.reason.startswith("the program has history but no Population yet")
-    child = engine.candidate(decision, _record(metric=0.6), "x = 1\n", "the unchanged Target", 4, "python")
-    population, seeded = engine.record(empty, child, decision, {"score": 0.6}, direction="higher", iteration=4,
-                                       rng=random.Random(1))
-    assert seeded.fitness == 0.6 and archive_status(seeded) == "admitted"
+    known = replace(_context(empty), best_metric=0.6, iteration=iteration)
+    decision = engine.decide(empty, known, random.Random(1))
+    assert engine.evaluates_as_is(decision) and decision.parents == () and decision.operator == "seed"
+    assert decision.reason.startswith("the Population is empty: the Target as it is")
+    child = engine.candidate(decision, _record(metric=0.6), "x = 1\n", "the unchanged Target", iteration, "python")
+    population, seeded = engine.record(empty, child, decision, {"score": 0.6}, direction="higher",
+                                       iteration=iteration, rng=random.Random(1))
+    assert seeded.fitness == 0.6 and archive_status(seeded) == "admitted" and seeded.operator == "seed"
     assert {c.island for c in population.candidates} == set(range(CONFIG.num_islands))
+    state = engine.state_of(population)
+    assert state.best_program_id == seeded.id and state.global_best == 0.6
+    # The next decision's parent is the Target (or a copy of it), whatever the island.
+    after = engine.decide(population, replace(known, population=population.candidates, iteration=iteration + 1),
+                          random.Random(2))
+    assert not engine.evaluates_as_is(after) and after.parents and after.parents[0].code == "x = 1\n"
+    # Without an evaluated Target (no best known) nothing is seeded.
     assert not engine.evaluates_as_is(engine.decide(empty, _context(empty), random.Random(1)))
 
 

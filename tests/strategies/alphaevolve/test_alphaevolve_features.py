@@ -114,9 +114,13 @@ def test_in_a_parallel_tick_only_the_first_slot_seeds() -> None:
     from autoloop_py.strategies.slots import Slot
 
     config = AlphaEvolveConfig(islands=ISLANDS)
+    # A fresh program, its baseline measured: the first slot records the Target as the first member.
     decisions = [AlphaEvolve(config).decide(StrategyContext((), (), 0.7, 1 + k, "higher", 1, Slot(k, 3)),
                                             random.Random(0)) for k in range(3)]
-    assert [d.as_is for d in decisions] == [False, False, False]  # a fresh program: no history before the tick
+    assert [d.as_is for d in decisions] == [True, False, False]
+    unknown = [AlphaEvolve(config).decide(StrategyContext((), (), None, 1 + k, "higher", 1, Slot(k, 3)),
+                                          random.Random(0)) for k in range(3)]
+    assert [d.as_is for d in unknown] == [False, False, False]  # nothing evaluated yet: nothing to seed with
     later = [AlphaEvolve(config).decide(StrategyContext((), ("accepted",), 0.7, 5 + k, "higher", 1, Slot(k, 3)),
                                         random.Random(0)) for k in range(3)]
     assert [d.as_is for d in later] == [True, False, False]
