@@ -41,7 +41,8 @@ class Spend:
 
     def plus(self, tokens: int | None, usd: float | None) -> Spend:
         """Returns the spend with one more iteration's usage added."""
-        return replace(self, tokens=self.tokens + (tokens or 0), usd=self.usd + (usd or 0.0))
+        # Rounded as the table writes it, so the values held in memory are those the file reads back.
+        return replace(self, tokens=self.tokens + (tokens or 0), usd=round(self.usd + (usd or 0.0), 10))
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,9 @@ class MachineState:
         None when never resumed (the row is then left out, as upstream's table has no such row).
       spent: the model usage of every iteration recorded (None before any).
       spent_today: the model usage of the day of the last iteration that spent any (UTC).
+      kept_front: under `objectives:`, the raw objective values of the kept candidates (and measured baselines)
+        that no other kept one dominates, as (name, value) pairs; acceptance reads it, so it never leaves the file
+        when the history is folded (empty, and the row left out, for a program with one metric).
       extra: rows this version does not know, as (field, value) plain text, in table order.
     """
 
@@ -89,6 +93,7 @@ class MachineState:
     resumed_at: int | None = None
     spent: Spend | None = None
     spent_today: Spend | None = None
+    kept_front: tuple[tuple[tuple[str, float], ...], ...] = ()
     extra: tuple[tuple[str, str], ...] = ()
 
 
@@ -277,6 +282,25 @@ def _read_day_spend(text: str) -> Spend:
     return replace(_read_spend(rest), day=when)
 
 
+def _read_front(text: str) -> tuple[tuple[tuple[str, float], ...], ...]:
+    members = []
+    for member in text.split(";"):
+        pairs = []
+        for part in member.split("·"):
+            name, _, value = part.strip().rpartition(" ")
+            number = finite_number(value)
+            if not name.strip() or number is None:
+                raise ValueError(text)
+            pairs.append((name.strip(), number))
+        members.append(tuple(pairs))
+    return tuple(members)
+
+
+def front_text(front: tuple[tuple[tuple[str, float], ...], ...]) -> str:
+    """Returns the Kept Front cell: `score 3 · cost 3; score 4 · cost 5`."""
+    return "; ".join(" · ".join(f"{name} {format_number(value)}" for name, value in member) for member in front)
+
+
 # key -> (label, reader, what the reader expects); the order is the table's row order.
 _FIELDS: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "last_run": ("Last Run", _read_time, "an ISO timestamp such as 2026-11-21T16:40:00Z"),
@@ -297,9 +321,10 @@ _FIELDS: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "resumed_at": ("Resumed At", _read_count, "the Iteration Count at which the program was resumed"),
     "spent": ("Spent", _read_spend, "model usage such as `1234 tokens, $0.05`"),
     "spent_today": ("Spent Today", _read_day_spend, "a day's model usage such as `2026-11-24: 1234 tokens, $0.05`"),
+    "kept_front": ("Kept Front", _read_front, "objective values such as `score 3 · cost 3; score 4 · cost 5`"),
 }
 # Rows written only once there is something in them, so a table without them stays as upstream writes it.
-_OPTIONAL = frozenset({"resumed_at", "spent", "spent_today"})
+_OPTIONAL = frozenset({"resumed_at", "spent", "spent_today", "kept_front"})
 
 
 # ---------------------------------------------------------------- rendering
@@ -318,7 +343,7 @@ def table_rows(
     rows = [
         {"label": label, "value": _format_field(key, getattr(machine, key)), "raw": None}
         for key, (label, _, _) in _FIELDS.items()
-        if key not in _OPTIONAL or getattr(machine, key) is not None
+        if key not in _OPTIONAL or getattr(machine, key) not in (None, ())
     ]
     for label, value in machine.extra:
         raw = next((line for l, v, line in extra_lines if (l, v) == (label, value)), None)
@@ -329,6 +354,8 @@ def table_rows(
 def _format_field(key: str, value: Any) -> str:
     if value is None or value == ():
         return "—"
+    if key == "kept_front":
+        return _cell(front_text(value))
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, datetime):

@@ -182,3 +182,15 @@ def test_without_a_baseline_the_first_accepted_metric_is_the_initial_one_for_goo
 def test_accepted_worse_than_recorded_best_keeps_best() -> None:
     state = run(fresh(), [rec("accepted", 0, 0.8), rec("accepted", 1, 0.6)])
     assert state.machine.best_metric == 0.8
+
+
+def test_the_spend_held_in_memory_is_the_spend_the_file_reads_back() -> None:
+    from autoloop_py.state.file import apply_iteration, new_state
+    from autoloop_py.state.history import IterationRecord
+
+    state = new_state("demo", "g", "score", "higher", None)
+    for cost in (0.1, 0.2, 1e-11, 0.3333333333333):
+        record = IterationRecord("rejected", datetime(2026, 11, 29, tzinfo=timezone.utc), "c", 1.0, tokens=7, cost=cost)
+        state = apply_iteration(state, record, direction="higher", target_metric=None)
+        assert parse_state(render_state(state)).machine == state.machine
+    assert state.machine.spent is not None and state.machine.spent.usd == 0.6333333333
