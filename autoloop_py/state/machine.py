@@ -186,7 +186,7 @@ def _read_rows(
     lines: dict[str, int] = {}
     extra: list[tuple[str, str, str]] = []
     for label, value, source, line in rows:
-        key = re.sub(r"[\s_\-]+", "_", label.strip().lower())
+        key = _key(label)
         if key not in _FIELDS:
             extra.append((label, value, source))
             continue
@@ -196,6 +196,10 @@ def _read_rows(
         values[key] = _read_value(key, label, value, path, line)
     machine = MachineState(**values, extra=tuple((label, value) for label, value, _ in extra))
     return machine, tuple(extra)
+
+
+def _key(label: str) -> str:
+    return re.sub(r"[\s_\-]+", "_", label.strip().lower())
 
 
 def _read_value(key: str, label: str, value: str, path: str, line: int) -> Any:
@@ -332,8 +336,11 @@ _OPTIONAL = frozenset({"resumed_at", "spent", "spent_today", "kept_front"})
 
 def with_values(section: MachineSection, machine: MachineState) -> MachineSection:
     """Returns the section holding new values; only its table lines are re-rendered."""
-    table = macro("machine_table", rows=table_rows(machine, section.extra_lines))
-    return replace(section, table=end_line(table), machine=machine)
+    table = end_line(macro("machine_table", rows=table_rows(machine, section.extra_lines)))
+    # The unknown rows as now written, as a parse of the new text would hold them.
+    rows = _table_cells(table.splitlines(keepends=True), "", 0)
+    extra_lines = tuple((label, value, source) for label, value, source, _ in rows if _key(label) not in _FIELDS)
+    return replace(section, table=table, machine=machine, extra_lines=extra_lines)
 
 
 def table_rows(

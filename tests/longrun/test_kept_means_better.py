@@ -192,8 +192,10 @@ def _check(repo: Path, memory: MemoryStore, flow: Flow, kept: _Kept, rendered: _
     # The trace has a row for every iteration; the kept ones say so, with the history's metric.
     rows = memory_trace(memory.read, memory.list(f"traces/{NAME}/"), NAME, "score", "higher").rows
     accepted = {r.iteration_found: r.metrics.get("score") for r in rows if r.status == "accepted" and r.iteration_found}
-    assert accepted == {e.iteration: e.metric for e in state.history if e.is_detailed and e.status == "accepted"
-                        and e.iteration in accepted} and len(accepted) == len(kept.metrics) - 1
+    detailed = {e.iteration: e for e in state.history if e.is_detailed}
+    assert {i: m for i, m in accepted.items() if i in detailed} == {
+        i: e.metric for i, e in detailed.items() if e.status == "accepted"}
+    assert len(accepted) == len(kept.metrics) - 1
     if flow.strategy is not None:
         population = population_of(state, memory.read)
         fitness = [c.fitness for c in population.candidates if c.fitness is not None and c.status != "error"]
