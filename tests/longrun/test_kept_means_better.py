@@ -40,8 +40,8 @@ from tests.programs import install_tiny_strategy_program, program_md
 NAME = "knobs"
 FOLDER = f".autoloop/programs/{NAME}"
 VALUE = f"{FOLDER}/code/value.py"
-ITERATIONS = int(os.environ.get("AUTOLOOP_LONGRUN", "24"))
-TARGET = "A = 1.0\nB = 2.0\n\n\n# EVOLVE-BLOCK-START\ndef knobs():\n    return A * 1.0, B * 1.0, 3\n# EVOLVE-BLOCK-END\n"
+ITERATIONS = int(os.environ.get("AUTOLOOP_LONGRUN", "12"))
+TARGET = "# EVOLVE-BLOCK-START\ndef knobs():\n    a = 1.0\n    b = 2.0\n    return a, b, 3\n# EVOLVE-BLOCK-END\n"
 # The evaluator: a known function of A, B and C (the harness measures the branch's code with the same function).
 MEASURE = '''
 def measure(text):
@@ -233,7 +233,9 @@ def test_kept_means_better(flow: Flow, git_repo: Path, run_git, monkeypatch: pyt
         if done // step == ITERATIONS // step // 2:
             _hand_edit(memory)
         argv = ["run", "--repo", str(git_repo), "--program", NAME, "--iterations", str(step)]
-        assert main(argv + (["--parallel", str(step)] if step > 1 else [])) == 0, capsys.readouterr()
+        code = main(argv + (["--parallel", str(step)] if step > 1 else []))
+        said = capsys.readouterr()
+        assert code == 0, f"{said.out[-3000:]}\n{said.err[-3000:]}"
         _check(git_repo, memory, flow, kept, rendered)
     state = statefile.parse_state(memory.read(f"{NAME}.md") or "")
     assert state.machine.iteration_count >= ITERATIONS and "Keep the third knob an integer." in (state.section_text(
