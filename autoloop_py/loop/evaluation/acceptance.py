@@ -37,7 +37,8 @@ def kept_metrics(state: statefile.StateFile) -> list[dict[str, float]]:
         found = _BULLET_RE.search(entry.text) if entry.status == "accepted" else None
         if found:
             kept.append(pareto.parse_values(found.group(1)))
-    return kept
+    # The front row and the detailed entries name the same candidates: count each once.
+    return [values for i, values in enumerate(kept) if values not in kept[:i]]
 
 
 def judge(program: Program, metrics: Mapping[str, Any], state: statefile.StateFile,
