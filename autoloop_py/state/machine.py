@@ -46,7 +46,8 @@ class Spend:
 
     def plus(self, tokens: int | None, usd: float | None) -> Spend:
         """Returns the spend with one more iteration's usage added."""
-        return replace(self, tokens=self.tokens + (tokens or 0), usd=self.usd + (usd or 0.0))
+        # Rounded as the table writes it, so the values held in memory are those the file reads back.
+        return replace(self, tokens=self.tokens + (tokens or 0), usd=round(self.usd + (usd or 0.0), 10))
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,9 @@ class MachineState:
         not measured; never shown to the model.
       best_base: the default-branch commit the best was measured on (None: not known yet).
       stale_reason: why the best no longer holds on today's default branch (None: it holds, or was not re-checked).
+      kept_front: under `objectives:`, the raw objective values of the kept candidates (and measured baselines)
+        that no other kept one dominates, as (name, value) pairs; acceptance reads it, so it never leaves the file
+        when the history is folded (empty, and the row left out, for a program with one metric).
       extra: rows this version does not know, as (field, value) plain text, in table order.
     """
 
@@ -101,6 +105,7 @@ class MachineState:
     holdout_metric: float | None = None
     best_base: str | None = None
     stale_reason: str | None = None
+    kept_front: tuple[tuple[tuple[str, float], ...], ...] = ()
     extra: tuple[tuple[str, str], ...] = ()
 
 
@@ -193,7 +198,7 @@ def _read_rows(
     lines: dict[str, int] = {}
     extra: list[tuple[str, str, str]] = []
     for label, value, source, line in rows:
-        key = re.sub(r"[\s_\-]+", "_", label.strip().lower())
+        key = _key(label)
         if key not in _FIELDS:
             extra.append((label, value, source))
             continue
@@ -203,6 +208,10 @@ def _read_rows(
         values[key] = _read_value(key, label, value, path, line)
     machine = MachineState(**values, extra=tuple((label, value) for label, value, _ in extra))
     return machine, tuple(extra)
+
+
+def _key(label: str) -> str:
+    return re.sub(r"[\s_\-]+", "_", label.strip().lower())
 
 
 def _read_value(key: str, label: str, value: str, path: str, line: int) -> Any:
@@ -289,6 +298,25 @@ def _read_day_spend(text: str) -> Spend:
     return replace(_read_spend(rest), day=when)
 
 
+def _read_front(text: str) -> tuple[tuple[tuple[str, float], ...], ...]:
+    members = []
+    for member in text.split(";"):
+        pairs = []
+        for part in member.split("·"):
+            name, _, value = part.strip().rpartition(" ")
+            number = finite_number(value)
+            if not name.strip() or number is None:
+                raise ValueError(text)
+            pairs.append((name.strip(), number))
+        members.append(tuple(pairs))
+    return tuple(members)
+
+
+def front_text(front: tuple[tuple[tuple[str, float], ...], ...]) -> str:
+    """Returns the Kept Front cell: `score 3 · cost 3; score 4 · cost 5`."""
+    return "; ".join(" · ".join(f"{name} {format_number(value)}" for name, value in member) for member in front)
+
+
 # key -> (label, reader, what the reader expects); the order is the table's row order.
 _FIELDS: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "last_run": ("Last Run", _read_time, "an ISO timestamp such as 2026-11-21T16:40:00Z"),
@@ -312,9 +340,10 @@ _FIELDS: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "holdout_metric": ("Holdout Metric", _read_float, "a number"),
     "best_base": ("Best Base", _read_text, "a commit sha"),
     "stale_reason": ("Stale Reason", _read_text, "text"),
+    "kept_front": ("Kept Front", _read_front, "objective values such as `score 3 · cost 3; score 4 · cost 5`"),
 }
 # Rows written only once there is something in them, so a table without them stays as upstream writes it.
-_OPTIONAL = frozenset({"resumed_at", "spent", "spent_today", "holdout_metric", "best_base", "stale_reason"})
+_OPTIONAL = frozenset({"resumed_at", "spent", "spent_today", "holdout_metric", "best_base", "stale_reason", "kept_front"})
 
 
 # ---------------------------------------------------------------- rendering
@@ -322,8 +351,11 @@ _OPTIONAL = frozenset({"resumed_at", "spent", "spent_today", "holdout_metric", "
 
 def with_values(section: MachineSection, machine: MachineState) -> MachineSection:
     """Returns the section holding new values; only its table lines are re-rendered."""
-    table = macro("machine_table", rows=table_rows(machine, section.extra_lines))
-    return replace(section, table=end_line(table), machine=machine)
+    table = end_line(macro("machine_table", rows=table_rows(machine, section.extra_lines)))
+    # The unknown rows as now written, as a parse of the new text would hold them.
+    rows = _table_cells(table.splitlines(keepends=True), "", 0)
+    extra_lines = tuple((label, value, source) for label, value, source, _ in rows if _key(label) not in _FIELDS)
+    return replace(section, table=table, machine=machine, extra_lines=extra_lines)
 
 
 def table_rows(
@@ -333,7 +365,7 @@ def table_rows(
     rows = [
         {"label": label, "value": _format_field(key, getattr(machine, key)), "raw": None}
         for key, (label, _, _) in _FIELDS.items()
-        if key not in _OPTIONAL or getattr(machine, key) is not None
+        if key not in _OPTIONAL or getattr(machine, key) not in (None, ())
     ]
     for label, value in machine.extra:
         raw = next((line for l, v, line in extra_lines if (l, v) == (label, value)), None)
@@ -344,6 +376,8 @@ def table_rows(
 def _format_field(key: str, value: Any) -> str:
     if value is None or value == ():
         return "—"
+    if key == "kept_front":
+        return _cell(front_text(value))
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, datetime):

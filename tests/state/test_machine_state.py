@@ -17,7 +17,8 @@ from state_helpers import (
     upstream_parse,
 )
 
-from autoloop_py.state.file import MACHINE, parse_state, render_state, with_machine
+from autoloop_py.state.file import MACHINE, apply_iteration, new_state, parse_state, render_state, with_machine
+from autoloop_py.state.history import IterationRecord
 from autoloop_py.state.machine import is_improvement
 
 # ---------------------------------------------------------------- parsing
@@ -182,3 +183,22 @@ def test_without_a_baseline_the_first_accepted_metric_is_the_initial_one_for_goo
 def test_accepted_worse_than_recorded_best_keeps_best() -> None:
     state = run(fresh(), [rec("accepted", 0, 0.8), rec("accepted", 1, 0.6)])
     assert state.machine.best_metric == 0.8
+
+
+def test_the_spend_held_in_memory_is_the_spend_the_file_reads_back() -> None:
+    state = new_state("demo", "g", "score", "higher", None)
+    for cost in (0.1, 0.2, 1e-11, 0.3333333333333):
+        record = IterationRecord("rejected", datetime(2026, 11, 29, tzinfo=timezone.utc), "c", 1.0, tokens=7, cost=cost)
+        state = apply_iteration(state, record, direction="higher", target_metric=None)
+        assert parse_state(render_state(state)).machine == state.machine
+    assert state.machine.spent is not None and state.machine.spent.usd == 0.6333333333
+
+
+def test_a_row_added_by_value_is_held_in_memory_as_the_file_reads_it_back() -> None:
+    # ci_gate adds `Pending CI` as an unknown row; the section held in memory must equal the parse of its text.
+    state = new_state("demo", "g", "score", "higher", None)
+    machine = replace(state.machine, extra=(("Pending CI", "abc · iteration 1 · metric 2 · attempts 0"),))
+    updated = with_machine(state, machine)
+    assert parse_state(render_state(updated), updated.path) == updated
+    again = with_machine(updated, replace(machine, iteration_count=1))
+    assert parse_state(render_state(again), again.path) == again

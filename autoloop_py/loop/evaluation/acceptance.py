@@ -2,8 +2,9 @@
 
 A program whose frontmatter declares `objectives:` keeps a candidate when no candidate kept so far dominates it
 (or, with `objective-scalarisation:`, when its weighted sum beats theirs); strategies/pareto.py decides. The kept
-set is the accepted detailed entries of the Iteration History that carry an `- **Objectives**:` bullet, so a
-history folded into ranges forgets the older ones (their front still shows in the Population).
+set is the Machine State's Kept Front row, which every kept candidate and measured baseline updates and folding
+never drops, so acceptance reads the whole record, never a window of it. The detailed history entries that
+carry an `- **Objectives**:` bullet count too (a file written before the row existed).
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ _BASELINE_RE = re.compile(r"^\s*[-*]\s+\*\*Baseline objectives\*\*:\s*(.+?)\s*$"
 
 
 def kept_metrics(state: statefile.StateFile) -> list[dict[str, float]]:
-    """Returns the objective values of the baseline and of every accepted detailed history entry that records them."""
-    kept = []
+    """Returns the objective values of the Kept Front, of the baseline and of every accepted detailed history entry
+    that records them."""
+    kept = [dict(member) for member in state.machine.kept_front]
     for entry in state.history:
         if not entry.is_detailed:
             continue
@@ -35,7 +37,8 @@ def kept_metrics(state: statefile.StateFile) -> list[dict[str, float]]:
         found = _BULLET_RE.search(entry.text) if entry.status == "accepted" else None
         if found:
             kept.append(pareto.parse_values(found.group(1)))
-    return kept
+    # The front row and the detailed entries name the same candidates: count each once.
+    return [values for i, values in enumerate(kept) if values not in kept[:i]]
 
 
 def judge(program: Program, metrics: Mapping[str, Any], state: statefile.StateFile,
@@ -49,6 +52,37 @@ def judge(program: Program, metrics: Mapping[str, Any], state: statefile.StateFi
         return None
     kept = kept_metrics(state) + ([dict(baseline)] if baseline is not None else [])
     return pareto.keep(metrics, kept, config.objectives, config.objective_scalarisation, config.min_delta)
+
+
+def with_kept(state: statefile.StateFile, record: statefile.IterationRecord, program: Program
+              ) -> statefile.StateFile:
+    """Returns the state whose Kept Front counts the record's kept objectives (and its measured baseline's).
+
+    Under a scalarisation the front keeps only the newest kept candidate: it beat every earlier one.
+    """
+    objectives = program.config.objectives
+    if not objectives:
+        return state
+    added = [value for label, value in record.extra if label == BASELINE]
+    if record.status == "accepted":
+        added += [value for label, value in record.extra if label == "Objectives"]
+    front = [dict(member) for member in state.machine.kept_front]
+    for text in added:
+        values = pareto.parse_values(text)
+        if any(name not in values for name in (o.name for o in objectives)):
+            continue
+        if program.config.objective_scalarisation is not None and record.status == "accepted":
+            front = [values]
+            continue
+        vector = pareto.objective_vector(values, objectives)
+        vectors = [pareto.objective_vector(member, objectives) for member in front]
+        if any(pareto.dominates(v, vector) or v == vector for v in vectors):
+            continue
+        front = [m for m, v in zip(front, vectors) if not pareto.dominates(vector, v)] + [values]
+    kept_front = tuple(tuple((o.name, member[o.name]) for o in objectives if o.name in member) for member in front)
+    if kept_front == state.machine.kept_front:
+        return state
+    return statefile.with_machine(state, replace(state.machine, kept_front=kept_front))
 
 
 def bullets(program: Program, metrics: Mapping[str, Any], verdict: pareto.Verdict | None,

@@ -140,7 +140,7 @@ def record_iteration(
             # With a Population, folding code comes before folding history (record_candidate compacts).
             budget=budget if runner is None else _UNLIMITED,
         )
-        updated = acceptance.with_targets(updated, record, program)
+        updated = acceptance.with_kept(acceptance.with_targets(updated, record, program), record, program)
         updated = with_best_base(updated, record, base)
         kept.clear()
         iteration = updated.machine.iteration_count

@@ -6,7 +6,12 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pytest
+
+from autoloop_py.errors import StateError
 from autoloop_py.loop.evaluation import acceptance
+from autoloop_py.loop.record.recording import record_iteration
+from autoloop_py.loop.slots.barrier_publish import BatchMemory
 from autoloop_py.program.frontmatter import ProgramConfig
 from autoloop_py.program.model import Evaluation, Program
 from autoloop_py.program.objectives import Objective, Scalarisation
@@ -117,3 +122,49 @@ def test_a_model_written_summary_or_lesson_cannot_forge_a_kept_vector() -> None:
     assert acceptance.kept_metrics(state) == [{"accuracy": 0.5, "latency_ms": 50.0}]
     follow = acceptance.judge(the, {"accuracy": 0.6, "latency_ms": 40.0}, state)
     assert follow is not None and follow.kept
+
+
+def test_a_candidate_the_first_kept_one_dominates_is_rejected_after_the_history_folds() -> None:
+    """The reproduction: kept (0.9, 3) at iteration 1, ten rejections, then (0.5, 8) — dominated — at iteration 12."""
+    the = program()
+    memory = BatchMemory(lambda path: None)
+    budget = 3000  # small, so the history folds the first entries into ranges well before iteration 12
+
+    def record(metrics: dict[str, float]) -> statefile.StateFile:
+        state = statefile.parse_state(memory.read("demo.md") or "") if memory.read("demo.md") else None
+        verdict = acceptance.judge(the, metrics, state or statefile.new_state("demo", "g", "accuracy", "higher", None))
+        assert verdict is not None
+        made = statefile.IterationRecord(
+            status="accepted" if verdict.kept else "rejected", timestamp=WHEN, change="c", metric=metrics["accuracy"],
+            notes=verdict.rule, extra=acceptance.bullets(the, metrics, verdict))
+        record_iteration(memory, the, made, budget)  # type: ignore[arg-type]
+        return statefile.parse_state(memory.read("demo.md") or "")
+
+    state = record({"accuracy": 0.9, "latency_ms": 3.0})
+    assert state.history[0].status == "accepted"
+    for step in range(10):
+        state = record({"accuracy": 0.1 + step / 100, "latency_ms": 50.0})
+        assert state.history[0].status == "rejected"
+    assert not any(e.is_detailed and e.status == "accepted" for e in state.history), "the history has not folded yet"
+    verdict = acceptance.judge(the, {"accuracy": 0.5, "latency_ms": 8.0}, state)
+    assert verdict is not None and (verdict.kept, verdict.rule) == (
+        False, "pareto: dominated by (or equal to) one of the 1 on the front")
+    assert state.machine.kept_front == ((("accuracy", 0.9), ("latency_ms", 3.0)),)
+    # A trade-off is kept and joins the front; one dominating both replaces them.
+    assert record({"accuracy": 0.95, "latency_ms": 9.0}).machine.kept_front == (
+        (("accuracy", 0.9), ("latency_ms", 3.0)), (("accuracy", 0.95), ("latency_ms", 9.0)))
+    assert record({"accuracy": 0.99, "latency_ms": 1.0}).machine.kept_front == (
+        (("accuracy", 0.99), ("latency_ms", 1.0)),)
+
+
+def test_the_kept_front_row_reads_back_and_a_bad_one_names_its_line() -> None:
+    state = statefile.new_state("demo", "g", "accuracy", "higher", None)
+    front = ((("accuracy", 0.91), ("latency_ms", 12.5)), (("accuracy", -2.0), ("latency_ms", 1e-07)))
+    machine = replace(state.machine, kept_front=front)
+    text = statefile.render_state(statefile.with_machine(state, machine))
+    assert "| Kept Front | accuracy 0.91 · latency_ms 12.5; accuracy -2 · latency_ms 1e-07 |" in text
+    assert statefile.parse_state(text).machine == machine
+    assert "Kept Front" not in statefile.render_state(state)  # one metric: no row
+    bad = text.replace("latency_ms 12.5;", "latency_ms lots;")
+    with pytest.raises(StateError, match="'Kept Front' is"):
+        statefile.parse_state(bad)

@@ -1,0 +1,244 @@
+"""Long runs: "kept means better" checked after every iteration, for every flow in FLOWS.
+
+A seeded offline proposer (`tune`: random numeric edits of the Target's literals, the real iteration path) works on a
+Target of three numbers; the evaluator's scores are a known function of them (`measure`). After every `autoloop run`
+the harness asserts:
+- the tip of `autoloop/<name>` holds the code of the candidate the state names best (its measured score is Best
+  Metric; under objectives its values are on the Kept Front);
+- no kept candidate is worse than (one metric) or dominated by (objectives) one kept before it, the baseline included;
+- Best Metric, the history, the Population and the trace agree;
+- the state file reads back to the text written, and every state the runner rendered while recording equals the
+  parse of its text.
+Half way a person edits the state file (a Current Priority, a Population note), as `autoloop edit` would.
+
+Default: ITERATIONS per flow; `AUTOLOOP_LONGRUN=150 pytest tests/longrun` runs the long version. To add a feature,
+add a row to FLOWS (and an invariant below when the feature has one of its own).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from autoloop_py.cli import main
+from autoloop_py.loop.record import recording
+from autoloop_py.state import file as statefile
+from autoloop_py.state.memory import MemoryStore
+from autoloop_py.state.population import population_of
+from autoloop_py.state.trace import memory_trace
+from autoloop_py.strategies import pareto
+from tests.programs import install_tiny_strategy_program, program_md
+
+NAME = "knobs"
+FOLDER = f".autoloop/programs/{NAME}"
+VALUE = f"{FOLDER}/code/value.py"
+ITERATIONS = int(os.environ.get("AUTOLOOP_LONGRUN", "12"))
+TARGET = "# EVOLVE-BLOCK-START\ndef knobs():\n    a = 1.0\n    b = 2.0\n    return a, b, 3\n# EVOLVE-BLOCK-END\n"
+# The evaluator: a known function of A, B and C (the harness measures the branch's code with the same function).
+MEASURE = '''
+def measure(text):
+    names = {}
+    exec(text, names)
+    a, b, c = names["knobs"]()
+    return {"score": round(10 - (a - 3.7) ** 2 - (b - 0.5) ** 2 - (c - 7) ** 2 / 10, 9),
+            "cost": round(abs(a) + abs(b) + abs(c), 9)}
+'''
+EVALUATE = MEASURE + '''
+import json, os, pathlib
+metrics = measure(pathlib.Path("code/value.py").read_text())
+print(json.dumps({"valid": 1} if os.environ.get("AUTOLOOP_STAGE") == "1" else metrics))
+'''
+_NAMES: dict[str, Any] = {}
+exec(MEASURE, _NAMES)
+measure: Callable[[str], dict[str, float]] = _NAMES["measure"]
+OBJECTIVES = "[{score: higher}, {cost: lower}]"
+STAGES = "[{name: validity}, {name: score}]"
+CONFIGS = {"evox": "auto_generate_variation_operators: false\n", "adaevolve": ""}
+
+
+@dataclass(frozen=True)
+class Flow:
+    """One configuration the harness runs: a strategy (None: the default flow), frontmatter keys, slots."""
+
+    name: str
+    strategy: str | None = None
+    frontmatter: dict[str, str] = field(default_factory=dict)
+    parallel: int = 1
+
+
+FLOWS = [
+    Flow("default"),
+    Flow("default-objectives", frontmatter={"objectives": OBJECTIVES}),
+    Flow("default-stages-repeats", frontmatter={"evaluation-stages": STAGES, "repeats": "3"}),
+    Flow("default-parallel", parallel=3),
+    *(Flow(s, s) for s in ("alphaevolve", "adaevolve", "funsearch", "evox")),
+    *(Flow(f"{s}-objectives", s, {"objectives": OBJECTIVES}) for s in ("alphaevolve", "adaevolve", "evox")),
+    Flow("alphaevolve-stages-repeats", "alphaevolve", {"evaluation-stages": STAGES, "repeats": "2"}),
+    Flow("alphaevolve-parallel", "alphaevolve", parallel=3),
+    Flow("adaevolve-objectives-parallel", "adaevolve", {"objectives": OBJECTIVES}, parallel=3),
+]
+
+
+def _install(repo: Path, run_git: Callable[..., str], flow: Flow, seed: int) -> None:
+    head = {"proposer": "tune", "seed": str(seed), **flow.frontmatter}
+    files = {"program.md": program_md("Knobs", "Tune three knobs.", frontmatter=head),
+             "code/value.py": TARGET, "code/evaluate.py": EVALUATE}
+    if flow.strategy is None:
+        for path, text in files.items():
+            (repo / FOLDER / path).parent.mkdir(parents=True, exist_ok=True)
+            (repo / FOLDER / path).write_text(text, encoding="utf-8")
+        run_git(repo, "add", "-A")
+        run_git(repo, "commit", "-qm", "program")
+        return
+    install_tiny_strategy_program(repo, run_git, FOLDER, flow.strategy, files, CONFIGS.get(flow.strategy, ""))
+    if flow.strategy == "funsearch":  # the playbook names the one function a version rewrites
+        playbook = repo / FOLDER / "strategy/funsearch.md"
+        lines = playbook.read_text(encoding="utf-8").splitlines(keepends=True)
+        lines = [f"| function_to_evolve | knobs |{line.split('|')[3]}|\n" if line.startswith("| function_to_evolve")
+                 else line for line in lines]
+        playbook.write_text("".join(lines), encoding="utf-8")
+        run_git(repo, "commit", "-qam", "the function to evolve")
+
+
+class _Rendered:
+    """Stands for state/file.py in recording.py: every state rendered there is checked against its parse."""
+
+    def __init__(self) -> None:
+        self.mismatches: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(statefile, name)
+
+    def render_state(self, state: statefile.StateFile) -> str:
+        text = statefile.render_state(state)
+        again = statefile.parse_state(text, state.path)
+        if again != state:
+            differ = [f"{a.key}: {a!r} != {b!r}" for a, b in zip(state.sections, again.sections) if a != b]
+            self.mismatches.append("; ".join(differ)[:2000] or "the sections differ in number")
+        return text
+
+
+@dataclass
+class _Kept:
+    """What the harness saw kept so far, in iteration order."""
+
+    metrics: list[float] = field(default_factory=list)
+    values: list[dict[str, float]] = field(default_factory=list)
+    seen: int = 0
+
+
+def _show(repo: Path, rev: str) -> str | None:
+    done = subprocess.run(["git", "show", f"{rev}:{VALUE}"], cwd=repo, capture_output=True, text=True)
+    return done.stdout if done.returncode == 0 else None
+
+
+def _objectives(entry_text: str, label: str) -> dict[str, float] | None:
+    for line in entry_text.splitlines():
+        if line.strip().startswith(f"- **{label}**:"):
+            return pareto.parse_values(line.split(":", 1)[1])
+    return None
+
+
+def _check(repo: Path, memory: MemoryStore, flow: Flow, kept: _Kept, rendered: _Rendered) -> None:
+    text = memory.read(f"{NAME}.md") or ""
+    state = statefile.parse_state(text, f"{NAME}.md")
+    assert statefile.render_state(state) == text
+    assert rendered.mismatches == [], rendered.mismatches[0]
+    machine = state.machine
+    objectives = "objectives" in flow.frontmatter
+    # Every iteration of this run, oldest first, still detailed.
+    new = sorted((e for e in state.history if e.is_detailed and e.iteration and e.iteration > kept.seen),
+                 key=lambda e: e.iteration or 0)
+    assert [e.iteration for e in new] == list(range(kept.seen + 1, machine.iteration_count + 1))
+    if not kept.metrics and machine.initial_metric is not None:
+        kept.metrics.append(machine.initial_metric)
+        kept.values.append(measure(_show(repo, "main") or ""))
+    for entry in new:
+        baseline = _objectives(entry.text, "Baseline objectives")
+        if baseline is not None and baseline not in kept.values:
+            kept.values.append(baseline)
+        if entry.status != "accepted":
+            continue
+        assert entry.metric is not None
+        if objectives:
+            values = _objectives(entry.text, "Objectives")
+            assert values is not None
+            for before in kept.values:
+                assert not _dominates(before, values) and before != values, (
+                    f"iteration {entry.iteration} kept {values}, dominated by {before} kept before it")
+            kept.values.append(values)
+        else:
+            assert entry.metric > max(kept.metrics), (
+                f"iteration {entry.iteration} kept {entry.metric}, not better than {max(kept.metrics)}")
+        kept.metrics.append(entry.metric)
+    kept.seen = machine.iteration_count
+    # Best Metric is the best kept; the branch's tip holds the candidate the state names best.
+    assert machine.best_metric == max(kept.metrics)
+    tip = _show(repo, f"autoloop/{NAME}") or _show(repo, "main") or ""
+    if objectives:
+        front = [dict(member) for member in machine.kept_front]
+        assert measure(tip) in front, f"the tip {measure(tip)} is not on the Kept Front {front}"
+        assert all(any(_dominates(m, v) or m == v for m in front) for v in kept.values)
+    else:
+        assert measure(tip)["score"] == machine.best_metric
+    # The trace has a row for every iteration; the kept ones say so, with the history's metric.
+    rows = memory_trace(memory.read, memory.list(f"traces/{NAME}/"), NAME, "score", "higher").rows
+    accepted = {r.iteration_found: r.metrics.get("score") for r in rows if r.status == "accepted" and r.iteration_found}
+    detailed = {e.iteration: e for e in state.history if e.is_detailed}
+    assert {i: m for i, m in accepted.items() if i in detailed} == {
+        i: e.metric for i, e in detailed.items() if e.status == "accepted"}
+    assert len(accepted) == len(kept.metrics) - 1
+    if flow.strategy is not None:
+        population = population_of(state, memory.read)
+        fitness = [c.fitness for c in population.candidates if c.fitness is not None and c.status != "error"]
+        if fitness and not objectives:
+            assert max(fitness) <= machine.best_metric
+
+
+def _dominates(a: dict[str, float], b: dict[str, float]) -> bool:
+    return pareto.dominates((a["score"], -a["cost"]), (b["score"], -b["cost"]))
+
+
+def _hand_edit(memory: MemoryStore) -> None:
+    """Adds a Current Priority and edits a Population note, as a person would with `autoloop edit`."""
+    def change(text: str | None) -> str:
+        assert text is not None
+        heading = "## 🎯 Current Priorities"
+        assert heading in text
+        edited = text.replace(heading, f"{heading}\n\n- Keep the third knob an integer.", 1)
+        return edited.replace("- **Notes**:", "- **Notes**: (a person read this) ", 1)
+
+    memory.update(f"{NAME}.md", change, "a person's edit")
+
+
+@pytest.mark.parametrize("flow", FLOWS, ids=[f.name for f in FLOWS])
+def test_kept_means_better(flow: Flow, git_repo: Path, run_git, monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
+                           capsys: pytest.CaptureFixture[str]) -> None:
+    _install(git_repo, run_git, flow, seed=sum(map(ord, flow.name)))
+    rendered = _Rendered()
+    monkeypatch.setattr(recording, "statefile", rendered)
+    memory = MemoryStore(git_repo)
+    kept = _Kept()
+    step = flow.parallel
+    started = time.monotonic()
+    for done in range(0, ITERATIONS, step):
+        if done // step == ITERATIONS // step // 2:
+            _hand_edit(memory)
+        argv = ["run", "--repo", str(git_repo), "--program", NAME, "--iterations", str(step)]
+        code = main(argv + (["--parallel", str(step)] if step > 1 else []))
+        said = capsys.readouterr()
+        assert code == 0, f"{said.out[-3000:]}\n{said.err[-3000:]}"
+        _check(git_repo, memory, flow, kept, rendered)
+    state = statefile.parse_state(memory.read(f"{NAME}.md") or "")
+    assert state.machine.iteration_count >= ITERATIONS and "Keep the third knob an integer." in (state.section_text(
+        statefile.PRIORITIES) or "")
+    print(json.dumps({"flow": flow.name, "iterations": state.machine.iteration_count, "kept": len(kept.metrics) - 1,
+                      "seconds": round(time.monotonic() - started, 1), "best": state.machine.best_metric}))
