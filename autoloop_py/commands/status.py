@@ -171,9 +171,9 @@ def _when(moment: datetime, now: datetime) -> str:
 
 
 def _best(machine: statefile.MachineState | None, shown: str) -> str:
-    """Returns the best metric's cell: below it its held-out value and the gap, and a stale mark, when there are."""
-    held = holdout_text(machine.best_metric, machine.holdout_metric) if machine else None
-    lines = [shown, *([f"held out {held}"] if held is not None else [])]
+    """Returns the best metric's cell: below it its held-out value and a stale mark, when there are."""
+    held = machine.holdout_metric if machine else None  # `status PROGRAM` adds the search metric and the gap
+    lines = [shown, *([f"held-out {format_metric(held)}"] if held is not None else [])]
     return "\n".join([*lines, "⚠️ stale"] if machine and machine.stale_reason else lines)
 
 
@@ -198,6 +198,9 @@ def _details(state: statefile.StateFile | None, console: Console) -> None:
         return
     if state.machine.stale_reason:
         console.print(f"[yellow]⚠️ stale:[/] {escape(shown(state.machine.stale_reason))}")
+    held = holdout_text(state.machine.best_metric, state.machine.holdout_metric)
+    if held is not None:
+        console.print(f"Held out: {escape(held)}")
     console.print("\n[bold]Recent iterations[/]")
     for entry in state.history[:10]:
         if entry.is_range:

@@ -96,7 +96,10 @@ def test_a_candidate_that_drops_the_held_out_metric_is_not_kept(
 
     capsys.readouterr()
     assert main(["status", "--repo", str(counter_repo)]) == 0
-    assert "held out 0 (search 3, gap +3)" in " ".join(capsys.readouterr().out.split())
+    out = capsys.readouterr().out
+    assert "held-out" in out, out  # its value below it, in the column as wide as its widest figure
+    assert main(["status", "counter", "--repo", str(counter_repo)]) == 0
+    assert "Held out: 0 (search 3, gap +3)" in capsys.readouterr().out
     # No prompt the agent got shows a held-out value or bullet (the history it quotes leaves them out).
     memory = MemoryStore(counter_repo)
     prompts = [memory.read(path) or "" for path in memory.list("traces/counter/prompts/")]

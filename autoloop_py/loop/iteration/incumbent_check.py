@@ -14,7 +14,8 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from autoloop_py.loop.iteration.baseline import evaluate_copy, evaluation_policy
+from autoloop_py.loop.evaluation.fresh_copies import evaluate_copy
+from autoloop_py.loop.iteration.baseline import evaluation_policy
 from autoloop_py.loop.iteration.options import Clock
 from autoloop_py.program.model import Program
 from autoloop_py.sandbox.run import Isolation
@@ -65,7 +66,7 @@ def recheck(program: Program, workdir: Path, machine: MachineState, base: str | 
         return None
     assert base is not None
     with clock("re-check best"):
-        result, _ = evaluate_copy(program, workdir, sandbox=evaluation_policy(sandbox))
+        result = evaluate_copy(program, workdir, sandbox=evaluation_policy(sandbox))
     value = result.metric if result.ok else None
     found = judge(machine, base, value, result.error or "no metric", program)
     if found.stale:
