@@ -14,6 +14,8 @@ from rich.console import Console
 from autoloop_py.commands.common import load_all, machines, readable_states, repo_root, subparser
 from autoloop_py.errors import AutoloopError
 from autoloop_py.loop.tick import schedule
+from autoloop_py.program.frontmatter import ProgramConfig
+from autoloop_py.program.runner import DEFAULT_RUNS_ON
 from autoloop_py.strategies.slots import MAX_SLOTS
 
 logger = logging.getLogger(__name__)
@@ -30,6 +32,11 @@ def add_parser(commands: Any) -> None:
         "--slots", type=int, default=None, metavar="K",
         help="with --matrix: also list (program, slot) pairs under `include`, K slots per program (or its own "
         "`parallel:`), for the workflow `autoloop init --parallel K` writes",
+    )
+    parser.add_argument(
+        "--runs-on", metavar="LABELS", default=",".join(DEFAULT_RUNS_ON),
+        help="with --matrix: the runner labels (comma-separated) of a program without its own `runs-on:` "
+        "(default ubuntu-latest); each matrix entry carries its program's `runs-on` and `container`",
     )
     parser.set_defaults(handler=cmd_schedule)
 
@@ -48,11 +55,11 @@ def cmd_schedule(args: argparse.Namespace, console: Console) -> int:
     due = list(plan.due[: args.max] if args.max else plan.due)
     if args.slots is not None and not 1 <= args.slots <= MAX_SLOTS:
         raise AutoloopError(f"--slots must be 1–{MAX_SLOTS}, got {args.slots}")
-    if args.matrix and args.slots is not None:
-        counts = {p.name: p.config.parallel or args.slots for p in programs}
-        console.out(json.dumps(slot_matrix(due, counts)), highlight=False)
-    elif args.matrix:
-        console.out(json.dumps({"program": due}), highlight=False)
+    if args.matrix:
+        default_runs_on = tuple(label.strip() for label in args.runs_on.split(",") if label.strip())
+        placements = {p.name: placement(p.config, default_runs_on or DEFAULT_RUNS_ON) for p in programs}
+        counts = {p.name: p.config.parallel or args.slots for p in programs} if args.slots is not None else None
+        console.out(json.dumps(job_matrix(due, placements, counts)), highlight=False)
     elif args.json:
         console.out(json.dumps(_as_json(plan, due), indent=2), highlight=False)
     else:
@@ -66,9 +73,24 @@ def cmd_schedule(args: argparse.Namespace, console: Console) -> int:
     return 0 if due else 1
 
 
-def slot_matrix(due: list[str], counts: dict[str, int]) -> dict[str, Any]:
-    """Returns the Actions matrix of a tick: the due programs, and one (program, slot, slots) entry per slot."""
-    include = [{"program": name, "slot": i, "slots": counts[name]} for name in due for i in range(counts[name])]
+def placement(config: ProgramConfig, default_runs_on: tuple[str, ...]) -> dict[str, Any]:
+    """Returns where a program's propose job runs: its `runs-on` labels and `container` ('' for none: on the runner)."""
+    return {"runs-on": list(config.runs_on or default_runs_on), "container": config.container or ""}
+
+
+def job_matrix(
+    due: list[str], placements: dict[str, dict[str, Any]], counts: dict[str, int] | None = None
+) -> dict[str, Any]:
+    """Returns the Actions matrix of a tick: the due programs (publish's matrix) and the propose jobs under `include`.
+
+    Each propose entry carries its program's `runs-on` and `container`; with counts (slots per program) there is
+    one (program, slot, slots) entry per slot.
+    """
+    if counts is None:
+        include = [{"program": name, **placements[name]} for name in due]
+    else:
+        include = [{"program": name, "slot": i, "slots": counts[name], **placements[name]}
+                   for name in due for i in range(counts[name])]
     return {"program": due, "include": include}
 
 
