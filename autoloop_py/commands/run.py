@@ -16,7 +16,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from autoloop_py.commands.common import format_metric, load_all, machines, readable_states, repo_root, shown, subparser
+from autoloop_py.commands.common import (
+    format_metric, load_all, machines, readable_states, repo_root, schedule_rank, shown, subparser,
+)
 from autoloop_py.errors import AutoloopError
 from autoloop_py.git.objects import GitSession
 from autoloop_py.github import ci
@@ -409,7 +411,8 @@ def _pick(
         console.print(f"not running: {refusal}")
         return None
     # A forced unknown or unconfigured name raises here.
-    plan = schedule.plan(runnable, states, now, forced, force=force, default_slots=slots)
+    rank = schedule_rank(root, os.environ)[1]
+    plan = schedule.plan(runnable, states, now, forced, force=force, default_slots=slots, rank=rank)
     held[:] = held or [reason]
     if plan.selected is None:
         console.print("nothing is due: " + (", ".join(f"{s.name} ({s.reason})" for s in plan.skipped) or "no programs"))

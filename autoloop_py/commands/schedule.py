@@ -11,7 +11,7 @@ from typing import Any
 
 from rich.console import Console
 
-from autoloop_py.commands.common import load_all, machines, readable_states, repo_root, subparser
+from autoloop_py.commands.common import load_all, machines, readable_states, repo_root, schedule_rank, subparser
 from autoloop_py.errors import AutoloopError
 from autoloop_py.loop.tick import schedule
 from autoloop_py.program.frontmatter import ProgramConfig
@@ -24,6 +24,8 @@ logger = logging.getLogger(__name__)
 def add_parser(commands: Any) -> None:
     """Registers `autoloop schedule`."""
     parser = subparser(commands, "schedule", "Show which programs are due now.", "autoloop schedule --matrix --max 4")
+    # The order of due programs and a cap per tick come from `.autoloop/config.yaml` (schedule-policy,
+    # max-programs-per-tick) or AUTOLOOP_SCHEDULE_POLICY.
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
     parser.add_argument("--matrix", action="store_true", help="print a GitHub Actions matrix of the due programs")
     parser.add_argument("--max", type=int, default=None, metavar="N", help="at most N programs in the matrix")
@@ -51,8 +53,10 @@ def cmd_schedule(args: argparse.Namespace, console: Console) -> int:
     readable = readable_states(root, programs, forced)
     runnable = [p for p in programs if p.name in readable]
     now = datetime.now(timezone.utc)
-    plan = schedule.plan(runnable, machines(readable), now, forced, default_slots=args.slots or 1)
-    due = list(plan.due[: args.max] if args.max else plan.due)
+    settings, rank = schedule_rank(root, os.environ)
+    plan = schedule.plan(runnable, machines(readable), now, forced, default_slots=args.slots or 1, rank=rank)
+    cap = min((n for n in (args.max, settings.max_programs_per_tick) if n), default=None)
+    due = list(plan.due[:cap] if cap else plan.due)
     if args.slots is not None and not 1 <= args.slots <= MAX_SLOTS:
         raise AutoloopError(f"--slots must be 1–{MAX_SLOTS}, got {args.slots}")
     if args.matrix:
