@@ -137,7 +137,9 @@ def read_states(
     return states
 
 
-def schedule_rank(root: Path, environ: Mapping[str, str]) -> tuple[RepositorySettings, Callable[[Sequence[str]], list[str]] | None]:
+def schedule_rank(
+    root: Path, environ: Mapping[str, str]
+) -> tuple[RepositorySettings, Callable[[Sequence[str]], list[str]] | None]:
     """Returns the repository's settings and, under `schedule-policy: gain`, the order it gives due programs.
 
     The gain order reads `schedule.md` on the memory branch (as synced by the states' read); its rng is seeded

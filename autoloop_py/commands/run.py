@@ -234,7 +234,7 @@ def _loop(
                 break
             _warn_once(program, warned, console)
             slots = _slot_count(program, parallel, options, settings)
-            if slots > 1 and "llm" in (options.proposer, program.config.proposer):
+            if slots > 1 and "llm" in (options.proposer, program.config.proposer) and not _has_worker(options):
                 import_litellm()  # then the slots' processes fork with it imported, instead of each importing it
             if slots > 1 and not barrier:
                 progress.update(task, description=f"{program.name} · {slots} in flight")
@@ -262,6 +262,12 @@ def _loop(
             told(outcome)
             progress.advance(task)
     return outcomes
+
+
+def _has_worker(options: RunOptions) -> bool:
+    """Returns whether the run's model calls go to its model worker (which the slots' processes share)."""
+    factory = options.proposer_factory
+    return isinstance(factory, functools.partial) and isinstance(factory.keywords.get("models"), ModelWorker)
 
 
 def _worker(stack: ExitStack, wanted: bool) -> ModelWorker | None:

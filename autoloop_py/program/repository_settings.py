@@ -36,7 +36,7 @@ class RepositorySettings:
 
 
 def load_repository_settings(root: Path, environ: Mapping[str, str]) -> RepositorySettings:
-    """Returns the settings of `.autoloop/config.yaml` under root (defaults without it), AUTOLOOP_SCHEDULE_POLICY over them.
+    """Returns the settings of `.autoloop/config.yaml` under root (defaults without it), AUTOLOOP_SCHEDULE_POLICY first.
 
     Raises SettingsError naming the file and line of a bad value.
     """
@@ -64,7 +64,8 @@ def parse_repository_settings(text: str, path: Path = CONFIG_PATH) -> Repository
         line = _line(text, str(key))
         if key == "schedule-policy":
             if str(value).strip().lower() not in POLICIES:
-                raise SettingsError(f"`schedule-policy` must be one of {', '.join(POLICIES)}, got {value!r}", path, line)
+                raise SettingsError(f"`schedule-policy` must be one of {', '.join(POLICIES)}, got {value!r}", path,
+                                    line)
             values["schedule_policy"] = str(value).strip().lower()
         elif key == "max-programs-per-tick":
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):

@@ -1,4 +1,4 @@
-"""Where a program's propose job runs in GitHub Actions: its runner labels (`runs-on:`) and job container (`container:`)."""
+"""Where a program's propose job runs in GitHub Actions: its runner labels (`runs-on:`) and container (`container:`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""End to end: `schedule-policy: gain` orders `autoloop schedule` by schedule.md, caps a tick, and a run counts itself."""
+"""End to end: `schedule-policy: gain` orders `schedule` by schedule.md, caps a tick, and a run counts itself."""
 
 from __future__ import annotations
 

