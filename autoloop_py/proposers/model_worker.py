@@ -5,7 +5,9 @@ it shares the GIL with the runner's own work before the first request (syncing t
 preparing the worktree, evaluating the baseline); in this process it runs on another core. The runner
 writes one JSON request per line to the worker's stdin and reads one JSON answer per line, in order;
 litellm's own prints go to stderr. An answer carries the log records of our modules, which the runner
-logs again through its own handlers (and their redaction).
+logs again through its own handlers (and their redaction). The slots of `run --parallel k` (processes of
+their own) share the worker: it listens on a UNIX socket in a private folder, with a random key, and
+answers each slot's connection in a thread, so their calls overlap and litellm is imported once per run.
 
 The worker dies with the runner: the kernel kills it when the runner dies (PR_SET_PDEATHSIG), it
 stops when its requests end (the runner closed the pipe), and Ctrl-C stops it too. Like the runner it
@@ -23,6 +25,7 @@ import logging
 import multiprocessing
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -91,7 +94,11 @@ class ModelWorker:
         if self._shared is None or self._shared[0] != self.pid:
             folder = tempfile.mkdtemp(prefix="autoloop-models-")  # 0700: only this user reaches the socket
             address, key = os.path.join(folder, "socket"), secrets.token_bytes(32)
-            self._submit({"op": "share", "address": address, "key": key.hex()})()
+            try:
+                self._submit({"op": "share", "address": address, "key": key.hex()})()
+            except BaseException:
+                shutil.rmtree(folder, ignore_errors=True)
+                raise
             self._shared = (self.pid, address, key)
         return self._shared[1], self._shared[2]
 
@@ -115,6 +122,9 @@ class ModelWorker:
     def close(self) -> None:
         """Stops the worker (a call in flight is abandoned: nothing waits for it any more)."""
         process, self._process = self._process, None
+        shared, self._shared = self._shared, None
+        if shared is not None:
+            shutil.rmtree(os.path.dirname(shared[1]), ignore_errors=True)  # the socket's private folder
         if process is None:
             return
         process.kill()

@@ -204,6 +204,8 @@ def test_slot_processes_share_the_worker_and_its_one_litellm_import(
     assert server.requests == 2
     with pytest.raises(ModelCallError, match="cannot be reached"):
         SharedWorker(shared.address + ".gone", shared.key).completion(_kwargs(server.base_url), CallLimits(timeout=5))
+    worker.close()  # the next test's call starts it again
+    assert not Path(shared.address).parent.exists()
 
 
 def test_start_worker_skips_an_imported_litellm() -> None:
