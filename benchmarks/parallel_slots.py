@@ -17,6 +17,15 @@ recorded as it ends and the next started at once). It prints evaluations per min
 and from the first model request on (without the start-up), with the machine's load average.
 
     python benchmarks/parallel_slots.py --latency-min 1 --latency-max 5 [--budget 16] [--slots 2 4] [--rounds 1]
+
+With `--speed-up` it measures what slots buy where the evaluation, not the machine, is the bottleneck: the same
+loopback model (uniform(1, 5) s unless --latency-min/max say otherwise) and an evaluation that sleeps 2 s
+(`--evaluation-sleep`) before scoring, so the figure for a many-core runner shows on 2 cores. For k = 1, 2, 4 it
+runs `autoloop run --parallel k` (no barrier; k = 1 is the plain loop) for the same budget and prints evaluations
+per minute from the first model request on (the start-up, litellm's import among it, is the same for every k),
+ending with `speed-up k=2: A.AAx k=4: B.BBx` (evaluations per minute against k = 1).
+
+    python benchmarks/parallel_slots.py --speed-up [--budget 12] [--evaluation-sleep 2]
 """
 
 from __future__ import annotations
@@ -109,8 +118,12 @@ class RandomLatency(Server):
         return self.draws.uniform(self.low, self.high)  # called under the server's lock
 
 
-def latency_run(slots: int, barrier: bool, budget: int, low: float, high: float, seed: int) -> dict[str, float]:
-    """Runs `budget` evaluations of the bench program with k slots, with or without the barrier; returns figures."""
+def latency_run(slots: int, barrier: bool, budget: int, low: float, high: float, seed: int,
+                sleep: float = 0.0) -> dict[str, float]:
+    """Runs `budget` evaluations of the bench program with k slots, with or without the barrier; returns figures.
+
+    sleep: seconds the evaluation sleeps before it scores (0: none).
+    """
     server = RandomLatency(low, high, seed)
     http = serve(server)
     url = f"http://127.0.0.1:{http.server_address[1]}/v1"
@@ -122,9 +135,15 @@ def latency_run(slots: int, barrier: bool, budget: int, low: float, high: float,
     try:
         with tempfile.TemporaryDirectory(prefix="autoloop-bench-") as folder:
             repo = ours_setup(Path(folder))
+            if sleep > 0:
+                evaluate = repo / ".autoloop/programs/bench/code/evaluate.py"
+                head, future, rest = evaluate.read_text().partition("from __future__ import annotations\n")
+                evaluate.write_text(f"{head}{future}import time\ntime.sleep({sleep!r})\n{rest}")
+                _git(repo, "commit", "-qam", f"the evaluation sleeps {sleep} s")
+                _git(repo, "push", "-q", "origin", "main")
             command = [sys.executable, "-m", "autoloop_py", "run", "--repo", str(repo), "--program", "bench",
                        "--iterations", str(count), "--proposer", "llm", "--model", "openai/mock",
-                       "--parallel", str(slots), *(["--barrier"] if barrier else [])]
+                       *(["--parallel", str(slots)] if slots > 1 else []), *(["--barrier"] if barrier else [])]
             started = time.time()
             done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=3600)
             ended = time.time()
@@ -132,6 +151,8 @@ def latency_run(slots: int, barrier: bool, budget: int, low: float, high: float,
                 raise SystemExit(f"{' '.join(command)} failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
             _git(repo, "fetch", "-q", "origin")
             evaluations, best = best_of(repo, "bench")
+            if evaluations < budget:
+                raise SystemExit(f"only {evaluations} of {budget} iterations ran:\n{done.stdout[-2000:]}")
     finally:
         http.shutdown()
     first = min(server.arrivals) if server.arrivals else started
@@ -168,6 +189,27 @@ def main_latency(args: argparse.Namespace) -> int:
     return 0
 
 
+def main_speed_up(args: argparse.Namespace) -> int:
+    """Prints evaluations per minute at each k with a slow model and a sleep-bound evaluation, then the speed-ups."""
+    low, high = args.latency_min if args.latency_min is not None else 1.0, args.latency_max or 5.0
+    print(f"cores: {os.cpu_count()}; budget: {args.budget} evaluations; model replies after uniform({low:g}, "
+          f"{high:g}) s; the evaluation sleeps {args.evaluation_sleep:g} s; load before: "
+          + " ".join(f"{x:.2f}" for x in os.getloadavg()))
+    rates: dict[int, float] = {}
+    print(f"{'k':>2} {'evals':>5} {'wall s':>7} {'evals/min':>9} {'from 1st request':>16}")
+    for slots in args.slots:
+        print(f"running k={slots}", file=sys.stderr)
+        found = latency_run(slots, False, args.budget, low, high, 0, args.evaluation_sleep)
+        rates[slots] = found["steady"]
+        print(f"{slots:>2} {found['evaluations']:>5.0f} {found['wall']:>7.1f} {found['per_minute']:>9.1f} "
+              f"{found['steady']:>16.1f}", flush=True)
+    print("load after: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
+    base = rates.get(1)
+    if base:
+        print(" ".join(["speed-up", *(f"k={k}: {rates[k] / base:.2f}x" for k in args.slots if k != 1)]))
+    return 0
+
+
 def main_bench(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--budget", type=int, default=16, help="evaluations per run (default 16)")
@@ -178,7 +220,15 @@ def main_bench(argv: list[str] | None = None) -> int:
                         help="with --latency-max: barrier against no barrier, a model answering in uniform(min, max) s")
     parser.add_argument("--latency-max", type=float, default=None, metavar="SECONDS")
     parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds of the latency mode (default 1)")
+    parser.add_argument("--speed-up", action="store_true",
+                        help="evaluations per minute at k = 1, 2, 4 with a 1-5 s model and a sleep-bound evaluation")
+    parser.add_argument("--evaluation-sleep", type=float, default=2.0, metavar="SECONDS",
+                        help="with --speed-up: seconds the evaluation sleeps (default 2)")
     args = parser.parse_args(argv)
+    if args.speed_up:
+        args.slots = args.slots or [1, 2, 4]
+        args.budget = args.budget if args.budget != 16 else 12
+        return main_speed_up(args)
     if (args.latency_min is None) != (args.latency_max is None):
         parser.error("--latency-min and --latency-max go together")
     if args.latency_min is not None:

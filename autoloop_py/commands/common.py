@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import random
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Mapping, Sequence
 
 import git
 from rich.console import Console
@@ -19,11 +20,14 @@ from autoloop_py.github import client as github
 from autoloop_py.github import issue_programs
 from autoloop_py.loop.record.recording import parse_or_new, state_path
 from autoloop_py.loop.tick import schedule
+from autoloop_py.loop.tick.gain import order_by_gain
 from autoloop_py.program import names as program_names
 from autoloop_py.program.model import Program, check_all, find_program, program_name
+from autoloop_py.program.repository_settings import RepositorySettings, load_repository_settings
 from autoloop_py.state import file as statefile
 from autoloop_py.state.memory import MemoryStore
 from autoloop_py.state.memory_folder import open_memory
+from autoloop_py.state.schedule_table import SCHEDULE_PATH, parse_schedule_table
 from autoloop_py.state.untrusted_text import plain
 
 logger = logging.getLogger(__name__)
@@ -130,6 +134,23 @@ def read_states(
         found = states[program.name]
         schedule.next_due(program, found.machine if found else None)  # a Last Run it cannot add to raises here
     return states
+
+
+def schedule_rank(
+    root: Path, environ: Mapping[str, str]
+) -> tuple[RepositorySettings, Callable[[Sequence[str]], list[str]] | None]:
+    """Returns the repository's settings and, under `schedule-policy: gain`, the order it gives due programs.
+
+    The gain order reads `schedule.md` on the memory branch (as synced by the states' read); its rng is seeded
+    with the table's iterations, so a plan of the same table gives the same order.
+    """
+    settings = load_repository_settings(root, environ)
+    if settings.schedule_policy != "gain":
+        return settings, None
+    text = open_memory(root).read(SCHEDULE_PATH)
+    arms = parse_schedule_table(text) if text else {}
+    rng = random.Random(round(sum(a.iterations for a in arms.values()) * 1000))
+    return settings, lambda due: order_by_gain(due, arms, rng, settings.exploration)
 
 
 def readable_states(

@@ -66,6 +66,7 @@ HOUR_STEPS = (1, 2, 3, 4, 6, 8, 12)
 # GitHub-hosted runners stop any job after six hours.
 MAX_TIMEOUT_MINUTES = 360
 _MODEL_RE = re.compile(r"^[\w.:/@+-]+$")
+_LABEL_RE = re.compile(r"^[\w.:/@+-]+$")
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,7 @@ class InitOptions:
       slots: the slots of a program's tick (`--parallel`); above 1 the matrix lists (program, slot) pairs and
         one publish job per program records the tick.
       agent: the agent's command, install step and credentials (--proposer agent).
+      runs_on: the runner labels of a propose job whose program sets no `runs-on:` (`--runs-on`); (): ubuntu-latest.
     """
 
     interval: timedelta = field(default_factory=lambda: timedelta(hours=6))
@@ -94,6 +96,7 @@ class InitOptions:
     timeout_minutes: int = 45
     slots: int = 1
     agent: AgentSetup = field(default_factory=AgentSetup)
+    runs_on: tuple[str, ...] = ()
 
 
 def add_parser(commands: Any) -> None:
@@ -121,6 +124,11 @@ def add_parser(commands: Any) -> None:
     )
     parser.add_argument("--proposer", choices=PROPOSERS, help="default: llm with --model, else tune")
     parser.add_argument("--model", help="litellm model when the AUTOLOOP_MODEL repository variable is unset")
+    parser.add_argument(
+        "--runs-on", metavar="LABELS",
+        help="comma-separated runner labels of the propose jobs of programs without their own `runs-on:` "
+        "(e.g. self-hosted,gpu; default ubuntu-latest); plan and publish stay on GitHub-hosted runners",
+    )
     parser.add_argument("--timeout-minutes", type=int, default=45, metavar="N", help="job time limit (default 45)")
     add_agent_arguments(parser)
     parser.add_argument("--force", action="store_true", help="overwrite files that exist already")
@@ -196,7 +204,18 @@ def options_from(args: argparse.Namespace, source: InstallSource | None = None) 
         timeout_minutes=args.timeout_minutes,
         slots=args.parallel,
         agent=agent_setup_from(args, proposer),
+        runs_on=runs_on_labels(args.runs_on),
     )
+
+
+def runs_on_labels(text: str | None) -> tuple[str, ...]:
+    """Returns the labels of `--runs-on a,b` (() when unset); raises AutoloopError for an empty or odd label."""
+    if text is None:
+        return ()
+    labels = tuple(label.strip() for label in text.split(","))
+    if not all(_LABEL_RE.match(label) for label in labels):
+        raise AutoloopError(f"--runs-on {text!r}: give runner labels separated by commas, e.g. self-hosted,gpu")
+    return labels
 
 
 def wake_interval(every: str) -> timedelta:
@@ -262,6 +281,8 @@ def init_command(options: InitOptions) -> str:
     if options.model:
         words += ["--model", options.model]
     words += ["--timeout-minutes", str(options.timeout_minutes)]
+    if options.runs_on:
+        words += ["--runs-on", ",".join(options.runs_on)]
     words += agent_words(options.agent)
     return " ".join(shlex.quote(word) for word in words)
 
@@ -280,6 +301,7 @@ def render_workflows(options: InitOptions) -> dict[Path, str]:
         proposer=options.proposer,
         model=options.model,
         slots=options.slots,
+        runs_on=",".join(options.runs_on),
         **agent_context(options.agent),
     )
     agentic = render(

@@ -16,7 +16,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from autoloop_py.commands.common import format_metric, load_all, machines, readable_states, repo_root, shown, subparser
+from autoloop_py.commands.common import (
+    format_metric, load_all, machines, readable_states, repo_root, schedule_rank, shown, subparser,
+)
 from autoloop_py.errors import AutoloopError
 from autoloop_py.git.objects import GitSession
 from autoloop_py.github import ci
@@ -232,7 +234,7 @@ def _loop(
                 break
             _warn_once(program, warned, console)
             slots = _slot_count(program, parallel, options, settings)
-            if slots > 1 and "llm" in (options.proposer, program.config.proposer):
+            if slots > 1 and "llm" in (options.proposer, program.config.proposer) and not _has_worker(options):
                 import_litellm()  # then the slots' processes fork with it imported, instead of each importing it
             if slots > 1 and not barrier:
                 progress.update(task, description=f"{program.name} · {slots} in flight")
@@ -260,6 +262,12 @@ def _loop(
             told(outcome)
             progress.advance(task)
     return outcomes
+
+
+def _has_worker(options: RunOptions) -> bool:
+    """Returns whether the run's model calls go to its model worker (which the slots' processes share)."""
+    factory = options.proposer_factory
+    return isinstance(factory, functools.partial) and isinstance(factory.keywords.get("models"), ModelWorker)
 
 
 def _worker(stack: ExitStack, wanted: bool) -> ModelWorker | None:
@@ -409,7 +417,8 @@ def _pick(
         console.print(f"not running: {refusal}")
         return None
     # A forced unknown or unconfigured name raises here.
-    plan = schedule.plan(runnable, states, now, forced, force=force, default_slots=slots)
+    rank = schedule_rank(root, os.environ)[1]
+    plan = schedule.plan(runnable, states, now, forced, force=force, default_slots=slots, rank=rank)
     held[:] = held or [reason]
     if plan.selected is None:
         console.print("nothing is due: " + (", ".join(f"{s.name} ({s.reason})" for s in plan.skipped) or "no programs"))

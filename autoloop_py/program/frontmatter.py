@@ -16,6 +16,7 @@ from autoloop_py.program.interval import parse_schedule
 from autoloop_py.program.holdout import Holdout, parse_holdout, parse_tolerance
 from autoloop_py.program.stages import Stage, parse_stages
 from autoloop_py.program.models import ModelSpec, parse_models, parse_selection
+from autoloop_py.program.runner import parse_container, parse_runs_on
 from autoloop_py.program.objectives import (
     Objective,
     Scalarisation,
@@ -63,6 +64,9 @@ class ProgramConfig:
       max_disk: bytes an evaluation's copy may hold when it ends (`max-disk`, e.g. `2GiB`); over it is an error.
       parallel: the slots each tick runs at once (k parallel iterations of this program, 1 to 64); None: unset
         (one, or in Actions the workflow's `autoloop init --parallel`).
+      runs_on: the runner labels of the program's propose job in GitHub Actions (`runs-on:`); (): the workflow's
+        default (`autoloop init --runs-on`, else ubuntu-latest).
+      container: the job container of its propose job (`container:`): an image, or a mapping with `image:`.
       evaluation_report: where a run's report is read: `file` (the file AUTOLOOP_RESULT names, read once the
         command exited), `stdout` (upstream's last JSON object printed), or `auto` (file when the evaluation
         command or a file it names mentions AUTOLOOP_RESULT, else stdout).
@@ -107,6 +111,8 @@ class ProgramConfig:
     max_memory: int | None = None
     max_disk: int = 2 << 30
     parallel: int | None = None
+    runs_on: tuple[str, ...] = ()
+    container: str | dict[str, Any] | None = None
     evaluation_report: str = "auto"
     feedback_bytes: int = 4096
     evaluation_stages: tuple[Stage, ...] = ()
@@ -167,6 +173,9 @@ _KEYS = {
     "max-disk": "max_disk",
     "max_disk": "max_disk",
     "parallel": "parallel",
+    "runs-on": "runs_on",
+    "runs_on": "runs_on",
+    "container": "container",
     "evaluation-report": "evaluation_report",
     "evaluation_report": "evaluation_report",
     "feedback-bytes": "feedback_bytes",
@@ -299,7 +308,7 @@ def _key_line(block: str, key: str) -> int:
 
 
 _DEFAULTED = (
-    "models", "model_selection", "evaluation_timeout", "repeats", "min_delta", "seed", "novelty_filter",
+    "models", "model_selection", "runs_on", "evaluation_timeout", "repeats", "min_delta", "seed", "novelty_filter",
     "novelty_threshold", "llm_timeout", "llm_retries", "max_file_bytes", "isolation", "evaluation_network",
     "evaluation_report", "feedback_bytes", "evaluation_stages", "max_disk", "agent_network",
 )
@@ -341,6 +350,10 @@ def _coerce(field_name: str, value: Any) -> Any:
         return parse_size(value)
     if field_name == "evaluation_stages":
         return parse_stages(value)
+    if field_name == "runs_on":
+        return parse_runs_on(value)
+    if field_name == "container":
+        return parse_container(value)
     if field_name == "models":
         return parse_models(value)
     if field_name == "model_selection":

@@ -5,7 +5,9 @@ it shares the GIL with the runner's own work before the first request (syncing t
 preparing the worktree, evaluating the baseline); in this process it runs on another core. The runner
 writes one JSON request per line to the worker's stdin and reads one JSON answer per line, in order;
 litellm's own prints go to stderr. An answer carries the log records of our modules, which the runner
-logs again through its own handlers (and their redaction).
+logs again through its own handlers (and their redaction). The slots of `run --parallel k` (processes of
+their own) share the worker: it listens on a UNIX socket in a private folder, with a random key, and
+answers each slot's connection in a thread, so their calls overlap and litellm is imported once per run.
 
 The worker dies with the runner: the kernel kills it when the runner dies (PR_SET_PDEATHSIG), it
 stops when its requests end (the runner closed the pipe), and Ctrl-C stops it too. Like the runner it
@@ -20,12 +22,17 @@ import fnmatch
 import importlib.util
 import json
 import logging
+import multiprocessing
 import os
+import secrets
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from multiprocessing.connection import Client, Connection, Listener
 from typing import IO, Any, Callable, Mapping, Sequence
 
 from autoloop_py.errors import AutoloopError, ConfigurationError
@@ -59,6 +66,7 @@ class ModelWorker:
         self._sent = 0
         self._read = 0
         self._answers: dict[int, dict[str, Any]] = {}
+        self._shared: tuple[int | None, str, bytes] | None = None  # (worker pid, socket address, key)
 
     def __enter__(self) -> ModelWorker:
         return self.start()
@@ -67,10 +75,32 @@ class ModelWorker:
         self.close()
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # A tick's slot process (ProcessPoolExecutor pickles its options) cannot share this pipe: it calls itself.
-        from autoloop_py.proposers.model_calls import InProcess
+        # A slot's process (its options are pickled) cannot share this pipe: it reaches the worker through the
+        # socket the worker listens on, so one litellm import serves every slot. Without it, it calls itself.
+        try:
+            address, key = self.share()
+        except AutoloopError as err:
+            logger.warning("the slots make their own model calls (each imports litellm): %s", err)
+            from autoloop_py.proposers.model_calls import InProcess
 
-        return (InProcess, ())
+            return (InProcess, ())
+        return (SharedWorker, (address, key))
+
+    def share(self) -> tuple[str, bytes]:
+        """Returns the address and key of the worker's socket for other processes, listening from the first call.
+
+        Raises ModelCallError when the worker cannot listen.
+        """
+        if self._shared is None or self._shared[0] != self.pid:
+            folder = tempfile.mkdtemp(prefix="autoloop-models-")  # 0700: only this user reaches the socket
+            address, key = os.path.join(folder, "socket"), secrets.token_bytes(32)
+            try:
+                self._submit({"op": "share", "address": address, "key": key.hex()})()
+            except BaseException:
+                shutil.rmtree(folder, ignore_errors=True)
+                raise
+            self._shared = (self.pid, address, key)
+        return self._shared[1], self._shared[2]
 
     @property
     def pid(self) -> int | None:
@@ -92,6 +122,9 @@ class ModelWorker:
     def close(self) -> None:
         """Stops the worker (a call in flight is abandoned: nothing waits for it any more)."""
         process, self._process = self._process, None
+        shared, self._shared = self._shared, None
+        if shared is not None:
+            shutil.rmtree(os.path.dirname(shared[1]), ignore_errors=True)  # the socket's private folder
         if process is None:
             return
         process.kill()
@@ -148,13 +181,55 @@ class ModelWorker:
             if process is self._process and ticket not in self._answers:
                 self.close()  # interrupted mid-answer (Ctrl-C): the pipe's order is lost, start afresh next time
             raise
-        answer = self._answers.pop(ticket)
-        for name, level, message in answer.get("logs", ()):
-            logging.getLogger(name).log(level, "%s", message)  # shown, or not, by the runner's logging
-        error = answer.get("error")
-        if error is not None:
-            raise _ERRORS.get(error["kind"], ModelCallError)(error["message"])
-        return answer
+        return _unpacked(self._answers.pop(ticket))
+
+
+def _unpacked(answer: dict[str, Any]) -> dict[str, Any]:
+    """Logs the records an answer carries; returns it, or raises the error it carries."""
+    for name, level, message in answer.get("logs", ()):
+        logging.getLogger(name).log(level, "%s", message)  # shown, or not, by the runner's logging
+    error = answer.get("error")
+    if error is not None:
+        raise _ERRORS.get(error["kind"], ModelCallError)(error["message"])
+    return answer
+
+
+class SharedWorker:
+    """A slot process's end of the run's model worker (a ModelCalls): requests over the worker's socket.
+
+    Each process connects once, at its first call, and makes one call at a time; the worker answers every
+    connection in a thread of its own, so the slots' calls overlap.
+    """
+
+    def __init__(self, address: str, key: bytes) -> None:
+        self.address, self.key = address, key
+        self._connection: Connection | None = None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (SharedWorker, (self.address, self.key))
+
+    def completion(self, kwargs: dict[str, Any], limits: CallLimits) -> Reply:
+        """Returns the reply to one request (litellm's arguments), made by the worker within the limits."""
+        request = {"op": "completion", "kwargs": kwargs, "limits": [limits.timeout, limits.retries, limits.deadline]}
+        return Reply(**self._ask(request)["reply"])
+
+    def check(self, model: str) -> Callable[[], ModelCheck]:
+        """Checks the model in the worker; returns the call that hands the answer over."""
+        found = self._ask({"op": "check", "model": model})["check"]
+        answer = ModelCheck(found["problem"], tuple(found["missing"]))
+        return lambda: answer
+
+    def _ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        try:
+            if self._connection is None:
+                self._connection = Client(self.address, family="AF_UNIX", authkey=self.key)
+            self._connection.send(request)
+            answer = self._connection.recv()
+        except (OSError, EOFError, multiprocessing.AuthenticationError) as err:
+            self._connection = None
+            raise ModelCallError(f"the run's model worker cannot be reached ({type(err).__name__}: {err}); "
+                                 "it stops with the run") from None
+        return _unpacked(answer)
 
 
 def start_worker(wanted: bool) -> ModelWorker | None:
@@ -174,18 +249,22 @@ def worker_environment(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 class _Records(logging.Handler):
-    """Keeps our modules' log records until the answer that carries them is written."""
+    """Keeps our modules' log records, per thread, until the answer that carries them is written."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.kept: list[tuple[str, int, str]] = []
+        self.kept: dict[int, list[tuple[str, int, str]]] = {}
+        self.serving: set[int] = set()  # the threads that answer a slot process's connection
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.kept.append((record.name, record.levelno, record.getMessage()))
+        self.kept.setdefault(record.thread or 0, []).append((record.name, record.levelno, record.getMessage()))
 
     def drain(self) -> list[tuple[str, int, str]]:
-        kept, self.kept = self.kept, []
-        return kept
+        """Returns (and forgets) this thread's records; the runner's answers also carry other threads' (the warm-up)."""
+        me = threading.get_ident()
+        if me in self.serving:
+            return self.kept.pop(me, [])
+        return [r for ident in [i for i in self.kept if i not in self.serving] for r in self.kept.pop(ident)]
 
 
 def main(argv: Sequence[str]) -> int:
@@ -219,10 +298,47 @@ def _serve(requests: IO[str], answers: IO[str], records: _Records) -> None:
         threading.Thread(target=_warm_up, args=(litellm,), name="warm-up", daemon=True).start()
     for line in requests:
         request = json.loads(line)
-        answer = _answer(litellm, request) if litellm is not None else _error("autoloop", missing)
+        if request["op"] == "share":
+            answer = _share(request["address"], bytes.fromhex(request["key"]), litellm, missing, records)
+        else:
+            answer = _answer(litellm, request) if litellm is not None else _error("autoloop", missing)
         answer["logs"] = records.drain()
         answers.write(json.dumps(answer) + "\n")
         answers.flush()
+
+
+def _share(address: str, key: bytes, litellm: Any, missing: str, records: _Records) -> dict[str, Any]:
+    """Listens on a UNIX socket for slot processes (SharedWorker), each connection answered in a thread."""
+    try:
+        listener = Listener(address, family="AF_UNIX", authkey=key)
+    except OSError as err:
+        return _error("model-call", f"the model worker cannot listen on {address}: {err}")
+    threading.Thread(target=_accept, args=(listener, litellm, missing, records), name="share", daemon=True).start()
+    return {"shared": address}
+
+
+def _accept(listener: Listener, litellm: Any, missing: str, records: _Records) -> None:
+    while True:
+        try:
+            connection = listener.accept()
+        except (OSError, EOFError, multiprocessing.AuthenticationError) as err:
+            logger.debug("a connection to the model worker was refused: %s", err)
+            continue
+        threading.Thread(target=_answer_connection, args=(connection, litellm, missing, records), daemon=True).start()
+
+
+def _answer_connection(connection: Connection, litellm: Any, missing: str, records: _Records) -> None:
+    """Answers one slot process's requests, one at a time, until it closes the connection."""
+    records.serving.add(threading.get_ident())
+    with connection:
+        while True:
+            try:
+                request = connection.recv()
+            except (EOFError, OSError):
+                return
+            answer = _answer(litellm, request) if litellm is not None else _error("autoloop", missing)
+            answer["logs"] = records.drain()
+            connection.send(answer)
 
 
 def _warm_up(litellm: Any) -> None:

@@ -158,7 +158,8 @@ def test_the_actions_split_publishes_the_slots_that_arrived_without_a_gap(
     assert main(["schedule", "--repo", str(git_repo), "--matrix", "--slots", str(SLOTS)]) == 0
     matrix = json.loads(capsys.readouterr().out)
     assert matrix["program"] == [NAME]
-    assert matrix["include"] == [{"program": NAME, "slot": i, "slots": SLOTS} for i in range(SLOTS)]
+    placement = {"runs-on": ["ubuntu-latest"], "container": ""}
+    assert matrix["include"] == [{"program": NAME, "slot": i, "slots": SLOTS, **placement} for i in range(SLOTS)]
     dirs = []
     for entry in matrix["include"]:
         dirs.append(tmp_path / f"outcome{entry['slot']}")

@@ -73,7 +73,7 @@ def test_two_programs_with_one_name_never_run_nor_appear_in_the_matrix(
     _commit(repo)
     assert main(["schedule", "--repo", str(repo), "--matrix"]) == 0
     out, err = capsys.readouterr()
-    assert json.loads(out) == {"program": ["other"]}
+    assert json.loads(out)["program"] == ["other"]
     assert "two programs are named 'counter'" in err and f".autoloop/programs/{second}" in err
     assert main(["run", "--repo", str(repo), "--program", "counter"]) == 1
     assert "two programs are named 'counter'" in capsys.readouterr().err
@@ -130,3 +130,31 @@ def test_autoloop_new_refuses_the_same_names(repo: Path, name: str, reason: str,
     assert main(["new", name, "--repo", str(repo)]) == 1
     assert f"'{name}' is not a usable program name (program name '{name}' {reason}" in capsys.readouterr().err
     assert not (repo / ".autoloop/programs" / name).exists()
+
+
+def test_runner_labels_and_container_reach_the_matrix_and_check_names_a_bad_one(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    gpu = {"runs-on": "[self-hosted, gpu]", "container": "nvidia/cuda:12.4.1-runtime-ubuntu22.04"}
+    _add(repo, "gpu/program.md", program_md("Gpu", "Make `x` large.", frontmatter=gpu))
+    _commit(repo)
+    assert main(["check", "--repo", str(repo)]) == 0
+    capsys.readouterr()
+    assert main(["schedule", "--repo", str(repo), "--matrix", "--runs-on", "self-hosted,cpu"]) == 0
+    matrix = json.loads(capsys.readouterr().out)
+    entries = {e["program"]: e for e in matrix["include"]}
+    assert sorted(matrix["program"]) == ["counter", "gpu"]
+    assert entries["gpu"] == {"program": "gpu", "runs-on": ["self-hosted", "gpu"],
+                              "container": "nvidia/cuda:12.4.1-runtime-ubuntu22.04"}
+    # A program without its own runs on the default labels, on the runner itself (no container).
+    assert entries["counter"] == {"program": "counter", "runs-on": ["self-hosted", "cpu"], "container": ""}
+    assert main(["schedule", "--repo", str(repo), "--matrix", "--slots", "2"]) == 0
+    slots = json.loads(capsys.readouterr().out)["include"]
+    assert [(e["program"], e["slot"], e["runs-on"], e["container"]) for e in slots if e["program"] == "gpu"] == [
+        ("gpu", i, ["self-hosted", "gpu"], gpu["container"]) for i in range(2)]
+
+    _add(repo, "gpu/program.md", program_md("Gpu", "Make `x` large.", frontmatter={"container": "{options: x}"}))
+    _commit(repo)
+    assert main(["check", "--repo", str(repo)]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert ".autoloop/programs/gpu/program.md:2" in out and "`container`: a container mapping needs `image:`" in out

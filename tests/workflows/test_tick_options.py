@@ -5,9 +5,13 @@ Each test is one site with the sample program; see tests/workflows/harness.py fo
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from typing import Any, Iterator
 
 import pytest
+import yaml
 
 from autoloop_py.state.file import parse_state
 from tests.fake_openai import fake_openai
@@ -100,3 +104,28 @@ def test_a_pending_check_on_the_candidate_makes_the_next_tick_wait(site: Site, g
     assert github.pulls[REPO] == [pull]
     assert site.refs()["refs/heads/memory/autoloop"] == memory
     assert f"no iteration to record (waiting for CI on {candidate})" in tick.log, tick.explain()
+
+
+def test_a_program_on_self_hosted_gpu_runners_runs_its_propose_job_there(site: Site) -> None:
+    """`runs-on: [self-hosted, gpu]` reaches the propose job (act maps `self-hosted` to this machine).
+
+    `container:` is checked on the generated job and the plan's matrix only: act cannot start containers here
+    (host mode, no image pulled), so no tick runs a program with one.
+    """
+    _agent_site(site, "improve", frontmatter=NO_GATE + "runs-on: [self-hosted, gpu]\n")
+    tick = site.tick("schedule", SCHEDULE).expect(plan=["success"], propose=["success"], publish=["success"])
+    [propose] = tick.runs("propose")
+    assert propose.matrix["runs-on"] == ["self-hosted", "gpu"] and propose.matrix["container"] == ""
+    assert _state(site).machine.iteration_count == 1
+    assert "GUESS = 2.0" in (site.show("autoloop/example", SOLUTION) or "")
+
+    job = yaml.safe_load((site.work / ".github/workflows/autoloop.yml").read_text())["jobs"]["propose"]
+    assert (job["runs-on"], job["container"]) == ("${{ matrix.runs-on }}", "${{ matrix.container }}")
+    image = "nvidia/cuda:12.4.1-runtime-ubuntu22.04"
+    # A copy of the program (with its runs-on) that also names a job container.
+    site.commit("a program in a container", program_files(site, "boxed", f"container: {image}\n"))
+    done = subprocess.run([sys.executable, "-m", "autoloop_py", "schedule", "--matrix", "--program", "boxed"],
+                          cwd=site.work, capture_output=True, text=True, env=site.base_env())
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["include"] == [{"program": "boxed", "runs-on": ["self-hosted", "gpu"],
+                                                   "container": image}], "act cannot start containers: matrix only"

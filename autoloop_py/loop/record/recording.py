@@ -2,28 +2,32 @@
 
 from __future__ import annotations
 
+import logging
+import os
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Mapping
 
-from autoloop_py.errors import ProgramError, StateError
+from autoloop_py.errors import AutoloopError, ProgramError, StateError
 from autoloop_py.loop.checkout import stale_parents
 from autoloop_py.loop.evaluation import acceptance
 from autoloop_py.loop.evaluation.evaluate import EvaluationResult
 from autoloop_py.loop.record import ci_gate
 from autoloop_py.program.model import Program
+from autoloop_py.program.repository_settings import load_repository_settings
 from autoloop_py.program.regions import primary_target
 from autoloop_py.proposers.base import Proposal
 from autoloop_py.state import feedback
 from autoloop_py.state import file as statefile
-from autoloop_py.state import trace, untrusted_text
+from autoloop_py.state import schedule_table, trace, untrusted_text
 from autoloop_py.state.history import KEY_TRAILER
 from autoloop_py.state.memory_folder import Memory
 from autoloop_py.state.population import Candidate
 from autoloop_py.strategies import runner as strategy
 from autoloop_py.strategies.runner import StrategyRunner
 
+logger = logging.getLogger(__name__)
 _UNLIMITED = 1 << 40
 Recheck = Callable[[statefile.IterationRecord, float | None], statefile.IterationRecord]
 # A state file is refused, unparsed, past HARD_CAP_FACTOR times its budget (never below HARD_CAP_FLOOR, so
@@ -39,6 +43,29 @@ def _trace_kept(kept: Mapping[str, str], program: Program, sources: bool) -> dic
     base = trace.trace_dir(program.name)
     dropped = (f"{base}/blobs/", f"{base}/{trace.SOURCES_DIR}/")
     return {path: text for path, text in kept.items() if not path.startswith(dropped)}
+
+
+def _schedule_table(
+    memory: Memory, program: Program, before: float | None, after: float | None, record: statefile.IterationRecord
+) -> str | None:
+    """Returns schedule.md with this iteration counted, when the gain scheduler keeps one (else None).
+
+    It is kept under `schedule-policy: gain` and, once there, always. An iteration counts as one runner minute
+    (its job's time is not recorded). A table made unreadable by hand is left as it is, with a warning.
+    """
+    try:
+        text = memory.read(schedule_table.SCHEDULE_PATH)
+        if text is None:
+            # A memory store knows its checkout (BatchMemory, a tick's batch, does not: its table is already there).
+            root = getattr(memory, "repo_root", None)
+            if root is None or load_repository_settings(Path(root), os.environ).schedule_policy != "gain":
+                return None
+        gain = schedule_table.improvement(before, after, program.direction)
+        return schedule_table.observed_table(text, program.name, gain, 1.0, record.cost or 0.0)
+    except AutoloopError as err:
+        # The iteration is recorded all the same: a broken table or config must not lose it.
+        logger.warning("not counting this iteration in the gain schedule: %s", err)
+        return None
 
 
 def hard_cap(budget: int) -> int:
@@ -143,6 +170,9 @@ def record_iteration(
         updated = acceptance.with_kept(acceptance.with_targets(updated, record, program), record, program)
         updated = with_best_base(updated, record, base)
         kept.clear()
+        table = _schedule_table(memory, program, current.machine.best_metric, updated.machine.best_metric, record)
+        if table is not None:
+            kept[schedule_table.SCHEDULE_PATH] = table
         iteration = updated.machine.iteration_count
         if prompt:
             kept[f"traces/{program.name}/prompts/{iteration}.md"] = prompt

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Mapping, Protocol, Sequence
+from typing import Callable, Mapping, Protocol, Sequence
 
 from autoloop_py.errors import ProgramError, StateError
 from autoloop_py.program.interval import parse_schedule
@@ -141,10 +141,12 @@ def plan(
     forced: str | None = None,
     force: bool = False,
     default_slots: int = 1,
+    rank: Callable[[Sequence[str]], list[str]] | None = None,
 ) -> Plan:
     """Decides which program runs now; a forced name bypasses due and skip, a pause only with force.
 
     default_slots: the slots of a tick for a program without `parallel:` (the workflow's `--slots`).
+    rank: reorders the due programs, given most overdue first (`schedule-policy: gain`); None keeps that order.
 
     An unknown or unconfigured forced name raises ProgramError, and so does a paused one without force.
     """
@@ -164,6 +166,8 @@ def plan(
             due.append(program)
     due.sort(key=lambda p: _overdue_key(machines.get(p.name)))
     names = tuple(p.name for p in due)
+    if rank is not None:
+        names = tuple(rank(names))
     if forced:
         refusal = paused_refusal(forced, machines.get(forced), force)
         if refusal:
