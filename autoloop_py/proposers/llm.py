@@ -21,7 +21,7 @@ from autoloop_py.program.models import ModelSpec, proposers
 from autoloop_py.program.reply import parse_reply, reply_field
 from autoloop_py.proposers.base import Proposal, ProposalRequest, Usage
 from autoloop_py.proposers.llm_call import CallLimits, ModelCallError, describe
-from autoloop_py.proposers.model_calls import LITELLM_MISSING, InProcess, ModelCalls, Reply, error_line, import_litellm
+from autoloop_py.proposers.model_calls import LITELLM_MISSING, InProcess, ModelCalls, Reply, error_line
 from autoloop_py.strategies.prompt import render_retry_prompt
 
 logger = logging.getLogger(__name__)
@@ -175,11 +175,6 @@ def complete(
         spent.append(usage_of(reply, spec))
     # Reasoning models may leave `content` empty and put the answer in `reasoning_content`.
     return reply.content or reply.reasoning
-
-
-def litellm_module() -> Any:
-    """Returns litellm, imported with its bundled price list (for provider and key checks)."""
-    return import_litellm()
 
 
 def resolve_model(program: Program, fallback: str | None) -> str | None:

@@ -19,14 +19,9 @@ from autoloop_py.proposers.base import Proposer
 from autoloop_py.proposers.model_calls import InProcess, ModelCalls
 
 
-def check_setup(proposer: Proposer, program: Program) -> None:
-    """Raises ConfigurationError when the llm or agent proposer lacks a setting it needs (other proposers pass)."""
-    start_setup_check(proposer, program)()
-
-
 def start_setup_check(proposer: Proposer, program: Program) -> Callable[[], None]:
-    """Starts check_setup's checks (in the proposer's model worker, when it has one); returns the call that
-    waits for them and raises ConfigurationError as check_setup does."""
+    """Starts the checks that the llm or agent proposer has the settings it needs (in the proposer's model worker,
+    when it has one); returns the call that waits for them and raises ConfigurationError for a missing one."""
     if isinstance(proposer, llm.LLMProposer):
         models = proposer.models
         if program.config.models and not proposer.model:

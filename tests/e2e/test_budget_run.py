@@ -150,6 +150,9 @@ def test_a_strategy_does_not_retry_past_the_budget(git_repo: Path, run_git) -> N
     install_tiny_strategy_program(git_repo, run_git, FOLDER, "adaevolve", files, "max_error_retries: 5\n")
     program = load_program(git_repo, Path(FOLDER) / "program.md")
     model = _FailingPricedModel()
+    # The first iteration records the evaluated Target as every island's seed, without the model.
+    run_iteration(git_repo, program, RunOptions(proposer="llm", proposer_factory=lambda name, **_: model), DAY)
+    assert model.calls == 0
     outcome = run_iteration(git_repo, program, RunOptions(proposer="llm", proposer_factory=lambda name, **_: model), DAY)
     # $0.40, $0.80, $1.20: the budget is reached after the third call, so none of the three retries left is made.
     assert outcome.status == "error" and model.calls == 3

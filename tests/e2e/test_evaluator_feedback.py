@@ -81,7 +81,7 @@ def test_a_rejected_candidates_feedback_reaches_the_next_prompt(
     program = load_program(git_repo, Path(FOLDER) / "program.md")
     options = RunOptions(proposer="llm", model="openai/test")
     with fake_openai("reply", monkeypatch, reply=REPLY) as server:
-        for i in range(4):
+        for i in range(8 if strategy == "alphaevolve" else 5):  # the first is the seed; a rejected one must be drawn as a parent
             run_iteration(git_repo, program, options, START + timedelta(minutes=i))
         prompts = _prompts(server.bodies)
     state = statefile.parse_state(MemoryStore(git_repo).read(f"{NAME}.md") or "", f"{NAME}.md")

@@ -59,14 +59,14 @@ def test_check_warns_at_the_line_and_says_how_to_switch(git_repo: Path, capsys: 
     folder = git_repo / ".autoloop/programs/demo"
     (folder / "code").mkdir(parents=True)
     (folder / "program.md").write_text(program_md("Demo", "Grow x."))
-    (folder / "code/value.py").write_text("x = 1\n")
+    (folder / "code/value.py").write_text("x = 1\n\n\ndef f():\n    return x\n")
     (folder / "code/evaluate.py").write_text("import json\nimport value\nprint(json.dumps({'score': value.x}))\n")
     assert main(["check", "--repo", str(git_repo)]) == 0  # a warning, not a problem
     out = capsys.readouterr().out
     assert (".autoloop/programs/demo/code/evaluate.py:2: the evaluator imports the Target module `value` into its own "
             "process, so the candidate can set its own metric; call it in a process of its own instead: "
             "`from autoloop_py.candidate import call`") in " ".join(out.split())  # fmt: skip
-    scorer = "import json\nfrom autoloop_py.candidate import call\nprint(json.dumps({'s': call('code/value.py', 'f')}))"
+    scorer = "import json\nfrom autoloop_py.candidate import call\nprint(json.dumps({'score': call('code/value.py', 'f')}))"
     (folder / "code/evaluate.py").write_text(scorer)
     assert main(["check", "--repo", str(git_repo)]) == 0
     assert "imports the Target module" not in capsys.readouterr().out

@@ -181,13 +181,14 @@ def test_complete_counts_each_reply_in_the_given_list(monkeypatch: pytest.Monkey
 def test_without_litellm_the_proposer_says_what_installs_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """litellm is the `llm` extra: an install without it names commands that add it."""
     from autoloop_py.errors import AutoloopError
-    from autoloop_py.proposers.llm import LITELLM_MISSING, litellm_module, require_litellm
+    from autoloop_py.proposers.llm import LITELLM_MISSING, require_litellm
+    from autoloop_py.proposers.model_calls import import_litellm
 
     monkeypatch.setitem(sys.modules, "litellm", None)  # what `import litellm` meets where it is not installed
     # No index serves `autoloop-py`: the message names installs that work (litellm itself, or the clone's extra).
     assert "pip install litellm" in LITELLM_MISSING and "pip install 'path/to/autoloop_py[llm]'" in LITELLM_MISSING
     assert "'autoloop-py[llm]'" not in LITELLM_MISSING
-    for call in (require_litellm, litellm_module):
+    for call in (require_litellm, import_litellm):
         with pytest.raises(AutoloopError, match=r"python3 -m pip install litellm"):
             call()
     proposal = LLMProposer(mock_responses=[GOOD]).propose(_request(), random.Random(0))

@@ -33,3 +33,8 @@ def test_scrub_environment_explicit_allow_keeps_a_secret_but_a_glob_does_not() -
     environ = {"MY_TOKEN": "t", "MY_SETTING": "s", "OTHER": "o"}
     assert scrub_environment(environ, allow=["MY_*"]) == {"MY_SETTING": "s"}
     assert scrub_environment(environ, allow=["MY_*", "MY_TOKEN"]) == {"MY_TOKEN": "t", "MY_SETTING": "s"}
+
+
+def test_an_evaluation_keeps_the_user_site_the_workflow_installed_autoloop_into() -> None:
+    """The generated workflow installs autoloop with PYTHONUSERBASE; an evaluator imports autoloop_py.candidate."""
+    assert scrub_environment({"PYTHONUSERBASE": "/w/tmp/autoloop-python"}) == {"PYTHONUSERBASE": "/w/tmp/autoloop-python"}

@@ -46,7 +46,6 @@ from autoloop_py.strategies.slots import Slot, slot_iteration, slot_rng
 from autoloop_py.strategies.state_reading import check_everything
 
 log = logging.getLogger(__name__)
-_ERROR_TAIL_LINES = 20
 
 
 @dataclass(frozen=True)

@@ -246,16 +246,6 @@ class TraceReader:
             self._texts.update(self._files.read_many(missing))
 
 
-def reader_for(root: Path, branch: str, program: Program, objects: ObjectReader | None = None) -> TraceReader | None:
-    """Returns the reader of the program's trace on branch, or None when its `novelty_filter` is off.
-
-    objects: the run's object reader (a MemoryStore's `session.objects`), so no new git process starts.
-    """
-    if not program.config.novelty_filter:
-        return None
-    return trace_reader(root, branch, program, objects)
-
-
 def trace_reader(root: Path, branch: str, program: Program, objects: ObjectReader | None = None) -> TraceReader:
     """Returns the reader of the program's trace on branch (its rows are listed now, read when asked)."""
     metric = program.evaluation.metric if program.evaluation else None

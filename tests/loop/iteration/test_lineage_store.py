@@ -147,10 +147,8 @@ def _program(tmp_path: Path, frontmatter: str, targets: tuple[str, ...] = ("a.py
 def test_the_filter_is_on_by_default_and_switchable(git_repo: Path) -> None:
     program = _program(git_repo, "seed: 1\n")
     assert (program.config.novelty_filter, program.config.novelty_threshold) == (True, 0.8)
-    assert lineage_store.reader_for(git_repo, MEMORY_BRANCH, program) is not None
     off = _program(git_repo / "off", "novelty_filter: false\nnovelty-threshold: 0.5\n")
     assert (off.config.novelty_filter, off.config.novelty_threshold) == (False, 0.5)
-    assert lineage_store.reader_for(git_repo, MEMORY_BRANCH, off) is None
 
 
 def test_branch_files_read_many_files_at_once(git_repo: Path) -> None:
