@@ -9,10 +9,10 @@ Every other byte is re-emitted as read.
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import re
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Union
@@ -232,13 +232,29 @@ def load_state(
 
 def parse_state(text: str, path: str = "state.md") -> StateFile:
     """Parses a state file; raises StateError naming the line when it cannot be trusted."""
-    return _parse_state(text, path)
+    known = _KNOWN.pop((text, path), None)
+    return remember(known if known is not None else _parse_state(text, path), text)
 
 
-# One run parses the same text several times (picking the program, loading, recording), and a file
-# holding megabytes of history (before its first compaction) takes seconds per parse. The result
-# is immutable, so sharing it is safe; errors are not cached and are raised again.
-@functools.lru_cache(maxsize=4)
+def remember(state: StateFile, text: str | None = None) -> StateFile:
+    """Returns `state`, kept as the parse of its text (`text`, when the caller rendered it already).
+
+    One run reads the same text several times (picking the program, loading, recording), and a file holding
+    megabytes of history (before its first compaction) takes seconds per parse. A state the runner rendered is
+    kept too, so the next iteration reads what the last one wrote without parsing it: the state an update makes
+    equals the parse of its rendering (tests/longrun asserts it after every record). The states are immutable, so
+    sharing them is safe; errors are not kept and are raised again.
+    """
+    _KNOWN[(render_state(state) if text is None else text, state.path)] = state
+    while len(_KNOWN) > _KEPT_STATES:
+        _KNOWN.popitem(last=False)
+    return state
+
+
+_KEPT_STATES = 4
+_KNOWN: OrderedDict[tuple[str, str], StateFile] = OrderedDict()
+
+
 def _parse_state(text: str, path: str) -> StateFile:
     if not text.strip():
         raise StateError("the state file is empty; delete it to start the program afresh", path, 1)

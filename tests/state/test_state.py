@@ -482,3 +482,21 @@ def test_parsing_the_same_text_again_reuses_the_result_and_still_raises_errors()
     for _ in range(2):
         with pytest.raises(StateError, match="'Iteration Count' is 'many'"):
             statefile.parse_state(broken, "a.md")
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(RECORDS, st.sampled_from(["higher", "lower"]))
+def test_property_an_updated_state_equals_the_parse_of_its_text(
+    records: list[tuple[str, float, str, str | None, str]], direction: str
+) -> None:
+    # What lets a run keep the state it rendered instead of parsing the file back (statefile.remember).
+    state = build(records, direction)
+    assert statefile._parse_state(render_state(state), state.path) == state
+
+
+def test_a_remembered_state_is_read_back_without_parsing() -> None:
+    state = apply_iteration(fresh(), rec("accepted", 1, 2.5), direction="higher", target_metric=None)
+    text = render_state(state)
+    assert statefile.remember(state, text) is state
+    assert parse_state(text, state.path) is state
+    assert parse_state(text, "elsewhere.md") is not state  # the path is part of what a parse returns

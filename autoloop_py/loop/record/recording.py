@@ -195,7 +195,9 @@ def record_iteration(
             kept.update(trace.iteration_files(program, seed, trace.SEED_ID, 0, "accepted", stamp, "the unchanged code"))
         if evaluated is not None:
             kept.update(trace.iteration_files(program, evaluated, row_id, iteration, record.status, stamp, record.change))
-        return statefile.render_state(updated)
+        text = statefile.render_state(updated)
+        statefile.remember(updated, text)  # the next iteration reads it back without parsing it
+        return text
 
     metric = "—" if record.metric is None else f"{record.metric:g}"
     message = f"[Autoloop: {program.name}] {record.status} ({metric}): {record.change}"[:200]
