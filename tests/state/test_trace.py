@@ -191,6 +191,16 @@ def test_replay_env_names_the_evaluation_and_the_installed_versions() -> None:
     assert "pytest" in {name.lower() for name in env["dependencies"]}
 
 
+def test_installed_distributions_read_as_the_metadata_parser_reads_them() -> None:
+    import importlib.metadata
+
+    parsed: dict[str, str] = {}
+    for dist in importlib.metadata.distributions():
+        if dist.metadata and dist.metadata["Name"]:
+            parsed.setdefault(str(dist.metadata["Name"]), str(dist.metadata["Version"]))
+    assert trace.installed_distributions() == dict(sorted(parsed.items(), key=lambda item: item[0].lower()))
+
+
 _TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
 _METRIC = st.one_of(st.floats(allow_nan=False), st.integers(-(2**63), 2**63), _TEXT, st.none())
 

@@ -37,7 +37,7 @@ from autoloop_py.loop.record.recording import (
 )
 from autoloop_py.program.model import Program, load_program, require_on_base
 from autoloop_py.proposers.setup import start_setup_check
-from autoloop_py.sandbox.run import run_isolation
+from autoloop_py.sandbox.run import Isolation, run_isolation
 from autoloop_py.state import budget
 from autoloop_py.state import file as statefile
 from autoloop_py.state import trace
@@ -139,7 +139,7 @@ def _run_locked(
         proposer = proposer_for(program, options)
         # Checked in the model worker while the baseline is evaluated (it may still be importing litellm).
         setup_checked = start_setup_check(proposer, program)
-        sandbox = run_isolation(root, program, options.isolation, options.agent_network)
+        sandbox = _isolation(root, program, options, memory.session)
         base_tree = branch_tree(root, workspace.branch, memory.session)
         # Before any candidate code runs (the baseline is the branch's code): compared after each step that ran some.
         own = (f"refs/heads/{memory.config.branch}",)
@@ -256,6 +256,16 @@ def _over_budget(
     return IterationOutcome(
         program.name, machine.iteration_count, "paused", "no model call", None, machine.best_metric, reason=reason
     )
+
+
+def _isolation(root: Path, program: Program, options: RunOptions, session: GitSession) -> Isolation:
+    """Returns the isolation of the program's evaluations, resolved once per run (it reads the machine: PATH's
+    folders, the process limit, bubblewrap) while nothing it depends on changes."""
+    key = (root, program.config.isolation, program.config.evaluation_network, program.config.max_memory,
+           program.config.max_disk, program.config.agent_network, options.isolation, options.agent_network,
+           tuple(sorted(os.environ.items())))
+    return session.cached("isolation", key, lambda: run_isolation(root, program, options.isolation,
+                                                                  options.agent_network))
 
 
 def iteration_rng(program: Program, iteration: int, slot: Slot | None = None) -> random.Random:
