@@ -7,6 +7,7 @@ absent section, prose only, or a pointer to a missing file all mean the default 
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from dataclasses import dataclass, field
@@ -246,14 +247,20 @@ def _missing_support(program: Program, root: Path) -> list[ProgramError]:
 
 def _strategy_mentions(program: Program, pattern: re.Pattern[str]) -> list[tuple[str, int]]:
     """Returns (path, 1-based line) of each distinct `strategy/…` path the section's prose mentions."""
-    section = md.section_named(md.split_sections(program.text), "evolution strategy")
+    return list(_mentions(program.text, pattern))
+
+
+# Asked several times per iteration (the playbook's pointer) of a program.md that rarely changes in a run.
+@functools.lru_cache(maxsize=16)
+def _mentions(text: str, pattern: re.Pattern[str]) -> tuple[tuple[str, int], ...]:
+    section = md.section_named(md.split_sections(text), "evolution strategy")
     if section is None:
-        return []
+        return ()
     seen: dict[str, int] = {}
     for index, line in _prose_lines(section.body):
         for match in pattern.finditer(line):
             seen.setdefault(match.group(1), section.start + 2 + index)
-    return [(path, line) for path, line in seen.items() if ".." not in PurePosixPath(path).parts]
+    return tuple((path, line) for path, line in seen.items() if ".." not in PurePosixPath(path).parts)
 
 
 def _prose_lines(body: str) -> list[tuple[int, str]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import functools
 import logging
 import os
 import time
@@ -147,6 +148,13 @@ def taken_by(root: Path, program: str, pid: int, since: float) -> bool:
 
 
 def _lock_path(root: Path, program: str) -> Path:
+    return _locks_folder(Path(root)) / f"{program}.lock"
+
+
+# An iteration asks for its locks several times (taking one, probing the others around each step that runs candidate
+# code); opening the repository to find its git directory took more than the probes.
+@functools.lru_cache(maxsize=8)
+def _locks_folder(root: Path) -> Path:
     repo = open_repo(root)
     try:
         common = common_dir(repo)
@@ -154,4 +162,4 @@ def _lock_path(root: Path, program: str) -> Path:
         repo.close()
     # A folder of their own: `locks/worktrees.lock` is the worktree lock, and a program once named
     # `worktrees` locked it first, then waited for itself in `git worktree add`.
-    return common / "autoloop" / "locks" / "programs" / f"{program}.lock"
+    return common / "autoloop" / "locks" / "programs"

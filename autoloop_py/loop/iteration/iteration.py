@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from autoloop_py.git import checkout_guard
-from autoloop_py.git.command import common_dir, open_repo
+from autoloop_py.git.command import common_dir
 from autoloop_py.git.objects import GitSession
 from autoloop_py.loop.checkout.lock import held_program_lock, others_running, program_lock, taken_by
 from autoloop_py.loop.checkout.workspace import Workspace, Worktrees
@@ -143,7 +143,7 @@ def _run_locked(
         base_tree = branch_tree(root, workspace.branch, memory.session)
         # Before any candidate code runs (the baseline is the branch's code): compared after each step that ran some.
         own = (f"refs/heads/{memory.config.branch}",)
-        git_dir = common_dir(open_repo(root))
+        git_dir = common_dir(memory.session.repo_at(root))
         checkout = checkout_guard.snapshot(git_dir, own)
         verify = functools.partial(checkout_guard.verify, checkout, own)
         # The runner's own refs, over each step that runs candidate code (the runner moves none meanwhile).
