@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 from autoloop_py import markdown as md
@@ -13,6 +14,8 @@ _PLACEHOLDER_ITEM_RE = re.compile(r"^\s*[-*+]\s+[*_]*\(\s*none yet\.?\s*\)[*_]*\
 _PLACEHOLDER_RE = re.compile(r"^\((?:none yet|no specific priorities.*|no iterations yet)\.?\)$", re.IGNORECASE)
 
 
+# Each prompt and each record reads the same sections again (their text rarely changes in a run).
+@functools.lru_cache(maxsize=32)
 def items(text: str | None, paragraphs: bool = False) -> tuple[str, ...]:
     """Returns a section's list items, placeholders left out (its paragraphs when `paragraphs` and no list)."""
     if not text:
