@@ -237,13 +237,11 @@ def parse_state(text: str, path: str = "state.md") -> StateFile:
 
 
 def remember(state: StateFile, text: str | None = None) -> StateFile:
-    """Returns `state`, kept as the parse of its text (`text`, when the caller rendered it already).
+    """Returns `state`, kept as the parse of its text (`text`: its rendering, when the caller has it).
 
-    One run reads the same text several times (picking the program, loading, recording), and a file holding
-    megabytes of history (before its first compaction) takes seconds per parse. A state the runner rendered is
-    kept too, so the next iteration reads what the last one wrote without parsing it: the state an update makes
-    equals the parse of its rendering (tests/longrun asserts it after every record). The states are immutable, so
-    sharing them is safe; errors are not kept and are raised again.
+    A run reads the same text several times (pick, load, record), and a file of megabytes takes seconds to parse.
+    A state the runner rendered is kept too: an update's state equals the parse of its text (tests/longrun asserts
+    it after every record), so the next iteration reads it without parsing. Errors are not kept.
     """
     _KNOWN[(render_state(state) if text is None else text, state.path)] = state
     while len(_KNOWN) > _KEPT_STATES:

@@ -131,7 +131,12 @@ def _run_locked(
         with clock("prepare branch"):
             workspace.prepare()
             require_on_base(program, workspace.path, workspace.base_ref, workspace.base_ref.startswith("origin/"))
-            program = committed_program(program, workspace.path, workspace.base_ref)
+            base_tree = branch_tree(root, workspace.branch, memory.session)
+            # The worktree holds the branch's tree: its program.md parses as it did while that tree stays.
+            read = (workspace.path, workspace.base_ref, base_tree, program.path, program.text, program.issue)
+            program = memory.session.cached(
+                "committed program", read, functools.partial(committed_program, program, workspace.path,
+                                                             workspace.base_ref))
         # The committed program's direction and settings; its playbook, prompts and config.yaml from the same commit.
         runner = committed_runner(program, root, workspace.path, workspace.base_ref)
         check_everything(state, runner)  # what `autoloop edit` checks: a bad table stops here, before any evaluation
@@ -140,7 +145,6 @@ def _run_locked(
         # Checked in the model worker while the baseline is evaluated (it may still be importing litellm).
         setup_checked = start_setup_check(proposer, program)
         sandbox = _isolation(root, program, options, memory.session)
-        base_tree = branch_tree(root, workspace.branch, memory.session)
         # Before any candidate code runs (the baseline is the branch's code): compared after each step that ran some.
         own = (f"refs/heads/{memory.config.branch}",)
         git_dir = common_dir(memory.session.repo_at(root))
