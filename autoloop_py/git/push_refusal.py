@@ -18,7 +18,9 @@ _RACE_RE = re.compile(r"non-fast-forward|\(fetch first\)|\(stale info\)|tip of y
                       r"|incorrect old value", re.IGNORECASE)
 _SIZE_RE = re.compile(r"exceeds|too large|large files detected|file size limit|maximum allowed size"
                       r"|request entity too large|\bHTTP 413\b", re.IGNORECASE)
-_ACCESS_RE = re.compile(r"permission (?:to .* )?denied|\b403\b|authentication failed|could not read username"
+# A 403 is a status, not part of a path or a name (a remote at /tmp/pytest-403/origin.git once read as one).
+_ACCESS_RE = re.compile(r"permission (?:to .* )?denied|(?<![\w./-])403(?![\w./-])|authentication failed"
+                        r"|could not read username"
                         r"|protected branch|not allowed to push|write access .* not granted", re.IGNORECASE)
 _REFUSED_RE = re.compile(r"\[remote rejected\]|hook declined|\bdeclined\b|unpacker error|remote unpack failed",
                          re.IGNORECASE)

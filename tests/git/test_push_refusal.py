@@ -96,3 +96,12 @@ def test_a_remote_that_lost_the_ref_lock_to_another_push_is_a_race() -> None:
               "error: failed to push some refs to '/tmp/origin.git'\n"
               "remote: error: cannot lock ref 'refs/heads/memory/autoloop': reference already exists\n")
     assert read_refusal(stderr).kind == push_refusal.RACE
+
+
+def test_a_race_with_403_in_the_remote_path_is_still_a_race() -> None:
+    # Seen as "no permission to push there" when pytest's temporary folder was pytest-403.
+    said = ("To /tmp/pytest-of-root/pytest-403/origin.git\n ! [rejected]        memory/autoloop -> memory/autoloop "
+            "(stale info)\nerror: failed to push some refs to '/tmp/pytest-of-root/pytest-403/origin.git'\n")
+    assert read_refusal(said).kind == push_refusal.RACE
+    assert read_refusal("fatal: unable to access 'https://x/': The requested URL returned error: 403").kind == \
+        push_refusal.ACCESS
