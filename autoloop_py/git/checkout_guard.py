@@ -148,7 +148,10 @@ def runner_refs_held(
 
 def _runner_refs(git_dir: Path, memory_ref: str) -> dict[str, str]:
     """Returns the refs the runner moves itself: OWN_REFS and the memory branch."""
-    return {name: sha for name, sha in _refs(git_dir).items() if name.startswith(OWN_REFS) or name == memory_ref}
+    # Only their folders are walked (asked around every step that runs candidate code, in a clone of many refs).
+    folders = (*(prefix.rstrip("/") for prefix in OWN_REFS), memory_ref.rpartition("/")[0])
+    found = _refs(git_dir, folders)
+    return {name: sha for name, sha in found.items() if name.startswith(OWN_REFS) or name == memory_ref}
 
 
 def _owner(ref: str) -> str | None:
@@ -180,8 +183,8 @@ def _digest(path: Path) -> str | None:
         return f"unreadable: {error.strerror}"
 
 
-def _refs(git_dir: Path) -> dict[str, str]:
-    """Returns every ref of packed-refs and of loose files under refs/ (a loose one wins), by reading the files."""
+def _refs(git_dir: Path, folders: Iterable[str] = ("refs",)) -> dict[str, str]:
+    """Returns every ref of packed-refs and of loose files under `folders` (a loose one wins), by reading the files."""
     found: dict[str, str] = {}
     try:
         packed = (git_dir / "packed-refs").read_text("utf-8", "surrogateescape").splitlines()
@@ -191,8 +194,7 @@ def _refs(git_dir: Path) -> dict[str, str]:
         if line and not line.startswith(("#", "^")) and " " in line:
             sha, name = line.split(" ", 1)
             found[name] = sha
-    top = git_dir / "refs"
-    for folder, _dirs, names in os.walk(top):
+    for folder, _dirs, names in (walked for top in folders for walked in os.walk(git_dir / top)):
         for name in names:
             if name.endswith(".lock"):
                 continue  # a ref git is updating right now: its old value is the file without .lock

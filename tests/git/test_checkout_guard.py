@@ -58,6 +58,9 @@ def test_with_no_other_run_every_runner_ref_holds_still(tmp_path: Path) -> None:
             _write_ref(tmp_path, "refs/remotes/origin/main", SHA_B)
     with runner_refs_held(tmp_path, "mine", "refs/heads/memory/autoloop", "x", lambda start: set()):
         _write_ref(tmp_path, "refs/heads/main", SHA_B)  # not a runner ref: the whole-run snapshot watches it
+    with pytest.raises(CheckoutTampered, match="refs/heads/memory/autoloop was created"):  # its folder is walked too
+        with runner_refs_held(tmp_path, "mine", "refs/heads/memory/autoloop", "x", lambda start: set()):
+            _write_ref(tmp_path, "refs/heads/memory/autoloop", SHA_B)
 
 
 def test_the_runs_own_push_landing_moves_its_tracking_ref_to_the_pushed_sha_only(tmp_path: Path) -> None:
