@@ -7,12 +7,16 @@ import re
 from datetime import datetime, timezone
 from typing import Any
 
+from autoloop_py.errors import StateError
 from autoloop_py.render import environment
 
 PARTS_TEMPLATE = "state_parts.md.j2"
 SUMMARY_LIMIT = 200
+NO_VALUE = ("", "—", "–", "-")
 
 _BREAK_RE = re.compile(r"([-*_])(?:[ \t]*\1){2,}")
+_CELL_SPLIT_RE = re.compile(r"(?<!\\)\|")
+_DELIMITER_RE = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
 
 
 def macro(name: str, **context: Any) -> str:
@@ -75,3 +79,58 @@ def content_end(lines: list[str], floor: int = 1) -> int:
     while end > floor and (not lines[end - 1].strip() or is_break(lines[end - 1])):
         end -= 1
     return end
+
+
+def split_cells(line: str) -> list[str]:
+    """Returns the cells of a markdown table line, split at pipes not escaped as `\\|` (unstripped)."""
+    body = line.strip().removeprefix("|")
+    if body.endswith("|") and not body.endswith("\\|"):
+        body = body[:-1]
+    return _CELL_SPLIT_RE.split(body)
+
+
+def table_lines(
+    text: str | None, path: str, first_line: int, what: str, header: tuple[str, ...]
+) -> tuple[str, list[tuple[int, list[str]]], str] | None:
+    """Returns (the text before, each body row's 1-based file line and stripped cells, the text after) of the first
+    table in a section (None when it has none); raises StateError naming a line without the header's cell count.
+
+    first_line: the 0-based line of the section in its file; what: the table's name in messages.
+    """
+    lines = (text or "").splitlines(keepends=True)
+    start = next((i for i in range(1, len(lines)) if lines[i].lstrip().startswith("|")), None)
+    if start is None:
+        return None
+    end = start
+    while end < len(lines) and lines[end].lstrip().startswith("|"):
+        end += 1
+    if end - start < 2 or not _DELIMITER_RE.match(lines[start + 1]):
+        raise StateError(f"the {what} table has no `|---|` line under its header", path, first_line + start + 2)
+    rows = []
+    for i in range(start, end):
+        cells = [cell.strip() for cell in split_cells(lines[i])]
+        if len(cells) != len(header):
+            raise StateError(
+                f"this {what} row has {len(cells)} cells, expected {len(header)} ({' | '.join(header)})",
+                path, first_line + i + 1,
+            )
+        if i >= start + 2:
+            rows.append((first_line + i + 1, cells))
+    return "".join(lines[:start]), rows, "".join(lines[end:])
+
+
+def cell_number(label: str, cell: str, path: str, line: int, whole: bool) -> float | None:
+    """Returns a table cell's number >= 0 (None for `—`); raises StateError naming the line for any other text."""
+    text = cell.strip().removeprefix("$").strip()
+    if text in NO_VALUE:
+        return None
+    number = finite_number(text)
+    if number is None or number < 0 or (whole and not float(number).is_integer()):
+        kind = "a whole number" if whole else "a number"
+        raise StateError(f"{label} is '{cell}', which is not {kind} >= 0; correct the value", path, line)
+    return number
+
+
+def first_repeat(names: list[str]) -> int | None:
+    """Returns the index of the first name that repeats an earlier one (None: all differ)."""
+    return next((i for i, name in enumerate(names) if names.index(name) != i), None)
