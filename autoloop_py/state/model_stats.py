@@ -15,15 +15,7 @@ from typing import Mapping
 
 from autoloop_py.errors import StateError
 from autoloop_py.state.history import IterationRecord
-from autoloop_py.state.parts import (
-    cell_number,
-    end_line,
-    finite_number,
-    first_repeat,
-    format_number,
-    macro,
-    table_lines,
-)
+from autoloop_py.state.parts import Table, cell_number, finite_number, format_number, read_table, render_table
 
 MODELS = "models"
 MODEL_BULLET = "Model"
@@ -60,23 +52,7 @@ class ModelRow:
         return self.accepted / self.calls if self.calls else None
 
 
-@dataclass(frozen=True)
-class ModelTable:
-    """The Models section split around its table.
-
-    Attributes:
-      rows: the rows, in table order.
-      head: the heading and the text before the table.
-      tail: the text after the table.
-    """
-
-    rows: tuple[ModelRow, ...] = ()
-    head: str = ""
-    tail: str = ""
-
-    def row(self, name: str) -> ModelRow | None:
-        """Returns the row of a model (None when it has none yet)."""
-        return next((row for row in self.rows if row.name == name), None)
+ModelTable = Table[ModelRow]  # the Models section split around its table
 
 
 @dataclass(frozen=True)
@@ -100,25 +76,14 @@ def parse_models_section(text: str | None, path: str, first_line: int = 0) -> Mo
 
     first_line: the 0-based line of the section in its file, so errors name the file's line.
     """
-    if text is None:
-        return ModelTable()
-    found = table_lines(text, path, first_line, "Models", _HEADER)
-    if found is None:
-        return ModelTable((), text, "")
-    head, lines, tail = found
-    rows = tuple(_row(cells, path, line) for line, cells in lines)
-    repeat = first_repeat([row.name for row in rows])
-    if repeat is not None:
-        raise StateError(f"model {rows[repeat].name} has two rows; merge them into one", path, lines[repeat][0])
-    return ModelTable(rows, head, tail)
+    twice = "model {} has two rows; merge them into one"
+    return ModelTable(*read_table(text, path, first_line, "Models", _HEADER, _row, twice))
 
 
 def render_models_section(table: ModelTable) -> str:
     """Returns the section's text: the head and tail as read (the skeleton's when new), the table re-rendered."""
-    body = end_line(macro("models_table", rows=[_cells(row) for row in table.rows]))
-    if not table.head:
-        return end_line(macro("models_section", table=body.rstrip("\n")))
-    return table.head + body + table.tail
+    cells = [_cells(row) for row in table.rows]
+    return render_table(table.head, table.tail, cells, "models_table", "models_section")
 
 
 def _row(cells: list[str], path: str, line: int) -> ModelRow:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Callable, Generic, Protocol, TypeVar
 
 from autoloop_py.errors import StateError
 from autoloop_py.render import environment
@@ -89,24 +90,56 @@ def split_cells(line: str) -> list[str]:
     return _CELL_SPLIT_RE.split(body)
 
 
-def table_lines(
-    text: str | None, path: str, first_line: int, what: str, header: tuple[str, ...]
-) -> tuple[str, list[tuple[int, list[str]]], str] | None:
-    """Returns (the text before, each body row's 1-based file line and stripped cells, the text after) of the first
-    table in a section (None when it has none); raises StateError naming a line without the header's cell count.
+class Named(Protocol):
+    """A table row with a name (a Models or Prompts row)."""
 
-    first_line: the 0-based line of the section in its file; what: the table's name in messages.
+    @property
+    def name(self) -> str:
+        """Returns the row's name, unique in its table."""
+
+
+Row = TypeVar("Row", bound=Named)
+
+
+@dataclass(frozen=True)
+class Table(Generic[Row]):
+    """A table section (Models, Prompts) split around its table.
+
+    Attributes:
+      rows: the rows, in table order.
+      head: the heading and the text before the table.
+      tail: the text after the table.
+    """
+
+    rows: tuple[Row, ...] = ()
+    head: str = ""
+    tail: str = ""
+
+    def row(self, name: str) -> Row | None:
+        """Returns the row of a name (None when it has none yet)."""
+        return next((row for row in self.rows if row.name == name), None)
+
+
+def read_table(
+    text: str | None, path: str, first_line: int, what: str, header: tuple[str, ...],
+    row: Callable[[list[str], str, int], Row], twice: str,
+) -> tuple[tuple[Row, ...], str, str]:
+    """Returns (the rows, the text before the table, the text after) of a section's first table (no rows when it has
+    none); raises StateError naming a line without the header's cell count, or the second row of a name.
+
+    first_line: the 0-based line of the section in its file; what: the table's name in messages; row: reads one
+    row's stripped cells at a 1-based file line; twice: the message for a repeated name (`{}`: the name).
     """
     lines = (text or "").splitlines(keepends=True)
     start = next((i for i in range(1, len(lines)) if lines[i].lstrip().startswith("|")), None)
     if start is None:
-        return None
+        return (), text or "", ""
     end = start
     while end < len(lines) and lines[end].lstrip().startswith("|"):
         end += 1
     if end - start < 2 or not _DELIMITER_RE.match(lines[start + 1]):
         raise StateError(f"the {what} table has no `|---|` line under its header", path, first_line + start + 2)
-    rows = []
+    rows: list[Row] = []
     for i in range(start, end):
         cells = [cell.strip() for cell in split_cells(lines[i])]
         if len(cells) != len(header):
@@ -115,8 +148,19 @@ def table_lines(
                 path, first_line + i + 1,
             )
         if i >= start + 2:
-            rows.append((first_line + i + 1, cells))
-    return "".join(lines[:start]), rows, "".join(lines[end:])
+            rows.append(row(cells, path, first_line + i + 1))
+            if any(other.name == rows[-1].name for other in rows[:-1]):
+                raise StateError(twice.format(rows[-1].name), path, first_line + i + 1)
+    return tuple(rows), "".join(lines[:start]), "".join(lines[end:])
+
+
+def render_table(head: str, tail: str, cells: list[dict[str, str]], table_macro: str, section_macro: str) -> str:
+    """Returns a table section: the head and tail as read (the section macro's when there is no head), the table's
+    rows re-rendered by its macro."""
+    body = end_line(macro(table_macro, rows=cells))
+    if not head:
+        return end_line(macro(section_macro, table=body.rstrip("\n")))
+    return head + body + tail
 
 
 def cell_number(label: str, cell: str, path: str, line: int, whole: bool) -> float | None:
@@ -129,8 +173,3 @@ def cell_number(label: str, cell: str, path: str, line: int, whole: bool) -> flo
         kind = "a whole number" if whole else "a number"
         raise StateError(f"{label} is '{cell}', which is not {kind} >= 0; correct the value", path, line)
     return number
-
-
-def first_repeat(names: list[str]) -> int | None:
-    """Returns the index of the first name that repeats an earlier one (None: all differ)."""
-    return next((i for i, name in enumerate(names) if names.index(name) != i), None)

@@ -18,13 +18,12 @@ from autoloop_py.state.history import IterationRecord
 from autoloop_py.state.model_stats import readable_name
 from autoloop_py.state.parts import (
     NO_VALUE,
+    Table,
     cell_number,
-    end_line,
-    first_repeat,
     format_number,
-    macro,
     one_line,
-    table_lines,
+    read_table,
+    render_table,
     trim,
 )
 from autoloop_py.state.untrusted_text import plain
@@ -64,23 +63,7 @@ class PromptRow:
     tokens: int = 0
 
 
-@dataclass(frozen=True)
-class PromptTable:
-    """The Prompts section split around its table.
-
-    Attributes:
-      rows: the rows, in table order.
-      head: the heading and the text before the table.
-      tail: the text after the table.
-    """
-
-    rows: tuple[PromptRow, ...] = ()
-    head: str = ""
-    tail: str = ""
-
-    def row(self, name: str) -> PromptRow | None:
-        """Returns the row of a variant (None when it has none)."""
-        return next((row for row in self.rows if row.name == name), None)
+PromptTable = Table[PromptRow]  # the Prompts section split around its table
 
 
 def instruction_text(text: str) -> str:
@@ -97,25 +80,14 @@ def parse_prompts_section(text: str | None, path: str, first_line: int = 0) -> P
 
     first_line: the 0-based line of the section in its file, so errors name the file's line.
     """
-    if text is None:
-        return PromptTable()
-    found = table_lines(text, path, first_line, "Prompts", _HEADER)
-    if found is None:
-        return PromptTable((), text, "")
-    head, lines, tail = found
-    rows = tuple(_row(cells, path, line) for line, cells in lines)
-    repeat = first_repeat([row.name for row in rows])
-    if repeat is not None:
-        raise StateError(f"variant {rows[repeat].name} has two rows; rename one", path, lines[repeat][0])
-    return PromptTable(rows, head, tail)
+    twice = "variant {} has two rows; rename one"
+    return PromptTable(*read_table(text, path, first_line, "Prompts", _HEADER, _row, twice))
 
 
 def render_prompts_section(table: PromptTable) -> str:
     """Returns the section's text: the head and tail as read (the skeleton's when new), the table re-rendered."""
-    body = end_line(macro("prompts_table", rows=[_cells(row) for row in table.rows]))
-    if not table.head:
-        return end_line(macro("prompts_section", table=body.rstrip("\n")))
-    return table.head + body + table.tail
+    cells = [_cells(row) for row in table.rows]
+    return render_table(table.head, table.tail, cells, "prompts_table", "prompts_section")
 
 
 def _row(cells: list[str], path: str, line: int) -> PromptRow:

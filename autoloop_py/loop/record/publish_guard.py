@@ -24,8 +24,8 @@ from autoloop_py.program.objectives import Objective
 from autoloop_py.proposers.llm import MODEL_ENV
 from autoloop_py.state import file as statefile
 from autoloop_py.state.model_stats import MODEL_BULLET, SPEND_BULLET, parse_usage
-from autoloop_py.state.prompt_stats import PROMPT_BULLET, WRITTEN_BULLET, use_bullets, use_of
 from autoloop_py.state.machine import HOLDOUT_BULLET, INCUMBENT_HOLDOUT_BULLET
+from autoloop_py.state.prompt_stats import PROMPT_BULLET, WRITTEN_BULLET
 from autoloop_py.strategies import pareto
 from autoloop_py.strategies.slots import MAX_SLOTS
 
@@ -38,9 +38,9 @@ DEFAULT_WINDOW = timedelta(days=3)
 MAX_TOKENS = 10**12
 MAX_COST = 10.0**9
 # The bullets a proposing runner writes into a record: its model use (model_use.with_use), its prompt variant
-# (prompt_use.with_choice), the objectives and the rule that kept it (acceptance.bullets), a strategy's
-# (strategies/runner.history_bullets). Any other label could pass for one of the runner's own bullets in the
-# history.
+# (prompt_use.with_choice; the state file reads a written variant as untrusted text), the objectives and the rule
+# that kept it (acceptance.bullets), a strategy's (strategies/runner.history_bullets). Any other label could pass
+# for one of the runner's own bullets in the history.
 KNOWN_BULLETS = (MODEL_BULLET, SPEND_BULLET, PROMPT_BULLET, WRITTEN_BULLET, pareto.BULLET, acceptance.BASELINE,
                  acceptance.RULE, "Operator", "Parent(s)", "Island", "Fitness", "Attempts", HOLDOUT_BULLET,
                  INCUMBENT_HOLDOUT_BULLET)
@@ -102,12 +102,6 @@ def bullet_problems(outcome: Outcome, objectives: Sequence[Objective], models: A
               if labels.count(label) > 1]
     bullets = dict(record.extra)
     found += _model_problems(bullets, outcome.evaluated.model if outcome.evaluated else None, models)
-    variant, written = use_of(record)
-    if PROMPT_BULLET in bullets and variant is None:
-        found.append(f"record.extra Prompt: {bullets[PROMPT_BULLET]!r} is not a variant name")
-    if WRITTEN_BULLET in bullets and dict(use_bullets(None, written)).get(WRITTEN_BULLET) != bullets[WRITTEN_BULLET]:
-        found.append(f"record.extra Prompt written: {bullets[WRITTEN_BULLET][:80]!r} is not `<name>: <instruction>` "
-                     "as the runner writes it")
     for label in (pareto.BULLET, acceptance.BASELINE):
         if label in bullets:
             found += _objective_problems(label, bullets[label], objectives)
