@@ -86,7 +86,8 @@ def parse_variant(reply: str) -> str | None:
     return text or None
 
 
-def next_name(table: PromptTable) -> str:
-    """Returns the name of the next written variant: `p<N>`, N above every `p<n>` in the table."""
+def next_name(table: PromptTable, iteration: int) -> str:
+    """Returns the name of the variant written in an iteration: `p<iteration>` (slots of one tick never share one),
+    else `p<N>` above every `p<n>` in the table when a person took that name."""
     numbers = [int(found.group(1)) for row in table.rows if (found := _NAME_RE.fullmatch(row.name))]
-    return f"p{max(numbers, default=0) + 1}"
+    return f"p{iteration}" if table.row(f"p{iteration}") is None else f"p{max(numbers) + 1}"

@@ -155,7 +155,7 @@ def _check_prompts(state: statefile.StateFile, memory: MemoryStore, edited: bool
     kept = sum(row.accepted for row in rows.values())
     assert kept == sum(1 for e in state.history if e.is_detailed and e.status == "accepted")
     written = [name for name in rows if re.fullmatch(r"p\d+", name)]
-    assert len(written) == state.machine.iteration_count // EVOLVE_EVERY
+    assert written == [f"p{i}" for i in range(EVOLVE_EVERY, state.machine.iteration_count + 1, EVOLVE_EVERY)]
     assert all(rows[name].instruction == "Nudge a up | by a quarter" for name in written)
     if edited:  # the person's variant was drawn (never drawn, so first) and its candidates kept
         assert rows["hand"].calls >= 1 and rows["hand"].accepted >= 1

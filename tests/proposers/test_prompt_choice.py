@@ -89,6 +89,6 @@ def test_a_reply_gives_one_safe_line_or_nothing(reply: str, expected: str | None
     assert parse_variant(reply) == expected
 
 
-def test_a_written_variant_is_named_above_every_other() -> None:
-    assert next_name(PromptTable()) == "p1"
-    assert next_name(PromptTable((PromptRow("p2"), PromptRow("mine"), PromptRow("p10")))) == "p11"
+def test_a_written_variant_is_named_for_its_iteration_else_above_every_other() -> None:
+    assert next_name(PromptTable(), 4) == "p4"
+    assert next_name(PromptTable((PromptRow("p2"), PromptRow("mine"), PromptRow("p10"))), 2) == "p11"

@@ -30,7 +30,7 @@ def choose(
     """Returns the iteration's variant, after the guide (None: no llm proposer) wrote a new one when one is due."""
     table = statefile.prompts_of(state)
     every = program.config.prompt_evolve_every
-    written = _written(program, table, guide) if guide is not None and prompt_choice.due(iteration, every) else None
+    written = _written(program, table, guide, iteration) if guide and prompt_choice.due(iteration, every) else None
     if written is not None:
         table = replace(table, rows=(*table.rows, written))
     rng = prompt_choice.prompt_rng(program.config.seed, program.name, iteration)
@@ -38,7 +38,7 @@ def choose(
 
 
 def _written(
-    program: Program, table: prompt_stats.PromptTable, guide: Callable[[str], str]
+    program: Program, table: prompt_stats.PromptTable, guide: Callable[[str], str], iteration: int
 ) -> prompt_stats.PromptRow | None:
     """Returns the variant the guide writes from the best and worst (None when it gave no usable one)."""
     try:
@@ -52,7 +52,7 @@ def _written(
     if text is None:
         log.warning("%s: the guide's reply held no `INSTRUCTION:` line; no new prompt variant", program.name)
         return None
-    name = prompt_choice.next_name(table)
+    name = prompt_choice.next_name(table, iteration)
     log.info("%s: the guide wrote prompt variant %s", program.name, name)
     return prompt_stats.PromptRow(name, text)
 

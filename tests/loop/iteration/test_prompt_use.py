@@ -78,10 +78,10 @@ def test_a_due_guide_writes_a_variant_that_is_tried_first() -> None:
     program = _program(prompt_selection="thompson", prompt_evolve_every=4)
     assert prompt_use.choose(program, _state(TABLE), 3, guide).written is None and guide.prompts == []
     choice = prompt_use.choose(program, _state(TABLE), 4, guide)
-    assert choice.written == PromptRow("p1", "Try a lookup table.") and choice.variant == choice.written
+    assert choice.written == PromptRow("p4", "Try a lookup table.") and choice.variant == choice.written
     assert "Keep each change small." in guide.prompts[0] and "Grow x." in guide.prompts[0]
     record, _ = prompt_use.with_choice(statefile.IterationRecord("rejected", NOW, "c", 1.0), None, choice)
-    assert use_of(record) == ("p1", PromptRow("p1", "Try a lookup table."))
+    assert use_of(record) == ("p4", PromptRow("p4", "Try a lookup table."))
 
 
 def test_evolution_starts_from_the_base_variant_when_no_one_wrote_any() -> None:
