@@ -34,7 +34,7 @@ Our own variants; the runner keeps this line.
 | Variant | Weight | Calls | Accepted | Improvement | Tokens | Instruction |
 |---|---|---|---|---|---|---|
 | `terse` | — | 0 | 0 | 0 | 0 | Change one constant at a time \\| never two. |
-| `bold` | 2 | 0 | 0 | 0 | 0 | Try a different algorithm. |
+| `bold` | 2 | 4 | 1 | 0.25 | 7 | Try a different algorithm. |
 
 ---
 
@@ -66,7 +66,8 @@ def test_a_hand_written_table_is_credited_and_its_prose_kept() -> None:
                    _record("accepted", 3.5, "terse", tokens=5))
     rows = {row.name: row for row in statefile.prompts_of(state).rows}
     assert rows["terse"] == PromptRow("terse", "Change one constant at a time | never two.", None, 2, 2, 2.5, 15)
-    assert rows["bold"] == PromptRow("bold", "Try a different algorithm.", 2.0, 1, 0, 0.0, 10)
+    # The counts a person wrote are what the draw read and what the record adds to.
+    assert rows["bold"] == PromptRow("bold", "Try a different algorithm.", 2.0, 5, 1, 0.25, 17)
     text = statefile.render_state(state)
     assert "Our own variants; the runner keeps this line.\n" in text
     assert "| `terse` | — | 2 | 2 | 2.5 | 15 | Change one constant at a time \\| never two. |" in text
@@ -118,8 +119,8 @@ def test_a_hostile_written_variant_cannot_break_the_table_or_add_sections() -> N
     ("old", "new", "message"),
     [
         ("| `bold` | 2 |", "| `bold` | lots |", "Weight is 'lots', which is not a number >= 0"),
-        ("| `bold` | 2 | 0 | 0 |", "| `bold` | 2 | 0 | 1 |", "bold: Accepted (1) exceeds Calls (0)"),
-        ("| `bold` | 2 | 0 |", "| `bold` | 2 |", "this Prompts row has 6 cells, expected 7"),
+        ("| `bold` | 2 | 4 | 1 |", "| `bold` | 2 | 0 | 1 |", "bold: Accepted (1) exceeds Calls (0)"),
+        ("| `bold` | 2 | 4 |", "| `bold` | 2 |", "this Prompts row has 6 cells, expected 7"),
         ("| `bold` |", "| my variant |", "'my variant' is not a variant name"),
         ("| `bold` |", "| `terse` |", "variant terse has two rows"),
     ],
@@ -152,7 +153,7 @@ _ROWS = st.lists(
 )
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(_ROWS, st.text(alphabet="abc \n", max_size=30))
 def test_any_table_reads_back_as_written(rows: list[PromptRow], note: str) -> None:
     rows = [replace(row, accepted=row.calls // 2, improvement=round(row.improvement, 6)) for row in rows]
