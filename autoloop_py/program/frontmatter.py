@@ -40,6 +40,10 @@ class ProgramConfig:
       model: litellm model name for the llm proposer.
       models: the `models:` list (program/models.py); empty when only `model:` (or nothing) is set.
       model_selection: how a proposal's model is drawn from `models:`: weighted, ucb or thompson.
+      prompt_selection: how a proposal's instruction variant is drawn from the state file's Prompts table (the same
+        methods as model_selection).
+      prompt_evolve_every: every this many iterations a guide model writes a new variant from the best and worst
+        (0: never; a variant needs the llm proposer).
       evaluation_timeout: seconds one evaluation run may take (default: timeout_minutes, else 300).
       repeats: evaluations per candidate; the median counts.
       min_delta: the smallest improvement that counts as one.
@@ -92,6 +96,8 @@ class ProgramConfig:
     model: str | None = None
     models: tuple[ModelSpec, ...] = ()
     model_selection: str = "weighted"
+    prompt_selection: str = "weighted"
+    prompt_evolve_every: int = 0
     evaluation_timeout: float = 300.0
     repeats: int = 1
     min_delta: float = 0.0
@@ -145,6 +151,10 @@ _KEYS = {
     "models": "models",
     "model-selection": "model_selection",
     "model_selection": "model_selection",
+    "prompt-selection": "prompt_selection",
+    "prompt_selection": "prompt_selection",
+    "prompt-evolve-every": "prompt_evolve_every",
+    "prompt_evolve_every": "prompt_evolve_every",
     "evaluation-timeout": "evaluation_timeout",
     "evaluation_timeout": "evaluation_timeout",
     "repeats": "repeats",
@@ -308,7 +318,7 @@ def _key_line(block: str, key: str) -> int:
 
 
 _DEFAULTED = (
-    "models", "model_selection", "runs_on", "evaluation_timeout", "repeats", "min_delta", "seed", "novelty_filter",
+    "models", "model_selection", "prompt_selection", "prompt_evolve_every", "runs_on", "evaluation_timeout", "repeats", "min_delta", "seed", "novelty_filter",
     "novelty_threshold", "llm_timeout", "llm_retries", "max_file_bytes", "isolation", "evaluation_network",
     "evaluation_report", "feedback_bytes", "evaluation_stages", "max_disk", "agent_network",
 )
@@ -317,7 +327,7 @@ _REPORT_CHANNELS = ("auto", "file", "stdout")  # loop/evaluation_report.CHANNELS
 _AGENT_NETWORKS = ("host", "outside-only")  # sandbox/policy.AGENT_NETWORKS
 # Zero or less would mean "no time at all" (and `.inf` no limit at all), so these must be positive and finite.
 _POSITIVE = ("evaluation_timeout", "timeout_minutes")
-_LEAST = {"repeats": 1, "llm_retries": 0, "max_file_bytes": 1, "parallel": 1, "feedback_bytes": 0}
+_LEAST = {"repeats": 1, "llm_retries": 0, "prompt_evolve_every": 0, "max_file_bytes": 1, "parallel": 1, "feedback_bytes": 0}
 MAX_PARALLEL = 64  # strategies.slots.MAX_SLOTS: a tick's slots are Actions matrix jobs
 
 
@@ -356,7 +366,7 @@ def _coerce(field_name: str, value: Any) -> Any:
         return parse_container(value)
     if field_name == "models":
         return parse_models(value)
-    if field_name == "model_selection":
+    if field_name in ("model_selection", "prompt_selection"):
         return parse_selection(value)
     if field_name == "proposer":
         if str(value).strip().lower() not in PROPOSERS:
@@ -369,7 +379,8 @@ def _coerce(field_name: str, value: Any) -> Any:
         if direction not in ("higher", "lower"):
             raise ValueError(f"must be `higher` or `lower`, got {value!r}")
         return direction
-    if field_name in ("repeats", "seed", "llm_retries", "max_file_bytes", "parallel", "feedback_bytes"):
+    if field_name in ("repeats", "seed", "llm_retries", "max_file_bytes", "parallel", "feedback_bytes",
+                      "prompt_evolve_every"):
         if isinstance(value, bool) or not isinstance(value, int) or (field_name != "seed" and value < _LEAST[field_name]):
             least = f" >= {_LEAST[field_name]}" if field_name != "seed" else ""
             raise ValueError(f"must be a whole number{least}, got {value!r}")

@@ -9,7 +9,14 @@ from autoloop_py.program.frontmatter import ProgramConfig
 from autoloop_py.program.model import Evaluation, Program
 from autoloop_py.program.reply import EditBlock
 from autoloop_py.program.target import Target
-from autoloop_py.strategies.prompt import PromptContext, fence_for, render_iteration_prompt, render_retry_prompt
+from autoloop_py.strategies.prompt import (
+    PromptContext,
+    fence_for,
+    render_iteration_prompt,
+    render_retry_prompt,
+    with_data_section,
+    with_instruction,
+)
 
 EVOLVED = "x = 1\n# EVOLVE-BLOCK-START\nstep = 0.5\n# EVOLVE-BLOCK-END\n"
 
@@ -140,3 +147,12 @@ def test_history_in_the_prompt_has_no_keys_or_shas() -> None:
     assert "### Iteration 1 — 2026-11-21 16:40 UTC\n" in prompt and "- **Change**: raise x\n" in prompt
     for noise in ("autoloop-key", "<!--", "3f9a2b7c1d", "**Commit**", "[Run]("):
         assert noise not in prompt
+
+
+def test_a_prompt_variants_instruction_comes_after_the_data_and_before_the_reply_format() -> None:
+    prompt = with_data_section(render_iteration_prompt(_context()), "Notes", ["a note"])
+    told = with_instruction(prompt, "Change one constant at a time.")
+    assert told.index("## Notes") < told.index("## Instruction\n\nChange one constant at a time.\n") < told.index(
+        "## How to reply")
+    assert told.replace("## Instruction\n\nChange one constant at a time.\n\n", "") == prompt
+    assert with_instruction(prompt, "") == prompt

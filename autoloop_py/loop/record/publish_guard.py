@@ -25,6 +25,7 @@ from autoloop_py.proposers.llm import MODEL_ENV
 from autoloop_py.state import file as statefile
 from autoloop_py.state.model_stats import MODEL_BULLET, SPEND_BULLET, parse_usage
 from autoloop_py.state.machine import HOLDOUT_BULLET, INCUMBENT_HOLDOUT_BULLET
+from autoloop_py.state.prompt_stats import PROMPT_BULLET, WRITTEN_BULLET
 from autoloop_py.strategies import pareto
 from autoloop_py.strategies.slots import MAX_SLOTS
 
@@ -36,11 +37,13 @@ SLACK = timedelta(minutes=5)
 DEFAULT_WINDOW = timedelta(days=3)
 MAX_TOKENS = 10**12
 MAX_COST = 10.0**9
-# The bullets a proposing runner writes into a record: its model use (model_use.with_use), the objectives and
-# the rule that kept it (acceptance.bullets), a strategy's (strategies/runner.history_bullets). Any other label
-# could pass for one of the runner's own bullets in the history.
-KNOWN_BULLETS = (MODEL_BULLET, SPEND_BULLET, pareto.BULLET, acceptance.BASELINE, acceptance.RULE,
-                 "Operator", "Parent(s)", "Island", "Fitness", "Attempts", HOLDOUT_BULLET, INCUMBENT_HOLDOUT_BULLET)
+# The bullets a proposing runner writes into a record: its model use (model_use.with_use), its prompt variant
+# (prompt_use.with_choice; the state file reads a written variant as untrusted text), the objectives and the rule
+# that kept it (acceptance.bullets), a strategy's (strategies/runner.history_bullets). Any other label could pass
+# for one of the runner's own bullets in the history.
+KNOWN_BULLETS = (MODEL_BULLET, SPEND_BULLET, PROMPT_BULLET, WRITTEN_BULLET, pareto.BULLET, acceptance.BASELINE,
+                 acceptance.RULE, "Operator", "Parent(s)", "Island", "Fitness", "Attempts", HOLDOUT_BULLET,
+                 INCUMBENT_HOLDOUT_BULLET)
 
 
 @dataclass(frozen=True)
