@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from autoloop_py.analysis import tracking
 from autoloop_py.commands.common import (
     format_metric, load_all, machines, readable_states, repo_root, schedule_rank, shown, subparser,
 )
@@ -183,6 +184,8 @@ def _run(args: argparse.Namespace, console: Console, started: float, wall: float
     settings = github.from_environment(os.environ) if args.ci else None
     if args.ci and settings is None:
         raise AutoloopError("--ci needs GITHUB_REPOSITORY and GITHUB_TOKEN in the environment")
+    if not args.dry_run:
+        on_outcome = _tracked(stack, tracking.live_trackers(root, programs, os.environ), on_outcome)
     with sigterm_interrupts():
         outcomes = _loop(root, programs, forced, args.iterations, options, console, settings, args.force,
                          args.parallel, args.barrier, on_outcome)
@@ -262,6 +265,23 @@ def _loop(
             told(outcome)
             progress.advance(task)
     return outcomes
+
+
+def _tracked(stack: ExitStack, trackers: dict[str, tracking.LiveTracker],
+             on_outcome: Callable[[IterationOutcome], None] | None) -> Callable[[IterationOutcome], None] | None:
+    """Returns on_outcome, first sending the recorded candidates of each program a tracker follows."""
+    if not trackers:
+        return on_outcome
+    for tracker in trackers.values():
+        stack.callback(tracker.close)
+
+    def told(outcome: IterationOutcome) -> None:
+        if outcome.program in trackers:
+            trackers[outcome.program].update()
+        if on_outcome is not None:
+            on_outcome(outcome)
+
+    return told
 
 
 def _has_worker(options: RunOptions) -> bool:

@@ -92,14 +92,8 @@ def cmd_trace_track(args: argparse.Namespace, console: Console) -> int:
     with tempfile.TemporaryDirectory(prefix="autoloop-trace-") as folder:
         items = tracking.tracked(trace.load_trace(export_program(repo_root(args.repo), args.program, Path(folder))))
     out: Path = args.directory
-    if args.to == "csv":
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(tracking.csv_text(items), encoding="utf-8")
-        where = str(out)
-    elif args.to == "mlflow":
-        where = f"MLflow run {tracking.to_mlflow(items, args.program, str(out))} at {out}"
-    else:
-        where = f"W&B run {tracking.to_wandb(items, args.program, out)} in {out}"
+    sent = tracking.send_all(items, args.to, str(out), args.program)
+    where = {"csv": str(out), "mlflow": f"MLflow run {sent} at {out}", "wandb": f"W&B run {sent} in {out}"}[args.to]
     console.print(f"wrote {len(items)} candidates of {args.program} to {where}")
     return 0
 

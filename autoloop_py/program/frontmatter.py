@@ -80,6 +80,8 @@ class ProgramConfig:
       objective_scalarisation: ranks many objectives by a weighted sum instead of Pareto dominance.
       objective_targets: `target-metric` given per objective ({accuracy: 0.95, latency_ms: 20}): the program
         completes once one kept candidate reaches every one.
+      tracking: where `run` sends each recorded candidate as it goes (`tracking: csv:runs.csv`, `mlflow:mlruns`,
+        `wandb:wandb`): (destination, where) with `where` relative to the repository; None: nowhere.
       extra: frontmatter keys kept as written: those other modules read (PASSTHROUGH_KEYS) and unknown ones
         (each of which `check` warns about, with the nearest known key).
     """
@@ -121,6 +123,7 @@ class ProgramConfig:
     objectives: tuple[Objective, ...] = ()
     objective_scalarisation: Scalarisation | None = None
     objective_targets: tuple[tuple[str, float], ...] = ()
+    tracking: tuple[str, str] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -189,10 +192,12 @@ _KEYS = {
     "objectives": "objectives",
     "objective-scalarisation": "objective_scalarisation",
     "objective_scalarisation": "objective_scalarisation",
+    "tracking": "tracking",
 }
 # Keys kept in `extra` for the modules that read them (program.requirements, loop.ci_gate): known, not warned about.
 PASSTHROUGH_KEYS = ("requirements", "ci-gate", "ci_gate")
 PROPOSERS = ("tune", "llm", "agent")  # proposers.get_proposer's names
+TRACKERS = ("csv", "mlflow", "wandb")  # analysis/tracking.py sends to these
 
 
 def parse_frontmatter(
@@ -334,6 +339,8 @@ def _coerce(field_name: str, value: Any) -> Any:
         return parse_tolerance(value)
     if value is None:
         return None if field_name not in _DEFAULTED else _default(field_name)
+    if field_name == "tracking":
+        return parse_tracking(value)
     choices = (("isolation", _ISOLATIONS), ("evaluation_report", _REPORT_CHANNELS), ("agent_network", _AGENT_NETWORKS))
     for name, allowed in choices:
         if field_name == name:
@@ -414,6 +421,15 @@ def parse_size(value: Any) -> int:
     if size < MIN_SIZE:
         raise ValueError(f"must be at least 1 MiB, got {value!r}")
     return size
+
+
+def parse_tracking(value: Any) -> tuple[str, str]:
+    """Returns (destination, where) of a `tracking:` value such as `csv:runs.csv` or `mlflow:http://host:5000`."""
+    to, _, where = str(value).partition(":")
+    if to.strip().lower() not in TRACKERS or not where.strip():
+        raise ValueError(f"must be DESTINATION:WHERE with a destination of {', '.join(TRACKERS)} "
+                         f"(e.g. `csv:runs.csv`, `mlflow:mlruns`), got {value!r}")
+    return to.strip().lower(), where.strip()
 
 
 def _schedule(text: str) -> str:
