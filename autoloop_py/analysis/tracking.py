@@ -194,7 +194,8 @@ def _optional(module: str, package: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError:
-        raise AutoloopError(f"tracking to {module.split('.')[0]} needs it: `python3 -m pip install {package}`") from None
+        name = module.split(".")[0]
+        raise AutoloopError(f"tracking to {name} needs it: `python3 -m pip install {package}`") from None
 
 
 def _numbers(metrics: Mapping[str, Any]) -> dict[str, float]:
