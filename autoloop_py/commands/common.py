@@ -80,13 +80,17 @@ def add_memory_dir(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def load_named(root: Path, name: str, console: Console) -> Program:
-    """Returns the program called name, file or issue program; other programs' problems are only warnings."""
-    programs, problems = load_all(root, with_issues=True)
+def load_named(root: Path, name: str, console: Console | None = None, with_issues: bool = True) -> Program:
+    """Returns the program called name, file or (with_issues) issue program; its own load error is raised as is.
+
+    Other programs' problems are only warnings, printed when a console is given.
+    """
+    programs, problems = load_all(root, with_issues=with_issues)
     for problem in problems:
         if problem.path is not None and program_name(problem.path) == name:
             raise problem
-        console.print(f"[yellow]skipping a broken program:[/] {problem}", highlight=False)
+        if console is not None:
+            console.print(f"[yellow]skipping a broken program:[/] {problem}", highlight=False)
     return find_program(programs, name)
 
 

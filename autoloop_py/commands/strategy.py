@@ -11,10 +11,10 @@ from rich.console import Console
 from rich.markup import escape
 
 from autoloop_py.commands.check import program_findings
-from autoloop_py.commands.common import read_states, repo_root, subparser
+from autoloop_py.commands.common import load_named, read_states, repo_root, subparser
 from autoloop_py.commands.new import fill_markers, load_answers, package_strategies, strategy_templates
 from autoloop_py.errors import AutoloopError, ProgramError, StateError
-from autoloop_py.program.model import PROGRAMS_DIR, Program, check_all, find_program, load_program, program_name
+from autoloop_py.program.model import PROGRAMS_DIR, Program, check_all, load_program
 from autoloop_py.program.playbook import customize_markers, marker_problem, playbook_pointer
 from autoloop_py.program.strategy_section import section_line, with_strategy_section
 from autoloop_py.program.strategy_template import (
@@ -99,7 +99,7 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 def cmd_add(args: argparse.Namespace, console: Console) -> int:
     """Copies the strategy into the program, points program.md at it, answers markers, and checks the program."""
     root = _root(args)
-    program = _program(root, args.program)
+    program = load_named(root, args.program, with_issues=False)
     folder = _folder(program)
     template = _template(root, args.name)
     _refuse_pointer(program, template.name)
@@ -154,7 +154,7 @@ def cmd_list(args: argparse.Namespace, console: Console) -> int:
 def cmd_remove(args: argparse.Namespace, console: Console) -> int:
     """Removes the program's strategy/ folder and points `## Evolution Strategy` back to the default flow."""
     root = _root(args)
-    program = _program(root, args.program)
+    program = load_named(root, args.program, with_issues=False)
     folder = _folder(program)
     pointer = playbook_pointer(program)
     if pointer is None or Path(pointer[0]).stem != args.name:
@@ -187,14 +187,6 @@ def _root(args: argparse.Namespace) -> Path:
 def _shortened(text: str, limit: int = 110) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
-
-def _program(root: Path, name: str) -> Program:
-    """Returns the named program; its own load error is raised as is (file:line)."""
-    programs, problems = check_all(root)
-    for problem in problems:
-        if problem.path is not None and program_name(problem.path) == name:
-            raise problem
-    return find_program(programs, name)
 
 
 def _folder(program: Program) -> Path:

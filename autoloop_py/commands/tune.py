@@ -21,10 +21,10 @@ from autoloop_py.analysis.tuning_report import (
     trial_kind,
 )
 from autoloop_py.commands.analyze import figure_class
-from autoloop_py.commands.common import format_metric, repo_root, subparser
+from autoloop_py.commands.common import format_metric, load_named, repo_root, subparser
 from autoloop_py.commands.trace import export_program
 from autoloop_py.errors import AutoloopError
-from autoloop_py.program.model import Program, check_all, find_program, program_name
+from autoloop_py.program.model import Program
 from autoloop_py.program.regions import primary_target
 from autoloop_py.state.trace import load_trace
 from autoloop_py.studies import tuning_run
@@ -70,7 +70,7 @@ def cmd_tune(args: argparse.Namespace, console: Console) -> int:
     tuning_run.gp_minimize()
     figure = figure_class() if args.png else None
     root = repo_root(args.repo)
-    program = _program(root, args.program)
+    program = load_named(root, args.program, with_issues=False)
     with tempdirs.temporary("autoloop-trace-") as tmp:
         trace = load_trace(export_program(root, program.name, Path(tmp) / program.name))
         target = tuning_run.load_target(trace, program.direction, args.candidate, args.at_iteration)
@@ -106,13 +106,6 @@ def _search(
                                                     seed=args.seed, on_trial=progress)
     return path, baseline, trials, interrupted
 
-
-def _program(root: Path, name: str) -> Program:
-    programs, problems = check_all(root)
-    for problem in problems:
-        if problem.path is not None and program_name(problem.path) == name:
-            raise problem
-    return find_program(programs, name)
 
 
 def _baseline(program: Program, workdir: Path, path: str, target: tuning_run.TuneTarget) -> float:
