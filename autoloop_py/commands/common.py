@@ -13,6 +13,7 @@ import git
 from rich.console import Console
 from rich.markup import escape
 
+from autoloop_py.commands import COMMANDS
 from autoloop_py.errors import AutoloopError, ProgramError, StateError
 from autoloop_py.git import command as gitutil
 from autoloop_py.git.objects import GitSession
@@ -45,8 +46,9 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-v", "--verbose", action="store_true", help="show log messages")
 
 
-def subparser(commands: Any, name: str, summary: str, example: str) -> argparse.ArgumentParser:
-    """Returns a sub-parser whose help ends with an example."""
+def subparser(commands: Any, name: str, example: str, summary: str | None = None) -> argparse.ArgumentParser:
+    """Returns a sub-parser whose help ends with an example; its summary is the command's in COMMANDS by default."""
+    summary = summary if summary is not None else COMMANDS[name][1]
     parser: argparse.ArgumentParser = commands.add_parser(
         name,
         help=summary,

@@ -48,12 +48,7 @@ _MARKS = {"accepted": "✅", "rejected": "❌", "error": "⚠️", "pending-ci":
 
 def add_parser(commands: Any) -> None:
     """Registers `autoloop run`."""
-    parser = subparser(
-        commands,
-        "run",
-        "Run iterations: propose a change, evaluate it, keep it only if the metric improved.",
-        "autoloop run --program function_minimization --iterations 10 --proposer tune",
-    )
+    parser = subparser(commands, "run", "autoloop run --program function_minimization --iterations 10 --proposer tune")
     parser.add_argument("--program", help="run this program (default: the most overdue; env AUTOLOOP_PROGRAM)")
     parser.add_argument("--iterations", type=int, default=1, metavar="N",
                         help="how many iterations (default 1; ticks, with --parallel K --barrier)")

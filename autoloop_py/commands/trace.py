@@ -21,7 +21,6 @@ from autoloop_py.state import trace
 from autoloop_py.state.memory import MEMORY_BRANCH, MemoryStore
 from autoloop_py.state.untrusted_text import plain
 
-_SUMMARY = "Work with the run traces recorded on branch memory/autoloop."
 _EXPORT = ("write a program's trace as an EvoTrace run directory (meta.json, programs.jsonl, blobs/), or with --to "
            "as a CSV file, an MLflow run or a W&B run")
 _SHOW = "print one candidate (its id, e.g. it7 or 12): metrics, stages and what its evaluation said"
@@ -29,9 +28,12 @@ _SHOW = "print one candidate (its id, e.g. it7 or 12): metrics, stages and what 
 
 def add_parser(commands: Any) -> None:
     """Registers `autoloop trace export PROGRAM DIR`."""
-    parser = subparser(commands, "trace", _SUMMARY, "autoloop trace export function_minimization out/\n"
-                       "  autoloop trace export function_minimization --to csv --out runs.csv\n"
-                       "  autoloop trace export function_minimization --to mlflow --out mlruns/   # a file store")
+    parser = subparser(
+        commands, "trace",
+        "autoloop trace export function_minimization out/\n"
+        "  autoloop trace export function_minimization --to csv --out runs.csv\n"
+        "  autoloop trace export function_minimization --to mlflow --out mlruns/   # a file store",
+    )
     parser.add_argument("action", choices=("export", "show"), help=f"export: {_EXPORT}; show: {_SHOW}")
     parser.add_argument("program", help="the program's name")
     parser.add_argument("directory", metavar="DIRECTORY|ID", nargs="?",

@@ -21,6 +21,7 @@ from autoloop_py.analysis.tuning_report import (
     trial_kind,
 )
 from autoloop_py.commands.analyze import figure_class
+from autoloop_py.commands import COMMANDS
 from autoloop_py.commands.common import format_metric, load_named, repo_root, subparser
 from autoloop_py.commands.trace import export_program
 from autoloop_py.errors import AutoloopError
@@ -30,7 +31,7 @@ from autoloop_py.state.trace import load_trace
 from autoloop_py.studies import tuning_run
 
 EXIT_INTERRUPT = 130
-_SUMMARY = "Tune one candidate's numeric constants with Bayesian optimisation: how much of the run's gain is just tuning?"
+_SUMMARY = COMMANDS["tune"][1]
 _DETAILS = """\
 Finds the tunable numeric literals (knobs) of a candidate recorded in the program's trace,
 rewrites them into a PARAMS block, and runs scikit-optimize's gp_minimize over them with the
@@ -42,7 +43,7 @@ branch; nothing is committed. Needs: pip install 'autoloop-py[tune]'."""
 
 def add_parser(commands: Any) -> None:
     """Registers `autoloop tune`."""
-    parser = subparser(commands, "tune", _SUMMARY, "autoloop tune function_minimization --candidate it3 --calls 24")
+    parser = subparser(commands, "tune", "autoloop tune function_minimization --candidate it3 --calls 24")
     parser.description = f"{_SUMMARY}\n\n{_DETAILS}\n\nexample:\n  autoloop tune function_minimization --calls 24"
     parser.add_argument("program", help="the program's name (its trace on memory/autoloop holds the candidates)")
     parser.add_argument("--candidate", metavar="ID",
