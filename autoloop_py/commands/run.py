@@ -180,7 +180,8 @@ def _run(args: argparse.Namespace, console: Console, started: float, wall: float
     if args.ci and settings is None:
         raise AutoloopError("--ci needs GITHUB_REPOSITORY and GITHUB_TOKEN in the environment")
     if not args.dry_run:
-        on_outcome = _tracked(stack, tracking.live_trackers(root, programs, os.environ), on_outcome)
+        running = [program for program in programs if forced in (None, program.name)]
+        on_outcome = _tracked(stack, tracking.live_trackers(root, running, os.environ), on_outcome)
     with sigterm_interrupts():
         outcomes = _loop(root, programs, forced, args.iterations, options, console, settings, args.force,
                          args.parallel, args.barrier, on_outcome)
