@@ -17,12 +17,7 @@ from autoloop_py.program.requirements import program_requirements, requirement_n
 
 def add_parser(commands: Any) -> None:
     """Registers `autoloop deps`."""
-    parser = subparser(
-        commands,
-        "deps",
-        "Show (or install with pip) what a program's evaluation needs: `requirements:` or requirements.txt.",
-        "autoloop deps function_minimization --install",
-    )
+    parser = subparser(commands, "deps", "autoloop deps function_minimization --install")
     parser.add_argument("program", help="the program's name")
     parser.add_argument("--install", action="store_true", help="run `python -m pip install` with them")
     parser.add_argument("--if-found", action="store_true",

@@ -39,7 +39,7 @@ _SPARK = {"accepted": "✅", "rejected": "❌", "error": "⚠️", "pending-ci":
 
 def add_parser(commands: Any) -> None:
     """Registers `autoloop status`."""
-    parser = subparser(commands, "status", "Show what each program is doing.", "autoloop status function_minimization")
+    parser = subparser(commands, "status", "autoloop status function_minimization")
     parser.add_argument("program", nargs="?", help="show one program's recent history too")
     parser.add_argument(
         "--mermaid", action="store_true",
