@@ -45,8 +45,11 @@ class ProgramConfig:
       min_delta: the smallest improvement that counts as one.
       seed: base seed of every random choice for this program.
       novelty_filter: skip repeats and mostly-recycled candidates, and show recently deleted lines in prompts.
-      novelty_threshold: the share of re-added deleted lines at which a candidate counts as recycled
-        (novelty.DEFAULT_THRESHOLD; the paper measures about 0.3 for a typical edit).
+      novelty: `exact` (repeats and recycled lines only) or `embedding` (also candidates too similar to an
+        evaluated one, by a `role: embedding` model's vectors or, without one, local code vectors).
+      novelty_threshold: under `exact`, the share of re-added deleted lines at which a candidate counts as
+        recycled (None: novelty.DEFAULT_THRESHOLD; the paper measures about 0.3 for a typical edit); under
+        `embedding`, the cosine similarity above which a candidate is skipped (None: novelty.DEFAULT_SIMILARITY).
       isolation: how evaluations and agents are confined: auto (bubblewrap when it works), bwrap, none.
       evaluation_network: let the evaluation use the network (inside bubblewrap it has none by default).
       agent_network: what an outside agent's network reaches: `host` (the host's own network, its loopback
@@ -97,7 +100,8 @@ class ProgramConfig:
     min_delta: float = 0.0
     seed: int = 0
     novelty_filter: bool = True
-    novelty_threshold: float = 0.8
+    novelty: str = "exact"
+    novelty_threshold: float | None = None
     isolation: str = "auto"
     evaluation_network: bool = False
     agent_network: str = "host"
@@ -153,6 +157,7 @@ _KEYS = {
     "seed": "seed",
     "novelty-filter": "novelty_filter",
     "novelty_filter": "novelty_filter",
+    "novelty": "novelty",
     "novelty-threshold": "novelty_threshold",
     "novelty_threshold": "novelty_threshold",
     "isolation": "isolation",
@@ -309,10 +314,11 @@ def _key_line(block: str, key: str) -> int:
 
 _DEFAULTED = (
     "models", "model_selection", "runs_on", "evaluation_timeout", "repeats", "min_delta", "seed", "novelty_filter",
-    "novelty_threshold", "llm_timeout", "llm_retries", "max_file_bytes", "isolation", "evaluation_network",
+    "novelty", "llm_timeout", "llm_retries", "max_file_bytes", "isolation", "evaluation_network",
     "evaluation_report", "feedback_bytes", "evaluation_stages", "max_disk", "agent_network",
 )
 _ISOLATIONS = ("auto", "bwrap", "none")
+_NOVELTIES = ("exact", "embedding")
 _REPORT_CHANNELS = ("auto", "file", "stdout")  # loop/evaluation_report.CHANNELS
 _AGENT_NETWORKS = ("host", "outside-only")  # sandbox/policy.AGENT_NETWORKS
 # Zero or less would mean "no time at all" (and `.inf` no limit at all), so these must be positive and finite.
@@ -334,7 +340,8 @@ def _coerce(field_name: str, value: Any) -> Any:
         return parse_tolerance(value)
     if value is None:
         return None if field_name not in _DEFAULTED else _default(field_name)
-    choices = (("isolation", _ISOLATIONS), ("evaluation_report", _REPORT_CHANNELS), ("agent_network", _AGENT_NETWORKS))
+    choices = (("isolation", _ISOLATIONS), ("evaluation_report", _REPORT_CHANNELS), ("agent_network", _AGENT_NETWORKS),
+               ("novelty", _NOVELTIES))
     for name, allowed in choices:
         if field_name == name:
             if str(value).strip().lower() not in allowed:
