@@ -2,7 +2,8 @@
 
 The example `function_minimization` runs offline: iteration 1 is the `tune` proposer's (accepted), iteration 2
 a fake proposer that puts the seed's search.py back, byte for byte, and iteration 3 the `tune` proposer again,
-whose saved prompt shows the line iteration 1 deleted.
+whose saved prompt shows the line iteration 1 deleted. Under `novelty: embedding`, iteration 2 renames the
+variables of the code iteration 1 kept instead, and is not evaluated either (offline: local code vectors).
 """
 
 from __future__ import annotations
@@ -38,25 +39,40 @@ class _PutSeedBack:
         return Proposal({SEARCH: (EXAMPLE / "code/search.py").read_text(encoding="utf-8")}, "put the seed back")
 
 
+class _Rename:
+    """Proposes the current search.py with its variables renamed (the same program in other words)."""
+
+    name = "tune"
+
+    def propose(self, request: ProposalRequest, rng: random.Random) -> Proposal:
+        source = request.files[SEARCH]
+        for old, new in (("temperature", "heat"), ("best", "champion"), ("new_value", "trial_value"), ("nx", "cx")):
+            source = re.sub(rf"\b{old}\b", new, source)
+        return Proposal({SEARCH: source}, "rename the variables")
+
+
 def _factory(name: str, **kwargs: object) -> Proposer:
     return _PutSeedBack()
 
 
-def _install(repo: Path, novelty_filter: bool) -> None:
+def _install(repo: Path, novelty_filter: bool, frontmatter: str = "") -> None:
     target = repo / FOLDER
     shutil.copytree(EXAMPLE, target, ignore=shutil.ignore_patterns("__pycache__"))
-    if not novelty_filter:
-        text = (target / "program.md").read_text(encoding="utf-8")
-        (target / "program.md").write_text(text.replace("seed: 7\n", "seed: 7\nnovelty_filter: false\n", 1))
+    added = frontmatter + ("" if novelty_filter else "novelty_filter: false\n")
+    text = (target / "program.md").read_text(encoding="utf-8")
+    (target / "program.md").write_text(text.replace("seed: 7\n", "seed: 7\n" + added, 1))
     subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
     subprocess.run(["git", "commit", "-qm", "program"], cwd=repo, check=True)
 
 
-def _run(repo: Path, novelty_filter: bool) -> list[IterationOutcome]:
-    _install(repo, novelty_filter)
+def _run(repo: Path, novelty_filter: bool, frontmatter: str = "", second: Proposer | None = None) -> list[IterationOutcome]:
+    _install(repo, novelty_filter, frontmatter)
     program = load_program(repo, FOLDER / "program.md")
-    options = (RunOptions(proposer="tune"), RunOptions(proposer="tune", proposer_factory=_factory),
+    factory = _factory if second is None else (lambda name, **kwargs: second)
+    options = (RunOptions(proposer="tune"), RunOptions(proposer="tune", proposer_factory=factory),
                RunOptions(proposer="tune"))
+    # The third iteration only shows the prompt after a skip: a renamed candidate needs no third.
+    options = options if second is None else options[:2]
     return [run_iteration(repo, program, option, START + timedelta(minutes=i)) for i, option in enumerate(options)]
 
 
@@ -97,3 +113,17 @@ def test_with_the_filter_off_it_is_evaluated(git_repo: Path) -> None:
     assert "novelty" not in row["metadata"]
     prompt = MemoryStore(git_repo).read(f"traces/{NAME}/prompts/3.md") or ""
     assert "Recently deleted lines" not in prompt
+
+
+def test_a_candidate_that_only_renames_variables_is_not_evaluated_under_novelty_embedding(git_repo: Path) -> None:
+    first, renamed = _run(git_repo, novelty_filter=True, frontmatter="novelty: embedding\n", second=_Rename())
+    assert first.status == "accepted"
+    assert renamed.status == "rejected" and "evaluate" not in renamed.timings and renamed.metric is None
+    assert renamed.reason == ("not evaluated: similarity 1.0000 to candidate it1 is above novelty-threshold 0.999 "
+                              "(local vectors)")
+    memory = MemoryStore(git_repo)
+    row = _row(memory, 2)
+    assert row["metadata"]["novelty"] == {"verdict": "similar", "evaluated": False, "of": "it1", "similarity": 1.0,
+                                          "threshold": 0.999, "embedder": "local"}
+    assert row["metrics"] == {}
+    assert "not evaluated: similarity 1.0000 to candidate it1" in (memory.read(f"{NAME}.md") or "")
