@@ -15,7 +15,7 @@ from autoloop_py.errors import ProgramError
 from autoloop_py.program.interval import parse_schedule
 from autoloop_py.program.holdout import Holdout, parse_holdout, parse_tolerance
 from autoloop_py.program.stages import Stage, parse_stages
-from autoloop_py.program.models import ModelSpec, parse_models, parse_selection
+from autoloop_py.program.models import EMBEDDING, JUDGE, ModelSpec, parse_models, parse_selection
 from autoloop_py.program.runner import parse_container, parse_runs_on
 from autoloop_py.program.objectives import (
     Objective,
@@ -243,6 +243,11 @@ def parse_frontmatter(
         line = first_line + _key_line(match.group(2), "model")
         problems.append(ProgramError("set `model:` or `models:`, not both (list the one model under `models:`)",
                                      rel, line))
+    unused = [s for s in values.get("models") or () if s.role in (EMBEDDING, JUDGE)]
+    if unused and values.get("novelty") != "embedding":
+        line = first_line + _key_line(match.group(2), "models")
+        warnings.append(f"{rel}:{line}: frontmatter `models`: the `role: {unused[0].role}` entry ({unused[0].name}) is "
+                        "not used without `novelty: embedding`")
     if values.get("timeout_minutes") is not None and values.get("evaluation_timeout") is None:
         # Upstream's programs set only `timeout-minutes`, and evaluate for most of it (autoresearch: 6 minutes).
         values["evaluation_timeout"] = values["timeout_minutes"] * 60

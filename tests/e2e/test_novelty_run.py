@@ -17,6 +17,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from autoloop_py.cli import main
 from autoloop_py.loop.iteration.iteration import IterationOutcome, run_iteration
 from autoloop_py.loop.iteration.options import RunOptions
 from autoloop_py.program.model import load_program
@@ -115,7 +118,9 @@ def test_with_the_filter_off_it_is_evaluated(git_repo: Path) -> None:
     assert "Recently deleted lines" not in prompt
 
 
-def test_a_candidate_that_only_renames_variables_is_not_evaluated_under_novelty_embedding(git_repo: Path) -> None:
+def test_a_candidate_that_only_renames_variables_is_not_evaluated_under_novelty_embedding(
+    git_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     first, renamed = _run(git_repo, novelty_filter=True, frontmatter="novelty: embedding\n", second=_Rename())
     assert first.status == "accepted"
     assert renamed.status == "rejected" and "evaluate" not in renamed.timings and renamed.metric is None
@@ -127,3 +132,7 @@ def test_a_candidate_that_only_renames_variables_is_not_evaluated_under_novelty_
                                           "threshold": 0.999, "embedder": "local"}
     assert row["metrics"] == {}
     assert "not evaluated: similarity 1.0000 to candidate it1" in (memory.read(f"{NAME}.md") or "")
+    assert main(["status", NAME, "--repo", str(git_repo)]) == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "Not evaluated (novelty filter): 1 of the last 2 iterations" in shown
+    assert "2 not evaluated: similarity 1.0000 to candidate it1 is above novelty-threshold 0.999 (local vectors)" in shown

@@ -181,6 +181,15 @@ def test_bad_novelty_settings_name_the_key(tmp_path: Path, line: str, message: s
         _program(tmp_path, line)
 
 
+def test_novelty_models_without_novelty_embedding_are_named_unused(tmp_path: Path) -> None:
+    models = "models:\n  - openai/a\n  - model: openai/e\n    role: embedding\n  - model: openai/j\n    role: judge\n"
+    unused = _program(tmp_path, models)
+    assert list(unused.warnings) == [".autoloop/programs/demo/program.md:2: frontmatter `models`: the `role: embedding` "
+                               "entry (openai/e) is not used without `novelty: embedding`"]
+    used = _program(tmp_path / "used", models + "novelty: embedding\n")
+    assert not used.warnings and [s.role for s in used.config.models] == ["propose", "embedding", "judge"]
+
+
 def test_screen_judges_single_file_candidates_only(tmp_path: Path) -> None:
     program = _program(tmp_path, "seed: 1\n")
     reader = _reader()
