@@ -15,7 +15,7 @@ import shutil
 import subprocess
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
@@ -24,6 +24,9 @@ from autoloop_py.loop.iteration.iteration import IterationOutcome, run_iteration
 from autoloop_py.loop.iteration.options import RunOptions
 from autoloop_py.program.model import load_program
 from autoloop_py.proposers.base import Proposal, ProposalRequest, Proposer
+from autoloop_py.proposers.llm import LLMProposer
+from autoloop_py.proposers.llm_call import CallLimits
+from autoloop_py.proposers.model_calls import ModelCheck, Reply
 from autoloop_py.state.memory import MemoryStore
 
 EXAMPLE = Path(__file__).parents[2] / ".autoloop/programs/function_minimization"
@@ -136,3 +139,39 @@ def test_a_candidate_that_only_renames_variables_is_not_evaluated_under_novelty_
     shown = " ".join(capsys.readouterr().out.split())
     assert "Not evaluated (novelty filter): 1 of the last 2 iterations" in shown
     assert "2 not evaluated: similarity 1.0000 to candidate it1 is above novelty-threshold 0.999 (local vectors)" in shown
+
+
+class _Judge:
+    """The run's model calls (a ModelCalls): the judge answers SAME, with 10 prompt and 10 completion tokens."""
+
+    def __init__(self) -> None:
+        self.prompts: list[str] = []
+
+    def completion(self, kwargs: dict[str, Any], limits: CallLimits) -> Reply:
+        self.prompts.append(kwargs["messages"][-1]["content"])
+        return Reply("SAME\nonly the names differ", prompt_tokens=10, completion_tokens=10)
+
+    def check(self, model: str) -> Callable[[], ModelCheck]:
+        return ModelCheck  # the setup check before the proposal: litellm places the model, no key is missing
+
+
+class _RenameAsLLM(LLMProposer):
+    """The renaming proposer, as an llm proposer whose model calls (the judge's too) go to a fake."""
+
+    def propose(self, request: ProposalRequest, rng: random.Random) -> Proposal:
+        return _Rename().propose(request, rng)
+
+
+def test_a_judge_confirms_the_skip_and_its_call_is_counted_in_spend(git_repo: Path) -> None:
+    judge = "models:\n  - model: openai/judge\n    role: judge\n    input-cost-per-token: 0.001\nnovelty: embedding\n"
+    calls = _Judge()
+    _, renamed = _run(git_repo, novelty_filter=True, frontmatter=judge, second=_RenameAsLLM(models=calls))  # type: ignore[arg-type]
+    assert len(calls.prompts) == 1 and "DIFFERENT or SAME" in calls.prompts[0]
+    assert renamed.status == "rejected" and "evaluate" not in renamed.timings
+    assert renamed.reason is not None and renamed.reason.endswith("(local vectors; the judge: SAME)")
+    state = MemoryStore(git_repo).read(f"{NAME}.md") or ""
+    # The judge's 10 + 10 tokens, its 10 prompt tokens at $0.001: the iteration's cost, Spent and the Models table.
+    assert "| Spent | 20 tokens, $0.01 |" in state
+    assert "| `openai/judge` | — | 0 | 0 | 0 | 20 | $0.01 |" in state
+    record = state.split("### Iteration 2", 1)[1].split("### Iteration", 1)[0]
+    assert "- **Cost**: 20 tokens, $0.0100\n" in record
