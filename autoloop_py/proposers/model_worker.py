@@ -37,16 +37,8 @@ from typing import IO, Any, Callable, Mapping, Sequence
 
 from autoloop_py.errors import AutoloopError, ConfigurationError
 from autoloop_py.proposers.llm_call import CallLimits, ModelCallError
-from autoloop_py.proposers.model_calls import (
-    ModelCheck,
-    Reply,
-    Vectors,
-    call,
-    check_model,
-    embed,
-    error_line,
-    import_litellm,
-)
+from autoloop_py.proposers.model_calls import ModelCheck, Reply, Vectors, call, check_model, embed, error_line
+from autoloop_py.proposers.model_calls import import_litellm
 from autoloop_py.sandbox.runner import make_non_dumpable
 
 logger = logging.getLogger("autoloop_py.proposers.model_worker")  # also when run as __main__
