@@ -189,7 +189,9 @@ def run_once(tmp: Path, name: str, seed: int, budget: int, mode: str, similarity
     return Run(evaluations, best, seconds, skipped, out, proposer.reworded)
 
 
-def replay(directory: Path, threshold: float, min_delta: float, similarity: float = novelty.DEFAULT_SIMILARITY) -> Replay:
+def replay(
+    directory: Path, threshold: float, min_delta: float, similarity: float = novelty.DEFAULT_SIMILARITY
+) -> Replay:
     """Replays a recorded trace through novelty.check, then the similarity check, in iteration order."""
     run = trace.load_trace(directory)
     by_id = {row.id: row for row in run.rows}
@@ -222,11 +224,14 @@ def replay(directory: Path, threshold: float, min_delta: float, similarity: floa
                   counts["accepted"], best_without, best_with)
 
 
-def _similar(source: str, vectors: dict[str, code_vector.Vector], lineage: list[str], threshold: float) -> NoveltyVerdict:
+def _similar(
+    source: str, vectors: dict[str, code_vector.Vector], lineage: list[str], threshold: float
+) -> NoveltyVerdict:
     """Returns similar when the candidate's code vector lies above threshold to one of the neighbours the live
     filter compares (its lineage and the newest evaluated candidates), else novel."""
     names = [*lineage, *list(vectors)[-RECENT_ROWS:]]
-    found = code_vector.nearest(code_vector.vector(evolved_code(source)), {n: vectors[n] for n in names if n in vectors})
+    near = {name: vectors[name] for name in names if name in vectors}
+    found = code_vector.nearest(code_vector.vector(evolved_code(source)), near)
     if found is not None and found[1] > threshold:
         return NoveltyVerdict(novelty.SIMILAR, of=found[0], similarity=found[1], threshold=threshold)
     return NoveltyVerdict(novelty.NOVEL)
@@ -286,9 +291,11 @@ def main() -> int:
                     f" {r.accepted_skipped:>16} | {_fmt(r.best_without):>8}  {_fmt(r.best_with):>13}"
                     f" | {off.evaluations:>15} {on.evaluations:>3} {emb.evaluations:>4}"
                     f" | {_fmt(off.best):>8} {_fmt(on.best)} {_fmt(emb.best)}"
-                    f" | {off.seconds / args.budget:>8.2f} {on.seconds / args.budget:.2f} {emb.seconds / args.budget:.2f}"
+                    f" | {off.seconds / args.budget:>8.2f} {on.seconds / args.budget:.2f}"
+                    f" {emb.seconds / args.budget:.2f}"
                     f"   (live skips on: {on.skipped[novelty.DUPLICATE]} duplicate, {on.skipped[novelty.RECYCLED]}"
-                    f" recycled; embedding: {emb.skipped[novelty.SIMILAR]} similar; re-worded proposals: {off.reworded})"
+                    f" recycled; embedding: {emb.skipped[novelty.SIMILAR]} similar;"
+                    f" re-worded proposals: {off.reworded})"
                 )
     print(f"novelty filter: threshold {args.threshold:g}, min_added {novelty.DEFAULT_MIN_ADDED}, similarity "
           f"{args.similarity:g} (local code vectors), budget {args.budget} tune iterations per run, "

@@ -71,7 +71,8 @@ def test_other_languages_and_unparsable_python_are_split_into_words() -> None:
 
 def test_nearest_is_the_most_similar_and_the_first_on_ties() -> None:
     assert nearest((1.0, 0.0), {}) is None
-    assert nearest((1.0, 0.0), {"a": (0.0, 1.0), "b": (2.0, 0.1), "c": (1.0, 0.05)}) == ("b", cosine((1.0, 0.0), (2.0, 0.1)))
+    found = nearest((1.0, 0.0), {"a": (0.0, 1.0), "b": (2.0, 0.1), "c": (1.0, 0.05)})
+    assert found == ("b", cosine((1.0, 0.0), (2.0, 0.1)))
     assert nearest((1.0, 0.0), {"a": (3.0, 0.0), "b": (1.0, 0.0)}) == ("a", 1.0)
 
 

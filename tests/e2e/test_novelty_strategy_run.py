@@ -41,7 +41,9 @@ def _factory(name: str, **kwargs: object) -> Proposer:
     return _Rename()
 
 
-def test_a_renamed_parent_is_not_evaluated_and_joins_no_island(git_repo: Path, run_git) -> None:  # type: ignore[no-untyped-def]
+def test_a_renamed_parent_is_not_evaluated_and_joins_no_island(
+    git_repo: Path, run_git  # type: ignore[no-untyped-def]
+) -> None:
     files = {"program.md": program_md("Renaming", "Make x large.", frontmatter={"novelty": "embedding"}),
              "code/value.py": SEED, "code/evaluate.py": EVALUATE}
     install_tiny_strategy_program(git_repo, run_git, FOLDER, "evox", files)
