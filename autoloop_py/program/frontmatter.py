@@ -248,6 +248,9 @@ def parse_frontmatter(
         line = first_line + _key_line(match.group(2), "models")
         warnings.append(f"{rel}:{line}: frontmatter `models`: the `role: {unused[0].role}` entry ({unused[0].name}) is "
                         "not used without `novelty: embedding`")
+    if values.get("novelty") == "embedding" and values.get("novelty_filter") is False:
+        line = first_line + _key_line(match.group(2), "novelty")
+        warnings.append(f"{rel}:{line}: frontmatter `novelty: embedding` does nothing with `novelty-filter: false`")
     if values.get("timeout_minutes") is not None and values.get("evaluation_timeout") is None:
         # Upstream's programs set only `timeout-minutes`, and evaluate for most of it (autoresearch: 6 minutes).
         values["evaluation_timeout"] = values["timeout_minutes"] * 60

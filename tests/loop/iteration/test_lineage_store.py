@@ -188,6 +188,9 @@ def test_novelty_models_without_novelty_embedding_are_named_unused(tmp_path: Pat
                                "entry (openai/e) is not used without `novelty: embedding`"]
     used = _program(tmp_path / "used", models + "novelty: embedding\n")
     assert not used.warnings and [s.role for s in used.config.models] == ["propose", "embedding", "judge"]
+    off = _program(tmp_path / "off", "novelty: embedding\nnovelty-filter: false\n")
+    assert list(off.warnings) == [".autoloop/programs/demo/program.md:2: frontmatter `novelty: embedding` does "
+                                  "nothing with `novelty-filter: false`"]
 
 
 def test_screen_judges_single_file_candidates_only(tmp_path: Path) -> None:
