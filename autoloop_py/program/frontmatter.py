@@ -15,7 +15,7 @@ from autoloop_py.errors import ProgramError
 from autoloop_py.program.interval import parse_schedule
 from autoloop_py.program.holdout import Holdout, parse_holdout, parse_tolerance
 from autoloop_py.program.stages import Stage, parse_stages
-from autoloop_py.program.models import ModelSpec, parse_models, parse_selection
+from autoloop_py.program.models import EMBEDDING, JUDGE, ModelSpec, parse_models, parse_selection
 from autoloop_py.program.runner import parse_container, parse_runs_on
 from autoloop_py.program.objectives import (
     Objective,
@@ -49,8 +49,11 @@ class ProgramConfig:
       min_delta: the smallest improvement that counts as one.
       seed: base seed of every random choice for this program.
       novelty_filter: skip repeats and mostly-recycled candidates, and show recently deleted lines in prompts.
-      novelty_threshold: the share of re-added deleted lines at which a candidate counts as recycled
-        (novelty.DEFAULT_THRESHOLD; the paper measures about 0.3 for a typical edit).
+      novelty: `exact` (repeats and recycled lines only) or `embedding` (also candidates too similar to an
+        evaluated one, by a `role: embedding` model's vectors or, without one, local code vectors).
+      novelty_threshold: under `exact`, the share of re-added deleted lines at which a candidate counts as
+        recycled (None: novelty.DEFAULT_THRESHOLD; the paper measures about 0.3 for a typical edit); under
+        `embedding`, the cosine similarity above which a candidate is skipped (None: novelty.DEFAULT_SIMILARITY).
       isolation: how evaluations and agents are confined: auto (bubblewrap when it works), bwrap, none.
       evaluation_network: let the evaluation use the network (inside bubblewrap it has none by default).
       agent_network: what an outside agent's network reaches: `host` (the host's own network, its loopback
@@ -105,7 +108,8 @@ class ProgramConfig:
     min_delta: float = 0.0
     seed: int = 0
     novelty_filter: bool = True
-    novelty_threshold: float = 0.8
+    novelty: str = "exact"
+    novelty_threshold: float | None = None
     isolation: str = "auto"
     evaluation_network: bool = False
     agent_network: str = "host"
@@ -194,6 +198,14 @@ def parse_frontmatter(
         line = first_line + _key_line(match.group(2), "model")
         problems.append(ProgramError("set `model:` or `models:`, not both (list the one model under `models:`)",
                                      rel, line))
+    unused = [s for s in values.get("models") or () if s.role in (EMBEDDING, JUDGE)]
+    if unused and values.get("novelty") != "embedding":
+        line = first_line + _key_line(match.group(2), "models")
+        warnings.append(f"{rel}:{line}: frontmatter `models`: the `role: {unused[0].role}` entry ({unused[0].name}) is "
+                        "not used without `novelty: embedding`")
+    if values.get("novelty") == "embedding" and values.get("novelty_filter") is False:
+        line = first_line + _key_line(match.group(2), "novelty")
+        warnings.append(f"{rel}:{line}: frontmatter `novelty: embedding` does nothing with `novelty-filter: false`")
     if values.get("timeout_minutes") is not None and values.get("evaluation_timeout") is None:
         # Upstream's programs set only `timeout-minutes`, and evaluate for most of it (autoresearch: 6 minutes).
         values["evaluation_timeout"] = values["timeout_minutes"] * 60
@@ -265,13 +277,14 @@ def _key_line(block: str, key: str) -> int:
 
 _DEFAULTED = (
     "models", "model_selection", "prompt_selection", "prompt_evolve_every", "runs_on", "evaluation_timeout", "repeats",
-    "min_delta", "seed", "novelty_filter", "novelty_threshold", "llm_timeout", "llm_retries", "max_file_bytes", "isolation", "evaluation_network",
-    "evaluation_report", "feedback_bytes", "evaluation_stages", "max_disk", "agent_network",
+    "min_delta", "seed", "novelty_filter", "novelty", "llm_timeout", "llm_retries", "max_file_bytes", "isolation",
+    "evaluation_network", "evaluation_report", "feedback_bytes", "evaluation_stages", "max_disk", "agent_network",
 )
 _CHOICES = {
     "isolation": ("auto", "bwrap", "none"),
     "evaluation_report": ("auto", "file", "stdout"),  # loop/evaluation_report.CHANNELS
     "agent_network": ("host", "outside-only"),  # sandbox/policy.AGENT_NETWORKS
+    "novelty": ("exact", "embedding"),
     "proposer": PROPOSERS,
 }
 # Settings read by a parser of their own, an empty value included (its ValueError says what is wrong).

@@ -64,8 +64,11 @@ def completion(
     *,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    method: str = "completion",
 ) -> Any:
     """Returns litellm's response to one completion request, trying at most `retries + 1` times within the limits.
+
+    method: the litellm function that makes the request (`embedding` for the novelty filter's vectors).
 
     Raises ModelCallError with a plain sentence when no usable response came, and ConfigurationError when
     the reason is a setting (the provider refused the key or knows no such model, or no attempt could connect
@@ -79,7 +82,7 @@ def completion(
         if budget is None:
             break
         try:
-            return litellm.completion(**kwargs, timeout=budget, max_retries=0, num_retries=0)
+            return getattr(litellm, method)(**kwargs, timeout=budget, max_retries=0, num_retries=0)
         except Exception as err:  # litellm raises provider-specific types; each is classified below
             kind = classify(err)
             logger.info("model call %d failed (%s): %s", attempt + 1, kind, _first_line(err))

@@ -37,7 +37,8 @@ from typing import IO, Any, Callable, Mapping, Sequence
 
 from autoloop_py.errors import AutoloopError, ConfigurationError
 from autoloop_py.proposers.llm_call import CallLimits, ModelCallError
-from autoloop_py.proposers.model_calls import ModelCheck, Reply, call, check_model, error_line, import_litellm
+from autoloop_py.proposers.model_calls import ModelCheck, Reply, Vectors, call, check_model, embed, error_line
+from autoloop_py.proposers.model_calls import import_litellm
 from autoloop_py.sandbox.runner import make_non_dumpable
 
 logger = logging.getLogger("autoloop_py.proposers.model_worker")  # also when run as __main__
@@ -135,8 +136,11 @@ class ModelWorker:
 
     def completion(self, kwargs: dict[str, Any], limits: CallLimits) -> Reply:
         """Returns the reply to one request (litellm's arguments), made by the worker within the limits."""
-        request = {"op": "completion", "kwargs": kwargs, "limits": [limits.timeout, limits.retries, limits.deadline]}
-        return Reply(**self._submit(request)()["reply"])
+        return Reply(**self._submit(_request("completion", kwargs, limits))()["reply"])
+
+    def embedding(self, kwargs: dict[str, Any], limits: CallLimits) -> Vectors:
+        """Returns the vectors of one embedding request, made by the worker within the limits."""
+        return _vectors(self._submit(_request("embedding", kwargs, limits))())
 
     def check(self, model: str) -> Callable[[], ModelCheck]:
         """Sends a model's setup check; returns the call that waits for its answer."""
@@ -184,6 +188,15 @@ class ModelWorker:
         return _unpacked(self._answers.pop(ticket))
 
 
+def _request(op: str, kwargs: dict[str, Any], limits: CallLimits) -> dict[str, Any]:
+    return {"op": op, "kwargs": kwargs, "limits": [limits.timeout, limits.retries, limits.deadline]}
+
+
+def _vectors(answer: dict[str, Any]) -> Vectors:
+    found = answer["vectors"]
+    return Vectors(tuple(tuple(v) for v in found["vectors"]), found["prompt_tokens"], found["cost"])
+
+
 def _unpacked(answer: dict[str, Any]) -> dict[str, Any]:
     """Logs the records an answer carries; returns it, or raises the error it carries."""
     for name, level, message in answer.get("logs", ()):
@@ -210,8 +223,11 @@ class SharedWorker:
 
     def completion(self, kwargs: dict[str, Any], limits: CallLimits) -> Reply:
         """Returns the reply to one request (litellm's arguments), made by the worker within the limits."""
-        request = {"op": "completion", "kwargs": kwargs, "limits": [limits.timeout, limits.retries, limits.deadline]}
-        return Reply(**self._ask(request)["reply"])
+        return Reply(**self._ask(_request("completion", kwargs, limits))["reply"])
+
+    def embedding(self, kwargs: dict[str, Any], limits: CallLimits) -> Vectors:
+        """Returns the vectors of one embedding request, made by the worker within the limits."""
+        return _vectors(self._ask(_request("embedding", kwargs, limits)))
 
     def check(self, model: str) -> Callable[[], ModelCheck]:
         """Checks the model in the worker; returns the call that hands the answer over."""
@@ -361,8 +377,10 @@ def _answer(litellm: Any, request: dict[str, Any]) -> dict[str, Any]:
         if request["op"] == "check":
             found = check_model(litellm, request["model"])
             return {"check": {"problem": found.problem, "missing": list(found.missing)}}
-        timeout, retries, deadline = request["limits"]
-        return {"reply": dataclasses.asdict(call(litellm, request["kwargs"], CallLimits(timeout, retries, deadline)))}
+        limits = CallLimits(*request["limits"])
+        if request["op"] == "embedding":
+            return {"vectors": dataclasses.asdict(embed(litellm, request["kwargs"], limits))}
+        return {"reply": dataclasses.asdict(call(litellm, request["kwargs"], limits))}
     except ConfigurationError as err:
         return _error("configuration", err.message)
     except ModelCallError as err:

@@ -57,6 +57,16 @@ def test_a_reply_comes_back_as_it_does_in_process(worker: ModelWorker, monkeypat
     assert server.keys == [KEY, KEY] and server.bodies[1]["messages"] == [{"role": "user", "content": "hi"}]
 
 
+def test_embeddings_come_back_as_they_do_in_process(worker: ModelWorker, monkeypatch: pytest.MonkeyPatch) -> None:
+    with fake_openai("reply", monkeypatch, tokens=5, embed=lambda text: [float(len(text)), 1.0]) as server:
+        kwargs = {"model": "openai/embed", "input": ["ab", "abcd"], "api_base": server.base_url, "api_key": KEY}
+        here = InProcess().embedding(dict(kwargs), CallLimits(timeout=30))
+        there = worker.embedding(kwargs, CallLimits(timeout=30))
+    assert there == here
+    assert (there.vectors, there.prompt_tokens) == (((2.0, 1.0), (4.0, 1.0)), 5)
+    assert server.bodies[1]["input"] == ["ab", "abcd"]
+
+
 def test_a_mock_response_and_litellms_price_list_answer_in_the_worker(worker: ModelWorker) -> None:
     kwargs = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}], "mock_response": "canned"}
     reply = worker.completion(kwargs, CallLimits(timeout=30))

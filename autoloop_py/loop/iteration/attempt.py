@@ -19,7 +19,7 @@ from autoloop_py.loop.checkout.workspace import Workspace
 from autoloop_py.loop.evaluation import acceptance, checks, holdout
 from autoloop_py.loop.evaluation.checks import violations
 from autoloop_py.loop.evaluation.evaluate import EvaluationResult
-from autoloop_py.loop.iteration import lineage_store, model_use, novelty, prompt_use
+from autoloop_py.loop.iteration import lineage_store, model_use, novelty, prompt_use, similarity
 from autoloop_py.loop.evaluation.fresh_copies import evaluate_copy
 from autoloop_py.loop.iteration.baseline import evaluation_policy
 from autoloop_py.loop.iteration.options import Clock, RunOptions
@@ -51,7 +51,7 @@ from autoloop_py.state import budget
 from autoloop_py.state import file as statefile
 from autoloop_py.state import trace, untrusted_text
 from autoloop_py.state.memory import MemoryStore
-from autoloop_py.state.population import Candidate
+from autoloop_py.state.population import Candidate, population_of
 from autoloop_py.strategies import pareto
 from autoloop_py.strategies import runner as strategy
 from autoloop_py.strategies.engine import DecisionLike
@@ -362,16 +362,40 @@ def _feedback(ctx: AttemptContext, parent_id: str | None) -> tuple[str, ...]:
 def _screen(
     ctx: AttemptContext, decision: DecisionLike | None, proposal: Proposal, files: Mapping[str, str]
 ) -> novelty.NoveltyVerdict | None:
-    """Returns why the candidate is not worth evaluating (a repeat, or mostly re-added deleted lines), else None."""
+    """Returns why the candidate is not worth evaluating (a repeat, mostly re-added deleted lines, or under
+    `novelty: embedding` too similar to an evaluated candidate), else None."""
     twin = checks.duplicate_of(ctx.runner, ctx.state, proposal, files, ctx.memory.read)
     if twin is not None:
         # FunSearch's own check (its population's code hashes) runs even with the novelty filter off.
         return novelty.NoveltyVerdict(novelty.DUPLICATE, of=str(twin.id))
     if ctx.reader is None:
         return None
-    return lineage_store.screen(
+    verdict = lineage_store.screen(
         ctx.reader, ctx.program, _primary_of(ctx), files, proposal.files, _parent_id(ctx, decision), ctx.best
     )
+    if verdict is not None or ctx.program.config.novelty != "embedding":
+        return verdict
+    return _similar(ctx, ctx.reader, decision, proposal, files)
+
+
+def _similar(
+    ctx: AttemptContext, reader: lineage_store.TraceReader, decision: DecisionLike | None, proposal: Proposal,
+    files: Mapping[str, str],
+) -> novelty.NoveltyVerdict | None:
+    """Returns the similar verdict on a single-file candidate too close to an evaluated one of its island, else None."""
+    primary = _primary_of(ctx)
+    source = proposal.files.get(primary) if primary is not None else None
+    if primary is None or source is None or set(files) | set(proposal.files) != {primary}:
+        return None
+    if ctx.runner is not None:
+        island = strategy.island_of(ctx.runner, decision)
+        neighbours = similarity.population_neighbours(population_of(ctx.state, ctx.memory.read), island)
+    else:
+        neighbours = similarity.trace_neighbours(reader, _parent_id(ctx, decision))
+    calls = ctx.proposer.models if isinstance(ctx.proposer, llm.LLMProposer) else None
+    embedder = similarity.embedder_for(ctx.program, llm_limits(ctx.program, ctx.options), ctx.guide_spent, calls)
+    threshold = similarity.threshold_of(ctx.program)
+    return similarity.screen(source, neighbours, threshold, embedder, strategy.language_of(primary))
 
 
 def _parent_id(ctx: AttemptContext, decision: DecisionLike | None) -> str | None:
