@@ -102,6 +102,156 @@ def call_each(
     return _results(raw, len(calls), status, what, stderr)
 
 
+class Session:
+    """One child process that loads the candidate's module once and calls its function on request, one call at a time.
+
+    Use it as a context manager: `with Session(path, "f") as session: value = session.call(1, 2)`. Each call's
+    round trip (request out, reply back) is what a scorer times; the child sends nothing else. `timeout` bounds
+    each call. When the session ends (or a call fails), the child and every process it started are killed.
+    Only one call or session runs at a time in a scorer.
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str], function: str, kwargs: Mapping[str, Any] | None = None, *,
+        timeout: float = 60.0, env: Mapping[str, str] | None = None, cwd: str | os.PathLike[str] | None = None,
+    ) -> None:
+        source = Path(path).resolve()
+        header = {"path": str(source), "function": function, "calls": None, "kwargs": dict(kwargs or {})}
+        self._header = json.dumps(header)
+        self._what = f"{source.name}: {function}()"
+        self._timeout, self._env, self._cwd = timeout, child_environment(os.environ, env), cwd
+        self._child: subprocess.Popen[bytes] | None = None
+        self._request: int | None = None
+        self._reply: int | None = None
+        self._open = False
+        self._stderr = bytearray()
+
+    def __enter__(self) -> Session:
+        _LOCK.acquire()
+        self._open = True
+        try:
+            _guard_scorer()
+            self._before = {pid for pid, _ in _descendants(os.getpid())}
+            request_read, request_write = os.pipe()
+            reply_read, reply_write = os.pipe()
+            self._request, self._reply = request_write, reply_read
+            try:
+                self._child = subprocess.Popen(
+                    [sys.executable, "-B", str(Path(__file__).resolve()), str(request_read), str(reply_write)],
+                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=self._env,
+                    cwd=self._cwd, pass_fds=(request_read, reply_write), start_new_session=True,
+                )  # fmt: skip
+            finally:
+                os.close(request_read)
+                os.close(reply_write)
+            os.set_blocking(request_write, False)
+            self._send(request_write, self._header.encode() + b"\n", time.monotonic() + self._timeout)
+        except BaseException:
+            self._end()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._end()
+
+    def call(self, *args: Any) -> Any:
+        """Returns what the function returned for args; raises CandidateError (CandidateTimeout after `timeout`)."""
+        if self._child is None or self._request is None or self._reply is None:
+            raise CandidateError(f"{self._what}: the session has ended")
+        deadline = time.monotonic() + self._timeout
+        if _readable(self._reply):
+            return self._fail(f"{self._what} sent a reply before it was asked")
+        if not self._send(self._request, json.dumps(list(args)).encode() + b"\n", deadline):
+            return self._fail(f"{self._what} did not take its request within {self._timeout:g} s", timeout=True)
+        reply = self._receive(self._reply, deadline)
+        if reply is None:
+            return self._fail(f"{self._what} did not return within {self._timeout:g} s; it was killed", timeout=True)
+        if not reply.endswith(b"\n"):  # the child ended without a whole reply
+            status = self._child.wait()
+            ended = f"was killed by signal {-status}" if status < 0 else f"exited with status {status}"
+            return self._fail(f"{self._what} returned nothing: its process {ended}{_quoted(self._tail())}")
+        if reply.count(b"\n") > 1:
+            return self._fail(f"{self._what} sent more than one reply")
+        try:
+            return _results(reply, 1, 0, self._what, self._tail())[0]
+        except CandidateError:
+            self._end()
+            raise
+
+    def _fail(self, message: str, timeout: bool = False) -> Any:
+        """Ends the session and raises the error (the child's state is unknown: no further call may use it)."""
+        stderr = self._tail()
+        self._end()
+        raise (CandidateTimeout if timeout else CandidateError)(message, stderr)
+
+    def _tail(self) -> str:
+        return self._stderr.decode("utf-8", errors="replace")
+
+    def _send(self, fd: int, message: bytes, deadline: float) -> bool:
+        """Writes one request line before the deadline; returns whether it was all written (or the child is gone)."""
+        pending = memoryview(message)
+        with selectors.DefaultSelector() as selector:
+            selector.register(fd, selectors.EVENT_WRITE)
+            while pending and time.monotonic() < deadline:
+                if selector.select(max(0.0, deadline - time.monotonic())):
+                    try:
+                        pending = pending[os.write(fd, pending[:65536]) :]
+                    except BrokenPipeError:  # the child is gone: its missing reply says how it ended
+                        return True
+        return not pending
+
+    def _receive(self, fd: int, deadline: float) -> bytes | None:
+        """Returns the reply read up to its newline or the child's end (None: the deadline passed first)."""
+        assert self._child is not None and self._child.stderr is not None
+        reply = bytearray()
+        with selectors.DefaultSelector() as selector:
+            for stream in (fd, self._child.stderr.fileno()):
+                selector.register(stream, selectors.EVENT_READ)
+            while b"\n" not in reply:
+                if time.monotonic() >= deadline:
+                    return None
+                for key, _ in selector.select(max(0.0, deadline - time.monotonic())):
+                    chunk = os.read(key.fd, 65536)
+                    if key.fd != fd:
+                        self._stderr.extend(chunk)
+                        del self._stderr[:-TAIL_BYTES]
+                        if not chunk:
+                            selector.unregister(key.fd)
+                    elif not chunk:
+                        return bytes(reply)
+                    elif len(reply) + len(chunk) > RESULT_CAP:
+                        return b"{}\n"  # refused whole, as by `call`
+                    else:
+                        reply.extend(chunk)
+        return bytes(reply)
+
+    def _end(self) -> None:
+        """Kills the child and everything it started, closes the pipes and lets the next call or session run."""
+        if not self._open:
+            return
+        try:
+            if self._child is not None:
+                if self._child.poll() is None:
+                    self._child.kill()
+                    self._child.wait()
+                if self._child.stderr is not None:
+                    self._child.stderr.close()
+                _stop_descendants(self._before)
+            for fd in (self._request, self._reply):
+                if fd is not None:
+                    os.close(fd)
+        finally:
+            self._child, self._request, self._reply, self._open = None, None, None, False
+            _LOCK.release()
+
+
+def _readable(fd: int) -> bool:
+    """Returns whether fd has something to read now (or is at its end)."""
+    with selectors.DefaultSelector() as selector:
+        selector.register(fd, selectors.EVENT_READ)
+        return bool(selector.select(0))
+
+
 def child_environment(environ: Mapping[str, str], extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """Returns the child's environment: the allow-listed variables of environ (never AUTOLOOP_*), then extra."""
     kept = {
@@ -300,9 +450,13 @@ def _descendants(root: int) -> list[tuple[int, str]]:
 
 
 def _serve(request_fd: int, reply_fd: int) -> None:
-    """Reads the request, calls the candidate's function on each args and writes the reply as JSON; never returns."""
-    with os.fdopen(request_fd, "rb") as handle:
-        request = json.loads(handle.read())
+    """Reads the request, calls the candidate's function and writes the reply as JSON lines; never returns.
+
+    A request with "calls" gets one reply holding every call's value. One with "calls": null opens a session:
+    each further line is one call's args, answered by one reply line, until the scorer closes the pipe.
+    """
+    requests = os.fdopen(request_fd, "rb")
+    request = json.loads(requests.readline())
     _own_pid_namespace()
     _drop_capabilities()
     path = Path(request["path"])
@@ -316,15 +470,36 @@ def _serve(request_fd: int, reply_fd: int) -> None:
         sys.modules[path.stem] = module
         spec.loader.exec_module(module)
         function = getattr(module, request["function"])
-        results = [function(*args, **request["kwargs"]) for args in request["calls"]]
-        text = json.dumps({"results": results}, default=_plain)
     except BaseException as err:  # SystemExit too: the scorer turns it into an error, never a score
-        text = json.dumps({"raised": {"type": type(err).__name__, "message": str(err)[:MESSAGE_CHARS]}})
-    data = text.encode()
-    while data:
-        data = data[os.write(reply_fd, data[: 1 << 20]) :]
+        function = _raiser(err)
+    kwargs = request["kwargs"]
+    if request["calls"] is not None:
+        _reply(reply_fd, lambda: [function(*args, **kwargs) for args in request["calls"]])
+    else:
+        for line in requests:
+            _reply(reply_fd, lambda: [function(*json.loads(line), **kwargs)])
     os.close(reply_fd)
     os._exit(0)
+
+
+def _raiser(error: BaseException) -> Any:
+    """Returns a function that raises error: what each call gets when the module did not load."""
+
+    def raise_it(*args: Any, **kwargs: Any) -> Any:
+        raise error
+
+    return raise_it
+
+
+def _reply(reply_fd: int, compute: Any) -> None:
+    """Writes one reply line: the values compute returns, or the exception it raised."""
+    try:
+        text = json.dumps({"results": compute()}, default=_plain)
+    except BaseException as err:  # SystemExit too: the scorer turns it into an error, never a score
+        text = json.dumps({"raised": {"type": type(err).__name__, "message": str(err)[:MESSAGE_CHARS]}})
+    data = text.encode() + b"\n"
+    while data:
+        data = data[os.write(reply_fd, data[: 1 << 20]) :]
 
 
 def _plain(value: Any) -> Any:
