@@ -160,8 +160,9 @@ def test_a_session_calls_one_warm_child_and_each_round_trip_can_be_timed(tmp_pat
 
 def test_a_failed_session_call_is_an_error_and_ends_the_session(tmp_path: Path) -> None:
     script = (
-        "found = []\nfor function, args in (('fail', ()), ('slow', (5,)), ('leave', (4,)), ('missing', ())):\n"
-        "    with Session(CAND, function, timeout=0.5) as session:\n"
+        "found = []\nfor function, args, timeout in (('fail', (), 20), ('slow', (5,), 1), ('leave', (4,), 20),"
+        " ('missing', (), 20)):\n"
+        "    with Session(CAND, function, timeout=timeout) as session:\n"
         "        try:\n"
         "            session.call(*args)\n"
         "        except CandidateError as err:\n"
@@ -174,7 +175,7 @@ def test_a_failed_session_call_is_an_error_and_ends_the_session(tmp_path: Path) 
     )
     found = _scorer(tmp_path, script)
     assert found[0] == ["CandidateError", "cand.py: fail() raised ValueError: no good"]
-    assert found[2] == ["CandidateTimeout", "cand.py: slow() did not return within 0.5 s; it was killed"]
+    assert found[2] == ["CandidateTimeout", "cand.py: slow() did not return within 1 s; it was killed"]
     assert found[4] == ["CandidateError", "cand.py: leave() returned nothing: its process exited with status 4"]
     assert found[6][0] == "CandidateError" and found[6][1].startswith("cand.py: missing() raised AttributeError")
     assert found[1::2] == [f"cand.py: {name}(): the session has ended" for name in ("fail", "slow", "leave", "missing")]
