@@ -109,7 +109,7 @@ class Session:
     ) -> None:
         source = Path(path).resolve()
         header = {"path": str(source), "function": function, "kwargs": dict(kwargs or {})}
-        self._header = json.dumps(header)
+        self._header = json.dumps(header).encode() + b"\n"  # sent with the first call
         self._what = f"{source.name}: {function}()"
         self._timeout, self._env, self._cwd = timeout, child_environment(os.environ, env), cwd
         self._child: subprocess.Popen[bytes] | None = None
@@ -137,7 +137,6 @@ class Session:
                 os.close(request_read)
                 os.close(reply_write)
             os.set_blocking(request_write, False)
-            self._send(request_write, self._header.encode() + b"\n", time.monotonic() + self._timeout)
         except BaseException:
             self._end()
             raise
@@ -156,9 +155,8 @@ class Session:
             raise CandidateError(f"{self._what}: the session has ended")
         if _readable(self._reply):
             return self._fail(f"{self._what} sent a reply before it was asked")
-        if not self._send(self._request, json.dumps(list(args)).encode() + b"\n", deadline):
-            return self._fail(f"{self._what} did not take its request within {self._timeout:g} s", timeout=True)
-        reply = self._receive(self._reply, deadline)
+        request, self._header = self._header + json.dumps(list(args)).encode() + b"\n", b""
+        reply = self._exchange(self._request, self._reply, request, deadline)
         if reply is None:
             return self._fail(f"{self._what} did not return within {self._timeout:g} s; it was killed", timeout=True)
         if not reply.endswith(b"\n"):  # the child ended without a whole reply
@@ -182,32 +180,29 @@ class Session:
     def _tail(self) -> str:
         return self._stderr.decode("utf-8", errors="replace")
 
-    def _send(self, fd: int, message: bytes, deadline: float) -> bool:
-        """Writes one request line before the deadline; returns whether it was all written (or the child is gone)."""
-        pending = memoryview(message)
-        with selectors.DefaultSelector() as selector:
-            selector.register(fd, selectors.EVENT_WRITE)
-            while pending and time.monotonic() < deadline:
-                if selector.select(max(0.0, deadline - time.monotonic())):
-                    try:
-                        pending = pending[os.write(fd, pending[:65536]) :]
-                    except BrokenPipeError:  # the child is gone: its missing reply says how it ended
-                        return True
-        return not pending
-
-    def _receive(self, fd: int, deadline: float) -> bytes | None:
-        """Returns the reply read up to its newline or the child's end (None: the deadline passed first)."""
+    def _exchange(self, request_fd: int, reply_fd: int, request: bytes, deadline: float) -> bytes | None:
+        """Sends the request and returns the reply read up to its newline or the child's end (None: the deadline
+        passed first)."""
         assert self._child is not None and self._child.stderr is not None
-        reply = bytearray()
+        pending, reply = memoryview(request), bytearray()
         with selectors.DefaultSelector() as selector:
-            for stream in (fd, self._child.stderr.fileno()):
+            selector.register(request_fd, selectors.EVENT_WRITE)
+            for stream in (reply_fd, self._child.stderr.fileno()):
                 selector.register(stream, selectors.EVENT_READ)
             while b"\n" not in reply:
                 if time.monotonic() >= deadline:
                     return None
                 for key, _ in selector.select(max(0.0, deadline - time.monotonic())):
+                    if key.fd == request_fd:
+                        try:
+                            pending = pending[os.write(request_fd, pending[:65536]) :]
+                        except BrokenPipeError:  # the child is gone: its missing reply says how it ended
+                            pending = pending[:0]
+                        if not pending:
+                            selector.unregister(request_fd)
+                        continue
                     chunk = os.read(key.fd, 65536)
-                    if key.fd != fd:
+                    if key.fd != reply_fd:
                         self._stderr.extend(chunk)
                         del self._stderr[:-TAIL_BYTES]
                         if not chunk:
@@ -215,7 +210,7 @@ class Session:
                     elif not chunk:
                         return bytes(reply)
                     elif len(reply) + len(chunk) > RESULT_CAP:
-                        return b"{}\n"  # refused whole, as by `call`
+                        return b"{}\n"  # refused whole: a result that large is no metric input
                     else:
                         reply.extend(chunk)
         return bytes(reply)

@@ -23,7 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -40,6 +40,8 @@ ALLOWED_IMPORTS = {
 
 Arrays = tuple[np.ndarray, np.ndarray]
 Seeds = dict[str, list[int]]
+Case = tuple[str, int, Arrays]  # (kind, round, inputs)
+Judge = Callable[[str, int, Arrays, Arrays], None]  # (kind, round, inputs, answer)
 
 
 def dataset(kind: str, seed: int, rows: int = ROWS) -> Arrays:
@@ -126,7 +128,7 @@ def round_trip(
     return took, (np.load(folder / "keys_out.npy"), np.load(folder / "sums_out.npy"))
 
 
-def inputs(seeds: Seeds) -> Iterator[tuple[str, int, Arrays]]:
+def inputs(seeds: Seeds) -> Iterator[Case]:
     """Yields (kind, round, arrays): the edge cases (round 0), then each kind's warm-up (round 0) and timed rounds."""
     for name, arrays in edge_cases().items():
         yield name, 0, arrays
@@ -135,12 +137,12 @@ def inputs(seeds: Seeds) -> Iterator[tuple[str, int, Arrays]]:
             yield kind, number, dataset(kind, seed)
 
 
-def timed(which: str, seeds: Seeds, judge: Callable[[str, int, Arrays, Arrays], None]) -> dict[str, list[float]]:
+def timed(which: str, cases: list[Case], kinds: Sequence[str], judge: Judge) -> dict[str, list[float]]:
     """Returns the timed round trips of `which` ("pandas" or "groupby") per kind, judging every answer."""
-    times: dict[str, list[float]] = {kind: [] for kind in seeds}
+    times: dict[str, list[float]] = {kind: [] for kind in kinds}
     with tempfile.TemporaryDirectory(prefix=f"groupby-{which}-") as folder, \
             Session(CODE / "harness.py", "group_sum_files", timeout=CALL_SECONDS) as session:  # fmt: skip
-        for kind, number, arrays in inputs(seeds):
+        for kind, number, arrays in cases:
             took, answer = round_trip(session, which, Path(folder), *arrays)
             judge(kind, number, arrays, answer)
             if kind in times and number:  # the first call of a kind is its warm-up
@@ -159,8 +161,9 @@ def speedups(seeds: Seeds) -> dict[str, float]:
         if digest(answer) != wanted[kind, number]:  # pandas again, in this process, to say where they differ
             check(f"{kind} dataset" if kind in seeds else kind, answer, reference(*arrays))
 
-    pandas = timed("pandas", seeds, remember)
-    candidate = timed("groupby", seeds, compare)
+    cases = list(inputs(seeds))  # drawn once, kept in this process only
+    pandas = timed("pandas", cases, list(seeds), remember)
+    candidate = timed("groupby", cases, list(seeds), compare)
     return {kind: statistics.median(pandas[kind]) / max(statistics.median(candidate[kind]), 1e-9) for kind in seeds}
 
 
