@@ -56,7 +56,7 @@ def cmd_deps(args: argparse.Namespace, console: Console) -> int:
         return 0
     if own_uid_evaluations(program) and evaluation_python.needs_venv(os.environ):
         python = evaluation_python.prepare(os.environ)
-        command = evaluation_python.install_command(python, found.args)
+        command = [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", *found.args]
         console.print(f"{program.name}: evaluations run as a uid of their own that cannot reach the runner's python3: "
                       f"installing into {python.parent.parent}, whose python3 they run", markup=False, highlight=False)
     done = subprocess.run(command, cwd=root, check=False)

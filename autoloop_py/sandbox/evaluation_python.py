@@ -12,9 +12,8 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Mapping
 
 from autoloop_py.errors import SandboxError
 from autoloop_py.sandbox.slot_user import ENV_VAR, closed_to_others, unreachable_python
@@ -85,7 +84,3 @@ def prepare(environ: Mapping[str, str]) -> Path:
                            f"the venv made in {folder}; set {VENV_ENV} to a folder every user can read")
     return python
 
-
-def install_command(python: Path, args: Sequence[str]) -> list[str]:
-    """Returns the runner's pip installing args into the environment of `python`."""
-    return [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", *args]

@@ -225,15 +225,11 @@ def _recheck(doc: Any) -> BestRecheck | None:
         return None
     where = f"{OUTCOME_FILE}: recheck"
     _keys(doc, _RECHECK_KEYS, where)
-    base, stale = doc["base"], doc["stale"]
-    if not isinstance(base, str) or not _SHA_RE.match(base):
-        raise OutcomeError(f"{where}: base {base!r} is not a git object id")
-    if stale is not None and (not isinstance(stale, str) or len(stale) > MAX_TEXT):
-        raise OutcomeError(f"{where}: stale must be a string of at most {MAX_TEXT} characters or null")
+    base, stale = _str(doc, "base", 64), _opt_str(doc, "stale", MAX_TEXT)
     recorded, best = _number(doc, "recorded", where), _number(doc, "best", where)
-    if recorded is None or best is None:
-        raise OutcomeError(f"{where}: recorded and best must be finite numbers")
-    return BestRecheck(base, recorded, best, plain(stale) if stale is not None else None)
+    if not _SHA_RE.match(base) or recorded is None or best is None:
+        raise OutcomeError(f"{where}: base must be a git object id, recorded and best finite numbers")
+    return BestRecheck(base, recorded, best, _plain_or_none(stale))
 
 
 def _plain_or_none(text: str | None) -> str | None:
