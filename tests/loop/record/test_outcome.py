@@ -128,7 +128,7 @@ def _doc() -> dict:
         (lambda d: d["evaluated"].update(artifacts={"feedback": 3}), "each artifact must be a string"),
         (lambda d: d.update(changed={"code/value.py": "0" * 64}), "not the file outcome.json lists"),
         (lambda d: d.update(deleted=["code/value.py"]), "both changed and deleted"),
-        (lambda d: d.update(recheck={"base": "HEAD", "recorded": 4, "best": 2, "stale": None}), "must be a git object id"),
+        (lambda d: d.update(recheck={"base": "HEAD", "recorded": 4, "best": 2, "stale": None}), "a git object id"),
         (lambda d: d.update(recheck={"base": TREE, "recorded": 4, "best": None, "stale": None}), "finite numbers"),
         (lambda d: d.update(recheck={"base": TREE, "recorded": 4, "best": 2}), "missing ['stale']"),
     ],
