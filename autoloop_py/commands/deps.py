@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import subprocess
 import sys
@@ -13,6 +14,8 @@ from rich.console import Console
 from autoloop_py.commands.common import load_named, repo_root, subparser
 from autoloop_py.errors import AutoloopError, ProgramError
 from autoloop_py.program.requirements import program_requirements, requirement_names
+from autoloop_py.sandbox import evaluation_python
+from autoloop_py.sandbox.run import own_uid_evaluations
 
 
 def add_parser(commands: Any) -> None:
@@ -46,6 +49,11 @@ def cmd_deps(args: argparse.Namespace, console: Console) -> int:
                   highlight=False)
     if not args.install:
         return 0
+    if own_uid_evaluations(program) and evaluation_python.needs_venv(os.environ):
+        python = evaluation_python.prepare(os.environ)
+        command = [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", *found.args]
+        console.print(f"{program.name}: evaluations run as a uid of their own that cannot reach the runner's python3: "
+                      f"installing into {python.parent.parent}, whose python3 they run", markup=False, highlight=False)
     done = subprocess.run(command, cwd=root, check=False)
     if done.returncode != 0:
         raise AutoloopError(f"`{shlex.join(command)}` failed with status {done.returncode}")
