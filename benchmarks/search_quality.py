@@ -20,6 +20,8 @@ run. With OpenEvolve installed (`--openevolve-venv`, default benchmarks/peer_ove
 installs it there) its default configuration runs the same landscapes against the same model, side by side.
 
     nice -n 10 python3 benchmarks/search_quality.py [--seeds 5] [--iterations 100] [--landscapes ...] [--flows ...]
+    python3 benchmarks/search_quality.py --first-seed 3 --seeds 1 --results r3.jsonl   # one share of a long run
+    python3 benchmarks/search_quality.py --report r*.jsonl                             # the tables of the shares
     python3 benchmarks/search_quality.py --quick     # 1 seed x 10 iterations: a few minutes
 """
 
@@ -663,7 +665,8 @@ def table(name: str, runs: dict[str, list[Run]], iterations: int) -> str:
 def main() -> None:
     """Runs every flow on every landscape and seed, then prints one table per landscape."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seeds", type=int, default=5, help="seeds per flow (1..N)")
+    parser.add_argument("--seeds", type=int, default=5, help="seeds per flow (first-seed..first-seed+N-1)")
+    parser.add_argument("--first-seed", type=int, default=1)
     parser.add_argument("--iterations", type=int, default=100)
     parser.add_argument("--quick", action="store_true", help="1 seed x 10 iterations")
     parser.add_argument("--landscapes", nargs="+", default=list(landscapes()), choices=sorted(landscapes()))
@@ -671,10 +674,15 @@ def main() -> None:
     parser.add_argument("--openevolve-venv", type=Path,
                         default=Path.home() / ".cache/autoloop/bench/openevolve-0.4.0")
     parser.add_argument("--install", action="store_true", help="install OpenEvolve 0.4.0 into --openevolve-venv")
+    parser.add_argument("--results", type=Path, help="append each run to this JSON-lines file as it ends")
+    parser.add_argument("--report", type=Path, nargs="+", metavar="RESULTS",
+                        help="print the tables of earlier --results files (several processes' runs) and stop")
     args = parser.parse_args()
+    if args.report:
+        print_report([json.loads(line) for path in args.report for line in path.read_text().splitlines() if line])
+        return
     if args.quick:
         args.seeds, args.iterations = 1, 10
-    # The scratch repositories must not pick up the user's git config (signing, hooks).
     # The evaluators are ours: no slot user is needed to keep a candidate from the runner's files.
     os.environ.update(GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_NOSYSTEM="1", LITELLM_LOCAL_MODEL_COST_MAP="True",
                       AUTOLOOP_SLOT_USER="off")
@@ -686,26 +694,43 @@ def main() -> None:
     url = f"http://127.0.0.1:{server.server_address[1]}/v1"
     os.environ.update(OPENAI_API_KEY="sk-bench", OPENAI_API_BASE=url, OPENAI_BASE_URL=url)
     started = time.perf_counter()
-    tables, worlds = [], landscapes()
+    worlds, rows = landscapes(), []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.landscapes:
-            runs: dict[str, list[Run]] = {}
             for flow in [*args.flows, *(["openevolve"] if cli.exists() else [])]:
-                for seed in range(1, args.seeds + 1):
+                for seed in range(args.first_seed, args.first_seed + args.seeds):
                     if flow == "openevolve":
                         run = run_peer(Path(tmp), cli, worlds[name], seed, args.iterations, model, url)
                     else:
                         run = run_ours(Path(tmp), worlds[name], flow, seed, args.iterations, model)
-                    runs.setdefault(flow, []).append(run)
+                    row = {"landscape": name, "flow": flow, "seed": seed, "curve": run.curve, "calls": run.calls,
+                           "seconds": run.seconds}
+                    rows.append(row)
+                    if args.results:
+                        with args.results.open("a", encoding="utf-8") as out:
+                            out.write(json.dumps(row) + "\n")
                     print(f"{name} {flow} seed {seed}: regret {run.curve[-1]}, {run.calls} model calls, "
                           f"{run.seconds:.0f} s", file=sys.stderr, flush=True)
-            tables.append(table(name, runs, args.iterations))
     server.shutdown()
-    peer = "OpenEvolve 0.4.0 side by side" if cli.exists() else "OpenEvolve not installed (--install)"
-    print(f"search quality: {args.seeds} seeds x {args.iterations} iterations, scripted model; best regret median "
-          f"(min–max) over seeds; {peer}\n")
-    print("\n\n".join(tables))
+    print_report(rows)
     print(f"\ntotal {time.perf_counter() - started:.0f} s")
+
+
+def print_report(rows: list[dict]) -> None:
+    """Prints one table per landscape of the runs' rows (landscape, flow, seed, curve, calls, seconds)."""
+    iterations = min(len(row["curve"]) for row in rows)
+    seeds = {row["seed"] for row in rows}
+    peer = "with OpenEvolve 0.4.0" if any(row["flow"] == "openevolve" for row in rows) else "OpenEvolve not run"
+    print(f"search quality: {len(seeds)} seeds x {iterations} iterations, scripted model; best regret median "
+          f"(min–max) over seeds; {peer}\n")
+    tables = []
+    for name in dict.fromkeys(row["landscape"] for row in rows):
+        runs: dict[str, list[Run]] = {}
+        for row in rows:
+            if row["landscape"] == name:
+                runs.setdefault(row["flow"], []).append(Run(tuple(row["curve"]), row["calls"], row["seconds"]))
+        tables.append(table(name, runs, iterations))
+    print("\n\n".join(tables))
 
 
 if __name__ == "__main__":
