@@ -276,7 +276,7 @@ def answer(prompt: str, rng: random.Random, lo: float = -5.0, hi: float = 5.0) -
     shown = [item for item in shown if item[2]]
     if not shown:
         return UNUSABLE
-    heading = re.search(r"(?im)^#+ *(files you may change|current program)\b.*$", prompt)
+    heading = re.search(r"(?im)^#+ *(files you may change|current program) *$", prompt)
     after = [item for item in shown if heading and item[0] > heading.end()]
     _, parent_line, parent = after[0] if after else shown[-1]
     others = [values for _, _, values in shown if values != parent and len(values) == len(parent)]
@@ -670,7 +670,8 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=100)
     parser.add_argument("--quick", action="store_true", help="1 seed x 10 iterations")
     parser.add_argument("--landscapes", nargs="+", default=list(landscapes()), choices=sorted(landscapes()))
-    parser.add_argument("--flows", nargs="+", default=list(FLOWS), choices=FLOWS)
+    parser.add_argument("--flows", nargs="+", default=[*FLOWS, "openevolve"], choices=[*FLOWS, "openevolve"],
+                        help="openevolve runs only when installed")
     parser.add_argument("--openevolve-venv", type=Path,
                         default=Path.home() / ".cache/autoloop/bench/openevolve-0.4.0")
     parser.add_argument("--install", action="store_true", help="install OpenEvolve 0.4.0 into --openevolve-venv")
@@ -697,7 +698,7 @@ def main() -> None:
     worlds, rows = landscapes(), []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.landscapes:
-            for flow in [*args.flows, *(["openevolve"] if cli.exists() else [])]:
+            for flow in [f for f in args.flows if f != "openevolve" or cli.exists()]:
                 for seed in range(args.first_seed, args.first_seed + args.seeds):
                     if flow == "openevolve":
                         run = run_peer(Path(tmp), cli, worlds[name], seed, args.iterations, model, url)
