@@ -676,6 +676,7 @@ def main() -> None:
                         default=Path.home() / ".cache/autoloop/bench/openevolve-0.4.0")
     parser.add_argument("--install", action="store_true", help="install OpenEvolve 0.4.0 into --openevolve-venv")
     parser.add_argument("--results", type=Path, help="append each run to this JSON-lines file as it ends")
+    parser.add_argument("--jobs", type=int, default=1, help="landscapes run in this many processes at once")
     parser.add_argument("--report", type=Path, nargs="+", metavar="RESULTS",
                         help="print the tables of earlier --results files (several processes' runs) and stop")
     args = parser.parse_args()
@@ -683,7 +684,10 @@ def main() -> None:
         print_report([json.loads(line) for path in args.report for line in path.read_text().splitlines() if line])
         return
     if args.quick:
-        args.seeds, args.iterations = 1, 10
+        args.seeds, args.iterations, args.jobs = 1, 10, len(args.landscapes)
+    if args.jobs > 1:
+        print_report(in_processes(args))
+        return
     # The evaluators are ours: no slot user is needed to keep a candidate from the runner's files.
     os.environ.update(GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_NOSYSTEM="1", LITELLM_LOCAL_MODEL_COST_MAP="True",
                       AUTOLOOP_SLOT_USER="off")
@@ -715,6 +719,20 @@ def main() -> None:
     server.shutdown()
     print_report(rows)
     print(f"\ntotal {time.perf_counter() - started:.0f} s")
+
+
+def in_processes(args: argparse.Namespace) -> list[dict]:
+    """Returns the rows of the landscapes run in args.jobs processes of this script (a share of them each)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        shares = [args.landscapes[i :: args.jobs] for i in range(min(args.jobs, len(args.landscapes)))]
+        results = [Path(tmp) / f"share{i}.jsonl" for i in range(len(shares))]
+        common = ["--seeds", str(args.seeds), "--first-seed", str(args.first_seed), "--iterations",
+                  str(args.iterations), "--flows", *args.flows, "--openevolve-venv", str(args.openevolve_venv)]
+        running = [subprocess.Popen([sys.executable, __file__, *common, "--landscapes", *share, "--results",
+                                     str(out)], stdout=subprocess.DEVNULL) for share, out in zip(shares, results)]
+        for process in running:
+            process.wait()
+        return [json.loads(line) for out in results if out.exists() for line in out.read_text().splitlines() if line]
 
 
 def print_report(rows: list[dict]) -> None:
