@@ -135,7 +135,8 @@ class Server:
         """Returns the seconds the next reply waits."""
         return self.latency
 
-    def reply(self) -> str:
+    def reply(self, messages: list[dict[str, str]]) -> str:
+        """Returns the reply's text to a request's messages (this model ignores them)."""
         value = round(self.rng.uniform(0.2, 3.0), 4)
         return (f"SUMMARY: set initial_temperature to {value}\n\n"
                 "<<<<<<< SEARCH\ndef search_algorithm(\n=======\n"
@@ -159,7 +160,7 @@ def serve(state: Server) -> ThreadingHTTPServer:
             with state.lock:
                 state.arrivals.append(arrived)
                 state.prompts.append(body.get("messages", []))
-                text = state.reply()
+                text = state.reply(body.get("messages", []))
                 wait = state.delay()
             if wait > 0:
                 time.sleep(wait)
