@@ -105,9 +105,13 @@ class InProcess:
         return embed(import_litellm(), kwargs, limits)
 
 
-def call(litellm: Any, kwargs: dict[str, Any], limits: CallLimits) -> Reply:
-    """Returns litellm's reply to one request as a Reply; raises what llm_call.completion raises."""
-    return reply_of(litellm, completion(litellm, kwargs, limits))
+def call(litellm: Any, kwargs: dict[str, Any], limits: CallLimits, first: Callable[[float], Any] | None = None
+         ) -> Reply:
+    """Returns litellm's reply to one request as a Reply; raises what llm_call.completion raises.
+
+    first: sends the first attempt instead of litellm (see llm_call.completion).
+    """
+    return reply_of(litellm, completion(litellm, kwargs, limits, first=first))
 
 
 def embed(litellm: Any, kwargs: dict[str, Any], limits: CallLimits) -> Vectors:

@@ -239,7 +239,7 @@ def test_feedback_items_show_the_parent_and_its_latest_attempts_not_kept(tmp_pat
         "An earlier attempt on this parent (H): failed",
         "An earlier attempt on this parent (G): rejected (value 0.0)",
     ]
-    assert "parent B: 2 of 3 tests pass" in items[0] and "- worst_case: 7" in items[0]
+    assert "parent B: 2 of 3 tests pass" in items[0] and "Other values: worst_case=7\n" in items[0]
     assert "stdout" not in items[0]  # an accepted candidate's output is kept in the trace, not shown
     assert "Error: negative radii" in items[2] and "circle 3 < 0" in items[2]
     assert all(len(item.encode()) <= 400 for item in items) and items[2].endswith("[… cut at feedback-bytes]\n")
