@@ -17,7 +17,6 @@ import inspect
 import io
 import os
 import shutil
-import subprocess
 import tempfile
 import textwrap
 import types
@@ -25,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+import git
 import yaml
 from rich.console import Console
 
@@ -33,6 +33,7 @@ from autoloop_py.commands import run as run_command
 from autoloop_py.commands.common import load_named, repo_root
 from autoloop_py.errors import AutoloopError
 from autoloop_py.git.command import call, open_repo
+from autoloop_py.git.command import run as run_git
 from autoloop_py.loop.iteration.iteration import IterationOutcome
 from autoloop_py.loop.record.recording import load_state
 from autoloop_py.program.model import PROGRAMS_DIR, Program
@@ -275,10 +276,10 @@ def _scratch_repository(base: Path) -> Path:
     origin, root = base / "origin.git", base / "repo"
     if origin.exists() or root.exists():
         raise AutoloopError("holds a scratch repository already; give evolve a new workdir", path=base)
-    _git(base, "init", "-q", "--bare", "-b", "main", str(origin))
-    _git(base, "clone", "-q", str(origin), str(root))
-    _git(root, "config", "user.name", "autoloop evolve")
-    _git(root, "config", "user.email", "evolve@autoloop.invalid")
+    git.Repo.init(origin, bare=True, initial_branch="main")
+    with git.Repo.clone_from(origin, root).config_writer() as config:
+        config.set_value("user", "name", "autoloop evolve")
+        config.set_value("user", "email", "evolve@autoloop.invalid")
     return root
 
 
@@ -304,19 +305,13 @@ def _write_program(root: Path, name: str, code: str, scorer: str, goal: str, met
     (folder / "program.md").write_text(text, encoding="utf-8")
     if strategy:
         _command(["strategy", "--repo", str(root), "add", strategy, "--program", name])
-    _git(root, "add", "-A")
-    _git(root, "commit", "-q", "-m", f"autoloop evolve: the {name} program")
-    _git(root, "push", "-q", "origin", "HEAD:main")
+    repo = open_repo(root)
+    run_git(repo, "add", "-A")
+    run_git(repo, "commit", "-q", "-m", f"autoloop evolve: the {name} program")
+    run_git(repo, "push", "-q", "origin", "HEAD:main")
 
 
 def _command(argv: list[str]) -> None:
     """Runs an `autoloop` command's handler; its AutoloopError propagates."""
     args = _parse(argv)
     args.handler(args, Console(stderr=True, quiet=True))
-
-
-def _git(cwd: Path, *args: str) -> None:
-    """Runs git for the scratch repository (ours, not a user's: plain git is enough)."""
-    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise AutoloopError(f"git {' '.join(args)} failed: {done.stderr.strip()}", path=cwd)

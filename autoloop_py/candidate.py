@@ -4,8 +4,8 @@ An evaluator is the trusted scorer: it computes the metric from what the candida
 Imported into the scorer's process, the candidate could replace `json.dump`, `print` or `os._exit`,
 register an `atexit` report, or rewrite $AUTOLOOP_RESULT. Called through `call`, it runs in a child
 that gets a scrubbed environment (no $AUTOLOOP_RESULT), none of the scorer's file descriptors, its own
-stdout and stderr (captured, never the scorer's, so never read as a report; a crash quotes the end of its
-stderr), and returns its values as JSON over a pipe of its own.
+stdout (discarded, never the scorer's, so never read as a report) and stderr (a crash quotes its end), and
+returns its values as JSON over a pipe of its own.
 The scorer cannot be reached through /proc (it is made non-dumpable) and, where the kernel allows a user
 namespace, the child runs in a PID namespace of its own, where the scorer has no pid to signal. When the
 call returns or times out, every process the child started is killed, daemons that called setsid too
@@ -89,17 +89,157 @@ def call_each(
 
     The module is loaded once; `timeout` bounds all the calls together. Raises CandidateError at the first failure.
     """
-    source = Path(path).resolve()
-    calls = [list(args) for args in arguments]
-    request = json.dumps({"path": str(source), "function": function, "calls": calls, "kwargs": dict(kwargs or {})})
-    what = f"{source.name}: {function}()"
-    with _LOCK:
-        _guard_scorer()
-        before = {pid for pid, _ in _descendants(os.getpid())}
-        raw, stderr, status = _run_child(request.encode(), child_environment(os.environ, env), cwd, timeout, before)
-    if status is None:
-        raise CandidateTimeout(f"{what} did not return within {timeout:g} s; it was killed", stderr)
-    return _results(raw, len(calls), status, what, stderr)
+    deadline = time.monotonic() + timeout
+    with Session(path, function, kwargs, timeout=timeout, env=env, cwd=cwd) as session:
+        return [session.call_until(deadline, *args) for args in arguments]
+
+
+class Session:
+    """One child process that loads the candidate's module once and calls its function on request, one call at a time.
+
+    Use it as a context manager: `with Session(path, "f") as session: value = session.call(1, 2)`. Each call's
+    round trip (request out, reply back) is what a scorer times; the child sends nothing else. `timeout` bounds
+    each call. When the session ends (or a call fails), the child and every process it started are killed.
+    Only one call or session runs at a time in a scorer.
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str], function: str, kwargs: Mapping[str, Any] | None = None, *,
+        timeout: float = 60.0, env: Mapping[str, str] | None = None, cwd: str | os.PathLike[str] | None = None,
+    ) -> None:
+        source = Path(path).resolve()
+        header = {"path": str(source), "function": function, "kwargs": dict(kwargs or {})}
+        self._header = json.dumps(header).encode() + b"\n"  # sent with the first call
+        self._what = f"{source.name}: {function}()"
+        self._timeout, self._env, self._cwd = timeout, child_environment(os.environ, env), cwd
+        self._child: subprocess.Popen[bytes] | None = None
+        self._request: int | None = None
+        self._reply: int | None = None
+        self._open = False
+        self._stderr = bytearray()
+
+    def __enter__(self) -> Session:
+        _LOCK.acquire()
+        self._open = True
+        try:
+            _guard_scorer()
+            self._before = {pid for pid, _ in _descendants(os.getpid())}
+            request_read, request_write = os.pipe()
+            reply_read, reply_write = os.pipe()
+            self._request, self._reply = request_write, reply_read
+            try:
+                self._child = subprocess.Popen(
+                    [sys.executable, "-B", str(Path(__file__).resolve()), str(request_read), str(reply_write)],
+                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=self._env,
+                    cwd=self._cwd, pass_fds=(request_read, reply_write), start_new_session=True,
+                )  # fmt: skip
+            finally:
+                os.close(request_read)
+                os.close(reply_write)
+            os.set_blocking(request_write, False)
+        except BaseException:
+            self._end()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._end()
+
+    def call(self, *args: Any) -> Any:
+        """Returns what the function returned for args; raises CandidateError (CandidateTimeout after `timeout`)."""
+        return self.call_until(time.monotonic() + self._timeout, *args)
+
+    def call_until(self, deadline: float, *args: Any) -> Any:
+        """Returns what the function returned for args, by time.monotonic() `deadline`; raises as `call` does."""
+        if self._child is None or self._request is None or self._reply is None:
+            raise CandidateError(f"{self._what}: the session has ended")
+        if _readable(self._reply):
+            return self._fail(f"{self._what} sent a reply before it was asked")
+        request, self._header = self._header + json.dumps(list(args)).encode() + b"\n", b""
+        reply = self._exchange(self._request, self._reply, request, deadline)
+        if reply is None:
+            return self._fail(f"{self._what} did not return within {self._timeout:g} s; it was killed", timeout=True)
+        if not reply.endswith(b"\n"):  # the child ended without a whole reply
+            status = self._child.wait()
+            ended = f"was killed by signal {-status}" if status < 0 else f"exited with status {status}"
+            return self._fail(f"{self._what} returned nothing: its process {ended}{_quoted(self._tail())}")
+        if reply.count(b"\n") > 1:
+            return self._fail(f"{self._what} sent more than one reply")
+        try:
+            return _result(reply, self._what, self._tail())
+        except CandidateError:
+            self._end()
+            raise
+
+    def _fail(self, message: str, timeout: bool = False) -> Any:
+        """Ends the session and raises the error (the child's state is unknown: no further call may use it)."""
+        stderr = self._tail()
+        self._end()
+        raise (CandidateTimeout if timeout else CandidateError)(message, stderr)
+
+    def _tail(self) -> str:
+        return self._stderr.decode("utf-8", errors="replace")
+
+    def _exchange(self, request_fd: int, reply_fd: int, request: bytes, deadline: float) -> bytes | None:
+        """Sends the request and returns the reply read up to its newline or the child's end (None: the deadline
+        passed first)."""
+        assert self._child is not None and self._child.stderr is not None
+        pending, reply = memoryview(request), bytearray()
+        with selectors.DefaultSelector() as selector:
+            selector.register(request_fd, selectors.EVENT_WRITE)
+            for stream in (reply_fd, self._child.stderr.fileno()):
+                selector.register(stream, selectors.EVENT_READ)
+            while b"\n" not in reply:
+                if time.monotonic() >= deadline:
+                    return None
+                for key, _ in selector.select(max(0.0, deadline - time.monotonic())):
+                    if key.fd == request_fd:
+                        try:
+                            pending = pending[os.write(request_fd, pending[:65536]) :]
+                        except BrokenPipeError:  # the child is gone: its missing reply says how it ended
+                            pending = pending[:0]
+                        if not pending:
+                            selector.unregister(request_fd)
+                        continue
+                    chunk = os.read(key.fd, 65536)
+                    if key.fd != reply_fd:
+                        self._stderr.extend(chunk)
+                        del self._stderr[:-TAIL_BYTES]
+                        if not chunk:
+                            selector.unregister(key.fd)
+                    elif not chunk:
+                        return bytes(reply)
+                    elif len(reply) + len(chunk) > RESULT_CAP:
+                        return b"{}\n"  # refused whole: a result that large is no metric input
+                    else:
+                        reply.extend(chunk)
+        return bytes(reply)
+
+    def _end(self) -> None:
+        """Kills the child and everything it started, closes the pipes and lets the next call or session run."""
+        if not self._open:
+            return
+        try:
+            if self._child is not None:
+                if self._child.poll() is None:
+                    self._child.kill()
+                    self._child.wait()
+                if self._child.stderr is not None:
+                    self._child.stderr.close()
+                _stop_descendants(self._before)
+            for fd in (self._request, self._reply):
+                if fd is not None:
+                    os.close(fd)
+        finally:
+            self._child, self._request, self._reply, self._open = None, None, None, False
+            _LOCK.release()
+
+
+def _readable(fd: int) -> bool:
+    """Returns whether fd has something to read now (or is at its end)."""
+    with selectors.DefaultSelector() as selector:
+        selector.register(fd, selectors.EVENT_READ)
+        return bool(selector.select(0))
 
 
 def child_environment(environ: Mapping[str, str], extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -111,11 +251,8 @@ def child_environment(environ: Mapping[str, str], extra: Mapping[str, str] | Non
     return {**kept, **(extra or {}), "PYTHONDONTWRITEBYTECODE": "1"}
 
 
-def _results(raw: bytes, count: int, status: int, what: str, stderr: str) -> list[Any]:
-    """Returns the values of the child's reply, or raises CandidateError saying why there are none."""
-    if not raw:
-        ended = f"was killed by signal {-status}" if status < 0 else f"exited with status {status}"
-        raise CandidateError(f"{what} returned nothing: its process {ended}{_quoted(stderr)}", stderr)
+def _result(raw: bytes, what: str, stderr: str) -> Any:
+    """Returns the value of the child's reply line, or raises CandidateError saying why there is none."""
     try:
         reply = json.loads(raw)
     except (ValueError, RecursionError) as err:
@@ -125,9 +262,9 @@ def _results(raw: bytes, count: int, status: int, what: str, stderr: str) -> lis
         kind, message = str(raised.get("type", "?"))[:100], str(raised.get("message", ""))[:MESSAGE_CHARS]
         raise CandidateError(f"{what} raised {kind}: {message}", stderr)
     values = reply.get("results") if isinstance(reply, dict) else None
-    if not isinstance(values, list) or len(values) != count:
-        raise CandidateError(f"{what} sent a reply without its {count} result(s)", stderr)
-    return values
+    if not isinstance(values, list) or len(values) != 1:
+        raise CandidateError(f"{what} sent a reply without its result", stderr)
+    return values[0]
 
 
 def _quoted(stderr: str) -> str:
@@ -153,98 +290,6 @@ def _libc() -> Any:
         return ctypes.CDLL(None, use_errno=True)
     except OSError:
         return None
-
-
-def _run_child(
-    request: bytes, env: Mapping[str, str], cwd: str | os.PathLike[str] | None, timeout: float, before: set[int]
-) -> tuple[bytes, str, int | None]:
-    """Runs the child on request; returns (its reply, its stderr tail, its exit status or None on timeout).
-
-    Whatever the outcome, every process the scorer gained since `before` is killed before this returns.
-    """
-    request_read, request_write = os.pipe()
-    reply_read, reply_write = os.pipe()
-    try:
-        child = subprocess.Popen(
-            [sys.executable, "-B", str(Path(__file__).resolve()), str(request_read), str(reply_write)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(env), cwd=cwd,
-            pass_fds=(request_read, reply_write), start_new_session=True,
-        )  # fmt: skip
-    except BaseException:
-        for fd in (request_write, reply_read):
-            os.close(fd)
-        raise
-    finally:
-        os.close(request_read)
-        os.close(reply_write)
-    assert child.stdout is not None and child.stderr is not None
-    reply, stderr = bytearray(), bytearray()
-    status: int | None = None
-    pending = memoryview(request)  # what the child has not been sent yet; empty once request_write is closed
-    try:
-        with selectors.DefaultSelector() as selector:
-            os.set_blocking(request_write, False)
-            selector.register(request_write, selectors.EVENT_WRITE)
-            for stream in (reply_read, child.stdout.fileno(), child.stderr.fileno()):
-                selector.register(stream, selectors.EVENT_READ)
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline and child.poll() is None:
-                for key, _ in selector.select(min(0.05, max(0.0, deadline - time.monotonic()))):
-                    pending = _pump(selector, key.fd, request_write, pending, reply, reply_read, stderr, child)
-            status = child.poll()
-            if status is None:
-                child.kill()
-                child.wait()
-            _stop_descendants(before)  # every writer is gone: the pipes end
-            if request_write in selector.get_map():
-                selector.unregister(request_write)
-            drained = time.monotonic() + 5.0
-            while selector.get_map() and time.monotonic() < drained:
-                for key, _ in selector.select(0.5):
-                    _pump(selector, key.fd, request_write, pending, reply, reply_read, stderr, child)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-        _stop_descendants(before)
-        for stream in (child.stdout, child.stderr):
-            stream.close()
-        os.close(reply_read)
-        if pending:  # _pump closes it once the whole request is sent
-            os.close(request_write)
-    return bytes(reply), stderr.decode("utf-8", errors="replace"), status
-
-
-def _pump(
-    selector: selectors.BaseSelector, fd: int, request_write: int, pending: memoryview, reply: bytearray,
-    reply_read: int, stderr: bytearray, child: subprocess.Popen[bytes],
-) -> memoryview:
-    """Moves what one ready pipe has: the request out, the reply or output in; returns what of the request is left."""
-    if fd == request_write:
-        try:
-            written = os.write(fd, pending[:65536])
-        except BrokenPipeError:
-            written = len(pending)
-        pending = pending[written:]
-        if not pending:
-            selector.unregister(fd)
-            os.close(fd)
-        return pending
-    chunk = os.read(fd, 65536)
-    if not chunk:
-        selector.unregister(fd)
-        return pending
-    if fd == reply_read:
-        if len(reply) + len(chunk) > RESULT_CAP:
-            child.kill()  # the reply is refused whole: a result that large is no metric input
-            reply.clear()
-            selector.unregister(fd)
-            return pending
-        reply.extend(chunk)
-    elif child.stderr is not None and fd == child.stderr.fileno():
-        stderr.extend(chunk)
-        del stderr[:-TAIL_BYTES]
-    return pending  # stdout: read and dropped, never a report
 
 
 def _stop_descendants(before: set[int]) -> None:
@@ -300,9 +345,10 @@ def _descendants(root: int) -> list[tuple[int, str]]:
 
 
 def _serve(request_fd: int, reply_fd: int) -> None:
-    """Reads the request, calls the candidate's function on each args and writes the reply as JSON; never returns."""
-    with os.fdopen(request_fd, "rb") as handle:
-        request = json.loads(handle.read())
+    """Reads the request line, then calls the candidate's function once per further line (its args), writing one
+    JSON reply line each, until the scorer closes the pipe; never returns."""
+    requests = os.fdopen(request_fd, "rb")
+    request = json.loads(requests.readline())
     _own_pid_namespace()
     _drop_capabilities()
     path = Path(request["path"])
@@ -316,15 +362,33 @@ def _serve(request_fd: int, reply_fd: int) -> None:
         sys.modules[path.stem] = module
         spec.loader.exec_module(module)
         function = getattr(module, request["function"])
-        results = [function(*args, **request["kwargs"]) for args in request["calls"]]
-        text = json.dumps({"results": results}, default=_plain)
     except BaseException as err:  # SystemExit too: the scorer turns it into an error, never a score
-        text = json.dumps({"raised": {"type": type(err).__name__, "message": str(err)[:MESSAGE_CHARS]}})
-    data = text.encode()
-    while data:
-        data = data[os.write(reply_fd, data[: 1 << 20]) :]
+        function = _raiser(err)
+    kwargs = request["kwargs"]
+    for line in requests:
+        _reply(reply_fd, lambda: [function(*json.loads(line), **kwargs)])
     os.close(reply_fd)
     os._exit(0)
+
+
+def _raiser(error: BaseException) -> Any:
+    """Returns a function that raises error: what each call gets when the module did not load."""
+
+    def raise_it(*args: Any, **kwargs: Any) -> Any:
+        raise error
+
+    return raise_it
+
+
+def _reply(reply_fd: int, compute: Any) -> None:
+    """Writes one reply line: the values compute returns, or the exception it raised."""
+    try:
+        text = json.dumps({"results": compute()}, default=_plain)
+    except BaseException as err:  # SystemExit too: the scorer turns it into an error, never a score
+        text = json.dumps({"raised": {"type": type(err).__name__, "message": str(err)[:MESSAGE_CHARS]}})
+    data = text.encode() + b"\n"
+    while data:
+        data = data[os.write(reply_fd, data[: 1 << 20]) :]
 
 
 def _plain(value: Any) -> Any:

@@ -1,4 +1,5 @@
-"""Measures the novelty filter: evaluations it saves and the best fitness reached with and without it (issue 8 §6).
+"""Measures the novelty filter: evaluations it saves and the best fitness reached with and without it (issue 8 §6),
+and with `novelty: embedding` (issue 41 §3, local code vectors).
 
 Two measurements per program and seed, all offline with the `tune` proposer (no network, no API key):
 
@@ -10,19 +11,30 @@ Two measurements per program and seed, all offline with the `tune` proposer (no 
    earlier result, a recycled one has none. It prints the evaluations the filter would have saved and the
    best fitness reached with the skips next to the recorded run's. The replay keeps the recorded proposals:
    a run that had skipped an accepted candidate would have gone on differently, so such skips are counted
-   separately ("accepted skipped").
-2. Live. The same program and seed run again with the filter on (the default), and the evaluations it
-   actually ran, its final best and its wall time are printed next to the filter-off run.
+   separately ("accepted skipped"). The replay also applies `novelty: embedding`'s check to the candidates the
+   exact filter keeps: one whose local code vector lies above `--similarity` to an evaluated candidate of its
+   lineage or of the 8 newest evaluated ones (as the live filter compares) is counted "similar".
+2. Live. The same program and seed run again with the filter on (the default) and with `novelty: embedding`
+   (its `novelty-threshold` set to `--similarity`), and the evaluations each actually ran, its final best and
+   its wall time are printed next to the filter-off run's.
+
+The `tune` proposer only changes numbers, which no similarity filter should skip. `--reword 0.3` makes 30 %
+of the proposals re-word the current Target instead (a seeded draw: the same iterations in every run):
+the evolved block's own variables renamed, the same program in other words, as a model sometimes
+answers. Those are the candidates `novelty: embedding` is for; the exact filter evaluates them.
 
 An evaluation is an iteration that ran the evaluator on a candidate, plus one for the baseline.
 Progress goes to stderr.
 
     python3 benchmarks/novelty_filter.py [--seeds 1 2 3] [--budget 30] [--programs function_minimization circle_packing]
+        [--similarity 0.999] [--reword 0.3]
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import random
 import re
 import shutil
 import subprocess
@@ -33,12 +45,16 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from autoloop_py.analysis import code_vector
 from autoloop_py.loop.iteration import novelty
 from autoloop_py.loop.iteration.iteration import run_iteration
-from autoloop_py.loop.iteration.lineage_store import LINEAGE_DEPTH
-from autoloop_py.loop.iteration.novelty import Ancestor, EarlierResult, NoveltyConfig
+from autoloop_py.loop.iteration.lineage_store import LINEAGE_DEPTH, RECENT_ROWS
+from autoloop_py.loop.iteration.novelty import Ancestor, EarlierResult, NoveltyConfig, NoveltyVerdict
 from autoloop_py.loop.iteration.options import RunOptions
 from autoloop_py.program.model import load_program
+from autoloop_py.program.regions import evolve_regions, evolved_code, place_code
+from autoloop_py.proposers import get_proposer
+from autoloop_py.proposers.base import Proposal, ProposalRequest
 from autoloop_py.state import file as statefile
 from autoloop_py.state import trace
 from autoloop_py.state.machine import is_improvement
@@ -58,6 +74,7 @@ class Run:
       seconds: wall time of the iterations.
       skipped: iterations the filter did not evaluate, per verdict.
       trace_dir: the exported trace (None when not exported).
+      reworded: proposals that only renamed variables.
     """
 
     evaluations: int
@@ -65,6 +82,7 @@ class Run:
     seconds: float
     skipped: dict[str, int]
     trace_dir: Path | None
+    reworded: int = 0
 
 
 @dataclass(frozen=True)
@@ -75,6 +93,7 @@ class Replay:
       candidates: candidates replayed (the seed excluded).
       duplicates: candidates the filter calls duplicates.
       recycled: candidates the filter calls recycled.
+      similar: candidates left that `novelty: embedding` skips as too similar.
       accepted_skipped: skipped candidates the recorded run accepted.
       best_without: the recorded run's best.
       best_with: the best over the candidates the filter would have evaluated (and the seed).
@@ -83,56 +102,103 @@ class Replay:
     candidates: int
     duplicates: int
     recycled: int
+    similar: int
     accepted_skipped: int
     best_without: float | None
     best_with: float | None
 
 
-def build_repo(tmp: Path, name: str, seed: int, novelty_filter: bool) -> Path:
-    """Returns a scratch repository holding the example program with program.md's seed (and filter switch) set."""
-    root = tmp / f"{name}-{seed}-{'on' if novelty_filter else 'off'}"
+# The live runs: the filter off, on (`novelty: exact`, the default) and `novelty: embedding`.
+MODES = ("off", "on", "embedding")
+
+
+class Rewording:
+    """The tune proposer, except that a share of the proposals renames the evolved block's own variables."""
+
+    name = "tune"
+
+    def __init__(self, share: float) -> None:
+        self.share, self.tune, self.reworded = share, get_proposer("tune"), 0
+
+    def propose(self, request: ProposalRequest, rng: random.Random) -> Proposal:
+        draw = random.Random(f"reword-{request.iteration}-{request.program.config.seed}").random()
+        if draw < self.share and len(request.files) == 1:
+            (path, source), = request.files.items()
+            renamed = reworded(source, request.iteration)
+            if renamed != source:
+                self.reworded += 1
+                return Proposal({path: renamed}, "re-word: rename the evolved block's variables")
+        return self.tune.propose(request, rng)
+
+
+def reworded(source: str, salt: int) -> str:
+    """Returns the source with the names the evolved block binds, and nothing outside it uses, renamed."""
+    block = evolved_code(source)
+    if not evolve_regions(source):
+        return source
+    outside = source.replace(block, "")
+    try:
+        names = {n.id for n in ast.walk(ast.parse(block)) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    except SyntaxError:
+        return source
+    for name in sorted(n for n in names if not re.search(rf"\b{n}\b", outside)):
+        block = re.sub(rf"\b{name}\b", f"{name.rstrip('_0123456789')}_{salt}", block)
+    return place_code(source, block)
+
+
+def build_repo(tmp: Path, name: str, seed: int, mode: str, similarity: float) -> Path:
+    """Returns a scratch repository holding the example program with program.md's seed (and novelty settings) set."""
+    root = tmp / f"{name}-{seed}-{mode}"
     subprocess.run(["git", "init", "-q", "-b", "main", str(root)], check=True)
     for key, value in (("user.name", "bench"), ("user.email", "bench@example.invalid")):
         subprocess.run(["git", "config", key, value], cwd=root, check=True)
     base = root / ".autoloop/programs" / name
     shutil.copytree(REPO / ".autoloop/programs" / name, base, ignore=shutil.ignore_patterns("__pycache__"))
     text = (base / "program.md").read_text(encoding="utf-8")
-    switch = "" if novelty_filter else "novelty_filter: false\n"
-    (base / "program.md").write_text(re.sub(r"(?m)^seed:.*\n", f"seed: {seed}\n{switch}", text, count=1))
+    settings = {"off": "novelty_filter: false\n", "on": "",
+                "embedding": f"novelty: embedding\nnovelty-threshold: {similarity}\n"}[mode]
+    (base / "program.md").write_text(re.sub(r"(?m)^seed:.*\n", f"seed: {seed}\n{settings}", text, count=1))
     subprocess.run(["git", "add", "-A"], cwd=root, check=True)
     subprocess.run(["git", "commit", "-qm", name], cwd=root, check=True)
     return root
 
 
-def run_once(tmp: Path, name: str, seed: int, budget: int, novelty_filter: bool) -> Run:
+def run_once(tmp: Path, name: str, seed: int, budget: int, mode: str, similarity: float, reword: float) -> Run:
     """Runs budget tune iterations; returns evaluations, best, time, skips and the exported trace."""
-    root = build_repo(tmp, name, seed, novelty_filter)
+    root = build_repo(tmp, name, seed, mode, similarity)
     program = load_program(root, Path(".autoloop/programs") / name / "program.md")
-    evaluations, skipped = 0, {novelty.DUPLICATE: 0, novelty.RECYCLED: 0}
+    proposer = Rewording(reword)
+    options = RunOptions(proposer="tune", proposer_factory=lambda name, **kwargs: proposer)
+    evaluations, skipped = 0, {novelty.DUPLICATE: 0, novelty.RECYCLED: 0, novelty.SIMILAR: 0}
     start = time.perf_counter()
     for i in range(budget):
-        outcome = run_iteration(root, program, RunOptions(proposer="tune"), START + timedelta(minutes=i))
+        outcome = run_iteration(root, program, options, START + timedelta(minutes=i))
         evaluations += ("evaluate" in outcome.timings) + ("evaluate baseline" in outcome.timings)
         reason = outcome.reason or ""
         if reason.startswith("not evaluated: identical"):
             skipped[novelty.DUPLICATE] += 1
+        elif reason.startswith("not evaluated: similarity"):
+            skipped[novelty.SIMILAR] += 1
         elif reason.startswith("not evaluated:"):
             skipped[novelty.RECYCLED] += 1
     seconds = time.perf_counter() - start
     memory = MemoryStore(root)
     best = statefile.parse_state(memory.read(f"{name}.md") or "", f"{name}.md").machine.best_metric
-    out = tmp / f"trace-{name}-{seed}-{'on' if novelty_filter else 'off'}"
+    out = tmp / f"trace-{name}-{seed}-{mode}"
     trace.export(memory.read, memory.list(trace.trace_dir(name) + "/"), name, out)
-    return Run(evaluations, best, seconds, skipped, out)
+    return Run(evaluations, best, seconds, skipped, out, proposer.reworded)
 
 
-def replay(directory: Path, threshold: float, min_delta: float) -> Replay:
-    """Replays a recorded trace through novelty.check, in iteration order."""
+def replay(
+    directory: Path, threshold: float, min_delta: float, similarity: float = novelty.DEFAULT_SIMILARITY
+) -> Replay:
+    """Replays a recorded trace through novelty.check, then the similarity check, in iteration order."""
     run = trace.load_trace(directory)
     by_id = {row.id: row for row in run.rows}
     evaluated: dict[str, EarlierResult] = {}
+    vectors: dict[str, code_vector.Vector] = {}  # of the evaluated, scored candidates, oldest first
     best_with = best_without = None
-    counts = {novelty.DUPLICATE: 0, novelty.RECYCLED: 0, "accepted": 0, "candidates": 0}
+    counts = {novelty.DUPLICATE: 0, novelty.RECYCLED: 0, novelty.SIMILAR: 0, "accepted": 0, "candidates": 0}
     for row in run.rows:
         source, score = run.source(row), run.score(row)
         if source is None:
@@ -140,7 +206,10 @@ def replay(directory: Path, threshold: float, min_delta: float) -> Replay:
         best_without = _better(best_without, score, run.direction, min_delta)
         if row.parent_id is not None:
             counts["candidates"] += 1
-            verdict = novelty.check(source, _lineage(run, by_id, row.parent_id), evaluated, NoveltyConfig(threshold))
+            lineage = _lineage(run, by_id, row.parent_id)
+            verdict = novelty.check(source, lineage, evaluated, NoveltyConfig(threshold))
+            if not verdict.skipped:
+                verdict = _similar(source, vectors, [a.id for a in lineage], similarity)
             reusable = verdict.metric is None or not is_improvement(verdict.metric, best_with, run.direction, min_delta)
             if verdict.skipped and reusable:
                 counts[verdict.kind] += 1
@@ -148,10 +217,24 @@ def replay(directory: Path, threshold: float, min_delta: float) -> Replay:
                 continue
         best_with = _better(best_with, score, run.direction, min_delta)
         if score is not None:
+            vectors.setdefault(row.id, code_vector.vector(evolved_code(source)))
             evaluated.setdefault(trace.sha256_text(source), EarlierResult(
                 row.id, row.iteration_found, score, dict(row.metrics), row.status, novelty.fingerprint(source)))
-    return Replay(counts["candidates"], counts[novelty.DUPLICATE], counts[novelty.RECYCLED], counts["accepted"],
-                  best_without, best_with)
+    return Replay(counts["candidates"], counts[novelty.DUPLICATE], counts[novelty.RECYCLED], counts[novelty.SIMILAR],
+                  counts["accepted"], best_without, best_with)
+
+
+def _similar(
+    source: str, vectors: dict[str, code_vector.Vector], lineage: list[str], threshold: float
+) -> NoveltyVerdict:
+    """Returns similar when the candidate's code vector lies above threshold to one of the neighbours the live
+    filter compares (its lineage and the newest evaluated candidates), else novel."""
+    names = [*lineage, *list(vectors)[-RECENT_ROWS:]]
+    near = {name: vectors[name] for name in names if name in vectors}
+    found = code_vector.nearest(code_vector.vector(evolved_code(source)), near)
+    if found is not None and found[1] > threshold:
+        return NoveltyVerdict(novelty.SIMILAR, of=found[0], similarity=found[1], threshold=threshold)
+    return NoveltyVerdict(novelty.NOVEL)
 
 
 def _lineage(run: trace.Trace, by_id: dict[str, trace.TraceRow], parent: str | None) -> tuple[Ancestor, ...]:
@@ -184,30 +267,39 @@ def main() -> int:
     parser.add_argument("--budget", type=int, default=30, help="iterations per run")
     parser.add_argument("--programs", nargs="+", default=["function_minimization", "circle_packing"])
     parser.add_argument("--threshold", type=float, default=novelty.DEFAULT_THRESHOLD)
+    parser.add_argument("--similarity", type=float, default=novelty.DEFAULT_SIMILARITY,
+                        help="novelty-threshold under novelty: embedding (the replay's and the live run's)")
+    parser.add_argument("--reword", type=float, default=0.0, help="the share of proposals that only rename variables")
     args = parser.parse_args()
     lines = [
-        "program                 seed | replay: cand dup rec accepted-skipped | best off  best w/ filter"
-        " | live: evals off  evals on  best off  best on  s/it off  s/it on",
+        "program                 seed | replay: cand dup rec sim accepted-skipped | best off  best w/ filter"
+        " | live: evals off  on  emb | best off  on  emb | s/it off  on  emb",
     ]
     with tempfile.TemporaryDirectory(prefix="autoloop-novelty-") as tmp:
         for name in args.programs:
             min_delta = load_program(REPO, Path(".autoloop/programs") / name / "program.md").config.min_delta
             for seed in args.seeds:
-                print(f"{name} seed {seed}: filter off …", file=sys.stderr)
-                off = run_once(Path(tmp), name, seed, args.budget, novelty_filter=False)
-                print(f"{name} seed {seed}: filter on …", file=sys.stderr)
-                on = run_once(Path(tmp), name, seed, args.budget, novelty_filter=True)
+                runs = {}
+                for mode in MODES:
+                    print(f"{name} seed {seed}: {mode} …", file=sys.stderr)
+                    runs[mode] = run_once(Path(tmp), name, seed, args.budget, mode, args.similarity, args.reword)
+                off, on, emb = runs["off"], runs["on"], runs["embedding"]
                 assert off.trace_dir is not None
-                r = replay(off.trace_dir, args.threshold, min_delta)
+                r = replay(off.trace_dir, args.threshold, min_delta, args.similarity)
                 lines.append(
-                    f"{name:<23} {seed:>4} | {r.candidates:>12} {r.duplicates:>3} {r.recycled:>3} {r.accepted_skipped:>16}"
-                    f" | {_fmt(r.best_without):>8}  {_fmt(r.best_with):>13}"
-                    f" | {off.evaluations:>15} {on.evaluations:>9}  {_fmt(off.best):>8} {_fmt(on.best):>8}"
-                    f"  {off.seconds / args.budget:>8.2f} {on.seconds / args.budget:>8.2f}"
-                    f"   (live skips: {on.skipped[novelty.DUPLICATE]} duplicate, {on.skipped[novelty.RECYCLED]} recycled)"
+                    f"{name:<23} {seed:>4} | {r.candidates:>12} {r.duplicates:>3} {r.recycled:>3} {r.similar:>3}"
+                    f" {r.accepted_skipped:>16} | {_fmt(r.best_without):>8}  {_fmt(r.best_with):>13}"
+                    f" | {off.evaluations:>15} {on.evaluations:>3} {emb.evaluations:>4}"
+                    f" | {_fmt(off.best):>8} {_fmt(on.best)} {_fmt(emb.best)}"
+                    f" | {off.seconds / args.budget:>8.2f} {on.seconds / args.budget:.2f}"
+                    f" {emb.seconds / args.budget:.2f}"
+                    f"   (live skips on: {on.skipped[novelty.DUPLICATE]} duplicate, {on.skipped[novelty.RECYCLED]}"
+                    f" recycled; embedding: {emb.skipped[novelty.SIMILAR]} similar;"
+                    f" re-worded proposals: {off.reworded})"
                 )
-    print(f"novelty filter: threshold {args.threshold:g}, min_added {novelty.DEFAULT_MIN_ADDED}, "
-          f"budget {args.budget} tune iterations per run")
+    print(f"novelty filter: threshold {args.threshold:g}, min_added {novelty.DEFAULT_MIN_ADDED}, similarity "
+          f"{args.similarity:g} (local code vectors), budget {args.budget} tune iterations per run, "
+          f"{args.reword:.0%} of them re-worded")
     print("\n".join(lines))
     return 0
 

@@ -7,10 +7,12 @@ score but not the evaluation's run time). Runs are interleaved in `--pairs` pair
 pair). For each run it measures, through a wrapper process that waits for the whole tree:
 - overhead per iteration: wall time minus the evaluations (runs x the median time of the unchanged
   evaluation, measured again just before each run) minus the server's own handling time, over the iterations;
-- CPU per iteration: user + system time of the process tree (evaluations included, equal for both);
+- CPU per iteration: the CPU time of the whole process tree, evaluations included (equal for both), counted
+  by a cgroup the run starts in (v1 cpuacct, else v2 cpu.stat; as root) until its last process ends. Without
+  one, rusage, which misses the processes no one waits for (bubblewrap's children); the table says which;
 - peak RSS: the largest resident set of any process of the tree;
-- steady overhead: the same measure between the first and the last model request, so without what a
-  run does once (imports, setup, the first evaluation);
+- steady overhead: the same measure between the second and the last model request, so without what a
+  run does once (imports, setup, the first evaluation; our first reply may wait for litellm's import);
 - prompt tokens per request (litellm.token_counter, gpt-4o encoding) and time to the first request;
 - the overhead fraction: the overhead's share of the run's wall time. With `--latency 3` the server
   waits 3 s before each reply, as a real model does, so this is the share users see.
@@ -46,6 +48,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from autoloop_py.sandbox.cgroup import CGROUP_MOUNT, PidsGroup, own_cgroup, read_file, remove_group
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / ".autoloop/programs/function_minimization/code"
@@ -135,7 +139,8 @@ class Server:
         """Returns the seconds the next reply waits."""
         return self.latency
 
-    def reply(self) -> str:
+    def reply(self, messages: list[dict[str, str]]) -> str:
+        """Returns the reply's text to a request's messages (this model ignores them)."""
         value = round(self.rng.uniform(0.2, 3.0), 4)
         return (f"SUMMARY: set initial_temperature to {value}\n\n"
                 "<<<<<<< SEARCH\ndef search_algorithm(\n=======\n"
@@ -159,7 +164,7 @@ def serve(state: Server) -> ThreadingHTTPServer:
             with state.lock:
                 state.arrivals.append(arrived)
                 state.prompts.append(body.get("messages", []))
-                text = state.reply()
+                text = state.reply(body.get("messages", []))
                 wait = state.delay()
             if wait > 0:
                 time.sleep(wait)
@@ -194,12 +199,54 @@ def measure(command: list[str], cwd: Path, env: dict[str, str]) -> dict[str, flo
 
 
 def _measure_main(command: list[str]) -> int:
+    group = _cpu_group()
     started = time.time()
-    code = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=sys.stderr).returncode
+    argv = command if group is None else PidsGroup(group[0]).wrap(command)
+    code = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=sys.stderr).returncode
+    wall = time.time() - started
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    print(json.dumps({"started": started, "wall": time.time() - started, "cpu": usage.ru_utime + usage.ru_stime,
-                      "rss_mb": usage.ru_maxrss / 1024}))
+    figures = {"started": started, "wall": wall, "cpu": usage.ru_utime + usage.ru_stime,
+               "rss_mb": usage.ru_maxrss / 1024, "cgroup": 0.0}
+    if group is not None:
+        members = PidsGroup(group[0]).members
+        ends = time.monotonic() + 30
+        while members() and time.monotonic() < ends:  # what the run left in the background finishes first
+            time.sleep(0.05)
+        figures.update(cpu=_cpu_seconds(*group), cgroup=1.0)
+        PidsGroup(group[0]).kill_all()
+        remove_group(group[0])
+    print(json.dumps(figures))
     return code
+
+
+def _cpu_group() -> tuple[Path, str] | None:
+    """Returns a new cgroup that counts the CPU time of every process in it, and its counter file (None: none can
+    be made, e.g. when not root). rusage misses the processes no one waits for (bubblewrap's children).
+
+    cgroup v1's cpuacct, else v2's cpu.stat. On v2 a root runner's evaluations move to pids groups of their own,
+    which may lie outside this one: then their CPU is missed, and rusage's figure may be the larger.
+    """
+    text = read_file("/proc/self/cgroup")
+    v1, v2 = CGROUP_MOUNT / "cpuacct", CGROUP_MOUNT / (own_cgroup("", text) or "").lstrip("/")
+    for parent, counter in ((v1 / (own_cgroup("cpuacct", text) or "").lstrip("/"), "cpuacct.usage"),
+                            (v1, "cpuacct.usage"), (v2, "cpu.stat")):
+        path = parent / f"autoloop-bench-{os.getpid()}"
+        try:
+            path.mkdir()
+        except OSError:
+            continue
+        if (path / counter).is_file():
+            return path, counter
+        remove_group(path)
+    return None
+
+
+def _cpu_seconds(group: Path, counter: str) -> float:
+    """Returns the CPU seconds the group's processes used (cpuacct.usage is in ns, cpu.stat's usage_usec in µs)."""
+    text = (group / counter).read_text()
+    if counter == "cpu.stat":
+        return float(dict(line.split() for line in text.splitlines())["usage_usec"]) / 1e6
+    return float(text) / 1e9
 
 
 def _git(cwd: Path, *args: str) -> None:
@@ -295,10 +342,11 @@ def one_run(kind: str, base: Path, iterations: int, server: Server, url: str, cl
     requests = len(server.arrivals)
     evaluations = iterations + 1  # both evaluate the initial program first
     overhead = figures["wall"] - evaluations * eval_s - server.handling
-    # Between the first and the last request each iteration is one evaluation, one reply and the
-    # framework's own work, so this is the overhead once started, without the imports and setup.
-    arrivals = sorted(server.arrivals)
-    steady = ((arrivals[-1] - arrivals[0]) / (len(arrivals) - 1) - eval_s - server.handling / len(arrivals)
+    # Between the second and the last request each iteration is one evaluation, one reply and the framework's
+    # own work, so this is the overhead once started, without the imports and setup. (Not from the first: our
+    # first reply may wait for litellm's import, which goes on after the first request is sent.)
+    arrivals = sorted(server.arrivals)[1:]
+    steady = ((arrivals[-1] - arrivals[0]) / (len(arrivals) - 1) - eval_s - server.handling / (len(arrivals) + 1)
               if len(arrivals) > 1 else float("nan"))
     return {
         "overhead": overhead / iterations,
@@ -309,6 +357,7 @@ def one_run(kind: str, base: Path, iterations: int, server: Server, url: str, cl
         "tokens": prompt_tokens(list(server.prompts)),
         "first": (server.arrivals[0] - figures["started"]) if server.arrivals else float("nan"),
         "requests": float(requests),
+        "cgroup": figures["cgroup"],  # 1 when the CPU was counted by a cgroup
     }
 
 
@@ -406,11 +455,12 @@ def main() -> int:
 
 
 def _report(results: dict[str, list[dict[str, float]]], latency: float = 0.0) -> None:
+    counted = "cgroup" if all(r["cgroup"] for runs in results.values() for r in runs) else "rusage"
     names = {"overhead": "overhead s/iteration (minus evaluation and server)",
+             "steady": "the same between second and last request",
              "fraction": f"overhead share of wall time ({latency:g} s replies)",
-             "steady": "the same between first and last request", "cpu": "CPU s/iteration (tree)",
-             "rss": "peak RSS MB", "tokens": "prompt tokens per request", "first": "time to first request s",
-             "requests": "model requests"}
+             "first": "time to first request s", "cpu": f"CPU s/iteration (process tree, {counted})",
+             "rss": "peak RSS MB", "tokens": "prompt tokens per request", "requests": "model requests"}
     print(f"\nload average at the end {_load()}")
     print(f"{'measure':<52} {'ours (median)':>14} {'peer (median)':>14} {'ours/peer min / median / max':>30}")
     for key, label in names.items():

@@ -1,5 +1,7 @@
 """A loopback OpenAI-compatible server for tests: it hangs, answers garbage, fails (HTTP 500), refuses the key, knows no such model, or answers with a canned or scripted reply.
 
+A request to `/embeddings` is answered with one vector per input text: the `embed` script's, else the text's letter counts.
+
 Every request's JSON body is kept in `bodies` (its API key in `keys`), so a test asserts what litellm sent (temperature, max_tokens…).
 """
 
@@ -45,6 +47,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             body = json.dumps({"error": {"message": f"The model `{body.get('model', '')}` does not exist or you do "
                                          "not have access to it.", "type": "invalid_request_error", "param": None,
                                          "code": "model_not_found"}}).encode()
+        elif self.path.endswith("/embeddings"):
+            texts = body.get("input") or []
+            texts = [texts] if isinstance(texts, str) else texts
+            body = json.dumps({
+                "object": "list", "model": body.get("model", ""),
+                "data": [{"object": "embedding", "index": i, "embedding": self.server.embed(text)}
+                         for i, text in enumerate(texts)],
+                "usage": {"prompt_tokens": self.server.tokens, "total_tokens": self.server.tokens},
+            }).encode()
         else:
             body = json.dumps({
                 "id": "x", "object": "chat.completion", "created": 0, "model": "test",
@@ -65,14 +76,17 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 # A canned reply, or a script turning the request's JSON body into the reply.
 Reply = Union[str, Callable[[dict[str, Any]], str]]
+# A script turning one input text of an embedding request into its vector.
+Embed = Callable[[str], list[float]]
 
 
 class _Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, mode: str, reply: Reply, tokens: int = 1) -> None:
+    def __init__(self, mode: str, reply: Reply, tokens: int = 1, embed: Embed | None = None) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.mode, self.reply, self.requests, self.tokens = mode, reply, 0, tokens
+        self.embed: Embed = embed or (lambda text: [float(text.lower().count(c)) for c in "abcdefghijklmnopqrstuvwxyz"])
         self.bodies: list[dict[str, Any]] = []
         self.keys: list[str] = []  # the API key each request carried
         self.release = threading.Event()
@@ -88,13 +102,13 @@ class _Server(http.server.ThreadingHTTPServer):
 
 @contextmanager
 def fake_openai(
-    mode: str, monkeypatch: pytest.MonkeyPatch, reply: Reply = "", tokens: int = 1
+    mode: str, monkeypatch: pytest.MonkeyPatch, reply: Reply = "", tokens: int = 1, embed: Embed | None = None
 ) -> Iterator[_Server]:
     """Serves `mode` (hang | garbage | server-error | bad-key | no-model | reply) on loopback and points litellm's `openai/…` models at it.
 
-    tokens: the prompt and the completion tokens each reply reports.
+    tokens: the prompt and the completion tokens each reply reports; embed: the vector of each embedded text.
     """
-    server = _Server(mode, reply, tokens)
+    server = _Server(mode, reply, tokens, embed)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     monkeypatch.setenv("OPENAI_API_BASE", server.base_url)

@@ -12,6 +12,8 @@ import pytest
 from autoloop_py import markdown as md
 from autoloop_py.errors import StateError
 from autoloop_py.state.file import DEFAULT_BUDGET, IterationRecord, StateFile, apply_iteration, new_state, parse_state
+from autoloop_py.state.population_fold import is_folded_block
+from autoloop_py.state.population_model import Population, RawBlock
 
 FIXTURE = Path(__file__).parent / "fixtures" / "upstream_state.md"
 T0 = datetime(2026, 11, 21, 16, 40, tzinfo=timezone.utc)
@@ -71,3 +73,14 @@ def assert_parse_error(text: str, line: int, words: str) -> None:
     assert str(caught.value.path) == "demo.md"
     assert words in caught.value.message
     assert str(caught.value).startswith(f"demo.md:{line}: ")
+
+
+def folded_ids(population: Population) -> tuple[int, ...]:
+    """Returns the ids the Population's folded-entries block names (empty when nothing is folded)."""
+    ids: list[int] = []
+    for block in population.layout:
+        if isinstance(block, RawBlock) and is_folded_block(block.text):
+            body = re.sub(r"`memory/autoloop:[^`]+`", "", block.text.split("\n", 1)[1] if "\n" in block.text else "")
+            for first, last in re.findall(r"#([0-9]{1,15})(?:[–-]#([0-9]{1,15}))?", body):
+                ids += range(int(first), int(last or first) + 1)
+    return tuple(sorted(set(ids)))

@@ -60,6 +60,16 @@ def payload():
 def environment():
     return dict(os.environ)
 
+CALLS = []
+
+def count(x):
+    CALLS.append(x)
+    return [len(CALLS), os.getpid()]
+
+def slow(seconds):
+    time.sleep(seconds)
+    return seconds
+
 def daemon(marker):
     # A setsid daemon and a double-forked grandchild, both appending to the marker forever.
     loop = "import time\\nwhile True:\\n    open(%r, 'a').write('x')\\n    time.sleep(0.01)\\n" % marker
@@ -131,6 +141,44 @@ def test_values_come_back_as_json(tmp_path: Path) -> None:
 def test_a_failing_candidate_is_a_clear_error(tmp_path: Path, call_line: str, kind: str, message: str) -> None:
     got_kind, got_message = _scorer(tmp_path, _error(call_line))
     assert got_kind == kind and got_message.startswith(message), got_message
+
+
+def test_a_session_calls_one_warm_child_and_each_round_trip_can_be_timed(tmp_path: Path) -> None:
+    script = (
+        "import time\nwith Session(CAND, 'count') as session:\n"
+        "    values = [session.call(x) for x in range(3)]\n"
+        "with Session(CAND, 'slow') as session:\n"
+        "    started = time.perf_counter()\n"
+        "    session.call(0.3)\n"
+        "    took = time.perf_counter() - started\n"
+        "print(json.dumps([values, took, call(CAND, 'add', (1, 2))]))\n"
+    )
+    values, took, after = _scorer(tmp_path, script)
+    assert [n for n, _ in values] == [1, 2, 3] and len({pid for _, pid in values}) == 1  # one child, module loaded once
+    assert 0.3 <= took < 5 and after == 3
+
+
+def test_a_failed_session_call_is_an_error_and_ends_the_session(tmp_path: Path) -> None:
+    script = (
+        "found = []\nfor function, args, timeout in (('fail', (), 20), ('slow', (5,), 1), ('leave', (4,), 20),"
+        " ('missing', (), 20)):\n"
+        "    with Session(CAND, function, timeout=timeout) as session:\n"
+        "        try:\n"
+        "            session.call(*args)\n"
+        "        except CandidateError as err:\n"
+        "            found.append([type(err).__name__, str(err)])\n"
+        "        try:\n"
+        "            session.call(*args)\n"
+        "        except CandidateError as err:\n"
+        "            found.append(str(err))\n"
+        "print(json.dumps(found))\n"
+    )
+    found = _scorer(tmp_path, script)
+    assert found[0] == ["CandidateError", "cand.py: fail() raised ValueError: no good"]
+    assert found[2] == ["CandidateTimeout", "cand.py: slow() did not return within 1 s; it was killed"]
+    assert found[4] == ["CandidateError", "cand.py: leave() returned nothing: its process exited with status 4"]
+    assert found[6][0] == "CandidateError" and found[6][1].startswith("cand.py: missing() raised AttributeError")
+    assert found[1::2] == [f"cand.py: {name}(): the session has ended" for name in ("fail", "slow", "leave", "missing")]
 
 
 def test_a_call_that_does_not_return_is_killed_at_its_timeout(tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
 """The static HTML report of a run: metric curve, evolution tree, per-candidate diffs, the Population, the
-MAP-Elites grid of a strategy with feature cells and, with Pareto objectives, the front.
+MAP-Elites grid of a strategy with feature cells, with Pareto objectives the front, and the candidates the
+novelty filter did not evaluate.
 
 One self-contained file (inline CSS and JS, the run's data as JSON in the page), so it opens from disk
 or as a CI artifact with no server and no network. Building the data is pure; `autoloop report` does
@@ -57,7 +58,21 @@ def report_payload(trace: Trace, source: ReportSource, population: Sequence[Cand
         "models": figures_data(trace),
         "objectives": objectives_data(population),
         "grid": grid_data(population, source.direction),
+        "skipped": skipped_data(trace),
     }
+
+
+def skipped_data(trace: Trace) -> list[dict[str, Any]]:
+    """Returns the candidates the novelty filter did not evaluate: id, iteration, verdict, the candidate it
+    repeats or is nearest to, and the similarity (under `novelty: embedding`)."""
+    found = []
+    for row in trace.rows:
+        metadata = row.extra.get("metadata")
+        verdict = metadata.get("novelty") if isinstance(metadata, dict) else None
+        if isinstance(verdict, dict) and verdict.get("evaluated") is False:
+            found.append({"id": row.id, "it": row.iteration_found, "verdict": verdict.get("verdict"),
+                          "of": verdict.get("of"), "sim": verdict.get("similarity"), "by": verdict.get("embedder")})
+    return found
 
 
 def render_report(payload: dict[str, Any]) -> str:

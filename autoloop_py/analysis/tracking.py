@@ -2,26 +2,33 @@
 
 One `Tracked` per evaluated candidate, in the order they were found: its metrics, status, model, tokens, spend
 and the diff from its parent. MLflow and W&B are optional: each is imported only when asked for, and their
-offline modes (an MLflow file store, `WANDB_MODE=offline`) need no server.
+offline modes (an MLflow file store, `WANDB_MODE=offline`) need no server. `run` sends as it goes when a
+program's `tracking:` (or AUTOLOOP_TRACKING) names a destination.
 """
 
 from __future__ import annotations
 
 import csv
 import difflib
+import importlib
 import io
 import logging
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from autoloop_py.errors import AutoloopError
-from autoloop_py.state.trace import Trace, TraceRow
+from autoloop_py.program.frontmatter import TRACKERS, parse_tracking
+from autoloop_py.program.model import Program
+from autoloop_py.state.memory import MemoryStore
+from autoloop_py.state.trace import Trace, TraceRow, export, load_trace, trace_dir
 
 logger = logging.getLogger(__name__)
 
-DESTINATIONS = ("csv", "mlflow", "wandb")
+DESTINATIONS = TRACKERS
+TRACKING_ENV = "AUTOLOOP_TRACKING"
 _FIELDS = ("step", "id", "iteration", "status", "parent", "model", "operator", "tokens", "cost", "changes")
 
 
@@ -63,44 +70,132 @@ def csv_text(items: Sequence[Tracked]) -> str:
     return handle.getvalue()
 
 
-def to_mlflow(items: Sequence[Tracked], program: str, uri: str) -> str:
-    """Logs the run as one MLflow run (a step per candidate, diffs as artifacts) at `uri`; returns its id."""
-    try:
-        from mlflow.tracking import MlflowClient
-    except ImportError:
-        raise AutoloopError("--to mlflow needs MLflow: `python3 -m pip install mlflow-skinny`") from None
-    if uri.startswith("file:") or "://" not in uri:
-        os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 asks for it; a file store is our offline mode
-        uri = uri if uri.startswith("file:") else Path(uri).resolve().as_uri()
-    client = MlflowClient(tracking_uri=uri)
-    experiment = client.get_experiment_by_name(f"autoloop/{program}")
-    experiment_id = experiment.experiment_id if experiment else client.create_experiment(f"autoloop/{program}")
-    run_id = client.create_run(experiment_id, run_name=program, tags={"autoloop.program": program}).info.run_id
-    for item in items:
-        for name, value in {**item.numbers, **_spend(item.row)}.items():
-            client.log_metric(run_id, name, value, step=item.step)
-        if item.diff:
-            client.log_text(run_id, item.diff, f"diffs/{item.step:04d}-{item.row.id}.diff")
-    client.log_text(run_id, csv_text(items), "iterations.csv")
-    client.set_terminated(run_id)
-    return run_id
+class Tracker:
+    """Sends one program's candidates to a destination; each `send` adds those not sent yet, `close` ends the run.
+
+    csv rewrites its file whole (a new metric is a new column); MLflow and W&B keep one run open until close.
+    """
+
+    def __init__(self, to: str, where: str, program: str) -> None:
+        self.to, self.where, self.program = to, where, program
+        self._sent: set[str] = set()
+        self._items: list[Tracked] = []
+        self._run: Any = None  # MLflow's (client, run id), or the W&B run: opened by the first send
+        if to == "mlflow":
+            self._module = _optional("mlflow.tracking", "mlflow-skinny")
+        elif to == "wandb":
+            self._module = _optional("wandb", "wandb")
+
+    def send(self, items: Sequence[Tracked]) -> None:
+        """Sends the candidates of items not sent yet (the csv file gets them all)."""
+        new = [item for item in items if item.row.id not in self._sent]
+        self._items = list(items)
+        if not new:
+            return
+        self._sent.update(item.row.id for item in new)
+        if self.to == "csv":
+            Path(self.where).parent.mkdir(parents=True, exist_ok=True)
+            Path(self.where).write_text(csv_text(items), encoding="utf-8")
+        elif self.to == "mlflow":
+            self._to_mlflow(new)
+        else:
+            self._to_wandb(new)
+
+    def close(self) -> str:
+        """Ends the run (the rows as a table or file beside it); returns its id, or the csv file's path."""
+        if self._run is None:
+            return self.where
+        if self.to == "mlflow":
+            client, run_id = self._run
+            client.log_text(run_id, csv_text(self._items), "iterations.csv")
+            client.set_terminated(run_id)
+            return str(run_id)
+        table = self._module.Table(columns=list(_FIELDS), data=[_columns(item) for item in self._items])
+        self._run.log({"iterations": table})
+        self._run.finish()
+        return str(self._run.id)
+
+    def _to_mlflow(self, items: Sequence[Tracked]) -> None:
+        if self._run is None:
+            uri = self.where
+            if uri.startswith("file:") or "://" not in uri:
+                os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 asks for it: our offline mode
+                uri = uri if uri.startswith("file:") else Path(uri).resolve().as_uri()
+            client = self._module.MlflowClient(tracking_uri=uri)
+            name = f"autoloop/{self.program}"
+            experiment = client.get_experiment_by_name(name)
+            experiment_id = experiment.experiment_id if experiment else client.create_experiment(name)
+            tags = {"autoloop.program": self.program}
+            self._run = client, client.create_run(experiment_id, run_name=self.program, tags=tags).info.run_id
+        client, run_id = self._run
+        for item in items:
+            for name, value in {**item.numbers, **_spend(item.row)}.items():
+                client.log_metric(run_id, name, value, step=item.step)
+            if item.diff:
+                client.log_text(run_id, item.diff, f"diffs/{item.step:04d}-{item.row.id}.diff")
+
+    def _to_wandb(self, items: Sequence[Tracked]) -> None:
+        if self._run is None:
+            Path(self.where).mkdir(parents=True, exist_ok=True)
+            self._run = self._module.init(project=f"autoloop-{self.program}", dir=self.where, config={
+                "program": self.program}, mode=os.environ.get("WANDB_MODE", "offline"))
+        for item in items:
+            self._run.log({**item.numbers, **_spend(item.row), "status": item.row.status}, step=item.step)
 
 
-def to_wandb(items: Sequence[Tracked], program: str, directory: Path) -> str:
-    """Logs the run to Weights & Biases (offline unless WANDB_MODE says otherwise) under `directory`."""
+def send_all(items: Sequence[Tracked], to: str, where: str, program: str) -> str:
+    """Sends a recorded run whole; returns the MLflow or W&B run's id, or the csv file's path."""
+    tracker = Tracker(to, where, program)
+    tracker.send(items)
+    return tracker.close()
+
+
+class LiveTracker:
+    """Sends a program's trace as a run records it: `update` reads the local memory branch and sends what is new."""
+
+    def __init__(self, root: Path, program: str, to: str, where: str) -> None:
+        if to != "mlflow" or ("://" not in where and not where.startswith("file:")):
+            where = str(root / where)  # a file or a folder, relative to the repository
+        self.tracker = Tracker(to, where, program)
+        self.memory = MemoryStore(root)
+
+    def update(self) -> None:
+        """Sends the candidates recorded since the last update; a failure is logged, never the run's."""
+        program = self.tracker.program
+        try:
+            with tempfile.TemporaryDirectory(prefix="autoloop-tracking-") as folder:
+                paths = self.memory.list(trace_dir(program) + "/")
+                self.tracker.send(tracked(load_trace(export(self.memory.read, paths, program, Path(folder)))))
+        except Exception as err:  # noqa: BLE001 - a tracker's outage must not stop the iterations
+            logger.warning("tracking %s to %s failed: %s; `autoloop trace export` sends it later", program,
+                           self.tracker.where, err)
+
+    def close(self) -> None:
+        """Ends the tracker's run and the memory branch's git session."""
+        try:
+            self.tracker.close()
+        finally:
+            self.memory.session.close()
+
+
+def live_trackers(root: Path, programs: Sequence[Program], environ: Mapping[str, str]) -> dict[str, LiveTracker]:
+    """Returns a LiveTracker per program whose `tracking:` names a destination (AUTOLOOP_TRACKING: every program)."""
+    told = environ.get(TRACKING_ENV, "").strip()
     try:
-        import wandb
+        every = parse_tracking(told) if told else None
+    except ValueError as err:
+        raise AutoloopError(f"{TRACKING_ENV}: {err}") from None
+    wanted = {program.name: every or program.config.tracking for program in programs}
+    return {name: LiveTracker(root, name, *where) for name, where in wanted.items() if where is not None}
+
+
+def _optional(module: str, package: str) -> Any:
+    """Returns an optional module, imported only when asked for; raises AutoloopError naming what to install."""
+    try:
+        return importlib.import_module(module)
     except ImportError:
-        raise AutoloopError("--to wandb needs wandb: `python3 -m pip install wandb`") from None
-    directory.mkdir(parents=True, exist_ok=True)
-    run = wandb.init(project=f"autoloop-{program}", dir=str(directory),
-                     mode=os.environ.get("WANDB_MODE", "offline"), config={"program": program})
-    for item in items:
-        run.log({**item.numbers, **_spend(item.row), "status": item.row.status}, step=item.step)
-    table = wandb.Table(columns=list(_FIELDS), data=[_columns(item) for item in items])
-    run.log({"iterations": table})
-    run.finish()
-    return run.id
+        name = module.split(".")[0]
+        raise AutoloopError(f"tracking to {name} needs it: `python3 -m pip install {package}`") from None
 
 
 def _numbers(metrics: Mapping[str, Any]) -> dict[str, float]:

@@ -25,10 +25,7 @@ _KINDS = ("literal", "tuning", "trivial", "any")
 
 def add_parser(commands: Any) -> None:
     """Registers `autoloop analyze`."""
-    parser = subparser(
-        commands, "analyze", "Diagnose a run: lineage of the best, best-so-far events, cycling, tuning share.",
-        "autoloop analyze function_minimization --png run.png",
-    )
+    parser = subparser(commands, "analyze", "autoloop analyze function_minimization --png run.png")
     parser.add_argument("target", help="a program's name (its trace on memory/autoloop) or an EvoTrace run directory")
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON instead of tables")
     parser.add_argument("--png", type=Path, metavar="FILE", help="also draw the best-so-far and cycling curves")

@@ -35,7 +35,7 @@ from autoloop_py.strategies.alphaevolve.config import parse_alphaevolve_config
 
 def add_parser(commands: Any) -> None:
     """Registers `autoloop check`."""
-    parser = subparser(commands, "check", "Validate every program under .autoloop/programs/.", "autoloop check")
+    parser = subparser(commands, "check", "autoloop check")
     parser.add_argument("--no-evaluate", action="store_true",
                         help="skip evaluating each program's unchanged code (cached by the working tree otherwise)")
     parser.set_defaults(handler=cmd_check)

@@ -17,9 +17,7 @@ from autoloop_py.state.memory_folder import open_memory
 def add_parser(commands: Any) -> None:
     """Registers `autoloop ci`."""
     parser = subparser(
-        commands,
-        "ci",
-        "Settle the kept candidate waiting for CI, from the checks of its pull request (Agentic Workflows).",
+        commands, "ci",
         'autoloop ci groupby_evolve --checks failure --failing "tests (3.12)" --first-error "E   assert 2 == 3"',
     )
     parser.add_argument("program", help="the program's name")

@@ -13,6 +13,7 @@ import git
 from rich.console import Console
 from rich.markup import escape
 
+from autoloop_py.commands import COMMANDS
 from autoloop_py.errors import AutoloopError, ProgramError, StateError
 from autoloop_py.git import command as gitutil
 from autoloop_py.git.objects import GitSession
@@ -45,8 +46,9 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-v", "--verbose", action="store_true", help="show log messages")
 
 
-def subparser(commands: Any, name: str, summary: str, example: str) -> argparse.ArgumentParser:
-    """Returns a sub-parser whose help ends with an example."""
+def subparser(commands: Any, name: str, example: str, summary: str | None = None) -> argparse.ArgumentParser:
+    """Returns a sub-parser whose help ends with an example; its summary is the command's in COMMANDS by default."""
+    summary = summary if summary is not None else COMMANDS[name][1]
     parser: argparse.ArgumentParser = commands.add_parser(
         name,
         help=summary,
@@ -80,13 +82,17 @@ def add_memory_dir(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def load_named(root: Path, name: str, console: Console) -> Program:
-    """Returns the program called name, file or issue program; other programs' problems are only warnings."""
-    programs, problems = load_all(root, with_issues=True)
+def load_named(root: Path, name: str, console: Console | None = None, with_issues: bool = True) -> Program:
+    """Returns the program called name, file or (with_issues) issue program; its own load error is raised as is.
+
+    Other programs' problems are only warnings, printed when a console is given.
+    """
+    programs, problems = load_all(root, with_issues=with_issues)
     for problem in problems:
         if problem.path is not None and program_name(problem.path) == name:
             raise problem
-        console.print(f"[yellow]skipping a broken program:[/] {problem}", highlight=False)
+        if console is not None:
+            console.print(f"[yellow]skipping a broken program:[/] {problem}", highlight=False)
     return find_program(programs, name)
 
 

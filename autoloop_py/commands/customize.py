@@ -36,10 +36,7 @@ _FENCE_RE = re.compile(r"```(?:json)?\s*\n(.*?)\n```", re.DOTALL)
 def add_parser(commands: Any) -> None:
     """Registers `autoloop customize`."""
     parser = subparser(
-        commands,
-        "customize",
-        "Resolve a program's <CUSTOMIZE…> markers: from an --answers file, or a model drafts them "
-        "(shows the diff, writes with --write).",
+        commands, "customize",
         "autoloop customize perf_sort --answers answers.yaml\n  autoloop customize perf_sort --model gpt-4o --write",
     )
     parser.add_argument("program", help="the program's name")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import subprocess
 import sys
@@ -13,16 +14,13 @@ from rich.console import Console
 from autoloop_py.commands.common import load_named, repo_root, subparser
 from autoloop_py.errors import AutoloopError, ProgramError
 from autoloop_py.program.requirements import program_requirements, requirement_names
+from autoloop_py.sandbox import evaluation_python
+from autoloop_py.sandbox.run import own_uid_evaluations
 
 
 def add_parser(commands: Any) -> None:
     """Registers `autoloop deps`."""
-    parser = subparser(
-        commands,
-        "deps",
-        "Show (or install with pip) what a program's evaluation needs: `requirements:` or requirements.txt.",
-        "autoloop deps function_minimization --install",
-    )
+    parser = subparser(commands, "deps", "autoloop deps function_minimization --install")
     parser.add_argument("program", help="the program's name")
     parser.add_argument("--install", action="store_true", help="run `python -m pip install` with them")
     parser.add_argument("--if-found", action="store_true",
@@ -51,6 +49,11 @@ def cmd_deps(args: argparse.Namespace, console: Console) -> int:
                   highlight=False)
     if not args.install:
         return 0
+    if own_uid_evaluations(program) and evaluation_python.needs_venv(os.environ):
+        python = evaluation_python.prepare(os.environ)
+        command = [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", *found.args]
+        console.print(f"{program.name}: evaluations run as a uid of their own that cannot reach the runner's python3: "
+                      f"installing into {python.parent.parent}, whose python3 they run", markup=False, highlight=False)
     done = subprocess.run(command, cwd=root, check=False)
     if done.returncode != 0:
         raise AutoloopError(f"`{shlex.join(command)}` failed with status {done.returncode}")

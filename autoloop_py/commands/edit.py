@@ -26,12 +26,7 @@ from autoloop_py.strategies.state_reading import parse_everything
 
 def add_parser(commands: Any) -> None:
     """Registers `autoloop edit`."""
-    parser = subparser(
-        commands,
-        "edit",
-        "Edit a program's state file on memory/autoloop in $EDITOR (or take --file), validated before it is committed.",
-        "autoloop edit function_minimization",
-    )
+    parser = subparser(commands, "edit", "autoloop edit function_minimization")
     parser.add_argument("program", help="the program's name")
     parser.add_argument("--file", type=Path, metavar="F", help="take the edited state file from F instead of an editor")
     parser.add_argument("--message", "-m", default="", help="what the edit does (the commit message)")

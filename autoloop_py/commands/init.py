@@ -101,12 +101,7 @@ class InitOptions:
 
 def add_parser(commands: Any) -> None:
     """Registers `autoloop init`."""
-    parser = subparser(
-        commands,
-        "init",
-        "Install the autoloop workflows, the strategy templates and a sample program into this repository.",
-        "autoloop init --every 6h --max-parallel 4 --model gpt-4o-mini",
-    )
+    parser = subparser(commands, "init", "autoloop init --every 6h --max-parallel 4 --model gpt-4o-mini")
     parser.add_argument("--every", default=DEFAULT_EVERY, help="how often the workflow wakes up (default 6h)")
     parser.add_argument("--max-parallel", type=int, default=4, metavar="N", help="programs iterating at once")
     parser.add_argument("--max-programs", type=int, metavar="N", help="at most N due programs per wake-up")

@@ -33,7 +33,6 @@ from autoloop_py.proposers.base import Usage
 from autoloop_py.state.trace import Trace
 from autoloop_py.studies.replaying import check_credentials
 
-_SUMMARY = "Label each parent→child edit of a run with the nine-label edit taxonomy, using an LLM as judge."
 NO_MODEL = ("no judge model: pass --model with a litellm model name (for example --model deepseek/deepseek-chat), "
             "or set AUTOLOOP_MODEL")
 MAX_TOKENS = 800
@@ -41,7 +40,7 @@ MAX_TOKENS = 800
 
 def add_parser(commands: Any) -> None:
     """Registers `autoloop judge`."""
-    parser = subparser(commands, "judge", _SUMMARY, "autoloop judge function_minimization --model deepseek/deepseek-chat")
+    parser = subparser(commands, "judge", "autoloop judge function_minimization --model deepseek/deepseek-chat")
     parser.add_argument("target", help="a program's name (its trace on memory/autoloop) or an EvoTrace run directory")
     parser.add_argument("--model", help="litellm model that judges (default: AUTOLOOP_MODEL, else the run's own model)")
     parser.add_argument("--concurrency", type=int, default=4, metavar="N", help="edits judged at once (default 4)")

@@ -40,9 +40,7 @@ NOTE = (
 def add_parser(commands: Any) -> None:
     """Registers `autoloop new`."""
     parser = subparser(
-        commands,
-        "new",
-        "Scaffold a program under .autoloop/programs/, optionally with a strategy playbook.",
+        commands, "new",
         "autoloop new perf_sort --strategy alphaevolve --answers answers.yaml\n"
         "  autoloop new fast_parse --target src/parse.py --answers answers.yaml   # over existing files",
     )

@@ -17,12 +17,12 @@ from autoloop_py.state.memory_folder import open_memory
 
 def add_parser(commands: Any) -> None:
     """Registers `autoloop pause` and `autoloop resume`."""
-    pause = subparser(commands, "pause", "Pause a program until it is resumed.", 'autoloop pause circle_packing --reason "evaluator flaky"')
+    pause = subparser(commands, "pause", 'autoloop pause circle_packing --reason "evaluator flaky"')
     pause.add_argument("program", help="the program's name")
     pause.add_argument("--reason", default="paused by a maintainer", help="why (shown by status and the scheduler)")
     add_memory_dir(pause)
     pause.set_defaults(handler=cmd_pause, paused=True)
-    resume = subparser(commands, "resume", "Resume a paused program (also clears a plateau).", "autoloop resume circle_packing")
+    resume = subparser(commands, "resume", "autoloop resume circle_packing")
     resume.add_argument("program", help="the program's name")
     add_memory_dir(resume)
     resume.set_defaults(handler=cmd_pause, paused=False, reason=None)

@@ -14,12 +14,7 @@ from autoloop_py.state.memory_folder import open_memory
 
 def add_parser(commands: Any) -> None:
     """Registers `autoloop prompt`."""
-    parser = subparser(
-        commands,
-        "prompt",
-        "Print the next iteration's prompt (the strategy's decision included) for an outside agent.",
-        "autoloop prompt groupby_evolve --place-parent > prompt.md",
-    )
+    parser = subparser(commands, "prompt", "autoloop prompt groupby_evolve --place-parent > prompt.md")
     parser.add_argument("program", help="the program's name")
     parser.add_argument(
         "--place-parent",

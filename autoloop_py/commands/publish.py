@@ -30,10 +30,7 @@ from autoloop_py.state.memory import MemoryStore
 def add_parser(commands: Any) -> None:
     """Registers `autoloop publish`."""
     parser = subparser(
-        commands,
-        "publish",
-        "Publish an iteration that `autoloop run --outcome-dir` proposed: check it, commit and push its "
-        "candidate, record it on the memory branch (and, with --ci, on the program issue). Runs no candidate code.",
+        commands, "publish",
         "autoloop publish outcome/ --ci   (a tick of parallel slots: autoloop publish slot-0/ slot-1/ slot-2/ --ci)",
     )
     parser.add_argument(

@@ -18,9 +18,7 @@ from autoloop_py.state.memory_folder import open_memory
 def add_parser(commands: Any) -> None:
     """Registers `autoloop record`."""
     parser = subparser(
-        commands,
-        "record",
-        "Record the outcome of an iteration whose change an outside agent made in the working tree.",
+        commands, "record",
         'autoloop record groupby_evolve --evaluate --summary "bincount for narrow key ranges" --lesson "..."',
     )
     parser.add_argument("program", help="the program's name")

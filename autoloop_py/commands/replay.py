@@ -36,7 +36,6 @@ from autoloop_py.proposers.base import Usage
 from autoloop_py.state.trace import Trace, load_trace
 from autoloop_py.studies.replaying import Ask, Bench, Replay, check_credentials, replay_event, send
 
-_SUMMARY = "Re-send the saved prompt that produced a candidate and measure how reproducible it is."
 _EXAMPLE = ("autoloop replay function_minimization --event best --repeats 3\n"
             "  autoloop replay function_minimization --event all --variant exact --variant strict_diff --attempts 2\n"
             "  autoloop replay traces/run42 --model openai/gpt-4o-mini --variant no_history --json")
@@ -75,7 +74,7 @@ class Target:
 
 def add_parser(commands: Any) -> None:
     """Registers `autoloop replay`."""
-    parser = subparser(commands, "replay", _SUMMARY, _EXAMPLE)
+    parser = subparser(commands, "replay", _EXAMPLE)
     parser.add_argument("target", help="a program's name (its trace on memory/autoloop) or an EvoTrace run directory")
     parser.add_argument("--event", default=BEST, metavar="best|all|ID",
                         help="the candidate to replay: `best` (the run's final best, default), `all` (every "

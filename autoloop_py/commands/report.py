@@ -22,11 +22,7 @@ from autoloop_py.state.trace import Trace, load_trace, trace_dir
 
 def add_parser(commands: Any) -> None:
     """Registers `autoloop report`."""
-    parser = subparser(
-        commands, "report",
-        "Write a static HTML report of a run: metric curve, evolution tree (click a node for its diff), Population.",
-        "autoloop report function_minimization --out report.html",
-    )
+    parser = subparser(commands, "report", "autoloop report function_minimization --out report.html")
     parser.add_argument("target", help="a program's name (its trace and state file on memory/autoloop) or an EvoTrace run directory")
     parser.add_argument("--out", type=Path, default=None, help="the HTML file to write (default: <program>-report.html)")
     parser.set_defaults(handler=cmd_report)

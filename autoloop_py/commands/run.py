@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from autoloop_py.analysis import tracking
 from autoloop_py.commands.common import (
     format_metric, load_all, machines, readable_states, repo_root, schedule_rank, shown, subparser,
 )
@@ -47,12 +48,7 @@ _MARKS = {"accepted": "✅", "rejected": "❌", "error": "⚠️", "pending-ci":
 
 def add_parser(commands: Any) -> None:
     """Registers `autoloop run`."""
-    parser = subparser(
-        commands,
-        "run",
-        "Run iterations: propose a change, evaluate it, keep it only if the metric improved.",
-        "autoloop run --program function_minimization --iterations 10 --proposer tune",
-    )
+    parser = subparser(commands, "run", "autoloop run --program function_minimization --iterations 10 --proposer tune")
     parser.add_argument("--program", help="run this program (default: the most overdue; env AUTOLOOP_PROGRAM)")
     parser.add_argument("--iterations", type=int, default=1, metavar="N",
                         help="how many iterations (default 1; ticks, with --parallel K --barrier)")
@@ -183,6 +179,9 @@ def _run(args: argparse.Namespace, console: Console, started: float, wall: float
     settings = github.from_environment(os.environ) if args.ci else None
     if args.ci and settings is None:
         raise AutoloopError("--ci needs GITHUB_REPOSITORY and GITHUB_TOKEN in the environment")
+    if not args.dry_run:
+        running = [program for program in programs if forced in (None, program.name)]
+        on_outcome = _tracked(stack, tracking.live_trackers(root, running, os.environ), on_outcome)
     with sigterm_interrupts():
         outcomes = _loop(root, programs, forced, args.iterations, options, console, settings, args.force,
                          args.parallel, args.barrier, on_outcome)
@@ -262,6 +261,23 @@ def _loop(
             told(outcome)
             progress.advance(task)
     return outcomes
+
+
+def _tracked(stack: ExitStack, trackers: dict[str, tracking.LiveTracker],
+             on_outcome: Callable[[IterationOutcome], None] | None) -> Callable[[IterationOutcome], None] | None:
+    """Returns on_outcome, first sending the recorded candidates of each program a tracker follows."""
+    if not trackers:
+        return on_outcome
+    for tracker in trackers.values():
+        stack.callback(tracker.close)
+
+    def told(outcome: IterationOutcome) -> None:
+        if outcome.program in trackers:
+            trackers[outcome.program].update()
+        if on_outcome is not None:
+            on_outcome(outcome)
+
+    return told
 
 
 def _has_worker(options: RunOptions) -> bool:

@@ -23,7 +23,7 @@ logger = logging.getLogger(__name__)
 
 def add_parser(commands: Any) -> None:
     """Registers `autoloop schedule`."""
-    parser = subparser(commands, "schedule", "Show which programs are due now.", "autoloop schedule --matrix --max 4")
+    parser = subparser(commands, "schedule", "autoloop schedule --matrix --max 4")
     # The order of due programs and a cap per tick come from `.autoloop/config.yaml` (schedule-policy,
     # max-programs-per-tick) or AUTOLOOP_SCHEDULE_POLICY.
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")

@@ -15,9 +15,7 @@ from autoloop_py.state.memory_folder import open_memory
 
 def add_parser(commands: Any) -> None:
     """Registers `autoloop state`."""
-    parser = subparser(
-        commands, "state", "Print a program's state file from branch memory/autoloop.", "autoloop state function_minimization"
-    )
+    parser = subparser(commands, "state", "autoloop state function_minimization")
     parser.add_argument("program", help="the program's name")
     parser.add_argument("--pretty", action="store_true", help="render the markdown instead of printing it raw")
     add_memory_dir(parser)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -34,12 +35,13 @@ from autoloop_py.state.model_stats import summary_rows
 from autoloop_py.state.population import population_of
 from autoloop_py.state.untrusted_text import plain
 
+_NOT_EVALUATED = re.compile(r"not evaluated: [^\n]*")
 _SPARK = {"accepted": "✅", "rejected": "❌", "error": "⚠️", "pending-ci": "⏳", "ci-fix-exhausted": "🛑"}
 
 
 def add_parser(commands: Any) -> None:
     """Registers `autoloop status`."""
-    parser = subparser(commands, "status", "Show what each program is doing.", "autoloop status function_minimization")
+    parser = subparser(commands, "status", "autoloop status function_minimization")
     parser.add_argument("program", nargs="?", help="show one program's recent history too")
     parser.add_argument(
         "--mermaid", action="store_true",
@@ -209,9 +211,21 @@ def _details(state: statefile.StateFile | None, console: Console) -> None:
         mark = _SPARK.get(entry.status or "", "·")
         metric = format_metric(entry.metric)
         console.print(f"  {entry.iteration:>4} {mark} {entry.status or '?':<9} {metric:>10}  {shown(entry.change)}")
+    _skipped_summary(state, console)
     if state.section_text(statefile.POPULATION) is not None:
         _population_summary(population_of(state), state.machine.metric_direction, console)
     _models_summary(state, console)
+
+
+def _skipped_summary(state: statefile.StateFile, console: Console) -> None:
+    """Prints the iterations of the history whose candidate the novelty filter did not evaluate, and why."""
+    detailed = [entry for entry in state.history if not entry.is_range]
+    skipped = [(entry.iteration, found.group(0)) for entry in detailed if (found := _NOT_EVALUATED.search(entry.text))]
+    if not skipped:
+        return
+    console.print(f"\n[bold]Not evaluated[/] (novelty filter): {len(skipped)} of the last {len(detailed)} iterations")
+    for iteration, note in skipped[:5]:
+        console.print(f"  {iteration:>4} {shown(note)}", highlight=False)
 
 
 def _models_summary(state: statefile.StateFile, console: Console) -> None:

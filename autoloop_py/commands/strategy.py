@@ -11,10 +11,11 @@ from rich.console import Console
 from rich.markup import escape
 
 from autoloop_py.commands.check import program_findings
-from autoloop_py.commands.common import read_states, repo_root, subparser
+from autoloop_py.commands import COMMANDS
+from autoloop_py.commands.common import load_named, read_states, repo_root, subparser
 from autoloop_py.commands.new import fill_markers, load_answers, package_strategies, strategy_templates
 from autoloop_py.errors import AutoloopError, ProgramError, StateError
-from autoloop_py.program.model import PROGRAMS_DIR, Program, check_all, find_program, load_program, program_name
+from autoloop_py.program.model import PROGRAMS_DIR, Program, check_all, load_program
 from autoloop_py.program.playbook import customize_markers, marker_problem, playbook_pointer
 from autoloop_py.program.strategy_section import section_line, with_strategy_section
 from autoloop_py.program.strategy_template import (
@@ -28,7 +29,7 @@ from autoloop_py.render import render
 from autoloop_py.state.population import population_of
 from autoloop_py.strategies.runner import load_runner
 
-_SUMMARY = "Add a strategy (AlphaEvolve, AdaEvolve, EvoX, FunSearch) to an existing program, list or remove one."
+_SUMMARY = COMMANDS["strategy"][1]
 _ANSWERS_EXAMPLE = """\
 answers.yaml answers the <CUSTOMIZE: …> markers, by label or by `file:line` (a list for two on a line):
     "2–4 sentences describing the target artifact": Sort 10^6 ints; fitness is -seconds; output must be sorted.
@@ -66,9 +67,8 @@ def add_parser(commands: Any) -> None:
     )
     actions = parser.add_subparsers(dest="strategy_command", metavar="ACTION")
     choices = " | ".join(package_strategies())
-    add = subparser(
-        actions, "add", "Copy a strategy into a program's strategy/ folder and point program.md at it.", _ADD_EXAMPLE,
-    )
+    add = subparser(actions, "add", _ADD_EXAMPLE,
+                    "Copy a strategy into a program's strategy/ folder and point program.md at it.")
     add.add_argument("name", help=f"the strategy: {choices}, or a folder of .autoloop/strategies/")
     add.add_argument("--program", required=True, help="the program's name (a folder under .autoloop/programs/)")
     add.add_argument(
@@ -76,12 +76,10 @@ def add_parser(commands: Any) -> None:
         help="a YAML file answering the <CUSTOMIZE…> markers: `label: text` or `\"strategy/<file>:<line>\": text`",
     )
     add.set_defaults(handler=cmd_add)
-    listing = subparser(actions, "list", "List the strategies and which programs use which.", "autoloop strategy list")
+    listing = subparser(actions, "list", "autoloop strategy list", "List the strategies and which programs use which.")
     listing.set_defaults(handler=cmd_list)
-    remove = subparser(
-        actions, "remove", "Remove a program's strategy/ folder and its pointer (the state file stays as it is).",
-        "autoloop strategy remove alphaevolve --program perf_sort",
-    )
+    remove = subparser(actions, "remove", "autoloop strategy remove alphaevolve --program perf_sort",
+                       "Remove a program's strategy/ folder and its pointer (the state file stays as it is).")
     remove.add_argument("name", help="the strategy the program uses")
     remove.add_argument("--program", required=True, help="the program's name")
     remove.set_defaults(handler=cmd_remove)
@@ -99,7 +97,7 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 def cmd_add(args: argparse.Namespace, console: Console) -> int:
     """Copies the strategy into the program, points program.md at it, answers markers, and checks the program."""
     root = _root(args)
-    program = _program(root, args.program)
+    program = load_named(root, args.program, with_issues=False)
     folder = _folder(program)
     template = _template(root, args.name)
     _refuse_pointer(program, template.name)
@@ -154,7 +152,7 @@ def cmd_list(args: argparse.Namespace, console: Console) -> int:
 def cmd_remove(args: argparse.Namespace, console: Console) -> int:
     """Removes the program's strategy/ folder and points `## Evolution Strategy` back to the default flow."""
     root = _root(args)
-    program = _program(root, args.program)
+    program = load_named(root, args.program, with_issues=False)
     folder = _folder(program)
     pointer = playbook_pointer(program)
     if pointer is None or Path(pointer[0]).stem != args.name:
@@ -187,14 +185,6 @@ def _root(args: argparse.Namespace) -> Path:
 def _shortened(text: str, limit: int = 110) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
-
-def _program(root: Path, name: str) -> Program:
-    """Returns the named program; its own load error is raised as is (file:line)."""
-    programs, problems = check_all(root)
-    for problem in problems:
-        if problem.path is not None and program_name(problem.path) == name:
-            raise problem
-    return find_program(programs, name)
 
 
 def _folder(program: Program) -> Path:

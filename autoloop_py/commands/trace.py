@@ -21,7 +21,6 @@ from autoloop_py.state import trace
 from autoloop_py.state.memory import MEMORY_BRANCH, MemoryStore
 from autoloop_py.state.untrusted_text import plain
 
-_SUMMARY = "Work with the run traces recorded on branch memory/autoloop."
 _EXPORT = ("write a program's trace as an EvoTrace run directory (meta.json, programs.jsonl, blobs/), or with --to "
            "as a CSV file, an MLflow run or a W&B run")
 _SHOW = "print one candidate (its id, e.g. it7 or 12): metrics, stages and what its evaluation said"
@@ -29,9 +28,12 @@ _SHOW = "print one candidate (its id, e.g. it7 or 12): metrics, stages and what 
 
 def add_parser(commands: Any) -> None:
     """Registers `autoloop trace export PROGRAM DIR`."""
-    parser = subparser(commands, "trace", _SUMMARY, "autoloop trace export function_minimization out/\n"
-                       "  autoloop trace export function_minimization --to csv --out runs.csv\n"
-                       "  autoloop trace export function_minimization --to mlflow --out mlruns/   # a file store")
+    parser = subparser(
+        commands, "trace",
+        "autoloop trace export function_minimization out/\n"
+        "  autoloop trace export function_minimization --to csv --out runs.csv\n"
+        "  autoloop trace export function_minimization --to mlflow --out mlruns/   # a file store",
+    )
     parser.add_argument("action", choices=("export", "show"), help=f"export: {_EXPORT}; show: {_SHOW}")
     parser.add_argument("program", help="the program's name")
     parser.add_argument("directory", metavar="DIRECTORY|ID", nargs="?",
@@ -92,14 +94,8 @@ def cmd_trace_track(args: argparse.Namespace, console: Console) -> int:
     with tempfile.TemporaryDirectory(prefix="autoloop-trace-") as folder:
         items = tracking.tracked(trace.load_trace(export_program(repo_root(args.repo), args.program, Path(folder))))
     out: Path = args.directory
-    if args.to == "csv":
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(tracking.csv_text(items), encoding="utf-8")
-        where = str(out)
-    elif args.to == "mlflow":
-        where = f"MLflow run {tracking.to_mlflow(items, args.program, str(out))} at {out}"
-    else:
-        where = f"W&B run {tracking.to_wandb(items, args.program, out)} in {out}"
+    sent = tracking.send_all(items, args.to, str(out), args.program)
+    where = {"csv": str(out), "mlflow": f"MLflow run {sent} at {out}", "wandb": f"W&B run {sent} in {out}"}[args.to]
     console.print(f"wrote {len(items)} candidates of {args.program} to {where}")
     return 0
 

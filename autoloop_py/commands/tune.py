@@ -21,16 +21,17 @@ from autoloop_py.analysis.tuning_report import (
     trial_kind,
 )
 from autoloop_py.commands.analyze import figure_class
-from autoloop_py.commands.common import format_metric, repo_root, subparser
+from autoloop_py.commands import COMMANDS
+from autoloop_py.commands.common import format_metric, load_named, repo_root, subparser
 from autoloop_py.commands.trace import export_program
 from autoloop_py.errors import AutoloopError
-from autoloop_py.program.model import Program, check_all, find_program, program_name
+from autoloop_py.program.model import Program
 from autoloop_py.program.regions import primary_target
 from autoloop_py.state.trace import load_trace
 from autoloop_py.studies import tuning_run
 
 EXIT_INTERRUPT = 130
-_SUMMARY = "Tune one candidate's numeric constants with Bayesian optimisation: how much of the run's gain is just tuning?"
+_SUMMARY = COMMANDS["tune"][1]
 _DETAILS = """\
 Finds the tunable numeric literals (knobs) of a candidate recorded in the program's trace,
 rewrites them into a PARAMS block, and runs scikit-optimize's gp_minimize over them with the
@@ -42,7 +43,7 @@ branch; nothing is committed. Needs: pip install 'autoloop-py[tune]'."""
 
 def add_parser(commands: Any) -> None:
     """Registers `autoloop tune`."""
-    parser = subparser(commands, "tune", _SUMMARY, "autoloop tune function_minimization --candidate it3 --calls 24")
+    parser = subparser(commands, "tune", "autoloop tune function_minimization --candidate it3 --calls 24")
     parser.description = f"{_SUMMARY}\n\n{_DETAILS}\n\nexample:\n  autoloop tune function_minimization --calls 24"
     parser.add_argument("program", help="the program's name (its trace on memory/autoloop holds the candidates)")
     parser.add_argument("--candidate", metavar="ID",
@@ -70,7 +71,7 @@ def cmd_tune(args: argparse.Namespace, console: Console) -> int:
     tuning_run.gp_minimize()
     figure = figure_class() if args.png else None
     root = repo_root(args.repo)
-    program = _program(root, args.program)
+    program = load_named(root, args.program, with_issues=False)
     with tempdirs.temporary("autoloop-trace-") as tmp:
         trace = load_trace(export_program(root, program.name, Path(tmp) / program.name))
         target = tuning_run.load_target(trace, program.direction, args.candidate, args.at_iteration)
@@ -106,13 +107,6 @@ def _search(
                                                     seed=args.seed, on_trial=progress)
     return path, baseline, trials, interrupted
 
-
-def _program(root: Path, name: str) -> Program:
-    programs, problems = check_all(root)
-    for problem in problems:
-        if problem.path is not None and program_name(problem.path) == name:
-            raise problem
-    return find_program(programs, name)
 
 
 def _baseline(program: Program, workdir: Path, path: str, target: tuning_run.TuneTarget) -> float:

@@ -12,7 +12,7 @@ from pathlib import PurePosixPath, PureWindowsPath
 from typing import Callable, Iterable, Mapping
 
 from autoloop_py.program import paths
-from autoloop_py.program.regions import evolve_block_violation, evolve_regions
+from autoloop_py.program.regions import evolve_block_violation, evolve_regions, split_lines
 from autoloop_py.program.reply import EditBlock, FileRewrite, Reply
 
 
@@ -145,7 +145,7 @@ def _block_failure(path: str, block: EditBlock, content: str, matches: int) -> E
 
 def replace_block(content: str, search: str, replace: str) -> tuple[str | None, int]:
     """Returns (new content, 1) for a unique match along the ladder, else (None, number of matches)."""
-    lines, search_lines, replace_lines = _split(content), _split(search), _split(replace)
+    lines, search_lines, replace_lines = split_lines(content), split_lines(search), split_lines(replace)
     for variant_search, variant_replace in _variants(search_lines, replace_lines):
         for rung in _RUNGS:
             spans = rung(lines, variant_search, variant_replace)
@@ -241,12 +241,6 @@ def _shift(line: str, add: str, remove: str) -> str:
 
 
 _RUNGS: tuple[_Rung, ...] = (_exact, _trailing_whitespace, _indentation)
-
-
-def _split(text: str) -> _Lines:
-    """Returns text's lines without terminators, split on newlines only (str.splitlines also splits on \\f)."""
-    lines = [line.removesuffix("\r") for line in text.split("\n")]
-    return lines[:-1] if lines and lines[-1] == "" else lines
 
 
 def _lines_keepends(text: str) -> list[str]:

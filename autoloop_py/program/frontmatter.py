@@ -5,9 +5,9 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
@@ -15,7 +15,7 @@ from autoloop_py.errors import ProgramError
 from autoloop_py.program.interval import parse_schedule
 from autoloop_py.program.holdout import Holdout, parse_holdout, parse_tolerance
 from autoloop_py.program.stages import Stage, parse_stages
-from autoloop_py.program.models import ModelSpec, parse_models, parse_selection
+from autoloop_py.program.models import EMBEDDING, JUDGE, ModelSpec, parse_models, parse_selection
 from autoloop_py.program.runner import parse_container, parse_runs_on
 from autoloop_py.program.objectives import (
     Objective,
@@ -40,13 +40,20 @@ class ProgramConfig:
       model: litellm model name for the llm proposer.
       models: the `models:` list (program/models.py); empty when only `model:` (or nothing) is set.
       model_selection: how a proposal's model is drawn from `models:`: weighted, ucb or thompson.
+      prompt_selection: how a proposal's instruction variant is drawn from the state file's Prompts table (the same
+        methods as model_selection).
+      prompt_evolve_every: every this many iterations a guide model writes a new variant from the best and worst
+        (0: never; a variant needs the llm proposer).
       evaluation_timeout: seconds one evaluation run may take (default: timeout_minutes, else 300).
       repeats: evaluations per candidate; the median counts.
       min_delta: the smallest improvement that counts as one.
       seed: base seed of every random choice for this program.
       novelty_filter: skip repeats and mostly-recycled candidates, and show recently deleted lines in prompts.
-      novelty_threshold: the share of re-added deleted lines at which a candidate counts as recycled
-        (novelty.DEFAULT_THRESHOLD; the paper measures about 0.3 for a typical edit).
+      novelty: `exact` (repeats and recycled lines only) or `embedding` (also candidates too similar to an
+        evaluated one, by a `role: embedding` model's vectors or, without one, local code vectors).
+      novelty_threshold: under `exact`, the share of re-added deleted lines at which a candidate counts as
+        recycled (None: novelty.DEFAULT_THRESHOLD; the paper measures about 0.3 for a typical edit); under
+        `embedding`, the cosine similarity above which a candidate is skipped (None: novelty.DEFAULT_SIMILARITY).
       isolation: how evaluations and agents are confined: auto (bubblewrap when it works), bwrap, none.
       evaluation_network: let the evaluation use the network (inside bubblewrap it has none by default).
       agent_network: what an outside agent's network reaches: `host` (the host's own network, its loopback
@@ -80,6 +87,8 @@ class ProgramConfig:
       objective_scalarisation: ranks many objectives by a weighted sum instead of Pareto dominance.
       objective_targets: `target-metric` given per objective ({accuracy: 0.95, latency_ms: 20}): the program
         completes once one kept candidate reaches every one.
+      tracking: where `run` sends each recorded candidate as it goes (`tracking: csv:runs.csv`, `mlflow:mlruns`,
+        `wandb:wandb`): (destination, where) with `where` relative to the repository; None: nowhere.
       extra: frontmatter keys kept as written: those other modules read (PASSTHROUGH_KEYS) and unknown ones
         (each of which `check` warns about, with the nearest known key).
     """
@@ -92,12 +101,15 @@ class ProgramConfig:
     model: str | None = None
     models: tuple[ModelSpec, ...] = ()
     model_selection: str = "weighted"
+    prompt_selection: str = "weighted"
+    prompt_evolve_every: int = 0
     evaluation_timeout: float = 300.0
     repeats: int = 1
     min_delta: float = 0.0
     seed: int = 0
     novelty_filter: bool = True
-    novelty_threshold: float = 0.8
+    novelty: str = "exact"
+    novelty_threshold: float | None = None
     isolation: str = "auto"
     evaluation_network: bool = False
     agent_network: str = "host"
@@ -121,6 +133,7 @@ class ProgramConfig:
     objectives: tuple[Objective, ...] = ()
     objective_scalarisation: Scalarisation | None = None
     objective_targets: tuple[tuple[str, float], ...] = ()
+    tracking: tuple[str, str] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -132,67 +145,14 @@ _LENIENT = {
 }
 _FRONTMATTER_RE = re.compile(r"\A((?:\s*<!--.*?-->\s*\n)*)---[ \t]*\n(.*?)\n---[ \t]*(?:\n|\Z)", re.DOTALL)
 
-_KEYS = {
-    "schedule": "schedule",
-    "target-metric": "target_metric",
-    "target_metric": "target_metric",
-    "metric-direction": "metric_direction",
-    "metric_direction": "metric_direction",
-    "timeout-minutes": "timeout_minutes",
-    "timeout_minutes": "timeout_minutes",
-    "proposer": "proposer",
-    "model": "model",
-    "models": "models",
-    "model-selection": "model_selection",
-    "model_selection": "model_selection",
-    "evaluation-timeout": "evaluation_timeout",
-    "evaluation_timeout": "evaluation_timeout",
-    "repeats": "repeats",
-    "min-delta": "min_delta",
-    "min_delta": "min_delta",
-    "seed": "seed",
-    "novelty-filter": "novelty_filter",
-    "novelty_filter": "novelty_filter",
-    "novelty-threshold": "novelty_threshold",
-    "novelty_threshold": "novelty_threshold",
-    "isolation": "isolation",
-    "evaluation-network": "evaluation_network",
-    "evaluation_network": "evaluation_network",
-    "agent-network": "agent_network",
-    "agent_network": "agent_network",
-    "llm-timeout": "llm_timeout",
-    "llm_timeout": "llm_timeout",
-    "llm-retries": "llm_retries",
-    "llm_retries": "llm_retries",
-    **{spelling: name for name in ("budget_usd", "budget_usd_per_day", "budget_tokens", "budget_tokens_per_day")
-       for spelling in (name, name.replace("_", "-"))},
-    "max-file-bytes": "max_file_bytes",
-    "max_file_bytes": "max_file_bytes",
-    "max-memory": "max_memory",
-    "max_memory": "max_memory",
-    "max-disk": "max_disk",
-    "max_disk": "max_disk",
-    "parallel": "parallel",
-    "runs-on": "runs_on",
-    "runs_on": "runs_on",
-    "container": "container",
-    "evaluation-report": "evaluation_report",
-    "evaluation_report": "evaluation_report",
-    "feedback-bytes": "feedback_bytes",
-    "feedback_bytes": "feedback_bytes",
-    "evaluation-stages": "evaluation_stages",
-    "evaluation_stages": "evaluation_stages",
-    "evaluation-holdout": "evaluation_holdout",
-    "evaluation_holdout": "evaluation_holdout",
-    "holdout-must-not-drop": "holdout_must_not_drop",
-    "holdout_must_not_drop": "holdout_must_not_drop",
-    "objectives": "objectives",
-    "objective-scalarisation": "objective_scalarisation",
-    "objective_scalarisation": "objective_scalarisation",
-}
+# Every setting's frontmatter key, spelled with `_` or `-` (`evaluation-timeout`); per-objective targets are read
+# from `target-metric`.
+_KEYS = {spelling: item.name for item in fields(ProgramConfig) if item.name not in ("objective_targets", "extra")
+         for spelling in (item.name, item.name.replace("_", "-"))}
 # Keys kept in `extra` for the modules that read them (program.requirements, loop.ci_gate): known, not warned about.
 PASSTHROUGH_KEYS = ("requirements", "ci-gate", "ci_gate")
 PROPOSERS = ("tune", "llm", "agent")  # proposers.get_proposer's names
+TRACKERS = ("csv", "mlflow", "wandb")  # analysis/tracking.py sends to these
 
 
 def parse_frontmatter(
@@ -238,6 +198,14 @@ def parse_frontmatter(
         line = first_line + _key_line(match.group(2), "model")
         problems.append(ProgramError("set `model:` or `models:`, not both (list the one model under `models:`)",
                                      rel, line))
+    unused = [s for s in values.get("models") or () if s.role in (EMBEDDING, JUDGE)]
+    if unused and values.get("novelty") != "embedding":
+        line = first_line + _key_line(match.group(2), "models")
+        warnings.append(f"{rel}:{line}: frontmatter `models`: the `role: {unused[0].role}` entry ({unused[0].name}) is "
+                        "not used without `novelty: embedding`")
+    if values.get("novelty") == "embedding" and values.get("novelty_filter") is False:
+        line = first_line + _key_line(match.group(2), "novelty")
+        warnings.append(f"{rel}:{line}: frontmatter `novelty: embedding` does nothing with `novelty-filter: false`")
     if values.get("timeout_minutes") is not None and values.get("evaluation_timeout") is None:
         # Upstream's programs set only `timeout-minutes`, and evaluate for most of it (autoresearch: 6 minutes).
         values["evaluation_timeout"] = values["timeout_minutes"] * 60
@@ -260,7 +228,7 @@ def parse_frontmatter(
 
 
 def _item_line(block: str, key_line: int, message: str) -> int:
-    """Returns how many lines below its key the `models:` item an error names (`item 3 (m): `top-p` …`) is (0: the key).
+    """Returns how far below its key the `models:` item an error names (`item 3 (m): `top-p` …`) is (0: the key).
 
     The line is the setting's own when the message names one and the item spells it on a line of its own.
     """
@@ -308,71 +276,55 @@ def _key_line(block: str, key: str) -> int:
 
 
 _DEFAULTED = (
-    "models", "model_selection", "runs_on", "evaluation_timeout", "repeats", "min_delta", "seed", "novelty_filter",
-    "novelty_threshold", "llm_timeout", "llm_retries", "max_file_bytes", "isolation", "evaluation_network",
-    "evaluation_report", "feedback_bytes", "evaluation_stages", "max_disk", "agent_network",
+    "models", "model_selection", "prompt_selection", "prompt_evolve_every", "runs_on", "evaluation_timeout", "repeats",
+    "min_delta", "seed", "novelty_filter", "novelty", "llm_timeout", "llm_retries", "max_file_bytes", "isolation",
+    "evaluation_network", "evaluation_report", "feedback_bytes", "evaluation_stages", "max_disk", "agent_network",
 )
-_ISOLATIONS = ("auto", "bwrap", "none")
-_REPORT_CHANNELS = ("auto", "file", "stdout")  # loop/evaluation_report.CHANNELS
-_AGENT_NETWORKS = ("host", "outside-only")  # sandbox/policy.AGENT_NETWORKS
+_CHOICES = {
+    "isolation": ("auto", "bwrap", "none"),
+    "evaluation_report": ("auto", "file", "stdout"),  # loop/evaluation_report.CHANNELS
+    "agent_network": ("host", "outside-only"),  # sandbox/policy.AGENT_NETWORKS
+    "novelty": ("exact", "embedding"),
+    "proposer": PROPOSERS,
+}
+# Settings read by a parser of their own, an empty value included (its ValueError says what is wrong).
+_READ_EVEN_EMPTY: dict[str, Callable[[Any], Any]] = {
+    "objectives": parse_objectives, "objective_scalarisation": parse_scalarisation, "objective_targets": parse_targets,
+    "evaluation_holdout": parse_holdout, "holdout_must_not_drop": parse_tolerance,
+}
 # Zero or less would mean "no time at all" (and `.inf` no limit at all), so these must be positive and finite.
 _POSITIVE = ("evaluation_timeout", "timeout_minutes")
-_LEAST = {"repeats": 1, "llm_retries": 0, "max_file_bytes": 1, "parallel": 1, "feedback_bytes": 0}
+_LEAST = {
+    "repeats": 1, "llm_retries": 0, "prompt_evolve_every": 0, "max_file_bytes": 1, "parallel": 1, "feedback_bytes": 0,
+}
 MAX_PARALLEL = 64  # strategies.slots.MAX_SLOTS: a tick's slots are Actions matrix jobs
 
 
 def _coerce(field_name: str, value: Any) -> Any:
-    if field_name == "objectives":
-        return parse_objectives(value)
-    if field_name == "objective_scalarisation":
-        return parse_scalarisation(value)
-    if field_name == "objective_targets":
-        return parse_targets(value)
-    if field_name == "evaluation_holdout":
-        return parse_holdout(value)
-    if field_name == "holdout_must_not_drop":
-        return parse_tolerance(value)
+    if field_name in _READ_EVEN_EMPTY:
+        return _READ_EVEN_EMPTY[field_name](value)
     if value is None:
         return None if field_name not in _DEFAULTED else _default(field_name)
-    choices = (("isolation", _ISOLATIONS), ("evaluation_report", _REPORT_CHANNELS), ("agent_network", _AGENT_NETWORKS))
-    for name, allowed in choices:
-        if field_name == name:
-            if str(value).strip().lower() not in allowed:
-                raise ValueError(f"must be one of {', '.join(allowed)}, got {value!r}")
-            return str(value).strip().lower()
+    if field_name in _CHOICES:
+        if str(value).strip().lower() not in _CHOICES[field_name]:
+            raise ValueError(f"must be one of {', '.join(_CHOICES[field_name])}, got {value!r}")
+        return str(value).strip().lower()
+    if field_name in _PARSERS:
+        return _PARSERS[field_name](value)
     if field_name in ("novelty_filter", "evaluation_network"):
         if not isinstance(value, bool):
             raise ValueError(f"must be true or false, got {value!r}")
         return value
-    if field_name == "schedule":
-        return _schedule(str(value).strip())
-    if field_name in ("max_memory", "max_disk"):
-        return parse_size(value)
-    if field_name == "evaluation_stages":
-        return parse_stages(value)
-    if field_name == "runs_on":
-        return parse_runs_on(value)
-    if field_name == "container":
-        return parse_container(value)
-    if field_name == "models":
-        return parse_models(value)
-    if field_name == "model_selection":
-        return parse_selection(value)
-    if field_name == "proposer":
-        if str(value).strip().lower() not in PROPOSERS:
-            raise ValueError(f"must be one of {'|'.join(PROPOSERS)}, got {value!r}")
-        return str(value).strip().lower()
-    if field_name == "model":
-        return str(value).strip()
     if field_name == "metric_direction":
         direction = str(value).strip().strip("'\"").lower()
         if direction not in ("higher", "lower"):
             raise ValueError(f"must be `higher` or `lower`, got {value!r}")
         return direction
-    if field_name in ("repeats", "seed", "llm_retries", "max_file_bytes", "parallel", "feedback_bytes"):
-        if isinstance(value, bool) or not isinstance(value, int) or (field_name != "seed" and value < _LEAST[field_name]):
-            least = f" >= {_LEAST[field_name]}" if field_name != "seed" else ""
-            raise ValueError(f"must be a whole number{least}, got {value!r}")
+    if field_name in ("repeats", "seed", "llm_retries", "max_file_bytes", "parallel", "feedback_bytes",
+                      "prompt_evolve_every"):
+        least = _LEAST.get(field_name)
+        if isinstance(value, bool) or not isinstance(value, int) or (least is not None and value < least):
+            raise ValueError(f"must be a whole number{'' if least is None else f' >= {least}'}, got {value!r}")
         if field_name == "parallel" and value > MAX_PARALLEL:
             raise ValueError(f"must be at most {MAX_PARALLEL} slots per tick, got {value!r}")
         return value
@@ -416,6 +368,15 @@ def parse_size(value: Any) -> int:
     return size
 
 
+def parse_tracking(value: Any) -> tuple[str, str]:
+    """Returns (destination, where) of a `tracking:` value such as `csv:runs.csv` or `mlflow:http://host:5000`."""
+    to, _, where = str(value).partition(":")
+    if to.strip().lower() not in TRACKERS or not where.strip():
+        raise ValueError(f"must be DESTINATION:WHERE with a destination of {', '.join(TRACKERS)} "
+                         f"(e.g. `csv:runs.csv`, `mlflow:mlruns`), got {value!r}")
+    return to.strip().lower(), where.strip()
+
+
 def _schedule(text: str) -> str:
     """Returns the schedule when it reads as an interval above zero; raises ValueError saying why not."""
     if text:
@@ -425,3 +386,12 @@ def _schedule(text: str) -> str:
 
 def _default(field_name: str) -> Any:
     return getattr(ProgramConfig(), field_name)
+
+
+# Settings read by a parser of their own once set (the others of _READ_EVEN_EMPTY).
+_PARSERS: dict[str, Callable[[Any], Any]] = {
+    "schedule": lambda value: _schedule(str(value).strip()), "max_memory": parse_size, "max_disk": parse_size,
+    "evaluation_stages": parse_stages, "runs_on": parse_runs_on, "container": parse_container, "models": parse_models,
+    "model_selection": parse_selection, "prompt_selection": parse_selection,
+    "tracking": parse_tracking, "model": lambda value: str(value).strip(),
+}

@@ -2,7 +2,8 @@
 
 A list item is a bare model string (`openai/gpt-4o-mini`) or a mapping with `model:` and optional settings.
 An item with `role: guide` answers a strategy's own calls (AdaEvolve's guide, EvoX's meta call) instead of
-proposing; without one, the guide calls go to the model the iteration drew.
+proposing; without one, the guide calls go to the model the iteration drew. Under `novelty: embedding`, a
+`role: embedding` entry embeds candidates and a `role: judge` entry confirms that a similar one is a repeat.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 SELECTIONS = ("weighted", "ucb", "thompson")
-PROPOSE, GUIDE = "propose", "guide"
-ROLES = (PROPOSE, GUIDE)
+PROPOSE, GUIDE, EMBEDDING, JUDGE = "propose", "guide", "embedding", "judge"
+ROLES = (PROPOSE, GUIDE, EMBEDDING, JUDGE)
 # An API key's variable must end in _KEY: the redactor hides such values (redact.SECRET_PATTERNS), and a
 # program cannot send the runner's other secrets (GITHUB_TOKEN…) to its api-base as a key.
 _ENV_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*_KEY")
@@ -48,7 +49,8 @@ class ModelSpec:
       api_base: the server to send requests to (None: litellm's for the provider).
       api_key_env: the environment variable holding the API key (None: litellm's for the provider).
       timeout: seconds one request may take, over `llm-timeout` (None: `llm-timeout`).
-      role: `propose` (drawn for proposals) or `guide` (a strategy's guide or meta calls).
+      role: `propose` (drawn for proposals), `guide` (a strategy's guide or meta calls), `embedding` or `judge`
+        (the novelty filter's, under `novelty: embedding`).
       input_cost: dollars per prompt token, when litellm's price list does not know the model.
       output_cost: dollars per completion token, likewise.
     """
@@ -89,7 +91,8 @@ def parse_models(value: Any) -> tuple[ModelSpec, ...]:
     for spec in specs:
         if names.count((spec.name, spec.role)) > 1:
             raise ValueError(f"{spec.name} is listed twice with role {spec.role}; keep one entry")
-    if not any(spec.role == PROPOSE for spec in specs):
+    # The novelty filter's entries alone are fine: the proposer is then `tune`, an agent, or AUTOLOOP_MODEL.
+    if all(spec.role == GUIDE for spec in specs):
         raise ValueError("every entry has `role: guide`: list at least one model that proposes")
     return specs
 
@@ -109,7 +112,12 @@ def proposers(specs: tuple[ModelSpec, ...]) -> tuple[ModelSpec, ...]:
 
 def guide(specs: tuple[ModelSpec, ...]) -> ModelSpec | None:
     """Returns the entry answering a strategy's guide and meta calls (None: the drawn model answers them)."""
-    return next((spec for spec in specs if spec.role == GUIDE), None)
+    return with_role(specs, GUIDE)
+
+
+def with_role(specs: tuple[ModelSpec, ...], role: str) -> ModelSpec | None:
+    """Returns the first entry with the role (None: there is none)."""
+    return next((spec for spec in specs if spec.role == role), None)
 
 
 def _entry(item: Any, number: int) -> ModelSpec:

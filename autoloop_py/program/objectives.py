@@ -140,6 +140,10 @@ def unknown_metrics(weights: Scalarisation | Sequence[tuple[str, float]], object
 def metric_value(metrics: Mapping[str, Any], name: str) -> float | None:
     """Returns a metric as a finite float, or None when it is missing, not a number, a bool or not finite."""
     value = metrics.get(name)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an int too large for a float
+        return None
+    return number if math.isfinite(number) else None

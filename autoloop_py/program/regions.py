@@ -16,7 +16,7 @@ def evolve_regions(text: str) -> list[tuple[int, int]]:
     """Returns the 0-based [start, end) line ranges between EVOLVE-BLOCK marker pairs ([] if none or unpaired)."""
     regions: list[tuple[int, int]] = []
     open_at: int | None = None
-    for i, line in enumerate(_split(text)):
+    for i, line in enumerate(split_lines(text)):
         if EVOLVE_START in line:
             if open_at is not None:
                 return []
@@ -31,12 +31,12 @@ def evolve_regions(text: str) -> list[tuple[int, int]]:
 
 def _marker_count(text: str) -> int:
     """Returns how many EVOLVE-BLOCK marker lines text has."""
-    return sum(1 for line in _split(text) if EVOLVE_START in line or EVOLVE_END in line)
+    return sum(1 for line in split_lines(text) if EVOLVE_START in line or EVOLVE_END in line)
 
 
 def _outside(text: str, regions: list[tuple[int, int]]) -> list[str]:
     """Returns the lines outside the regions (markers included), each region as one placeholder."""
-    lines = _split(text)
+    lines = split_lines(text)
     out: list[str] = []
     cursor = 0
     for start, end in regions:
@@ -102,7 +102,7 @@ def primary_target(program: Program, root: Path) -> str:
     return paths[0]
 
 
-def _split(text: str) -> list[str]:
+def split_lines(text: str) -> list[str]:
     """Returns text's lines without terminators, split on newlines only (str.splitlines also splits on \\f)."""
     lines = [line.removesuffix("\r") for line in text.split("\n")]
     return lines[:-1] if lines and lines[-1] == "" else lines

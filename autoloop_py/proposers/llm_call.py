@@ -64,9 +64,14 @@ def completion(
     *,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    method: str = "completion",
+    first: Callable[[float], Any] | None = None,
 ) -> Any:
     """Returns litellm's response to one completion request, trying at most `retries + 1` times within the limits.
 
+    method: the litellm function that makes the request (`embedding` for the novelty filter's vectors).
+    first: sends the first attempt instead of litellm, given its timeout (openai_direct's, while litellm loads);
+    when it fails other than by a timeout, litellm sends that attempt again, so the error is litellm's.
     Raises ModelCallError with a plain sentence when no usable response came, and ConfigurationError when
     the reason is a setting (the provider refused the key or knows no such model, or no attempt could connect
     to the server's URL). A server that hangs stays a ModelCallError: it may answer next time.
@@ -79,7 +84,14 @@ def completion(
         if budget is None:
             break
         try:
-            return litellm.completion(**kwargs, timeout=budget, max_retries=0, num_retries=0)
+            if attempt == 0 and first is not None:
+                response = _first(first, budget)
+                if response is not None:
+                    return response
+                budget = _request_budget(limits, clock())
+                if budget is None:
+                    break
+            return getattr(litellm, method)(**kwargs, timeout=budget, max_retries=0, num_retries=0)
         except Exception as err:  # litellm raises provider-specific types; each is classified below
             kind = classify(err)
             logger.info("model call %d failed (%s): %s", attempt + 1, kind, _first_line(err))
@@ -103,6 +115,17 @@ def completion(
     if unreachable and len(unreachable) == len(waited):
         raise ConfigurationError(_unreachable(litellm, kwargs, unreachable[-1], len(waited)))
     raise ModelCallError(_gave_up(waited, limits, last))
+
+
+def _first(send: Callable[[float], Any], budget: float) -> Any:
+    """Returns the first sender's response, None when it failed other than by a timeout (which it raises)."""
+    try:
+        return send(budget)
+    except Exception as err:  # noqa: BLE001 - litellm sends the attempt again and says what went wrong
+        if classify(err) == "timeout":
+            raise
+        logger.debug("the request sent before litellm was loaded failed (%s); litellm sends it again", _first_line(err))
+        return None
 
 
 def classify(err: BaseException) -> str:

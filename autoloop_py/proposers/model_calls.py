@@ -1,4 +1,5 @@
-"""Model calls through litellm, answered as plain data: a completion's Reply, a model's setup ModelCheck.
+"""Model calls through litellm, answered as plain data: a completion's Reply, an embedding's Vectors, a model's
+setup ModelCheck.
 
 `autoloop run` makes its calls in the model worker process (model_worker.py), which imports litellm
 while the run prepares; other commands call here, in-process (InProcess). Either way the caller gets the
@@ -47,6 +48,21 @@ class Reply:
 
 
 @dataclass(frozen=True)
+class Vectors:
+    """The embeddings of one request's texts, without litellm's objects.
+
+    Attributes:
+      vectors: one vector per text, in the request's order.
+      prompt_tokens: the tokens the provider counted in the texts.
+      cost: dollars by litellm's price list, None when the model is not in it.
+    """
+
+    vectors: tuple[tuple[float, ...], ...] = ()
+    prompt_tokens: int = 0
+    cost: float | None = None
+
+
+@dataclass(frozen=True)
 class ModelCheck:
     """What litellm says of a model before any request.
 
@@ -68,6 +84,9 @@ class ModelCalls(Protocol):
     def check(self, model: str) -> Callable[[], ModelCheck]:
         """Starts checking a model; returns the call that waits for the answer."""
 
+    def embedding(self, kwargs: dict[str, Any], limits: CallLimits) -> Vectors:
+        """Returns the vectors of one embedding request (litellm's arguments: model, input), within the limits."""
+
 
 class InProcess:
     """Model calls made in this process: litellm is imported by the first one."""
@@ -81,10 +100,34 @@ class InProcess:
         answer = check_model(import_litellm(), model)
         return lambda: answer
 
+    def embedding(self, kwargs: dict[str, Any], limits: CallLimits) -> Vectors:
+        """Returns the vectors of one embedding request, within the limits."""
+        return embed(import_litellm(), kwargs, limits)
 
-def call(litellm: Any, kwargs: dict[str, Any], limits: CallLimits) -> Reply:
-    """Returns litellm's reply to one request as a Reply; raises what llm_call.completion raises."""
-    return reply_of(litellm, completion(litellm, kwargs, limits))
+
+def call(litellm: Any, kwargs: dict[str, Any], limits: CallLimits, first: Callable[[float], Any] | None = None
+         ) -> Reply:
+    """Returns litellm's reply to one request as a Reply; raises what llm_call.completion raises.
+
+    first: sends the first attempt instead of litellm (see llm_call.completion).
+    """
+    return reply_of(litellm, completion(litellm, kwargs, limits, first=first))
+
+
+def embed(litellm: Any, kwargs: dict[str, Any], limits: CallLimits) -> Vectors:
+    """Returns litellm's vectors for one embedding request; a response without them is a ModelCallError."""
+    response = completion(litellm, kwargs, limits, method="embedding")
+    items = sorted(getattr(response, "data", None) or (), key=lambda item: _field(item, "index") or 0)
+    vectors = tuple(tuple(float(v) for v in _field(item, "embedding") or ()) for item in items)
+    if len(vectors) != len(kwargs.get("input") or ()) or not all(vectors):
+        raise ModelCallError("the model's server sent a reply that is not an embedding (no vector for every text)")
+    usage = getattr(response, "usage", None)
+    return Vectors(vectors, int(getattr(usage, "prompt_tokens", 0) or 0), _cost(litellm, response))
+
+
+def _field(item: Any, name: str) -> Any:
+    """Returns an embedding item's field: litellm gives dicts, or objects, depending on the provider."""
+    return item.get(name) if isinstance(item, dict) else getattr(item, name, None)
 
 
 def reply_of(litellm: Any, response: Any) -> Reply:

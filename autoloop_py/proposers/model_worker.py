@@ -1,13 +1,17 @@
-"""The model worker: a process that imports litellm while the run prepares, then makes the run's model calls.
+"""The model worker: a process that imports litellm while the run prepares, and makes the run's model calls.
 
 Importing litellm is seconds of CPU (3.7 s wall on an idle 2-core machine, litellm 1.110). In a thread
 it shares the GIL with the runner's own work before the first request (syncing the memory branch,
 preparing the worktree, evaluating the baseline); in this process it runs on another core. The runner
 writes one JSON request per line to the worker's stdin and reads one JSON answer per line, in order;
 litellm's own prints go to stderr. An answer carries the log records of our modules, which the runner
-logs again through its own handlers (and their redaction). The slots of `run --parallel k` (processes of
-their own) share the worker: it listens on a UNIX socket in a private folder, with a random key, and
-answers each slot's connection in a thread, so their calls overlap and litellm is imported once per run.
+logs again through its own handlers (and their redaction). Until litellm is loaded, the requests to an
+OpenAI-compatible server (an `openai/…` model) are sent without it (openai_direct.py), so the first one
+need not wait for the import; their replies are read, and priced, through litellm.
+
+The slots of `run --parallel k` (processes of their own) share the worker: it listens on a UNIX socket in
+a private folder, with a random key, and answers each slot's connection in a thread, so their calls
+overlap and litellm is imported once per run.
 
 The worker dies with the runner: the kernel kills it when the runner dies (PR_SET_PDEATHSIG), it
 stops when its requests end (the runner closed the pipe), and Ctrl-C stops it too. Like the runner it
@@ -37,7 +41,9 @@ from typing import IO, Any, Callable, Mapping, Sequence
 
 from autoloop_py.errors import AutoloopError, ConfigurationError
 from autoloop_py.proposers.llm_call import CallLimits, ModelCallError
-from autoloop_py.proposers.model_calls import ModelCheck, Reply, call, check_model, error_line, import_litellm
+from autoloop_py.proposers.model_calls import ModelCheck, Reply, Vectors, call, check_model, embed, error_line
+from autoloop_py.proposers.model_calls import import_litellm
+from autoloop_py.proposers.openai_direct import direct_sender, quick_check
 from autoloop_py.sandbox.runner import make_non_dumpable
 
 logger = logging.getLogger("autoloop_py.proposers.model_worker")  # also when run as __main__
@@ -135,8 +141,11 @@ class ModelWorker:
 
     def completion(self, kwargs: dict[str, Any], limits: CallLimits) -> Reply:
         """Returns the reply to one request (litellm's arguments), made by the worker within the limits."""
-        request = {"op": "completion", "kwargs": kwargs, "limits": [limits.timeout, limits.retries, limits.deadline]}
-        return Reply(**self._submit(request)()["reply"])
+        return Reply(**self._submit(_request("completion", kwargs, limits))()["reply"])
+
+    def embedding(self, kwargs: dict[str, Any], limits: CallLimits) -> Vectors:
+        """Returns the vectors of one embedding request, made by the worker within the limits."""
+        return _vectors(self._submit(_request("embedding", kwargs, limits))())
 
     def check(self, model: str) -> Callable[[], ModelCheck]:
         """Sends a model's setup check; returns the call that waits for its answer."""
@@ -184,6 +193,15 @@ class ModelWorker:
         return _unpacked(self._answers.pop(ticket))
 
 
+def _request(op: str, kwargs: dict[str, Any], limits: CallLimits) -> dict[str, Any]:
+    return {"op": op, "kwargs": kwargs, "limits": [limits.timeout, limits.retries, limits.deadline]}
+
+
+def _vectors(answer: dict[str, Any]) -> Vectors:
+    found = answer["vectors"]
+    return Vectors(tuple(tuple(v) for v in found["vectors"]), found["prompt_tokens"], found["cost"])
+
+
 def _unpacked(answer: dict[str, Any]) -> dict[str, Any]:
     """Logs the records an answer carries; returns it, or raises the error it carries."""
     for name, level, message in answer.get("logs", ()):
@@ -210,8 +228,11 @@ class SharedWorker:
 
     def completion(self, kwargs: dict[str, Any], limits: CallLimits) -> Reply:
         """Returns the reply to one request (litellm's arguments), made by the worker within the limits."""
-        request = {"op": "completion", "kwargs": kwargs, "limits": [limits.timeout, limits.retries, limits.deadline]}
-        return Reply(**self._ask(request)["reply"])
+        return Reply(**self._ask(_request("completion", kwargs, limits))["reply"])
+
+    def embedding(self, kwargs: dict[str, Any], limits: CallLimits) -> Vectors:
+        """Returns the vectors of one embedding request, made by the worker within the limits."""
+        return _vectors(self._ask(_request("embedding", kwargs, limits)))
 
     def check(self, model: str) -> Callable[[], ModelCheck]:
         """Checks the model in the worker; returns the call that hands the answer over."""
@@ -285,49 +306,79 @@ def main(argv: Sequence[str]) -> int:
     return 0
 
 
+class _Litellm:
+    """litellm, imported in a thread from the worker's start; reading one of its names waits for the import."""
+
+    def __init__(self) -> None:
+        self._module: Any = None
+        self._missing = ""
+        self._loaded = threading.Event()
+        threading.Thread(target=self._load, name="import-litellm", daemon=True).start()
+
+    def _load(self) -> None:
+        started = time.monotonic()
+        try:
+            self._module = import_litellm()
+        except AutoloopError as err:
+            self._missing = err.message
+        except Exception as err:  # noqa: BLE001 - a broken install: each request says so
+            self._missing = f"litellm could not be imported: {type(err).__name__}: {error_line(err)}"
+        finally:
+            self._loaded.set()
+        logger.debug("the model worker imported litellm in %.2f s", time.monotonic() - started)
+        if self._module is not None:
+            _warm_up(self._module)
+
+    def loaded(self) -> bool:
+        """Returns whether the import is over."""
+        return self._loaded.is_set()
+
+    def module(self) -> Any:
+        """Returns litellm, once imported; raises AutoloopError when it cannot be."""
+        self._loaded.wait()
+        if self._module is None:
+            raise AutoloopError(self._missing)
+        return self._module
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.module(), name)
+
+
 def _serve(requests: IO[str], answers: IO[str], records: _Records) -> None:
-    """Imports litellm, then answers each request line with one answer line until the requests end."""
-    started = time.monotonic()
-    try:
-        litellm: Any = import_litellm()
-        missing = ""
-    except AutoloopError as err:
-        litellm, missing = None, err.message
-    logger.debug("the model worker imported litellm in %.2f s", time.monotonic() - started)
-    if litellm is not None:
-        threading.Thread(target=_warm_up, args=(litellm,), name="warm-up", daemon=True).start()
+    """Starts importing litellm, and answers each request line with one answer line until the requests end."""
+    litellm = _Litellm()
     for line in requests:
         request = json.loads(line)
         if request["op"] == "share":
-            answer = _share(request["address"], bytes.fromhex(request["key"]), litellm, missing, records)
+            answer = _share(request["address"], bytes.fromhex(request["key"]), litellm, records)
         else:
-            answer = _answer(litellm, request) if litellm is not None else _error("autoloop", missing)
+            answer = _answer(litellm, request)
         answer["logs"] = records.drain()
         answers.write(json.dumps(answer) + "\n")
         answers.flush()
 
 
-def _share(address: str, key: bytes, litellm: Any, missing: str, records: _Records) -> dict[str, Any]:
+def _share(address: str, key: bytes, litellm: _Litellm, records: _Records) -> dict[str, Any]:
     """Listens on a UNIX socket for slot processes (SharedWorker), each connection answered in a thread."""
     try:
         listener = Listener(address, family="AF_UNIX", authkey=key)
     except OSError as err:
         return _error("model-call", f"the model worker cannot listen on {address}: {err}")
-    threading.Thread(target=_accept, args=(listener, litellm, missing, records), name="share", daemon=True).start()
+    threading.Thread(target=_accept, args=(listener, litellm, records), name="share", daemon=True).start()
     return {"shared": address}
 
 
-def _accept(listener: Listener, litellm: Any, missing: str, records: _Records) -> None:
+def _accept(listener: Listener, litellm: _Litellm, records: _Records) -> None:
     while True:
         try:
             connection = listener.accept()
         except (OSError, EOFError, multiprocessing.AuthenticationError) as err:
             logger.debug("a connection to the model worker was refused: %s", err)
             continue
-        threading.Thread(target=_answer_connection, args=(connection, litellm, missing, records), daemon=True).start()
+        threading.Thread(target=_answer_connection, args=(connection, litellm, records), daemon=True).start()
 
 
-def _answer_connection(connection: Connection, litellm: Any, missing: str, records: _Records) -> None:
+def _answer_connection(connection: Connection, litellm: _Litellm, records: _Records) -> None:
     """Answers one slot process's requests, one at a time, until it closes the connection."""
     records.serving.add(threading.get_ident())
     with connection:
@@ -336,7 +387,7 @@ def _answer_connection(connection: Connection, litellm: Any, missing: str, recor
                 request = connection.recv()
             except (EOFError, OSError):
                 return
-            answer = _answer(litellm, request) if litellm is not None else _error("autoloop", missing)
+            answer = _answer(litellm, request)
             answer["logs"] = records.drain()
             connection.send(answer)
 
@@ -355,14 +406,23 @@ def _warm_up(litellm: Any) -> None:
         logger.debug("the model worker's warm-up call failed: %s", err)
 
 
-def _answer(litellm: Any, request: dict[str, Any]) -> dict[str, Any]:
-    """Returns the answer to one request: its result, or the error to raise in the runner."""
+def _answer(litellm: _Litellm, request: dict[str, Any]) -> dict[str, Any]:
+    """Returns the answer to one request: its result, or the error to raise in the runner.
+
+    Until litellm is loaded, an `openai/…` model is checked, and its request sent, without it (openai_direct).
+    """
     try:
         if request["op"] == "check":
-            found = check_model(litellm, request["model"])
+            early = None if litellm.loaded() else quick_check(request["model"])
+            found = early or check_model(litellm.module(), request["model"])
             return {"check": {"problem": found.problem, "missing": list(found.missing)}}
-        timeout, retries, deadline = request["limits"]
-        return {"reply": dataclasses.asdict(call(litellm, request["kwargs"], CallLimits(timeout, retries, deadline)))}
+        kwargs, (timeout, retries, deadline) = request["kwargs"], request["limits"]
+        limits = CallLimits(timeout, retries, deadline)
+        if request["op"] == "embedding":
+            return {"vectors": dataclasses.asdict(embed(litellm.module(), kwargs, limits))}
+        first = None if litellm.loaded() else direct_sender(litellm, kwargs)
+        reply = call(litellm if first else litellm.module(), kwargs, limits, first)
+        return {"reply": dataclasses.asdict(reply)}
     except ConfigurationError as err:
         return _error("configuration", err.message)
     except ModelCallError as err:

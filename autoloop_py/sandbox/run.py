@@ -18,7 +18,7 @@ from typing import Callable, Mapping, Sequence
 
 from autoloop_py.errors import SandboxError
 from autoloop_py.program.model import Program
-from autoloop_py.sandbox import confinement, process_limit, slot_user
+from autoloop_py.sandbox import confinement, evaluation_python, process_limit, slot_user
 from autoloop_py.sandbox.cgroup import pids_limit
 from autoloop_py.sandbox.memory_cgroup import memory_limit
 from autoloop_py.sandbox.private_network import PrivateNetwork, network_report, private_network, require_slirp
@@ -237,8 +237,9 @@ def _run_confined(
         for path in slot_user.exposed([*hidden, *(path / "config" for path in hidden)]):
             logger.warning("%s is writable by every user: an evaluation or agent, though run as a uid of its own "
                            "(isolation: none as root), could change it; remove the write permission of others", path)
-    if own_uid:
-        _warn_unreachable_python(env.get("PATH", os.defpath))
+    if own_uid:  # the evaluation venv of `autoloop deps --install` first, when the runner's python3 is out of reach
+        env = {**env, "PATH": evaluation_python.search_path(os.environ, env.get("PATH", os.defpath))}
+        _warn_unreachable_python(env["PATH"])
     with (slot_user.slot_user(workdir, writable) if own_uid else nullcontext()) as user:
         if user is not None:
             env = user.environment(env)
@@ -250,9 +251,8 @@ def _run_confined(
 def _warn_unreachable_python(search_path: str) -> None:
     """Warns once per run and PATH that a slot uid gets another python3 than the runner's (the evaluation may then
     fail on a missing package, for a reason the runner's own python3 never shows)."""
-    why = slot_user.unreachable_python(search_path)
-    if why:
-        logger.warning("%s", why)
+    if slot_user.unreachable_python(search_path):  # the same line `check` and `status` print
+        logger.warning("%s", evaluation_python.describe({**os.environ, "PATH": search_path}))
 
 
 def _confined(
@@ -407,6 +407,14 @@ def unsandboxed_line(reason: str, environ: Mapping[str, str], whose: str = "") -
     return confinement.describe(sandboxed=False, reason=reason, root=facts.root, why_no_uid=why_no_uid, whose=whose)
 
 
+def own_uid_evaluations(program: Program | None = None) -> bool:
+    """Returns whether evaluations (of program, when given: it may ask for bubblewrap) run as a root runner's uid of
+    their own, without bubblewrap."""
+    if program is not None and resolve_mode(requested_mode(program))[0] == BWRAP:
+        return False
+    return os.geteuid() == 0 and not slot_user.wanted(False, os.environ, process_limit.facts())
+
+
 def isolation_report(programs: Sequence[Program]) -> tuple[list[str], list[str]]:
     """Returns (lines saying how each program's evaluations run, problems): for `status` and `check`."""
     usable, why = bwrap_status()
@@ -430,10 +438,8 @@ def isolation_report(programs: Sequence[Program]) -> tuple[list[str], list[str]]
     if bare:
         reason = why if not usable else "isolation: none"
         lines.append(unsandboxed_line(reason, os.environ, whose=f" of {', '.join(bare)}"))
-    if bare and os.geteuid() == 0 and not slot_user.wanted(False, os.environ, process_limit.facts()):
-        unreachable = slot_user.unreachable_python(os.environ.get("PATH", os.defpath))
-        if unreachable:
-            lines.append(f"NOT the runner's python3: {unreachable}")
+    if bare and own_uid_evaluations():
+        lines.append(evaluation_python.describe(os.environ, bare[0] if len(bare) == 1 else "PROGRAM"))
     if programs:
         limit = process_limit.resolve(process_limit.requested(os.environ))
         line = process_limit.describe(limit)

@@ -20,7 +20,7 @@ from typing import Union
 from autoloop_py import markdown as md
 from autoloop_py.errors import StateError
 from autoloop_py.render import render
-from autoloop_py.state import model_stats, prose
+from autoloop_py.state import model_stats, prompt_stats, prose
 from autoloop_py.state.history import (
     KEEP_DETAILED,
     KEEP_DETAILED_TIGHT,
@@ -74,6 +74,7 @@ __all__ = [
     "MACHINE",
     "MODELS",
     "PRIORITIES",
+    "PROMPTS",
     "REASON_LIMIT",
     "RECENT_LIMIT",
     "RECORD_STATUSES",
@@ -99,6 +100,7 @@ __all__ = [
     "load_state",
     "models_of",
     "new_state",
+    "prompts_of",
     "parse_state",
     "render_state",
     "target_reached",
@@ -119,6 +121,7 @@ FORECLOSED = "foreclosed avenues"
 FUTURE = "future directions"
 POPULATION = "population"
 MODELS = model_stats.MODELS
+PROMPTS = prompt_stats.PROMPTS
 
 _SECTION_MACROS = {
     PRIORITIES: "priorities_section",
@@ -417,6 +420,7 @@ def apply_iteration(
     after = advance(before, record, direction, target_metric, min_delta)
     state = with_machine(state, after)
     state = _with_model_use(state, record, before.best_metric, direction)
+    state = _with_prompt_use(state, record, before.best_metric, direction)
     state = _prepend_entry(state, render_entry(record, after.iteration_count, before.best_metric))
     if record.lesson:
         state = add_lesson(state, record.lesson)
@@ -438,22 +442,42 @@ def with_model_spend(state: StateFile, use: model_stats.ModelUse, when: datetime
     return _with_model_use(state, record, None, state.machine.metric_direction)
 
 
+def prompts_of(state: StateFile) -> prompt_stats.PromptTable:
+    """Returns the Prompts table (empty when people wrote none); raises StateError naming a malformed row's line."""
+    return prompt_stats.parse_prompts_section(state.section_text(PROMPTS), state.path, section_line(state, PROMPTS))
+
+
 def _with_model_use(state: StateFile, record: IterationRecord, best: float | None, direction: str) -> StateFile:
     """Returns the state with the record's model use added to the Models table (created before the history)."""
     use = model_stats.use_of(record)
     if use.proposer is None and not use.spend:
         return state
-    text = state.section_text(MODELS)
-    table = models_of(state)
-    gain = 0.0
-    if record.metric is not None and best is not None:
-        gain = record.metric - best if direction == "higher" else best - record.metric
-    rendered = model_stats.render_models_section(model_stats.with_record(table, record, gain))
+    table = model_stats.with_record(models_of(state), record, _gain(record, best, direction))
+    return _with_table(state, MODELS, model_stats.render_models_section(table))
+
+
+def _with_prompt_use(state: StateFile, record: IterationRecord, best: float | None, direction: str) -> StateFile:
+    """Returns the state with the record's prompt variant credited in the Prompts table (created before the history)."""
+    if prompt_stats.use_of(record) == (None, None):
+        return state
+    table = prompt_stats.with_record(prompts_of(state), record, _gain(record, best, direction))
+    return _with_table(state, PROMPTS, prompt_stats.render_prompts_section(table))
+
+
+def _gain(record: IterationRecord, best: float | None, direction: str) -> float:
+    """Returns how much the record's metric beat the best before it, in the better direction (0 without both)."""
+    if record.metric is None or best is None:
+        return 0.0
+    return record.metric - best if direction == "higher" else best - record.metric
+
+
+def _with_table(state: StateFile, key: str, rendered: str) -> StateFile:
+    """Returns the state with a runner-rendered table section replaced, or inserted before the history when new."""
     at = _history_index(state)
-    if text is not None or at is None:
-        return with_section(state, MODELS, rendered)
+    if state.section_text(key) is not None or at is None:
+        return with_section(state, key, rendered)
     sections = list(state.sections)
-    sections.insert(at, RawSection(MODELS, rendered + "\n---\n\n"))
+    sections.insert(at, RawSection(key, rendered + "\n---\n\n"))
     return replace(state, sections=tuple(sections))
 
 

@@ -41,9 +41,14 @@ _RANGE_RE = re.compile(r"^iters?\s+#?(\d{1,9})\s*[-–—]\s*#?(\d{1,9})\b(.*)$"
 _WHEN_RE = re.compile(r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2})(?::(\d{2}))?")
 _NUMBER_RE = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 _COMMENT_RE = re.compile(r"[ \t]*<!--.*?-->[ \t]*(?:\r?\n)?", re.DOTALL)
-_COMMIT_BULLET_RE = re.compile(r"^[ \t]*[-*][ \t]+\*\*Commit\*\*:.*(?:\r?\n)?", re.MULTILINE)
-# The held-out evaluation's bullets (`Holdout`, `Incumbent holdout`): the model never learns those values.
-_HOLDOUT_BULLET_RE = re.compile(r"^[ \t]*[-*][ \t]+\*\*(?:Holdout|Incumbent holdout)\*\*:.*(?:\r?\n)?", re.MULTILINE)
+# The bullets no prompt shows: the commit, spend and model (for people), the held-out evaluation's (`Holdout`,
+# `Incumbent holdout`: the model never learns those values), and a note that only restates the Metric bullet.
+_UNSHOWN_BULLET_RE = re.compile(
+    r"^[ \t]*[-*][ \t]+\*\*(?:(?:Commit|Cost|Model|Model spend|Holdout|Incumbent holdout)\*\*:.*"
+    r"|Notes\*\*: (?:metric \S+ did not improve on best .*\(\w+ is better\)|\S+ improved to \S+)[ \t]*)$(?:\r?\n)?",
+    re.MULTILINE,
+)
+_WHEN_HEADING_RE = re.compile(r"^(#+ [^\n]*?) — \d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(?::\d{2})?(?: UTC)?", re.MULTILINE)
 _RUN_LINK_RE = re.compile(r" — \[Run\]\([^)]*\)")
 # A commit sha: 7 to 40 hex digits with at least one letter and one digit (so no plain number matches).
 _SHA_RE = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")
@@ -289,12 +294,13 @@ def _entry_metric(text: str) -> float | None:
 
 
 def prompt_text(text: str) -> str:
-    """Returns a history entry as a prompt shows it: no hidden key comment, Commit or Holdout bullet, run link or sha.
+    """Returns a history entry as a prompt shows it: no hidden key comment, time, run link, sha, nor the bullets of
+    its commit, spend, model and held-out evaluation, nor a note that restates its metric.
 
     They matter to the runner and to people on GitHub, not to the model; in a prompt they only cost tokens.
     """
-    text = _HOLDOUT_BULLET_RE.sub("", _COMMIT_BULLET_RE.sub("", _COMMENT_RE.sub("", text)))
-    return _SHA_RE.sub("(commit)", _RUN_LINK_RE.sub("", text))
+    text = _UNSHOWN_BULLET_RE.sub("", _COMMENT_RE.sub("", text))
+    return _SHA_RE.sub("(commit)", _WHEN_HEADING_RE.sub(r"\1", _RUN_LINK_RE.sub("", text)))
 
 
 def _previous_best(entry: HistoryEntry) -> float | None:

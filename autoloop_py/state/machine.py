@@ -11,7 +11,7 @@ from typing import Any, Callable
 from autoloop_py import markdown as md
 from autoloop_py.errors import StateError
 from autoloop_py.state.history import IterationRecord
-from autoloop_py.state.parts import end_line, finite_number, format_number, macro, one_line, trim, utc
+from autoloop_py.state.parts import end_line, finite_number, format_number, macro, one_line, split_cells, trim, utc
 
 logger = logging.getLogger(__name__)
 
@@ -26,7 +26,6 @@ INCUMBENT_HOLDOUT_BULLET = "Incumbent holdout"
 _LEADING_NUMBER_RE = re.compile(r"^\s*`?([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
 
 _DELIMITER_RE = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
-_CELL_SPLIT_RE = re.compile(r"(?<!\\)\|")
 _MARKUP_RE = re.compile(r"([\\`*_\[\]<>&!~#])")
 
 
@@ -164,7 +163,7 @@ def _table_cells(lines: list[str], path: str, first: int) -> list[tuple[str, str
         at = first + (2 if len(lines) >= 2 else 1)
         raise StateError("the Machine State table has no `|-------|-------|` line under its header", path, at)
     for i, line in enumerate(lines):
-        count = len(_split_cells(line))
+        count = len(split_cells(line))
         if count != 2:
             what = "the Machine State table's header" if i < 2 else "this Machine State row"
             raise StateError(
@@ -180,15 +179,6 @@ def _table_cells(lines: list[str], path: str, first: int) -> list[tuple[str, str
         (row.cells[0], row.cells[1], lines[i + 2].rstrip("\r\n"), first + i + 3)
         for i, row in enumerate(parsed[0].rows)
     ]
-
-
-def _split_cells(line: str) -> list[str]:
-    body = line.strip()
-    if body.startswith("|"):
-        body = body[1:]
-    if body.endswith("|") and not body.endswith("\\|"):
-        body = body[:-1]
-    return _CELL_SPLIT_RE.split(body)
 
 
 def _read_rows(

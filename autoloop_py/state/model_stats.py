@@ -15,16 +15,13 @@ from typing import Mapping
 
 from autoloop_py.errors import StateError
 from autoloop_py.state.history import IterationRecord
-from autoloop_py.state.parts import end_line, finite_number, format_number, macro
+from autoloop_py.state.parts import Table, cell_number, finite_number, format_number, read_table, render_table
 
 MODELS = "models"
 MODEL_BULLET = "Model"
 SPEND_BULLET = "Model spend"
 _HEADER = ("Model", "Weight", "Calls", "Accepted", "Improvement", "Tokens", "Spend")
-_CELL_SPLIT_RE = re.compile(r"(?<!\\)\|")
-_DELIMITER_RE = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
 _USAGE_RE = re.compile(r"^\s*(\S+?):\s*([0-9]{1,15}) tokens?(?:, \$([0-9.eE+-]+))?\s*$")
-_NONE = ("", "—", "–", "-")
 
 
 @dataclass(frozen=True)
@@ -55,23 +52,7 @@ class ModelRow:
         return self.accepted / self.calls if self.calls else None
 
 
-@dataclass(frozen=True)
-class ModelTable:
-    """The Models section split around its table.
-
-    Attributes:
-      rows: the rows, in table order.
-      head: the heading and the text before the table.
-      tail: the text after the table.
-    """
-
-    rows: tuple[ModelRow, ...] = ()
-    head: str = ""
-    tail: str = ""
-
-    def row(self, name: str) -> ModelRow | None:
-        """Returns the row of a model (None when it has none yet)."""
-        return next((row for row in self.rows if row.name == name), None)
+ModelTable = Table[ModelRow]  # the Models section split around its table
 
 
 @dataclass(frozen=True)
@@ -95,59 +76,21 @@ def parse_models_section(text: str | None, path: str, first_line: int = 0) -> Mo
 
     first_line: the 0-based line of the section in its file, so errors name the file's line.
     """
-    if text is None:
-        return ModelTable()
-    lines = text.splitlines(keepends=True)
-    start = next((i for i in range(1, len(lines)) if lines[i].lstrip().startswith("|")), None)
-    if start is None:
-        return ModelTable((), text, "")
-    end = start
-    while end < len(lines) and lines[end].lstrip().startswith("|"):
-        end += 1
-    rows = _rows(lines[start:end], path, first_line + start)
-    return ModelTable(rows, "".join(lines[:start]), "".join(lines[end:]))
+    twice = "model {} has two rows; merge them into one"
+    return ModelTable(*read_table(text, path, first_line, "Models", _HEADER, _row, twice))
 
 
 def render_models_section(table: ModelTable) -> str:
     """Returns the section's text: the head and tail as read (the skeleton's when new), the table re-rendered."""
-    body = end_line(macro("models_table", rows=[_cells(row) for row in table.rows]))
-    if not table.head:
-        return end_line(macro("models_section", table=body.rstrip("\n")))
-    return table.head + body + table.tail
-
-
-def _rows(lines: list[str], path: str, first: int) -> tuple[ModelRow, ...]:
-    if len(lines) < 2 or not _DELIMITER_RE.match(lines[1]):
-        raise StateError("the Models table has no `|---|` line under its header", path, first + 2)
-    rows: list[ModelRow] = []
-    for i, line in enumerate(lines):
-        cells = [cell.strip() for cell in _split(line)]
-        if len(cells) != len(_HEADER):
-            raise StateError(
-                f"this Models row has {len(cells)} cells, expected {len(_HEADER)} ({' | '.join(_HEADER)})",
-                path, first + i + 1,
-            )
-        if i >= 2:
-            rows.append(_row(cells, path, first + i + 1))
-    names = [row.name for row in rows]
-    for i, name in enumerate(names):
-        if names.index(name) != i:
-            raise StateError(f"model {name} has two rows; merge them into one", path, first + i + 3)
-    return tuple(rows)
-
-
-def _split(line: str) -> list[str]:
-    body = line.strip().removeprefix("|")
-    if body.endswith("|") and not body.endswith("\\|"):
-        body = body[:-1]
-    return _CELL_SPLIT_RE.split(body)
+    cells = [_cells(row) for row in table.rows]
+    return render_table(table.head, table.tail, cells, "models_table", "models_section")
 
 
 def _row(cells: list[str], path: str, line: int) -> ModelRow:
     name = cells[0].strip().removeprefix("`").removesuffix("`").strip()
     if not readable_name(name):
         raise StateError(f"'{cells[0]}' is not a model string; write the litellm model name", path, line)
-    values = [_number(label, cell, path, line, whole) for label, cell, whole in zip(
+    values = [cell_number(label, cell, path, line, whole) for label, cell, whole in zip(
         _HEADER[1:], cells[1:], (False, True, True, False, True, False))]
     weight, calls, accepted, improvement, tokens, usd = values
     if accepted is not None and calls is not None and accepted > calls:
@@ -158,17 +101,6 @@ def _row(cells: list[str], path: str, line: int) -> ModelRow:
 def readable_name(name: str) -> bool:
     """Returns whether a model name can stand in a row and read back (a name from --model is not checked before)."""
     return bool(name) and not any(c.isspace() or c in "`|<>\\;" for c in name)
-
-
-def _number(label: str, cell: str, path: str, line: int, whole: bool) -> float | None:
-    text = cell.strip().removeprefix("$").strip()
-    if text in _NONE:
-        return None
-    number = finite_number(text)
-    if number is None or number < 0 or (whole and not float(number).is_integer()):
-        kind = "a whole number" if whole else "a number"
-        raise StateError(f"{label} is '{cell}', which is not {kind} >= 0; correct the value", path, line)
-    return number
 
 
 def _cells(row: ModelRow) -> dict[str, str]:

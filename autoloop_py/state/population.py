@@ -14,6 +14,7 @@ from typing import Callable, Iterable, Sequence
 
 from autoloop_py.render import render
 from autoloop_py.state import file as statefile
+from autoloop_py.state.parts import one_line
 from autoloop_py.state.population_fold import unfold_entries
 from autoloop_py.state.population_markdown import (
     check_writable,
@@ -213,21 +214,17 @@ def normalized(candidate: Candidate) -> Candidate:
         code = code if not code or code.endswith("\n") else code + "\n"
     return replace(
         candidate,
-        operator=_one_line(candidate.operator),
+        operator=one_line(candidate.operator),
         parents=tuple(int(p) for p in candidate.parents),
-        cell=None if candidate.cell is None else (_one_line(candidate.cell[0]), _one_line(candidate.cell[1])),
-        approach=_one_line(candidate.approach),
-        notes=_one_line(candidate.notes),
+        cell=None if candidate.cell is None else (one_line(candidate.cell[0]), one_line(candidate.cell[1])),
+        approach=one_line(candidate.approach),
+        notes=one_line(candidate.notes),
         code=code,
         code_ref=None if code is not None or candidate.code_ref is None else candidate.code_ref.strip(),
         language=candidate.language.strip(),
-        extra=tuple((_one_line(label), _one_line(value)) for label, value in candidate.extra),
+        extra=tuple((one_line(label), one_line(value)) for label, value in candidate.extra),
         raw=None,
     )
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 def population_of(state: statefile.StateFile, load: Callable[[str], str | None] | None = None) -> Population:

@@ -35,16 +35,6 @@ def is_folded_block(text: str) -> bool:
     return bool(FOLDED_HEADING_RE.match(first.rstrip("\r")))
 
 
-def folded_ids(population: Population) -> tuple[int, ...]:
-    """Returns the ids the Population's folded-entries block names (empty when nothing is folded)."""
-    ids: list[int] = []
-    for block in _folded_blocks(population):
-        body = block.text.split("\n", 1)[1] if "\n" in block.text else ""
-        for first, last in re.findall(r"#([0-9]{1,15})(?:[–-]#([0-9]{1,15}))?", _REF_RE.sub("", body)):
-            ids += range(int(first), int(last or first) + 1)
-    return tuple(sorted(set(ids)))
-
-
 def fold_entries(population: Population, fold: Iterable[int], path: str) -> tuple[Population, str]:
     """Returns the Population with the entries `fold` names moved out, and the text of the file at path.
 

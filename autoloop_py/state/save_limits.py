@@ -16,8 +16,6 @@ from pathlib import PurePosixPath
 
 # autoloop.md's repo-memory entry; the schema allows max-patch-size up to 1 MiB and max-file-count up to 1000.
 MAX_PATCH_SIZE = 102400
-# gh-aw refuses a save whose added bytes pass max-patch-size by more than this factor.
-PATCH_TOLERANCE = 1.2
 MAX_FILE_SIZE = 102400
 MAX_FILE_COUNT = 1000
 # What the memory folder prunes down to: the slack is for files a person or another tool adds.
@@ -29,11 +27,6 @@ ALLOWED_EXTENSIONS = (".md", ".json", ".txt", ".py", ".js", ".ts", ".rs")
 def allowed(path: str) -> bool:
     """Returns whether gh-aw accepts a file at path in the memory folder (its extension, case-insensitive)."""
     return PurePosixPath(path).suffix.lower() in ALLOWED_EXTENSIONS
-
-
-def refused_patch(added: int, max_patch_size: int = MAX_PATCH_SIZE) -> bool:
-    """Returns whether gh-aw refuses a save whose diff adds `added` bytes."""
-    return added > max_patch_size * PATCH_TOLERANCE
 
 
 def added_bytes(old: str | None, new: str) -> int:

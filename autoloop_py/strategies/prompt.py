@@ -224,7 +224,16 @@ def with_data_section(prompt: str, title: str, items: Sequence[str], bullets: bo
     block = data_block(title, items, bullets)
     if block is None:
         return prompt
-    section = render("data_section.md.j2", block=block)
+    return _before_reply(prompt, render("data_section.md.j2", block=block))
+
+
+def with_instruction(prompt: str, instruction: str) -> str:
+    """Returns the prompt with a prompt variant's instruction as a section before its `## How to reply` ('': as is)."""
+    return _before_reply(prompt, render("prompt_instruction.md.j2", instruction=instruction)) if instruction else prompt
+
+
+def _before_reply(prompt: str, section: str) -> str:
+    """Returns the prompt with a section inserted before its last `## How to reply` (appended when it has none)."""
     at = prompt.rfind(_REPLY_HEADING)
     if at < 0:
         return prompt.rstrip("\n") + "\n\n" + section

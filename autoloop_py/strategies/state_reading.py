@@ -1,6 +1,6 @@
 """Everything a run parses of a state file, read at once: the runner's load and `autoloop edit` share it.
 
-A hand edit that `run` would refuse later (an island's G of `lots`, a Models row without numbers, a Population
+A hand edit that `run` would refuse later (an island's G of `lots`, a Models or Prompts row without numbers, a Population
 entry whose fitness is not a number) is refused here, naming file:line, before anything is committed.
 """
 
@@ -22,11 +22,12 @@ def parse_everything(text: str, path: str, runner: StrategyRunner | None) -> sta
 
 
 def check_everything(state: statefile.StateFile, runner: StrategyRunner | None) -> None:
-    """Raises StateError (naming the line) unless the Models table, the Population and the strategy state read.
+    """Raises StateError (naming the line) unless the Models and Prompts tables, the Population and the strategy state read.
 
     The Machine State and the history are read by `statefile.parse_state` already.
     """
     statefile.models_of(state)
+    statefile.prompts_of(state)
     if state.section_text(statefile.POPULATION) is None:
         return
     population = population_of(state)

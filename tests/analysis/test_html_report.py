@@ -98,3 +98,17 @@ def test_the_map_elites_grid_holds_each_cells_best_and_count(tmp_path: Path) -> 
     lower = replace(SOURCE, direction="lower")
     assert report_payload(load_trace(write_run(tmp_path / "run2")), lower, population)["grid"]["cells"][0]["best"] == "1"
     assert '<div id="grid">' in render_report(report_payload(load_trace(write_run(tmp_path / "run3")), SOURCE, population))
+
+
+def test_the_candidates_the_novelty_filter_skipped_are_listed(tmp_path: Path) -> None:
+    trace = load_trace(write_run(tmp_path / "run"))
+    similar = {"verdict": "similar", "evaluated": False, "of": "C", "similarity": 0.9995, "threshold": 0.999,
+               "embedder": "local"}
+    rows = tuple(replace(row, extra={**row.extra, "metadata": {"novelty": similar}}) if row.id == "F" else row
+                 for row in trace.rows)
+    payload = report_payload(replace(trace, rows=rows), SOURCE)
+    assert payload["skipped"] == [{"id": "F", "it": next(r.iteration_found for r in rows if r.id == "F"),
+                                   "verdict": "similar", "of": "C", "sim": 0.9995, "by": "local"}]
+    assert report_payload(trace, SOURCE)["skipped"] == []
+    page = render_report(payload)
+    assert 'id="skipped-section" hidden' in page and "data.skipped.length" in page

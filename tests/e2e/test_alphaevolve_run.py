@@ -34,6 +34,12 @@ def poc_repo(git_repo: Path, run_git) -> Path:  # type: ignore[no-untyped-def]
     shutil.copytree(REPO / PROGRAM, git_repo / PROGRAM, ignore=shutil.ignore_patterns("__pycache__"))
     # A smaller cap than the program's own, so that 18 iterations evict.
     (git_repo / PROGRAM / "code/config.yaml").write_text(f"population_size: {CAP}\narchive_size: {ARCHIVE}\n")
+    # Smaller datasets: this test checks AlphaEvolve's bookkeeping, not the timings (18 evaluations of the full size
+    # take minutes of CPU).
+    evaluator = git_repo / PROGRAM / "code/evaluate.py"
+    text = evaluator.read_text(encoding="utf-8")
+    assert "ROWS = 250_000" in text
+    evaluator.write_text(text.replace("ROWS = 250_000", "ROWS = 5_000"), encoding="utf-8")
     run_git(git_repo, "add", "-A")
     run_git(git_repo, "commit", "-qm", "proof of concept")
     return git_repo

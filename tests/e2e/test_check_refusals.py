@@ -104,7 +104,7 @@ def test_a_misspelt_proposer_is_refused_with_file_and_line_by_check_and_run(
 ) -> None:
     _rewrite(counter_repo, "schedule: every 6h\n", "schedule: every 6h\nproposer: lml\n")
     line = _line_of(counter_repo, "proposer:")
-    message = f"{PROGRAM}:{line}: frontmatter `proposer`: must be one of tune|llm|agent, got 'lml'"
+    message = f"{PROGRAM}:{line}: frontmatter `proposer`: must be one of tune, llm, agent, got 'lml'"
     code, out = _check(counter_repo, capsys)
     assert code == 1 and f"✗ {message}" in out
     assert main(["run", "--repo", str(counter_repo), "--program", "counter"]) == 1

@@ -1,7 +1,7 @@
 """End to end: `autoloop edit` refuses, naming file:line and committing nothing, every table a run would refuse.
 
 An AdaEvolve program runs one iteration; then an editor script ($EDITOR) breaks one table at a time: the
-Machine State, an island's G in the strategy state, a Models row, a Population entry. Each edit exits
+Machine State, an island's G in the strategy state, a Models row, a Prompts row, a Population entry. Each edit exits
 non-zero, names the state file's line, and leaves memory/autoloop where it was; a good edit still commits,
 and `run` itself refuses the same broken island before any evaluation.
 """
@@ -36,6 +36,8 @@ open(path, "w", encoding="utf-8").write(edited)
 """
 MODELS = ("## 🎰 Models\n\n| Model | Weight | Calls | Accepted | Improvement | Tokens | Spend |\n"
           "|-------|--------|-------|----------|-------------|--------|-------|\n")
+PROMPTS = ("## 🧪 Prompts\n\n| Variant | Weight | Calls | Accepted | Improvement | Tokens | Instruction |\n"
+           "|---|---|---|---|---|---|---|\n")
 
 
 @pytest.fixture
@@ -66,6 +68,9 @@ BROKEN = [
     ("models-row", r"^(## 📊 Iteration History)",
      MODELS + r"| openai/gpt-4o-mini | heavy | 3 | 1 | 0.1 | 100 | 0 |\n\n---\n\n\1", None, 4,
      "Weight is 'heavy', which is not a number >= 0"),
+    ("prompts-row", r"^(## 📊 Iteration History)",
+     PROMPTS + r"| `terse` | — | 1 | 2 | 0 | 0 | Be brief. |\n\n---\n\n\1", None, 4,
+     "terse: Accepted (2) exceeds Calls (1); correct one"),
     ("population-entry", r"^### Candidate 2 · island 1", "### Candidate 1 · island 1", r"^### Candidate 1 · island 0",
      0, "candidate 1 appears twice"),
 ]

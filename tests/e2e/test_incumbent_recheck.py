@@ -4,6 +4,7 @@ re-evaluates the branch's tip once, re-bases Best Metric, and the state, the PR 
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Iterator
@@ -85,3 +86,43 @@ def test_a_moved_main_that_breaks_the_best_is_reported_on_the_next_tick(
     assert machine.best_metric == 2.5 and machine.stale_reason is None and machine.best_base == moved
     status, body = _comment_and_pr(fake)
     assert "stale" not in body.lower() and "Stale" not in status
+
+
+def test_the_split_flow_with_a_ci_gate_re_checks_the_best_and_publish_records_it(tmp_path: Path,
+                                                                                   fake: FakeGitHub) -> None:
+    """What the Actions workflow does: `run --outcome-dir --ci` proposes, `publish --ci` records; the CI gate is on."""
+    from tests.e2e.test_publish import _clone, _origin_with_counter, _propose_ci
+    from tests.e2e.test_publish import _state as origin_state
+
+    origin = _origin_with_counter(tmp_path)
+    command = _plan(tmp_path, [_value(4.0), _value(3.0), _value(2.5)])
+
+    def tick(name: str) -> dict[str, object]:
+        _propose_ci(origin, _clone(origin, tmp_path / f"p{name}"), command, tmp_path / f"o{name}", fake)
+        assert main(["publish", "--repo", str(_clone(origin, tmp_path / f"q{name}")), str(tmp_path / f"o{name}"),
+                     "--ci", "--program", "counter"]) == 0
+        return json.loads((tmp_path / f"o{name}/outcome.json").read_text())
+
+    assert tick("1")["recheck"] is None  # x = 4 is pending-ci
+    fake.add_check_run(REPO, _git(origin, "rev-parse", "autoloop/counter"), "tests", conclusion="success")
+    tick("2")  # x = 4 accepted once its checks passed; x = 3 is worse
+    machine = origin_state(origin).machine
+    first_base = _git(origin, "rev-parse", "main")
+    assert machine.best_metric == 4.0 and machine.best_base == first_base and machine.stale_reason is None
+
+    # Main moves: the evaluator now halves every score, so the kept x = 4 scores 2.
+    seed = _clone(origin, tmp_path / "seed2")
+    (seed / PROG / "code/evaluate.py").write_text(EVALUATE.replace('ns["x"]', 'ns["x"] / 2'))
+    _git(seed, "commit", "-qam", "evaluator: halve the score")
+    _git(seed, "push", "-q", "origin", "main")
+    moved = _git(origin, "rev-parse", "main")
+    recheck = tick("3")["recheck"]  # the proposing job measured the best again; x = 2.5 scores 1.25 < 2
+    assert recheck is not None and recheck["base"] == moved and (recheck["recorded"], recheck["best"]) == (4.0, 2.0)
+    state = origin_state(origin)
+    machine = state.machine
+    assert machine.best_metric == 2.0 and machine.best_base == moved and machine.iteration_count == 3
+    assert machine.stale_reason is not None and f"moved from {first_base[:12]} to {moved[:12]}" in machine.stale_reason
+    assert "did not improve on best 2" in state.history[0].text
+    status, body = _comment_and_pr(fake)
+    assert "> This PR is stale: the default branch moved from" in body and "| ⚠️ Stale |" in status
+

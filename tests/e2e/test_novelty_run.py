@@ -2,7 +2,8 @@
 
 The example `function_minimization` runs offline: iteration 1 is the `tune` proposer's (accepted), iteration 2
 a fake proposer that puts the seed's search.py back, byte for byte, and iteration 3 the `tune` proposer again,
-whose saved prompt shows the line iteration 1 deleted.
+whose saved prompt shows the line iteration 1 deleted. Under `novelty: embedding`, iteration 2 renames the
+variables of the code iteration 1 kept instead, and is not evaluated either (offline: local code vectors).
 """
 
 from __future__ import annotations
@@ -14,12 +15,18 @@ import shutil
 import subprocess
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
+import pytest
+
+from autoloop_py.cli import main
 from autoloop_py.loop.iteration.iteration import IterationOutcome, run_iteration
 from autoloop_py.loop.iteration.options import RunOptions
 from autoloop_py.program.model import load_program
 from autoloop_py.proposers.base import Proposal, ProposalRequest, Proposer
+from autoloop_py.proposers.llm import LLMProposer
+from autoloop_py.proposers.llm_call import CallLimits
+from autoloop_py.proposers.model_calls import ModelCheck, Reply
 from autoloop_py.state.memory import MemoryStore
 
 EXAMPLE = Path(__file__).parents[2] / ".autoloop/programs/function_minimization"
@@ -38,25 +45,42 @@ class _PutSeedBack:
         return Proposal({SEARCH: (EXAMPLE / "code/search.py").read_text(encoding="utf-8")}, "put the seed back")
 
 
+class _Rename:
+    """Proposes the current search.py with its variables renamed (the same program in other words)."""
+
+    name = "tune"
+
+    def propose(self, request: ProposalRequest, rng: random.Random) -> Proposal:
+        source = request.files[SEARCH]
+        for old, new in (("temperature", "heat"), ("best", "champion"), ("new_value", "trial_value"), ("nx", "cx")):
+            source = re.sub(rf"\b{old}\b", new, source)
+        return Proposal({SEARCH: source}, "rename the variables")
+
+
 def _factory(name: str, **kwargs: object) -> Proposer:
     return _PutSeedBack()
 
 
-def _install(repo: Path, novelty_filter: bool) -> None:
+def _install(repo: Path, novelty_filter: bool, frontmatter: str = "") -> None:
     target = repo / FOLDER
     shutil.copytree(EXAMPLE, target, ignore=shutil.ignore_patterns("__pycache__"))
-    if not novelty_filter:
-        text = (target / "program.md").read_text(encoding="utf-8")
-        (target / "program.md").write_text(text.replace("seed: 7\n", "seed: 7\nnovelty_filter: false\n", 1))
+    added = frontmatter + ("" if novelty_filter else "novelty_filter: false\n")
+    text = (target / "program.md").read_text(encoding="utf-8")
+    (target / "program.md").write_text(text.replace("seed: 7\n", "seed: 7\n" + added, 1))
     subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
     subprocess.run(["git", "commit", "-qm", "program"], cwd=repo, check=True)
 
 
-def _run(repo: Path, novelty_filter: bool) -> list[IterationOutcome]:
-    _install(repo, novelty_filter)
+def _run(
+    repo: Path, novelty_filter: bool, frontmatter: str = "", second: Proposer | None = None
+) -> list[IterationOutcome]:
+    _install(repo, novelty_filter, frontmatter)
     program = load_program(repo, FOLDER / "program.md")
-    options = (RunOptions(proposer="tune"), RunOptions(proposer="tune", proposer_factory=_factory),
+    factory = _factory if second is None else (lambda name, **kwargs: second)
+    options = (RunOptions(proposer="tune"), RunOptions(proposer="tune", proposer_factory=factory),
                RunOptions(proposer="tune"))
+    # The third iteration only shows the prompt after a skip: a renamed candidate needs no third.
+    options = options if second is None else options[:2]
     return [run_iteration(repo, program, option, START + timedelta(minutes=i)) for i, option in enumerate(options)]
 
 
@@ -97,3 +121,61 @@ def test_with_the_filter_off_it_is_evaluated(git_repo: Path) -> None:
     assert "novelty" not in row["metadata"]
     prompt = MemoryStore(git_repo).read(f"traces/{NAME}/prompts/3.md") or ""
     assert "Recently deleted lines" not in prompt
+
+
+def test_a_candidate_that_only_renames_variables_is_not_evaluated_under_novelty_embedding(
+    git_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, renamed = _run(git_repo, novelty_filter=True, frontmatter="novelty: embedding\n", second=_Rename())
+    assert first.status == "accepted"
+    assert renamed.status == "rejected" and "evaluate" not in renamed.timings and renamed.metric is None
+    assert renamed.reason == ("not evaluated: similarity 1.0000 to candidate it1 is above novelty-threshold 0.999 "
+                              "(local vectors)")
+    memory = MemoryStore(git_repo)
+    row = _row(memory, 2)
+    assert row["metadata"]["novelty"] == {"verdict": "similar", "evaluated": False, "of": "it1", "similarity": 1.0,
+                                          "threshold": 0.999, "embedder": "local"}
+    assert row["metrics"] == {}
+    assert "not evaluated: similarity 1.0000 to candidate it1" in (memory.read(f"{NAME}.md") or "")
+    assert main(["status", NAME, "--repo", str(git_repo)]) == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "Not evaluated (novelty filter): 1 of the last 2 iterations" in shown
+    note = "not evaluated: similarity 1.0000 to candidate it1 is above novelty-threshold 0.999 (local vectors)"
+    assert f"2 {note}" in shown
+
+
+class _Judge:
+    """The run's model calls (a ModelCalls): the judge answers SAME, with 10 prompt and 10 completion tokens."""
+
+    def __init__(self) -> None:
+        self.prompts: list[str] = []
+
+    def completion(self, kwargs: dict[str, Any], limits: CallLimits) -> Reply:
+        self.prompts.append(kwargs["messages"][-1]["content"])
+        return Reply("SAME\nonly the names differ", prompt_tokens=10, completion_tokens=10)
+
+    def check(self, model: str) -> Callable[[], ModelCheck]:
+        return ModelCheck  # the setup check before the proposal: litellm places the model, no key is missing
+
+
+class _RenameAsLLM(LLMProposer):
+    """The renaming proposer, as an llm proposer whose model calls (the judge's too) go to a fake."""
+
+    def propose(self, request: ProposalRequest, rng: random.Random) -> Proposal:
+        return _Rename().propose(request, rng)
+
+
+def test_a_judge_confirms_the_skip_and_its_call_is_counted_in_spend(git_repo: Path) -> None:
+    judge = "models:\n  - model: openai/judge\n    role: judge\n    input-cost-per-token: 0.001\nnovelty: embedding\n"
+    calls = _Judge()
+    second = _RenameAsLLM(models=calls)  # type: ignore[arg-type]
+    _, renamed = _run(git_repo, novelty_filter=True, frontmatter=judge, second=second)
+    assert len(calls.prompts) == 1 and "DIFFERENT or SAME" in calls.prompts[0]
+    assert renamed.status == "rejected" and "evaluate" not in renamed.timings
+    assert renamed.reason is not None and renamed.reason.endswith("(local vectors; the judge: SAME)")
+    state = MemoryStore(git_repo).read(f"{NAME}.md") or ""
+    # The judge's 10 + 10 tokens, its 10 prompt tokens at $0.001: the iteration's cost, Spent and the Models table.
+    assert "| Spent | 20 tokens, $0.01 |" in state
+    assert "| `openai/judge` | — | 0 | 0 | 0 | 20 | $0.01 |" in state
+    record = state.split("### Iteration 2", 1)[1].split("### Iteration", 1)[0]
+    assert "- **Cost**: 20 tokens, $0.0100\n" in record

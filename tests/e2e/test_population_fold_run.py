@@ -20,7 +20,8 @@ from autoloop_py.program.model import load_program
 from autoloop_py.state import file as statefile
 from autoloop_py.state.memory import MemoryStore
 from autoloop_py.state.population import population_of
-from autoloop_py.state.population_fold import folded_ids, folded_path
+from autoloop_py.state.population_fold import folded_path
+from tests.state_helpers import folded_ids
 from tests.e2e.test_funsearch_run import funsearch_repo  # noqa: F401
 from tests.e2e.test_publish import _clone
 from tests.e2e.test_publish_strategies import NAME, PROGRAM, STRATEGIES, _number_the_caps

@@ -9,7 +9,9 @@ the harness asserts:
 - Best Metric, the history, the Population and the trace agree;
 - the state file reads back to the text written, and every state the runner rendered while recording equals the
   parse of its text.
-Half way a person edits the state file (a Current Priority, a Population note), as `autoloop edit` would.
+Half way a person edits the state file (a Current Priority, a Population note, a Prompts row), as `autoloop edit`
+would. The `default-prompts` flow proposes with a scripted model on loopback instead (`scripted`, below), whose
+edits improve only under the instruction the person added or the guide wrote.
 
 Default: ITERATIONS per flow; `AUTOLOOP_LONGRUN=150 pytest tests/longrun` runs the long version. To add a feature,
 add a row to FLOWS (and an invariant below when the feature has one of its own).
@@ -19,9 +21,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 import types
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -30,11 +34,13 @@ import pytest
 
 from autoloop_py.cli import main
 from autoloop_py.loop.record import recording
+from autoloop_py.proposers.model_calls import import_litellm
 from autoloop_py.state import file as statefile
 from autoloop_py.state.memory import MemoryStore
 from autoloop_py.state.population import population_of
 from autoloop_py.state.trace import memory_trace
 from autoloop_py.strategies import pareto
+from tests.fake_openai import fake_openai
 from tests.programs import install_tiny_strategy_program, program_md
 
 NAME = "knobs"
@@ -73,12 +79,19 @@ class Flow:
     frontmatter: dict[str, str] = field(default_factory=dict)
     parallel: int = 1
 
+    @property
+    def prompts(self) -> bool:
+        """Returns whether the flow draws prompt variants (a scripted model proposes and writes variants)."""
+        return "prompt-evolve-every" in self.frontmatter
+
 
 FLOWS = [
     Flow("default"),
     Flow("default-objectives", frontmatter={"objectives": OBJECTIVES}),
     Flow("default-stages-repeats", frontmatter={"evaluation-stages": STAGES, "repeats": "3"}),
     Flow("default-parallel", parallel=3),
+    Flow("default-prompts", frontmatter={"proposer": "llm", "models": "[openai/scripted]", "prompt-selection": "ucb",
+                                         "prompt-evolve-every": "4"}),
     *(Flow(s, s) for s in ("alphaevolve", "adaevolve", "funsearch", "evox")),
     *(Flow(f"{s}-objectives", s, {"objectives": OBJECTIVES}) for s in ("alphaevolve", "adaevolve", "evox")),
     Flow("alphaevolve-stages-repeats", "alphaevolve", {"evaluation-stages": STAGES, "repeats": "2"}),
@@ -106,6 +119,46 @@ def _install(repo: Path, run_git: Callable[..., str], flow: Flow, seed: int) -> 
                  else line for line in lines]
         playbook.write_text("".join(lines), encoding="utf-8")
         run_git(repo, "commit", "-qam", "the function to evolve")
+
+
+EVOLVE_EVERY = 4
+HAND_INSTRUCTION = "Nudge a up a little."
+GUIDE_REPLY = "Here is one.\nINSTRUCTION: ## Nudge a up | by a quarter\n"
+_A_RE = re.compile(r"^    a = (-?[0-9.e+-]+)$", re.MULTILINE)
+
+
+def scripted(body: dict[str, Any]) -> str:
+    """The scripted model: told to nudge, it moves A a quarter toward 3.7 (kept); else it moves B away (rejected)."""
+    prompt = "\n".join(str(m.get("content", "")) for m in body.get("messages", []) if m.get("role") == "user")
+    if "INSTRUCTION: <the new instruction>" in prompt:
+        return GUIDE_REPLY
+    found = _A_RE.search(prompt)
+    assert found, prompt[-800:]
+    a = float(found.group(1))
+    if "## Instruction\n\nNudge a up" in prompt:
+        change = f"    a = {found.group(1)}\n", f"    a = {a + 0.25 if a < 3.6 else a - 0.05:g}\n"
+    else:
+        change = "    return a, b, 3\n", "    return a, b + 1, 3\n"
+    return (f"SUMMARY: scripted\n\n{VALUE}\n<<<<<<< SEARCH\n{change[0]}=======\n{change[1]}>>>>>>> REPLACE\n")
+
+
+def _check_prompts(state: statefile.StateFile, memory: MemoryStore, edited: bool) -> None:
+    """Every iteration names the variant it drew, in its history entry and trace row, and the table credits it."""
+    rows = {row.name: row for row in statefile.prompts_of(state).rows}
+    assert sum(row.calls for row in rows.values()) == state.machine.iteration_count
+    detailed = [e for e in state.history if e.is_detailed]
+    drawn = {e.iteration: re.search(r"^- \*\*Prompt\*\*: (\S+)$", e.text, re.MULTILINE) for e in detailed}
+    assert all(found is not None and found.group(1) in rows for found in drawn.values()), drawn
+    trace = memory_trace(memory.read, memory.list(f"traces/{NAME}/"), NAME, "score", "higher").rows
+    named = {row.iteration_found: row.extra.get("metadata", {}).get("prompt") for row in trace}
+    assert {i: found.group(1) for i, found in drawn.items() if found} == {i: named[i] for i in drawn}
+    kept = sum(row.accepted for row in rows.values())
+    assert kept == sum(1 for e in state.history if e.is_detailed and e.status == "accepted")
+    written = [name for name in rows if re.fullmatch(r"p\d+", name)]
+    assert written == [f"p{i}" for i in range(EVOLVE_EVERY, state.machine.iteration_count + 1, EVOLVE_EVERY)]
+    assert all(rows[name].instruction == "Nudge a up | by a quarter" for name in written)
+    if edited:  # the person's variant was drawn (never drawn, so first) and its candidates kept
+        assert rows["hand"].calls >= 1 and rows["hand"].accepted >= 1
 
 
 class _Rendered:
@@ -196,6 +249,8 @@ def _check(repo: Path, memory: MemoryStore, flow: Flow, kept: _Kept, rendered: _
     assert {i: m for i, m in accepted.items() if i in detailed} == {
         i: e.metric for i, e in detailed.items() if e.status == "accepted"}
     assert len(accepted) == len(kept.metrics) - 1
+    if flow.prompts:
+        _check_prompts(state, memory, "`hand`" in text)
     if flow.strategy is not None:
         population = population_of(state, memory.read)
         fitness = [c.fitness for c in population.candidates if c.fitness is not None and c.status != "error"]
@@ -208,12 +263,15 @@ def _dominates(a: dict[str, float], b: dict[str, float]) -> bool:
 
 
 def _hand_edit(memory: MemoryStore) -> None:
-    """Adds a Current Priority and edits a Population note, as a person would with `autoloop edit`."""
+    """Adds a Current Priority, edits a Population note and adds a Prompts variant, as a person would with
+    `autoloop edit`."""
     def change(text: str | None) -> str:
         assert text is not None
         heading = "## 🎯 Current Priorities"
         assert heading in text
         edited = text.replace(heading, f"{heading}\n\n- Keep the third knob an integer.", 1)
+        row = f"| `hand` | — | 0 | 0 | 0 | 0 | {HAND_INSTRUCTION} |\n"
+        edited = re.sub(r"^(\| Variant \|.*\n\|[-|]+\|\n)", rf"\1{row}", edited, count=1, flags=re.MULTILINE)
         return edited.replace("- **Notes**:", "- **Notes**: (a person read this) ", 1)
 
     memory.update(f"{NAME}.md", change, "a person's edit")
@@ -231,6 +289,16 @@ _RACE = pytest.mark.xfail(reason="slots without a barrier: a record race under l
 def test_kept_means_better(flow: Flow, git_repo: Path, run_git, monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
                            capsys: pytest.CaptureFixture[str]) -> None:
     _install(git_repo, run_git, flow, seed=sum(map(ord, flow.name)))
+    stack = ExitStack()
+    if flow.prompts:
+        import_litellm()  # once per test process: then `run` calls the model here, starting no worker of its own
+        monkeypatch.delenv("AUTOLOOP_MODEL", raising=False)
+        stack.enter_context(fake_openai("reply", monkeypatch, scripted, tokens=10))
+    with stack:
+        _run_flow(flow, git_repo, monkeypatch, capsys)
+
+
+def _run_flow(flow: Flow, git_repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     rendered = _Rendered()
     monkeypatch.setattr(recording, "statefile", rendered)
     memory = MemoryStore(git_repo)

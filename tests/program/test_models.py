@@ -69,7 +69,7 @@ def test_one_model_keeps_working_and_the_default_selection_is_weighted() -> None
         ("models:\n  - model: openai/a\n    api-key-env: GITHUB_TOKEN\n",
          "program.md:4: frontmatter `models`: item 1 (openai/a): `api-key-env` must name an environment variable ending in _KEY"),
         ("models:\n  - model: openai/a\n    role: boss\n",
-         "program.md:4: frontmatter `models`: item 1 (openai/a): `role` must be one of propose, guide, got 'boss'"),
+         "program.md:4: frontmatter `models`: item 1 (openai/a): `role` must be one of propose, guide, embedding, judge, got 'boss'"),
         ("models:\n  - model: openai/a\n    role: guide\n",
          "program.md:2: frontmatter `models`: every entry has `role: guide`"),
         ("models:\n  - openai/a\n  - openai/a\n", "program.md:2: frontmatter `models`: openai/a is listed twice"),

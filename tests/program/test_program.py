@@ -471,3 +471,14 @@ def test_report_channel_and_feedback_bytes_frontmatter(repo: Path) -> None:
     write(repo, ".autoloop/programs/demo/program.md", PROGRAM.replace("repeats: 3", "repeats: 3\nevaluation-report: fd"))
     _, problems = check_all(repo)
     assert "frontmatter `evaluation-report`: must be one of auto, file, stdout, got 'fd'" in problems[0].message
+
+
+def test_tracking_frontmatter_names_a_destination_and_check_refuses_another(repo: Path) -> None:
+    text = PROGRAM.replace("repeats: 3", "repeats: 3\ntracking: MLflow:http://127.0.0.1:5000")
+    write(repo, ".autoloop/programs/demo/program.md", text)
+    program = load_program(repo, Path(".autoloop/programs/demo/program.md"))
+    assert program.config.tracking == ("mlflow", "http://127.0.0.1:5000")
+    write(repo, ".autoloop/programs/demo/program.md", PROGRAM.replace("repeats: 3", "repeats: 3\ntracking: runs.csv"))
+    _, problems = check_all(repo)
+    assert "frontmatter `tracking`: must be DESTINATION:WHERE with a destination of csv, mlflow, wandb" in (
+        problems[0].message)

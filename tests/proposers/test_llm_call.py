@@ -92,6 +92,41 @@ def test_no_request_when_no_time_is_left() -> None:
     assert fake.calls == []
 
 
+def test_a_first_sender_that_answers_is_the_only_request() -> None:
+    clock = _Clock()
+    fake = _Litellm(clock)
+    sent: list[float] = []
+    first = lambda timeout: sent.append(timeout) or "early"  # noqa: E731
+    reply = completion(fake, {"model": "m"}, CallLimits(timeout=7), clock=clock, first=first)
+    assert (reply, sent, fake.calls) == ("early", [7], [])
+
+
+def test_a_first_sender_that_times_out_uses_up_its_attempt() -> None:
+    clock = _Clock()
+    fake = _Litellm(clock, Timeout("x"))
+
+    def hangs(timeout: float) -> str:
+        clock.now += timeout
+        raise TimeoutError("timed out")
+
+    with pytest.raises(ModelCallError, match=r"^the model did not answer within 2 s \(2 attempts\)$"):
+        completion(fake, {"model": "m"}, CallLimits(timeout=2, retries=1), clock=clock, first=hangs)
+    assert len(fake.calls) == 1 and clock.now == 4
+
+
+def test_a_first_sender_that_fails_otherwise_is_sent_again_by_litellm_within_the_deadline() -> None:
+    clock = _Clock()
+    fake = _Litellm(clock, AuthenticationError("litellm.AuthenticationError: refused"))
+
+    def refused(timeout: float) -> str:
+        clock.now += 3
+        raise ValueError("HTTP Error 401: Unauthorized")
+
+    with pytest.raises(ConfigurationError, match="refused the API key"):
+        completion(fake, {"model": "openai/m"}, CallLimits(timeout=10, deadline=8), clock=clock, first=refused)
+    assert [c["timeout"] for c in fake.calls] == [5]  # litellm's error, in what time was left
+
+
 def test_rate_limits_back_off_within_the_attempts() -> None:
     clock = _Clock()
     fake = _Litellm(clock, RateLimitError("litellm.RateLimitError: RateLimitError: slow down"))

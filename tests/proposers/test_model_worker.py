@@ -22,12 +22,13 @@ import pytest
 
 from autoloop_py.errors import AutoloopError, ConfigurationError
 from autoloop_py.proposers.llm_call import CallLimits, ModelCallError
-from autoloop_py.proposers.model_calls import InProcess, ModelCheck
+from autoloop_py.proposers.model_calls import InProcess, ModelCheck, Reply
 from autoloop_py.proposers.model_worker import ModelWorker, SharedWorker, start_worker, worker_environment
 from tests.fake_openai import fake_openai
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "sk-test-not-a-key"
+MESSAGES = [{"role": "user", "content": "hi"}]
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +56,16 @@ def test_a_reply_comes_back_as_it_does_in_process(worker: ModelWorker, monkeypat
     assert there == here
     assert (there.content, there.prompt_tokens, there.completion_tokens) == ("the answer\nline two", 12, 12)
     assert server.keys == [KEY, KEY] and server.bodies[1]["messages"] == [{"role": "user", "content": "hi"}]
+
+
+def test_embeddings_come_back_as_they_do_in_process(worker: ModelWorker, monkeypatch: pytest.MonkeyPatch) -> None:
+    with fake_openai("reply", monkeypatch, tokens=5, embed=lambda text: [float(len(text)), 1.0]) as server:
+        kwargs = {"model": "openai/embed", "input": ["ab", "abcd"], "api_base": server.base_url, "api_key": KEY}
+        here = InProcess().embedding(dict(kwargs), CallLimits(timeout=30))
+        there = worker.embedding(kwargs, CallLimits(timeout=30))
+    assert there == here
+    assert (there.vectors, there.prompt_tokens) == (((2.0, 1.0), (4.0, 1.0)), 5)
+    assert server.bodies[1]["input"] == ["ab", "abcd"]
 
 
 def test_a_mock_response_and_litellms_price_list_answer_in_the_worker(worker: ModelWorker) -> None:
@@ -106,6 +117,50 @@ def test_checks_answer_in_order_while_a_completion_waits_behind_them(
     assert known() == ModelCheck(None, ())  # the worker's environment holds OPENAI_API_KEY
     problem = unknown().problem
     assert problem is not None and problem.startswith("litellm cannot tell the provider of model 'no-such-provider/")
+
+
+# The worker, whose litellm import waits until the file argv[1] exists (in litellm's own lock, as a slow import does).
+_GATED = """\
+import importlib.abc, importlib.util, os, sys, time
+class Gate(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != "litellm":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        run = spec.loader.exec_module
+        def exec_module(module):
+            while not os.path.exists(sys.argv[1]):
+                time.sleep(0.02)
+            run(module)
+        spec.loader.exec_module = exec_module
+        return spec
+sys.meta_path.insert(0, Gate())
+from autoloop_py.proposers.model_worker import main
+raise SystemExit(main(sys.argv[2:]))
+"""
+
+
+def test_an_openai_request_is_sent_before_litellm_is_loaded_and_priced_by_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    gate = tmp_path / "litellm may load"
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AUTOLOOP_", "ANTHROPIC_"))}
+    kwargs = {"model": "openai/gpt-4o-mini", "messages": MESSAGES}
+    with fake_openai("reply", monkeypatch, "early", tokens=1000) as server:
+        environ.update(OPENAI_API_KEY=KEY, OPENAI_API_BASE=server.base_url)
+        with ModelWorker((sys.executable, "-c", _GATED, str(gate)), environ) as gated:
+            assert gated.check("openai/gpt-4o-mini")() == ModelCheck(None, ())  # answered without litellm
+            pending = gated._submit({"op": "completion", "kwargs": kwargs, "limits": [30, 0, None]})
+            waiting = gated.check("anthropic/claude-3-5-sonnet-20240620")  # needs litellm: answered once it is loaded
+            _wait_for(lambda: server.requests == 1, 60)  # sent while litellm's import waits
+            gate.touch()
+            reply = Reply(**pending()["reply"])  # came back once litellm could price it
+            assert waiting().missing == ("ANTHROPIC_API_KEY",)
+    with fake_openai("reply", monkeypatch, "early", tokens=1000) as server:
+        assert reply == InProcess().completion(dict(kwargs), CallLimits(timeout=30))  # litellm's own reply and cost
+    assert reply.cost is not None and reply.cost > 0
+    assert server.bodies[0] == {"model": "gpt-4o-mini", "messages": MESSAGES}
 
 
 def test_a_missing_key_is_named_by_the_check() -> None:

@@ -164,5 +164,6 @@ def test_the_run_warns_once_per_path_that_a_slot_uid_gets_another_python3(
     with caplog.at_level("WARNING", logger="autoloop_py.sandbox.run"):
         run._warn_unreachable_python(str(closed))
         run._warn_unreachable_python(str(closed))
-    assert [r.getMessage().split(", the first")[0] for r in caplog.records] == [
-        f"evaluations and agents run as a uid of their own, which cannot reach {closed}/python3"]
+    assert [r.getMessage().split(", the first")[0] for r in caplog.records] == [  # the line check and status print
+        "NOT the runner's python3: evaluations and agents run as a uid of their own, which cannot reach "
+        f"{closed}/python3"]

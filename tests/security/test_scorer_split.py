@@ -22,7 +22,7 @@ FORGED = "1e+09"
 # Finds the report wherever it could be named: the child's environment, any readable environ, the report folders.
 FIND_REPORT = """
 import glob, json, os, sys
-FORGED = json.dumps({"combined_score": 1e9, "score": 1e9, "accuracy": 1e9, "avg_value": 1e9})
+FORGED = json.dumps({"combined_score": 1e9, "score": 1e9, "accuracy": 1e9, "avg_value": 1e9, "speedup": 1e9})
 
 def report_paths():
     found = [os.environ.get("AUTOLOOP_RESULT", "")]
@@ -99,6 +99,22 @@ json.dumps = lambda *args, **kwargs: FORGED
 json.dump = lambda obj, handle, *args, **kwargs: handle.write(FORGED)
 builtins.print = lambda *args, **kwargs: sys.stdout.write(FORGED + "\\n")
 """,
+    "a clock stopped while group_sum runs, and a slower group_sum": """
+import sys, time
+import numpy as np
+real_clocks = {name: getattr(time, name) for name in ("perf_counter", "process_time", "monotonic")}
+def stopped(name):
+    def clock():  # no time passes for a timer whose caller holds group_sum (an in-process evaluator's)
+        if getattr(sys._getframe(1).f_locals.get("function"), "__name__", "") == "group_sum":
+            return 0.0
+        return real_clocks[name]()
+    return clock
+for name in real_clocks:
+    setattr(time, name, stopped(name))
+real_bincount, real_argsort, real_sleep = np.bincount, np.argsort, time.sleep
+np.bincount = lambda *args, **kwargs: (real_sleep(0.002), real_bincount(*args, **kwargs))[1]
+np.argsort = lambda *args, **kwargs: (real_sleep(0.002), real_argsort(*args, **kwargs))[1]
+""",
     "printing the expected output and exiting": """
 forge_reports()
 print(FORGED, flush=True)
@@ -129,19 +145,23 @@ def _attack_block(attack: str) -> str:
     return f"SOURCE = {FIND_REPORT!r}\nexec(compile({source!r}, 'attack', 'exec'))\n"
 
 
-def _run(hostile: Hostile, tmp_path: Path, name: str, target: str, attacks: tuple[str, ...]) -> str:
-    """Runs one iteration whose agent writes the attacks, in order, into the example's Target; returns its state."""
+def _run(hostile: Hostile, tmp_path: Path, name: str, target: str, attacks: tuple[str, ...], runs: int = 1) -> str:
+    """Runs `runs` iterations whose agent writes the attacks, in order, into the example's Target; returns the state.
+
+    (A strategy whose first iteration records the seed asks for no candidate there: the attack runs at the second.)
+    """
     _install_example(hostile, name)
     agent = tmp_path / "agent.py"
     search = f".autoloop/programs/{name}/code/{target}"
     block = _attack_block("".join(textwrap.dedent(ATTACKS[attack]) for attack in attacks))
     agent.write_text(AGENT.format(search=search, block=block))
-    outcome = hostile.run("--program", name, "--proposer", "agent", "--agent-command", f"python3 {agent}")
-    assert outcome.process.returncode == 0, outcome.log
+    for _ in range(runs):
+        outcome = hostile.run("--program", name, "--proposer", "agent", "--agent-command", f"python3 {agent}")
+        assert outcome.process.returncode == 0, outcome.log
     state = subprocess.run(
         ["git", "cat-file", "blob", f"memory/autoloop:{name}.md"], cwd=hostile.origin, capture_output=True, text=True
     ).stdout
-    assert "### Iteration 1" in state, outcome.log
+    assert f"### Iteration {runs}" in state, outcome.log
     return state
 
 
@@ -182,3 +202,20 @@ def test_a_candidate_cannot_print_the_metric_of_a_stdout_evaluator(
     attacks = ("atexit print", "writing the scorer's stdout through /proc", "printing the expected output and exiting")
     state = _run(hostile, tmp_path, "sqrt_tradeoff", "routine.py", attacks)
     _assert_not_forged(state)
+
+
+def test_a_candidate_cannot_set_its_own_time(hostile: Hostile, bwrap: None, tmp_path: Path) -> None:
+    """groupby_evolve's metric is a speed-up: its evaluator times each call of the candidate from its own process.
+
+    The candidate stops its process's clocks while a timer times group_sum (an in-process evaluator then records a
+    speed-up near 1e7) and sleeps 2 ms in each sort or bincount, beside the report forgeries that leave it running:
+    it is measured as the slower code it is, and nothing forged is recorded."""
+    pytest.importorskip("pandas")
+    # (Those that break the candidate's own reply, a monkeypatched json or a kill, are errors: see the tests above.)
+    attacks = ("replaced os._exit and json.dump", "atexit print", "atexit rewrite of the report",
+               "setsid daemon rewriting the report", "writing the scorer's stdout through /proc",
+               "a clock stopped while group_sum runs, and a slower group_sum")  # fmt: skip
+    state = _run(hostile, tmp_path, "groupby_evolve", "groupby.py", attacks, runs=2)  # AlphaEvolve seeds first
+    _assert_not_forged(state)
+    attacked = state.split("### Iteration 2", 1)[1].split("---", 1)[0]
+    assert "- **Status**: ❌ Rejected" in attacked and "did not improve on best" in attacked, attacked

@@ -22,7 +22,8 @@ def test_the_view_names_the_metric_error_feedback_values_and_stderr() -> None:
     assert view is not None
     text = render_feedback(view, 4096)
     assert text.splitlines()[0] == "it4: rejected (score 0)"
-    assert "Error: e" in text and "Feedback:\nfb" in text and "- n: [1, 2]" in text and "End of stderr:\nt" in text
+    assert "Error: e" in text and "Feedback:\nfb" in text and "End of stderr:\nt" in text
+    assert "\nOther values: n=[1, 2]\n" in text
 
 
 @given(st.text(max_size=400), st.integers(min_value=0, max_value=300))
@@ -43,4 +44,4 @@ def test_the_view_strips_terminal_escapes_and_control_characters() -> None:
     text = render_feedback(view, 4096)
     assert "Feedback:\nok redevil\nnext\n" in text and "End of stderr:\nok redevil\nnext" in text
     assert not any(ch in text for ch in "\x1b\x07\x00\x9b\u202e\r")
-    assert "- k: \"v\"" in text
+    assert "Other values: k=\"v\"\n" in text

@@ -18,7 +18,8 @@ from autoloop_py.state.population import (
     render_population,
     with_strategy_state,
 )
-from autoloop_py.state.population_fold import fold_entries, folded_ids, id_ranges, is_folded_block, unfold_entries
+from autoloop_py.state.population_fold import fold_entries, id_ranges, is_folded_block, unfold_entries
+from tests.state_helpers import folded_ids
 
 PATH = "candidates/demo/population.md"
 

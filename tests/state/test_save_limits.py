@@ -36,12 +36,6 @@ def test_the_patch_measure_is_gits(tmp_path: Path, old: str | None, new: str) ->
     assert save_limits.added_bytes(old, new) == _git_added_bytes(tmp_path, "f.md", old, new)
 
 
-def test_the_patch_limit_has_gh_aws_tolerance() -> None:
-    assert not save_limits.refused_patch(int(save_limits.MAX_PATCH_SIZE * 1.2))
-    assert save_limits.refused_patch(int(save_limits.MAX_PATCH_SIZE * 1.2) + 1)
-    assert save_limits.refused_patch(12289, 10240) and not save_limits.refused_patch(12288, 10240)
-
-
 def test_the_extensions_are_the_workflows() -> None:
     assert save_limits.allowed("alpha.md") and save_limits.allowed("candidates/a/1.py.gz.b64.txt")
     assert save_limits.allowed("traces/a/rows/000001-1.JSON")

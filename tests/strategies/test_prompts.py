@@ -9,7 +9,14 @@ from autoloop_py.program.frontmatter import ProgramConfig
 from autoloop_py.program.model import Evaluation, Program
 from autoloop_py.program.reply import EditBlock
 from autoloop_py.program.target import Target
-from autoloop_py.strategies.prompt import PromptContext, fence_for, render_iteration_prompt, render_retry_prompt
+from autoloop_py.strategies.prompt import (
+    PromptContext,
+    fence_for,
+    render_iteration_prompt,
+    render_retry_prompt,
+    with_data_section,
+    with_instruction,
+)
 
 EVOLVED = "x = 1\n# EVOLVE-BLOCK-START\nstep = 0.5\n# EVOLVE-BLOCK-END\n"
 
@@ -137,6 +144,35 @@ def test_history_in_the_prompt_has_no_keys_or_shas() -> None:
     )
     assert "autoloop-key" in state.history[0].text and "3f9a2b7c1d" in state.history[0].text
     prompt = render_iteration_prompt(prompt_context(_program(), {"code/search.py": "x = 1\n"}, state, 2.0, 2))
-    assert "### Iteration 1 — 2026-11-21 16:40 UTC\n" in prompt and "- **Change**: raise x\n" in prompt
-    for noise in ("autoloop-key", "<!--", "3f9a2b7c1d", "**Commit**", "[Run]("):
+    assert "### Iteration 1\n" in prompt and "- **Change**: raise x\n" in prompt and "score improved" in prompt
+    for noise in ("autoloop-key", "<!--", "3f9a2b7c1d", "**Commit**", "[Run](", "UTC"):
         assert noise not in prompt
+
+
+def test_a_prompt_variants_instruction_comes_after_the_data_and_before_the_reply_format() -> None:
+    prompt = with_data_section(render_iteration_prompt(_context()), "Notes", ["a note"])
+    told = with_instruction(prompt, "Change one constant at a time.")
+    assert told.index("## Notes") < told.index("## Instruction\n\nChange one constant at a time.\n") < told.index(
+        "## How to reply")
+    assert told.replace("## Instruction\n\nChange one constant at a time.\n\n", "") == prompt
+    assert with_instruction(prompt, "") == prompt
+
+
+def test_history_in_the_prompt_leaves_out_spend_model_and_a_note_restating_the_metric() -> None:
+    from autoloop_py.state.history import prompt_text
+
+    entry = (
+        "### Iteration 4 — 2026-11-29 06:19 UTC\n\n- **Status**: ❌ Rejected\n- **Change**: set t to 2.5\n"
+        "- **Metric**: 0.29 (previous best: 0.47, delta: -0.18)\n- **Cost**: 2 tokens\n- **Model**: openai/mock\n"
+        "- **Model spend**: openai/mock: 2 tokens\n"
+        "- **Notes**: metric 0.29 did not improve on best 0.47 (higher is better)\n"
+    )
+    assert prompt_text(entry) == (
+        "### Iteration 4\n\n- **Status**: ❌ Rejected\n- **Change**: set t to 2.5\n"
+        "- **Metric**: 0.29 (previous best: 0.47, delta: -0.18)\n"
+    )
+    accepted = entry.replace("metric 0.29 did not improve on best 0.47 (higher is better)", "score improved to 0.5")
+    assert "Notes" not in prompt_text(accepted)
+    told = entry.replace("(higher is better)", "(higher is better); the evaluator printed a warning")
+    assert "- **Notes**: metric 0.29 did not improve on best 0.47 (higher is better); the evaluator" in (
+        prompt_text(told))

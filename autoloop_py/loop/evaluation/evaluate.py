@@ -25,6 +25,7 @@ from autoloop_py.loop.evaluation.evaluation_report import (
     STDOUT,
     Report,
     channel_of,
+    one_line,
     read_report,
 )
 from autoloop_py.program.model import Program
@@ -362,7 +363,8 @@ def _judge(
     if text is None:
         report = Report(None, error=_CHANGED)
     else:
-        report = read_report(text, metric, whole=channel == FILE, stage=stage is not None)
+        printed = (result.stdout, result.stderr)
+        report = read_report(text, metric, whole=channel == FILE, stage=stage is not None, printed=printed)
     if report.metric is None and not report.metrics and result.stdout_dropped and channel == STDOUT:
         report = replace(report, error=_cut_error(result), missing=False)
     failed = None
@@ -379,19 +381,7 @@ def _judge(
         failed = f"exited with status {result.returncode}: {_exit_detail(result, report.metrics)}"
         if stage is not None and stage.failing_exit == REJECT:  # the stage's contract: its exit status is a verdict
             return replace(report, metric=None, error=None, rejection=report.rejection or failed, missing=False)
-    if failed is None and report.error and report.metric is None and not report.metrics:
-        return replace(report, error=f"{report.error}; {printed_end(result.stdout, result.stderr)}")
     return report if failed is None else replace(report, metric=None, error=failed, rejection="", missing=False)
-
-
-def printed_end(stdout: str, stderr: str, limit: int = 200) -> str:
-    """Returns what the evaluation printed last, on one line: its stdout's end, else its stderr's, else nothing."""
-    for name, text in (("stdout", stdout), ("stderr", stderr)):
-        line = " ".join(text.split())
-        if line:
-            return f"its {name} ended: {line if len(line) <= limit else '...' + line[-limit:]!r}"
-    return "it printed nothing"
-
 
 
 def _cut_error(result: CommandResult) -> str:
@@ -408,7 +398,7 @@ def _exit_detail(result: CommandResult, metrics: Mapping[str, Any]) -> str:
     for text in (result.stderr, str(metrics["error"]) if metrics.get("error") else "", result.stdout):
         lines = [line.strip() for line in text.splitlines() if line.strip()]
         if lines:
-            return _one_line(lines[-1])
+            return one_line(lines[-1])
     return "no output"
 
 
@@ -417,14 +407,3 @@ def _signal_name(number: int) -> str:
         return signal.Signals(number).name
     except ValueError:
         return str(number)
-
-
-def _one_line(text: str, limit: int = 300) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 3] + "..."
-
-
-def parse_metric(stdout: str, metric: str) -> tuple[float | None, dict[str, Any], str | None]:
-    """Returns (metric, last JSON object, error) read from a command's stdout; metric is None on error."""
-    report = read_report(stdout, metric)
-    return report.metric, dict(report.metrics), report.error

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
 # The report's keys that are never metrics: `error` says the candidate is invalid, `feedback` is text for the
@@ -49,17 +49,33 @@ class Report:
     missing: bool = False
 
 
-def read_report(text: str, metric: str, *, whole: bool = False, stage: bool = False) -> Report:
+def read_report(
+    text: str, metric: str, *, whole: bool = False, stage: bool = False, printed: tuple[str, str] | None = None
+) -> Report:
     """Returns the report in text: the whole text is one JSON object (whole), else the last object stdout printed.
 
     stage: the text is a report of a stage of a cascade, whose `error` rejects the candidate even without a metric.
+    printed: the run's (stdout, stderr): when no value was read at all, the error says how they ended.
     """
     found = _whole_object(text) if whole else last_json_object(text)
-    if found is None:
-        if whole:
-            return Report(None, error=_not_an_object(text), missing=not text.strip())
-        return Report(None, error=_NO_OBJECT, missing=True)
-    return report_of(found, metric, stage=stage)
+    if found is None and whole:
+        report = Report(None, error=_not_an_object(text), missing=not text.strip())
+    elif found is None:
+        report = Report(None, error=_NO_OBJECT, missing=True)
+    else:
+        report = report_of(found, metric, stage=stage)
+    if printed is not None and report.error and not report.metrics:  # the output's end is the only clue left
+        return replace(report, error=f"{report.error}; {printed_end(*printed)}")
+    return report
+
+
+def printed_end(stdout: str, stderr: str, limit: int = 200) -> str:
+    """Returns what the evaluation printed last, on one line: its stdout's end, else its stderr's, else nothing."""
+    for name, text in (("stdout", stdout), ("stderr", stderr)):
+        line = " ".join(text.split())
+        if line:
+            return f"its {name} ended: {line if len(line) <= limit else '...' + line[-limit:]!r}"
+    return "it printed nothing"
 
 
 def report_of(found: Mapping[str, Any], metric: str, *, stage: bool = False) -> Report:
@@ -67,7 +83,7 @@ def report_of(found: Mapping[str, Any], metric: str, *, stage: bool = False) -> 
     text = _text(found.get(FEEDBACK_KEY)), _text(found.get(LOG_TAIL_KEY))
     feedback = "\n".join(part for part in text if part)
     values = {k: v for k, v in found.items() if k not in (metric, ERROR_KEY, FEEDBACK_KEY, LOG_TAIL_KEY)}
-    reported = _one_line(_text(found.get(ERROR_KEY))) if found.get(ERROR_KEY) else ""
+    reported = one_line(_text(found.get(ERROR_KEY))) if found.get(ERROR_KEY) else ""
     value, why = _metric_value(found, metric)
     if value is None and reported and stage:
         # The evaluator ran and judged the candidate: a rejection, not a broken evaluator (issue 37).
@@ -88,7 +104,7 @@ def _metric_value(found: Mapping[str, Any], metric: str) -> tuple[float | None, 
     if isinstance(value, bool):
         return None, f"metric '{metric}' is a boolean ({json.dumps(value)}); booleans are never metrics"
     if not isinstance(value, (int, float)):
-        return None, f"metric '{metric}' is not a number: {_one_line(json.dumps(value))}"
+        return None, f"metric '{metric}' is not a number: {one_line(json.dumps(value))}"
     try:
         number = float(value)
     except OverflowError:  # an int too large for a float
@@ -122,7 +138,8 @@ def _whole_object(text: str) -> dict[str, Any] | None:
     return _loads_object(text.strip())
 
 
-def _one_line(text: str, limit: int = 300) -> str:
+def one_line(text: str, limit: int = 300) -> str:
+    """Returns text on one line, cut to limit characters."""
     line = " ".join(text.split())
     return line if len(line) <= limit else line[: limit - 3] + "..."
 

@@ -19,7 +19,7 @@ from autoloop_py.loop.checkout.workspace import Workspace
 from autoloop_py.loop.evaluation import acceptance, checks, holdout
 from autoloop_py.loop.evaluation.checks import violations
 from autoloop_py.loop.evaluation.evaluate import EvaluationResult
-from autoloop_py.loop.iteration import lineage_store, model_use, novelty
+from autoloop_py.loop.iteration import lineage_store, model_use, novelty, prompt_use, similarity
 from autoloop_py.loop.evaluation.fresh_copies import evaluate_copy
 from autoloop_py.loop.iteration.baseline import evaluation_policy
 from autoloop_py.loop.iteration.options import Clock, RunOptions
@@ -44,13 +44,14 @@ from autoloop_py.program.target import target_files
 from autoloop_py.proposers import llm
 from autoloop_py.proposers.base import Proposal, ProposalRequest, Proposer, Usage
 from autoloop_py.proposers.llm_call import CallLimits, limits_for
+from autoloop_py.proposers.prompt_choice import PromptChoice
 from autoloop_py.redact import Redactor, from_environment
 from autoloop_py.sandbox.run import Isolation
 from autoloop_py.state import budget
 from autoloop_py.state import file as statefile
 from autoloop_py.state import trace, untrusted_text
 from autoloop_py.state.memory import MemoryStore
-from autoloop_py.state.population import Candidate
+from autoloop_py.state.population import Candidate, population_of
 from autoloop_py.strategies import pareto
 from autoloop_py.strategies import runner as strategy
 from autoloop_py.strategies.engine import DecisionLike
@@ -60,6 +61,7 @@ from autoloop_py.strategies.prompt import (
     render_iteration_prompt,
     with_data_section,
     with_feedback_section,
+    with_instruction,
 )
 from autoloop_py.strategies.runner import StrategyRunner
 
@@ -97,6 +99,8 @@ class AttemptContext:
     verify_checkout: Callable[..., None] = lambda during="": None
     # A context manager over a step that runs candidate code: the runner's refs must not move meanwhile.
     hold_refs: Callable[..., ContextManager[None]] = lambda during="": nullcontext()
+    # The prompt variant drawn for this iteration (its instruction goes into every prompt of it).
+    prompt_variant: PromptChoice = PromptChoice()
 
 
 @dataclass(frozen=True)
@@ -123,15 +127,19 @@ def try_candidate(ctx: AttemptContext, root: Path) -> Attempt:
         files = ctx.workspace.files(target_files(ctx.program.target, ctx.workspace.path))
         drawn = model_use.draw(ctx.program, ctx.options, ctx.state, ctx.iteration)
         ctx = replace(ctx, base_files=files, model=drawn, guide_spent=[])
+        guide = guide_for(ctx.program, ctx.options, drawn, ctx.guide_spent, ctx.proposer)
+        ctx = replace(ctx, prompt_variant=prompt_use.choose(ctx.program, ctx.state, ctx.iteration, guide))
         decision, files, prompt = _prepare_prompt(ctx, files, root)
-    if decision is not None and strategy.evaluates_as_is(ctx.runner, decision):
+    as_is = decision is not None and strategy.evaluates_as_is(ctx.runner, decision)
+    if as_is:
         attempt, drawn = _as_is(ctx, decision, files), None
     else:
         attempt = _with_retries(ctx, decision, files, prompt, root)
     evaluated = attempt.evaluated
     if evaluated is not None and ctx.guide_spent:  # the trace row's own tokens and cost are the proposer's
         evaluated = replace(evaluated, metadata={**evaluated.metadata, **model_use.guide_metadata(ctx.guide_spent)})
-    return replace(attempt, record=model_use.with_use(attempt.record, drawn, ctx.guide_spent), evaluated=evaluated)
+    record, evaluated = prompt_use.with_choice(attempt.record, evaluated, ctx.prompt_variant, used=not as_is)
+    return replace(attempt, record=model_use.with_use(record, drawn, ctx.guide_spent), evaluated=evaluated)
 
 
 def _with_retries(
@@ -310,7 +318,8 @@ def _prepare_prompt(ctx: AttemptContext, files: dict[str, str], root: Path) -> t
         deleted = lineage_store.deleted_items(ctx.reader, ctx.tip)
         context = prompt_context(ctx.program, files, ctx.state, ctx.best, ctx.iteration, ctx.options.directives, deleted)
         told = _feedback(ctx, ctx.tip)
-        return None, files, with_feedback_section(render_iteration_prompt(context), told)
+        prompt = with_feedback_section(render_iteration_prompt(context), told)
+        return None, files, with_instruction(prompt, ctx.prompt_variant.instruction)
     rebase = stale_parents.rebaser(root, ctx.program.name, ctx.runner.primary, ctx.workspace.base_sha, ctx.memory.read)
     decision = strategy.decide(
         ctx.runner, ctx.state, ctx.best, ctx.iteration, ctx.program.direction, ctx.rng, ctx.memory.read,
@@ -337,7 +346,7 @@ def _strategy_prompt(ctx: AttemptContext, decision: DecisionLike, files: dict[st
         _feedback(ctx, _parent_id(ctx, decision)), others,
     )
     deleted = lineage_store.deleted_items(ctx.reader, _parent_id(ctx, decision))
-    return with_data_section(prompt, RECENTLY_DELETED, deleted)
+    return with_instruction(with_data_section(prompt, RECENTLY_DELETED, deleted), ctx.prompt_variant.instruction)
 
 
 def _feedback(ctx: AttemptContext, parent_id: str | None) -> tuple[str, ...]:
@@ -353,16 +362,40 @@ def _feedback(ctx: AttemptContext, parent_id: str | None) -> tuple[str, ...]:
 def _screen(
     ctx: AttemptContext, decision: DecisionLike | None, proposal: Proposal, files: Mapping[str, str]
 ) -> novelty.NoveltyVerdict | None:
-    """Returns why the candidate is not worth evaluating (a repeat, or mostly re-added deleted lines), else None."""
+    """Returns why the candidate is not worth evaluating (a repeat, mostly re-added deleted lines, or under
+    `novelty: embedding` too similar to an evaluated candidate), else None."""
     twin = checks.duplicate_of(ctx.runner, ctx.state, proposal, files, ctx.memory.read)
     if twin is not None:
         # FunSearch's own check (its population's code hashes) runs even with the novelty filter off.
         return novelty.NoveltyVerdict(novelty.DUPLICATE, of=str(twin.id))
     if ctx.reader is None:
         return None
-    return lineage_store.screen(
+    verdict = lineage_store.screen(
         ctx.reader, ctx.program, _primary_of(ctx), files, proposal.files, _parent_id(ctx, decision), ctx.best
     )
+    if verdict is not None or ctx.program.config.novelty != "embedding":
+        return verdict
+    return _similar(ctx, ctx.reader, decision, proposal, files)
+
+
+def _similar(
+    ctx: AttemptContext, reader: lineage_store.TraceReader, decision: DecisionLike | None, proposal: Proposal,
+    files: Mapping[str, str],
+) -> novelty.NoveltyVerdict | None:
+    """Returns the similar verdict on a single-file candidate too close to an evaluated one of its island, else None."""
+    primary = _primary_of(ctx)
+    source = proposal.files.get(primary) if primary is not None else None
+    if primary is None or source is None or set(files) | set(proposal.files) != {primary}:
+        return None
+    if ctx.runner is not None:
+        island = strategy.island_of(ctx.runner, decision)
+        neighbours = similarity.population_neighbours(population_of(ctx.state, ctx.memory.read), island)
+    else:
+        neighbours = similarity.trace_neighbours(reader, _parent_id(ctx, decision))
+    calls = ctx.proposer.models if isinstance(ctx.proposer, llm.LLMProposer) else None
+    embedder = similarity.embedder_for(ctx.program, llm_limits(ctx.program, ctx.options), ctx.guide_spent, calls)
+    threshold = similarity.threshold_of(ctx.program)
+    return similarity.screen(source, neighbours, threshold, embedder, strategy.language_of(primary))
 
 
 def _parent_id(ctx: AttemptContext, decision: DecisionLike | None) -> str | None:

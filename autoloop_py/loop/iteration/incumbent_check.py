@@ -11,12 +11,12 @@ Machine State's Stale Reason says why, which the PR body and status comment repe
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 
 from autoloop_py.loop.evaluation.fresh_copies import evaluate_copy
 from autoloop_py.loop.iteration.baseline import evaluation_policy
 from autoloop_py.loop.iteration.options import Clock
+from autoloop_py.loop.record.outcome import BestRecheck
 from autoloop_py.program.model import Program
 from autoloop_py.sandbox.run import Isolation
 from autoloop_py.state.machine import MachineState, is_improvement
@@ -25,42 +25,28 @@ from autoloop_py.state.parts import format_number
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class Recheck:
-    """The best measured again on a new base.
-
-    Attributes:
-      base: the default branch's commit it was measured on now.
-      best: the Best Metric to record (the re-based value when stale, else the recorded one).
-      stale: why the best no longer holds (None: it holds).
-    """
-
-    base: str
-    best: float | None
-    stale: str | None
-
-
 def due(machine: MachineState, base: str | None) -> bool:
     """Returns whether the best must be measured again: it was measured on another default-branch commit."""
     return base is not None and machine.best_metric is not None and machine.best_base not in (None, base)
 
 
-def judge(machine: MachineState, base: str, value: float | None, error: str | None, program: Program) -> Recheck:
+def judge(machine: MachineState, base: str, value: float | None, error: str | None, program: Program) -> BestRecheck:
     """Returns what the new measurement means: the best holds, or it is stale (re-based to the new value)."""
     recorded = machine.best_metric
     assert recorded is not None
     moved = f"the default branch moved from {(machine.best_base or '?')[:12]} to {base[:12]}"
     if value is None:
-        return Recheck(base, recorded, f"{moved}, and the best's code no longer evaluates there: {error}")
+        return BestRecheck(base, recorded, recorded, f"{moved}, and the best's code no longer evaluates there: {error}")
     if is_improvement(recorded, value, program.direction, program.config.min_delta):
         slack = f" by more than min-delta {format_number(program.config.min_delta)}" if program.config.min_delta else ""
-        return Recheck(base, value, f"{moved}; the best's code now scores {format_number(value)}, short of the "
-                                    f"recorded {format_number(recorded)}{slack}: Best Metric re-based")
-    return Recheck(base, recorded, None)
+        why = (f"{moved}; the best's code now scores {format_number(value)}, short of the recorded "
+               f"{format_number(recorded)}{slack}: Best Metric re-based")
+        return BestRecheck(base, recorded, value, why)
+    return BestRecheck(base, recorded, recorded, None)
 
 
 def recheck(program: Program, workdir: Path, machine: MachineState, base: str | None, clock: Clock,
-            sandbox: Isolation | None) -> Recheck | None:
+            sandbox: Isolation | None) -> BestRecheck | None:
     """Returns the best measured on the new base (one evaluation of the prepared branch), None when not due."""
     if not due(machine, base):
         return None

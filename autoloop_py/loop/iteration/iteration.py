@@ -156,13 +156,16 @@ def _run_locked(
             busy=functools.partial(others_running, root, program.name),
             recorder=_recorder(root, program.name, options.slot), pushed=memory.session.pushed,
         )
-        if options.writes and not options.ci_gate:
+        found = None
+        if not options.dry_run:
             with hold_refs(during="the best was re-checked on the moved default branch"):
                 found = incumbent_check.recheck(program, workspace.path, state.machine, workspace.base_sha, clock,
                                                 sandbox)
-            if found is not None:  # recorded first, so that this iteration and any rejudging see the re-based best
-                record_recheck(memory, program, found.base, found.best, found.stale)
-                state = load_state(memory, program, options.budget)
+        if found is not None and options.writes:  # recorded first: this iteration and any rejudging see it
+            record_recheck(memory, program, found)
+            state = load_state(memory, program, options.budget)
+        elif found is not None:  # an outcome carries it, for publish to record first; this iteration sees it now
+            state = statefile.with_machine(state, found.applied_to(state.machine))
         with hold_refs(during="the baseline evaluation ran"):
             measured = evaluate_baseline(program, workspace.path, state, clock, sandbox)
         setup_checked()  # a missing setting stops the run here, before anything is recorded
@@ -189,7 +192,7 @@ def _run_locked(
         write_outcome(options.outcome_dir, Outcome(
             program.name, iteration, key, base_tree, best, record, changes, attempt.prompt, attempt.evaluated, seed,
             decision=attempt.decision, candidate_source=attempt.source if attempt.candidate else None,
-            approach=attempt.approach, base_commit=base,
+            approach=attempt.approach, base_commit=base, recheck=found,
         ))
     elif not options.dry_run:
         with clock("record"):

@@ -164,6 +164,17 @@ class TraceReader:
                     break
         return results
 
+    def evaluated_sources(self, lineage: Sequence[Ancestor], recent: int = RECENT_ROWS) -> dict[str, str]:
+        """Returns {id: source} of the lineage and the `recent` newest rows that were evaluated and scored."""
+        rows = [self.row(a.id) for a in lineage] + self.recent_rows(recent)
+        self._prefetch_sources(row for row in rows if row is not None)
+        found = {}
+        for row in rows:
+            source = self.source(row) if row is not None and _was_evaluated(row) else None
+            if row is not None and source is not None and self._score(row) is not None:
+                found.setdefault(row.id, source)
+        return found
+
     def recent_rows(self, recent: int = RECENT_ROWS) -> list[trace.TraceRow]:
         """Returns the `recent` newest rows, newest first (unreadable ones left out)."""
         newest = list(reversed(self._rows[-recent:])) if recent > 0 else []
@@ -381,7 +392,9 @@ def screen(
         return None
     language = language_of(primary or "")
     lineage = reader.lineage(parent_id)
-    config = NoveltyConfig(threshold=program.config.novelty_threshold)
+    # Under `novelty: embedding` the threshold is the similarity's; the recycled share keeps its default.
+    share = program.config.novelty_threshold if program.config.novelty == "exact" else None
+    config = NoveltyConfig(threshold=share or novelty.DEFAULT_THRESHOLD)
     verdict = novelty.check(source, lineage, reader.evaluated(source, lineage, language), config, language)
     if not verdict.skipped:
         return None

@@ -3,7 +3,9 @@
 A candidate is a *duplicate* when its source is byte-identical (or identical up to formatting) to an
 evaluated one, so that result can be reused; it is *recycled* when most of its added lines are
 byte-identical re-introductions of lines its own lineage deleted (the lineage-restricted literal class of
-the cycling classifier in autoloop_py/analysis/cycling.py, whose line normalisation it reuses); else *novel*.
+the cycling classifier in autoloop_py/analysis/cycling.py, whose line normalisation it reuses); under
+`novelty: embedding` it is *similar* when its vector is closer than `novelty-threshold` to an evaluated
+candidate's (similarity.py decides that); else *novel*.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from autoloop_py.analysis import Node, cycling
 NOVEL = "novel"
 DUPLICATE = "duplicate"
 RECYCLED = "recycled"
+SIMILAR = "similar"
 # The paper (§5.2) finds a median of about 30 % of added lines re-introducing lines the same lineage deleted,
 # so some recycling is the normal state of an edit. 0.8 sits far above that level: only an edit made almost
 # entirely of re-added lines (four of five and more) is skipped, never the ordinary edit that re-adds a few.
@@ -26,6 +29,9 @@ DEFAULT_THRESHOLD = 0.8
 # One or two re-added lines (the paper's B.8 `cooling_rate` churn) are too little to judge a whole edit by;
 # a candidate that only undoes such a nudge is a duplicate of an evaluated program and caught as one.
 DEFAULT_MIN_ADDED = 3
+# Under `novelty: embedding`: the local code vector scores a renaming, reformatting or comment change 1.0, but
+# one changed number in a 60-line file about 0.996, so only near-repeats lie above this by default.
+DEFAULT_SIMILARITY = 0.999
 # How many deleted lines the prompt shows: enough for the recent churn, bounded so prompts stay small.
 PROMPT_LIMIT = 12
 _CANDIDATE = "\0candidate"
@@ -92,14 +98,18 @@ class NoveltyVerdict:
     """What the filter decided about a candidate.
 
     Attributes:
-        kind: novel, duplicate or recycled.
-        of: the earlier candidate a duplicate repeats.
+        kind: novel, duplicate, recycled or similar.
+        of: the earlier candidate a duplicate repeats, or the nearest evaluated one to a similar candidate.
         identical: a duplicate is byte-identical (False: identical up to formatting and comments).
         metric: the reused primary score of a duplicate.
         metrics: the reused metrics of a duplicate.
         added: counted lines the candidate adds to its parent.
         recycled: those that re-add, byte for byte, a line the lineage deleted.
         deleted_in: the iterations whose edits deleted the re-added lines.
+        similarity: a similar candidate's cosine similarity to `of`.
+        threshold: the `novelty-threshold` it exceeded.
+        embedder: what embedded it: `local` (code vectors) or the `role: embedding` model.
+        judged: the `role: judge` model's word that it is no different (None: no judge was asked).
     """
 
     kind: str
@@ -110,6 +120,10 @@ class NoveltyVerdict:
     added: int = 0
     recycled: int = 0
     deleted_in: tuple[int, ...] = ()
+    similarity: float | None = None
+    threshold: float | None = None
+    embedder: str | None = None
+    judged: str | None = None
 
     @property
     def skipped(self) -> bool:
@@ -131,6 +145,10 @@ class NoveltyVerdict:
             iterations = ", ".join(str(i) for i in self.deleted_in)
             return (f"not evaluated: {self.share:.0%} of its added lines ({self.recycled} of {self.added}) "
                     f"re-add lines deleted in iteration{'s' if len(self.deleted_in) > 1 else ''} {iterations}")
+        if self.kind == SIMILAR:
+            judged = f"; the judge: {self.judged}" if self.judged else ""
+            return (f"not evaluated: similarity {self.similarity:.4f} to candidate {self.of} is above "
+                    f"novelty-threshold {self.threshold:g} ({self.embedder} vectors{judged})")
         return "novel"
 
     def metadata(self) -> dict[str, Any]:
@@ -140,6 +158,10 @@ class NoveltyVerdict:
             data.update(of=self.of, identical=self.identical)
         if self.kind == RECYCLED:
             data.update(added=self.added, recycled=self.recycled, deleted_in=list(self.deleted_in))
+        if self.kind == SIMILAR:
+            data.update(of=self.of, similarity=self.similarity, threshold=self.threshold, embedder=self.embedder)
+            if self.judged is not None:
+                data["judged"] = self.judged
         return data
 
 

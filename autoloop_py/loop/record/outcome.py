@@ -14,7 +14,7 @@ import math
 import os
 import re
 import stat
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import AbstractSet, Any, Mapping
@@ -24,6 +24,7 @@ from autoloop_py.loop.record.decision_codec import DecisionCodecError, decode, e
 from autoloop_py.program import paths
 from autoloop_py.state import feedback
 from autoloop_py.state.history import IterationRecord
+from autoloop_py.state.machine import MachineState
 from autoloop_py.state.trace import Evaluated
 from autoloop_py.state.untrusted_text import plain
 
@@ -42,14 +43,36 @@ _KEY_UNSAFE_RE = re.compile(r"[^A-Za-z0-9_.-]+")
 _SHA_RE = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 _TOP_KEYS = {"format", "program", "iteration", "key", "base_tree", "best_before", "record", "changed", "deleted",
              "prompt", "evaluated", "seed", "waiting", "decision", "candidate_source", "approach",
-             "base_commit"}
+             "base_commit", "recheck"}
 _RECORD_KEYS = {"status", "timestamp", "change", "metric", "notes", "lesson", "baseline", "tokens", "cost", "extra"}
+_RECHECK_KEYS = {"base", "recorded", "best", "stale"}
 _EVALUATED_KEYS = {"source", "metrics", "prompt", "replies", "parent_id", "operator", "model", "tokens", "cost",
                    "language", "metadata"}
 
 
 class OutcomeError(AutoloopError):
     """An outcome directory that is not one the proposing job may hand over; nothing was published."""
+
+
+@dataclass(frozen=True)
+class BestRecheck:
+    """The best measured again on a new default-branch commit (loop/iteration/incumbent_check.py).
+
+    Attributes:
+      base: the default branch's commit it was measured on now.
+      recorded: the Best Metric it was judged against (the one recorded on the older base).
+      best: the Best Metric to record (the re-based value when stale, else the recorded one).
+      stale: why the best no longer holds (None: it holds).
+    """
+
+    base: str
+    recorded: float
+    best: float
+    stale: str | None
+
+    def applied_to(self, machine: MachineState) -> MachineState:
+        """Returns the Machine State with the best re-based (or confirmed) on the new base."""
+        return replace(machine, best_base=self.base, stale_reason=self.stale, best_metric=self.best)
 
 
 @dataclass(frozen=True)
@@ -73,6 +96,8 @@ class Outcome:
       candidate_source: the source a strategy's Population entry keeps (None: the iteration made no entry).
       approach: the proposal's one-line approach, for that entry.
       base_commit: the default-branch commit the candidate was made on (for a strategy's stale-parent check).
+      recheck: the best measured again on base_commit, when the default branch had moved under it (the
+        candidate was judged against its outcome; publish records it first).
     """
 
     program: str
@@ -90,6 +115,7 @@ class Outcome:
     candidate_source: str | None = None
     approach: str | None = None
     base_commit: str | None = None
+    recheck: BestRecheck | None = None
 
 
 def idle_outcome(program: str, why: str, iteration: int = 0) -> Outcome:
@@ -122,6 +148,10 @@ def render_outcome(outcome: Outcome) -> tuple[str, dict[str, bytes]]:
         "candidate_source": outcome.candidate_source,
         "approach": outcome.approach,
         "base_commit": outcome.base_commit,
+        "recheck": None if outcome.recheck is None else {
+            "base": outcome.recheck.base, "recorded": outcome.recheck.recorded, "best": outcome.recheck.best,
+            "stale": outcome.recheck.stale,
+        },
     }
     return json.dumps(doc, indent=1, sort_keys=True, allow_nan=False) + "\n", written
 
@@ -185,8 +215,21 @@ def parse_outcome(text: str, files: Mapping[str, bytes]) -> Outcome:
         seed=_evaluated(doc["seed"], "seed"), waiting=_str(doc, "waiting", MAX_LINE), decision=_decision(doc),
         candidate_source=_opt_str(doc, "candidate_source", MAX_JSON_BYTES),
         approach=_plain_or_none(_opt_str(doc, "approach", MAX_TEXT)),
-        base_commit=base_commit,
+        base_commit=base_commit, recheck=_recheck(doc["recheck"]),
     )
+
+
+def _recheck(doc: Any) -> BestRecheck | None:
+    """Returns the outcome's re-check of the best (types and ranges only; publish_guard checks it against the state)."""
+    if doc is None:
+        return None
+    where = f"{OUTCOME_FILE}: recheck"
+    _keys(doc, _RECHECK_KEYS, where)
+    base, stale = _str(doc, "base", 64), _opt_str(doc, "stale", MAX_TEXT)
+    recorded, best = _number(doc, "recorded", where), _number(doc, "best", where)
+    if not _SHA_RE.match(base) or recorded is None or best is None:
+        raise OutcomeError(f"{where}: base must be a git object id, recorded and best finite numbers")
+    return BestRecheck(base, recorded, best, _plain_or_none(stale))
 
 
 def _plain_or_none(text: str | None) -> str | None:

@@ -17,14 +17,15 @@ from typing import AbstractSet, Mapping, Sequence
 
 from autoloop_py.errors import AutoloopError
 from autoloop_py.loop.evaluation import acceptance
-from autoloop_py.loop.record.outcome import Outcome, OutcomeError
+from autoloop_py.loop.record.outcome import BestRecheck, Outcome, OutcomeError
 from autoloop_py.loop.record.recovery import key_slug
 from autoloop_py.program.model import Program
 from autoloop_py.program.objectives import Objective
 from autoloop_py.proposers.llm import MODEL_ENV
 from autoloop_py.state import file as statefile
 from autoloop_py.state.model_stats import MODEL_BULLET, SPEND_BULLET, parse_usage
-from autoloop_py.state.machine import HOLDOUT_BULLET, INCUMBENT_HOLDOUT_BULLET
+from autoloop_py.state.machine import HOLDOUT_BULLET, INCUMBENT_HOLDOUT_BULLET, is_improvement
+from autoloop_py.state.prompt_stats import PROMPT_BULLET, WRITTEN_BULLET
 from autoloop_py.strategies import pareto
 from autoloop_py.strategies.slots import MAX_SLOTS
 
@@ -36,11 +37,13 @@ SLACK = timedelta(minutes=5)
 DEFAULT_WINDOW = timedelta(days=3)
 MAX_TOKENS = 10**12
 MAX_COST = 10.0**9
-# The bullets a proposing runner writes into a record: its model use (model_use.with_use), the objectives and
-# the rule that kept it (acceptance.bullets), a strategy's (strategies/runner.history_bullets). Any other label
-# could pass for one of the runner's own bullets in the history.
-KNOWN_BULLETS = (MODEL_BULLET, SPEND_BULLET, pareto.BULLET, acceptance.BASELINE, acceptance.RULE,
-                 "Operator", "Parent(s)", "Island", "Fitness", "Attempts", HOLDOUT_BULLET, INCUMBENT_HOLDOUT_BULLET)
+# The bullets a proposing runner writes into a record: its model use (model_use.with_use), its prompt variant
+# (prompt_use.with_choice; the state file reads a written variant as untrusted text), the objectives and the rule
+# that kept it (acceptance.bullets), a strategy's (strategies/runner.history_bullets). Any other label could pass
+# for one of the runner's own bullets in the history.
+KNOWN_BULLETS = (MODEL_BULLET, SPEND_BULLET, PROMPT_BULLET, WRITTEN_BULLET, pareto.BULLET, acceptance.BASELINE,
+                 acceptance.RULE, "Operator", "Parent(s)", "Island", "Fitness", "Attempts", HOLDOUT_BULLET,
+                 INCUMBENT_HOLDOUT_BULLET)
 
 
 @dataclass(frozen=True)
@@ -177,6 +180,27 @@ def refuse(program: str, found: Sequence[str]) -> None:
     """Raises OutcomeError naming every problem when there is one."""
     if found:
         raise OutcomeError(f"refusing the outcome of '{program}', nothing was written: " + "; ".join(found))
+
+
+def recheck_to_record(outcome: Outcome, state: statefile.StateFile, direction: str) -> BestRecheck | None:
+    """Returns the outcome's re-check of the best when the state still awaits it (None when there is none, or the
+    state moved past it: another outcome recorded a re-check or a new best meanwhile).
+
+    Raises OutcomeError when it cannot be a re-check's: measured on another commit than the outcome's base, or
+    re-basing the best upwards (a re-check only confirms the best or lowers it to what its code scores now).
+    """
+    found = outcome.recheck
+    if found is None:
+        return None
+    if found.base != outcome.base_commit:
+        refuse(outcome.program, [f"recheck: measured on {found.base[:12]}, not on the outcome's base commit"])
+    if found.stale is None and found.best != found.recorded or is_improvement(found.best, found.recorded, direction):
+        refuse(outcome.program, [f"recheck: best {found.best:g} is not what a re-check of {found.recorded:g} records"])
+    machine = state.machine
+    if machine.best_metric != found.recorded or machine.best_base in (None, found.base):
+        log.info("%s: the best re-checked on %s is recorded already or was replaced", outcome.program, found.base[:12])
+        return None
+    return found
 
 
 def numbered_claims(outcomes: Sequence[Outcome], state: statefile.StateFile) -> list[str]:

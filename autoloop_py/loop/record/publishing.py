@@ -11,7 +11,7 @@ import os
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import Iterator, Mapping, Sequence
 
 from autoloop_py import faults, tempdirs
 from autoloop_py.errors import GitError
@@ -24,7 +24,7 @@ from autoloop_py.loop.evaluation import checks
 from autoloop_py.loop.record import publish_guard as guard
 from autoloop_py.loop.record import recovery
 from autoloop_py.loop.record.outcome import Outcome, OutcomeError, problems
-from autoloop_py.loop.record.recording import IterationData, load_state, record_iteration
+from autoloop_py.loop.record.recording import IterationData, load_state, record_iteration, record_recheck
 from autoloop_py.program.model import Program
 from autoloop_py.program.playbook import find_playbook, playbook_pointer
 from autoloop_py.redact import from_environment
@@ -127,7 +127,7 @@ def publish_outcome(
         memory = MemoryStore(root)
         memory.sync()
         recovery.reconcile(root, program, memory, budget, ci_gate=ci_gate)
-        state = load_state(memory, program, budget)
+        state = rechecked_state(memory, program, [outcome], load_state(memory, program, budget), budget)
         outcome = next_of_state(outcome, program, state, budget)
         record = replace(outcome.record, key=outcome.key, run_url=run_url, commit=None)
         base = known_commit(root, outcome.base_commit)
@@ -163,6 +163,21 @@ def runner_of_commit(root: Path, program: Program, commit: str | None) -> Iterat
         yield strategy.load_runner(program, folder / "worktree")  # the proposing iteration warned of differences
     finally:
         remove_worktree(repo, folder)
+
+
+def rechecked_state(
+    memory: MemoryStore, program: Program, outcomes: Sequence[Outcome], state: StateFile, budget: int
+) -> StateFile:
+    """Records the first re-check of the best the outcomes carry that the state still awaits; returns the state then.
+
+    The proposing job judged its candidate against the re-based best, so it is recorded before the iteration.
+    """
+    for outcome in outcomes:
+        found = guard.recheck_to_record(outcome, state, program.direction)
+        if found is not None:
+            record_recheck(memory, program, found)
+            return load_state(memory, program, budget)
+    return state
 
 
 def next_of_state(outcome: Outcome, program: Program, state: StateFile, budget: int) -> Outcome:

@@ -14,6 +14,7 @@ from autoloop_py.loop.checkout import stale_parents
 from autoloop_py.loop.evaluation import acceptance
 from autoloop_py.loop.evaluation.evaluate import EvaluationResult
 from autoloop_py.loop.record import ci_gate
+from autoloop_py.loop.record.outcome import BestRecheck
 from autoloop_py.program.model import Program
 from autoloop_py.program.repository_settings import load_repository_settings
 from autoloop_py.program.regions import primary_target
@@ -218,17 +219,15 @@ def with_best_base(state: statefile.StateFile, record: statefile.IterationRecord
     return statefile.with_machine(state, replace(machine, best_base=base, stale_reason=stale))
 
 
-def record_recheck(memory: Memory, program: Program, base: str, best: float | None, stale: str | None) -> None:
-    """Records the best re-checked on the default branch's commit `base`: its (re-based) value and why it is stale."""
+def record_recheck(memory: Memory, program: Program, found: BestRecheck) -> None:
+    """Records the best re-checked on a new default-branch commit: its (re-based) value and why it is stale."""
     path = state_path(program)
 
     def change(text: str | None) -> str:
         state = parse_or_new(text, program, path)
-        machine = replace(state.machine, best_base=base, stale_reason=stale,
-                          best_metric=best if best is not None else state.machine.best_metric)
-        return statefile.render_state(statefile.with_machine(state, machine))
+        return statefile.render_state(statefile.with_machine(state, found.applied_to(state.machine)))
 
-    verb = f"best re-checked on {base[:12]}" + (f": stale, {stale}" if stale else ": it holds")
+    verb = f"best re-checked on {found.base[:12]}" + (f": stale, {found.stale}" if found.stale else ": it holds")
     memory.update(path, change, f"[Autoloop: {program.name}] {verb}"[:200])
 
 

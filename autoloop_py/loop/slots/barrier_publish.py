@@ -20,7 +20,9 @@ from autoloop_py.loop.evaluation import checks
 from autoloop_py.loop.record import publish_guard as guard
 from autoloop_py.loop.record import recovery
 from autoloop_py.loop.record.outcome import Outcome, OutcomeError
-from autoloop_py.loop.record.publishing import branch_tree, check_outcome, keep_outcome, known_commit, runner_of_commit
+from autoloop_py.loop.record.publishing import (
+    branch_tree, check_outcome, keep_outcome, known_commit, rechecked_state, runner_of_commit,
+)
 from autoloop_py.loop.record.recording import IterationData, load_state, record_iteration, state_path
 from autoloop_py.program.model import Program
 from autoloop_py.state.file import StateFile
@@ -106,7 +108,7 @@ def publish_tick(
         memory = MemoryStore(root)
         memory.sync()
         recovery.reconcile(root, program, memory, budget, ci_gate=ci_gate)
-        state = load_state(memory, program, budget)
+        state = rechecked_state(memory, program, ran, load_state(memory, program, budget), budget)
         guard.refuse(program.name, guard.numbered_claims(ordered, state))
         tokens = {_token(e.key) for e in state.history if e.key}
         ran = numbered([o for o in ran if _token(o.key) not in tokens], state.machine.iteration_count + 1)

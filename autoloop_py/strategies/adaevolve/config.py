@@ -77,7 +77,8 @@ class AdaEvolveConfig:
       paradigm_max_uses: the uses of each paradigm before rotating on.
       paradigm_num_to_generate: ideas asked of (and installed from) one guide call.
       paradigm_max_tried: the tried ideas kept with their outcomes.
-      paradigm_retry_cooldown: iterations to wait after a guide reply had no valid idea (§5 decision 3).
+      paradigm_retry_cooldown: iterations to wait after a guide reply had no valid idea, doubling with each such
+        reply in a row up to 8 times (§5 decision 3; AL 5, the reference 0: it re-asks at once).
       enable_error_retry: retry an iteration whose candidate failed to evaluate.
       max_error_retries: the retries after the first attempt.
       higher_is_better: per-metric directions of the Pareto objectives (a name it lacks is higher-is-better).
@@ -123,7 +124,7 @@ class AdaEvolveConfig:
     paradigm_max_uses: int = 2
     paradigm_num_to_generate: int = 3
     paradigm_max_tried: int = 10
-    paradigm_retry_cooldown: int = 0
+    paradigm_retry_cooldown: int = 5
     enable_error_retry: bool = True
     max_error_retries: int = 2
     higher_is_better: tuple[tuple[str, bool], ...] = ()

@@ -86,6 +86,7 @@ def _paradigm_rows(state: AdaEvolveState, direction: str) -> list[tuple[str, str
         ("best_at_gen", _fitness_text(state.best_at_gen, direction)),
         ("best_during", _fitness_text(state.best_during, direction)),
         ("guide_failed_at", NONE if state.guide_failed_at is None else str(state.guide_failed_at)),
+        ("guide_failures", str(state.guide_failures)),
     ]
 
 
@@ -102,7 +103,7 @@ def _fitness_text(f: float, direction: str) -> str:
 
 _GENERAL = ("iteration", "current_island", "global_best", "best_program_id", "ucb_normaliser",
             "last_spawn_iteration", "rng_seed", "rng_draws")
-_PARADIGM_FIELDS = ("window", "cur", "best_at_gen", "best_during", "guide_failed_at")
+_PARADIGM_FIELDS = ("window", "cur", "best_at_gen", "best_during", "guide_failed_at", "guide_failures")
 _ISLAND_COLUMNS = ("island", "preset", "g", "best", "improvements", "evaluations", "visits", "decayed visits",
                    "decayed reward")
 # The idea may itself hold " — ", so it runs to the last one; approach types never hold it.
@@ -295,12 +296,13 @@ def _with_paradigms(state: AdaEvolveState, section: md.Section | None, tables: l
     def best(name: str) -> float:
         return reader.fitness(rows[name][0], rows[name][1], name) if name in rows else 0.0
 
-    failed = rows.get("guide_failed_at")
+    failed, failures = rows.get("guide_failed_at"), rows.get("guide_failures")
     return replace(
         state, window=window, paradigms=ideas, current_paradigm=cur if ideas else 0, tried=tried,
         best_at_gen=best("best_at_gen"), best_during=best("best_during"),
         guide_failed_at=None if failed is None else reader.value(failed[0], failed[1], _optional_count,
                                                                  "guide_failed_at"),
+        guide_failures=0 if failures is None else reader.value(failures[0], failures[1], _count, "guide_failures"),
     )
 
 

@@ -15,6 +15,7 @@ from typing import Any, Sequence
 from autoloop_py.errors import EditError
 from autoloop_py.strategies.adaevolve.config import AdaEvolveConfig
 from autoloop_py.strategies.adaevolve.state import NEG_INF, AdaEvolveState, Paradigm, TriedParadigm
+from autoloop_py.strategies.backoff import backoff_wait
 
 logger = logging.getLogger(__name__)
 
@@ -62,19 +63,24 @@ def use_paradigm(state: AdaEvolveState, index: int, config: AdaEvolveConfig) -> 
 
 
 def wants_paradigms(state: AdaEvolveState, config: AdaEvolveConfig) -> bool:
-    """Returns whether the next iteration starts with a guide call: a full, stagnant window and no active idea (A6)."""
+    """Returns whether the next iteration starts with a guide call: a full, stagnant window and no active idea (A6).
+
+    After guide replies without a valid idea it waits paradigm_retry_cooldown iterations, doubling with each such
+    reply in a row (a cooldown of 0 re-asks at once, as the reference).
+    """
     window, size = state.window, config.paradigm_window_size
     if not config.use_paradigm_breakthrough or len(window) != size or active_paradigm(state, config) is not None:
         return False
     failed = state.guide_failed_at
-    waited = failed is None or state.iteration + 1 - failed > config.paradigm_retry_cooldown
+    wait = backoff_wait(max(1, state.guide_failures), config.paradigm_retry_cooldown)
+    waited = failed is None or state.iteration + 1 - failed > wait
     return waited and sum(window) / size < config.paradigm_improvement_threshold
 
 
 def install_paradigms(state: AdaEvolveState, ideas: Sequence[Paradigm], config: AdaEvolveConfig) -> AdaEvolveState:
     """Returns the state with new ideas installed and the used old ones archived; no idea marks a failed call."""
     if not ideas:
-        return replace(state, guide_failed_at=state.iteration + 1)
+        return replace(state, guide_failed_at=state.iteration + 1, guide_failures=state.guide_failures + 1)
     both = state.best_during != NEG_INF and state.best_at_gen != NEG_INF
     gain = state.best_during - state.best_at_gen if both else 0.0
     outcome = "SUCCESS" if gain > SUCCESS_MARGIN else "FAILED"
@@ -84,7 +90,7 @@ def install_paradigms(state: AdaEvolveState, ideas: Sequence[Paradigm], config: 
     fresh = tuple(replace(p, uses=0, retired=False) for p in ideas[: config.paradigm_num_to_generate])
     return replace(
         state, paradigms=fresh, current_paradigm=0, best_at_gen=state.global_best, best_during=state.global_best,
-        tried=tried[len(tried) - keep :] if keep else (), guide_failed_at=None,
+        tried=tried[len(tried) - keep :] if keep else (), guide_failed_at=None, guide_failures=0,
     )
 
 

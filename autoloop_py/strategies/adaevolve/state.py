@@ -104,6 +104,7 @@ class AdaEvolveState:
       best_during: the best gb seen while they were installed.
       tried: replaced ideas with their outcomes, oldest first.
       guide_failed_at: the iteration of the last guide reply without a valid idea (None: none).
+      guide_failures: guide replies without a valid idea in a row (the back-off doubles with each).
     """
 
     islands: tuple[IslandState, ...]
@@ -122,6 +123,7 @@ class AdaEvolveState:
     best_during: float = 0.0
     tried: tuple[TriedParadigm, ...] = ()
     guide_failed_at: int | None = None
+    guide_failures: int = 0
 
 
 def initial_state(config: AdaEvolveConfig) -> AdaEvolveState:

@@ -11,7 +11,6 @@ block.
 from __future__ import annotations
 
 import bisect
-import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any, Mapping
 
 from autoloop_py import markdown as md
 from autoloop_py.errors import ProgramError
+from autoloop_py.program.objectives import metric_value
 from autoloop_py.render import render
 from autoloop_py.state.population import complexity_bucket, evolved_lines
 
@@ -166,14 +166,6 @@ def bin_of(value: float, span: FeatureRange, bins: int) -> int:
     width = span.high - span.low
     scaled = 0.5 if width <= 0 else (value - span.low) / width
     return min(bins - 1, max(0, int(scaled * bins)))
-
-
-def metric_value(metrics: Mapping[str, Any], name: str) -> float | None:
-    """Returns a finite numeric metric (bools and text are not), or None."""
-    value = metrics.get(name)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return None
-    return float(value)
 
 
 def updated_ranges(

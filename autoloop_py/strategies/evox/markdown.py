@@ -26,7 +26,7 @@ NONE = "—"
 FIELDS = (
     "switch_interval", "stagnant_count", "last_tracked_best", "evolve_due", "window_start_iteration",
     "window_start_score", "window_bests", "active", "pending", "fallback", "best_strategy_J", "evolutions",
-    "meta_failures", "labels", "rng_seed", "rng_draws",
+    "meta_failures", "meta_failures_in_row", "meta_backoff", "labels", "rng_seed", "rng_draws",
 )
 LABEL_TITLES = ("DIVERGE", "REFINE")
 _HEADING_RE = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t]*$")
@@ -63,7 +63,9 @@ def _field_rows(state: EvoXState, direction: str) -> list[tuple[str, str]]:
         "window_bests": ", ".join(_raw(b, direction) for b in state.window_bests) or NONE,
         "active": f"S{state.active}", "pending": _sid(state.pending), "fallback": _sid(state.fallback),
         "best_strategy_J": NONE if state.best_strategy_j is None else format_fitness(state.best_strategy_j),
-        "evolutions": str(state.evolutions), "meta_failures": str(state.meta_failures), "labels": state.labels,
+        "evolutions": str(state.evolutions), "meta_failures": str(state.meta_failures),
+        "meta_failures_in_row": str(state.meta_failures_in_row), "meta_backoff": str(state.meta_backoff),
+        "labels": state.labels,
         "rng_seed": str(state.rng_seed), "rng_draws": str(state.rng_draws),
     }
     return [(name, values[name]) for name in FIELDS]
@@ -281,6 +283,7 @@ def _with_fields(state: EvoXState, rows: dict[str, tuple[str, int]], reader: _Re
         fallback=get("fallback", _optional_id, None),
         best_strategy_j=None if get("best_strategy_J", str, NONE) == NONE else get("best_strategy_J", _finite, None),
         evolutions=get("evolutions", _count, 0), meta_failures=get("meta_failures", _count, 0),
+        meta_failures_in_row=get("meta_failures_in_row", _count, 0), meta_backoff=get("meta_backoff", _count, 0),
         labels=get("labels", _label_state, "pending"), rng_seed=get("rng_seed", _count, state.rng_seed),
         rng_draws=get("rng_draws", _count, 0),
     )

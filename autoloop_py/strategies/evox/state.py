@@ -64,6 +64,9 @@ class EvoXState:
       best_strategy_j: the highest J so far.
       evolutions: meta steps and rollbacks so far.
       meta_failures: meta steps that produced no valid strategy.
+      meta_failures_in_row: the latest of them in a row (0 after a valid rewrite).
+      meta_backoff: stagnation signals still to pass over before the meta LLM is asked again (backoff_wait of
+        meta_failures_in_row after a failed meta step).
       labels: pending | default | generated | failed (where the label texts came from).
       diverge_label: the DIVERGE text ('' until set).
       refine_label: the REFINE text ('' until set).
@@ -85,6 +88,8 @@ class EvoXState:
     best_strategy_j: float | None = None
     evolutions: int = 0
     meta_failures: int = 0
+    meta_failures_in_row: int = 0
+    meta_backoff: int = 0
     labels: str = "pending"
     diverge_label: str = ""
     refine_label: str = ""

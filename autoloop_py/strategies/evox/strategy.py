@@ -16,6 +16,7 @@ from typing import Callable, Sequence
 from autoloop_py.program.objectives import Objective
 from autoloop_py.state.population import Candidate, oriented
 from autoloop_py.strategies import pareto
+from autoloop_py.strategies.backoff import backoff_wait
 from autoloop_py.strategies.evox.config import EvoXConfig
 from autoloop_py.strategies.evox.sandbox import Genome, Sample, StrategyFailure
 from autoloop_py.strategies.evox.state import (
@@ -121,9 +122,12 @@ def end_turn(state: EvoXState, bests: Sequence[float | None], config: EvoXConfig
     count, last, fired = stagnation_step(
         state.stagnant_count, state.last_tracked_best, known[-1], state.switch_interval, config.improvement_threshold
     )
+    backoff = state.meta_backoff
+    if fired and backoff > 0:  # the meta LLM failed lately: this stagnation signal passes without a call
+        fired, backoff = False, backoff - 1
     return replace(
         state, window_start_score=start, window_bests=(*state.window_bests, *known), stagnant_count=count,
-        last_tracked_best=last, evolve_due=state.evolve_due or fired,
+        last_tracked_best=last, evolve_due=state.evolve_due or fired, meta_backoff=backoff,
     )
 
 
@@ -191,7 +195,11 @@ def apply_edit(state: EvoXState, edit: EditCheck | None, config: EvoXConfig, ite
 
 
 def evolve(state: EvoXState, meta: MetaOutcome, best: float | None, iteration: int) -> EvoXState:
-    """Returns the state after a meta step: the window scored and reset, the rewrite swapped in or recorded failed."""
+    """Returns the state after a meta step: the window scored and reset, the rewrite swapped in or recorded failed.
+
+    A failed step passes over the next 1, 2, 4 or at most 8 stagnation signals (doubling with each failure in a
+    row) rather than spend meta_attempts calls every switch_interval turns on a model that cannot write one.
+    """
     state = reset_window(score_active(state, best, iteration), best, iteration)
     state = replace(state, evolve_due=False, stagnant_count=0, evolutions=state.evolutions + 1)
     new_id = max(s.id for s in state.strategies) + 1
@@ -200,7 +208,10 @@ def evolve(state: EvoXState, meta: MetaOutcome, best: float | None, iteration: i
         reasons = "; ".join(meta.problems) or "the reply held no code"
         failed = StrategyRecord(new_id, code, "failed-validation", parent=meta.parent, validation=reasons,
                                 checksum=checksum(code), note=meta.summary)
-        return replace(state, strategies=(*state.strategies, failed), meta_failures=state.meta_failures + 1)
+        in_row = state.meta_failures_in_row + 1
+        return replace(state, strategies=(*state.strategies, failed), meta_failures=state.meta_failures + 1,
+                       meta_failures_in_row=in_row, meta_backoff=backoff_wait(in_row, 1))
+    state = replace(state, meta_failures_in_row=0, meta_backoff=0)
     old = replace(state.strategy(state.active), status="scored")
     new = StrategyRecord(new_id, code, "active", window_start=iteration, start_score=best, parent=meta.parent,
                          checksum=checksum(code), note=meta.summary)

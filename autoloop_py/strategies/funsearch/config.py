@@ -14,6 +14,7 @@ SKELETON_FILE = "skeleton.md"
 SCORE_REDUCTIONS = ("last", "average", "metric")
 CLUSTER_SAMPLINGS = ("without_replacement", "with_replacement")
 LENGTH_NORMALIZATIONS = ("range", "max")
+SCORE_NORMALIZATIONS = ("range", "none")
 DIRECTIONS = ("higher", "lower")
 
 
@@ -33,6 +34,8 @@ class FunSearchConfig:
       cluster_sampling: `without_replacement` among clusters with p > 1e-6 (Fork), or
         `with_replacement`, i.i.d. draws (Ref).
       length_normalization: `range` divides by max − min + 1e-6 (Fork), `max` by max + 1e-6 (Ref).
+      score_normalization: `range` (AL) scales the island's cluster scores to [0, 1] before the softmax, so that
+        T_init means the same whatever the metric's units; `none` (Ref and Fork) uses them raw.
       deduplicate: discard a program whose output hash is already on its island (Fork; only when the
         evaluator reports an `output_hash`).
       max_population: the Population entries kept in the state file (AL; the spec has no cap): past it the
@@ -50,6 +53,7 @@ class FunSearchConfig:
     score_reduction: str = "last"
     cluster_sampling: str = "without_replacement"
     length_normalization: str = "range"
+    score_normalization: str = "range"
     deduplicate: bool = True
     max_population: int = 20
     direction: str = "higher"
@@ -78,6 +82,7 @@ SETTINGS: dict[str, settings.Convert] = {
     "score_reduction": settings.choice(SCORE_REDUCTIONS),
     "cluster_sampling": settings.choice(CLUSTER_SAMPLINGS),
     "length_normalization": settings.choice(LENGTH_NORMALIZATIONS),
+    "score_normalization": settings.choice(SCORE_NORMALIZATIONS),
     "deduplicate": settings.flag,
     "max_population": settings.whole(1),
 }

@@ -54,6 +54,7 @@ __all__ = [
     "describe",
     "is_duplicate",
     "length_probabilities",
+    "normalized_scores",
     "normal_noise",
     "parse_state_block",
     "record",
@@ -163,6 +164,17 @@ def softmax(logits: Sequence[float], temperature: float) -> list[float]:
     return probabilities
 
 
+def normalized_scores(scores: Sequence[float], normalization: str = "range") -> list[float]:
+    """Returns the scores the cluster softmax reads: scaled to [0, 1] by their range (`range`), or raw (`none`).
+
+    Raw scores spanning tens of units at T = 0.1 leave one cluster above 1e-6, so a prompt shows one version.
+    """
+    if normalization == "none":
+        return list(scores)
+    low, spread = min(scores), max(scores) - min(scores)
+    return [(score - low) / spread if spread > 0 else 0.0 for score in scores]
+
+
 def length_probabilities(lengths: Sequence[int], normalization: str = "range") -> list[float]:
     """Returns softmax(−ℓ̃) over a cluster's lengths, ℓ̃ = (ℓ − min)/(max − min + ε) (`range`) or /(max + ε) (`max`)."""
     low, high = min(lengths), max(lengths)
@@ -203,7 +215,7 @@ def decide(
     else:
         island, clusters = offered[uniform_index(draws.random(), len(offered))]
     temperature = config.temperature(island.num_programs)
-    scores = [oriented(c.score, config) for c in clusters]
+    scores = normalized_scores([oriented(c.score, config) for c in clusters], config.score_normalization)
     chosen, probabilities, used = choose_clusters(scores, temperature, config, draws)
     picks = [_pick_member(clusters[i], probabilities[i], by_id, config, draws) for i in chosen]
     picks.sort(key=lambda p: oriented(p.score, config))

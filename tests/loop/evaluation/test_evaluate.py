@@ -8,6 +8,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 from autoloop_py.errors import EvaluationError
 from autoloop_py.loop.evaluation.evaluate import EvaluationResult
 from autoloop_py.loop.evaluation.evaluate import evaluate as run_evaluation
-from autoloop_py.loop.evaluation.evaluate import parse_metric
+from autoloop_py.loop.evaluation.evaluation_report import read_report
 from autoloop_py.program.model import Program, load_program
 from autoloop_py.sandbox.process import DRAIN_GRACE, HEAD_CAP, MARK_ENV_VAR, run_command
 
@@ -24,6 +25,12 @@ ENV = dict(os.environ)
 
 
 # --- parse_metric ---------------------------------------------------------------------------
+
+
+def parse_metric(stdout: str, metric: str) -> tuple[float | None, dict[str, Any], str | None]:
+    """Returns (metric, last JSON object, error) read from a command's stdout; metric is None on error."""
+    report = read_report(stdout, metric)
+    return report.metric, dict(report.metrics), report.error
 
 
 def test_parse_metric_last_object_wins() -> None:

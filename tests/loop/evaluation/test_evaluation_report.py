@@ -35,6 +35,19 @@ def test_an_error_without_a_metric_is_an_error() -> None:
     assert report.error == "evaluation reported an error: no circles"
 
 
+def test_a_run_that_reported_nothing_says_how_its_output_ended() -> None:
+    printed = ("warming up\n", "Traceback: no module named numpy\n")
+    assert read_report("warming up\n", "score", printed=printed).error == (
+        'the evaluation printed no JSON object; print one such as {"score": 0.5} as its last line; '
+        "its stdout ended: 'warming up'")
+    assert read_report("", "score", whole=True, printed=("", printed[1])).error.endswith(
+        "; its stderr ended: 'Traceback: no module named numpy'")
+    assert read_report("", "score", printed=("", "")).error.endswith("; it printed nothing")
+    assert read_report('{"error": "no circles"}', "score", printed=printed).error == (
+        "evaluation reported an error: no circles")  # an object was read: it says enough
+    assert "ended" not in (read_report("warming up\n", "score").error or "")  # a handed-off report: no run's output
+
+
 def test_feedback_log_tail_and_other_values() -> None:
     text = '{"score": 2, "feedback": "circle 3 overlaps circle 7", "log_tail": "step 9\\n", "best_x": [1, 2]}'
     report = read_report(text, "score")

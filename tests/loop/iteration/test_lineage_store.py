@@ -146,9 +146,12 @@ def _program(tmp_path: Path, frontmatter: str, targets: tuple[str, ...] = ("a.py
 
 def test_the_filter_is_on_by_default_and_switchable(git_repo: Path) -> None:
     program = _program(git_repo, "seed: 1\n")
-    assert (program.config.novelty_filter, program.config.novelty_threshold) == (True, 0.8)
+    config = program.config
+    assert (config.novelty_filter, config.novelty, config.novelty_threshold) == (True, "exact", None)
     off = _program(git_repo / "off", "novelty_filter: false\nnovelty-threshold: 0.5\n")
     assert (off.config.novelty_filter, off.config.novelty_threshold) == (False, 0.5)
+    embedding = _program(git_repo / "embedding", "novelty: embedding\nnovelty-threshold: 0.97\n")
+    assert (embedding.config.novelty, embedding.config.novelty_threshold) == ("embedding", 0.97)
 
 
 def test_branch_files_read_many_files_at_once(git_repo: Path) -> None:
@@ -169,11 +172,25 @@ def test_branch_files_read_many_files_at_once(git_repo: Path) -> None:
 @pytest.mark.parametrize(
     ("line", "message"),
     [("novelty_filter: maybe\n", "must be true or false, got 'maybe'"),
-     ("novelty_threshold: 1.5\n", "must be a share above 0 and at most 1 (e.g. 0.8), got 1.5")],
+     ("novelty_threshold: 1.5\n", "must be a share above 0 and at most 1 (e.g. 0.8), got 1.5"),
+     ("novelty_threshold: 0\n", "must be a share above 0 and at most 1 (e.g. 0.8), got 0"),
+     ("novelty: semantic\n", "must be one of exact, embedding, got 'semantic'")],
 )
 def test_bad_novelty_settings_name_the_key(tmp_path: Path, line: str, message: str) -> None:
-    with pytest.raises(ProgramError, match=r"frontmatter `novelty_\w+`: " + message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(ProgramError, match=r"frontmatter `novelty(_\w+)?`: " + message.replace("(", r"\(").replace(")", r"\)")):
         _program(tmp_path, line)
+
+
+def test_novelty_models_without_novelty_embedding_are_named_unused(tmp_path: Path) -> None:
+    models = "models:\n  - openai/a\n  - model: openai/e\n    role: embedding\n  - model: openai/j\n    role: judge\n"
+    unused = _program(tmp_path, models)
+    assert list(unused.warnings) == [".autoloop/programs/demo/program.md:2: frontmatter `models`: the `role: embedding` "
+                               "entry (openai/e) is not used without `novelty: embedding`"]
+    used = _program(tmp_path / "used", models + "novelty: embedding\n")
+    assert not used.warnings and [s.role for s in used.config.models] == ["propose", "embedding", "judge"]
+    off = _program(tmp_path / "off", "novelty: embedding\nnovelty-filter: false\n")
+    assert list(off.warnings) == [".autoloop/programs/demo/program.md:2: frontmatter `novelty: embedding` does "
+                                  "nothing with `novelty-filter: false`"]
 
 
 def test_screen_judges_single_file_candidates_only(tmp_path: Path) -> None:
@@ -188,6 +205,13 @@ def test_screen_judges_single_file_candidates_only(tmp_path: Path) -> None:
 def test_screen_evaluates_a_duplicate_whose_result_would_now_be_accepted(tmp_path: Path) -> None:
     program = _program(tmp_path, "seed: 1\n")
     assert lineage_store.screen(_reader(), program, "a.py", {"a.py": s.C}, {"a.py": s.A}, "C", 0.5) is None
+
+
+def test_evaluated_sources_are_the_lineage_and_newest_scored_rows() -> None:
+    reader = _reader()
+    found = reader.evaluated_sources(reader.lineage("C"))
+    assert found["C"] == s.C and found["A"] == s.A and set(found) >= {"A", "B", "C"}
+    assert all(reader.row(name) is not None for name in found)
 
 
 def test_screen_reports_a_recycled_candidate(tmp_path: Path) -> None:
@@ -215,7 +239,7 @@ def test_feedback_items_show_the_parent_and_its_latest_attempts_not_kept(tmp_pat
         "An earlier attempt on this parent (H): failed",
         "An earlier attempt on this parent (G): rejected (value 0.0)",
     ]
-    assert "parent B: 2 of 3 tests pass" in items[0] and "- worst_case: 7" in items[0]
+    assert "parent B: 2 of 3 tests pass" in items[0] and "Other values: worst_case=7\n" in items[0]
     assert "stdout" not in items[0]  # an accepted candidate's output is kept in the trace, not shown
     assert "Error: negative radii" in items[2] and "circle 3 < 0" in items[2]
     assert all(len(item.encode()) <= 400 for item in items) and items[2].endswith("[… cut at feedback-bytes]\n")

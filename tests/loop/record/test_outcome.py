@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autoloop_py.loop.record.outcome import (
+    BestRecheck,
     Outcome,
     OutcomeError,
     idle_outcome,
@@ -46,6 +47,11 @@ def test_render_then_parse_is_the_same_outcome() -> None:
     text, files = render_outcome(accepted())
     assert set(files) == {"code/value.py"}
     assert parse_outcome(text, files) == accepted()
+
+
+def test_a_re_check_of_the_best_round_trips() -> None:
+    outcome = accepted(base_commit=TREE, recheck=BestRecheck(TREE, 4.0, 2.0, "the default branch moved"))
+    assert parse_outcome(*render_outcome(outcome)) == outcome
 
 
 def test_an_evaluations_artifacts_round_trip() -> None:
@@ -122,6 +128,9 @@ def _doc() -> dict:
         (lambda d: d["evaluated"].update(artifacts={"feedback": 3}), "each artifact must be a string"),
         (lambda d: d.update(changed={"code/value.py": "0" * 64}), "not the file outcome.json lists"),
         (lambda d: d.update(deleted=["code/value.py"]), "both changed and deleted"),
+        (lambda d: d.update(recheck={"base": "HEAD", "recorded": 4, "best": 2, "stale": None}), "a git object id"),
+        (lambda d: d.update(recheck={"base": TREE, "recorded": 4, "best": None, "stale": None}), "finite numbers"),
+        (lambda d: d.update(recheck={"base": TREE, "recorded": 4, "best": 2}), "missing ['stale']"),
     ],
 )
 def test_malformed_outcomes_are_refused(change, message: str) -> None:  # type: ignore[no-untyped-def]

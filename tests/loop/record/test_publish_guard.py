@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from autoloop_py.loop.record import publish_guard as guard
-from autoloop_py.loop.record.outcome import Outcome, OutcomeError
+from autoloop_py.loop.record.outcome import BestRecheck, Outcome, OutcomeError
 from autoloop_py.program.models import ModelSpec
 from autoloop_py.program.objectives import Objective
 from autoloop_py.state.trace import Evaluated
+from autoloop_py.state.file import new_state, with_machine
 from autoloop_py.strategies.slots import MAX_SLOTS
 from tests.programs import small_program
 from tests.state_helpers import T0, fresh, rec, run
@@ -159,3 +160,20 @@ def test_the_programs_models_are_its_entries_its_model_and_autoloop_model_here(t
 def test_the_held_out_bullets_the_runner_writes_are_published() -> None:
     held = (("Holdout", "0.5 (search 0.7, gap +0.2)"), ("Incumbent holdout", "0.6 (the best's)"))
     assert guard.bullet_problems(used(*HONEST, *held), OBJECTIVES, MODELS) == []
+
+
+def test_publish_refuses_a_re_check_that_raises_the_best() -> None:
+    base, old = "a" * 40, "b" * 40
+    outcome = Outcome("counter", 3, "counter:3:" + "0" * 16, None, 4.0, None, base_commit=base)
+    fresh = new_state("counter", "Make x large.", "score", "higher", None)
+    state = with_machine(fresh, replace(fresh.machine, best_metric=4.0, best_base=old))
+    assert guard.recheck_to_record(outcome, state, "higher") is None
+    honest = BestRecheck(base, 4.0, 2.0, "the default branch moved")
+    assert guard.recheck_to_record(replace(outcome, recheck=honest), state, "higher") == honest
+    assert guard.recheck_to_record(replace(outcome, recheck=honest), with_machine(state, honest.applied_to(state.machine)),
+                             "higher") is None  # recorded already (another slot's outcome)
+    for forged, why in ((BestRecheck(base, 4.0, 9.0, "moved"), "best 9 is not what a re-check of 4 records"),
+                        (BestRecheck(base, 4.0, 2.0, None), "best 2 is not what a re-check of 4 records"),
+                        (BestRecheck(old, 4.0, 2.0, "moved"), "not on the outcome's base commit")):
+        with pytest.raises(OutcomeError, match=why):
+            guard.recheck_to_record(replace(outcome, recheck=forged), state, "higher")

@@ -257,12 +257,38 @@ def test_a_retired_idea_is_skipped() -> None:
 
 
 def test_a_failed_guide_call_waits_for_the_next_iteration_and_the_cooldown() -> None:
+    reference = replace(CONFIG, paradigm_retry_cooldown=0)
     state = replace(initial_state(CONFIG), window=(0,) * 10, iteration=4)
     failed = install_paradigms(state, [], CONFIG)
-    assert failed.guide_failed_at == 5 and not failed.paradigms
-    assert not wants_paradigms(replace(failed, iteration=4), CONFIG)
-    assert wants_paradigms(replace(failed, iteration=5), CONFIG)
+    assert failed.guide_failed_at == 5 and failed.guide_failures == 1 and not failed.paradigms
+    assert not wants_paradigms(replace(failed, iteration=4), reference)
+    assert wants_paradigms(replace(failed, iteration=5), reference)
     assert not wants_paradigms(replace(failed, iteration=5), replace(CONFIG, paradigm_retry_cooldown=1))
+
+
+def asked_at(state: AdaEvolveState, config: AdaEvolveConfig) -> int:
+    """Returns the first iteration (after state's) at which the guide is asked again."""
+    while not wants_paradigms(state, config):
+        state = replace(state, iteration=state.iteration + 1)
+    return state.iteration + 1
+
+
+def test_unusable_guide_replies_in_a_row_double_the_wait_up_to_eight_times() -> None:
+    state = replace(initial_state(CONFIG), window=(0,) * 10, iteration=4)
+    assert CONFIG.paradigm_retry_cooldown == 5
+    gaps = []
+    for _ in range(6):
+        state = install_paradigms(state, [], CONFIG)  # the reply of iteration state.iteration + 1
+        asked = asked_at(state, CONFIG)
+        gaps.append(asked - state.guide_failed_at)
+        state = replace(state, iteration=asked - 1)
+    assert gaps == [6, 11, 21, 41, 41, 41]
+    assert state.guide_failures == 6
+    installed = install_paradigms(state, IDEAS, CONFIG)
+    assert (installed.guide_failures, installed.guide_failed_at) == (0, None)
+    # A person who sets guide_failures back to 0 in the state table gets the first wait again.
+    edited = replace(state, guide_failures=0, iteration=state.guide_failed_at - 1)
+    assert asked_at(edited, CONFIG) - state.guide_failed_at == 6
 
 
 def test_installing_ideas_archives_the_used_ones_with_their_outcome() -> None:

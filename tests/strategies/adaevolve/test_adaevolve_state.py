@@ -44,7 +44,7 @@ STATE = AdaEvolveState(
     ),
     tried=(TriedParadigm("Greedy insertion", "heapq.heappush", "SUCCESS", 0.0123),
            TriedParadigm("Brute force", "itertools.product", "FAILED", 0.0)),
-    guide_failed_at=9,
+    guide_failed_at=9, guide_failures=2,
 )
 
 
@@ -140,7 +140,7 @@ def states(draw: st.DrawFn) -> AdaEvolveState:
         rng_draws=draw(st.integers(0, 10**6)), window=tuple(draw(st.lists(st.sampled_from([0, 1]), max_size=10))),
         paradigms=ideas, current_paradigm=draw(st.integers(0, len(ideas) - 1)) if ideas else 0,
         best_at_gen=draw(_best), best_during=draw(_best), tried=tuple(draw(st.lists(_tried, max_size=3))),
-        guide_failed_at=draw(st.one_of(st.none(), st.integers(0, 10**6))),
+        guide_failed_at=draw(st.one_of(st.none(), st.integers(0, 10**6))), guide_failures=draw(st.integers(0, 99)),
     )
 
 

@@ -77,6 +77,27 @@ def test_e8_db_parent_is_argmax_j_with_non_numbers_last() -> None:
     assert evox.db_parent([]) is None
 
 
+
+def test_failed_meta_steps_in_a_row_pass_over_more_stagnation_signals_each_time() -> None:
+    # switch_interval 3: flat scores fire every 3 turns; record when a meta step is due and fail it each time.
+    meta = MetaOutcome(0, (), None, (), 3)
+    state = replace(evox.initial_state(CONFIG), last_tracked_best=0.5, window_start_score=0.5)
+    asked = []
+    for turn in range(1, 61):
+        state = evox.end_turn(state, [0.5], CONFIG)
+        if state.evolve_due:
+            asked.append(turn)
+            state = evox.evolve(state, meta, 0.5, turn)
+    assert asked == [3, 9, 18, 33, 60]  # gaps of 2, 3, 5 and 9 intervals: 1, 2, 4 and 8 signals passed over
+    assert (state.meta_failures, state.meta_failures_in_row, state.meta_backoff) == (5, 5, 8)
+    # A valid rewrite clears the back-off; so does a person setting meta_backoff to 0 in the state table.
+    good = MetaOutcome(0, (), INITIAL, (), 1)
+    after = evox.evolve(replace(state, evolve_due=True), good, 0.5, 61)
+    assert (after.meta_failures_in_row, after.meta_backoff, after.meta_failures) == (0, 0, 5)
+    edited = replace(state, meta_backoff=0, stagnant_count=2)
+    assert evox.end_turn(edited, [0.5], CONFIG).evolve_due
+
+
 # ---------------------------------------------------------------- §3.6 edge cases
 
 

@@ -30,7 +30,8 @@ def _full_state() -> EvoXState:
     return EvoXState(
         switch_interval=4, stagnant_count=2, last_tracked_best=-1.25, evolve_due=True, window_start_iteration=9,
         window_start_score=-1.25, window_bests=(-1.25, -1.2), active=2, pending=2, fallback=0,
-        best_strategy_j=0.125, evolutions=2, meta_failures=1, labels="generated",
+        best_strategy_j=0.125, evolutions=2, meta_failures=1, meta_failures_in_row=1, meta_backoff=1,
+        labels="generated",
         diverge_label="## IMPORTANT: go wide\n\n```python\nx = 1\n```\n### Goal", refine_label="## IMPORTANT: polish",
         rng_seed=7, rng_draws=12, strategies=(s0, s1, s2),
     )
@@ -184,7 +185,8 @@ def _states(draw: st.DrawFn) -> EvoXState:
         window_start_iteration=draw(st.integers(0, 10_000)), window_start_score=draw(st.none() | _SCORE),
         window_bests=tuple(draw(st.lists(_SCORE, max_size=6))), active=draw(ids), pending=draw(st.none() | ids),
         fallback=draw(st.none() | ids), best_strategy_j=draw(st.none() | _J), evolutions=draw(st.integers(0, 99)),
-        meta_failures=draw(st.integers(0, 99)), labels=draw(st.sampled_from(evox.LABEL_STATES)),
+        meta_failures=draw(st.integers(0, 99)), meta_failures_in_row=draw(st.integers(0, 99)),
+        meta_backoff=draw(st.integers(0, 8)), labels=draw(st.sampled_from(evox.LABEL_STATES)),
         diverge_label=draw(_LABEL), refine_label=draw(_LABEL), rng_seed=draw(st.integers(0, 2**31)),
         rng_draws=draw(st.integers(0, 10_000)), strategies=strategies,
     )

@@ -28,6 +28,7 @@ from autoloop_py.strategies.funsearch.state import (
 from autoloop_py.strategies.slots import Slot
 
 CONFIG = FunSearchConfig("priority")
+RAW = FunSearchConfig("priority", score_normalization="none")  # the references' softmax over raw scores
 
 
 class FakeRng:
@@ -97,7 +98,7 @@ def test_f3_cluster_probabilities_for_high_and_low_scores() -> None:
 
 def test_f3_decide_reports_the_probability_of_each_drawn_cluster() -> None:
     state = FunSearchState(islands=(island(0, cluster(0.5, (1, 10)), cluster(0.4, (2, 10)), cluster(0.3, (3, 10))),))
-    decision = sample(state, 0.0, 0.0, 0.0, 0.0, 0.0)
+    decision = sample(state, 0.0, 0.0, 0.0, 0.0, 0.0, config=RAW)
     assert [p.cluster_probability for p in decision.picks] == pytest.approx([0.24472847, 0.66524096], abs=1e-8)
 
 
@@ -118,13 +119,28 @@ def test_f6_the_stable_softmax_survives_scores_that_overflow_the_naive_one() -> 
     assert fs.softmax([1e308, -1e308], 1e-6) == [1.0, 0.0]
 
 
-def test_overflowing_scores_leave_one_cluster_and_one_example_in_the_prompt() -> None:
+def test_overflowing_scores_leave_one_cluster_and_one_example_in_the_prompt_with_raw_scores() -> None:
     islands = (island(0, cluster(510, (1, 10))), island(1, cluster(512, (2, 10)), cluster(510, (3, 9))))
     state = FunSearchState(islands=islands)
-    decision = sample(state, 0.9, 0.5, 0.5)
+    decision = sample(state, 0.9, 0.5, 0.5, config=RAW)
     assert decision.island == 1 and decision.temperature == 0.1
     assert [p.candidate.id for p in decision.picks] == [2]
     assert decision.picks[0].cluster_probability == pytest.approx(0.999999998)
+
+
+def test_range_scaled_scores_show_several_versions_whatever_the_metric_units() -> None:
+    # The same island as above: scaled to [0, 1] the weaker cluster keeps e^-10 of the best's weight, above 1e-6.
+    islands = (island(0, cluster(510, (1, 10))), island(1, cluster(512, (2, 10)), cluster(510, (3, 9))))
+    decision = sample(FunSearchState(islands=islands), 0.9, 0.5, 0.5, 0.5, 0.5)
+    assert [p.candidate.id for p in decision.picks] == [3, 2]
+    assert decision.picks[1].cluster_probability == pytest.approx(1 / (1 + math.exp(-10)))
+    # Scaling makes the choice independent of the metric's offset and units.
+    assert fs.normalized_scores([510, 512, 511]) == fs.normalized_scores([0.5, 2.5, 1.5]) == [0.0, 1.0, 0.5]
+
+
+def test_normalized_scores_keep_raw_scores_for_the_reference_and_equal_ones_level() -> None:
+    assert fs.normalized_scores([3.0, -7.5], "none") == [3.0, -7.5]
+    assert fs.normalized_scores([0.7, 0.7]) == [0.0, 0.0]
 
 
 def test_all_equal_scores_are_drawn_uniformly() -> None:
@@ -219,7 +235,7 @@ def test_a_lower_is_better_metric_orients_the_scores() -> None:
     config = replace(CONFIG, direction="lower")
     state = FunSearchState(islands=(island(0, cluster(-0.9, (1, 10)), cluster(-1.2, (2, 10))),))
     decision = sample(state, 0.0, 0.0, 0.0, 0.0, 0.0, config=config)
-    assert decision.picks[0].cluster_probability == pytest.approx(fs.softmax([0.9, 1.2], 0.1)[0])
+    assert decision.picks[0].cluster_probability == pytest.approx(fs.softmax(fs.normalized_scores([0.9, 1.2]), 0.1)[0])
     assert [p.score for p in decision.picks] == [-0.9, -1.2]
 
 

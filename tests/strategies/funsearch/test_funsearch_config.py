@@ -148,9 +148,12 @@ def test_deepmind_switches_in_the_settings_table_give_the_reference_sampling() -
     for directory in (TEMPLATE, SHIPPED):
         text = (directory / "strategy.md").read_text(encoding="utf-8")
         assert "DistributedFunSearch fork" in text and "`with_replacement`" in text and "`max`" in text
-    deepmind = TABLE.replace("| deduplicate | no | Off. |\n", "| length_normalization | max | Ref. |\n")
+        assert "`score_normalization` to `none`" in text
+    deepmind = TABLE.replace("| deduplicate | no | Off. |\n", "| length_normalization | max | Ref. |\n"
+                             "| score_normalization | none | Ref. |\n")
     config = parse_funsearch_config(playbook(deepmind), {})
     assert (config.cluster_sampling, config.length_normalization) == ("with_replacement", "max")
+    assert config.score_normalization == "none" and FunSearchConfig("priority").score_normalization == "range"
     # F4 (Ref): lengths [100, 150, 200] → ℓ̃ [0, .25, .5] → [.41922895, .32649584, .25427521].
     assert fs.length_probabilities([100, 150, 200], config.length_normalization) == pytest.approx(
         [0.41922895, 0.32649584, 0.25427521], abs=1e-8)

@@ -1,69 +1,59 @@
 """Scores `groupby.py`'s `group_sum` against pandas and prints one JSON object.
 
-speedup = the geometric mean, over three datasets, of (pandas time / candidate time), each time the
-best of several interleaved runs. Times are this process's CPU time (time.process_time): on a busy
-machine the wall clock doubles whenever another job takes the core; the CPU time barely moves.
-A candidate whose result differs from pandas in any way (keys, sums, dtype, order) scores nothing:
-the evaluator prints {"error": ...} and exits 1. The data are seeded; only the timings vary.
+speedup = the geometric mean, over three kinds of dataset, of (pandas' time / the candidate's time), each the
+median of ROUNDS timed calls after an untimed warm-up. The candidate runs in a process of its own
+(autoloop_py.candidate.Session) and reports nothing but its answer: this file times each call's round trip with
+its own clock, so the candidate cannot set its own time. Pandas runs the same way (harness.py moves the arrays
+through .npy files for both), all of it before the candidate's process starts, so nothing of the candidate runs
+while pandas is timed. Each round's data are drawn afresh from an unpredictable seed, so no answer can be
+computed ahead or cached between calls. An answer that differs from pandas' in any way (keys, sums, dtype,
+order) scores nothing: the evaluator prints {"error": ...} and exits 1.
 Do not modify: the loop compares candidates by this file's output.
 """
+
 from __future__ import annotations
 
 import ast
-import ctypes
-import ctypes.util
-import gc
-import importlib.util
+import hashlib
 import json
 import math
+import secrets
+import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
-from types import ModuleType
-from typing import Any, Callable
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
-import pandas as pd
+
+from autoloop_py.candidate import CandidateError, Session
 
 ROWS = 250_000
-SEED = 20240611
-MAX_ROUNDS = 30
-MIN_ROUNDS = 5
-ROUND_BUDGET = 0.3  # seconds per dataset after which no further round starts (past MIN_ROUNDS)
+ROUNDS = 5  # timed calls per dataset kind, after one untimed warm-up; the median counts
+KINDS = ("narrow", "medium", "sparse")
+CALL_SECONDS = 20.0  # for one call, warm-up included
+CODE = Path(__file__).resolve().parent
 ALLOWED_IMPORTS = {
     "__future__", "numpy", "math", "itertools", "functools", "operator", "collections", "heapq", "bisect", "typing",
 }  # fmt: skip
 
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt() parameter numbers
-
 Arrays = tuple[np.ndarray, np.ndarray]
-GroupSum = Callable[[np.ndarray, np.ndarray], Any]
+Seeds = dict[str, list[int]]
+Case = tuple[str, int, Arrays]  # (kind, round, inputs)
+Judge = Callable[[str, int, Arrays, Arrays], None]  # (kind, round, inputs, answer)
 
 
-def keep_freed_memory() -> None:
-    """Makes glibc reuse freed memory rather than hand it back to the kernel and fault it in again.
-
-    Page faults on fresh allocations were the largest timing noise: up to half of pandas' time on
-    the narrow dataset, varying from run to run. Elsewhere than glibc this does nothing.
-    """
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        libc.mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024)
-        libc.mallopt(M_TRIM_THRESHOLD, 1024 * 1024 * 1024)
-    except (OSError, AttributeError):
-        pass
-
-
-def datasets(rows: int = ROWS) -> dict[str, Arrays]:
-    """Returns the timed inputs: a narrow key range, a medium range with many keys, sparse 62-bit keys."""
-    rng = np.random.default_rng(SEED)
-    sparse_pool = rng.integers(-(2**62), 2**62, 20_000)
-    keys = {
-        "narrow": rng.integers(-500, 500, rows),
-        "medium": rng.integers(0, rows // 2, rows),
-        "sparse": rng.choice(sparse_pool, rows),
-    }
-    return {name: (k.astype(np.int64), rng.integers(-1000, 1001, rows).astype(np.int64)) for name, k in keys.items()}
+def dataset(kind: str, seed: int, rows: int = ROWS) -> Arrays:
+    """Returns one input of a kind: a narrow key range, a medium range with many keys, or sparse 62-bit keys."""
+    rng = np.random.default_rng(seed)
+    if kind == "narrow":
+        keys = rng.integers(-500, 500, rows)
+    elif kind == "medium":
+        keys = rng.integers(0, rows // 2, rows)
+    else:
+        keys = rng.choice(rng.integers(-(2**62), 2**62, 20_000), rows)
+    return keys.astype(np.int64), rng.integers(-1000, 1001, rows).astype(np.int64)
 
 
 def edge_cases() -> dict[str, Arrays]:
@@ -82,36 +72,28 @@ def edge_cases() -> dict[str, Arrays]:
 
 
 def reference(keys: np.ndarray, values: np.ndarray) -> Arrays:
-    """Returns pandas' answer: the sorted distinct keys and the sum per key."""
+    """Returns pandas' answer, computed in this process (only to say where a wrong answer differs)."""
+    import pandas as pd
+
     result = pd.Series(values, copy=False).groupby(keys).sum()
     return result.index.to_numpy(), result.to_numpy()
 
 
-def load_candidate() -> GroupSum:
-    """Returns group_sum from groupby.py, refusing imports other than numpy and pure standard modules."""
-    sys.dont_write_bytecode = True
-    path = Path(__file__).resolve().parent / "groupby.py"
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+def check_imports() -> None:
+    """Raises ImportError when groupby.py imports anything but numpy and pure standard modules."""
+    for node in ast.walk(ast.parse((CODE / "groupby.py").read_text(encoding="utf-8"))):
         names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
         names += [node.module or ""] if isinstance(node, ast.ImportFrom) else []
         for name in names:
             if name.split(".")[0] not in ALLOWED_IMPORTS:
                 raise ImportError(f"groupby.py imports {name}; only numpy and pure standard modules are allowed")
-    spec = importlib.util.spec_from_file_location("groupby", path)
-    assert spec is not None and spec.loader is not None
-    module: ModuleType = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.group_sum
 
 
-def check(case: str, got: Any, want: Arrays) -> None:
+def check(case: str, got: Arrays, want: Arrays) -> None:
     """Raises ValueError unless got is exactly want: two 1-D int64 arrays with equal keys and sums."""
-    if not isinstance(got, (tuple, list)) or len(got) != 2:
-        raise ValueError(f"{case}: group_sum must return (keys, sums), got {type(got).__name__}")
     for label, array, expected in zip(("keys", "sums"), got, want):
-        if not isinstance(array, np.ndarray) or array.dtype != np.int64 or array.ndim != 1:
-            kind = getattr(array, "dtype", type(array).__name__)
-            raise ValueError(f"{case}: {label} must be a 1-D int64 numpy array, got {kind}")
+        if array.dtype != np.int64 or array.ndim != 1:
+            raise ValueError(f"{case}: {label} must be a 1-D int64 numpy array, got {array.dtype} of {array.ndim} dims")
         if not np.array_equal(array, expected):
             raise ValueError(f"{case}: {label} differ from pandas ({_first_difference(array, expected)})")
 
@@ -123,43 +105,76 @@ def _first_difference(got: np.ndarray, want: np.ndarray) -> str:
     return f"at position {at}: {got[at]} instead of {want[at]}"
 
 
-def _timed(function: GroupSum, keys: np.ndarray, values: np.ndarray) -> tuple[float, Any]:
-    """Returns (CPU seconds, result) of one call on fresh copies, so nothing can be cached between calls."""
-    keys, values = keys.copy(), values.copy()
-    gc.disable()
-    try:
-        start = time.process_time()
-        result = function(keys, values)
-        return time.process_time() - start, result
-    finally:
-        gc.enable()
+def digest(answer: Arrays) -> str:
+    """Returns a fingerprint of an answer: its dtypes, shapes and bytes."""
+    hashed = hashlib.sha256()
+    for array in answer:
+        hashed.update(f"{array.dtype}{array.shape}".encode())
+        hashed.update(np.ascontiguousarray(array).tobytes())
+    return hashed.hexdigest()
 
 
-def speedup(candidate: GroupSum, name: str, keys: np.ndarray, values: np.ndarray) -> float:
-    """Returns best pandas time / best candidate time over interleaved rounds, checking every result."""
-    want = reference(keys, values)
-    check(name, candidate(keys.copy(), values.copy()), want)  # warm-up, untimed
-    best_pandas = best_candidate = math.inf
+def round_trip(
+    session: Session, which: str, folder: Path, keys: np.ndarray, values: np.ndarray
+) -> tuple[float, Arrays]:
+    """Returns (wall seconds from request to reply, the answer) of one call, on fresh files in folder."""
+    for name in ("keys_out", "sums_out"):
+        (folder / f"{name}.npy").unlink(missing_ok=True)
+    np.save(folder / "keys.npy", keys)
+    np.save(folder / "values.npy", values)
     started = time.perf_counter()
-    for round_ in range(MAX_ROUNDS):
-        if round_ >= MIN_ROUNDS and time.perf_counter() - started > ROUND_BUDGET:
-            break
-        pandas_time, _ = _timed(reference, keys, values)
-        candidate_time, got = _timed(candidate, keys, values)
-        check(name, got, want)
-        best_pandas, best_candidate = min(best_pandas, pandas_time), min(best_candidate, candidate_time)
-    return best_pandas / max(best_candidate, 1e-9)
+    session.call(which, str(folder))
+    took = time.perf_counter() - started
+    return took, (np.load(folder / "keys_out.npy"), np.load(folder / "sums_out.npy"))
+
+
+def inputs(seeds: Seeds) -> Iterator[Case]:
+    """Yields (kind, round, arrays): the edge cases (round 0), then each kind's warm-up (round 0) and timed rounds."""
+    for name, arrays in edge_cases().items():
+        yield name, 0, arrays
+    for kind, kind_seeds in seeds.items():
+        for number, seed in enumerate(kind_seeds):
+            yield kind, number, dataset(kind, seed)
+
+
+def timed(which: str, cases: list[Case], kinds: Sequence[str], judge: Judge) -> dict[str, list[float]]:
+    """Returns the timed round trips of `which` ("pandas" or "groupby") per kind, judging every answer."""
+    times: dict[str, list[float]] = {kind: [] for kind in kinds}
+    with tempfile.TemporaryDirectory(prefix=f"groupby-{which}-") as folder, \
+            Session(CODE / "harness.py", "group_sum_files", timeout=CALL_SECONDS) as session:  # fmt: skip
+        for kind, number, arrays in cases:
+            took, answer = round_trip(session, which, Path(folder), *arrays)
+            judge(kind, number, arrays, answer)
+            if kind in times and number:  # the first call of a kind is its warm-up
+                times[kind].append(took)
+    return times
+
+
+def speedups(seeds: Seeds) -> dict[str, float]:
+    """Returns pandas' median time over the candidate's, per kind: pandas first, the candidate after."""
+    wanted: dict[tuple[str, int], str] = {}
+
+    def remember(kind: str, number: int, arrays: Arrays, answer: Arrays) -> None:
+        wanted[kind, number] = digest(answer)
+
+    def compare(kind: str, number: int, arrays: Arrays, answer: Arrays) -> None:
+        if digest(answer) != wanted[kind, number]:  # pandas again, in this process, to say where they differ
+            check(f"{kind} dataset" if kind in seeds else kind, answer, reference(*arrays))
+
+    cases = list(inputs(seeds))  # drawn once, kept in this process only
+    pandas = timed("pandas", cases, list(seeds), remember)
+    candidate = timed("groupby", cases, list(seeds), compare)
+    return {kind: statistics.median(pandas[kind]) / max(statistics.median(candidate[kind]), 1e-9) for kind in seeds}
 
 
 def main() -> int:
     """Prints the metrics (or an error) as the last line of stdout; returns the exit status."""
-    keep_freed_memory()
+    # Unpredictable seeds: the candidate cannot compute the answers ahead, nor know which data come next.
+    seeds = {kind: [secrets.randbits(63) for _ in range(ROUNDS + 1)] for kind in KINDS}
     try:
-        candidate = load_candidate()
-        for name, (keys, values) in edge_cases().items():
-            check(name, candidate(keys.copy(), values.copy()), reference(keys, values))
-        ratios = {name: speedup(candidate, name, k, v) for name, (k, v) in datasets().items()}
-    except Exception as err:  # any failure of the candidate is an error, never a low score
+        check_imports()
+        ratios = speedups(seeds)
+    except (CandidateError, ValueError, ImportError, OSError) as err:  # a failure is an error, never a low score
         print(json.dumps({"error": f"{type(err).__name__}: {err}"}))
         return 1
     geometric = math.exp(sum(math.log(r) for r in ratios.values()) / len(ratios))
