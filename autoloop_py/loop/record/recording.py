@@ -29,7 +29,7 @@ from autoloop_py.strategies.runner import StrategyRunner
 
 logger = logging.getLogger(__name__)
 _UNLIMITED = 1 << 40
-Recheck = Callable[[statefile.IterationRecord, float | None], statefile.IterationRecord]
+Recheck = Callable[[statefile.IterationRecord, statefile.StateFile], statefile.IterationRecord]
 # A state file is refused, unparsed, past HARD_CAP_FACTOR times its budget (never below HARD_CAP_FLOOR, so
 # that a hand-edited file of a few MB is still read and compacted): 50 MB took 81 s and 1.4 GB to parse.
 HARD_CAP_FACTOR = 10
@@ -139,7 +139,7 @@ def record_iteration(
 ) -> statefile.IterationRecord:
     """Applies the record (and data) to the freshest state file and commits it; re-applied on a concurrent update.
 
-    recheck(record, best of the fresh state) returns the record to apply there (an accepted one may have lost
+    recheck(record, the fresh state) returns the record to apply there (an accepted one may have lost
     to a concurrent better candidate meanwhile). Returns the record as applied.
     """
     runner, candidate, prompt, evaluated = data.runner, data.candidate, data.prompt, data.evaluated
@@ -153,7 +153,7 @@ def record_iteration(
         if text is not None and record.key and any(entry.key == record.key for entry in current.history):
             kept.clear()  # a retried or re-run record that is already there is not added twice
             return text
-        applied[0] = recheck(record, current.machine.best_metric) if recheck is not None else record
+        applied[0] = recheck(record, current) if recheck is not None else record
         return _applied(current, applied[0])
 
     def _applied(current: statefile.StateFile, record: statefile.IterationRecord) -> str:
