@@ -22,7 +22,7 @@ from autoloop_py.loop.record import publish_guard as guard
 from autoloop_py.loop.record import recovery
 from autoloop_py.loop.record.outcome import Outcome, OutcomeError
 from autoloop_py.loop.record.publishing import branch_tree, check_outcome, keep_outcome, known_commit, runner_of_commit
-from autoloop_py.loop.record.recording import IterationData, load_state, record_iteration, state_path
+from autoloop_py.loop.record.recording import IterationData, load_state, record_iteration, recorded_before, state_path
 from autoloop_py.program.model import Program
 from autoloop_py.program.objectives import Objective, Scalarisation
 from autoloop_py.state.file import StateFile
@@ -124,8 +124,8 @@ def publish_tick(
         recovery.reconcile(root, program, memory, budget, ci_gate=ci_gate)
         state = load_state(memory, program, budget)
         guard.refuse(program.name, guard.numbered_claims(ordered, state))
-        tokens = {_token(e.key) for e in state.history if e.key}
-        ran = numbered([o for o in ran if _token(o.key) not in tokens], state.machine.iteration_count + 1)
+        ran = numbered([o for o in ran if not recorded_before(state, o.key, memory, state_path(program))],
+                       state.machine.iteration_count + 1)
         guard.refuse(program.name, guard.state_problems(state, program, [o.record for o in ran if o.record], budget))
         if ran:
             aside: dict[str, str] = {}
