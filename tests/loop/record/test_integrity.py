@@ -122,7 +122,8 @@ def test_a_record_made_while_a_slot_reads_the_state_is_not_a_lost_one(
         text = real(self, commit, path)
         if path == "p.md" and racing:
             n = racing.pop()
-            self.commit({"p.md": statefile.render_state(_state(n))}, f"[Autoloop: p] (iteration {n})\n\nAutoloop-Key: p:{n}:k{n}")
+            message = f"[Autoloop: p] (iteration {n})\n\nAutoloop-Key: p:{n}:k{n}"
+            self.commit({"p.md": statefile.render_state(_state(n))}, message)
         return text
 
     monkeypatch.setattr(MemoryStore, "read_at", read_at)
