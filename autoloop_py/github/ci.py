@@ -231,13 +231,15 @@ def settle(
     def change(text: str | None) -> str:
         fresh = parse_or_new(text, program, state_path(program))
         verdict = ci_gate.reconcile(
-            fresh, result, direction=program.direction, target_metric=program.config.target_metric, now=moment
+            fresh, result, direction=program.direction, target_metric=program.config.target_metric, now=moment,
+            program=program,
         )
         verdicts.append(verdict)
         return statefile.render_state(verdict.state)
 
     first = ci_gate.reconcile(
-        state, result, direction=program.direction, target_metric=program.config.target_metric, now=moment
+        state, result, direction=program.direction, target_metric=program.config.target_metric, now=moment,
+        program=program,
     )
     if not first.changed:
         log.info("%s: %s", program.name, first.message)

@@ -223,13 +223,14 @@ class MemoryStore:
         grep: str | None = None,
         limit: int | None = None,
         deleted: bool = False,
+        at: str | None = None,
     ) -> builtins.list[MemoryCommit]:
-        """Returns the branch's commits that changed `path`, newest first.
+        """Returns the branch's commits that changed `path`, newest first (at: up to that commit, not the tip).
 
         Only those after `since`, whose message holds `grep` (fixed text), or that deleted the file (`deleted`).
         """
         check_path(path)
-        tip = self._tip()
+        tip = at or self._tip()
         if tip is None or since == tip:  # `tip..tip` names no commit
             return []
         args = ["log", "--format=%H%x1f%an%x1f%aI%x1f%B%x1e"]
@@ -246,14 +247,14 @@ class MemoryStore:
                 commits.append(MemoryCommit(*parts))
         return commits
 
-    def tip_commit(self, path: str) -> MemoryCommit | None:
-        """Returns the branch tip as commits(path) lists it when the tip itself changed `path`, else None.
+    def tip_commit(self, path: str, at: str | None = None) -> MemoryCommit | None:
+        """Returns the branch tip (or the commit `at`) as commits(path) lists it when it changed `path`, else None.
 
         Read through the session's object reader (no git process): the tip's parent is its only one (or it has
         none) and the file's entry differs from the parent's.
         """
         check_path(path)
-        tip = self._tip()
+        tip = at or self._tip()
         commit = self.session.objects.commit(tip) if tip is not None else None
         if commit is None or len(commit.parents) > 1:
             return None

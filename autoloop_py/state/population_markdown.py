@@ -54,6 +54,8 @@ _CANDIDATE_RE = re.compile(
 )
 _BLOCK_HEADING_RE = re.compile(r"^ {0,3}#{1,3}(?:[ \t]|$)")
 _SECTION_HEADING_RE = re.compile(r"^ {0,3}##(?:[ \t]|$)")
+# Ends the intro when the newest entries were evicted: the ids they had are never handed out again.
+_NEXT_ID_RE = re.compile(r"<!-- autoloop-next-id: ([0-9]{1,15}) -->\n\n\Z")
 _LEVEL3_RE = re.compile(r"^ {0,3}###[ \t]+(.*)$")
 _BREAK_RE = re.compile(r"^ {0,3}(?:(?:-[ \t]*){3,}|(?:\*[ \t]*){3,}|(?:_[ \t]*){3,})$")
 _BULLET_RE = re.compile(r"^ {0,3}[-*+](?:[ \t]+(.*))?$")
@@ -131,6 +133,9 @@ def render_population(population: Population) -> str:
     current = {c.id: c for c in population.candidates}
     pending = [c for c in population.candidates if c.id not in laid]
     out = [population.heading, population.intro]
+    held = [c.id + 1 for c in population.candidates] + [_carried_next_id(population.strategy_state, "", 0), 1]
+    if population.next_id > max(held):
+        _append(out, f"<!-- autoloop-next-id: {population.next_id} -->\n\n")
     if population.strategy_state and StateSlot() not in population.layout:
         _append(out, population.strategy_state)
     for item in population.layout:
@@ -215,8 +220,10 @@ def parse_population(text: str, path: str = "state.md", first_line: int = 0) -> 
         raise StateError("the Population section must start with its `## 🧬 Population` heading", path, first_line + 1)
     blocks = _blocks(lines, 1)
     intro = "".join(lines[1 : blocks[0][0] if blocks else len(lines)])
+    kept = _NEXT_ID_RE.search(intro)
+    intro = intro[: kept.start()] if kept else intro
     layout: list[LayoutItem] = []
-    strategy_state, carried = "", 0
+    strategy_state, carried = "", int(kept.group(1)) if kept else 0
     for start, end in blocks:
         block = lines[start:end]
         if _is_state_heading(block[0]) and not strategy_state:

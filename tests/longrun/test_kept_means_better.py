@@ -277,15 +277,7 @@ def _hand_edit(memory: MemoryStore) -> None:
     memory.update(f"{NAME}.md", change, "a person's edit")
 
 
-# Under load, a run without a barrier once stopped with "Iteration Count is 3, but iteration 4 was already
-# recorded" (1 of 2 full suite runs, default-parallel; it passes alone): a race between slots' records that the
-# "kept means better" issue still names. The slots' flows run and check everything; a failure there is reported,
-# not hidden, as an expected one until the race is fixed.
-_RACE = pytest.mark.xfail(reason="slots without a barrier: a record race under load (issue 37)", strict=False)
-
-
-@pytest.mark.parametrize("flow", [pytest.param(f, marks=_RACE) if f.parallel > 1 else f for f in FLOWS],
-                         ids=[f.name for f in FLOWS])
+@pytest.mark.parametrize("flow", FLOWS, ids=[f.name for f in FLOWS])
 def test_kept_means_better(flow: Flow, git_repo: Path, run_git, monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
                            capsys: pytest.CaptureFixture[str]) -> None:
     _install(git_repo, run_git, flow, seed=sum(map(ord, flow.name)))

@@ -333,8 +333,10 @@ def test_untouched_entries_survive_eviction_byte_for_byte() -> None:
     trimmed, evicted = evict(population, cap=3, archive_size=1, direction="higher")
     assert ids(evicted) == [4]
     kept = render_population(trimmed)
-    assert kept == text[: text.index("### Candidate 4")] + text[text.index("### Candidate 3") :]
-    assert trimmed.next_id == 5
+    # The newest entry went: a line after the intro keeps its id from being handed out again.
+    marked = text[: text.index("### Candidate 4")] + "<!-- autoloop-next-id: 5 -->\n\n"
+    assert kept == marked + text[text.index("### Candidate 3") :]
+    assert trimmed.next_id == 5 and parse_population(kept).next_id == 5
 
 
 # ---------------------------------------------------------------- numbers and ranking
@@ -429,3 +431,15 @@ def test_random_text_after_the_heading_parses_or_raises_state_error(body: str) -
         assert err.line is not None
         return
     assert render_population(population) == text
+
+
+def test_an_id_the_newest_evicted_entry_had_is_never_handed_out_again() -> None:
+    """AlphaEvolve evicts the worst entry, often the one just added: read back, its id was the next id again, and
+    the next candidate took it (two trace rows with one id; found by the long-run harness, issue 37)."""
+    population, evicted = evict(add_candidate(population_of(*(cand(i, float(i)) for i in range(1, 5))), cand(5, 0.0)),
+                                4, 1, "higher")
+    assert [c.id for c in evicted] == [5] and population.next_id == 6
+    text = render_population(population)
+    back = parse_population(text)
+    assert back.next_id == 6 and back.intro == population.intro and render_population(back) == text
+    assert "<!-- autoloop-next-id" not in render_population(add_candidate(back, cand(6, 1.0)))  # held by entry 6

@@ -60,18 +60,33 @@ def with_kept(state: statefile.StateFile, record: statefile.IterationRecord, pro
 
     Under a scalarisation the front keeps only the newest kept candidate: it beat every earlier one.
     """
-    objectives = program.config.objectives
-    if not objectives:
+    if not program.config.objectives:
         return state
     added = [value for label, value in record.extra if label == BASELINE]
-    if record.status == "accepted":
-        added += [value for label, value in record.extra if label == "Objectives"]
+    kept = [value for label, value in record.extra if label == pareto.BULLET] if record.status == "accepted" else []
+    return _joined(state, added + kept, program, scalar=bool(kept))
+
+
+def with_entry_kept(state: statefile.StateFile, iteration: int, program: Program) -> statefile.StateFile:
+    """Returns the state whose Kept Front counts the objectives of history entry `iteration`, kept only now (its CI
+    passed); an entry already folded, or without them, changes nothing."""
+    entry = next((e for e in state.history if e.is_detailed and e.iteration == iteration), None)
+    found = _BULLET_RE.search(entry.text) if entry is not None and program.config.objectives else None
+    return _joined(state, [found.group(1)], program, scalar=True) if found else state
+
+
+def _joined(state: statefile.StateFile, added: list[str], program: Program, scalar: bool) -> statefile.StateFile:
+    """Returns the state whose Kept Front counts each of the Objectives bullets' values `added`, in order.
+
+    scalar: the last of them is a candidate kept (under a scalarisation it alone stays on the front).
+    """
+    objectives = program.config.objectives
     front = [dict(member) for member in state.machine.kept_front]
-    for text in added:
+    for n, text in enumerate(added):
         values = pareto.parse_values(text)
         if any(name not in values for name in (o.name for o in objectives)):
             continue
-        if program.config.objective_scalarisation is not None and record.status == "accepted":
+        if program.config.objective_scalarisation is not None and scalar and n == len(added) - 1:
             front = [values]
             continue
         vector = pareto.objective_vector(values, objectives)

@@ -32,7 +32,6 @@ from autoloop_py.loop.record.recording import (
     record_pause,
     record_recheck,
     seed_data,
-    state_path,
     with_baseline,
 )
 from autoloop_py.program.model import Program, load_program, require_on_base
@@ -111,9 +110,8 @@ def _run_locked(
     memory = MemoryStore(root, session=session)
     with clock("load state"):
         memory.sync(reuse_listing)
-        state = load_state(memory, program, options.budget)
         # Before reconcile records anything: a stale copy of the file must not get a reused iteration number.
-        integrity.check_records(memory, state_path(program), program.name, state)
+        state = integrity.checked_state(memory, program, options.budget)
         recovered = recovery.reconcile(
             root, program, memory, options.budget, ci_gate=options.ci_gate, dry_run=not options.writes, state=state,
             reuse_listing=True,

@@ -32,6 +32,7 @@ from autoloop_py.git.command import (
 )
 from autoloop_py.git.objects import GitSession
 from autoloop_py.git.push_refusal import read_refusal
+from autoloop_py.loop.evaluation import acceptance
 from autoloop_py.loop.record import recovery
 from autoloop_py.loop.record.recording import load_state
 from autoloop_py.program.model import Program
@@ -40,6 +41,7 @@ from autoloop_py.state.history import IterationRecord
 from autoloop_py.state.machine import is_improvement
 from autoloop_py.state.memory import MemoryStore
 from autoloop_py.state.parts import format_number
+from autoloop_py.strategies import pareto
 
 log = logging.getLogger(__name__)
 
@@ -80,21 +82,35 @@ def bar(best: float | None, claim: TipClaim | None, recorded: Container[str], di
     return claim.metric if is_improvement(claim.metric, best, direction) else best
 
 
-def lost(record: IterationRecord, fresh_best: float | None, program: Program) -> bool:
-    """Returns whether an accepted record no longer improves on the best of the state it is applied to."""
-    if record.status != "accepted" or record.metric is None or fresh_best is None:
-        return False
-    if program.config.objectives:
-        # Kept for its objectives (non-dominance or a scalarisation), not for beating the primary metric's best.
-        return False
-    return not is_improvement(record.metric, fresh_best, program.direction, program.config.min_delta)
+def lost(record: IterationRecord, fresh: StateFile, program: Program) -> str | None:
+    """Returns what an accepted record lost to in the state it is applied to (None: it still improves on it).
+
+    With objectives it is judged as acceptance judges it: against the Kept Front, by dominance (or its scalarisation).
+    """
+    if record.status != "accepted" or record.metric is None:
+        return None
+    config = program.config
+    if config.objectives:
+        values = pareto.parse_values(dict(record.extra).get(pareto.BULLET, ""))
+        kept = acceptance.kept_metrics(fresh)
+        if not kept or any(objective.name not in values for objective in config.objectives):
+            return None  # nothing kept to compare with, or values it never had: it stays as judged
+        verdict = pareto.keep(values, kept, config.objectives, config.objective_scalarisation, config.min_delta)
+        return None if verdict.kept else verdict.rule
+    best = fresh.machine.best_metric
+    if best is None or is_improvement(record.metric, best, program.direction, config.min_delta):
+        return None
+    return f"best is now {format_number(best)}"
 
 
-def lost_record(record: IterationRecord, judged: float | None, fresh_best: float, branch: str) -> IterationRecord:
-    """Returns the record as rejected: it improved on the best it was judged against, but a concurrent one did better."""
+def lost_record(record: IterationRecord, judged: float | None, lost_to: str, branch: str) -> IterationRecord:
+    """Returns the record as rejected: it improved on the best it was judged against, but a concurrent one did better.
+
+    lost_to: what it lost to (lost).
+    """
     against = f" ({format_number(judged)})" if judged is not None else ""
     notes = (f"improved on the best it was judged against{against} but lost to a concurrent better candidate "
-             f"(best is now {format_number(fresh_best)}); {branch}")
+             f"({lost_to}); {branch}")
     return replace(record, status="rejected", notes=notes)
 
 
@@ -124,13 +140,13 @@ def withdraw(root: Path, program: str, sha: str, remote: str = "origin") -> str:
     return f"its commit was withdrawn from {branch} (kept at {keep})"
 
 
-def recheck(program: Program, judged: float | None, record: IterationRecord, fresh_best: float | None) -> IterationRecord:
-    """Returns the record to apply onto a state whose best is `fresh_best` (the memory update's last look)."""
-    if not lost(record, fresh_best, program):
+def recheck(program: Program, judged: float | None, record: IterationRecord, fresh: StateFile) -> IterationRecord:
+    """Returns the record to apply onto the state `fresh` (the memory update's last look)."""
+    lost_to = lost(record, fresh, program)
+    if lost_to is None:
         return record
-    assert fresh_best is not None
-    return lost_record(record, judged, fresh_best, f"it was recorded after that one, so its commit stays on "
-                                                   f"autoloop/{program.name}")
+    return lost_record(record, judged, lost_to, f"it was recorded after that one, so its commit stays on "
+                                                f"autoloop/{program.name}")
 
 
 # ---------------------------------------------------------------- effects
@@ -157,15 +173,14 @@ def rejudged(root: Path, memory: MemoryStore, program: Program, record: Iteratio
         memory.sync()  # a kept candidate asks the remote itself: a best raised meanwhile withdraws it
     except GitError as err:  # e.g. runs in one clone fetching at once; the memory update re-checks anyway
         log.info("could not fetch %s before recording (%s); judging against the local copy", memory.config.branch, err)
-    fresh = load_state(memory, program, budget).machine.best_metric
-    if not lost(record, fresh, program):
+    lost_to = lost(record, load_state(memory, program, budget), program)
+    if lost_to is None:
         return record
-    assert fresh is not None
     try:
         said = withdraw(root, program.name, record.commit, memory.config.remote)
     except GitError as err:
         said = f"its commit {record.commit[:12]} stays on autoloop/{program.name} (withdrawing it failed: {err.message[:120]})"
-    return lost_record(record, judged, fresh, said)
+    return lost_record(record, judged, lost_to, said)
 
 
 def _push_back(repo: git.Repo, remote: str, branch: str, sha: str, parent: str) -> GitResult:

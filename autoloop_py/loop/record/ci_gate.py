@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from autoloop_py.errors import ProgramError, StateError
+from autoloop_py.loop.evaluation import acceptance
 from autoloop_py.program.model import Program
 from autoloop_py.state.file import (
     DEFAULT_BUDGET,
@@ -322,27 +323,32 @@ def reconcile(
     max_attempts: int = MAX_ATTEMPTS,
     now: datetime | None = None,
     no_checks_grace: timedelta = NO_CHECKS_GRACE,
+    program: Program | None = None,
 ) -> Reconciliation:
     """Decides what the pending candidate's check result means; see the module docstring for the actions.
 
     With `now`, a commit that still has no checks `no_checks_grace` after it was recorded is accepted
-    (a repository without CI would otherwise wait forever); without `now`, it waits.
+    (a repository without CI would otherwise wait forever); without `now`, it waits. program: the program whose
+    Kept Front (objectives) the candidate joins once accepted.
     """
     pending = read_pending(state)
     if pending is None:
         return Reconciliation("none", state)
     if result.state == "success":
-        return _accept(state, pending, direction, target_metric, ACCEPTED_LABEL, "CI passed")
+        return _accept(state, pending, direction, target_metric, ACCEPTED_LABEL, "CI passed", program)
     if result.state == "failure":
         return _fail(state, pending, result, max_attempts)
     if result.state == "none" and not pending.failed and _grace_over(state.machine, now, no_checks_grace):
-        return _accept(state, pending, direction, target_metric, NO_CHECKS_LABEL, "no CI checks reported")
+        return _accept(state, pending, direction, target_metric, NO_CHECKS_LABEL, "no CI checks reported", program)
     return Reconciliation("wait", state, f"waiting for CI on {pending.commit}", pending)
 
 
 def _accept(
-    state: StateFile, pending: PendingCI, direction: str, target: float | None, label: str, why: str
+    state: StateFile, pending: PendingCI, direction: str, target: float | None, label: str, why: str,
+    program: Program | None,
 ) -> Reconciliation:
+    if program is not None:  # kept only now: acceptance compares later candidates with it
+        state = acceptance.with_entry_kept(state, pending.iteration, program)
     machine = accept_metric(state.machine, pending.metric, direction, target)
     statuses = _replace_last(machine.recent_statuses, "pending-ci", "accepted")
     machine = replace(machine, recent_statuses=statuses, metric_direction=direction, target_metric=target)

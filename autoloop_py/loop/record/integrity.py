@@ -17,7 +17,9 @@ from pathlib import Path
 
 from autoloop_py.errors import StateError
 from autoloop_py.git.command import call, open_repo
+from autoloop_py.loop.record.recording import parse_or_new, state_path
 from autoloop_py.loop.record.recovery import key_slug, read_trailers
+from autoloop_py.program.model import Program
 from autoloop_py.state import file as statefile
 from autoloop_py.state.history import KEY_TRAILER
 from autoloop_py.state.memory import MemoryCommit, MemoryStore
@@ -78,49 +80,73 @@ def problem_of(state: statefile.StateFile, recorded: Recorded | None) -> str | N
     return numbering(state) or (lost(state, recorded) if recorded is not None else None)
 
 
-def newest_record(memory: MemoryStore, path: str, program: str) -> Recorded | None:
-    """Returns the runner's newest keyed record of `program` in the history of `path` (None before the first)."""
+def newest_record(memory: MemoryStore, path: str, program: str, at: str | None = None) -> Recorded | None:
+    """Returns the runner's newest keyed record of `program` in the history of `path` (None before the first).
+
+    at: the memory commit to look back from (None: the branch's tip).
+    """
     needle = f"{KEY_TRAILER}: {key_slug(program)}:"
     # Usually the tip is the record the previous iteration made: read from its object, no `git log`.
-    tip = memory.tip_commit(path)
+    tip = memory.tip_commit(path, at)
     key = read_trailers(tip.message).get(KEY_TRAILER) if tip is not None and needle in tip.message else None
     iteration = key_iteration(key) if key else None
     if tip is not None and key is not None and iteration is not None:
         return Recorded(key, iteration, tip.sha)
-    for commit in memory.commits(path, grep=needle, limit=5):
+    for commit in memory.commits(path, grep=needle, limit=5, at=at):
         key = read_trailers(commit.message).get(KEY_TRAILER)
         iteration = key_iteration(key) if key else None
         if key is None or iteration is None:
             continue
-        if memory.commits(path, since=commit.sha, deleted=True, limit=1):
+        if memory.commits(path, since=commit.sha, deleted=True, limit=1, at=at):
             return None  # the file was deleted since: the program was started afresh
         return Recorded(key, iteration, commit.sha)
     return None
 
 
-def check_records(memory: MemoryStore, path: str, program: str, state: statefile.StateFile) -> None:
-    """Raises StateError naming the commit that removed the runner's records (or lowered the count), when one did."""
-    found = blocked(memory, path, program, state)
+def checked_state(memory: MemoryStore, program: Program, budget: int) -> statefile.StateFile:
+    """Returns the program's state file once check_records found it still holds the runner's records.
+
+    The file and the newest record are read at one commit: the slots of a run without a barrier read while the
+    run records the slots that ended, and a file read just before a record would pass for one that lost it.
+    """
+    path = state_path(program)
+    tip = memory.tip()
+    state = parse_or_new(memory.read_at(tip, path) if tip is not None else None, program, path, budget)
+    check_records(memory, path, program.name, state, tip)
+    return state
+
+
+def check_records(
+    memory: MemoryStore, path: str, program: str, state: statefile.StateFile, at: str | None = None
+) -> None:
+    """Raises StateError naming the commit that removed the runner's records (or lowered the count), when one did.
+
+    at: the memory commit the state was read at (None: the branch's tip).
+    """
+    found = blocked(memory, path, program, state, at)
     if found is not None:
         raise found[1]
 
 
 def blocked(
-    memory: MemoryStore, path: str, program: str, state: statefile.StateFile
+    memory: MemoryStore, path: str, program: str, state: statefile.StateFile, at: str | None = None
 ) -> tuple[str, StateError] | None:
-    """Returns (what the file lost, the error saying how to restore it) when no iteration may run, else None."""
-    recorded = newest_record(memory, path, program)
+    """Returns (what the file lost, the error saying how to restore it) when no iteration may run, else None.
+
+    at: the memory commit the state was read at (None: the branch's tip).
+    """
+    recorded = newest_record(memory, path, program, at)
     # A file the runner never recorded in (e.g. one upstream's agent kept) is taken as it is.
     problem = problem_of(state, recorded) if recorded is not None else None
     if recorded is None or problem is None:
         return None
-    culprit = _culprit(memory, path, recorded)
+    culprit = _culprit(memory, path, recorded, at)
     return problem, StateError(_message(memory, program, problem, culprit), path)
 
 
-def _culprit(memory: MemoryStore, path: str, recorded: Recorded) -> MemoryCommit | None:
+def _culprit(memory: MemoryStore, path: str, recorded: Recorded, at: str | None) -> MemoryCommit | None:
     """Returns the commit that made the file unsafe: the oldest of the newest run of commits after the record whose file is."""
-    later = memory.commits(path, since=recorded.commit)
+    later = memory.commits(path, since=recorded.commit, at=at)
     culprit = None
     for commit in later:
         text = memory.read_at(commit.sha, path)

@@ -24,7 +24,9 @@ from autoloop_py.loop.evaluation import checks
 from autoloop_py.loop.record import publish_guard as guard
 from autoloop_py.loop.record import recovery
 from autoloop_py.loop.record.outcome import Outcome, OutcomeError, problems
-from autoloop_py.loop.record.recording import IterationData, load_state, record_iteration, record_recheck
+from autoloop_py.loop.record.recording import (
+    IterationData, load_state, record_iteration, record_recheck, recorded_before, state_path,
+)
 from autoloop_py.program.model import Program
 from autoloop_py.program.playbook import find_playbook, playbook_pointer
 from autoloop_py.redact import from_environment
@@ -128,7 +130,7 @@ def publish_outcome(
         memory.sync()
         recovery.reconcile(root, program, memory, budget, ci_gate=ci_gate)
         state = rechecked_state(memory, program, [outcome], load_state(memory, program, budget), budget)
-        outcome = next_of_state(outcome, program, state, budget)
+        outcome = next_of_state(outcome, program, state, budget, memory)
         record = replace(outcome.record, key=outcome.key, run_url=run_url, commit=None)
         base = known_commit(root, outcome.base_commit)
         if record.status == "accepted":
@@ -180,12 +182,12 @@ def rechecked_state(
     return state
 
 
-def next_of_state(outcome: Outcome, program: Program, state: StateFile, budget: int) -> Outcome:
+def next_of_state(outcome: Outcome, program: Program, state: StateFile, budget: int, memory: MemoryStore) -> Outcome:
     """Returns the outcome as the state's next iteration; raises OutcomeError, writing nothing, when its
     number was never handed out or its record would leave a state file that does not parse."""
     assert outcome.record is not None
     guard.refuse(program.name, guard.numbered_claims([outcome], state))
-    if any(entry.key == outcome.key for entry in state.history if entry.key):
+    if recorded_before(state, outcome.key, memory, state_path(program)):
         return outcome  # published before: recording it again changes nothing
     outcome = guard.renumbered(outcome, state.machine.iteration_count + 1)
     guard.refuse(program.name, guard.state_problems(state, program, [outcome.record], budget))

@@ -23,6 +23,7 @@ from autoloop_py.state import feedback
 from autoloop_py.state import file as statefile
 from autoloop_py.state import schedule_table, trace, untrusted_text
 from autoloop_py.state.history import KEY_TRAILER
+from autoloop_py.state.memory import MemoryStore
 from autoloop_py.state.memory_folder import Memory
 from autoloop_py.state.population import Candidate
 from autoloop_py.strategies import runner as strategy
@@ -30,7 +31,7 @@ from autoloop_py.strategies.runner import StrategyRunner
 
 logger = logging.getLogger(__name__)
 _UNLIMITED = 1 << 40
-Recheck = Callable[[statefile.IterationRecord, float | None], statefile.IterationRecord]
+Recheck = Callable[[statefile.IterationRecord, statefile.StateFile], statefile.IterationRecord]
 # A state file is refused, unparsed, past HARD_CAP_FACTOR times its budget (never below HARD_CAP_FLOOR, so
 # that a hand-edited file of a few MB is still read and compacted): 50 MB took 81 s and 1.4 GB to parse.
 HARD_CAP_FACTOR = 10
@@ -78,6 +79,20 @@ def load_state(memory: Memory, program: Program, budget: int = statefile.DEFAULT
     """Returns the program's state file as the memory branch holds it (a fresh one when it has none)."""
     path = state_path(program)
     return parse_or_new(memory.read(path), program, path, budget)
+
+
+def recorded_before(state: statefile.StateFile, key: str, memory: Memory, path: str) -> bool:
+    """Returns whether the iteration of idempotency key `key` is recorded already (by its token, which a slot
+    renumbered at publish keeps): a history entry carries it, or its number is in a folded range, which drops keys,
+    and a memory commit of `path` carries it (folding never drops those)."""
+    prefix, _, token = key.rpartition(":")
+    if any(entry.key and entry.key.rpartition(":")[2] == token for entry in state.history):
+        return True
+    number = prefix.rpartition(":")[2]
+    folded = max((entry.last_iteration or 0 for entry in state.history if entry.is_range), default=0)
+    if not (isinstance(memory, MemoryStore) and number.isdigit() and int(number) <= folded):
+        return False  # a number past every range: its entry would be detailed (a tick's batch: checked before it)
+    return bool(memory.commits(path, grep=f":{token}", limit=1))  # `Autoloop-Key: <program>:<any number>:<token>`
 
 
 def state_path(program: Program) -> str:
@@ -140,7 +155,7 @@ def record_iteration(
 ) -> statefile.IterationRecord:
     """Applies the record (and data) to the freshest state file and commits it; re-applied on a concurrent update.
 
-    recheck(record, best of the fresh state) returns the record to apply there (an accepted one may have lost
+    recheck(record, the fresh state) returns the record to apply there (an accepted one may have lost
     to a concurrent better candidate meanwhile). Returns the record as applied.
     """
     runner, candidate, prompt, evaluated = data.runner, data.candidate, data.prompt, data.evaluated
@@ -151,10 +166,10 @@ def record_iteration(
 
     def change(text: str | None) -> str:
         current = parse_or_new(text, program, path, budget)
-        if text is not None and record.key and any(entry.key == record.key for entry in current.history):
+        if text is not None and record.key and recorded_before(current, record.key, memory, path):
             kept.clear()  # a retried or re-run record that is already there is not added twice
             return text
-        applied[0] = recheck(record, current.machine.best_metric) if recheck is not None else record
+        applied[0] = recheck(record, current) if recheck is not None else record
         return _applied(current, applied[0])
 
     def _applied(current: statefile.StateFile, record: statefile.IterationRecord) -> str:

@@ -10,6 +10,7 @@ go to the memory branch as one commit.
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
@@ -23,13 +24,15 @@ from autoloop_py.loop.record.outcome import Outcome, OutcomeError
 from autoloop_py.loop.record.publishing import (
     branch_tree, check_outcome, keep_outcome, known_commit, rechecked_state, runner_of_commit,
 )
-from autoloop_py.loop.record.recording import IterationData, load_state, record_iteration, state_path
+from autoloop_py.loop.record.recording import IterationData, load_state, record_iteration, recorded_before, state_path
 from autoloop_py.program.model import Program
+from autoloop_py.program.objectives import Objective, Scalarisation
 from autoloop_py.state.file import StateFile
 from autoloop_py.state.history import KEY_TRAILER, IterationRecord
 from autoloop_py.state.machine import is_improvement
 from autoloop_py.state.memory import MemoryStore
 from autoloop_py.state.model_stats import use_of
+from autoloop_py.strategies import pareto
 from autoloop_py.strategies import runner as strategy
 
 log = logging.getLogger(__name__)
@@ -66,15 +69,28 @@ def check_tick(outcomes: Sequence[Outcome], program: str) -> None:
         raise OutcomeError(f"two outcomes of {program!r} claim iteration {repeated[0]}; each slot records its own")
 
 
-def winner(outcomes: Sequence[Outcome], direction: str) -> Outcome | None:
-    """Returns the accepted outcome with the best metric (ties: the lowest iteration), None when none improved."""
+def winner(outcomes: Sequence[Outcome], direction: str, objectives: Sequence[Objective] = (),
+           scalarisation: Scalarisation | None = None) -> Outcome | None:
+    """Returns the accepted outcome with the best metric (ties: the lowest iteration), None when none improved.
+
+    With objectives, as acceptance keeps a candidate: the best metric among those no sibling dominates (or, with a
+    scalarisation, the best weighted sum).
+    """
+    accepted = [o for o in sorted(outcomes, key=lambda o: o.iteration)
+                if o.record is not None and o.record.status == "accepted" and o.record.metric is not None]
+    if objectives:
+        values = {o.key: pareto.parse_values(dict(o.record.extra).get(pareto.BULLET, "")) for o in accepted if o.record}
+        accepted = [o for o in accepted if all(objective.name in values[o.key] for objective in objectives)]
+        if scalarisation is not None:
+            sums = {o.key: pareto.scalarised(values[o.key], scalarisation) for o in accepted}
+            return max(accepted, key=lambda o: s if (s := sums[o.key]) is not None else -math.inf, default=None)
+        vectors = {o.key: pareto.objective_vector(values[o.key], objectives) for o in accepted}
+        accepted = [o for o in accepted if not any(pareto.dominates(vectors[p.key], vectors[o.key]) for p in accepted)]
     best: tuple[Outcome, float] | None = None
-    for outcome in sorted(outcomes, key=lambda o: o.iteration):
-        record = outcome.record
-        if record is None or record.status != "accepted" or record.metric is None:
-            continue
-        if best is None or is_improvement(record.metric, best[1], direction):
-            best = (outcome, record.metric)
+    for outcome in accepted:
+        assert outcome.record is not None and outcome.record.metric is not None
+        if best is None or is_improvement(outcome.record.metric, best[1], direction):
+            best = (outcome, outcome.record.metric)
     return best[0] if best is not None else None
 
 
@@ -110,8 +126,8 @@ def publish_tick(
         recovery.reconcile(root, program, memory, budget, ci_gate=ci_gate)
         state = rechecked_state(memory, program, ran, load_state(memory, program, budget), budget)
         guard.refuse(program.name, guard.numbered_claims(ordered, state))
-        tokens = {_token(e.key) for e in state.history if e.key}
-        ran = numbered([o for o in ran if _token(o.key) not in tokens], state.machine.iteration_count + 1)
+        ran = numbered([o for o in ran if not recorded_before(state, o.key, memory, state_path(program))],
+                       state.machine.iteration_count + 1)
         guard.refuse(program.name, guard.state_problems(state, program, [o.record for o in ran if o.record], budget))
         if ran:
             aside: dict[str, str] = {}
@@ -150,7 +166,7 @@ def _kept(
     """
     records: dict[str, IterationRecord] = {}
     bases: dict[str, str | None] = {}
-    won = winner(ran, program.direction)
+    won = winner(ran, program.direction, program.config.objectives, program.config.objective_scalarisation)
     for outcome in ran:
         assert outcome.record is not None
         records[outcome.key] = replace(outcome.record, key=outcome.key, run_url=run_url, commit=None)

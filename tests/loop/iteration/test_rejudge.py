@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -13,12 +14,12 @@ from autoloop_py.git.objects import GitSession
 from autoloop_py.loop.iteration import rejudge
 from autoloop_py.loop.iteration.rejudge import TipClaim
 from autoloop_py.loop.record.recording import record_iteration
-from autoloop_py.program.model import Program
+from autoloop_py.program.model import Program, load_program
 from autoloop_py.state import file as statefile
 from autoloop_py.state.history import IterationRecord
 from autoloop_py.state.memory import MemoryStore
 from tests.conftest import GitRunner
-from tests.programs import small_program
+from tests.programs import program_md, small_program
 
 WHEN = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -44,16 +45,38 @@ def test_bar(best: float | None, claim: TipClaim | None, recorded: tuple[str, ..
     assert rejudge.bar(best, claim, recorded, direction) == expected
 
 
+def _best(metric: float | None, front: tuple[dict[str, float], ...] = ()) -> statefile.StateFile:
+    state = statefile.new_state("demo", "Grow x.", "score", "higher", None)
+    kept = tuple(tuple(member.items()) for member in front)
+    return statefile.with_machine(state, replace(state.machine, best_metric=metric, kept_front=kept))
+
+
 def test_an_accepted_record_that_no_longer_beats_the_fresh_best_is_recorded_as_lost(program: Program) -> None:
     record = IterationRecord("accepted", WHEN, "raise x", 5.0, commit="abc", notes="score improved to 5")
-    assert rejudge.recheck(program, 4.0, record, 4.0) is record
-    assert rejudge.recheck(program, 4.0, record, None) is record
-    assert rejudge.recheck(program, 4.0, IterationRecord("rejected", WHEN, "x", 3.0), 9.0).status == "rejected"
-    lost = rejudge.recheck(program, 4.0, record, 7.0)
+    assert rejudge.recheck(program, 4.0, record, _best(4.0)) is record
+    assert rejudge.recheck(program, 4.0, record, _best(None)) is record
+    assert rejudge.recheck(program, 4.0, IterationRecord("rejected", WHEN, "x", 3.0), _best(9.0)).status == "rejected"
+    lost = rejudge.recheck(program, 4.0, record, _best(7.0))
     assert lost.status == "rejected" and lost.metric == 5.0 and lost.commit == "abc"
     assert lost.notes == ("improved on the best it was judged against (4) but lost to a concurrent better candidate "
                           "(best is now 7); it was recorded after that one, so its commit stays on autoloop/demo")
-    assert rejudge.recheck(program, 4.0, record, 5.0).status == "rejected"  # a tie is no improvement
+    assert rejudge.recheck(program, 4.0, record, _best(5.0)).status == "rejected"  # a tie is no improvement
+
+
+def test_under_objectives_a_record_is_rejudged_by_dominance(tmp_path: Path) -> None:
+    """Kept for (score 3, cost 3); a machine that kept (score 4, cost 2) meanwhile dominates it (issue 37)."""
+    root = tmp_path / "o"
+    (root / ".autoloop/programs/demo/code").mkdir(parents=True)
+    (root / ".autoloop/programs/demo/code/value.py").write_text("x = 1\n")
+    head = {"objectives": "[{score: higher}, {cost: lower}]"}
+    (root / ".autoloop/programs/demo/program.md").write_text(program_md("Demo", "Grow x.", frontmatter=head))
+    program = load_program(root, Path(".autoloop/programs/demo/program.md"))
+    record = IterationRecord("accepted", WHEN, "x", 3.0, extra=(("Objectives", "score 3 · cost 3"),))
+    assert rejudge.recheck(program, 1.0, record, _best(4.0, ({"score": 1.0, "cost": 1.0},))) is record  # a trade-off
+    assert rejudge.recheck(program, 1.0, record, _best(1.0)) is record  # nothing kept yet to compare with
+    lost = rejudge.recheck(program, 1.0, record, _best(4.0, ({"score": 4.0, "cost": 2.0},)))
+    assert lost.status == "rejected" and "lost to a concurrent better candidate (pareto: dominated by" in lost.notes
+    assert rejudge.recheck(program, 1.0, record, _best(3.0, ({"score": 3.0, "cost": 3.0},))).status == "rejected"
 
 
 def _commit(repo: Path, run_git: GitRunner, message: str) -> str:

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from state_helpers import T0, fresh, rec, run, sections_by_key, table_file, upstream_parse
 
 from autoloop_py.errors import ProgramError, StateError
+from autoloop_py.loop.evaluation import acceptance
 from autoloop_py.loop.record.ci_gate import (
     ACCEPTED_LABEL,
     EXHAUSTED_LABEL,
@@ -349,3 +350,25 @@ def test_property_pending_rows_round_trip(commit: str, iteration: int, metric: f
     assert upstream_parse(text)["iteration_count"] == 2
     assert render_state(with_machine(again, with_pending(again.machine, None))) == render_state(
         with_machine(base, with_pending(base.machine, None)))
+
+
+def test_a_candidate_accepted_once_its_ci_passed_joins_the_kept_front(tmp_path: Path) -> None:
+    """Under objectives acceptance compares with the Kept Front: a CI-gated candidate joins it once accepted, so a
+    candidate it dominates is refused even after its history entry is folded (issue 37)."""
+    program = write_program(tmp_path, "objectives: [{score: higher}, {cost: lower}]\n")
+    first = rec("accepted", 0, 0.5, extra=(("Objectives", "score 0.5 · cost 2"),))
+    state = acceptance.with_kept(run(fresh(), [first]), first, program)
+    pending = rec("pending-ci", 1, 0.6, commit=SHA, extra=(("Objectives", "score 0.6 · cost 3"),))
+    state = acceptance.with_kept(record_pending(state, pending, direction="higher", target_metric=None), pending,
+                                 program)
+    assert state.machine.kept_front == ((("score", 0.5), ("cost", 2.0)),)  # not kept yet: CI has not passed
+    done = reconcile(state, CheckResult("success"), direction="higher", target_metric=None, program=program)
+    assert done.state.machine.kept_front == ((("score", 0.5), ("cost", 2.0)), (("score", 0.6), ("cost", 3.0)))
+    assert parse_state(render_state(done.state)).machine.kept_front == done.state.machine.kept_front
+    folded = run(done.state, [rec("rejected", i, 0.1) for i in range(2, 16)])
+    assert not any(e.is_detailed and e.iteration == 2 for e in folded.history)
+    dominated = acceptance.judge(program, {"score": 0.55, "cost": 3.5}, folded)
+    assert dominated is not None and not dominated.kept
+    unaware = reconcile(state, CheckResult("success"), direction="higher", target_metric=None)  # no program given
+    assert unaware.state.machine.kept_front == state.machine.kept_front
+

@@ -10,12 +10,20 @@ from typing import Any
 import pytest
 
 from autoloop_py.errors import StateError
-from autoloop_py.loop.record.integrity import Recorded, key_iteration, lost, newest_record
+from autoloop_py.loop.record.integrity import (
+    Recorded,
+    check_records,
+    checked_state,
+    key_iteration,
+    lost,
+    newest_record,
+)
 from autoloop_py.state import file as statefile
 from autoloop_py.state.history import IterationRecord
 from autoloop_py.state.memory import MemoryStore
 from autoloop_py.state.merge import merge_edit
 from autoloop_py.state.textmerge import merge3
+from tests.programs import small_program
 
 
 def _state(iterations: int) -> statefile.StateFile:
@@ -98,3 +106,35 @@ def test_the_newest_record_is_read_from_the_tip_when_the_tip_is_it(git_repo: Pat
     third = memory.commit({"p.md": "three\n"}, "[Autoloop: p] accepted (3): c\n\nAutoloop-Key: p:3:cc")
     assert newest_record(memory, "p.md", "p") == Recorded("p:3:cc", 3, third)
     assert newest_record(memory, "p.md", "q") is None and len(logs) == 5  # another program's key: the log
+
+
+def test_a_record_made_while_a_slot_reads_the_state_is_not_a_lost_one(
+    git_repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A slot without a barrier reads the state while the run records the slot that ended before it (issue 37)."""
+    program = small_program(git_repo, "p")
+    memory = MemoryStore(git_repo)
+    memory.commit({"p.md": statefile.render_state(_state(3))}, "[Autoloop: p] rejected (3): c\n\nAutoloop-Key: p:3:k3")
+    real = MemoryStore.read_at
+    racing = [4]  # the iteration the run records right after the slot read the file (none once popped)
+
+    def read_at(self: MemoryStore, commit: str, path: str) -> str | None:
+        text = real(self, commit, path)
+        if path == "p.md" and racing:
+            n = racing.pop()
+            message = f"[Autoloop: p] (iteration {n})\n\nAutoloop-Key: p:{n}:k{n}"
+            self.commit({"p.md": statefile.render_state(_state(n))}, message)
+        return text
+
+    monkeypatch.setattr(MemoryStore, "read_at", read_at)
+    read = statefile.parse_state(memory.read_at(memory.tip() or "", "p.md") or "")  # the interleaving, read apart
+    with pytest.raises(StateError, match="Iteration Count is 3, but iteration 4 was already recorded"):
+        check_records(memory, "p.md", "p", read)
+    racing.append(5)
+    state = checked_state(memory, program, statefile.DEFAULT_BUDGET)  # the file and its record, at one commit
+    assert state.machine.iteration_count == 4 and not racing
+    assert checked_state(memory, program, statefile.DEFAULT_BUDGET).machine.iteration_count == 5
+    # A copy that did lose the record is still refused.
+    memory.commit({"p.md": statefile.render_state(_state(2))}, "a stale copy")
+    with pytest.raises(StateError, match="Iteration Count is 2, but iteration 5 was already recorded"):
+        checked_state(memory, program, statefile.DEFAULT_BUDGET)

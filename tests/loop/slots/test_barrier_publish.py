@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timezone
 
 import pytest
@@ -17,6 +18,7 @@ from autoloop_py.loop.slots.barrier_publish import (
     tick_message,
     winner,
 )
+from autoloop_py.program.objectives import Objective, Scalarisation
 from autoloop_py.state.history import KEY_TRAILER, IterationRecord
 
 NOW = datetime(2026, 1, 2, tzinfo=timezone.utc)
@@ -33,6 +35,28 @@ def test_the_best_accepted_slot_wins_and_ties_go_to_the_lowest_iteration() -> No
     assert winner(slots, "higher") is slots[2]
     assert winner(slots, "lower") is slots[0]
     assert winner([slots[1], slots[4]], "higher") is None
+
+
+def test_under_objectives_the_winner_is_one_no_sibling_dominates() -> None:
+    """The winner is a slot acceptance would keep against its siblings, not the best primary metric (issue 37)."""
+    objectives = (Objective("score", "higher"), Objective("cost", "lower"))
+
+    def slot(iteration: int, score: float, cost: float, metric: float | None = None) -> Outcome:
+        outcome = _outcome(iteration, "accepted", score if metric is None else metric)
+        assert outcome.record is not None
+        extra = (("Objectives", f"score {score:g} · cost {cost:g}"),)
+        return replace(outcome, record=replace(outcome.record, extra=extra))
+
+    traded, dominated, dominating = slot(1, 4.0, 1.0), slot(2, 6.0, 9.0), slot(3, 6.0, 8.0)  # 2 and 3 tie on score
+    assert winner([traded, dominated, dominating], "higher") is dominated  # the primary metric alone
+    assert winner([traded, dominated, dominating], "higher", objectives) is dominating
+    assert winner([traded, dominated], "higher", objectives) is dominated  # a trade-off: the best score of the two
+    # A primary metric that is not one of the objectives: the best of it is dominated.
+    found = winner([slot(1, 1.0, 5.0, metric=9.0), slot(2, 2.0, 4.0, metric=1.0)], "higher", objectives)
+    assert found is not None and found.iteration == 2
+    cheap = Scalarisation((("score", 1.0), ("cost", -1.0)))
+    assert winner([traded, dominated, dominating], "higher", objectives, cheap) is traded  # 4 - 1 beats -3 and -2
+    assert winner([_outcome(4, "accepted", 9.0)], "higher", objectives) is None  # no objectives recorded: not judged
 
 
 def test_a_tick_is_one_programs_slots_with_distinct_numbers() -> None:
