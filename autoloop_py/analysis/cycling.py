@@ -409,11 +409,7 @@ def per_iteration(edits: Sequence[Edit], events: Sequence[RecycleEvent]) -> tupl
 
 def ols_slope(xs: Sequence[float], ys: Sequence[float]) -> float | None:
     """Returns the least-squares slope of ys on xs (None with fewer than two distinct xs)."""
-    if len(set(xs)) < 2:
-        return None
-    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
-    spread = sum((x - mean_x) ** 2 for x in xs)
-    return sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys)) / spread
+    return statistics.linear_regression(xs, ys).slope if len(set(xs)) >= 2 else None
 
 
 def around(series: Sequence[IterationRate], iteration: int, width: int = 5) -> dict[str, float | None]:
