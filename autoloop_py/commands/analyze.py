@@ -13,7 +13,7 @@ from rich.table import Table
 
 from autoloop_py import tempdirs
 from autoloop_py.analysis.report import BUCKETS, build_report
-from autoloop_py.commands.common import format_metric, repo_root, subparser
+from autoloop_py.commands.common import format_metric, format_percent, repo_root, subparser
 from autoloop_py.commands.trace import export_program
 from autoloop_py.errors import AutoloopError
 from autoloop_py.state.memory import MEMORY_BRANCH
@@ -102,7 +102,7 @@ def _print_lineage(lineage: dict[str, Any] | None, console: Console) -> None:
         table.add_column(column)
     for event in lineage["events"]:
         table.add_row(str(event["iteration"]), escape(event["id"]), format_metric(event["score"]),
-                      format_metric(event["delta_score"]), _percent(event["delta_score_norm"]),
+                      format_metric(event["delta_score"]), format_percent(event["delta_score_norm"]),
                       "—" if event["delta_lines"] is None else str(event["delta_lines"]),
                       "yes" if event["in_lineage"] else "no")
     console.print(table)
@@ -120,12 +120,13 @@ def _print_cycling(cycling: dict[str, Any], console: Console) -> None:
         shares = summary["share_of_added_lines"]
         slope = summary["slopes"]["any"]
         table.add_row(name.replace("_", "-"), str(summary["n_edits"]), str(summary["n_added_lines"]),
-                      *(_percent(shares[k]) for k in _KINDS), _percent(summary["median_per_edit_ratios"]["any"]),
+                      *(format_percent(shares[k]) for k in _KINDS),
+                      format_percent(summary["median_per_edit_ratios"]["any"]),
                       "—" if slope is None else f"{slope:+.4f}", format_metric(summary["spans"]["median"]))
     console.print(table)
     raw = cycling["raw"]
-    console.print(f"raw detector: {_percent(raw['identical_share'])} byte-identical, "
-                  f"{_percent(raw['skeleton_share'])} with numbers collapsed")
+    console.print(f"raw detector: {format_percent(raw['identical_share'])} byte-identical, "
+                  f"{format_percent(raw['skeleton_share'])} with numbers collapsed")
     spans = cycling["run_wide"]["spans"]["bins"]
     console.print("run-wide spans: " + ", ".join(f"{label}: {count}" for label, count in spans.items()))
     for item in cycling["run_wide"]["top_lines"]:
@@ -134,12 +135,9 @@ def _print_cycling(cycling: dict[str, Any], console: Console) -> None:
 
 def _print_tuning(tuning: dict[str, Any], console: Console) -> None:
     buckets = ", ".join(f"{bucket} {tuning['buckets'][bucket]}" for bucket in BUCKETS)
-    console.print(f"\n[bold]Tuning share[/] of changed code lines: {_percent(tuning['share_of_code_lines'])} over "
+    share = format_percent(tuning["share_of_code_lines"])
+    console.print(f"\n[bold]Tuning share[/] of changed code lines: {share} over "
                   f"{tuning['n_edits']} edits ({buckets})")
-
-
-def _percent(value: float | None) -> str:
-    return "—" if value is None else f"{value:.1%}"
 
 
 def figure_class() -> Any:
