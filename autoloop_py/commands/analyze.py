@@ -78,9 +78,7 @@ def _print_models(models: list[dict[str, Any]], console: Console) -> None:
     """Prints per model: candidates, the share kept, the metric gained and the spend (nothing when none is named)."""
     if not models:
         return
-    table = Table(title="models")
-    for column in ("model", "calls", "accepted", "improvement", "tokens", "spend"):
-        table.add_column(column)
+    table = Table("model", "calls", "accepted", "improvement", "tokens", "spend", title="models")
     for row in models:
         table.add_row(escape(row["model"]), str(row["calls"]), f"{row['accepted']} ({row['accepted_share']:.0%})",
                       format_metric(row["improvement"]), str(row["tokens"]), f"${row['cost']:.4f}" if row["cost"] else "—")
@@ -97,9 +95,8 @@ def _print_lineage(lineage: dict[str, Any] | None, console: Console) -> None:
         f"{lineage['depth']} of {lineage['n_programs']} programs, dead-branch share {lineage['dead_share']:.0%}; "
         f"{lineage['n_events']} best-so-far events, {lineage['n_events_in_lineage']} on the lineage"
     )
-    table = Table(title="best-so-far events")
-    for column in ("iteration", "id", "score", "Δscore", "Δscore / total gain", "Δlines", "on lineage"):
-        table.add_column(column)
+    table = Table("iteration", "id", "score", "Δscore", "Δscore / total gain", "Δlines", "on lineage",
+                  title="best-so-far events")
     for event in lineage["events"]:
         table.add_row(str(event["iteration"]), escape(event["id"]), format_metric(event["score"]),
                       format_metric(event["delta_score"]), format_percent(event["delta_score_norm"]),
@@ -112,9 +109,8 @@ def _print_cycling(cycling: dict[str, Any], console: Console) -> None:
     if not cycling["run_wide"]["n_edits"]:
         console.print("\n[bold]Cycling[/]: no parent→child edit has both sources in the trace")
         return
-    table = Table(title="cycling: share of added lines re-introducing deleted ones")
-    for column in ("variant", "edits", "added", *_KINDS, "median/edit (any)", "slope (any)", "median span"):
-        table.add_column(column)
+    table = Table("variant", "edits", "added", *_KINDS, "median/edit (any)", "slope (any)", "median span",
+                  title="cycling: share of added lines re-introducing deleted ones")
     for name in ("run_wide", "lineage"):
         summary = cycling[name]
         shares = summary["share_of_added_lines"]

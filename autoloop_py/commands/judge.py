@@ -118,9 +118,8 @@ def print_report(report: dict[str, Any], console: Console) -> None:
     if not summary["n_edits"]:
         console.print("no parent→child edit has both sources in the trace; nothing to judge")
         return
-    table = Table(title="edit labels (score change: positive is better)")
-    for column in ("label", "edits", "prevalence", "mean change", "median change", "odds ratio (improves)"):
-        table.add_column(column)
+    table = Table("label", "edits", "prevalence", "mean change", "median change", "odds ratio (improves)",
+                  title="edit labels (score change: positive is better)")
     for key, row in sorted(summary["labels"].items(), key=lambda item: -item[1]["count"]):
         odds = row["odds_ratio_positive"]
         table.add_row(key, str(row["count"]), format_percent(row["prevalence"]), format_metric(row["mean_change"]),

@@ -163,9 +163,8 @@ def print_report(report: dict[str, Any], console: Console) -> None:
 
 
 def _print_knobs(report: dict[str, Any], console: Console) -> None:
-    table = Table(title=escape(f"knobs of {report['run']['path']} ({report['run']['knob_source']})"))
-    for column in ("knob", "line", "original", "tuned", "bounds", "scale", "family"):
-        table.add_column(column)
+    table = Table("knob", "line", "original", "tuned", "bounds", "scale", "family",
+                  title=escape(f"knobs of {report['run']['path']} ({report['run']['knob_source']})"))
     for knob in report["knobs"]:
         tuned = "—" if knob["tuned"] is None else _number(knob["tuned"])
         table.add_row(escape(knob["name"]), str(knob["line"]), escape(knob["text"]), tuned,
@@ -175,9 +174,8 @@ def _print_knobs(report: dict[str, Any], console: Console) -> None:
 
 def _print_curve(report: dict[str, Any], console: Console) -> None:
     metric = report["run"]["metric"] or "score"
-    table = Table(title=f"best so far per call ({metric}, {report['run']['direction']} is better)")
-    for column in ("call", "kind", metric, "best so far", "regret", ""):
-        table.add_column(column)
+    table = Table("call", "kind", metric, "best so far", "regret", "",
+                  title=f"best so far per call ({metric}, {report['run']['direction']} is better)")
     rows = report["trials"]
     regrets = [r["regret"] for r in rows if r["regret"] is not None]
     worst = max(regrets, default=0.0) or 1.0
