@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import re
 import statistics
+from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Mapping, NamedTuple, Sequence
 
@@ -225,11 +226,9 @@ def raw_events(edits: Sequence[Edit], collapse_numbers: bool = False) -> tuple[i
 
 def kind_counts(events: Iterable[RecycleEvent]) -> dict[str, int]:
     """Returns events per kind, plus `any`."""
-    counts = {kind: 0 for kind in KINDS}
-    for event in events:
-        counts[event.kind] += 1
-    counts["any"] = sum(counts[kind] for kind in KINDS)
-    return counts
+    found = Counter(event.kind for event in events)
+    counts = {kind: found[kind] for kind in KINDS}
+    return {**counts, "any": sum(counts.values())}
 
 
 def span_stats(events: Sequence[RecycleEvent]) -> dict[str, object]:
