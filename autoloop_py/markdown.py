@@ -7,6 +7,7 @@ the original text without re-rendering (the key to lossless round-trips).
 
 from __future__ import annotations
 
+import bisect
 import re
 import unicodedata
 from dataclasses import dataclass, field, replace
@@ -16,6 +17,7 @@ from typing import Any, Iterable, Iterator
 import mistune
 from mistune.block_parser import BlockParser
 from mistune.core import BlockState
+from mistune.plugins.table import table
 
 Token = dict[str, Any]
 
@@ -34,13 +36,7 @@ class _SpanBlockParser(BlockParser):
 
 @lru_cache(maxsize=1)
 def _parser() -> mistune.Markdown:
-    return mistune.Markdown(renderer=None, block=_SpanBlockParser(), plugins=[_table_plugin()])
-
-
-def _table_plugin() -> Any:
-    from mistune.plugins.table import table
-
-    return table
+    return mistune.Markdown(renderer=None, block=_SpanBlockParser(), plugins=[table])
 
 
 @dataclass(frozen=True)
@@ -115,11 +111,16 @@ def parse_blocks(text: str) -> list[Token]:
     """Returns mistune's top-level block tokens, each with a `line` (0-based) key added."""
     tokens, state = _parser().parse(text)
     assert isinstance(tokens, list)
-    src = state.src
-    line_starts = _line_offsets(src)
+    return _with_lines(tokens, state.src)
+
+
+def _with_lines(tokens: list[Token], src: str) -> list[Token]:
+    """Returns the tokens, each stamped with the 0-based `line` of its source offset."""
+    # Every line boundary str.splitlines knows (\x1e, \u2028… too), so token lines match the split text's.
+    line_starts = [0] + [found.end() for found in _NEWLINE_RE.finditer(src)]
     for token in tokens:
         if "pos" in token:
-            token["line"] = _offset_to_line(line_starts, token["pos"])
+            token["line"] = bisect.bisect_right(line_starts, token["pos"]) - 1
     return tokens
 
 
@@ -142,12 +143,8 @@ def _headings(tokens: Iterable[Token], lines: list[str], env: dict[str, Any]) ->
     for token in tokens:
         if token["type"] != "heading" or token.get("style") != "atx" or "line" not in token:
             continue
-        line = token["line"]
-        # mistune reports the match start, which may sit on preceding blank lines.
-        while line < len(lines) and not lines[line].lstrip().startswith("#"):
-            line += 1
         children = _parser().inline(token["text"].strip(" \r\n\t\f"), env)
-        found.append(Heading(token["attrs"]["level"], inline_text(children), line))
+        found.append(Heading(token["attrs"]["level"], inline_text(children), _block_line(token, lines)))
     return found
 
 
@@ -161,11 +158,7 @@ def _block_tokens(text: str) -> tuple[list[Token], BlockState]:
     src = text.replace("\r\n", "\n").replace("\r", "\n")
     state.process(src if src.endswith("\n") else src + "\n")
     _parser().block.parse(state)
-    line_starts = _line_offsets(state.src)
-    for token in state.tokens:
-        if "pos" in token:
-            token["line"] = _offset_to_line(line_starts, token["pos"])
-    return state.tokens, state
+    return _with_lines(state.tokens, state.src), state
 
 
 def split_sections(text: str, level: int = 2) -> list[Section]:
@@ -204,6 +197,7 @@ def _block_line(token: Token, lines: list[str]) -> int:
     """Returns the line a block token starts on (a heading's own line, not the blank lines mistune puts before it)."""
     line = token.get("line", 0)
     if token["type"] == "heading" and token.get("style") == "atx":
+        # mistune reports the match start, which may sit on preceding blank lines.
         while line < len(lines) and not lines[line].lstrip().startswith("#"):
             line += 1
     return line
@@ -326,7 +320,6 @@ def inline_text(children: list[Token]) -> str:
     return "".join(parts).strip()
 
 
-# Every line boundary str.splitlines knows (\x1e, \u2028… too), so token lines match the split text's.
 _NEWLINE_RE = re.compile("\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
 _EMOJI_RE = re.compile(r"[^\w\s\-–—:./()]", re.UNICODE)
 
@@ -350,21 +343,6 @@ def normalize_heading(text: str) -> str:
     text = "".join(ch for ch in text if unicodedata.category(ch) not in ("So", "Sk", "Cf", "Mn"))
     text = text.replace("*", "").replace("`", "").replace("_", " ")
     return " ".join(text.lower().split())
-
-
-def _line_offsets(src: str) -> list[int]:
-    return [0] + [found.end() for found in _NEWLINE_RE.finditer(src)]
-
-
-def _offset_to_line(offsets: list[int], pos: int) -> int:
-    lo, hi = 0, len(offsets) - 1
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if offsets[mid] <= pos:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
 
 
 def _first_nonblank(text: str, line: int) -> int:

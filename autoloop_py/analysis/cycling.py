@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import re
 import statistics
+from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Mapping, NamedTuple, Sequence
 
@@ -225,11 +226,9 @@ def raw_events(edits: Sequence[Edit], collapse_numbers: bool = False) -> tuple[i
 
 def kind_counts(events: Iterable[RecycleEvent]) -> dict[str, int]:
     """Returns events per kind, plus `any`."""
-    counts = {kind: 0 for kind in KINDS}
-    for event in events:
-        counts[event.kind] += 1
-    counts["any"] = sum(counts[kind] for kind in KINDS)
-    return counts
+    found = Counter(event.kind for event in events)
+    counts = {kind: found[kind] for kind in KINDS}
+    return {**counts, "any": sum(counts.values())}
 
 
 def span_stats(events: Sequence[RecycleEvent]) -> dict[str, object]:
@@ -409,11 +408,7 @@ def per_iteration(edits: Sequence[Edit], events: Sequence[RecycleEvent]) -> tupl
 
 def ols_slope(xs: Sequence[float], ys: Sequence[float]) -> float | None:
     """Returns the least-squares slope of ys on xs (None with fewer than two distinct xs)."""
-    if len(set(xs)) < 2:
-        return None
-    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
-    spread = sum((x - mean_x) ** 2 for x in xs)
-    return sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys)) / spread
+    return statistics.linear_regression(xs, ys).slope if len(set(xs)) >= 2 else None
 
 
 def around(series: Sequence[IterationRate], iteration: int, width: int = 5) -> dict[str, float | None]:

@@ -16,6 +16,7 @@ import re
 import statistics
 import tempfile
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import combinations
@@ -398,11 +399,7 @@ def _odds_ratio(key: str, judged: Sequence[Judgement]) -> float | None:
 
 def _pairs(judged: Sequence[Judgement], limit: int = 5) -> list[dict[str, Any]]:
     """Returns the most frequent label pairs, most frequent first."""
-    counts: dict[tuple[str, str], int] = {}
-    for judgement in judged:
-        ordered = sorted(judgement.labels, key=KEYS.index)
-        for pair in combinations(ordered, 2):
-            counts[pair] = counts.get(pair, 0) + 1
+    counts = Counter(pair for j in judged for pair in combinations(sorted(j.labels, key=KEYS.index), 2))
     ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:limit]
     return [{"labels": list(pair), "count": count} for pair, count in ranked]
 

@@ -40,9 +40,7 @@ def build_report(trace: Trace) -> dict[str, Any]:
 
 def run_facts(trace: Trace, nodes: Sequence[Node]) -> dict[str, Any]:
     """Returns what the run is: where it came from, its metric, size and statuses."""
-    statuses: dict[str, int] = {}
-    for node in nodes:
-        statuses[node.status] = statuses.get(node.status, 0) + 1
+    statuses = Counter(node.status for node in nodes)
     return {
         "directory": str(trace.directory),
         "backend": trace.meta.get("backend"),

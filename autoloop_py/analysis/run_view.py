@@ -101,11 +101,16 @@ def best_lineage(nodes: Sequence[RunNode], direction: str) -> list[RunNode]:
     return [by_id[node_id] for node_id in ancestry(by_id, best.id)]  # type: ignore[arg-type]
 
 
-def unified_diff(parent: str | None, child: str | None, context: int = 2) -> str:
-    """Returns the child's source as a unified diff against its parent's ('' when either is unknown)."""
+def unified_diff(
+    parent: str | None, child: str | None, context: int = 2, names: tuple[str, str] = ("parent", "candidate")
+) -> str:
+    """Returns the child's source as a unified diff against its parent's ('' when either is unknown).
+
+    names: the diff's from-file and to-file; a last line without its newline gets one, so lines never run together.
+    """
     if parent is None or child is None:
         return ""
     lines = difflib.unified_diff(
-        parent.splitlines(keepends=True), child.splitlines(keepends=True), "parent", "candidate", n=context
+        parent.splitlines(keepends=True), child.splitlines(keepends=True), *names, n=context
     )
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)

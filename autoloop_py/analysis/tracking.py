@@ -9,7 +9,6 @@ program's `tracking:` (or AUTOLOOP_TRACKING) names a destination.
 from __future__ import annotations
 
 import csv
-import difflib
 import importlib
 import io
 import logging
@@ -19,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from autoloop_py.analysis.run_view import unified_diff
 from autoloop_py.errors import AutoloopError
 from autoloop_py.program.frontmatter import TRACKERS, parse_tracking
 from autoloop_py.program.model import Program
@@ -55,7 +55,9 @@ def tracked(trace: Trace) -> list[Tracked]:
     found = []
     for step, row in enumerate(trace.rows):
         parent = by_id.get(row.parent_id) if row.parent_id else None
-        found.append(Tracked(step, row, _numbers(row.metrics), _diff(trace, parent, row)))
+        before = trace.source(parent) if parent is not None else None
+        diff = unified_diff(before, trace.source(row), 3, (parent.id if parent else "", row.id))
+        found.append(Tracked(step, row, _numbers(row.metrics), diff))
     return found
 
 
@@ -207,16 +209,6 @@ def _numbers(metrics: Mapping[str, Any]) -> dict[str, float]:
 def _spend(row: TraceRow) -> dict[str, float]:
     spend = {"tokens": row.tokens, "cost": row.cost}
     return {f"autoloop.{name}": float(value) for name, value in spend.items() if value is not None}
-
-
-def _diff(trace: Trace, parent: TraceRow | None, row: TraceRow) -> str:
-    mine = trace.source(row)
-    theirs = trace.source(parent) if parent is not None else None
-    if mine is None or theirs is None:
-        return ""
-    lines = difflib.unified_diff(theirs.splitlines(keepends=True), mine.splitlines(keepends=True),
-                                 fromfile=parent.id if parent else "", tofile=row.id)
-    return "".join(lines)
 
 
 def _columns(item: Tracked) -> list[Any]:

@@ -12,10 +12,11 @@ This module is the front of the tuning analysis: it also re-exports the PARAMS r
 from __future__ import annotations
 
 import ast
+import dataclasses
 import math
 import re
 from collections import Counter
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from autoloop_py.analysis.tuning_llm import knob_prompt, parse_knob_reply
 from autoloop_py.analysis.tuning_source import (
@@ -47,18 +48,28 @@ __all__ = [
 ]  # fmt: skip
 
 _SPAN = math.sqrt(10.0)  # the fallback range spans one order of magnitude around the default
-_FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("cooling factor", ("cool", "decay", "anneal", "shrink", "gamma", "momentum", "damp")),
-    ("acceptance probability", ("prob", "accept", "crossover", "mutation", "ratio", "frac", "fraction", "p")),
-    ("step size", ("lr", "learning", "step", "stride", "delta", "eta", "sigma", "perturb", "radius", "jump", "scale")),
-    ("temperature", ("temp", "temperature", "amplitude", "amp", "noise", "jitter")),
-    ("tolerance", ("tol", "eps", "epsilon", "thresh", "threshold", "atol", "rtol", "margin")),
-    ("penalty weight", ("weight", "penalty", "penal", "reward", "coef", "lambda", "lam", "mu", "bonus", "alpha", "beta")),
-    ("restart count", ("restart", "restarts", "pop", "population", "elite", "island", "tries", "attempt", "particle")),
-    ("iteration budget", ("iter", "iters", "iteration", "iterations", "epoch", "epochs", "round", "rounds", "budget",
-                          "steps", "generation", "generations", "gen", "gens", "loop", "loops", "evals", "patience")),
-    ("sample count", ("sample", "samples", "batch", "count", "candidates", "neighbors", "neighbours", "trials")),
-)  # fmt: skip
+# The paper's range table by parameter family: the stems its names start with, its scale, its range around value v.
+_FAMILIES: dict[str, tuple[tuple[str, ...], str, Callable[[float], tuple[float, float]]]] = {
+    "cooling factor": (("cool", "decay", "anneal", "shrink", "gamma", "momentum", "damp"), "linear",
+                       lambda v: (0.5, 0.99999)),
+    "acceptance probability": (("prob", "accept", "crossover", "mutation", "ratio", "frac", "fraction", "p"), "linear",
+                               lambda v: (0.0, 1.0)),
+    "step size": (("lr", "learning", "step", "stride", "delta", "eta", "sigma", "perturb", "radius", "jump", "scale"),
+                  "log", lambda v: (v / 100, v * 100)),
+    "temperature": (("temp", "temperature", "amplitude", "amp", "noise", "jitter"), "log",
+                    lambda v: (v / 100, v * 100)),
+    "tolerance": (("tol", "eps", "epsilon", "thresh", "threshold", "atol", "rtol", "margin"), "log",
+                  lambda v: (v / 1000, v * 1000)),
+    "penalty weight": (("weight", "penalty", "penal", "reward", "coef", "lambda", "lam", "mu", "bonus", "alpha",
+                        "beta"), "log", lambda v: (v / 100, v * 100)),
+    "restart count": (("restart", "restarts", "pop", "population", "elite", "island", "tries", "attempt", "particle"),
+                      "log", lambda v: (max(1.0, v / 10), v * 10)),
+    "iteration budget": (("iter", "iters", "iteration", "iterations", "epoch", "epochs", "round", "rounds", "budget",
+                          "steps", "generation", "generations", "gen", "gens", "loop", "loops", "evals", "patience"),
+                         "log", lambda v: (v / 5, v * 5)),
+    "sample count": (("sample", "samples", "batch", "count", "candidates", "neighbors", "neighbours", "trials"), "log",
+                     lambda v: (max(1.0, v / 10), v * 10)),
+}  # fmt: skip
 _PROBLEM_NAMES = frozenset({"n", "m", "d", "dim", "dims", "ndim", "dimension", "dimensions", "size"})
 _PROBLEM_PARTS = ("grid", "circle", "width", "height", "shape", "timeout", "seed", "version", "bound", "target")
 _PARAMS_BLOCK = re.compile(r"PARAMS(?:_\d+)?$")
@@ -69,11 +80,6 @@ _SKIP_CALLS = frozenset(
 )  # fmt: skip
 # Calls whose direct arguments are identities or precisions (sqrt(2), log(10), pow(x, 2), round(x, 3)).
 _IDENTITY_CALLS = frozenset({"sqrt", "cbrt", "log", "log2", "log10", "exp", "pow", "round", "radians", "degrees"})
-_FAMILY_SCALES = {
-    "cooling factor": "linear", "acceptance probability": "linear", "step size": "log", "temperature": "log",
-    "tolerance": "log", "penalty weight": "log", "restart count": "log", "iteration budget": "log",
-    "sample count": "log",
-}  # fmt: skip
 _SKIP_KEYWORDS = frozenset(
     {"axis", "dtype", "shape", "size", "seed", "random_state", "ndim", "n_jobs", "verbose", "decimals", "ndigits",
      "base", "maxsize", "timeout", "flush", "indent", "level"}
@@ -137,44 +143,29 @@ def bounds(value: int | float, kind: str, family: str) -> tuple[int | float, int
     if value < 0:
         low, high, scale = bounds(-value, kind, family)
         return -high, -low, "linear"
-    low, high = _family_range(float(value), family, kind)
+    if family in _FAMILIES:
+        low, high = _FAMILIES[family][2](float(value))
+    elif kind == "int" and value <= 10:
+        low, high = 1.0, max(value * 5, 20.0)
+    else:
+        low, high = value / _SPAN, value * _SPAN
     low, high = min(low, value), max(high, value)
     if kind == "int":
         low, high = max(1, math.floor(low)) if value >= 1 else math.floor(low), math.ceil(high)
         high = max(high, low + 1)
-    scale = "log" if low > 0 and high / low >= 100 else _family_scale(value, kind, family)
+    if low > 0 and high / low >= 100:
+        scale = "log"
+    elif family in _FAMILIES:
+        scale = _FAMILIES[family][1]
+    else:  # no family: log for a positive non-integer below 1 or above 100
+        scale = "log" if kind == "float" and value > 0 and (value < 1 or value > 100) else "linear"
     return low, high, scale if low > 0 else "linear"
-
-
-def _family_range(value: float, family: str, kind: str) -> tuple[float, float]:
-    """Returns the paper's interval for a family (the one-order-of-magnitude default otherwise)."""
-    if family == "cooling factor":
-        return 0.5, 0.99999
-    if family == "acceptance probability":
-        return 0.0, 1.0
-    widths = {"step size": 100.0, "temperature": 100.0, "penalty weight": 100.0, "tolerance": 1000.0}
-    if family in widths:
-        return value / widths[family], value * widths[family]
-    if family in ("restart count", "sample count"):
-        return max(1.0, value / 10), value * 10
-    if family == "iteration budget":
-        return value / 5, value * 5
-    if kind == "int" and value <= 10:
-        return 1.0, max(value * 5, 20.0)
-    return value / _SPAN, value * _SPAN
-
-
-def _family_scale(value: int | float, kind: str, family: str) -> str:
-    """Returns the family's scale; without a family, log for a positive non-integer below 1 or above 100."""
-    if family in _FAMILY_SCALES:
-        return _FAMILY_SCALES[family]
-    return "log" if kind == "float" and value > 0 and (value < 1 or value > 100) else "linear"
 
 
 def family_of(name: str, value: int | float, kind: str) -> str:
     """Returns the parameter family a knob's name suggests ("default" when none does)."""
     words = [w for w in re.split(r"[^a-z0-9]+", snake_case(name)) if w]
-    for family, stems in _FAMILIES:
+    for family, (stems, _, _) in _FAMILIES.items():
         if family == "cooling factor" and not (kind == "float" and 0 < value < 1):
             continue
         if family == "acceptance probability" and not (kind == "float" and 0 <= value <= 1):
@@ -369,13 +360,8 @@ def _unique_names(knobs: Sequence[Knob]) -> list[Knob]:
             number += 1
             name = f"{knob.name}_{number}"
         used.add(name)
-        unique.append(knob if name == knob.name else _renamed(knob, name))
+        unique.append(knob if name == knob.name else dataclasses.replace(knob, name=name))
     return unique
-
-
-def _renamed(knob: Knob, name: str) -> Knob:
-    return Knob(name, knob.line, knob.col, knob.end_col, knob.text, knob.value, knob.kind, knob.low, knob.high,
-                knob.scale, knob.family, knob.rationale)
 
 
 def _in_regions(line: int, regions: Sequence[tuple[int, int]], empty: bool = True) -> bool:

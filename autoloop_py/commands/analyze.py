@@ -13,7 +13,7 @@ from rich.table import Table
 
 from autoloop_py import tempdirs
 from autoloop_py.analysis.report import BUCKETS, build_report
-from autoloop_py.commands.common import format_metric, repo_root, subparser
+from autoloop_py.commands.common import format_metric, format_percent, repo_root, subparser
 from autoloop_py.commands.trace import export_program
 from autoloop_py.errors import AutoloopError
 from autoloop_py.state.memory import MEMORY_BRANCH
@@ -78,9 +78,7 @@ def _print_models(models: list[dict[str, Any]], console: Console) -> None:
     """Prints per model: candidates, the share kept, the metric gained and the spend (nothing when none is named)."""
     if not models:
         return
-    table = Table(title="models")
-    for column in ("model", "calls", "accepted", "improvement", "tokens", "spend"):
-        table.add_column(column)
+    table = Table("model", "calls", "accepted", "improvement", "tokens", "spend", title="models")
     for row in models:
         table.add_row(escape(row["model"]), str(row["calls"]), f"{row['accepted']} ({row['accepted_share']:.0%})",
                       format_metric(row["improvement"]), str(row["tokens"]), f"${row['cost']:.4f}" if row["cost"] else "—")
@@ -97,12 +95,11 @@ def _print_lineage(lineage: dict[str, Any] | None, console: Console) -> None:
         f"{lineage['depth']} of {lineage['n_programs']} programs, dead-branch share {lineage['dead_share']:.0%}; "
         f"{lineage['n_events']} best-so-far events, {lineage['n_events_in_lineage']} on the lineage"
     )
-    table = Table(title="best-so-far events")
-    for column in ("iteration", "id", "score", "Δscore", "Δscore / total gain", "Δlines", "on lineage"):
-        table.add_column(column)
+    table = Table("iteration", "id", "score", "Δscore", "Δscore / total gain", "Δlines", "on lineage",
+                  title="best-so-far events")
     for event in lineage["events"]:
         table.add_row(str(event["iteration"]), escape(event["id"]), format_metric(event["score"]),
-                      format_metric(event["delta_score"]), _percent(event["delta_score_norm"]),
+                      format_metric(event["delta_score"]), format_percent(event["delta_score_norm"]),
                       "—" if event["delta_lines"] is None else str(event["delta_lines"]),
                       "yes" if event["in_lineage"] else "no")
     console.print(table)
@@ -112,20 +109,20 @@ def _print_cycling(cycling: dict[str, Any], console: Console) -> None:
     if not cycling["run_wide"]["n_edits"]:
         console.print("\n[bold]Cycling[/]: no parent→child edit has both sources in the trace")
         return
-    table = Table(title="cycling: share of added lines re-introducing deleted ones")
-    for column in ("variant", "edits", "added", *_KINDS, "median/edit (any)", "slope (any)", "median span"):
-        table.add_column(column)
+    table = Table("variant", "edits", "added", *_KINDS, "median/edit (any)", "slope (any)", "median span",
+                  title="cycling: share of added lines re-introducing deleted ones")
     for name in ("run_wide", "lineage"):
         summary = cycling[name]
         shares = summary["share_of_added_lines"]
         slope = summary["slopes"]["any"]
         table.add_row(name.replace("_", "-"), str(summary["n_edits"]), str(summary["n_added_lines"]),
-                      *(_percent(shares[k]) for k in _KINDS), _percent(summary["median_per_edit_ratios"]["any"]),
+                      *(format_percent(shares[k]) for k in _KINDS),
+                      format_percent(summary["median_per_edit_ratios"]["any"]),
                       "—" if slope is None else f"{slope:+.4f}", format_metric(summary["spans"]["median"]))
     console.print(table)
     raw = cycling["raw"]
-    console.print(f"raw detector: {_percent(raw['identical_share'])} byte-identical, "
-                  f"{_percent(raw['skeleton_share'])} with numbers collapsed")
+    console.print(f"raw detector: {format_percent(raw['identical_share'])} byte-identical, "
+                  f"{format_percent(raw['skeleton_share'])} with numbers collapsed")
     spans = cycling["run_wide"]["spans"]["bins"]
     console.print("run-wide spans: " + ", ".join(f"{label}: {count}" for label, count in spans.items()))
     for item in cycling["run_wide"]["top_lines"]:
@@ -134,12 +131,9 @@ def _print_cycling(cycling: dict[str, Any], console: Console) -> None:
 
 def _print_tuning(tuning: dict[str, Any], console: Console) -> None:
     buckets = ", ".join(f"{bucket} {tuning['buckets'][bucket]}" for bucket in BUCKETS)
-    console.print(f"\n[bold]Tuning share[/] of changed code lines: {_percent(tuning['share_of_code_lines'])} over "
+    share = format_percent(tuning["share_of_code_lines"])
+    console.print(f"\n[bold]Tuning share[/] of changed code lines: {share} over "
                   f"{tuning['n_edits']} edits ({buckets})")
-
-
-def _percent(value: float | None) -> str:
-    return "—" if value is None else f"{value:.1%}"
 
 
 def figure_class() -> Any:

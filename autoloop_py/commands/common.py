@@ -111,8 +111,7 @@ def load_all(root: Path, with_issues: bool = False) -> tuple[list[Program], list
         return programs, problems
     found, refused = issue_programs.discover_all(github.connect(settings), settings.repository, [p.name for p in programs])
     problems = problems + [ProgramError(why) for why in refused]
-    cache = Path(gitutil.run(gitutil.open_repo(root), "rev-parse", "--git-common-dir"))
-    cache = (cache if cache.is_absolute() else root / cache) / "autoloop" / "issue-programs"
+    cache = gitutil.common_dir(gitutil.open_repo(root)) / "autoloop" / "issue-programs"
     more, more_problems = issue_programs.materialize(root, found, cache)
     return _without_clashes(programs + more, problems + more_problems)
 
@@ -202,6 +201,11 @@ def machines(states: dict[str, statefile.StateFile | None]) -> dict[str, Any]:
 def format_metric(value: float | None) -> str:
     """Returns a metric for display ('—' when unknown)."""
     return "—" if value is None else f"{value:.6g}"
+
+
+def format_percent(value: float | None) -> str:
+    """Returns a share for display, to a tenth of a percent ('—' when unknown)."""
+    return "—" if value is None else f"{value:.1%}"
 
 
 __all__ = ["StateError", "add_common", "subparser", "repo_root", "read_states", "readable_states", "states_and_damage", "machines"]

@@ -6,7 +6,6 @@ litellm is imported only when the model is asked, so the other commands never pa
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import os
 import re
@@ -15,6 +14,7 @@ from typing import Any, Mapping
 
 from rich.console import Console
 
+from autoloop_py.analysis.run_view import unified_diff
 from autoloop_py.commands.common import repo_root, subparser
 from autoloop_py.commands.new import fill_markers, finish_program_md, load_answers, strategy_templates
 from autoloop_py.errors import AutoloopError
@@ -76,7 +76,8 @@ def cmd_customize(args: argparse.Namespace, console: Console) -> int:
     current = {"program.md": (root / folder / "program.md").read_text(encoding="utf-8"), **files}
     changed = {rel: text for rel, text in finish_program_md({**current, **proposed}).items() if current[rel] != text}
     for rel, text in changed.items():
-        console.out(_diff(folder / rel, current[rel], text), end="", highlight=False)
+        path = (folder / rel).as_posix()
+        console.out(unified_diff(current[rel], text, 3, (f"a/{path}", f"b/{path}")), end="", highlight=False)
     if args.write:
         for rel, text in changed.items():
             (root / folder / rel).write_text(text, encoding="utf-8")
@@ -225,10 +226,3 @@ def _context(root: Path, folder: Path, files: Mapping[str, str]) -> dict[str, st
             continue
         context[rel] = text if len(text) <= MAX_CONTEXT_CHARS else text[:MAX_CONTEXT_CHARS] + "\n… (cut)\n"
     return context
-
-
-def _diff(rel: Path, before: str, after: str) -> str:
-    lines = difflib.unified_diff(
-        before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{rel.as_posix()}", f"b/{rel.as_posix()}"
-    )
-    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)

@@ -24,7 +24,7 @@ from autoloop_py.analysis.judge import (
     judgement_dict,
     summarize,
 )
-from autoloop_py.commands.common import format_metric, subparser
+from autoloop_py.commands.common import format_metric, format_percent, subparser
 from autoloop_py.commands.replay import opened
 from autoloop_py.errors import AutoloopError
 from autoloop_py.loop.iteration.model_use import check_budget, record_spend
@@ -118,24 +118,19 @@ def print_report(report: dict[str, Any], console: Console) -> None:
     if not summary["n_edits"]:
         console.print("no parent→child edit has both sources in the trace; nothing to judge")
         return
-    table = Table(title="edit labels (score change: positive is better)")
-    for column in ("label", "edits", "prevalence", "mean change", "median change", "odds ratio (improves)"):
-        table.add_column(column)
+    table = Table("label", "edits", "prevalence", "mean change", "median change", "odds ratio (improves)",
+                  title="edit labels (score change: positive is better)")
     for key, row in sorted(summary["labels"].items(), key=lambda item: -item[1]["count"]):
         odds = row["odds_ratio_positive"]
-        table.add_row(key, str(row["count"]), _percent(row["prevalence"]), format_metric(row["mean_change"]),
+        table.add_row(key, str(row["count"]), format_percent(row["prevalence"]), format_metric(row["mean_change"]),
                       format_metric(row["median_change"]), "—" if odds is None else f"{odds:.2f}")
     console.print(table)
     if summary["multi_label_share"] is not None:
-        console.print(f"{_percent(summary['multi_label_share'])} of edits carry more than one label; "
+        console.print(f"{format_percent(summary['multi_label_share'])} of edits carry more than one label; "
                       f"{summary['mean_labels']:.2f} labels per edit")
     for pair in summary["co_occurrence"]:
         console.print(f"  {pair['count']}× {' + '.join(pair['labels'])}")
     for edit in report["edits"]:
         if edit["error"]:
             console.print(f"[yellow]no verdict[/] for {escape(edit['program_id'])}: {escape(edit['error'])}")
-
-
-def _percent(value: float | None) -> str:
-    return "—" if value is None else f"{value:.1%}"
 

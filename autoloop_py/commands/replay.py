@@ -273,9 +273,7 @@ _ROWS: tuple[tuple[str, Callable[[dict[str, Any]], str]], ...] = (
 
 
 def _print_trials(trials: list[dict[str, Any]], console: Console) -> None:
-    table = Table()
-    for column in ("#", "parsed", "evaluated", "score", "exact match", "class", "attempts", "why not"):
-        table.add_column(column)
+    table = Table("#", "parsed", "evaluated", "score", "exact match", "class", "attempts", "why not")
     for number, trial in enumerate(trials, start=1):
         table.add_row(str(number), _yes(trial["parsed"]), _yes(trial["eval_ok"]), format_metric(trial["score"]),
                       _yes(trial["exact_match"]), trial["class"], str(trial["attempts"]),

@@ -233,9 +233,7 @@ def _models_summary(state: statefile.StateFile, console: Console) -> None:
     rows = summary_rows(statefile.models_of(state))
     if not rows:
         return
-    table = Table(title="models")
-    for column in ("model", "calls", "accepted", "improvement", "spend"):
-        table.add_column(column)
+    table = Table("model", "calls", "accepted", "improvement", "spend", title="models")
     for row in rows:
         table.add_row(*(escape(row[key]) for key in ("model", "calls", "accepted", "improvement", "spend")))
     console.print(table)
@@ -264,9 +262,7 @@ def _population_summary(population: pop.Population, direction: str, console: Con
     candidates = population.candidates
     scored = [c for c in candidates if pop.oriented(c.fitness, direction) is not None]
     console.print(f"\n[bold]Population[/]: {len(candidates)} candidates, {len(scored)} scored, next id {population.next_id}")
-    table = Table()
-    for column in ("island", "members", "best", "best fitness", "cells"):
-        table.add_column(column)
+    table = Table("island", "members", "best", "best fitness", "cells")
     for island in sorted({c.island for c in candidates}, key=lambda i: -1 if i is None else i):
         members = [c for c in candidates if c.island == island]
         best = max(members, key=lambda c: (pop.oriented(c.fitness, direction) or float("-inf"), c.id))

@@ -26,6 +26,7 @@ from autoloop_py.program.strategy_template import (
     program_files,
 )
 from autoloop_py.render import render
+from autoloop_py.state.parts import trim
 from autoloop_py.state.population import population_of
 from autoloop_py.strategies.runner import load_runner
 
@@ -133,7 +134,7 @@ def cmd_list(args: argparse.Namespace, console: Console) -> int:
         origin = "" if template.origin == "autoloop" else f" ({template.origin})"
         console.print(f"  {template.name}{origin}, when:", markup=False, highlight=False)
         for condition in template.when_to_pick or ("(its CUSTOMIZE.md does not say)",):
-            console.print(f"    - {_shortened(condition)}", markup=False, highlight=False)
+            console.print(f"    - {trim(condition, 110)}", markup=False, highlight=False)
     programs, problems = check_all(root)
     console.print("programs:", markup=False)
     for program in programs:
@@ -180,11 +181,6 @@ def cmd_remove(args: argparse.Namespace, console: Console) -> int:
 
 def _root(args: argparse.Namespace) -> Path:
     return repo_root(args.repo or getattr(args, "strategy_repo", None))
-
-
-def _shortened(text: str, limit: int = 110) -> str:
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-
 
 
 def _folder(program: Program) -> Path:

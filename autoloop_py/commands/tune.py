@@ -6,7 +6,7 @@ import argparse
 import json
 from functools import partial
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -79,7 +79,7 @@ def cmd_tune(args: argparse.Namespace, console: Console) -> int:
     if not args.json:
         _print_header(console, program, target, knobs, knob_source, notes)
     block = free_name(target.source)
-    source_for = partial(_tuned_source, parametrize(target.source, knobs, block), block)
+    source_for = partial(with_values, parametrize(target.source, knobs, block), name=block)
     path, baseline, trials, interrupted = _search(args, console, root, program, target, knobs, source_for)
     info = tuning_run.run_info(program, path, target, knob_source, notes, args.calls, args.seed, interrupted)
     report = build_report(run=info, candidate=target.choice, knobs=knobs, trials=trials, baseline=baseline,
@@ -102,7 +102,8 @@ def _search(
         baseline = _baseline(program, workdir, path, target)
         if not knobs:
             return path, baseline, [], False
-        progress = _quiet if args.json else partial(_print_trial, console, args.calls, initial_points(args.calls))
+        shown = partial(_print_trial, console, args.calls, initial_points(args.calls))
+        progress = (lambda _: None) if args.json else shown  # --json keeps stdout for the report
         trials, interrupted = tuning_run.run_search(program, workdir, path, source_for, knobs, calls=args.calls,
                                                     seed=args.seed, on_trial=progress)
     return path, baseline, trials, interrupted
@@ -118,14 +119,6 @@ def _baseline(program: Program, workdir: Path, path: str, target: tuning_run.Tun
             "pick another with --candidate"
         )
     return result.metric
-
-
-def _tuned_source(parametrized: str, block: str, values: Mapping[str, int | float]) -> str:
-    return with_values(parametrized, values, block)
-
-
-def _quiet(trial: Trial) -> None:
-    """Shows nothing (--json keeps stdout for the report)."""
 
 
 def _print_header(console: Console, program: Program, target: tuning_run.TuneTarget, knobs: list[Knob],
@@ -163,9 +156,8 @@ def print_report(report: dict[str, Any], console: Console) -> None:
 
 
 def _print_knobs(report: dict[str, Any], console: Console) -> None:
-    table = Table(title=escape(f"knobs of {report['run']['path']} ({report['run']['knob_source']})"))
-    for column in ("knob", "line", "original", "tuned", "bounds", "scale", "family"):
-        table.add_column(column)
+    table = Table("knob", "line", "original", "tuned", "bounds", "scale", "family",
+                  title=escape(f"knobs of {report['run']['path']} ({report['run']['knob_source']})"))
     for knob in report["knobs"]:
         tuned = "—" if knob["tuned"] is None else _number(knob["tuned"])
         table.add_row(escape(knob["name"]), str(knob["line"]), escape(knob["text"]), tuned,
@@ -175,9 +167,8 @@ def _print_knobs(report: dict[str, Any], console: Console) -> None:
 
 def _print_curve(report: dict[str, Any], console: Console) -> None:
     metric = report["run"]["metric"] or "score"
-    table = Table(title=f"best so far per call ({metric}, {report['run']['direction']} is better)")
-    for column in ("call", "kind", metric, "best so far", "regret", ""):
-        table.add_column(column)
+    table = Table("call", "kind", metric, "best so far", "regret", "",
+                  title=f"best so far per call ({metric}, {report['run']['direction']} is better)")
     rows = report["trials"]
     regrets = [r["regret"] for r in rows if r["regret"] is not None]
     worst = max(regrets, default=0.0) or 1.0

@@ -102,17 +102,8 @@ def call(
     repo: git.Repo, *args: str, env: Mapping[str, str] | None = None, stdin: bytes | None = None
 ) -> GitResult:
     """Runs `git <args>` in the repository, hardened (see `hardened_command`), and returns its outcome."""
-    command, environment = _prepared(repo, args, env)
-    try:
-        with _stdin(stdin) as handle:
-            done = subprocess.run(
-                command, cwd=where(repo), env=environment, stdin=handle if handle else subprocess.DEVNULL,
-                capture_output=True, check=False,
-            )
-    except FileNotFoundError as error:
-        raise GitError(f"cannot run git ({error}); install git and put it on PATH") from error
-    stderr = done.stderr.decode("utf-8", "replace").removesuffix("\n")
-    return GitResult(tuple(args), done.returncode, done.stdout, stderr)
+    with _stdin(stdin) as handle:
+        return start(repo, *args, env=env, stdin=handle).result()
 
 
 @dataclass(frozen=True)
@@ -134,11 +125,13 @@ class Running:
         return GitResult(self.args, self.process.returncode, stdout, text)
 
 
-def start(repo: git.Repo, *args: str, env: Mapping[str, str] | None = None) -> Running:
+def start(
+    repo: git.Repo, *args: str, env: Mapping[str, str] | None = None, stdin: BinaryIO | None = None
+) -> Running:
     """Starts `git <args>` as `call` runs it, without waiting: its result() is the outcome."""
     command, environment = _prepared(repo, args, env)
     try:
-        process = subprocess.Popen(command, cwd=where(repo), env=environment, stdin=subprocess.DEVNULL,
+        process = subprocess.Popen(command, cwd=where(repo), env=environment, stdin=stdin or subprocess.DEVNULL,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except FileNotFoundError as error:
         raise GitError(f"cannot run git ({error}); install git and put it on PATH") from error
@@ -292,7 +285,8 @@ def list_remote(repo: git.Repo, remote: str, branches: Iterable[str]) -> dict[st
     wanted = {f"refs/heads/{branch}": branch for branch in branches}
     hint = f"check that the remote '{remote}' is reachable and you may read it"
     listing = run(repo, "ls-remote", remote, *wanted, hint=hint)
-    return {wanted[ref]: sha for sha, ref in _listed_pairs(listing) if ref in wanted}
+    pairs = (line.split("\t", 1) for line in listing.splitlines() if "\t" in line)
+    return {wanted[ref]: sha for sha, ref in pairs if ref in wanted}
 
 
 def fetch_branches(
@@ -411,11 +405,6 @@ def tracking_tip(repo: git.Repo, remote: str, branch: str) -> str | None:
     return rev_parse(repo, f"refs/remotes/{remote}/{branch}")
 
 
-def _listed_pairs(listing: str) -> list[tuple[str, str]]:
-    """Returns the (sha, ref name) pairs of `git ls-remote` output."""
-    return [(line.split("\t", 1)[0], line.split("\t", 1)[1]) for line in listing.splitlines() if "\t" in line]
-
-
 def hash_objects(repo: git.Repo, kind: str, contents: Sequence[bytes]) -> list[str]:
     """Stores every content as a `kind` object with one `hash-object --stdin-paths`; returns their ids in order."""
     if not contents:
@@ -476,16 +465,10 @@ def default_branch(repo_root: Path, remote: str = "origin") -> str:
 
 def changed_paths(repo: git.Repo) -> list[str]:
     """Returns the sorted paths the working tree changed against HEAD, tracked or untracked (both sides of renames)."""
-    raw = run_bytes(repo, "status", "--porcelain=v1", "-z", "--untracked-files=all")
-    return sorted(set(status_paths(raw)))
-
-
-def run_bytes(repo: git.Repo, *args: str) -> bytes:
-    """Runs `git <args>` and returns its raw stdout; raises GitError when it fails."""
-    result = call(repo, *args)
+    result = call(repo, "status", "--porcelain=v1", "-z", "--untracked-files=all")
     if not result.ok:
         raise failure(result, repo)
-    return result.stdout
+    return sorted(set(status_paths(result.stdout)))
 
 
 def status_paths(raw: bytes) -> list[str]:

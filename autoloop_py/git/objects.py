@@ -19,7 +19,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import IO, Callable, Hashable, Iterable, Sequence, TypeVar
+from typing import Callable, Hashable, Iterable, Sequence, TypeVar
 
 import git
 from gitdb import IStream, LooseObjectDB
@@ -176,7 +176,10 @@ class ObjectReader:
     def names(self, spec: str) -> list[str]:
         """Returns the sorted entry names of the tree `spec` names ([] when it names no tree)."""
         found = self.get(spec)
-        return [] if found is None or found.kind != "tree" else tree_entries(found.data)
+        if found is None or found.kind != "tree":
+            return []
+        entries = parse_tree(found.data, len(found.sha) // 2)
+        return sorted(name.decode("utf-8", "surrogateescape") for _, name, _ in entries)
 
     def close(self) -> None:
         """Stops the process (a later read starts a new one) and drops the kept answers."""
@@ -266,19 +269,10 @@ def _exchange(process: subprocess.Popen[bytes], spec: str) -> GitObject | None:
     if len(parts) != 3 or parts[-1] in (b"missing", b"ambiguous") or not parts[2].isdigit():
         return None
     sha, kind, size = parts[0].decode("ascii"), parts[1].decode("ascii"), int(parts[2])
-    data = _read_exact(process.stdout, size + 1)[:size]
-    return GitObject(sha, kind, data)
-
-
-def _read_exact(stream: IO[bytes], size: int) -> bytes:
-    chunks, left = [], size
-    while left:
-        chunk = stream.read(left)
-        if not chunk:
-            raise EOFError("cut answer")
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
+    data = process.stdout.read(size + 1)  # a buffered reader: blocks until it has them all, or the end of output
+    if len(data) != size + 1:
+        raise EOFError("cut answer")
+    return GitObject(sha, kind, data[:size])
 
 
 def _terminate(process: subprocess.Popen[bytes]) -> None:
@@ -293,17 +287,6 @@ def _terminate(process: subprocess.Popen[bytes]) -> None:
     finally:
         if process.stdout is not None:
             process.stdout.close()
-
-
-def tree_entries(data: bytes) -> list[str]:
-    """Returns the entry names of a raw tree object (`<mode> <name>\\0<20-byte id>` repeated), sorted."""
-    names, at = [], 0
-    while at < len(data):
-        space = data.index(b" ", at)
-        nul = data.index(b"\0", space)
-        names.append(data[space + 1:nul].decode("utf-8", "surrogateescape"))
-        at = nul + 21
-    return sorted(names)
 
 
 # gitdb writes an object to a temporary file in objects/, makes objects/xx/, then renames the file into it. A

@@ -172,19 +172,13 @@ def kill_marked(name: str, value: str) -> int:
     marker (sandbox.run.RUN_TOKEN_ENV_VAR): what a killed runner's commands left running.
     Linux only (/proc); one that replaced its environment escapes.
     """
-    killed = 0
-    for _ in range(_SWEEPS):  # again, in case one forked between the listing and the kill
+    def find() -> list[int]:
         marked = marked_pids(name, value)
-        if not marked:
-            break
         for pid in marked:
             logger.info("killing process %d, left behind by a command (%s)", pid, name)
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed += 1
-            except OSError:  # gone already, or not ours to signal
-                pass
-    return killed
+        return marked
+
+    return kill_until_gone(find, _SWEEPS, 0.0, 0.0)  # again, in case one forked between the listing and the kill
 
 
 def marked_pids(name: str, value: str) -> list[int]:
@@ -289,7 +283,7 @@ def kill_until_gone(find: Callable[[], Sequence[int]], rounds: int, first_wait: 
             try:
                 os.kill(pid, signal.SIGKILL)
                 killed += 1
-            except OSError:
+            except OSError:  # gone already, or not ours to signal
                 pass
         time.sleep(delay)
         delay = min(delay * 2, last_wait)

@@ -384,13 +384,9 @@ def _read_only_paths(environ: Mapping[str, str], hidden: Sequence[str]) -> tuple
     paths = [str(Path(p).resolve()) for p in python if p and Path(p).is_dir()]
     for entry in tools:
         resolved = Path(entry).resolve()
-        if resolved.is_dir() and not any(_under(resolved, Path(h)) for h in hidden):
+        if resolved.is_dir() and not any(resolved.is_relative_to(h) for h in hidden):
             paths.append(str(resolved))
     return tuple(dict.fromkeys(paths))
-
-
-def _under(path: Path, parent: Path) -> bool:
-    return path == parent or parent in path.parents
 
 
 def _system_layout() -> tuple[list[tuple[str, str]], list[str]]:

@@ -12,7 +12,7 @@ import gitdb.db.loose
 import pytest
 
 from autoloop_py.git.command import open_repo, push_branch
-from autoloop_py.git.objects import KEPT_SIZE, GitSession, ObjectReader, tree_entries
+from autoloop_py.git.objects import KEPT_SIZE, GitSession, ObjectReader
 from autoloop_py.state.memory import MemoryStore
 
 
@@ -86,9 +86,11 @@ def test_a_session_shares_its_reader_between_stores(git_repo: Path) -> None:
         assert not session.has_remote("origin")
 
 
-def test_tree_entries_parse_raw_trees() -> None:
-    raw = b"100644 b.txt\0" + b"\1" * 20 + b"40000 a dir\0" + b"\2" * 20
-    assert tree_entries(raw) == ["a dir", "b.txt"]
+def test_names_lists_a_tree_sorted(git_repo: Path) -> None:
+    with GitSession(git_repo) as session:
+        tip = MemoryStore(git_repo, session=session).commit({"b.txt": "b\n", "a dir/c.md": "c\n"}, "two")
+        assert session.objects.names(f"{tip}:") == ["a dir", "b.txt"]
+        assert session.objects.names(f"{tip}:b.txt") == []
 
 
 def _git_processes(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
