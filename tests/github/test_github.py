@@ -415,3 +415,15 @@ def test_rendering_names_stay_importable_from_github() -> None:
     assert set(github_render.__all__) <= set(autoloop_github.__all__)
     assert all(getattr(autoloop_github, name) is getattr(github_render, name) for name in github_render.__all__)
     assert all(hasattr(autoloop_github, name) for name in autoloop_github.__all__)
+
+
+@pytest.mark.parametrize(("api_url", "spaced"), [("http://127.0.0.1:8123", False), ("https://api.github.com", True)])
+def test_requests_are_spaced_for_github_but_not_for_a_loopback_api(
+    api_url: str, spaced: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[dict[str, object]] = []
+    monkeypatch.setattr(github, "Github", lambda **options: made.append(options))
+    connect(GitHubSettings(REPO, TOKEN, api_url=api_url))
+    assert ("seconds_between_writes" not in made[0]) is spaced
+    if not spaced:
+        assert made[0]["seconds_between_writes"] == 0 and made[0]["seconds_between_requests"] == 0
