@@ -152,8 +152,8 @@ def _check_prompts(state: statefile.StateFile, memory: MemoryStore, edited: bool
     trace = memory_trace(memory.read, memory.list(f"traces/{NAME}/"), NAME, "score", "higher").rows
     named = {row.iteration_found: row.extra.get("metadata", {}).get("prompt") for row in trace}
     assert {i: found.group(1) for i, found in drawn.items() if found} == {i: named[i] for i in drawn}
-    kept = sum(row.accepted for row in rows.values())
-    assert kept == sum(1 for e in state.history if e.is_detailed and e.status == "accepted")
+    kept = sum(row.accepted for row in rows.values())  # all-time, so compared with the trace, not the folded history
+    assert kept == sum(1 for row in trace if row.status == "accepted" and row.iteration_found)
     written = [name for name in rows if re.fullmatch(r"p\d+", name)]
     assert written == [f"p{i}" for i in range(EVOLVE_EVERY, state.machine.iteration_count + 1, EVOLVE_EVERY)]
     assert all(rows[name].instruction == "Nudge a up | by a quarter" for name in written)
