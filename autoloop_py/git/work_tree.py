@@ -38,7 +38,7 @@ def work_tree(repo: git.Repo) -> Iterator[WorkTree]:
         index = holder / "index"
         own = Path(repo.git_dir) / "index"
         if own.is_file():
-            shutil.copyfile(own, index)
+            shutil.copy2(own, index)  # its mtime too: git re-reads a file changed in the index's second (racy git)
         env = {"GIT_INDEX_FILE": str(index)}
         run(repo, "add", "--all", "--", ".", env=env, hint="the working tree could not be read")
         yield WorkTree(run(repo, "write-tree", env=env), index)

@@ -84,12 +84,17 @@ class FolderMemory:
         grep: str | None = None,
         limit: int | None = None,
         deleted: bool = False,
+        at: str | None = None,
     ) -> builtins.list[MemoryCommit]:
         """Returns []: a folder keeps no history, so the record check takes its file as it is."""
         check_path(path)
         return []
 
-    def tip_commit(self, path: str) -> MemoryCommit | None:
+    def tip(self) -> None:
+        """Returns None: a folder has no commits."""
+        return None
+
+    def tip_commit(self, path: str, at: str | None = None) -> MemoryCommit | None:
         """Returns None: a folder keeps no history."""
         check_path(path)
         return None

@@ -111,7 +111,7 @@ def checked_state(memory: MemoryStore, program: Program, budget: int) -> statefi
     """
     path = state_path(program)
     tip = memory.tip()
-    state = parse_or_new(memory.read_at(tip, path) if tip is not None else None, program, path, budget)
+    state = parse_or_new(memory.read_at(tip, path) if tip is not None else memory.read(path), program, path, budget)
     check_records(memory, path, program.name, state, tip)
     return state
 
