@@ -157,8 +157,11 @@ def _check_prompts(state: statefile.StateFile, memory: MemoryStore, edited: bool
     written = [name for name in rows if re.fullmatch(r"p\d+", name)]
     assert written == [f"p{i}" for i in range(EVOLVE_EVERY, state.machine.iteration_count + 1, EVOLVE_EVERY)]
     assert all(rows[name].instruction == "Nudge a up | by a quarter" for name in written)
-    if edited:  # the person's variant was drawn (never drawn, so first) and its candidates kept
-        assert rows["hand"].calls >= 1 and rows["hand"].accepted >= 1
+    newest = f"p{state.machine.iteration_count}"
+    if edited and rows["hand"].calls == 0:  # never drawn, so drawn first: unless the guide wrote one this iteration
+        assert newest in rows and rows[newest].calls == 1, rows
+    elif edited and state.machine.iteration_count <= 2 * ITERATIONS // 3:  # drawn, and its nudges kept at first
+        assert rows["hand"].accepted >= 1, rows["hand"]
 
 
 class _Rendered:
