@@ -167,10 +167,9 @@ def test_sample_needs_genomes() -> None:
 
 
 def test_an_endless_loop_is_stopped_by_the_cpu_limit() -> None:
-    started = time.monotonic()
-    failure = failure_of(sampling("while True:\n    pass\n"), SandboxLimits(seconds=5.0, cpu_seconds=1))
+    # The wall limit is far off so a loaded machine cannot reach it first: the message says which limit stopped it.
+    failure = failure_of(sampling("while True:\n    pass\n"), SandboxLimits(seconds=60.0, cpu_seconds=1))
     assert failure.kind == "timeout" and "more than 1 s of CPU" in failure.message
-    assert time.monotonic() - started < 4
 
 
 def test_an_endless_loop_is_stopped_by_the_wall_clock() -> None:
