@@ -18,7 +18,7 @@ import os
 import platform
 import re
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -41,12 +41,6 @@ SEED_ID = "seed"
 SENTINEL_SCORE = -(2**63)
 HARD_FAILURES = frozenset(
     {"COMPILE_ERROR", "RUNTIME_ERROR", "TIME_LIMIT_EXCEEDED", "MEMORY_LIMIT_EXCEEDED", "INTERNAL_ERROR"}
-)
-_KNOWN_FIELDS = frozenset(
-    {
-        "id", "language", "metrics", "iteration_found", "parent_id", "other_context_ids", "generation", "status",
-        "source", "solution_sha256", "prompts_sha256", "metadata", "operator", "model", "timestamp", "tokens", "cost",
-    }
 )
 _KNOWN_METADATA = frozenset({"changes", "parent_metrics", "model_name"})
 # An autoloop row's `metadata` key listing the iteration's other model calls (a strategy's guide and meta
@@ -102,6 +96,10 @@ class TraceRow:
     tokens: int | None = None
     cost: float | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+# A row's top-level JSON keys: TraceRow's fields, less those kept under `metadata` and the unknown ones.
+_KNOWN_FIELDS = frozenset({f.name for f in fields(TraceRow)} - _KNOWN_METADATA - {"extra"} | {"metadata"})
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from autoloop_py.program.edits import EditFailure
 from autoloop_py.program.model import Program
@@ -13,6 +13,7 @@ from autoloop_py.program.regions import evolve_regions
 from autoloop_py.render import render
 from autoloop_py.state.file import StateFile
 from autoloop_py.state.history import prompt_text
+from autoloop_py.state.population import Candidate, format_fitness
 
 _LANGUAGES = {
     ".py": "python", ".js": "javascript", ".ts": "typescript", ".rs": "rust", ".go": "go", ".c": "c",
@@ -170,6 +171,83 @@ class PromptView:
         return any(f.evolve for f in self.files)
 
 
+@dataclass(frozen=True, kw_only=True)
+class SolutionView:
+    """What a strategy's solution prompt shows besides its decision (each strategy's view adds its own fields).
+
+    Attributes:
+      program: the program's name.
+      goal: the Goal text.
+      problem: the playbook's Problem framing ('' when it has none).
+      metric: the metric's name (None when unconfigured).
+      direction: 'higher' or 'lower'.
+      best: the current best metric as text, or None.
+      framing: the framing file's text; framing_fence: a fence it cannot close.
+      data: the maintainers' steering (comments, Priorities, Lessons, Foreclosed Avenues), fenced as data.
+      files: the Target files as they are in the worktree.
+      include: the Target patterns; exclude: the Do-not-modify patterns.
+      example_path: the path used in the reply example.
+    """
+
+    program: str
+    goal: str
+    problem: str
+    metric: str | None
+    direction: str
+    best: str | None
+    framing: str
+    framing_fence: str
+    data: tuple[DataBlock, ...]
+    files: tuple[FileView, ...]
+    include: tuple[str, ...]
+    exclude: tuple[str, ...]
+    example_path: str
+
+    @property
+    def evolve(self) -> bool:
+        """Returns whether any Target file has EVOLVE-BLOCK markers."""
+        return any(f.evolve for f in self.files)
+
+
+def solution_fields(
+    program: Program, files: Mapping[str, str], best_metric: float | None, framing: str, steering: Steering,
+    problem: str,
+) -> dict[str, Any]:
+    """Returns the SolutionView fields of a strategy's prompt (the iteration number is not shown: the decision says)."""
+    base = prompt_view(PromptContext(program=program, files=files, best_metric=best_metric, iteration=0))
+    return {
+        "program": program.name, "goal": base.goal, "problem": problem, "metric": base.metric,
+        "direction": program.direction, "best": base.best, "framing": with_newline(framing.strip()),
+        "framing_fence": fence_for(framing), "data": tuple(steering_blocks(steering)), "files": base.files,
+        "include": base.include, "exclude": base.exclude, "example_path": base.example_path,
+    }
+
+
+@dataclass(frozen=True)
+class ProgramView:
+    """A program as a strategy's prompt shows it.
+
+    Attributes:
+      candidate: the program's entry.
+      fitness: its raw fitness as text.
+      fence: a fence its code cannot close.
+      code: its source ('' when only a reference is stored).
+      note: what the strategy says of it (AdaEvolve: its archive status; EvoX: how it compares with its parent).
+    """
+
+    candidate: Candidate
+    fitness: str
+    fence: str
+    code: str
+    note: str = ""
+
+
+def program_view(candidate: Candidate, note: str = "") -> ProgramView:
+    """Returns a program's display form."""
+    code = with_newline(candidate.code or "")
+    return ProgramView(candidate, format_fitness(candidate.fitness), fence_for(code), code, note)
+
+
 def render_iteration_prompt(context: PromptContext) -> str:
     """Returns the full instruction for one proposal."""
     return render("iteration_prompt.md.j2", view=prompt_view(context))
@@ -272,13 +350,13 @@ def render_retry_prompt(
     failures: Sequence[EditFailure], applied: Sequence[str] = (), parse_error: str | None = None
 ) -> str:
     """Returns the follow-up message telling the model which edits failed, why, and the nearest real lines."""
-    shown = tuple(replace(f, nearest_lines=_with_newline(f.nearest_lines)) for f in failures)
+    shown = tuple(replace(f, nearest_lines=with_newline(f.nearest_lines)) for f in failures)
     quoted = "\n".join([parse_error or "", *(f.nearest_lines for f in shown)])
     view = RetryView(parse_error, ", ".join(sorted(applied)), shown, fence_for(quoted))
     return render("retry_prompt.md.j2", view=view)
 
 
-def _with_newline(text: str) -> str:
+def with_newline(text: str) -> str:
     """Returns text ending with a newline (empty text stays empty)."""
     return text if not text or text.endswith("\n") else text + "\n"
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import difflib
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from autoloop_py import markdown as md
 from autoloop_py.errors import ProgramError
 from autoloop_py.program.objectives import Objective
 from autoloop_py.program.playbook import Playbook
-from autoloop_py.strategies import pareto
+from autoloop_py.strategies import pareto, settings
 
 
 @dataclass(frozen=True)
@@ -156,13 +156,6 @@ _TRUE = ("true", "yes", "on", "1")
 _FALSE = ("false", "no", "off", "0")
 _PRESET_COLUMNS = ("preset", "pareto", "fitness", "novelty", "elite ratio")
 
-Coerce = Callable[[Any], Any]
-
-
-class _Bad(ValueError):
-    """A value that does not fit its key; the message says what is expected."""
-
-
 # ---------------------------------------------------------------- value readers
 
 
@@ -172,35 +165,35 @@ def _boolean(value: Any) -> bool:
     word = str(value).strip().lower()
     if word in _TRUE or word in _FALSE:
         return word in _TRUE
-    raise _Bad("true or false")
+    raise ValueError("true or false")
 
 
 def _whole(value: Any) -> int:
     if isinstance(value, bool):
-        raise _Bad("a whole number")
+        raise ValueError("a whole number")
     if isinstance(value, int):
         return value
     try:
         return int(str(value).strip())
     except ValueError:
-        raise _Bad("a whole number") from None
+        raise ValueError("a whole number") from None
 
 
 def _number(value: Any) -> float:
     if isinstance(value, bool):
-        raise _Bad("a number")
+        raise ValueError("a number")
     try:
         number = float(value) if isinstance(value, (int, float)) else float(str(value).strip())
     except ValueError:
-        raise _Bad("a number") from None
+        raise ValueError("a number") from None
     if not math.isfinite(number):
-        raise _Bad("a finite number")
+        raise ValueError("a finite number")
     return number
 
 
 def _text(value: Any) -> str:
     if isinstance(value, (dict, list, bool)) or value is None:
-        raise _Bad("a word")
+        raise ValueError("a word")
     return str(value).strip().strip("`").strip().lower()
 
 
@@ -221,25 +214,16 @@ def _directions(value: Any) -> tuple[tuple[str, bool], ...]:
     if value is None or (isinstance(value, str) and value.strip().lower() in (*_NONE_WORDS, "{}")):
         return ()
     if not isinstance(value, Mapping):
-        raise _Bad("a mapping of metric names to true/false")
+        raise ValueError("a mapping of metric names to true/false")
     return tuple((str(name), _boolean(flag)) for name, flag in value.items())
 
 
-_KINDS: dict[str, Coerce] = {
-    "population_size": _whole, "num_islands": _whole, "decay": _number, "intensity_min": _number,
-    "intensity_max": _number, "use_adaptive_search": _boolean, "fixed_intensity": _number,
-    "use_ucb_selection": _boolean, "use_migration": _boolean, "migration_interval": _whole,
-    "migration_count": _whole, "use_unified_archive": _boolean, "local_context_program_ratio": _number,
-    "archive_elite_ratio": _number, "pareto_weight": _number, "fitness_weight": _number, "novelty_weight": _number,
-    "k_neighbors": _whole, "diversity_strategy": _text, "use_dynamic_islands": _boolean, "max_islands": _whole,
-    "spawn_productivity_threshold": _number, "spawn_cooldown_iterations": _whole,
-    "use_paradigm_breakthrough": _boolean, "paradigm_window_size": _whole, "paradigm_improvement_threshold": _number,
-    "paradigm_max_uses": _whole, "paradigm_num_to_generate": _whole, "paradigm_max_tried": _whole,
-    "paradigm_retry_cooldown": _whole, "enable_error_retry": _boolean, "max_error_retries": _whole,
-    "higher_is_better": _directions, "fitness_key": _optional_text, "pareto_objectives": _names,
-    "pareto_objectives_weight": _number, "num_context_programs": _whole, "max_iterations": _whole,
-    "random_seed": _whole, "diff_based_generation": _boolean,
+# A setting's reader follows from its field's type; presets, direction and objectives are not table settings.
+_READERS: dict[str, settings.Convert] = {
+    "int": _whole, "float": _number, "bool": _boolean, "str": _text, "str | None": _optional_text,
+    "tuple[str, ...]": _names, "tuple[tuple[str, bool], ...]": _directions,
 }
+_KINDS = {f.name: _READERS[f.type] for f in fields(AdaEvolveConfig) if f.name != "direction" and f.type in _READERS}
 SETTING_KEYS = tuple(_KINDS)
 
 
@@ -254,11 +238,12 @@ def parse_adaevolve_config(
     if direction not in ("higher", "lower"):
         raise ValueError(f"metric direction must be 'higher' or 'lower', not {direction!r}")
     tables = md.tables(playbook.text)
-    settings, lines = _settings(tables, playbook.path)
-    config = replace(AdaEvolveConfig(), **settings, presets=_presets(tables, playbook.path), direction=direction)
+    values, lines = _settings(tables, playbook.path)
+    config = replace(AdaEvolveConfig(), **values, presets=_presets(tables, playbook.path), direction=direction)
     config_path = playbook.program_dir / "code" / "config.yaml"
     given = {key: value for key, value in (overrides or {}).items() if key in _KINDS}
-    config = replace(config, **{key: _read(key, value, config_path, None) for key, value in given.items()})
+    config = replace(config, **{key: settings.converted(_KINDS, key, value, config_path, None)
+                                for key, value in given.items()})
     if config.intensity_min > config.intensity_max:
         config = replace(config, intensity_min=config.intensity_max, intensity_max=config.intensity_min)
     for key, problem in _problems(config):
@@ -290,7 +275,7 @@ def _settings(tables: list[md.Table], path: Path) -> tuple[dict[str, Any], dict[
             if key not in _KINDS:
                 raise ProgramError(f"`{key}` is not an AdaEvolve setting; {_suggestion(key)}", path, row.line + 1)
             cell = row.cells[1] if len(row.cells) > 1 else ""
-            values[key] = _read(key, cell, path, row.line + 1)
+            values[key] = settings.converted(_KINDS, key, cell, path, row.line + 1)
             lines[key] = row.line + 1
     return values, lines
 
@@ -298,14 +283,6 @@ def _settings(tables: list[md.Table], path: Path) -> tuple[dict[str, Any], dict[
 def _suggestion(key: str) -> str:
     close = difflib.get_close_matches(key, SETTING_KEYS, n=1)
     return f"did you mean `{close[0]}`?" if close else "remove the row or fix its name"
-
-
-def _read(key: str, value: Any, path: Path, line: int | None) -> Any:
-    """Returns value coerced to key's type; raises ProgramError naming what is expected."""
-    try:
-        return _KINDS[key](value.strip().strip("`").strip() if isinstance(value, str) else value)
-    except _Bad as expected:
-        raise ProgramError(f"`{key}` must be {expected}, got {value!r}", path, line) from None
 
 
 def _presets(tables: list[md.Table], path: Path) -> tuple[Preset, ...]:
@@ -338,7 +315,7 @@ def _preset_row(row: md.TableRow, columns: list[int], path: Path) -> Preset:
     for title, cell in zip(_PRESET_COLUMNS[1:], cells[1:]):
         try:
             number = _number(cell)
-        except _Bad:
+        except ValueError:
             number = -1.0
         if number < 0 or (title == "elite ratio" and number > 1):
             limit = "between 0 and 1" if title == "elite ratio" else "a number >= 0"

@@ -7,7 +7,7 @@ from typing import Mapping, Sequence
 
 from autoloop_py.program.model import Program
 from autoloop_py.render import render
-from autoloop_py.state.population import Candidate, format_fitness
+from autoloop_py.state.population import Candidate
 from autoloop_py.strategies import pareto
 from autoloop_py.strategies.adaevolve.archive import archive_status
 from autoloop_py.strategies.adaevolve.config import AdaEvolveConfig
@@ -15,13 +15,15 @@ from autoloop_py.strategies.adaevolve.state import Paradigm, TriedParadigm
 from autoloop_py.strategies.adaevolve.strategy import AdaEvolveDecision
 from autoloop_py.strategies.prompt import (
     DataBlock,
-    FileView,
-    PromptContext,
+    ProgramView,
+    SolutionView,
     Steering,
+    data_block,
     fence_for,
-    prompt_view,
-    steering_blocks,
+    solution_fields,
+    with_newline,
 )
+from autoloop_py.strategies.prompt import program_view as shared_program_view
 
 MODE_LABELS = {
     "exploration": (
@@ -35,35 +37,11 @@ MODE_LABELS = {
 }
 
 
-@dataclass(frozen=True)
-class ProgramView:
-    """A program as a prompt shows it.
+@dataclass(frozen=True, kw_only=True)
+class AdaEvolvePromptView(SolutionView):
+    """The one object `adaevolve_prompt.md.j2` renders: the shared solution fields and AdaEvolve's own.
 
     Attributes:
-      candidate: the program's entry.
-      fitness: its raw fitness as text.
-      fence: a fence its code cannot close.
-      code: its source ('' when only a reference is stored).
-      status: its archive status ('' when unknown).
-    """
-
-    candidate: Candidate
-    fitness: str
-    fence: str
-    code: str
-    status: str
-
-
-@dataclass(frozen=True)
-class AdaEvolvePromptView:
-    """The one object `adaevolve_prompt.md.j2` renders.
-
-    Attributes:
-      program: the program's name.
-      goal: the Goal text.
-      metric: the metric's name (None when unconfigured).
-      direction: 'higher' or 'lower'.
-      best: the current best metric as text, or None.
       decision: the attempt being carried out.
       label: the mode's label ('' for balanced).
       parent: the parent, or None for the first program.
@@ -73,20 +51,10 @@ class AdaEvolvePromptView:
       paradigm: the breakthrough idea to apply, or None.
       error: the previous attempt's failure, fenced as data (None when this is the first attempt).
       feedback: the evaluator's feedback on the parent, fenced as data (None when there is none).
-      framing: the framing file's text; framing_fence: a fence it cannot close.
       diff: ask for SEARCH/REPLACE edits (else a full rewrite).
-      data: the maintainers' steering (comments, Priorities, Lessons, Foreclosed Avenues), fenced as data.
-      files: the Target files as they are in the worktree.
-      include: the Target patterns; exclude: the Do-not-modify patterns.
-      example_path: the path used in the reply example.
       objectives: the Pareto objectives' paragraph, with the parent's values and front ('' without objectives).
     """
 
-    program: str
-    goal: str
-    metric: str | None
-    direction: str
-    best: str | None
     decision: AdaEvolveDecision
     label: str
     parent: ProgramView | None
@@ -96,21 +64,8 @@ class AdaEvolvePromptView:
     paradigm: Paradigm | None
     error: DataBlock | None
     feedback: DataBlock | None
-    framing: str
-    framing_fence: str
     diff: bool
-    data: tuple[DataBlock, ...]
-    files: tuple[FileView, ...]
-    include: tuple[str, ...]
-    exclude: tuple[str, ...]
-    example_path: str
-    problem: str = ""
     objectives: str = ""
-
-    @property
-    def evolve(self) -> bool:
-        """Returns whether any Target file has EVOLVE-BLOCK markers."""
-        return any(f.evolve for f in self.files)
 
 
 def render_prompt(
@@ -126,22 +81,17 @@ def render_prompt(
     problem: str = "",
 ) -> str:
     """Returns an attempt's solution prompt: mode label, parent, context, paradigm, siblings, previous error."""
-    base = prompt_view(PromptContext(program=program, files=files, best_metric=best_metric, iteration=0))
     view = AdaEvolvePromptView(
-        program=program.name, goal=base.goal, metric=base.metric, direction=program.direction, best=base.best,
+        **solution_fields(program, files, best_metric, framing, steering, problem),
         decision=decision, label=MODE_LABELS.get(decision.mode, ""),
         parent=None if decision.parent is None else program_view(decision.parent),
         local_context=tuple(program_view(c) for c in decision.local_context),
         global_context=tuple(program_view(c) for c in decision.global_context),
         siblings=tuple(program_view(c) for c in decision.siblings),
         paradigm=decision.paradigm,
-        error=_block("The previous attempt failed", decision.previous_error or ""),
-        feedback=_block("Evaluator feedback", feedback),
-        framing=_with_newline(framing.strip()), framing_fence=fence_for(framing),
+        error=data_block("The previous attempt failed", [decision.previous_error or ""], bullets=False),
+        feedback=data_block("Evaluator feedback", [feedback], bullets=False),
         diff=config.diff_based_generation,
-        data=tuple(steering_blocks(steering)),
-        files=base.files, include=base.include, exclude=base.exclude, example_path=base.example_path,
-        problem=problem,
         objectives=pareto.prompt_section(config.objectives, decision.parent),
     )
     return render("adaevolve_prompt.md.j2", view=view)
@@ -170,25 +120,14 @@ def render_guide_prompt(
         "best": None if best is None else program_view(best),
         "count": config.paradigm_num_to_generate,
         "tried": [(t.outcome, t.approach_type, t.idea, f"{t.gain:+.4f}") for t in tried],
-        "framing": _with_newline(framing.strip()),
+        "framing": with_newline(framing.strip()),
         "framing_fence": fence_for(framing),
-        "evaluator": _block("Evaluator source", evaluator),
-        "feedback": _block("Evaluator feedback on the best program", feedback),
+        "evaluator": data_block("Evaluator source", [evaluator], bullets=False),
+        "feedback": data_block("Evaluator feedback on the best program", [feedback], bullets=False),
     }
     return render("adaevolve_guide_prompt.md.j2", view=view)
 
 
 def program_view(candidate: Candidate) -> ProgramView:
-    """Returns a program's display form."""
-    code = _with_newline(candidate.code or "")
-    return ProgramView(candidate, format_fitness(candidate.fitness), fence_for(code), code,
-                       archive_status(candidate) or "")
-
-
-def _block(title: str, text: str) -> DataBlock | None:
-    body = _with_newline(text.strip())
-    return DataBlock(title, body, fence_for(body)) if body else None
-
-
-def _with_newline(text: str) -> str:
-    return text if not text or text.endswith("\n") else text + "\n"
+    """Returns a program's display form, noting its archive status."""
+    return shared_program_view(candidate, archive_status(candidate) or "")

@@ -13,13 +13,12 @@ from autoloop_py.strategies.alphaevolve.strategy import TWO_PARENT_OPERATORS, fi
 from autoloop_py.strategies.base import Decision
 from autoloop_py.strategies.prompt import (
     DataBlock,
-    FileView,
-    PromptContext,
+    SolutionView,
     Steering,
     data_block,
     fence_for,
-    prompt_view,
-    steering_blocks,
+    solution_fields,
+    with_newline,
 )
 
 
@@ -64,65 +63,36 @@ class IslandView:
     child: bool
 
 
-@dataclass(frozen=True)
-class AlphaEvolvePromptView:
-    """The one object `alphaevolve_prompt.md.j2` renders.
+@dataclass(frozen=True, kw_only=True)
+class AlphaEvolvePromptView(SolutionView):
+    """The one object `alphaevolve_prompt.md.j2` renders: the shared solution fields and AlphaEvolve's own.
 
     Attributes:
-      program: the program's name.
-      goal: the Goal text.
-      problem: the playbook's Problem framing ('' when it has none).
-      metric: the metric's name (None when unconfigured).
-      direction: 'higher' or 'lower'.
-      best: the current best metric as text, or None.
       decision: the decision being carried out.
       child_island: the child's island as "<index> — <name>" ("none" without islands).
       mutation: the operator is exploitation or exploration (else crossover or migration).
       parents: the parents, the one to edit first.
       islands: every island, configured and opened, with the child's marked.
       framing_name: the framing file's name under strategy/prompts/.
-      framing: its text; framing_fence: a fence it cannot close.
       weights: the operator weights as shown ("exploitation 0.5 · …"); weights_note, islands_note: the playbook's
         notes on its weights and islands ('' without one).
       validity_checks: the playbook's cheap invariants.
       full_rewrite: the playbook's diff style is a full rewrite of the evolve block.
       name_new_island: the child opens an island the playbook does not list, so the reply must name it.
-      data: the maintainers' steering (comments, Priorities, Lessons, Foreclosed Avenues), fenced as data.
-      files: the Target files as they are in the worktree.
-      include: the Target patterns; exclude: the Do-not-modify patterns.
-      example_path: the path used in the reply example.
     """
 
-    program: str
-    goal: str
-    metric: str | None
-    direction: str
-    best: str | None
     decision: Decision
-    problem: str
     child_island: str
     mutation: bool
     parents: tuple[ParentView, ...]
     islands: tuple[IslandView, ...]
     framing_name: str
-    framing: str
-    framing_fence: str
     weights: str
     weights_note: str
     islands_note: str
     validity_checks: tuple[str, ...]
     full_rewrite: bool
     name_new_island: bool
-    data: tuple[DataBlock, ...]
-    files: tuple[FileView, ...]
-    include: tuple[str, ...]
-    exclude: tuple[str, ...]
-    example_path: str
-
-    @property
-    def evolve(self) -> bool:
-        """Returns whether any Target file has EVOLVE-BLOCK markers."""
-        return any(f.evolve for f in self.files)
 
 
 def framing_file(operator: str) -> str:
@@ -149,34 +119,21 @@ def render_prompt(
     feedback: what evaluations said of the first parent and its latest attempts; parent_feedback: of each other
     parent, by id. Each is shown in its parent's block, as OpenEvolve shows a program's last execution output.
     """
-    # The iteration number is not shown: the decision already says what this iteration does.
-    base = prompt_view(PromptContext(program=program, files=files, best_metric=best_metric, iteration=0))
+    fields = solution_fields(program, files, best_metric, framing, steering, problem)
     view = AlphaEvolvePromptView(
-        program=program.name,
-        goal=base.goal,
-        metric=base.metric,
-        direction=direction,
-        best=base.best,
+        **{**fields, "direction": direction},
         decision=decision,
-        problem=problem,
         child_island=_island_text(decision.island, config),
         mutation=decision.operator not in TWO_PARENT_OPERATORS,
         parents=_parent_views(decision, config, feedback, parent_feedback or {}),
         islands=_island_views(decision, config),
         framing_name=framing_file(decision.operator),
-        framing=_with_newline(framing.strip()),
-        framing_fence=fence_for(framing),
         weights=" · ".join(f"{name} {float(weight):g}" for name, weight in config.operator_weights),
         weights_note=config.weights_note,
         islands_note=config.islands_note,
         validity_checks=config.validity_checks,
         full_rewrite=config.diff_style != "minimal_diff",
         name_new_island=_opens_unlisted_island(decision, config),
-        data=tuple(steering_blocks(steering)),
-        files=base.files,
-        include=base.include,
-        exclude=base.exclude,
-        example_path=base.example_path,
     )
     return render("alphaevolve_prompt.md.j2", view=view)
 
@@ -199,7 +156,7 @@ def _parent_views(
 
 def _parent_view(label: str, candidate: Candidate, config: AlphaEvolveConfig, told: Sequence[str]) -> ParentView:
     """Returns one parent's display form."""
-    code = _with_newline(candidate.code or "")
+    code = with_newline(candidate.code or "")
     where = _island_text(candidate.island, config)
     block = data_block(f"Last execution output of candidate {candidate.id}", told, bullets=False)
     return ParentView(label, candidate, where, format_fitness(candidate.fitness), fence_for(code), code, block)
@@ -223,8 +180,3 @@ def _island_views(decision: Decision, config: AlphaEvolveConfig) -> tuple[Island
         fallback = "new island: name its family in your reply" if index == decision.island else "opened earlier"
         shown[index] = IslandView(index, names.get(index, fallback), "", index == decision.island)
     return tuple(shown[i] for i in sorted(shown))
-
-
-def _with_newline(text: str) -> str:
-    """Returns text ending with a newline (empty text stays empty)."""
-    return text if not text or text.endswith("\n") else text + "\n"

@@ -21,6 +21,7 @@ from autoloop_py.state.memory import MEMORY_BRANCH
 from autoloop_py.state.population import format_fitness
 from autoloop_py.strategies.evox.config import EvoXConfig
 from autoloop_py.strategies.evox.strategy import STATUSES, EvoXState, StrategyRecord, initial_state
+from autoloop_py.strategies.prompt import fence_for, with_newline
 
 NONE = "—"
 FIELDS = (
@@ -46,7 +47,7 @@ def render_state_block(state: EvoXState, direction: str) -> str:
     """Returns the `### ⚙️ Strategy State` block of the state (strategies newest first)."""
     view = {
         "fields": _field_rows(state, direction),
-        "labels": [(title, _fence(text), _newline(text)) for title, text in
+        "labels": [(title, fence_for(text), with_newline(text)) for title, text in
                    zip(LABEL_TITLES, (state.diverge_label, state.refine_label))],
         "strategies": [_entry_view(s, state, direction) for s in reversed(state.strategies)],
     }
@@ -56,11 +57,11 @@ def render_state_block(state: EvoXState, direction: str) -> str:
 def _field_rows(state: EvoXState, direction: str) -> list[tuple[str, str]]:
     values = {
         "switch_interval": str(state.switch_interval), "stagnant_count": str(state.stagnant_count),
-        "last_tracked_best": _raw(state.last_tracked_best, direction),
+        "last_tracked_best": raw_text(state.last_tracked_best, direction),
         "evolve_due": "yes" if state.evolve_due else "no",
         "window_start_iteration": str(state.window_start_iteration),
-        "window_start_score": _raw(state.window_start_score, direction),
-        "window_bests": ", ".join(_raw(b, direction) for b in state.window_bests) or NONE,
+        "window_start_score": raw_text(state.window_start_score, direction),
+        "window_bests": ", ".join(raw_text(b, direction) for b in state.window_bests) or NONE,
         "active": f"S{state.active}", "pending": _sid(state.pending), "fallback": _sid(state.fallback),
         "best_strategy_J": NONE if state.best_strategy_j is None else format_fitness(state.best_strategy_j),
         "evolutions": str(state.evolutions), "meta_failures": str(state.meta_failures),
@@ -83,7 +84,7 @@ def _entry_view(s: StrategyRecord, state: EvoXState, direction: str) -> dict[str
         window = f"{s.window_start}–{end}"
     bullets = [
         ("Parent strategy", _sid(s.parent)),
-        ("Score change", f"{_raw(s.start_score, direction)} → {_raw(s.end_score, direction)}"),
+        ("Score change", f"{raw_text(s.start_score, direction)} → {raw_text(s.end_score, direction)}"),
         ("Validation", s.validation or NONE),
         ("Checksum", s.checksum or NONE),
         ("Summary", s.note or NONE),
@@ -91,10 +92,11 @@ def _entry_view(s: StrategyRecord, state: EvoXState, direction: str) -> dict[str
     if s.code_ref is not None:
         bullets.append(("Code", f"{s.code_ref} on {MEMORY_BRANCH}"))
     return {"id": s.id, "j": j, "window": window, "status": s.status, "bullets": bullets,
-            "show_code": s.code_ref is None or bool(s.code), "fence": _fence(s.code), "code": _newline(s.code)}
+            "show_code": s.code_ref is None or bool(s.code), "fence": fence_for(s.code), "code": with_newline(s.code)}
 
 
-def _raw(value: float | None, direction: str) -> str:
+def raw_text(value: float | None, direction: str) -> str:
+    """Returns an oriented value as its raw metric text ('—' for None)."""
     if value is None:
         return NONE
     return format_fitness(value if direction == "higher" else -value)
@@ -102,15 +104,6 @@ def _raw(value: float | None, direction: str) -> str:
 
 def _sid(value: int | None) -> str:
     return NONE if value is None else f"S{value}"
-
-
-def _fence(text: str) -> str:
-    runs = [len(run) for run in re.findall("`+", text)]
-    return "`" * max(3, max(runs, default=0) + 1)
-
-
-def _newline(text: str) -> str:
-    return text if not text or text.endswith("\n") else text + "\n"
 
 
 # ---------------------------------------------------------------- parsing

@@ -13,18 +13,20 @@ from autoloop_py.render import render
 from autoloop_py.state.population import Candidate, format_fitness, oriented
 from autoloop_py.strategies import pareto
 from autoloop_py.strategies.evox.config import EvoXConfig
+from autoloop_py.strategies.evox.markdown import raw_text
 from autoloop_py.strategies.evox.strategy import EvoXDecision, EvoXState, LabelTexts, StrategyRecord
 from autoloop_py.strategies.evox.worker import ALLOWED_MODULES
 from autoloop_py.strategies.prompt import (
     EVALUATOR_FEEDBACK,
     DataBlock,
-    FileView,
-    PromptContext,
+    ProgramView,
+    SolutionView,
     Steering,
     data_block,
     fence_for,
-    prompt_view,
-    steering_blocks,
+    program_view,
+    solution_fields,
+    with_newline,
 )
 
 TOP_K = 5
@@ -33,72 +35,28 @@ _BULLET_RE = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(\S.*?)\s*$")
 _SUMMARY_RE = re.compile(r"^\s*SUMMARY:\s*(.+?)\s*$", re.MULTILINE)
 
 
-@dataclass(frozen=True)
-class ProgramView:
-    """A program as a prompt shows it.
+@dataclass(frozen=True, kw_only=True)
+class EvoXPromptView(SolutionView):
+    """The one object `evox_prompt.md.j2` renders: the shared solution fields and EvoX's own.
 
     Attributes:
-      candidate: the program's entry.
-      fitness: its raw fitness as text.
-      fence: a fence its code cannot close.
-      code: its source ('' when only a reference is stored).
-      outcome: how it compares with its parent ('' when unknown).
-    """
-
-    candidate: Candidate
-    fitness: str
-    fence: str
-    code: str
-    outcome: str = ""
-
-
-@dataclass(frozen=True)
-class SolutionView:
-    """The one object `evox_prompt.md.j2` renders.
-
-    Attributes:
-      program: the program's name.
-      goal: the Goal text.
-      metric: the metric's name (None when unconfigured).
-      direction: 'higher' or 'lower'.
-      best: the current best metric as text, or None.
       decision: the attempt being carried out.
       label_text: the label's `## IMPORTANT` text ('' for the free-form label).
       parent: the parent, or None for a from-scratch iteration.
       previous: the best earlier programs, with their outcome against their parent.
       context: the context programs the strategy chose.
       error: the previous attempt's failure, fenced as data (None on the first attempt).
-      framing: the framing file's text; framing_fence: a fence it cannot close.
       diff: ask for SEARCH/REPLACE edits (else a full rewrite).
-      data: the maintainers' steering (comments, Priorities, Lessons, Foreclosed Avenues), fenced as data.
-      files: the Target files as they are in the worktree.
-      include: the Target patterns; exclude: the Do-not-modify patterns.
-      example_path: the path used in the reply example.
-      evolve: whether a Target file has EVOLVE-BLOCK markers.
       objectives: the Pareto objectives' paragraph, with the parent's values and front ('' without objectives).
     """
 
-    program: str
-    goal: str
-    metric: str | None
-    direction: str
-    best: str | None
     decision: EvoXDecision
     label_text: str
     parent: ProgramView | None
     previous: tuple[ProgramView, ...]
     context: tuple[ProgramView, ...]
     error: DataBlock | None
-    framing: str
-    framing_fence: str
     diff: bool
-    data: tuple[DataBlock, ...]
-    files: tuple[FileView, ...]
-    include: tuple[str, ...]
-    exclude: tuple[str, ...]
-    example_path: str
-    evolve: bool
-    problem: str = ""
     objectives: str = ""
 
 
@@ -123,19 +81,16 @@ def render_prompt(
     feedback: what evaluations said of the parent and its latest attempts, shown after the context programs and
     before `# Current Solution`, where the reference's prompt has its evaluator feedback (strategies.md §3.2).
     """
-    base = prompt_view(PromptContext(program=program, files=files, best_metric=best_metric, iteration=0))
+    fields = solution_fields(program, files, best_metric, framing, steering, problem)
     state = decision.state
     label_text = {"diverge": state.diverge_label, "refine": state.refine_label}.get(decision.label, "")
-    view = SolutionView(
-        program=program.name, goal=base.goal, metric=base.metric, direction=program.direction, best=base.best,
+    view = EvoXPromptView(
+        **{**fields, "data": (*fields["data"], *_feedback_block(feedback))},
         decision=decision, label_text=label_text.strip(),
         parent=None if decision.parent is None else program_view(decision.parent),
         previous=previous_attempts(population, config),
         context=tuple(program_view(c) for c in decision.context),
-        error=_error_block(decision.previous_error),
-        framing=_with_newline(framing.strip()), framing_fence=fence_for(framing), diff=config.diff_based_generation,
-        data=(*steering_blocks(steering), *_feedback_block(feedback)), files=base.files, include=base.include,
-        exclude=base.exclude, example_path=base.example_path, evolve=base.evolve, problem=problem,
+        error=_error_block(decision.previous_error), diff=config.diff_based_generation,
         objectives=pareto.prompt_section(config.objectives, decision.parent),
     )
     return render("evox_prompt.md.j2", view=view)
@@ -161,12 +116,6 @@ def _outcome(candidate: Candidate, by_id: Mapping[int, Candidate], direction: st
     return "no change from its parent"
 
 
-def program_view(candidate: Candidate, outcome: str = "") -> ProgramView:
-    """Returns a program's display form."""
-    code = _with_newline(candidate.code or "")
-    return ProgramView(candidate, format_fitness(candidate.fitness), fence_for(code), code, outcome)
-
-
 def _feedback_block(feedback: Sequence[str]) -> tuple[DataBlock, ...]:
     """Returns the evaluator feedback as a data block (none when there is none)."""
     block = data_block(EVALUATOR_FEEDBACK, feedback, bullets=False)
@@ -180,8 +129,7 @@ def _error_block(error: str) -> DataBlock | None:
         return None
     if len(text) > ERROR_TAIL:
         text = text.splitlines()[0][:200] + "\n…\n" + text[-ERROR_TAIL:]
-    body = _with_newline(text)
-    return DataBlock("The previous attempt failed", body, fence_for(body))
+    return data_block("The previous attempt failed", [text], bullets=False)
 
 
 def label_texts(diverge: Sequence[str] = (), refine: Sequence[str] = (), source: str = "default") -> LabelTexts:
@@ -195,12 +143,12 @@ def label_texts(diverge: Sequence[str] = (), refine: Sequence[str] = (), source:
 
 def render_labels_prompt(program: Program, evaluator: str, framing: str, problem: str = "") -> str:
     """Returns the guide LLM's request for DIVERGE and REFINE examples for this problem."""
-    evaluator = _with_newline(evaluator.strip())
+    evaluator = with_newline(evaluator.strip())
     view = {
         "program": program.name, "goal": program.goal.strip(), "problem": problem,
         "metric": program.evaluation.metric if program.evaluation else None, "direction": program.direction,
         "evaluator": evaluator, "evaluator_fence": fence_for(evaluator),
-        "framing": _with_newline(framing.strip()), "framing_fence": fence_for(framing),
+        "framing": with_newline(framing.strip()), "framing_fence": fence_for(framing),
     }
     return render("evox_labels_prompt.md.j2", view=view)
 
@@ -244,11 +192,11 @@ def render_meta_prompt(
         "notes": [n for n in notes if n], "metric": program.evaluation.metric if program.evaluation else None,
         "horizon": state.switch_interval, "threshold": config.improvement_threshold,
         "num_context": config.num_context_programs, "allowed": ALLOWED_MODULES,
-        "start": _raw_text(state.window_start_score, config.direction),
+        "start": raw_text(state.window_start_score, config.direction),
         "stats": population_stats(population, config.direction),
         "parent": strategy_view(parent, state, config.direction),
         "references": [strategy_view(r, state, config.direction) for r in references],
-        "framing": _with_newline(framing.strip()), "framing_fence": fence_for(framing),
+        "framing": with_newline(framing.strip()), "framing_fence": fence_for(framing),
         "problems": [p for p in problems if p.strip()],
     }
     return render("evox_meta_prompt.md.j2", view=view)
@@ -256,12 +204,12 @@ def render_meta_prompt(
 
 def strategy_view(record: StrategyRecord, state: EvoXState, direction: str) -> dict[str, Any]:
     """Returns a strategy as the meta prompt shows it: J, window, score change and source."""
-    code = _with_newline(record.code)
+    code = with_newline(record.code)
     end = record.window_end if record.window_end is not None else None
     return {
         "id": record.id, "j": "not scored yet" if record.j is None else f"{record.j:.4f}",
         "window": "—" if record.window_start is None else f"{record.window_start}–{end if end is not None else '…'}",
-        "change": f"{_raw_text(record.start_score, direction)} → {_raw_text(record.end_score, direction)}",
+        "change": f"{raw_text(record.start_score, direction)} → {raw_text(record.end_score, direction)}",
         "status": record.status, "code": code, "fence": fence_for(code),
     }
 
@@ -311,11 +259,3 @@ def meta_summary(reply: str) -> str:
     return " ".join(prose.split())[:200]
 
 
-def _raw_text(value: float | None, direction: str) -> str:
-    if value is None:
-        return "—"
-    return format_fitness(value if direction == "higher" else -value)
-
-
-def _with_newline(text: str) -> str:
-    return text if not text or text.endswith("\n") else text + "\n"

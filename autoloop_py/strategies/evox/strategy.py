@@ -31,6 +31,7 @@ from autoloop_py.strategies.evox.state import (
     MetaOutcome,
     StrategyRecord,
 )
+from autoloop_py.strategies.prompt import with_newline
 
 __all__ = [
     "LABEL_STATES", "LABEL_WORDS", "STATUSES", "EditCheck", "EvoXDecision", "EvoXRefresh", "EvoXState", "LabelTexts",
@@ -86,7 +87,7 @@ def checksum(code: str) -> str:
 
 def initial_state(config: EvoXConfig) -> EvoXState:
     """Returns the state of a run that has not started: the initial strategy S0 active and pending."""
-    code = _newline(config.initial_code)
+    code = with_newline(config.initial_code)
     s0 = StrategyRecord(0, code, window_start=1, checksum=checksum(code), note="the initial strategy")
     return EvoXState(switch_interval=config.interval, window_start_iteration=1, rng_seed=config.random_seed,
                      strategies=(s0,))
@@ -203,7 +204,7 @@ def evolve(state: EvoXState, meta: MetaOutcome, best: float | None, iteration: i
     state = reset_window(score_active(state, best, iteration), best, iteration)
     state = replace(state, evolve_due=False, stagnant_count=0, evolutions=state.evolutions + 1)
     new_id = max(s.id for s in state.strategies) + 1
-    code = _newline(meta.code or "")
+    code = with_newline(meta.code or "")
     if meta.code is None or meta.problems:
         reasons = "; ".join(meta.problems) or "the reply held no code"
         failed = StrategyRecord(new_id, code, "failed-validation", parent=meta.parent, validation=reasons,
@@ -233,7 +234,7 @@ def _fall_back(state: EvoXState, config: EvoXConfig, iteration: int) -> EvoXStat
     usable = [s for s in state.strategies if s.status == "scored"]
     chosen = next((s for s in usable if s.id == state.fallback), usable[-1] if usable else None)
     if chosen is None:
-        code = _newline(config.initial_code)
+        code = with_newline(config.initial_code)
         chosen = StrategyRecord(max(s.id for s in state.strategies) + 1, code, window_start=iteration,
                                 start_score=state.window_start_score, checksum=checksum(code),
                                 note=f"the initial strategy, restored at iteration {iteration}")
@@ -248,10 +249,6 @@ def _with(state: EvoXState, record: StrategyRecord) -> EvoXState:
 
 def _joined(note: str, addition: str) -> str:
     return f"{note}; {addition}" if note else addition
-
-
-def _newline(code: str) -> str:
-    return code if not code or code.endswith("\n") else code + "\n"
 
 
 # ---------------------------------------------------------------- the decision

@@ -1,4 +1,4 @@
-"""FunSearch code: find the evolved function with `ast`, show it as numbered versions, put a new version back.
+"""FunSearch code: find the evolved function with `ast` and show it as numbered versions.
 
 Edits are made on the source text at the positions `ast` reports, so comments and layout survive;
 `ast` column offsets count UTF-8 bytes, hence the byte splicing in `_splice`.
@@ -12,10 +12,8 @@ import textwrap
 from dataclasses import dataclass
 from typing import Sequence, Union
 
-from autoloop_py.errors import EditError
 
 FunctionNode = Union[ast.FunctionDef, ast.AsyncFunctionDef]
-_FENCE_RE = re.compile(r"^[ \t]*(`{3,}|~{3,})[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.DOTALL | re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -96,108 +94,6 @@ def header(function: str) -> str:
     return "".join(lines[: end - 1]) + last + "\n"
 
 
-def implant(reply: str, current: str, name: str, version: int) -> str:
-    """Returns current with its function `name` replaced by the reply's `name_v{version}` renamed back (§4.2 step 8).
-
-    The reply may hold the whole function or only its body, fenced or not; it is trimmed to the
-    longest prefix that parses. The function keeps its decorators and docstring from current.
-    """
-    target = _find(_parse(current), name) if _parse(current) is not None else None
-    if target is None:
-        raise EditError(f"the Target has no function `{name}`; restore it or fix `function_to_evolve`")
-    wanted = version_name(name, version)
-    code = _reply_code(reply, wanted)
-    found = _generated_function(code, wanted, _target_header(current, target, wanted))
-    _refuse_ancestor_calls(found, name, wanted)
-    new = _with_docstring_of(renamed(found, wanted, name), name, current, target)
-    # The Target's decorators stay; the reply's (if any) are dropped with the lines above its def.
-    new = "".join(_lines(new)[_only_function(new, name).lineno - 1 :])
-    lines = _lines(current)
-    indent = _indent(lines[target.lineno - 1])
-    body = textwrap.indent(new, indent) if indent else new
-    return "".join(lines[: target.lineno - 1]) + body + "".join(lines[target.end_lineno :])
-
-
-# ---------------------------------------------------------------- reading replies
-
-
-def _reply_code(reply: str, wanted: str) -> str:
-    """Returns the fenced block that defines wanted, else the last fenced block, else the whole reply."""
-    blocks = [m.group(2) for m in _FENCE_RE.finditer(reply)]
-    defining = [b for b in blocks if re.search(rf"\bdef\s+{re.escape(wanted)}\b", b)]
-    if defining:
-        return defining[-1]
-    return blocks[-1] if blocks else reply
-
-
-def _generated_function(code: str, wanted: str, header_text: str) -> str:
-    """Returns the source of wanted from code: a full definition, else code taken as the body after the header."""
-    found = _longest_parsing_function(code, wanted)
-    if found is None and not _starts_with_definition(code):
-        body = textwrap.indent(textwrap.dedent(code), "    ")
-        found = _longest_parsing_function(header_text + body, wanted)
-        # Trimming may leave only the header: a body must keep at least one statement of its own.
-        if found is not None and len(_only_function(found, wanted).body) < 2:
-            found = None
-    if found is None:
-        raise EditError(f"the reply holds no function `{wanted}` that parses; reply with the complete function")
-    return found
-
-
-def _starts_with_definition(code: str) -> bool:
-    """Returns whether code's first statement line defines something (so it is not a bare body)."""
-    lines = [line for line in textwrap.dedent(code).splitlines() if line.strip() and not line.lstrip().startswith("#")]
-    return bool(lines) and re.match(r"(@|def\s|async\s+def\s|class\s)", lines[0]) is not None
-
-
-def _longest_parsing_function(code: str, wanted: str) -> str | None:
-    """Returns wanted's source from the longest prefix of code's lines that parses (Ref trims the same way)."""
-    lines = _lines(textwrap.dedent(code))
-    while lines:
-        text = "".join(lines)
-        try:
-            tree = ast.parse(text)
-        except SyntaxError as error:
-            cut = (error.lineno or len(lines)) - 1
-            lines = lines[: min(cut, len(lines) - 1)]
-            continue
-        node = _find(tree, wanted)
-        return function_source(text, wanted) if node is not None else None
-    return None
-
-
-def _target_header(current: str, target: FunctionNode, wanted: str) -> str:
-    """Returns the Target function's header renamed to wanted, with a placeholder docstring."""
-    source = function_source(current, target.name)
-    assert source is not None
-    return header(renamed(source, target.name, wanted, "Generated body."))
-
-
-def _refuse_ancestor_calls(function: str, name: str, wanted: str) -> None:
-    """Raises EditError when the function calls an earlier numbered version (Ref rejects those samples)."""
-    pattern = re.compile(rf"{re.escape(name)}_v\d+")
-    node = _only_function(function, wanted)
-    for call in ast.walk(node):
-        if isinstance(call, ast.Call) and isinstance(call.func, ast.Name):
-            called = call.func.id
-            if pattern.fullmatch(called) and called != wanted:
-                raise EditError(
-                    f"`{wanted}` calls the earlier version `{called}`; write it without calling earlier versions"
-                )
-
-
-def _with_docstring_of(function: str, name: str, current: str, target: FunctionNode) -> str:
-    """Returns function with the Target function's docstring source (unchanged when the Target has none)."""
-    if not target.body or not _is_docstring(target.body[0]):
-        return function
-    literal = ast.get_source_segment(current, target.body[0]) or '""""""'
-    indent = _indent(_lines(current)[target.lineno - 1])
-    # Continuation lines lose the Target's indent here and get it back when the function is re-indented.
-    first, *rest = literal.split("\n")
-    literal = "\n".join([first, *(line[len(indent) :] if line.startswith(indent) else line for line in rest)])
-    return _splice(function, [_docstring_edit(function, _only_function(function, name), literal)])
-
-
 # ---------------------------------------------------------------- ast helpers
 
 
@@ -205,10 +101,6 @@ def _lines(text: str) -> list[str]:
     """Returns text's lines with their endings, split on newlines only (as ast counts lines)."""
     parts = text.split("\n")
     return [part + "\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
-
-
-def _indent(line: str) -> str:
-    return line[: len(line) - len(line.lstrip(" \t"))]
 
 
 def _parse(code: str) -> ast.Module | None:
