@@ -273,10 +273,12 @@ def _attempt(ctx: AttemptContext, decision: DecisionLike | None, files: dict[str
         if decision is not None:
             usage["extra"] = strategy.history_bullets(decision, result.metric)
         baseline = ctx.best if ctx.state.machine.best_metric is None else None
-        # The models called so far ride in the trailers too, so a record rebuilt after a crash counts them.
+        # The models called so far and the prompt variant ride in the trailers too, so a record rebuilt after a crash
+        # counts them.
         tokens, cost = usage.get("tokens"), usage.get("cost")
         use = model_use.iteration_use(ctx.model, tokens, cost, ctx.guide_spent)  # type: ignore[arg-type]
-        marks = recovery.trailers(ctx.key, result.metric, baseline, use) if ctx.key else {}
+        drawn = prompt_use.bullets(ctx.prompt_variant)
+        marks = recovery.trailers(ctx.key, result.metric, baseline, use, drawn) if ctx.key else {}
         measured = ctx.baseline.metrics if ctx.baseline is not None and ctx.baseline.ok else None
         verdict = acceptance.judge(program, result.metrics, ctx.state, measured)
         extra: tuple[tuple[str, str], ...] = usage.get("extra", ())  # type: ignore[assignment]
