@@ -21,7 +21,6 @@ from autoloop_py.state import file as statefile
 from autoloop_py.state import prompt_stats, trace
 
 log = logging.getLogger(__name__)
-PROMPT_FIELD = "prompt"  # the trace row metadata naming the variant
 
 
 def choose(
@@ -65,7 +64,7 @@ def with_choice(
     if used_bullets := bullets(choice, used):
         record = replace(record, extra=(*record.extra, *used_bullets))
     if evaluated is not None and used and choice.variant is not None:
-        evaluated = replace(evaluated, metadata={**evaluated.metadata, PROMPT_FIELD: choice.variant.name})
+        evaluated = replace(evaluated, metadata={**evaluated.metadata, prompt_stats.TRACE_FIELD: choice.variant.name})
     return record, evaluated
 
 
