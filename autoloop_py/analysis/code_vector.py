@@ -6,21 +6,28 @@ variable, parameter, function, class or assigned attribute) replaced by its orde
 renaming variables or reformatting leaves the vector unchanged while calling another function does not.
 Other languages (or Python that does not parse) are split into words and punctuation as written. Counts of
 3-grams, not of single tokens, so that the many `(`, `,` and `=` of any program do not make all programs alike.
+A vector (these or a model's) is kept in a trace row as `pack` writes it: its non-zero components as text.
 """
 
 from __future__ import annotations
 
 import ast
+import base64
+import binascii
 import hashlib
 import io
 import keyword
 import math
 import re
+import struct
 import tokenize
 import warnings
 from typing import Iterable, Mapping, Sequence
 
 DIMENSIONS = 4096
+# At most this many non-zero components are packed (a model's 3072 or the local 4096 dimensions fit; 24 KiB before
+# base64), so a kept vector stays bounded whatever answered.
+MAX_PACKED = 4096
 NGRAM = 3
 _WORD_RE = re.compile(r"\w+|[^\w\s]")
 _SKIPPED = frozenset((tokenize.COMMENT, tokenize.NL, tokenize.ENCODING, tokenize.ENDMARKER, tokenize.TYPE_COMMENT))
@@ -64,6 +71,34 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
         return 0.0
     norms = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
     return sum(x * y for x, y in zip(a, b)) / norms if norms else 0.0
+
+
+def pack(vector: Sequence[float]) -> str | None:
+    """Returns the vector as base64 text of its length and its non-zero (index, float32) components (None: too many)."""
+    found = [(i, v) for i, v in enumerate(vector) if v]
+    if len(found) > MAX_PACKED or len(vector) > 0xFFFF:
+        return None
+    data = struct.pack(f"<HH{len(found)}H{len(found)}f", len(vector), len(found), *(i for i, _ in found),
+                       *(v for _, v in found))
+    return base64.b64encode(data).decode("ascii")
+
+
+def unpack(text: object) -> Vector | None:
+    """Returns the vector pack wrote (None when the text is not one: a row is read, not trusted)."""
+    try:
+        data = base64.b64decode(text, validate=True) if isinstance(text, str) else b""
+        size, count = struct.unpack_from("<HH", data)
+        if len(data) != 4 + 6 * count:
+            return None
+        indices, values = struct.unpack_from(f"<{count}H", data, 4), struct.unpack_from(f"<{count}f", data, 4 + 2 * count)
+    except (binascii.Error, struct.error):
+        return None
+    if any(i >= size for i in indices) or not all(math.isfinite(v) for v in values):
+        return None
+    dense = [0.0] * size
+    for i, v in zip(indices, values):
+        dense[i] = v
+    return tuple(dense)
 
 
 def nearest(query: Sequence[float], others: Mapping[str, Sequence[float]]) -> tuple[str, float] | None:

@@ -1,6 +1,6 @@
 """The static HTML report of a run: metric curve, evolution tree, per-candidate diffs, the Population, the
-MAP-Elites grid of a strategy with feature cells, with Pareto objectives the front, and the candidates the
-novelty filter did not evaluate.
+MAP-Elites grid of a strategy with feature cells, with Pareto objectives the front, the prompt variants' figures, and
+the candidates the novelty filter did not evaluate.
 
 One self-contained file (inline CSS and JS, the run's data as JSON in the page), so it opens from disk
 or as a CI artifact with no server and no network. Building the data is pure; `autoloop report` does
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
-from autoloop_py.analysis.model_figures import figures_data
+from autoloop_py.analysis.model_figures import PROMPT, figures_data
 from autoloop_py.analysis.run_view import RunNode, best_lineage, run_nodes, unified_diff
 from autoloop_py.render import render
 from autoloop_py.state.population import oriented
@@ -56,6 +56,7 @@ def report_payload(trace: Trace, source: ReportSource, population: Sequence[Cand
         "best": [node.id for node in best_lineage(nodes, source.direction)],
         "population": [_candidate_data(candidate) for candidate in population],
         "models": figures_data(trace),
+        "prompts": figures_data(trace, PROMPT),
         "objectives": objectives_data(population),
         "grid": grid_data(population, source.direction),
         "skipped": skipped_data(trace),

@@ -1,9 +1,11 @@
-"""Model figures of a run: per model, its candidates, the share kept, the metric it gained and what it spent.
+"""Model figures of a run: per model (or per prompt variant), its candidates, the share kept, the metric it gained and
+what it spent.
 
 Read from the trace (any run, ours or another framework's), in trace order: a kept candidate's improvement
 is how far it moved the best so far in the better direction; candidates without a model (seeds) only set
 the starting best. A row's guide and meta calls (`metadata.guide_spend`) add to their model's tokens and cost,
-not to its calls.
+not to its calls. Per prompt variant the rows are grouped by the `metadata.prompt` naming the variant drawn, and a
+row's guide calls count in its variant's tokens and cost (as the state file's Prompts table counts them).
 """
 
 from __future__ import annotations
@@ -12,7 +14,11 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from autoloop_py.analysis import oriented
+from autoloop_py.state.prompt_stats import TRACE_FIELD
 from autoloop_py.state.trace import GUIDE_SPEND, Trace, TraceRow
+
+MODEL = "model"
+PROMPT = TRACE_FIELD
 
 
 @dataclass(frozen=True)
@@ -38,8 +44,9 @@ class ModelFigures:
     cost: float = 0.0
 
 
-def model_figures(trace: Trace) -> list[ModelFigures]:
-    """Returns the figures of every model that proposed a candidate of the trace, in order of first appearance."""
+def model_figures(trace: Trace, by: str = MODEL) -> list[ModelFigures]:
+    """Returns the figures of every model (by=PROMPT: prompt variant) that proposed a candidate of the trace, in order
+    of first appearance."""
     figures: dict[str, dict[str, Any]] = {}
     best: float | None = None
     for row in trace.rows:
@@ -48,7 +55,7 @@ def model_figures(trace: Trace) -> list[ModelFigures]:
         gain = mine - best if mine is not None and best is not None and mine > best else 0.0
         if mine is not None and row.status == "accepted" and (best is None or mine > best):
             best = mine
-        name = row.model or row.model_name
+        name = row.model or row.model_name if by == MODEL else _variant(row)
         if name:
             entry = figures.setdefault(name, _empty())
             kept = row.status == "accepted"
@@ -57,14 +64,23 @@ def model_figures(trace: Trace) -> list[ModelFigures]:
             entry["improvement"] += gain if kept else 0.0
             entry["tokens"] += row.tokens or 0
             entry["cost"] += row.cost or 0.0
-        for other, tokens, cost in _guide_spend(row):
-            entry = figures.setdefault(other, _empty())
-            entry["tokens"] += tokens
-            entry["cost"] += cost
+        for other, tokens, cost in _guide_spend(row):  # a variant's are its iteration's, as the Prompts table counts
+            owner = other if by == MODEL else name
+            if owner:
+                entry = figures.setdefault(owner, _empty())
+                entry["tokens"] += tokens
+                entry["cost"] += cost
     return [
         ModelFigures(name, accepted_share=entry["accepted"] / entry["calls"] if entry["calls"] else 0.0, **entry)
         for name, entry in figures.items()
     ]
+
+
+def _variant(row: TraceRow) -> str | None:
+    """Returns the prompt variant the row's metadata names (None: none, or not a string)."""
+    metadata = row.extra.get("metadata")
+    name = metadata.get(PROMPT) if isinstance(metadata, dict) else None
+    return name if isinstance(name, str) else None
 
 
 def _empty() -> dict[str, Any]:
@@ -91,6 +107,6 @@ def _guide_spend(row: TraceRow) -> list[tuple[str, int, float]]:
     return found
 
 
-def figures_data(trace: Trace) -> list[dict[str, Any]]:
-    """Returns the figures as plain data for the JSON report and the HTML page."""
-    return [asdict(figures) for figures in model_figures(trace)]
+def figures_data(trace: Trace, by: str = MODEL) -> list[dict[str, Any]]:
+    """Returns the figures (per model, or per prompt variant) as plain data for the JSON report and the HTML page."""
+    return [asdict(figures) for figures in model_figures(trace, by)]

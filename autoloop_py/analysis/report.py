@@ -9,7 +9,7 @@ from typing import Any, Sequence
 
 from autoloop_py.analysis import Node, cycling, nodes_of
 from autoloop_py.analysis.lineage import LineageReport, analyze_lineage
-from autoloop_py.analysis.model_figures import figures_data
+from autoloop_py.analysis.model_figures import PROMPT, figures_data
 from autoloop_py.analysis.tuning_share import edit_tuning
 from autoloop_py.state.trace import Trace
 
@@ -34,6 +34,7 @@ def build_report(trace: Trace) -> dict[str, Any]:
         },
         "tuning_share": tuning_dict(edits),
         "models": figures_data(trace),
+        "prompts": figures_data(trace, PROMPT),
         "points": [{"id": n.id, "iteration": n.iteration, "score": n.score, "status": n.status} for n in nodes],
     }
 

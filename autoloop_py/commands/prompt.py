@@ -26,11 +26,13 @@ def add_parser(commands: Any) -> None:
 
 
 def cmd_prompt(args: argparse.Namespace, console: Console) -> int:
-    """Prints the prompt; notes placed parent code on stderr."""
+    """Prints the prompt; notes placed parent code and the Prompts variant drawn on stderr."""
     root = repo_root(args.repo)
     program = load_named(root, args.program, Console(stderr=True))
     result = handoff.prepare(root, program, place_parent=args.place_parent, memory=open_memory(root, args.memory_dir))
     console.out(result.prompt, end="" if result.prompt.endswith("\n") else "\n", highlight=False)
     if result.placed:
         Console(stderr=True).print(f"placed the parent's code in {', '.join(result.placed)}")
+    if result.variant:
+        Console(stderr=True).print(f"prompt variant: {result.variant}", highlight=False)
     return 0

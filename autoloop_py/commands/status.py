@@ -32,10 +32,12 @@ from autoloop_py.state import file as statefile
 from autoloop_py.state import population as pop
 from autoloop_py.state.memory import MemoryStore
 from autoloop_py.state.model_stats import summary_rows
+from autoloop_py.state.parts import trim
 from autoloop_py.state.population import population_of
 from autoloop_py.state.untrusted_text import plain
 
 _NOT_EVALUATED = re.compile(r"not evaluated: [^\n]*")
+_INSTRUCTION_SHOWN = 120  # characters of a variant's instruction (`autoloop state PROGRAM` prints it whole)
 _SPARK = {"accepted": "✅", "rejected": "❌", "error": "⚠️", "pending-ci": "⏳", "ci-fix-exhausted": "🛑"}
 
 
@@ -215,6 +217,7 @@ def _details(state: statefile.StateFile | None, console: Console) -> None:
     if state.section_text(statefile.POPULATION) is not None:
         _population_summary(population_of(state), state.machine.metric_direction, console)
     _models_summary(state, console)
+    _prompts_summary(state, console)
 
 
 def _skipped_summary(state: statefile.StateFile, console: Console) -> None:
@@ -236,6 +239,22 @@ def _models_summary(state: statefile.StateFile, console: Console) -> None:
     table = Table("model", "calls", "accepted", "improvement", "spend", title="models")
     for row in rows:
         table.add_row(*(escape(row[key]) for key in ("model", "calls", "accepted", "improvement", "spend")))
+    console.print(table)
+
+
+def _prompts_summary(state: statefile.StateFile, console: Console) -> None:
+    """Prints each prompt variant's uses, accepted share, mean gain per use, tokens and (cut) instruction."""
+    rows = statefile.prompts_of(state).rows
+    if not rows:
+        return
+    table = Table("variant", "uses", "accepted", "mean gain", "tokens", "instruction", title="prompts")
+    for column in table.columns[:5]:  # the instruction gives way; the figures stay whole
+        column.no_wrap = True
+    for row in rows:
+        accepted = f"{row.accepted} ({row.accepted / row.calls:.0%})" if row.calls else "0"
+        mean = format_metric(row.improvement / row.calls if row.calls else None)
+        table.add_row(escape(row.name), str(row.calls), accepted, mean, str(row.tokens),
+                      escape(trim(row.instruction, _INSTRUCTION_SHOWN) or "—"))
     console.print(table)
 
 

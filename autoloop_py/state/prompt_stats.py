@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 PROMPTS = "prompts"
 PROMPT_BULLET = "Prompt"
 WRITTEN_BULLET = "Prompt written"
+TRACE_FIELD = "prompt"  # the trace row metadata naming the variant drawn
 # The variant drawn when the table is empty and prompt evolution is on: the prompt as the templates render it.
 BASE = "base"
 INSTRUCTION_LIMIT = 600

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import base64
 import math
+import struct
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from autoloop_py.analysis import code_vector
 from autoloop_py.analysis.code_vector import cosine, nearest, tokens, unit, vector
 
 PROGRAM = '''"""Anneals."""
@@ -91,3 +95,16 @@ def test_any_text_has_a_unit_or_zero_vector_and_is_its_own_nearest(text: str) ->
     assert unit(found) == found or math.isclose(sum(a * b for a, b in zip(unit(found), found)), 1.0)
     if length:
         assert math.isclose(cosine(found, vector(text)), 1.0)
+
+
+def test_packed_vectors_read_back_and_a_forged_one_is_not_read() -> None:
+    local = code_vector.vector(PROGRAM)
+    again = code_vector.unpack(code_vector.pack(local))
+    assert again is not None and len(again) == len(local) and code_vector.cosine(again, local) == pytest.approx(1.0)
+    assert code_vector.unpack(code_vector.pack([0.5, 0.0, -2.0])) == (0.5, 0.0, -2.0)
+    assert code_vector.pack([1.0] * (code_vector.MAX_PACKED + 1)) is None
+    packed = code_vector.pack([0.5, 1.0])
+    assert packed is not None
+    for forged in (None, 3, "not base64!", packed[:-4], base64.b64encode(struct.pack("<HHHf", 1, 1, 5, 1.0)).decode(),
+                   base64.b64encode(struct.pack("<HHHf", 2, 1, 0, float("nan"))).decode()):
+        assert code_vector.unpack(forged) is None

@@ -112,3 +112,15 @@ def test_the_candidates_the_novelty_filter_skipped_are_listed(tmp_path: Path) ->
     assert report_payload(trace, SOURCE)["skipped"] == []
     page = render_report(payload)
     assert 'id="skipped-section" hidden' in page and "data.skipped.length" in page
+
+
+def test_the_prompt_variants_figures_come_from_the_rows_naming_them(tmp_path: Path) -> None:
+    trace = load_trace(write_run(tmp_path / "run"))
+    assert report_payload(trace, SOURCE)["prompts"] == []
+    rows = tuple(replace(row, extra={**row.extra, "metadata": {"prompt": "terse"}}) if row.id in "BE" else row
+                 for row in trace.rows)
+    payload = report_payload(replace(trace, rows=rows), SOURCE)
+    assert [(p["model"], p["calls"], p["accepted"], p["improvement"]) for p in payload["prompts"]] == [("terse", 2, 1, 1.0)]
+    page = render_report(payload)
+    assert _data(page)["prompts"] == payload["prompts"] and 'id="prompts-section" hidden' in page
+    assert 'figureTable(document.getElementById("prompts"), data.prompts, "variant", true)' in page

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import trace_samples as sample
 
-from autoloop_py.analysis.model_figures import ModelFigures, figures_data, model_figures
+from autoloop_py.analysis.model_figures import PROMPT, ModelFigures, figures_data, model_figures
 from autoloop_py.state.trace import GUIDE_SPEND, load_trace
 
 
@@ -51,3 +51,18 @@ def test_a_guide_spend_that_cannot_be_read_is_skipped(tmp_path: Path, listed: ob
     trace = load_trace(sample.write_run(tmp_path / "run"))
     rows = (replace(trace.rows[0], extra={"metadata": {GUIDE_SPEND: listed}}), *trace.rows[1:])
     assert model_figures(replace(trace, rows=rows)) == model_figures(trace)
+
+
+def test_per_prompt_variant_the_rows_naming_it_and_their_guide_calls(tmp_path: Path) -> None:
+    trace = load_trace(sample.write_run(tmp_path / "run"))
+    guide = [{"model": "test/guide", "tokens": 50, "cost": 0.25}]
+    names = ["terse", "bold", "bold", "terse", 7, None]  # a name that is no string counts nowhere
+    rows = tuple(replace(row, extra={**row.extra, "metadata": {PROMPT: name, GUIDE_SPEND: guide if i == 3 else []}})
+                 for i, (row, name) in enumerate(zip(trace.rows, names)))
+    assert [row.id for row in rows] == ["A", "B", "E", "C", "F", "D"]
+    terse, bold = model_figures(replace(trace, rows=rows), PROMPT)
+    # A (terse) sets the best; B (bold) and C (terse, with a guide call) raise it by 1 each; E (bold) is rejected.
+    assert (terse.model, terse.calls, terse.accepted, terse.improvement, terse.tokens) == ("terse", 2, 2, 1.0, 100 + 102 + 50)
+    assert terse.cost == pytest.approx(0.02 + 0.25)
+    assert (bold.model, bold.calls, bold.accepted, bold.improvement, bold.tokens) == ("bold", 2, 1, 1.0, 101 + 101)
+    assert model_figures(trace, PROMPT) == []

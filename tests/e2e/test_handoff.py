@@ -103,3 +103,25 @@ def test_record_error_and_placed_parent(tiny: Path, capsys: pytest.CaptureFixtur
     else:
         first = parents.split(": candidate ", 1)[1].split(" ", 1)[0]
         assert source == VALUE.format(x={"1": 2.5, "2": "1 / 0"}[first])
+
+
+def test_a_hand_off_iteration_draws_names_and_credits_a_prompts_variant(
+    tiny: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["record", "tiny", "--repo", str(tiny), "--metric", "-4", "--summary", "nothing yet"]) == 0
+    row = "| `terse` | — | 0 | 0 | 0 | 0 | Change one constant at a time. |"
+    table = f"## 🧪 Prompts\n\n| Variant | Weight | Calls | Accepted | Improvement | Tokens | Instruction |\n|---|---|---|---|---|---|---|\n{row}\n\n"
+    MemoryStore(tiny).update("tiny.md", lambda text: (text or "").replace("## 📊", table + "## 📊", 1), "by hand")
+    capsys.readouterr()
+    assert main(["prompt", "tiny", "--repo", str(tiny)]) == 0
+    shown = capsys.readouterr()
+    assert "## Instruction\n\nChange one constant at a time.\n" in shown.out and "prompt variant: terse" in shown.err
+    (tiny / PROGRAM / "code/value.py").write_text(VALUE.format(x=2.0))
+    assert main(["record", "tiny", "--repo", str(tiny), "--evaluate", "--summary", "move x to 2"]) == 0
+    state = _state(tiny)
+    assert "- **Prompt**: terse" in state.history[0].text
+    [terse] = statefile.prompts_of(state).rows
+    assert (terse.name, terse.calls, terse.accepted, terse.improvement) == ("terse", 1, 1, 3.0)
+    memory = MemoryStore(tiny)
+    rows = [memory.read(path) or "" for path in memory.list("traces/tiny/") if path.endswith(".json")]
+    assert sum('"prompt": "terse"' in text for text in rows) == 1

@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 import pytest
 
+from autoloop_py.analysis import code_vector
 from autoloop_py.cli import main
 from autoloop_py.loop.iteration.iteration import IterationOutcome, run_iteration
 from autoloop_py.loop.iteration.options import RunOptions
@@ -124,8 +125,11 @@ def test_with_the_filter_off_it_is_evaluated(git_repo: Path) -> None:
 
 
 def test_a_candidate_that_only_renames_variables_is_not_evaluated_under_novelty_embedding(
-    git_repo: Path, capsys: pytest.CaptureFixture[str]
+    git_repo: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    embedded: list[str] = []
+    vector = code_vector.vector
+    monkeypatch.setattr(code_vector, "vector", lambda text, *args: embedded.append(text) or vector(text, *args))
     first, renamed = _run(git_repo, novelty_filter=True, frontmatter="novelty: embedding\n", second=_Rename())
     assert first.status == "accepted"
     assert renamed.status == "rejected" and "evaluate" not in renamed.timings and renamed.metric is None
@@ -136,6 +140,10 @@ def test_a_candidate_that_only_renames_variables_is_not_evaluated_under_novelty_
     assert row["metadata"]["novelty"] == {"verdict": "similar", "evaluated": False, "of": "it1", "similarity": 1.0,
                                           "threshold": 0.999, "embedder": "local"}
     assert row["metrics"] == {}
+    # The candidate iteration 1 kept was embedded once, in its own iteration (alone: no neighbour yet), and iteration 2
+    # read its vector from its row (the seed's row keeps none: it is embedded when it is a neighbour).
+    assert _row(memory, 1)["metadata"]["embedding"]["by"] == "local"
+    assert len(embedded) == 3 and "heat" in embedded[1] and embedded[0] not in embedded[1:]  # it1, the renamed, the seed
     assert "not evaluated: similarity 1.0000 to candidate it1" in (memory.read(f"{NAME}.md") or "")
     assert main(["status", NAME, "--repo", str(git_repo)]) == 0
     shown = " ".join(capsys.readouterr().out.split())

@@ -101,3 +101,21 @@ def test_a_long_pause_reason_takes_one_line_and_status_program_shows_it_whole(
     assert not [line for line in table if any(word in line for word in words)], out  # and not wrapped further
     out = _status(repo, capsys, monkeypatch, "long_figures_program")
     assert f"Status: ⏸️ paused: {REASON}" in " ".join(out.split()), out
+
+
+def test_status_program_shows_the_prompts_table_with_its_figures_whole_at_100_columns(
+    repo: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rows = ("| `terse` | — | 12345 | 6789 | 0.000123457 | 98765432 | Change one constant at a time, " + "and say why, " * 40
+            + "|\n| `never_drawn_variant` | 0 | 0 | 0 | 0 | 0 | — |\n")
+    table = "## 🧪 Prompts\n\n| Variant | Weight | Calls | Accepted | Improvement | Tokens | Instruction |\n|---|---|---|---|---|---|---|\n"
+    MemoryStore(repo).update("long_figures_program.md", lambda text: (text or "").replace(
+        "## 📊", table + rows + "\n## 📊", 1), "by hand")
+    out = _status(repo, capsys, monkeypatch, "long_figures_program")
+    lines = out.split("prompts", 1)[1].splitlines()
+    assert lines and max(len(line) for line in lines) <= 100, out
+    terse = next(line for line in lines if "terse" in line)
+    for figure in ("12345", "6789 (55%)", f"{0.000123457 / 12345:.6g}", "98765432"):
+        assert figure in terse, f"{figure} is not whole in:\n{out}"
+    assert any("never_drawn_variant" in line and " 0 " in line and "—" in line for line in lines), out
+    assert "say why" in out and out.count("say why") < 40  # the instruction is cut

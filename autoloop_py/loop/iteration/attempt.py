@@ -10,7 +10,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, ContextManager, Mapping
+from typing import Any, Callable, ContextManager, Mapping
 
 from autoloop_py import faults
 from autoloop_py.errors import GitError
@@ -236,7 +236,7 @@ def _attempt(ctx: AttemptContext, decision: DecisionLike | None, files: dict[str
             notes=notes, lesson=proposal.lesson, run_url=run_url, **usage,
         )
         return Attempt(record, prompt=prompt, decision=decision)
-    verdict = _screen(ctx, decision, proposal, files)
+    verdict, embedded = _screen(ctx, decision, proposal, files)
     if verdict is not None:
         record = record_of(
             "rejected", now, proposal.summary,
@@ -252,7 +252,7 @@ def _attempt(ctx: AttemptContext, decision: DecisionLike | None, files: dict[str
             result = evaluate_copy(program, workspace.path, guarded, evaluation_policy(ctx.sandbox))
     ctx.verify_checkout(during="the evaluation ran")
     evaluated = _evaluated(ctx, decision, proposal, result.metrics, prompt, runs=result.runs,
-                           metadata=stages_metadata(result))
+                           metadata={**stages_metadata(result), **embedded})
     evaluated = replace(evaluated, artifacts=artifacts_of_result(result))
     failure = None
     if result.tampered:
@@ -273,10 +273,12 @@ def _attempt(ctx: AttemptContext, decision: DecisionLike | None, files: dict[str
         if decision is not None:
             usage["extra"] = strategy.history_bullets(decision, result.metric)
         baseline = ctx.best if ctx.state.machine.best_metric is None else None
-        # The models called so far ride in the trailers too, so a record rebuilt after a crash counts them.
+        # The models called so far and the prompt variant ride in the trailers too, so a record rebuilt after a crash
+        # counts them.
         tokens, cost = usage.get("tokens"), usage.get("cost")
         use = model_use.iteration_use(ctx.model, tokens, cost, ctx.guide_spent)  # type: ignore[arg-type]
-        marks = recovery.trailers(ctx.key, result.metric, baseline, use) if ctx.key else {}
+        drawn = prompt_use.bullets(ctx.prompt_variant)
+        marks = recovery.trailers(ctx.key, result.metric, baseline, use, drawn) if ctx.key else {}
         measured = ctx.baseline.metrics if ctx.baseline is not None and ctx.baseline.ok else None
         verdict = acceptance.judge(program, result.metrics, ctx.state, measured)
         extra: tuple[tuple[str, str], ...] = usage.get("extra", ())  # type: ignore[assignment]
@@ -361,32 +363,33 @@ def _feedback(ctx: AttemptContext, parent_id: str | None) -> tuple[str, ...]:
 
 def _screen(
     ctx: AttemptContext, decision: DecisionLike | None, proposal: Proposal, files: Mapping[str, str]
-) -> novelty.NoveltyVerdict | None:
-    """Returns why the candidate is not worth evaluating (a repeat, mostly re-added deleted lines, or under
-    `novelty: embedding` too similar to an evaluated candidate), else None."""
+) -> tuple[novelty.NoveltyVerdict | None, dict[str, Any]]:
+    """Returns (why the candidate is not worth evaluating: a repeat, mostly re-added deleted lines, or under
+    `novelty: embedding` too similar to an evaluated candidate, else None; its trace row's kept vector, if any)."""
     twin = checks.duplicate_of(ctx.runner, ctx.state, proposal, files, ctx.memory.read)
     if twin is not None:
         # FunSearch's own check (its population's code hashes) runs even with the novelty filter off.
-        return novelty.NoveltyVerdict(novelty.DUPLICATE, of=str(twin.id))
+        return novelty.NoveltyVerdict(novelty.DUPLICATE, of=str(twin.id)), {}
     if ctx.reader is None:
-        return None
+        return None, {}
     verdict = lineage_store.screen(
         ctx.reader, ctx.program, _primary_of(ctx), files, proposal.files, _parent_id(ctx, decision), ctx.best
     )
     if verdict is not None or ctx.program.config.novelty != "embedding":
-        return verdict
+        return verdict, {}
     return _similar(ctx, ctx.reader, decision, proposal, files)
 
 
 def _similar(
     ctx: AttemptContext, reader: lineage_store.TraceReader, decision: DecisionLike | None, proposal: Proposal,
     files: Mapping[str, str],
-) -> novelty.NoveltyVerdict | None:
-    """Returns the similar verdict on a single-file candidate too close to an evaluated one of its island, else None."""
+) -> tuple[novelty.NoveltyVerdict | None, dict[str, Any]]:
+    """Returns the similar verdict on a single-file candidate too close to an evaluated one of its island (else None)
+    and its trace row's kept vector; the neighbours' vectors are read from their rows when kept there."""
     primary = _primary_of(ctx)
     source = proposal.files.get(primary) if primary is not None else None
     if primary is None or source is None or set(files) | set(proposal.files) != {primary}:
-        return None
+        return None, {}
     if ctx.runner is not None:
         island = strategy.island_of(ctx.runner, decision)
         neighbours = similarity.population_neighbours(population_of(ctx.state, ctx.memory.read), island)
@@ -395,7 +398,8 @@ def _similar(
     calls = ctx.proposer.models if isinstance(ctx.proposer, llm.LLMProposer) else None
     embedder = similarity.embedder_for(ctx.program, llm_limits(ctx.program, ctx.options), ctx.guide_spent, calls)
     threshold = similarity.threshold_of(ctx.program)
-    return similarity.screen(source, neighbours, threshold, embedder, strategy.language_of(primary))
+    kept = similarity.stored_vectors(reader, neighbours)
+    return similarity.screen(source, neighbours, threshold, embedder, strategy.language_of(primary), kept)
 
 
 def _parent_id(ctx: AttemptContext, decision: DecisionLike | None) -> str | None:

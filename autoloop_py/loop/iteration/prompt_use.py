@@ -21,7 +21,6 @@ from autoloop_py.state import file as statefile
 from autoloop_py.state import prompt_stats, trace
 
 log = logging.getLogger(__name__)
-PROMPT_FIELD = "prompt"  # the trace row metadata naming the variant
 
 
 def choose(
@@ -62,10 +61,14 @@ def with_choice(
 ) -> tuple[statefile.IterationRecord, trace.Evaluated | None]:
     """Returns the record with bullets naming the variant (used: a prompt held it) and the one written, and the trace
     row's metadata naming it."""
-    name = choice.variant.name if choice.variant is not None and used else None
-    bullets = prompt_stats.use_bullets(name, choice.written)
-    if bullets:
-        record = replace(record, extra=(*record.extra, *bullets))
-    if evaluated is not None and name is not None:
-        evaluated = replace(evaluated, metadata={**evaluated.metadata, PROMPT_FIELD: name})
+    if used_bullets := bullets(choice, used):
+        record = replace(record, extra=(*record.extra, *used_bullets))
+    if evaluated is not None and used and choice.variant is not None:
+        evaluated = replace(evaluated, metadata={**evaluated.metadata, prompt_stats.TRACE_FIELD: choice.variant.name})
     return record, evaluated
+
+
+def bullets(choice: PromptChoice, used: bool = True) -> tuple[tuple[str, str], ...]:
+    """Returns the history bullets naming the variant drawn (used: a prompt held it) and the one written."""
+    return prompt_stats.use_bullets(choice.variant.name if choice.variant is not None and used else None,
+                                    choice.written)

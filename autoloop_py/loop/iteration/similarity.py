@@ -6,13 +6,19 @@ strategy; the parent's lineage and the newest evaluated rows in the default flow
 one whose cosine similarity to the nearest lies above `novelty-threshold` is not evaluated, unless a
 `role: judge` entry, asked whether it is meaningfully different, says it is. Only the evolved region
 (the first EVOLVE-BLOCK, else the whole file) is compared.
+
+The cache: a candidate's vector is kept in its trace row (`metadata.embedding`: what made it, the hash of the code
+it is of, the vector packed), so each evaluated candidate is embedded once: later iterations read a neighbour's
+vector from its row when the same embedder made it of the same code. A neighbour whose code changed since (a
+Population entry edited by hand), one made by another embedder, or one without a kept vector (the seed, rows before
+the cache) is embedded again. A row holds one vector of bounded size (code_vector.MAX_PACKED).
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable, Mapping, Sequence
 
 from autoloop_py.analysis import code_vector
 from autoloop_py.loop.iteration.lineage_store import TraceReader
@@ -26,10 +32,21 @@ from autoloop_py.proposers.base import Usage
 from autoloop_py.proposers.llm_call import CallLimits, ModelCallError
 from autoloop_py.proposers.model_calls import ModelCalls
 from autoloop_py.state import population as pop
+from autoloop_py.state.trace import sha256_text
 from autoloop_py.state.untrusted_text import plain
 
 log = logging.getLogger(__name__)
 LOCAL = "local"
+EMBEDDING = "embedding"  # the trace row metadata keeping the candidate's vector
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A vector read from a trace row: what made it (`local` or the model's name), the hash of its code, the vector."""
+
+    by: str
+    of: str
+    vector: code_vector.Vector
 
 
 @dataclass(frozen=True)
@@ -64,18 +81,20 @@ def threshold_of(program: Program) -> float:
 
 
 def screen(
-    source: str, neighbours: Mapping[str, str], threshold: float, embedder: Embedder, language: str = "python"
-) -> NoveltyVerdict | None:
-    """Returns the similar verdict when the candidate's nearest neighbour lies above threshold (and no judge
-    says it differs), else None. neighbours: {id: source} of evaluated candidates."""
-    if not neighbours:
-        return None
+    source: str, neighbours: Mapping[str, str], threshold: float, embedder: Embedder, language: str = "python",
+    kept: Mapping[str, Kept] | None = None,
+) -> tuple[NoveltyVerdict | None, dict[str, Any]]:
+    """Returns (the similar verdict when the candidate's nearest neighbour lies above threshold and no judge says it
+    differs, else None; the trace row metadata keeping the candidate's vector). neighbours: {id: source} of evaluated
+    candidates; kept: their vectors read from their rows (see stored_vectors)."""
     code = evolved_code(source)
     others = {name: evolved_code(text) for name, text in neighbours.items()}
-    vectors, used = _vectors([code, *others.values()], embedder, language)
-    found = code_vector.nearest(vectors[0], dict(zip(others, vectors[1:])))
+    mine, vectors, used = _embedded(code, others, kept or {}, embedder, language)
+    packed = code_vector.pack(mine)
+    row = {EMBEDDING: {"by": used, "of": _hash(code), "vector": packed}} if packed else {}
+    found = code_vector.nearest(mine, vectors)
     if found is None or found[1] <= threshold:
-        return None
+        return None, row
     nearest, similarity = found
     judged = None
     if embedder.judge is not None:
@@ -84,12 +103,25 @@ def screen(
                                                     limits=embedder.limits, spent=embedder.spent, models=embedder.calls)
         except ModelCallError as err:
             log.warning("the novelty judge %s failed (%s); the candidate is evaluated", embedder.judge.name, err)
-            return None
+            return None, row
         if not same:
             log.info("similarity %.4f to %s, but the judge says: %s; evaluating it", similarity, nearest, judged)
-            return None
+            return None, row
     return NoveltyVerdict(SIMILAR, of=nearest, similarity=round(similarity, 6), threshold=threshold, embedder=used,
-                          judged=plain(judged) if judged is not None else None)
+                          judged=plain(judged) if judged is not None else None), row
+
+
+def stored_vectors(reader: TraceReader, ids: Iterable[str]) -> dict[str, Kept]:
+    """Returns the vectors the trace rows of these ids keep (a row without a readable one is left out)."""
+    found = {}
+    for name in ids:
+        row = reader.row(name)
+        metadata = row.extra.get("metadata") if row is not None else None
+        data = metadata.get(EMBEDDING) if isinstance(metadata, dict) else None
+        vector = code_vector.unpack(data.get("vector")) if isinstance(data, dict) else None
+        if vector is not None and isinstance(data, dict):
+            found[name] = Kept(str(data.get("by")), str(data.get("of")), vector)
+    return found
 
 
 def population_neighbours(population: pop.Population, island: int | None) -> dict[str, str]:
@@ -102,6 +134,26 @@ def population_neighbours(population: pop.Population, island: int | None) -> dic
 def trace_neighbours(reader: TraceReader, parent_id: str | None) -> dict[str, str]:
     """Returns {id: source} of the parent's lineage and the newest rows, evaluated and scored."""
     return reader.evaluated_sources(reader.lineage(parent_id))
+
+
+def _embedded(
+    code: str, others: Mapping[str, str], kept: Mapping[str, Kept], embedder: Embedder, language: str
+) -> tuple[Sequence[float], dict[str, Sequence[float]], str]:
+    """Returns (the candidate's vector, the neighbours' by id, what made them): a neighbour's kept vector when this
+    embedder made it of the same code, the others embedded in one request with the candidate."""
+    by = embedder.model.name if embedder.model is not None else LOCAL
+    known = {name: kept[name].vector for name, text in others.items()
+             if name in kept and kept[name].by == by and kept[name].of == _hash(text)}
+    missing = [name for name in others if name not in known]
+    vectors, used = _vectors([code, *(others[name] for name in missing)], embedder, language)
+    if used != by and known:  # the model failed: every vector is a local one, the kept ones are not comparable
+        return _embedded(code, others, {}, replace(embedder, model=None), language)
+    made = dict(zip(missing, vectors[1:]))
+    return vectors[0], {name: known[name] if name in known else made[name] for name in others}, used
+
+
+def _hash(code: str) -> str:
+    return sha256_text(code)[:16]
 
 
 def _vectors(texts: Sequence[str], embedder: Embedder, language: str) -> tuple[list[Sequence[float]], str]:

@@ -223,7 +223,7 @@ def keep_outcome(
             raise OutcomeError(f"refusing the outcome of '{program.name}', nothing was written: " + "; ".join(found))
         workspace.write(outcome.changes)
         assert record.metric is not None
-        marks = recovery.trailers(outcome.key, record.metric, record.baseline, use_of(record))
+        marks = recovery.trailers(outcome.key, record.metric, record.baseline, use_of(record), record.extra)
         commit, withdrawn = keep_candidate(workspace, program, record.change, outcome.iteration, record.run_url, marks)
     return settle_kept(record, commit, withdrawn, ci_gate), base
 

@@ -1,8 +1,9 @@
 """Recovery: iteration keys, and the reconcile step that repairs what a killed run left behind.
 
 Every iteration carries an idempotency key `<program>:<iteration>:<random token>`: in the
-trailers of its candidate commit (with `Autoloop-Metric`, `Autoloop-Baseline`, `Autoloop-Runner`, and
-`Autoloop-Model` / `Autoloop-Model-Spend` when models were called), in a
+trailers of its candidate commit (with `Autoloop-Metric`, `Autoloop-Baseline`, `Autoloop-Runner`,
+`Autoloop-Model` / `Autoloop-Model-Spend` when models were called, and `Autoloop-Prompt` /
+`Autoloop-Prompt-Written` when a prompt variant was drawn or written), in a
 hidden line of its history entry and in the trailer of its memory-branch commit. Before an
 iteration, `reconcile` removes worktrees and temporary folders of dead runs, pushes memory commits the
 remote lacks, and records every candidate commit on `autoloop/<name>` whose key no record has (a run killed between
@@ -43,6 +44,7 @@ from autoloop_py.sandbox.run import RUN_TOKEN_ENV_VAR, run_token
 from autoloop_py.state import file as statefile
 from autoloop_py.state.history import KEY_TRAILER, IterationRecord
 from autoloop_py.state.memory import MemoryStore
+from autoloop_py.state import prompt_stats
 from autoloop_py.state.model_stats import MODEL_BULLET, SPEND_BULLET, ModelUse, use_bullets, use_of
 
 log = logging.getLogger(__name__)
@@ -51,11 +53,14 @@ KEY = KEY_TRAILER
 METRIC = "Autoloop-Metric"
 BASELINE = "Autoloop-Baseline"
 RUNNER = "Autoloop-Runner"
-# The iteration's model use, as its `Model` / `Model spend` history bullets spell it: a recovered record
-# carries them, so the Models table counts the interrupted iteration.
+# The iteration's model use and prompt variant, as its `Model` / `Model spend` / `Prompt` / `Prompt written` history
+# bullets spell them: a recovered record carries them, so the Models and Prompts tables count the interrupted iteration.
 MODEL = "Autoloop-Model"
 MODEL_SPEND = "Autoloop-Model-Spend"
+PROMPT = "Autoloop-Prompt"
+PROMPT_WRITTEN = "Autoloop-Prompt-Written"
 _USE_TRAILERS = ((MODEL, MODEL_BULLET), (MODEL_SPEND, SPEND_BULLET))
+_BULLET_TRAILERS = (*_USE_TRAILERS, (PROMPT, prompt_stats.PROMPT_BULLET), (PROMPT_WRITTEN, prompt_stats.WRITTEN_BULLET))
 # A candidate of a run that may still be alive (another machine's, or a live process here) is left to
 # that run for this long: it records its own candidate moments after pushing it.
 GRACE = timedelta(minutes=10)
@@ -82,7 +87,7 @@ class Interrupted:
       baseline: its Autoloop-Baseline (the unchanged code's metric, when that iteration measured it).
       when: its committer date.
       runner: its Autoloop-Runner, `host:pid` of the process that committed it.
-      use: the model use its Autoloop-Model and Autoloop-Model-Spend trailers carry (empty: none).
+      bullets: the history bullets its Autoloop-Model(-Spend) and Autoloop-Prompt(-Written) trailers carry.
     """
 
     sha: str
@@ -92,7 +97,12 @@ class Interrupted:
     baseline: float | None
     when: datetime
     runner: str | None = None
-    use: ModelUse = ModelUse()
+    bullets: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def use(self) -> ModelUse:
+        """Returns the model use its trailers carry (empty: none)."""
+        return use_of(IterationRecord("accepted", self.when, "", self.metric, extra=self.bullets))
 
 
 def new_key(program: str, iteration: int) -> str:
@@ -105,17 +115,20 @@ def key_slug(program: str) -> str:
     return _UNSAFE_RE.sub("-", program).strip("-") or "program"
 
 
-def trailers(key: str, metric: float, baseline: float | None, use: ModelUse | None = None) -> dict[str, str]:
+def trailers(
+    key: str, metric: float, baseline: float | None, use: ModelUse | None = None, bullets: Sequence[tuple[str, str]] = ()
+) -> dict[str, str]:
     """Returns the trailers of a candidate commit: its key, metric, the baseline it was measured against, its runner,
-    and the models it called (use: the iteration's model use so far, None: none)."""
+    the models it called (use: the iteration's model use so far, None: none) and the prompt variant its `Prompt` /
+    `Prompt written` bullets name (bullets: the record's history bullets, or the iteration's so far)."""
     found = {KEY: key, METRIC: repr(float(metric))}
     if baseline is not None:
         found[BASELINE] = repr(float(baseline))
     found[RUNNER] = f"{socket.gethostname()}:{os.getpid()}"
-    bullets = dict(use_bullets(use)) if use is not None else {}
-    for trailer, bullet in _USE_TRAILERS:
-        if bullets.get(bullet):
-            found[trailer] = " ".join(bullets[bullet].split())  # one line, whatever a model name holds
+    named = {**dict(bullets), **(dict(use_bullets(use)) if use is not None else {})}
+    for trailer, bullet in _BULLET_TRAILERS:
+        if named.get(bullet):
+            found[trailer] = " ".join(named[bullet].split())  # one line, whatever a model name or variant holds
     return found
 
 
@@ -171,9 +184,9 @@ def _interrupted(sha: str, key: str, message: str, fields: Mapping[str, str], wh
         return None
     subject = message.strip().splitlines()[0] if message.strip() else ""
     match = _SUBJECT_RE.match(subject)
-    bullets = tuple((bullet, fields[trailer]) for trailer, bullet in _USE_TRAILERS if fields.get(trailer))
-    use = use_of(IterationRecord("accepted", when, "", metric, extra=bullets))
-    return Interrupted(sha, key, match.group(1) if match else subject, metric, baseline, when, fields.get(RUNNER), use)
+    bullets = tuple((bullet, fields[trailer]) for trailer, bullet in _BULLET_TRAILERS if fields.get(trailer))
+    return Interrupted(sha, key, match.group(1) if match else subject, metric, baseline, when, fields.get(RUNNER),
+                       bullets)
 
 
 def number(text: str | None) -> float | None:
@@ -196,9 +209,11 @@ def settled(item: Interrupted, now: datetime, host: str | None = None) -> bool:
 def recovered_record(item: Interrupted, pending_ci: bool = False) -> IterationRecord:
     """Returns the history record of an interrupted run's candidate: accepted (pending-ci under the CI gate).
 
-    Its tokens, cost and `Model` / `Model spend` bullets are what its trailers say the models cost.
+    Its tokens, cost and `Model` / `Model spend` bullets are what its trailers say the models cost; its `Prompt` and
+    `Prompt written` bullets the variant they say it drew and the one its guide wrote (read as the history's are).
     """
     spent = item.use.spend.values()
+    variant, written = prompt_stats.use_of(IterationRecord("accepted", item.when, "", item.metric, extra=item.bullets))
     costs = [usd for _, usd in spent if usd is not None]
     return IterationRecord(
         status="pending-ci" if pending_ci else "accepted",
@@ -211,7 +226,7 @@ def recovered_record(item: Interrupted, pending_ci: bool = False) -> IterationRe
         key=item.key,
         tokens=sum(tokens for tokens, _ in spent) or None,
         cost=sum(costs) if costs else None,
-        extra=use_bullets(item.use),
+        extra=(*use_bullets(item.use), *prompt_stats.use_bullets(variant, written)),
     )
 
 

@@ -213,7 +213,7 @@ def _aside(
             raise OutcomeError(f"refusing the outcome of '{program.name}', nothing was written: " + "; ".join(found))
         workspace.write(outcome.changes)
         assert record.metric is not None
-        marks = recovery.trailers(outcome.key, record.metric, record.baseline, use_of(record))
+        marks = recovery.trailers(outcome.key, record.metric, record.baseline, use_of(record), record.extra)
         message = f"[Autoloop: {program.name}] Iteration {outcome.iteration} (lost to a sibling): {record.change}"
         aside[ref] = workspace.keep_aside(recovery.with_trailers(message, marks), ref)
     population = outcome.candidate_source is not None  # what the publish records as the slot's Population entry

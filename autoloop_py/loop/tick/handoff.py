@@ -1,7 +1,8 @@
 """Hand-off iterations: an outside agent proposes; `autoloop prompt` renders the decision, `autoloop record` writes the outcome.
 
-Both sides recompute the same decision from the state file and the seeded RNG, so nothing has to be
-carried between them and no table is ever edited by the agent.
+Both sides recompute the same decision and prompt variant from the state file and the seeded RNG, so nothing has
+to be carried between them and no table is ever edited by the agent. The hand-off calls no guide model: no variant
+is written, the drawn one is credited when recorded.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from autoloop_py.loop.checkout.workspace import Workspace
 from autoloop_py.loop.evaluation.checks import violations
 from autoloop_py.loop.evaluation.evaluate import EvaluationResult, evaluate
 from autoloop_py.loop.evaluation.evaluation_report import Report
-from autoloop_py.loop.iteration import lineage_store
+from autoloop_py.loop.iteration import lineage_store, prompt_use
 from autoloop_py.loop.iteration.baseline import measure_baseline
 from autoloop_py.loop.iteration.iteration import iteration_rng
 from autoloop_py.loop.record import integrity
@@ -50,7 +51,7 @@ from autoloop_py.state.memory_folder import FolderMemory, Memory, open_memory
 from autoloop_py.strategies import registry
 from autoloop_py.strategies import runner as strategy
 from autoloop_py.strategies.base import Decision
-from autoloop_py.strategies.prompt import prompt_context, render_iteration_prompt, with_feedback_section
+from autoloop_py.strategies.prompt import prompt_context, render_iteration_prompt, with_feedback_section, with_instruction
 
 log = logging.getLogger(__name__)
 
@@ -64,12 +65,14 @@ class Handoff:
       prompt: the rendered prompt.
       decision: the strategy's decision (None in the default flow).
       placed: Target files rewritten with the chosen parent's code (with place_parent).
+      variant: the Prompts variant drawn, whose instruction the prompt shows (None: none).
     """
 
     iteration: int
     prompt: str
     decision: Decision | None
     placed: tuple[str, ...] = ()
+    variant: str | None = None
 
 
 @dataclass(frozen=True)
@@ -113,11 +116,13 @@ def prepare(root: Path, program: Program, place_parent: bool = False, memory: Me
     best = state.machine.best_metric
     runner = strategy.load_runner(program, root)
     reader, redactor = lineage_store.memory_reader(root, memory, program), from_environment(os.environ)
+    choice = prompt_use.choose(program, state, iteration, None)
+    variant = choice.variant.name if choice.variant is not None else None
     if runner is None:
         told = lineage_store.prompt_feedback(reader, trace.read_tip(memory.read, program.name), program, redactor)
         prompt = render_iteration_prompt(prompt_context(program, files, state, best, iteration))
-        prompt = with_feedback_section(prompt, told)
-        return Handoff(iteration, prompt, None)
+        prompt = with_instruction(with_feedback_section(prompt, told), choice.instruction)
+        return Handoff(iteration, prompt, None, variant=variant)
     rng = iteration_rng(program, iteration)
     decision = strategy.decide(runner, state, best, iteration, program.direction, rng, memory.read, None, _rebase(root, program, runner, memory))
     placed = strategy.with_parent(runner, decision, files)
@@ -132,10 +137,11 @@ def prepare(root: Path, program: Program, place_parent: bool = False, memory: Me
     prompt = strategy.render_prompt(
         runner, decision, program, placed, state, best, load=memory.read, feedback=told, parent_feedback=others
     )
+    prompt = with_instruction(prompt, choice.instruction)
     note = _guide_note(runner, state, program, memory.read)
     if note:
         prompt = prompt.rstrip("\n") + "\n\n" + note
-    return Handoff(iteration, prompt, decision, changed if place_parent else ())
+    return Handoff(iteration, prompt, decision, changed if place_parent else (), variant)
 
 
 def _guide_note(
@@ -197,6 +203,7 @@ def _record_locked(
         source = (root / runner.primary).read_text(encoding="utf-8")
         candidate = strategy.candidate_for(runner, decision, entry, source, outcome.approach, iteration)
     evaluated = _evaluated(root, program, runner, decision, result, trace.read_tip(memory.read, program.name))
+    entry, evaluated = prompt_use.with_choice(entry, evaluated, prompt_use.choose(program, state, iteration, None))
     # gh-aw's repo-memory folder holds at most 1000 files: its trace keeps rows (and their artifacts), not sources.
     data = IterationData(runner, candidate, evaluated=evaluated, decision=decision,
                          base=stale_parents.default_tip(root), trace_sources=not isinstance(memory, FolderMemory))

@@ -7,6 +7,7 @@ from typing import Any, Callable
 
 import pytest
 
+from autoloop_py.analysis import code_vector
 from autoloop_py.errors import ConfigurationError
 from autoloop_py.loop.iteration import novelty, similarity
 from autoloop_py.loop.iteration.similarity import Embedder, population_neighbours, screen
@@ -43,7 +44,7 @@ class _Calls:
 
 
 def test_a_renamed_copy_of_an_evaluated_candidate_is_similar_with_local_vectors() -> None:
-    verdict = screen(RENAMED, {"it3": OTHER, "it4": EVALUATED}, 0.999, Embedder())
+    verdict, _ = screen(RENAMED, {"it3": OTHER, "it4": EVALUATED}, 0.999, Embedder())
     assert verdict is not None and verdict.skipped
     assert (verdict.kind, verdict.of, verdict.similarity, verdict.embedder) == (novelty.SIMILAR, "it4", 1.0, "local")
     assert verdict.note() == "not evaluated: similarity 1.0000 to candidate it4 is above novelty-threshold 0.999 (local vectors)"
@@ -52,15 +53,15 @@ def test_a_renamed_copy_of_an_evaluated_candidate_is_similar_with_local_vectors(
 
 
 def test_a_different_candidate_or_no_neighbour_is_evaluated() -> None:
-    assert screen(OTHER, {"it4": EVALUATED}, 0.9, Embedder()) is None
-    assert screen(RENAMED, {}, 0.5, Embedder()) is None
+    assert screen(OTHER, {"it4": EVALUATED}, 0.9, Embedder())[0] is None
+    assert screen(RENAMED, {}, 0.5, Embedder())[0] is None
 
 
 def test_the_embedding_model_embeds_all_texts_in_one_request_and_its_spend_is_counted() -> None:
     calls = _Calls(lambda text: [1.0, 0.1] if "acc" in text or "total" in text else [0.0, 1.0])
     spec = ModelSpec("openai/embed", role="embedding", input_cost=0.5, temperature=0.3)
     embedder = Embedder(model=spec, calls=calls)
-    verdict = screen(RENAMED, {"a": OTHER, "b": EVALUATED}, 0.95, embedder)
+    verdict, _ = screen(RENAMED, {"a": OTHER, "b": EVALUATED}, 0.95, embedder)
     assert verdict is not None and (verdict.of, verdict.embedder) == ("b", "openai/embed")
     assert len(calls.requests) == 1 and calls.requests[0]["input"] == [RENAMED, OTHER, EVALUATED]
     assert "temperature" not in calls.requests[0] and "messages" not in calls.requests[0]
@@ -69,7 +70,7 @@ def test_the_embedding_model_embeds_all_texts_in_one_request_and_its_spend_is_co
 
 def test_a_failing_embedding_model_falls_back_to_local_vectors_but_a_setting_stops_the_run() -> None:
     failing = Embedder(model=ModelSpec("openai/embed", role="embedding"), calls=_Calls(ModelCallError("down")))
-    verdict = screen(RENAMED, {"b": EVALUATED}, 0.999, failing)
+    verdict, _ = screen(RENAMED, {"b": EVALUATED}, 0.999, failing)
     assert verdict is not None and verdict.embedder == "local"
     refused = Embedder(model=ModelSpec("openai/embed", role="embedding"), calls=_Calls(ConfigurationError("bad key")))
     with pytest.raises(ConfigurationError, match="bad key"):
@@ -84,7 +85,7 @@ def test_a_failing_embedding_model_falls_back_to_local_vectors_but_a_setting_sto
 def test_a_judge_confirms_or_overrules_the_similarity(answer: str, skipped: bool) -> None:
     calls = _Calls(answer=answer)
     embedder = Embedder(judge=ModelSpec("openai/judge", role="judge"), calls=calls)
-    verdict = screen(RENAMED, {"b": EVALUATED}, 0.999, embedder)
+    verdict, _ = screen(RENAMED, {"b": EVALUATED}, 0.999, embedder)
     assert (verdict is not None) == skipped
     prompt = calls.requests[0]["messages"][-1]["content"]
     assert "acc += k * k" in prompt and "total += i * i" in prompt and "DIFFERENT or SAME" in prompt
@@ -99,7 +100,7 @@ def test_a_failing_judge_lets_the_candidate_be_evaluated() -> None:
         def completion(self, kwargs: dict[str, Any], limits: CallLimits) -> Reply:
             raise ModelCallError("the model did not answer in time")
 
-    assert screen(RENAMED, {"b": EVALUATED}, 0.999, Embedder(judge=ModelSpec("openai/j", role="judge"), calls=_Down())) is None
+    assert screen(RENAMED, {"b": EVALUATED}, 0.999, Embedder(judge=ModelSpec("openai/j", role="judge"), calls=_Down()))[0] is None
 
 
 def test_population_neighbours_are_the_islands_scored_candidates() -> None:
@@ -115,5 +116,26 @@ def test_only_the_evolved_region_is_compared() -> None:
     block = "# EVOLVE-BLOCK-START\n{}# EVOLVE-BLOCK-END\n"
     a = "import os\nprint(os.sep)\n" * 30 + block.format(EVALUATED)
     b = "import os\nprint(os.sep)\n" * 30 + block.format(OTHER)
-    assert screen(b, {"a": a}, 0.9, Embedder()) is None
+    assert screen(b, {"a": a}, 0.9, Embedder())[0] is None
     assert similarity.DEFAULT_SIMILARITY == novelty.DEFAULT_SIMILARITY
+
+
+def test_each_candidates_vector_is_kept_in_its_row_and_read_back_instead_of_embedding_it_again() -> None:
+    calls = _Calls(lambda text: [1.0, 0.1] if "acc" in text or "total" in text else [0.0, 1.0])
+    embedder = Embedder(model=ModelSpec("openai/embed", role="embedding"), calls=calls)
+    first, row = screen(EVALUATED, {}, 0.999, embedder)  # no neighbour yet: the candidate alone is embedded
+    assert first is None and row["embedding"]["by"] == "openai/embed" and calls.requests[0]["input"] == [EVALUATED]
+    kept = {"b": similarity.Kept(row["embedding"]["by"], row["embedding"]["of"],
+                                 code_vector.unpack(row["embedding"]["vector"]))}
+    verdict, _ = screen(RENAMED, {"a": OTHER, "b": EVALUATED}, 0.95, embedder, kept=kept)
+    assert verdict is not None and verdict.of == "b" and calls.requests[1]["input"] == [RENAMED, OTHER]
+    # Edited by hand (another code), or made by another embedder: embedded again.
+    edited = {"b": similarity.Kept("openai/embed", "0" * 16, kept["b"].vector)}
+    screen(RENAMED, {"b": EVALUATED}, 0.95, embedder, kept=edited)
+    screen(RENAMED, {"b": EVALUATED}, 0.95, embedder, kept={"b": similarity.Kept("local", kept["b"].of, kept["b"].vector)})
+    assert [r["input"] for r in calls.requests[2:]] == [[RENAMED, EVALUATED]] * 2
+    # The model fails: every vector is a local one, the kept model vector is not compared with them.
+    failing = Embedder(model=ModelSpec("openai/embed", role="embedding"), calls=_Calls(ModelCallError("down")))
+    verdict, row = screen(RENAMED, {"b": EVALUATED}, 0.999, failing, kept=kept)
+    assert verdict is not None and (verdict.embedder, verdict.similarity, row["embedding"]["by"]) == ("local", 1.0, "local")
+
