@@ -224,7 +224,7 @@ def _loop(
             root, owns_pushes=owns, listing_seconds=LISTING_SECONDS if owns else 0.0) as session, \
             Worktrees(root) as worktrees:
         task = progress.add_task("iterating", total=count)
-        for _ in range(count):
+        for done in range(count):
             if deadline is not None and time.monotonic() > deadline:
                 console.print("stopping: the job's time is nearly up")
                 break
@@ -254,7 +254,8 @@ def _loop(
                 progress.advance(task)
                 continue
             progress.update(task, description=f"{program.name} · iteration")
-            outcome = _one(root, program, options, settings, console, session, worktrees)
+            # Each record but the last is committed while the next iteration's model request is in flight.
+            outcome = _one(root, program, options, settings, console, session, worktrees, done < count - 1)
             if outcome is None:
                 break
             outcomes.append(outcome)
@@ -350,11 +351,11 @@ def _slots(text: str) -> int:
 
 def _one(
     root: Path, program: Program, options: RunOptions, settings: github.GitHubSettings | None, console: Console,
-    session: GitSession | None = None, worktrees: Worktrees | None = None,
+    session: GitSession | None = None, worktrees: Worktrees | None = None, pipelined: bool = False,
 ) -> IterationOutcome | None:
     """Runs one iteration, through the GitHub flow when settings are given."""
     if settings is None:
-        return run_iteration(root, program, options, datetime.now(timezone.utc), session, worktrees)
+        return run_iteration(root, program, options, datetime.now(timezone.utc), session, worktrees, pipelined)
     result = ci.run_ci(root, program, options, settings)
     if result.message:
         console.print(f"CI: {shown(result.message)}")

@@ -342,8 +342,12 @@ class GitSession:
         self._asked: dict[str, set[str]] = {}  # remote → every branch asked about in this session
         self._listings: dict[str, tuple[frozenset[str], dict[str, str]]] = {}  # remote → (branches listed, tips)
         self._listed_at: dict[str, float] = {}  # remote → time.monotonic() of its listing
-        # Remote-tracking ref → the sha of this run's push to it: git moves that ref when a push left running lands.
+        # Ref → the sha this run moved it to while candidate code may run: a remote-tracking ref when a push left
+        # running lands, the memory branch when a record is committed while the model is asked (see `unwritten`).
         self.pushed: dict[str, str] = {}
+        # Branch → path → content this run rendered and has not committed yet (a record left to commit while the
+        # next model request is in flight): its memory stores read them over the branch's tip.
+        self.unwritten: dict[str, dict[str, str | bytes]] = {}
 
     def repo_at(self, root: Path) -> git.Repo:
         """Returns the session's repository when `root` is its top-level directory, else opens the one at root."""
@@ -468,8 +472,8 @@ class GitSession:
     def close(self) -> None:
         """Finishes the work left running (see defer), then stops the session's git process."""
         try:
-            for what in list(self._deferred):
-                self.settle(what)
+            while self._deferred:  # a record committed here leaves its push running: that is finished too
+                self.settle(next(iter(self._deferred)))
         finally:
             self.objects.close()
 

@@ -144,6 +144,7 @@ class MemoryStore:
         self._ref = f"refs/heads/{config.branch}"
         self._rng = rng if rng is not None else random.Random(os.getpid())
         self._pushing = f"push {config.remote} {config.branch}"  # the session's name of a push left running
+        self._recording = f"record {config.branch}"  # and of a record left to commit (update_later)
 
     def has_remote(self) -> bool:
         """Returns whether the configured remote exists in this repository."""
@@ -161,7 +162,9 @@ class MemoryStore:
         if heard and self.session.deferred(self._pushing):
             return  # nothing new was heard from the remote since this run's last update, whose push is on its way
         if not heard:
-            self.settle()  # what the remote says now is compared with a local branch whose push is over
+            # What the remote says now is compared with a local branch whose push is over. A record left to commit
+            # stays so: when the remote moved, its commit is made on the remote's records (update()'s retry).
+            self.session.settle(self._pushing)
         remote_tip = self._fetch(reuse_listing)
         local = self._tip()
         if remote_tip is None or remote_tip == local:
@@ -197,14 +200,19 @@ class MemoryStore:
         return pushed.ok
 
     def read(self, path: str) -> str | None:
-        """Returns the text of `path` at the branch tip (None if the branch or the file is absent)."""
+        """Returns the text of `path` at the branch tip, or as a record left to commit wrote it (None if absent)."""
         check_path(path)
-        return self._read_at(self._tip(), path)
+        unwritten = self.unwritten()
+        return _text(unwritten[path]) if path in unwritten else self._read_at(self._tip(), path)
 
     def read_many(self, paths: builtins.list[str]) -> dict[str, str | None]:
-        """Returns the text of each path at one branch tip (None when absent)."""
-        tip = self._tip()
-        return {path: self._read_at(tip, path) for path in paths}
+        """Returns the text of each path at one branch tip, or as a record left to commit wrote it (None when absent)."""
+        tip, unwritten = self._tip(), self.unwritten()
+        return {path: _text(unwritten[path]) if path in unwritten else self._read_at(tip, path) for path in paths}
+
+    def unwritten(self) -> Mapping[str, str | bytes]:
+        """Returns the files of a record left to commit (update_later) by this session, path → content."""
+        return self.session.unwritten.get(self.config.branch, {})
 
     def tip(self) -> str | None:
         """Returns the sha of the local branch (None when it does not exist)."""
@@ -296,8 +304,38 @@ class MemoryStore:
         tip = self._tip()
         return self._update(Update(path, change, message, extra), tip, tip, None, 0, self.session.owns_pushes)
 
+    def update_later(self, path: str, change: Change, message: str, extra: Extra | None = None) -> None:
+        """update(), with the commit left for later: `change` is applied now, and this session's stores read the files
+        at once (read, read_many, unwritten); commit_unwritten(), the next update or commit, or the session's close
+        commits them, redone on fresh text as update() does when the branch moved meanwhile.
+        """
+        check_path(path)
+        self.settle()
+        before = self._read_at(self._tip(), path)
+        text = change(before)
+        files = {**(extra() if extra else {}), path: text}
+        for written in files:
+            check_path(written)
+
+        def same(current: str | None) -> str:
+            return text if current == before else change(current)  # change() also renders extra()'s files again
+
+        def commit() -> None:
+            self.session.unwritten.pop(self.config.branch, None)
+            tip = self._tip()
+            self._update(Update(path, same, message, extra), tip, tip, None, 0, self.session.owns_pushes)
+
+        self.session.defer(self._recording, commit)
+        self.session.unwritten[self.config.branch] = files
+
+    def commit_unwritten(self) -> None:
+        """Commits the record update_later() left, if any; its push is left running in a session that owns them."""
+        self.session.settle(self._recording)
+
     def settle(self) -> None:
-        """Finishes the push an earlier update left running; a push another writer beat is redone on their records."""
+        """Commits a record left for later, then finishes the push an earlier update left running; a push another
+        writer beat is redone on their records."""
+        self.session.settle(self._recording)
         self.session.settle(self._pushing)
 
     def _update(
@@ -336,6 +374,7 @@ class MemoryStore:
         sha = self._write_commit(base, files, message)
         if sha != expected and not update_ref(self._repo, self._ref, sha, expected, _subject(message)):
             raise _Retry("the local branch moved during the update")
+        self.session.pushed[self._ref] = sha  # the runner's own move, when made while the model is asked
         faults.checkpoint("after-state-commit")
         if self.has_remote():
             seen = self._tracking_tip()
@@ -472,6 +511,10 @@ class MemoryStore:
     def _raw_tree(self, sha: str) -> bytes | None:
         found = self.session.objects.get(sha)
         return found.data if found is not None and found.kind == "tree" else None
+
+
+def _text(content: str | bytes) -> str:
+    return content if isinstance(content, str) else content.decode("utf-8")
 
 
 # A memory commit leaves about eight loose objects (blobs, trees, the commit); packing every

@@ -30,10 +30,12 @@ class HeldLock:
     Attributes:
       path: the lock file.
       waited: whether another run held it when it was asked for (so the remote may have moved meanwhile).
+      previous: the pid of the process that took it last before (None: unknown), e.g. this one's own.
     """
 
     path: Path
     waited: bool
+    previous: int | None = None
 
 
 @contextmanager
@@ -55,9 +57,10 @@ def held_program_lock(root: Path, program: str, wait: float = DEFAULT_WAIT, poll
     handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         waited = _acquire(handle, path, program, wait, poll)
+        previous = os.pread(handle, 32, 0).strip()
         os.ftruncate(handle, 0)
         os.write(handle, f"{os.getpid()}\n".encode())
-        yield HeldLock(path, waited)
+        yield HeldLock(path, waited, int(previous) if previous.isdigit() else None)
     finally:
         os.close(handle)  # closing the descriptor releases the flock
 

@@ -6,6 +6,7 @@ import functools
 import logging
 import os
 import random
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -214,7 +215,7 @@ def _attempt(ctx: AttemptContext, decision: DecisionLike | None, files: dict[str
             program, files, prompt, workspace.path, ctx.iteration, sandbox=agent_sandbox, model=ctx.model
         )
         with ctx.hold_refs(during="the proposer ran"):
-            proposal = _plain_text(ctx.proposer.propose(request, ctx.rng))
+            proposal = _plain_text(_proposed(ctx, request))
     ctx.verify_checkout(during="the proposer ran")
     faults.checkpoint("after-propose")
     usage = usage_of(proposal)
@@ -290,6 +291,27 @@ def _attempt(ctx: AttemptContext, decision: DecisionLike | None, files: dict[str
     changes = {path: text for path, text in files.items() if ctx.base_files.get(path) != text} | dict(proposal.files)
     source = _candidate_source(ctx, proposal, files)
     return Attempt(record, candidate, prompt, evaluated, decision, failure, changes, source, proposal.approach)
+
+
+def _proposed(ctx: AttemptContext, request: ProposalRequest) -> Proposal:
+    """Returns the proposer's proposal; the last iteration's record, left to commit, is committed meanwhile.
+
+    Ordering invariant: the last record is committed (durable) before this iteration acts on the reply (no check,
+    evaluation or record of it, no fault step, comes earlier), so a run killed between a reply and its record keeps
+    every earlier record; its push is left running. The decision that prompted this request read that record as
+    it was rendered (MemoryStore.unwritten), so it saw it before it was committed.
+    """
+    if not ctx.memory.unwritten():
+        return ctx.proposer.propose(request, ctx.rng)
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="autoloop-record")
+    try:
+        committed = pool.submit(ctx.memory.commit_unwritten)
+        try:
+            return ctx.proposer.propose(request, ctx.rng)
+        finally:
+            committed.result()
+    finally:
+        pool.shutdown(wait=False)
 
 
 def _plain_text(proposal: Proposal) -> Proposal:

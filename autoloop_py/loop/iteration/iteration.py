@@ -76,19 +76,26 @@ class IterationOutcome:
 
 def run_iteration(
     root: Path, program: Program, options: RunOptions, now: datetime | None = None, session: GitSession | None = None,
-    worktrees: Worktrees | None = None,
+    worktrees: Worktrees | None = None, pipelined: bool = False,
 ) -> IterationOutcome:
     """Runs one iteration of program in the repository at root and records it on the memory branch.
 
     session: the run's git session (one `cat-file --batch` for all its iterations); None makes one for this iteration.
     worktrees: the run's kept worktrees (one checkout reused by all its iterations); None: a worktree of its own.
+    pipelined: another iteration of this run follows, in the same session: the record is rendered now and its commit
+    is left to that iteration, which makes it while its model request is in flight (see attempt._proposed).
     """
     # The slots of a tick only read (they write outcomes): each holds a lock of its own, so they run at once.
     lock = program.name if options.slot is None else f"{program.name}.slot-{options.slot.index}"
     with held_program_lock(root, lock) as held:
         try:
             # The remote's tips listed just before (by the run's pick) still hold unless another run held the lock.
-            outcome = _run_locked(root, program, options, now, session, worktrees, reuse_listing=not held.waited)
+            outcome = _run_locked(root, program, options, now, session, worktrees, reuse_listing=not held.waited,
+                                  pipelined=pipelined and session is not None, own_lock=held.previous == os.getpid())
+        except BaseException:
+            if session is not None:  # the last iteration's record, left to commit, is committed under the lock
+                MemoryStore(root, session=session).commit_unwritten()
+            raise
         finally:
             if session is not None:
                 session.forget_listing()  # the next iteration asks the remote afresh (see GitSession.owns_pushes)
@@ -99,25 +106,33 @@ def run_iteration(
 
 def _run_locked(
     root: Path, program: Program, options: RunOptions, now: datetime | None, session: GitSession | None = None,
-    worktrees: Worktrees | None = None, reuse_listing: bool = False,
+    worktrees: Worktrees | None = None, reuse_listing: bool = False, pipelined: bool = False, own_lock: bool = False,
 ) -> IterationOutcome:
     """Runs the iteration while holding the program's lock.
 
     reuse_listing: the memory sync and reconcile may take the remote's tips from the session's last listing (the
     run's pick, moments ago); prepare asks the remote again, so that it builds on what was pushed meanwhile.
+    pipelined: leave the record's commit to the next iteration (run_iteration). own_lock: this process took the
+    program's lock last before, so no other run of it wrote since this run's last record.
     """
     clock = Clock()
     memory = MemoryStore(root, session=session)
     with clock("load state"):
+        if memory.unwritten() and not own_lock:
+            memory.commit_unwritten()  # another run held the lock meanwhile: it is checked and reconciled below
         memory.sync(reuse_listing)
-        # Before reconcile records anything: a stale copy of the file must not get a reused iteration number.
-        state = integrity.checked_state(memory, program, options.budget)
-        recovered = recovery.reconcile(
-            root, program, memory, options.budget, ci_gate=options.ci_gate, dry_run=not options.writes, state=state,
-            reuse_listing=True,
-        )
-        if recovered:
-            state = load_state(memory, program, options.budget)  # the records it recovered are in the file now
+        if memory.unwritten():
+            # The last record, this run's own, is read as it will be committed: it passed these checks before it.
+            state = load_state(memory, program, options.budget)
+        else:
+            # Before reconcile records anything: a stale copy of the file must not get a reused iteration number.
+            state = integrity.checked_state(memory, program, options.budget)
+            recovered = recovery.reconcile(
+                root, program, memory, options.budget, ci_gate=options.ci_gate, dry_run=not options.writes,
+                state=state, reuse_listing=True,
+            )
+            if recovered:
+                state = load_state(memory, program, options.budget)  # the records it recovered are in the file now
     over = _over_budget(memory, program, state, options, now)
     if over is not None:
         return over
@@ -175,7 +190,8 @@ def _run_locked(
             attempt = Attempt(error_record(now, "baseline", f"baseline evaluation failed: {failure}", options.run_url))
         else:
             tip = trace.SEED_ID if seed is not None else trace.read_tip(memory.read, program.name)
-            reader = lineage_store.trace_reader(root, memory.config.branch, program, memory.session.objects)
+            reader = lineage_store.trace_reader(root, memory.config.branch, program, memory.session.objects,
+                                                memory.unwritten())
             context = AttemptContext(
                 program, workspace, proposer, state, best, iteration, rng, options, clock, now, runner, memory, tip, key,
                 reader if program.config.novelty_filter else None, baseline=measured, sandbox=sandbox, history=reader,
@@ -199,7 +215,7 @@ def _run_locked(
                 runner, attempt.candidate, attempt.prompt, attempt.evaluated, seed, attempt.decision, base
             )
             recheck = functools.partial(rejudge.recheck, program, best)
-            record = record_iteration(memory, program, record, options.budget, data, recheck)
+            record = record_iteration(memory, program, record, options.budget, data, recheck, later=pipelined)
     return IterationOutcome(
         program=program.name,
         iteration=iteration,

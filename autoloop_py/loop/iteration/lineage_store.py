@@ -50,15 +50,20 @@ class TraceFiles(Protocol):
 
 
 class BranchFiles:
-    """The files of a branch as its tip was when this was made, read through one `git cat-file --batch`."""
+    """The files of a branch as its tip was when this was made, read through one `git cat-file --batch`, and those of
+    a record not committed yet over them (`unwritten`: path → content, MemoryStore.unwritten)."""
 
-    def __init__(self, root: Path, branch: str, objects: ObjectReader | None = None) -> None:
+    def __init__(self, root: Path, branch: str, objects: ObjectReader | None = None,
+                 unwritten: Mapping[str, str | bytes] | None = None) -> None:
         self.objects = objects if objects is not None else ObjectReader(open_repo(root))
         self._tip = self.objects.commit_sha(f"refs/heads/{branch}")
+        self._unwritten = dict(unwritten or {})
 
     def names(self, folder: str) -> list[str]:
         """Returns the sorted entry names of folder at the tip ([] when the branch or folder is absent)."""
-        return [] if self._tip is None else self.objects.names(f"{self._tip}:{folder}")
+        found = [] if self._tip is None else self.objects.names(f"{self._tip}:{folder}")
+        inside = {path[len(folder) + 1:].split("/", 1)[0] for path in self._unwritten if path.startswith(folder + "/")}
+        return sorted(inside.union(found)) if inside else found
 
     def read_many(self, paths: Sequence[str]) -> dict[str, str | None]:
         """Returns the text of each file at the tip (None when absent, not a file or not UTF-8).
@@ -67,13 +72,19 @@ class BranchFiles:
         reads again (the newest rows, the lineage) is read from git once per run, however often the tip moved.
         """
         tree = self.objects.tree_of(self._tip) if self._tip is not None else None
-        if tree is None:
-            return {path: None for path in paths}
-        return {path: self._text(tree, path) for path in paths}
+        found = {path: self._text(tree, path) if tree is not None else None for path in paths}
+        return found | {path: _decoded(self._unwritten[path]) for path in paths if path in self._unwritten}
 
     def _text(self, tree: str, path: str) -> str | None:
         found = self.objects.entry(tree, path)
         return self.objects.text(found[1]) if found is not None and found[0] != b"40000" else None
+
+
+def _decoded(content: str | bytes) -> str | None:
+    try:
+        return content if isinstance(content, str) else content.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 class FolderFiles:
@@ -257,10 +268,12 @@ class TraceReader:
             self._texts.update(self._files.read_many(missing))
 
 
-def trace_reader(root: Path, branch: str, program: Program, objects: ObjectReader | None = None) -> TraceReader:
-    """Returns the reader of the program's trace on branch (its rows are listed now, read when asked)."""
+def trace_reader(root: Path, branch: str, program: Program, objects: ObjectReader | None = None,
+                 unwritten: Mapping[str, str | bytes] | None = None) -> TraceReader:
+    """Returns the reader of the program's trace on branch (its rows are listed now, read when asked), with the files
+    of a record not committed yet (`unwritten`) over it."""
     metric = program.evaluation.metric if program.evaluation else None
-    return TraceReader(BranchFiles(root, branch, objects), program.name, metric)
+    return TraceReader(BranchFiles(root, branch, objects, unwritten), program.name, metric)
 
 
 def memory_reader(root: Path, memory: Memory, program: Program) -> TraceReader:

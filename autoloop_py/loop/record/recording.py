@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from dataclasses import dataclass, replace
@@ -152,11 +153,13 @@ def record_iteration(
     budget: int,
     data: IterationData = IterationData(),
     recheck: Recheck | None = None,
+    later: bool = False,
 ) -> statefile.IterationRecord:
     """Applies the record (and data) to the freshest state file and commits it; re-applied on a concurrent update.
 
     recheck(record, the fresh state) returns the record to apply there (an accepted one may have lost
-    to a concurrent better candidate meanwhile). Returns the record as applied.
+    to a concurrent better candidate meanwhile). Returns the record as applied. later: the commit is left to
+    the memory store's commit_unwritten() (MemoryStore.update_later), its files read through the store meanwhile.
     """
     runner, candidate, prompt, evaluated = data.runner, data.candidate, data.prompt, data.evaluated
     seed, decision, base = data.seed, data.decision, data.base
@@ -219,7 +222,11 @@ def record_iteration(
     message = f"[Autoloop: {program.name}] {record.status} ({metric}): {record.change}"[:200]
     if record.key:
         message += f"\n\n{KEY_TRAILER}: {record.key}"
-    memory.update(path, change, message, extra=lambda: _trace_kept(kept, program, data.trace_sources))
+    extra = functools.partial(_trace_kept, kept, program, data.trace_sources)
+    if later and isinstance(memory, MemoryStore):
+        memory.update_later(path, change, message, extra)
+    else:
+        memory.update(path, change, message, extra=extra)
     return applied[0]
 
 
