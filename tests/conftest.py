@@ -8,6 +8,12 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
+from hypothesis import settings
+
+# Property tests check what holds, not how fast: a per-example deadline only measures the machine's load (speed
+# targets live in benchmarks/).
+settings.register_profile("suite", deadline=None)
+settings.load_profile("suite")
 
 GitRunner = Callable[..., str]
 
