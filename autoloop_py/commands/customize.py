@@ -16,7 +16,7 @@ from rich.console import Console
 
 from autoloop_py.analysis.run_view import unified_diff
 from autoloop_py.commands.common import repo_root, subparser
-from autoloop_py.commands.new import fill_markers, finish_program_md, load_answers, strategy_templates
+from autoloop_py.commands.new import fill_markers, finish_program_md, load_answers, strategy_templates, write_files
 from autoloop_py.errors import AutoloopError
 from autoloop_py.loop.iteration.model_use import check_budget, record_spend
 from autoloop_py.program.model import PROGRAMS_DIR, Program, discover, load_program, program_name
@@ -73,14 +73,12 @@ def cmd_customize(args: argparse.Namespace, console: Console) -> int:
         proposed = _ask(model, prompt, files, limits_for(program.config.llm_timeout, program.config.llm_retries), spent)
     finally:  # a reply that could not be used was paid for too
         record_spend(root, program, spent, "customize")
-    current = {"program.md": (root / folder / "program.md").read_text(encoding="utf-8"), **files}
-    changed = {rel: text for rel, text in finish_program_md({**current, **proposed}).items() if current[rel] != text}
+    current, changed = _changed(root, folder, files, proposed)
     for rel, text in changed.items():
         path = (folder / rel).as_posix()
         console.out(unified_diff(current[rel], text, 3, (f"a/{path}", f"b/{path}")), end="", highlight=False)
     if args.write:
-        for rel, text in changed.items():
-            (root / folder / rel).write_text(text, encoding="utf-8")
+        write_files(root / folder, changed)
         console.print(f"wrote {len(changed)} files; `autoloop check` validates the program", markup=False)
     else:
         console.print("nothing written: review the diff, then run again with --write to apply it", markup=False)
@@ -91,10 +89,8 @@ def _from_answers(root: Path, program: Program, files: Mapping[str, str], answer
     """Writes the files with the answered markers replaced (every answer must match a marker) and lists what is left."""
     folder = program.base_dir
     resolved = fill_markers(files, load_answers(answers), answers, strict=True)
-    current = {"program.md": (root / folder / "program.md").read_text(encoding="utf-8"), **files}
-    changed = {rel: text for rel, text in finish_program_md({**current, **resolved}).items() if current[rel] != text}
-    for rel, text in changed.items():
-        (root / folder / rel).write_text(text, encoding="utf-8")
+    _, changed = _changed(root, folder, files, resolved)
+    write_files(root / folder, changed)
     left = [m for rel, text in changed.items() for m in customize_markers(text, folder / rel)]
     left += [m for rel, text in files.items() if rel not in changed for m in customize_markers(text, folder / rel)]
     console.print(f"wrote {len(changed)} files from {answers}", markup=False, highlight=False)
@@ -103,6 +99,14 @@ def _from_answers(root: Path, program: Program, files: Mapping[str, str], answer
     if not left:
         console.print("every <CUSTOMIZE…> marker is resolved; `autoloop check` validates the program", markup=False)
     return 0
+
+
+def _changed(
+    root: Path, folder: Path, files: Mapping[str, str], resolved: Mapping[str, str]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Returns the files as they are (program.md too) and, finished, those the resolved texts change."""
+    current = {"program.md": (root / folder / "program.md").read_text(encoding="utf-8"), **files}
+    return current, {rel: text for rel, text in finish_program_md({**current, **resolved}).items() if current[rel] != text}
 
 
 def marker_files(root: Path, folder: Path) -> dict[str, str]:

@@ -9,9 +9,8 @@ import shlex
 import tempfile
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.console import Console
 
@@ -32,16 +31,22 @@ from autoloop_py.commands.init_agent import (
     agent_words,
 )
 from autoloop_py.commands.init_install import place_wheel, upgrade, wheel_from
-from autoloop_py.commands.new import STRATEGIES_DIR, TARGET, fill_markers, finish_program_md, scaffold
+from autoloop_py.commands.new import (
+    PACKAGE_STRATEGIES,
+    STRATEGIES_DIR,
+    TARGET,
+    fill_markers,
+    finish_program_md,
+    markdown_files,
+    scaffold,
+    template_folders,
+)
 from autoloop_py.errors import AutoloopError
 from autoloop_py.loop.tick.schedule import parse_schedule
 from autoloop_py.program.model import PROGRAMS_DIR
 from autoloop_py.render import render
 from autoloop_py.state import save_limits
 from autoloop_py.strategies.slots import MAX_SLOTS
-
-if TYPE_CHECKING:
-    from importlib.abc import Traversable
 
 WORKFLOWS_DIR = Path(".github/workflows")
 ACTIONS_WORKFLOW = WORKFLOWS_DIR / "autoloop.yml"
@@ -318,25 +323,8 @@ def bundled_strategies() -> dict[Path, str]:
 
     Other files there (EvoX's initial strategy) are the runner's, read from the package.
     """
-    package = resources.files("autoloop_py") / "templates" / "strategies"
-    files: dict[Path, str] = {}
-    for entry in sorted(package.iterdir(), key=lambda e: e.name):
-        if entry.is_dir() and not entry.name.startswith(("_", ".")):
-            files.update(_package_tree(entry, STRATEGIES_DIR / entry.name))
-    return files
-
-
-def _package_tree(entry: Traversable, base: Path) -> dict[Path, str]:
-    """Returns the markdown files under a package folder, keyed by their path under base."""
-    files: dict[Path, str] = {}
-    for child in sorted(entry.iterdir(), key=lambda e: e.name):
-        if child.name.startswith(("_", ".")):
-            continue
-        if child.is_dir():
-            files.update(_package_tree(child, base / child.name))
-        elif child.name.endswith(".md"):
-            files[base / child.name] = child.read_text(encoding="utf-8")
-    return files
+    folders = template_folders(PACKAGE_STRATEGIES)
+    return {STRATEGIES_DIR / folder.name / rel: text for folder in folders for rel, text in markdown_files(folder).items()}
 
 
 def sample_program() -> dict[Path, str]:

@@ -14,7 +14,7 @@ from autoloop_py.commands.common import repo_root, subparser
 from autoloop_py.errors import AutoloopError, ProgramError
 from autoloop_py.program import names as program_names
 from autoloop_py.program.model import PROGRAMS_DIR, UNCONFIGURED_SENTINEL
-from autoloop_py.program.playbook import customize_markers, resolve_markers
+from autoloop_py.program.playbook import Marker, customize_markers, resolve_markers
 from autoloop_py.program.strategy_template import (  # noqa: F401 - re-exported for the commands that adopt templates
     GUIDE,
     PLAYBOOK_TEMPLATE,
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from importlib.abc import Traversable
 
 STRATEGIES_DIR = Path(".autoloop/strategies")
+PACKAGE_STRATEGIES = resources.files("autoloop_py") / "templates" / "strategies"
 NO_STRATEGY = "none"
 TARGET = "solution.py"
 NOTE = (
@@ -67,53 +68,90 @@ def cmd_new(args: argparse.Namespace, console: Console) -> int:
     """Writes the program folder and lists the markers still to resolve."""
     root = repo_root(args.repo)
     name = _checked_name(root, args.name)
-    template = _pick_template(root, args.strategy)
+    template = None if args.strategy == NO_STRATEGY else pick_template(root, args.strategy, (NO_STRATEGY,))
     targets = _checked_targets(root, args.target or [])
-    files = scaffold(name, template, targets)
-    files = fill_markers(files, {"program-name": name}, Path("(program name)"))
-    if args.answers is not None:
-        files = fill_markers(files, load_answers(args.answers), args.answers, strict=True)
-    files = finish_program_md(files)
+    files = finish_program_md(answered(scaffold(name, template, targets), name, args.answers))
     folder = PROGRAMS_DIR / name
-    for rel, text in files.items():
-        (root / folder / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / folder / rel).write_text(text, encoding="utf-8")
+    write_files(root / folder, files)
     console.print(f"created {folder}/: {', '.join(files)}", markup=False, highlight=False)
-    _report_markers(console, folder, files, name)
+    resolved = "every <CUSTOMIZE…> marker is resolved; `autoloop check` validates the program"
+    if report_markers(console, folder, files, resolved, "resolve"):
+        console.print(
+            f"Resolve them with `autoloop customize {name}` (a model drafts them for review), "
+            "with --answers, or by hand; `autoloop check` lists what is left.",
+            markup=False,
+        )
     return 0
+
+
+def pick_template(root: Path, name: str, others: tuple[str, ...] = ()) -> StrategyTemplate:
+    """Returns the strategy template named; raises AutoloopError listing the templates (and others) when none is."""
+    templates = strategy_templates(root)
+    if name not in templates:
+        choices = ", ".join([*templates, *others])
+        raise AutoloopError(f"no strategy template named '{name}'; choose one of: {choices}")
+    return templates[name]
+
+
+def answered(files: Mapping[str, str], name: str, answers: Path | None) -> dict[str, str]:
+    """Returns files with `program-name` answered by name and, given an answers file, every marker it answers."""
+    files = fill_markers(files, {"program-name": name}, Path("(program name)"))
+    return files if answers is None else fill_markers(files, load_answers(answers), answers, strict=True)
+
+
+def write_files(base: Path, files: Mapping[str, str]) -> None:
+    """Writes each file (base-relative path -> text), making its folders."""
+    for rel, text in files.items():
+        (base / rel).parent.mkdir(parents=True, exist_ok=True)
+        (base / rel).write_text(text, encoding="utf-8")
+
+
+def report_markers(console: Console, folder: Path, files: Mapping[str, str], done: str, verb: str) -> list[Marker]:
+    """Prints the <CUSTOMIZE…> markers the files still hold ("… are left to <verb>:"), or done when none is; returns them."""
+    markers = [m for rel, text in files.items() for m in customize_markers(text, folder / rel)]
+    console.print(f"{len(markers)} <CUSTOMIZE…> markers are left to {verb}:" if markers else done, markup=False,
+                  highlight=False)
+    for marker in markers:
+        console.print(f"  {marker.path}:{marker.line}: {marker.preview}", markup=False, highlight=False)
+    return markers
 
 
 def strategy_templates(root: Path) -> dict[str, StrategyTemplate]:
     """Returns the strategy templates by name: the repository's `.autoloop/strategies/*/` over autoloop's own."""
     found: dict[str, StrategyTemplate] = {}
-    package = resources.files("autoloop_py") / "templates" / "strategies"
-    if package.is_dir():
-        for entry in sorted(package.iterdir(), key=lambda e: e.name):
-            if entry.is_dir() and (entry / PLAYBOOK_TEMPLATE).is_file():
-                found[entry.name] = StrategyTemplate(entry.name, "autoloop", dict(_read_tree(entry, "")))
-    local = root / STRATEGIES_DIR
-    if local.is_dir():
-        for folder in sorted(p for p in local.iterdir() if (p / PLAYBOOK_TEMPLATE).is_file()):
-            files = {p.relative_to(folder).as_posix(): p.read_text(encoding="utf-8") for p in folder.rglob("*.md")}
-            found[folder.name] = StrategyTemplate(folder.name, str(STRATEGIES_DIR / folder.name), files)
+    for base, origin in ((PACKAGE_STRATEGIES, None), (root / STRATEGIES_DIR, STRATEGIES_DIR)):
+        for folder in template_folders(base):
+            where = "autoloop" if origin is None else str(origin / folder.name)
+            found[folder.name] = StrategyTemplate(folder.name, where, markdown_files(folder))
     return found
 
 
-def _read_tree(entry: Traversable, prefix: str) -> list[tuple[str, str]]:
-    """Returns (relative path, text) of every markdown file under a package folder."""
-    found: list[tuple[str, str]] = []
-    for child in sorted(entry.iterdir(), key=lambda e: e.name):
+def template_folders(base: Traversable) -> list[Traversable]:
+    """Returns the folders of base that hold a strategy playbook, by name."""
+    if not base.is_dir():
+        return []
+    return sorted((e for e in base.iterdir() if e.is_dir() and (e / PLAYBOOK_TEMPLATE).is_file()), key=lambda e: e.name)
+
+
+def markdown_files(folder: Traversable) -> dict[str, str]:
+    """Returns (folder-relative POSIX path -> text) of the markdown files under a folder, by name.
+
+    Names starting with `_` or `.` are passed over.
+    """
+    found: dict[str, str] = {}
+    for child in sorted(folder.iterdir(), key=lambda e: e.name):
+        if child.name.startswith(("_", ".")):
+            continue
         if child.is_dir():
-            found.extend(_read_tree(child, f"{prefix}{child.name}/"))
+            found.update({f"{child.name}/{rel}": text for rel, text in markdown_files(child).items()})
         elif child.name.endswith(".md"):
-            found.append((prefix + child.name, child.read_text(encoding="utf-8")))
+            found[child.name] = child.read_text(encoding="utf-8")
     return found
 
 
 def package_strategies() -> list[str]:
     """Returns the names of the strategy templates autoloop ships."""
-    package = resources.files("autoloop_py") / "templates" / "strategies"
-    return sorted(e.name for e in package.iterdir() if e.is_dir() and (e / PLAYBOOK_TEMPLATE).is_file())
+    return [folder.name for folder in template_folders(PACKAGE_STRATEGIES)]
 
 
 def scaffold(name: str, template: StrategyTemplate | None, targets: tuple[str, ...] = ()) -> dict[str, str]:
@@ -210,28 +248,3 @@ def _checked_targets(root: Path, paths: list[str]) -> tuple[str, ...]:
             raise AutoloopError(f"--target {given}: no such file in the repository; give existing files")
         found.append(rel.as_posix())
     return tuple(dict.fromkeys(found))
-
-
-def _pick_template(root: Path, strategy: str) -> StrategyTemplate | None:
-    if strategy == NO_STRATEGY:
-        return None
-    templates = strategy_templates(root)
-    if strategy not in templates:
-        choices = ", ".join([*templates, NO_STRATEGY])
-        raise AutoloopError(f"no strategy template named '{strategy}'; choose one of: {choices}")
-    return templates[strategy]
-
-
-def _report_markers(console: Console, folder: Path, files: Mapping[str, str], name: str) -> None:
-    markers = [m for rel, text in files.items() for m in customize_markers(text, folder / rel)]
-    if not markers:
-        console.print("every <CUSTOMIZE…> marker is resolved; `autoloop check` validates the program")
-        return
-    console.print(f"{len(markers)} <CUSTOMIZE…> markers are left to resolve:", markup=False)
-    for marker in markers:
-        console.print(f"  {marker.path}:{marker.line}: {marker.preview}", markup=False, highlight=False)
-    console.print(
-        f"Resolve them with `autoloop customize {name}` (a model drafts them for review), "
-        "with --answers, or by hand; `autoloop check` lists what is left.",
-        markup=False,
-    )

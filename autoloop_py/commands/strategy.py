@@ -13,14 +13,20 @@ from rich.markup import escape
 from autoloop_py.commands.check import program_findings
 from autoloop_py.commands import COMMANDS
 from autoloop_py.commands.common import load_named, read_states, repo_root, subparser
-from autoloop_py.commands.new import fill_markers, load_answers, package_strategies, strategy_templates
+from autoloop_py.commands.new import (
+    answered,
+    package_strategies,
+    pick_template,
+    report_markers,
+    strategy_templates,
+    write_files,
+)
 from autoloop_py.errors import AutoloopError, ProgramError, StateError
 from autoloop_py.program.model import PROGRAMS_DIR, Program, check_all, load_program
-from autoloop_py.program.playbook import customize_markers, marker_problem, playbook_pointer
+from autoloop_py.program.playbook import Marker, marker_problem, playbook_pointer
 from autoloop_py.program.strategy_section import section_line, with_strategy_section
 from autoloop_py.program.strategy_template import (
     STRATEGY_FOLDER,
-    StrategyTemplate,
     playbook_path,
     pointer_block,
     program_files,
@@ -100,29 +106,27 @@ def cmd_add(args: argparse.Namespace, console: Console) -> int:
     root = _root(args)
     program = load_named(root, args.program, with_issues=False)
     folder = _folder(program)
-    template = _template(root, args.name)
+    template = pick_template(root, args.name)
     _refuse_pointer(program, template.name)
     files = program_files(template)
     _refuse_existing(root, folder, files)
-    files = fill_markers(files, {"program-name": program.name}, Path("(program name)"))
-    if args.answers is not None:
-        files = fill_markers(files, load_answers(args.answers), args.answers, strict=True)
+    files = answered(files, program.name, args.answers)
     replaced = section_line(program.text)
     text = with_strategy_section(program.text, pointer_block(template, list(files)))
-    for rel, content in files.items():
-        (root / folder / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / folder / rel).write_text(content, encoding="utf-8")
+    write_files(root / folder, files)
     (root / program.path).write_text(text, encoding="utf-8")
     console.print(f"added {template.name} to {program.name}: wrote {', '.join(str(folder / r) for r in files)}",
                   markup=False, highlight=False)
     where = f"replaced its section at line {replaced}" if replaced else "added the section"
     console.print(f"{program.path}: `## Evolution Strategy` now points to {playbook_path(template.name)} ({where})",
                   markup=False, highlight=False)
-    _report_markers(console, folder, files, args.answers)
+    done = f"every <CUSTOMIZE…> marker is answered{f' from {args.answers}' if args.answers else ''}"
+    how = f"answer (in an --answers file, by hand, or with `autoloop customize {folder.name}`)"
+    markers = report_markers(console, folder, files, done, how)
     console.print("The program's history stays: when its state file has no Population yet, the first iteration "
                   "with the strategy evaluates the current best as it is and seeds the Population with it.",
                   markup=False)
-    return _check(root, program, folder, files, console)
+    return _check(root, program, folder, markers, console)
 
 
 def cmd_list(args: argparse.Namespace, console: Console) -> int:
@@ -196,13 +200,6 @@ def _folder(program: Program) -> Path:
     return program.directory
 
 
-def _template(root: Path, name: str) -> StrategyTemplate:
-    templates = strategy_templates(root)
-    if name not in templates:
-        raise AutoloopError(f"no strategy named '{name}'; choose one of: {', '.join(templates)}")
-    return templates[name]
-
-
 def _refuse_pointer(program: Program, name: str) -> None:
     """Refuses a program whose Evolution Strategy already points to a playbook (this one or another)."""
     pointer = playbook_pointer(program)
@@ -229,18 +226,6 @@ def _refuse_existing(root: Path, folder: Path, files: dict[str, str]) -> None:
             raise AutoloopError(f"{folder / rel} leads out of {folder} through a symlink; remove the link first")
 
 
-def _report_markers(console: Console, folder: Path, files: dict[str, str], answers: Path | None) -> None:
-    markers = [m for rel, text in files.items() for m in customize_markers(text, folder / rel)]
-    if not markers:
-        console.print(f"every <CUSTOMIZE…> marker is answered{f' from {answers}' if answers else ''}", markup=False,
-                      highlight=False)
-        return
-    console.print(f"{len(markers)} <CUSTOMIZE…> markers are left to answer (in an --answers file, by hand, or with "
-                  f"`autoloop customize {folder.name}`):", markup=False)
-    for marker in markers:
-        console.print(f"  {marker.path}:{marker.line}: {marker.preview}", markup=False, highlight=False)
-
-
 def _population_problems(root: Path, program: Program) -> list[str]:
     """Returns why the strategy cannot read the Population another strategy left in the state file ([] if it can)."""
     try:
@@ -262,7 +247,7 @@ def _population_problems(root: Path, program: Program) -> list[str]:
     return []
 
 
-def _check(root: Path, program: Program, folder: Path, files: dict[str, str], console: Console) -> int:
+def _check(root: Path, program: Program, folder: Path, markers: list[Marker], console: Console) -> int:
     """Prints what `autoloop check` finds in the program now (the markers listed above only counted); returns 0."""
     try:
         loaded = load_program(root, program.path)
@@ -270,7 +255,6 @@ def _check(root: Path, program: Program, folder: Path, files: dict[str, str], co
         problems += _population_problems(root, loaded)
     except ProgramError as err:
         loaded, problems, warnings = program, [str(err)], []
-    markers = [m for rel, text in files.items() for m in customize_markers(text, folder / rel)]
     listed = {str(marker_problem(m, loaded)) for m in markers}
     console.print("autoloop check:", markup=False)
     for problem in (p for p in problems if p not in listed):

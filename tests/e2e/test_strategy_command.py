@@ -210,7 +210,7 @@ def test_refusals(ran_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[
     assert main(["strategy", "remove", "evox", "--program", NAME, "--repo", repo]) == 1
     assert f"{PROGRAM}/program.md:{line}: {NAME} uses the alphaevolve strategy, not evox" in capsys.readouterr().err
     assert main(["strategy", "add", "nsga", "--program", NAME, "--repo", repo]) == 1
-    assert "no strategy named 'nsga'; choose one of: adaevolve, alphaevolve, evox, funsearch" in capsys.readouterr().err
+    assert "no strategy template named 'nsga'; choose one of: adaevolve, alphaevolve, evox, funsearch" in capsys.readouterr().err
     assert main(["strategy", "add", "evox", "--program", "nope", "--repo", repo]) == 1
     assert "no program named 'nope'" in capsys.readouterr().err
     assert main(["strategy", "remove", "alphaevolve", "--program", NAME, "--repo", repo]) == 0
