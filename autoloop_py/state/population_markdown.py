@@ -28,7 +28,9 @@ from autoloop_py.state.population_model import (
     evolved_lines,
 )
 
-__all__ = ["check_writable", "format_fitness", "parse_population", "render_population", "with_strategy_state"]
+__all__ = [
+    "check_writable", "fence_step", "format_fitness", "parse_population", "render_population", "with_strategy_state",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -296,12 +298,12 @@ def _blocks(lines: list[str], start: int) -> list[tuple[int, int]]:
         row = lines[i].rstrip("\r\n")
         if fence is None and _BLOCK_HEADING_RE.match(row):
             heads.append(i)
-        fence = _fence_step(fence, row)
+        fence = fence_step(fence, row)
     return [(h, heads[k + 1] if k + 1 < len(heads) else len(lines)) for k, h in enumerate(heads)]
 
 
-def _fence_step(fence: tuple[str, int] | None, row: str) -> tuple[str, int] | None:
-    """Returns the open fence (char, length) after `row`, None outside code."""
+def fence_step(fence: tuple[str, int] | None, row: str) -> tuple[str, int] | None:
+    """Returns the open fence (char, length) after `row`, None outside code (a line scanner's step, as CommonMark)."""
     if fence is None:
         opened = _fence_open(row)
         return (opened[0][0], len(opened[0])) if opened else None
@@ -381,7 +383,7 @@ def _read_details(rows: list[str], at: int, line: int) -> tuple[int, str | None,
         raise _Unreadable("the code block must open with `<details><summary>Code</summary>`", line + at)
     end, fence = at + 1, None
     while end < len(rows) and (fence is not None or not _DETAILS_END_RE.match(rows[end])):
-        fence = _fence_step(fence, rows[end])
+        fence = fence_step(fence, rows[end])
         end += 1
     if end >= len(rows):
         raise _Unreadable("`<details>` without its `</details>`", line + at)
@@ -405,7 +407,7 @@ def _read_code(rows: list[str], inner: list[int], line: int) -> tuple[str | None
     fence: tuple[str, int] | None = (opened[0][0], len(opened[0]))
     close = inner[0] + 1
     while fence is not None and close < len(rows):
-        fence = _fence_step(fence, rows[close])
+        fence = fence_step(fence, rows[close])
         close += 1
     after = [i for i in inner if i >= close]
     if after:

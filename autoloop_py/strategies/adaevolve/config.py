@@ -250,13 +250,9 @@ def parse_adaevolve_config(
         where = (config_path, None) if key in given else (playbook.path, lines.get(key))
         raise ProgramError(f"`{key}` {problem}", *where)
     where = (config_path, None) if "pareto_objectives" in given else (playbook.path, lines.get("pareto_objectives"))
-    return replace(config, objectives=objectives_in_force(config, declared, where))
-
-
-def objectives_in_force(config: AdaEvolveConfig, declared: Sequence[Objective],
-                        where: tuple[Path, int | None]) -> tuple[Objective, ...]:
-    """Returns the Pareto objectives: `pareto_objectives` with directions, else the frontmatter's `objectives:`."""
-    return pareto.in_force(config.pareto_objectives, dict(config.higher_is_better), declared, where)
+    # The Pareto objectives: `pareto_objectives` with directions, else the frontmatter's `objectives:`.
+    objectives = pareto.in_force(config.pareto_objectives, dict(config.higher_is_better), declared, where)
+    return replace(config, objectives=objectives)
 
 
 def _settings(tables: list[md.Table], path: Path) -> tuple[dict[str, Any], dict[str, int]]:

@@ -19,6 +19,7 @@ from autoloop_py.errors import StateError
 from autoloop_py.render import render
 from autoloop_py.state.memory import MEMORY_BRANCH
 from autoloop_py.state.population import format_fitness
+from autoloop_py.state.population_markdown import fence_step
 from autoloop_py.strategies.evox.config import EvoXConfig
 from autoloop_py.strategies.evox.strategy import STATUSES, EvoXState, StrategyRecord, initial_state
 from autoloop_py.strategies.prompt import fence_for, with_newline
@@ -31,7 +32,6 @@ FIELDS = (
 )
 LABEL_TITLES = ("DIVERGE", "REFINE")
 _HEADING_RE = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t]*$")
-_FENCE_OPEN_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 _ENTRY_RE = re.compile(
     r"^Strategy S(\d+) · J (\S+) · window (—|(\d+)–(\d+)) · status (\S+)$"
 )
@@ -212,31 +212,18 @@ def _outline(lines: list[str]) -> list[tuple[int, int, str]]:
             if heading:
                 found.append((index, len(heading.group(1)), heading.group(2)))
                 continue
-        fence = _fence_step(fence, line)
+        fence = fence_step(fence, line)
     return [(n, level, text if level == 5 else md.normalize_heading(text)) for n, level, text in found]
-
-
-def _fence_step(fence: tuple[str, int] | None, line: str) -> tuple[str, int] | None:
-    """Returns the open fence (char, length) after line; None outside code."""
-    if fence is None:
-        opened = _FENCE_OPEN_RE.match(line)
-        if opened and not (opened.group(1)[0] == "`" and "`" in opened.group(2)):
-            return opened.group(1)[0], len(opened.group(1))
-        return None
-    stripped = line.strip()
-    if stripped and set(stripped) == {fence[0]} and len(stripped) >= fence[1] and len(line) - len(line.lstrip()) < 4:
-        return None
-    return fence
 
 
 def _fenced(lines: list[str], start: int, end: int) -> tuple[str, int, int] | None:
     """Returns (content, open line, line after the close) of the first fenced block in [start, end)."""
     for index in range(start, end):
-        opened = _fence_step(None, lines[index])
+        opened = fence_step(None, lines[index])
         if opened is None:
             continue
         for close in range(index + 1, end):
-            if _fence_step(opened, lines[close]) is None:
+            if fence_step(opened, lines[close]) is None:
                 body = lines[index + 1:close]
                 return "".join(line + "\n" for line in body), index, close + 1
         return None
