@@ -146,6 +146,9 @@ def _assert_consistent(repo: Path, iterations: int) -> statefile.StateFile:
         ("after-candidate-push", 1, 1),
         ("after-state-commit", 1, 1),
         ("after-candidate-push@2", 2, 2),
+        # Between the second reply and its record: the first record, committed while that request was in flight
+        # (loop/iteration/attempt.py's ordering invariant), is kept.
+        ("after-propose@2", 2, 1),
     ],
 )
 def test_killed_at_each_step_the_next_run_continues_consistently(

@@ -371,3 +371,32 @@ def test_the_packing_interval_comes_from_the_environment_when_it_is_a_whole_numb
     assert pack_every({"AUTOLOOP_PACK_EVERY": "5"}) == 5
     assert pack_every({"AUTOLOOP_PACK_EVERY": "0"}) == 0  # never
     assert pack_every({"AUTOLOOP_PACK_EVERY": "often"}) == PACK_EVERY
+
+
+def test_a_record_left_to_commit_is_read_at_once_and_committed_later(git_repo_with_origin: Path, run_git: GitRunner) -> None:
+    store = MemoryStore(git_repo_with_origin, session=GitSession(git_repo_with_origin, owns_pushes=True))
+    store.update("demo.md", _append("one"), "first")
+    tip = run_git(git_repo_with_origin, "rev-parse", MEMORY_BRANCH)
+    store.update_later("demo.md", _append("two"), "second", extra=lambda: {"traces/demo/2.json": "{}\n"})
+    assert run_git(git_repo_with_origin, "rev-parse", MEMORY_BRANCH) == tip  # nothing committed yet
+    assert store.read("demo.md") == "one\ntwo\n" and store.read_many(["traces/demo/2.json"]) == {
+        "traces/demo/2.json": "{}\n"}
+    assert MemoryStore(git_repo_with_origin, session=store.session).read("demo.md") == "one\ntwo\n"  # the run's stores
+    store.commit_unwritten()
+    assert store.unwritten() == {} and run_git(git_repo_with_origin, "rev-parse", f"{MEMORY_BRANCH}~1") == tip
+    assert store.session.pushed[f"refs/heads/{MEMORY_BRANCH}"] == run_git(git_repo_with_origin, "rev-parse", MEMORY_BRANCH)
+    store.session.close()  # the push left running lands
+    assert run_git(git_repo_with_origin, "show", f"origin/{MEMORY_BRANCH}:traces/demo/2.json") == "{}"
+
+
+def test_a_record_left_to_commit_is_applied_again_when_the_branch_moved_meanwhile(
+    git_repo: Path, run_git: GitRunner
+) -> None:
+    store = MemoryStore(git_repo, session=GitSession(git_repo, owns_pushes=True))
+    store.update("demo.md", _append("one"), "first")
+    store.update_later("demo.md", _append("mine"), "mine")
+    MemoryStore(git_repo).update("demo.md", _append("theirs"), "theirs")  # e.g. `autoloop edit`, under its own lock
+    store.update("other.md", _append("next"), "next")  # any later write commits the record left first
+    assert run_git(git_repo, "show", f"{MEMORY_BRANCH}:demo.md") == "one\ntheirs\nmine"
+    assert run_git(git_repo, "log", "--format=%s", MEMORY_BRANCH).splitlines()[:2] == ["next", "mine"]
+    store.session.close()

@@ -106,3 +106,14 @@ def test_taken_by_names_the_process_that_holds_or_took_the_lock(git_repo: Path) 
         assert not taken_by(git_repo, "prog", os.getpid() + 1, start)  # another process's
     assert taken_by(git_repo, "prog", os.getpid(), start)  # taken since start
     assert not taken_by(git_repo, "prog", os.getpid(), time.time() + 60)  # not since a later time, not held
+
+
+def test_a_held_lock_names_the_process_that_took_it_last_before(git_repo: Path) -> None:
+    with held_program_lock(git_repo, "demo") as held:
+        assert held.previous is None  # never taken before
+    with held_program_lock(git_repo, "demo") as held:
+        assert held.previous == os.getpid()
+    held.path.write_text("4242\n")  # another run took it meanwhile (it writes its pid when it takes it)
+    with held_program_lock(git_repo, "demo") as held:
+        assert held.previous == 4242
+    assert held.path.read_text() == f"{os.getpid()}\n"

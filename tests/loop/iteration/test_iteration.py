@@ -1,0 +1,71 @@
+"""Tests for iteration.py: a run's records committed while the next model request is in flight (`pipelined`)."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import time
+from pathlib import Path
+
+from autoloop_py.git.objects import GitSession
+from autoloop_py.loop.checkout.workspace import Worktrees
+from autoloop_py.loop.iteration.iteration import run_iteration
+from autoloop_py.loop.iteration.options import RunOptions
+from autoloop_py.proposers.base import Proposal, ProposalRequest
+from autoloop_py.state import file as statefile
+from autoloop_py.state.memory import MEMORY_BRANCH, MemoryStore
+from tests.conftest import GitRunner
+from tests.programs import small_program
+
+VALUE = ".autoloop/programs/demo/code/value.py"
+EVALUATE = "import json, runpy\nprint(json.dumps({'score': runpy.run_path('code/value.py')['x']}))\n"
+
+
+def _committed_count(repo: Path) -> int:
+    """Returns the iterations the memory branch's committed state file counts (0 without one)."""
+    shown = subprocess.run(["git", "show", f"{MEMORY_BRANCH}:demo.md"], cwd=repo, capture_output=True, text=True)
+    return statefile.parse_state(shown.stdout).machine.iteration_count if shown.returncode == 0 else 0
+
+
+class _Grow:
+    """Adds one to x; from its second request on, waits until the memory branch holds the last record."""
+
+    name = "grow"
+
+    def __init__(self, repo: Path) -> None:
+        self.repo = repo
+        self.seen: list[tuple[int, int, int]] = []  # (request's iteration, records committed when asked, at the end)
+
+    def propose(self, request: ProposalRequest, rng: random.Random) -> Proposal:
+        asked = _committed_count(self.repo)
+        ends = time.monotonic() + 20  # a guard against hanging the suite, not a timing assertion
+        while request.iteration > 1 and _committed_count(self.repo) < request.iteration - 1 and time.monotonic() < ends:
+            time.sleep(0.01)
+        self.seen.append((request.iteration, asked, _committed_count(self.repo)))
+        x = int(request.files[VALUE].split("=")[1])
+        return Proposal({VALUE: f"x = {x + 1}\n"}, f"x to {x + 1}")
+
+
+def test_the_next_decision_reads_the_last_record_and_its_commit_is_made_while_the_model_is_asked(
+    git_repo: Path, run_git: GitRunner
+) -> None:
+    program = small_program(git_repo)
+    (git_repo / ".autoloop/programs/demo/code/evaluate.py").write_text(EVALUATE)
+    run_git(git_repo, "add", "-A")
+    run_git(git_repo, "commit", "-qm", "demo")
+    proposer = _Grow(git_repo)
+    options = RunOptions(proposer_factory=lambda name, **_: proposer, isolation="none")
+    with GitSession(git_repo, owns_pushes=True) as session, Worktrees(git_repo) as worktrees:
+        first = run_iteration(git_repo, program, options, session=session, worktrees=worktrees, pipelined=True)
+        memory = MemoryStore(git_repo, session=session)
+        # Rendered, read through the run's session, not committed yet.
+        assert _committed_count(git_repo) == 0 and memory.unwritten()
+        assert statefile.parse_state(memory.read("demo.md") or "").machine.iteration_count == 1
+        second = run_iteration(git_repo, program, options, session=session, worktrees=worktrees)
+        assert not memory.unwritten()
+    assert (first.iteration, first.status, second.iteration, second.status) == (1, "accepted", 2, "accepted")
+    # The second decision counted the first record (iteration 2, from x = 2) before it was committed; the commit
+    # came while its request was being answered (the proposer saw it land), and the last one before the run ended.
+    assert [(iteration, end) for iteration, _, end in proposer.seen] == [(1, 0), (2, 1)]
+    assert _committed_count(git_repo) == 2
+    assert run_git(git_repo, "show", f"autoloop/demo:{VALUE}") == "x = 3"
