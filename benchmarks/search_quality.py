@@ -651,10 +651,15 @@ def _cell(values: list[float]) -> str:
 def table(name: str, runs: dict[str, list[Run]], iterations: int) -> str:
     """Returns the landscape's table: per flow, median (min–max) best regret at the checkpoints and calls per run."""
     points = [c for c in CHECKPOINTS if c <= iterations]
-    rows = [["flow", *(f"regret@{c}" for c in points), "calls/run", "s/run"]]
+    rows = [["flow", *(f"regret@{c}" for c in points), f"vs default@{points[-1]}", "calls/run", "s/run"]]
+    final = {flow: [r.curve[points[-1] - 1] for r in done if r.curve[points[-1] - 1] is not None]
+             for flow, done in runs.items()}
+    base = statistics.median(final["default"]) if final.get("default") else None
     for flow, done in runs.items():
         at = [[r.curve[c - 1] for r in done if r.curve[c - 1] is not None] for c in points]
-        rows.append([flow, *(_cell(values) for values in at), f"{statistics.median(r.calls for r in done):g}",
+        # The issue's goal: no strategy's median regret above the default flow's by more than 25 % of it.
+        versus = f"{statistics.median(final[flow]) / base - 1:+.0%}" if base and final[flow] else "—"
+        rows.append([flow, *(_cell(values) for values in at), versus, f"{statistics.median(r.calls for r in done):g}",
                      f"{statistics.median(r.seconds for r in done):.0f}"])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["| " + " | ".join(cell.ljust(w) for cell, w in zip(row, widths)) + " |" for row in rows]
