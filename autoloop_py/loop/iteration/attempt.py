@@ -51,6 +51,7 @@ from autoloop_py.state import budget
 from autoloop_py.state import file as statefile
 from autoloop_py.state import trace, untrusted_text
 from autoloop_py.state.memory import MemoryStore
+from autoloop_py.state.model_stats import use_bullets
 from autoloop_py.state.population import Candidate, population_of
 from autoloop_py.strategies import pareto
 from autoloop_py.strategies import runner as strategy
@@ -277,8 +278,8 @@ def _attempt(ctx: AttemptContext, decision: DecisionLike | None, files: dict[str
         # counts them.
         tokens, cost = usage.get("tokens"), usage.get("cost")
         use = model_use.iteration_use(ctx.model, tokens, cost, ctx.guide_spent)  # type: ignore[arg-type]
-        drawn = prompt_use.bullets(ctx.prompt_variant)
-        marks = recovery.trailers(ctx.key, result.metric, baseline, use, drawn) if ctx.key else {}
+        bullets = (*use_bullets(use), *prompt_use.bullets(ctx.prompt_variant))
+        marks = recovery.trailers(ctx.key, result.metric, baseline, bullets) if ctx.key else {}
         measured = ctx.baseline.metrics if ctx.baseline is not None and ctx.baseline.ok else None
         verdict = acceptance.judge(program, result.metrics, ctx.state, measured)
         extra: tuple[tuple[str, str], ...] = usage.get("extra", ())  # type: ignore[assignment]
