@@ -391,15 +391,17 @@ def _similar(
     source = proposal.files.get(primary) if primary is not None else None
     if primary is None or source is None or set(files) | set(proposal.files) != {primary}:
         return None, {}
+    origins: dict[str, str] = {}
     if ctx.runner is not None:
-        island = strategy.island_of(ctx.runner, decision)
-        neighbours = similarity.population_neighbours(population_of(ctx.state, ctx.memory.read), island)
+        population = population_of(ctx.state, ctx.memory.read)
+        neighbours = similarity.population_neighbours(population, strategy.island_of(ctx.runner, decision))
+        origins = lineage_store.copy_origins(population)
     else:
         neighbours = similarity.trace_neighbours(reader, _parent_id(ctx, decision))
     calls = ctx.proposer.models if isinstance(ctx.proposer, llm.LLMProposer) else None
     embedder = similarity.embedder_for(ctx.program, llm_limits(ctx.program, ctx.options), ctx.guide_spent, calls)
     threshold = similarity.threshold_of(ctx.program)
-    kept = similarity.stored_vectors(reader, neighbours)
+    kept = similarity.stored_vectors(reader, neighbours, origins)
     return similarity.screen(source, neighbours, threshold, embedder, strategy.language_of(primary), kept)
 
 

@@ -111,7 +111,9 @@ def key_slug(program: str) -> str:
     return _UNSAFE_RE.sub("-", program).strip("-") or "program"
 
 
-def trailers(key: str, metric: float, baseline: float | None, bullets: Sequence[tuple[str, str]] = ()) -> dict[str, str]:
+def trailers(
+    key: str, metric: float, baseline: float | None, bullets: Sequence[tuple[str, str]] = ()
+) -> dict[str, str]:
     """Returns the trailers of a candidate commit: its key, metric, the baseline it was measured against, its runner,
     and the models it called and the prompt variant as its history bullets say (bullets: the record's, or the
     iteration's so far)."""
