@@ -16,7 +16,8 @@ Two measurements per program and seed, all offline with the `tune` proposer (no 
    lineage or of the 8 newest evaluated ones (as the live filter compares) is counted "similar".
 2. Live. The same program and seed run again with the filter on (the default) and with `novelty: embedding`
    (its `novelty-threshold` set to `--similarity`), and the evaluations each actually ran, its final best and
-   its wall time are printed next to the filter-off run's.
+   its wall time are printed next to the filter-off run's; under `novelty: embedding` also the local vectors made
+   and the vectors compared (the difference: neighbours' vectors read from their trace rows, not made again).
 
 The `tune` proposer only changes numbers, which no similarity filter should skip. `--reword 0.3` makes 30 %
 of the proposals re-word the current Target instead (a seeded draw: the same iterations in every run):
@@ -41,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from unittest import mock
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -75,6 +77,9 @@ class Run:
       skipped: iterations the filter did not evaluate, per verdict.
       trace_dir: the exported trace (None when not exported).
       reworded: proposals that only renamed variables.
+      embedded: local code vectors made (under `novelty: embedding`; each candidate's is kept in its trace row).
+      compared: vectors the similarity check compared (the candidate's and its neighbours': what would be made
+        without the kept ones).
     """
 
     evaluations: int
@@ -83,6 +88,8 @@ class Run:
     skipped: dict[str, int]
     trace_dir: Path | None
     reworded: int = 0
+    embedded: int = 0
+    compared: int = 0
 
 
 @dataclass(frozen=True)
@@ -171,22 +178,25 @@ def run_once(tmp: Path, name: str, seed: int, budget: int, mode: str, similarity
     options = RunOptions(proposer="tune", proposer_factory=lambda name, **kwargs: proposer)
     evaluations, skipped = 0, {novelty.DUPLICATE: 0, novelty.RECYCLED: 0, novelty.SIMILAR: 0}
     start = time.perf_counter()
-    for i in range(budget):
-        outcome = run_iteration(root, program, options, START + timedelta(minutes=i))
-        evaluations += ("evaluate" in outcome.timings) + ("evaluate baseline" in outcome.timings)
-        reason = outcome.reason or ""
-        if reason.startswith("not evaluated: identical"):
-            skipped[novelty.DUPLICATE] += 1
-        elif reason.startswith("not evaluated: similarity"):
-            skipped[novelty.SIMILAR] += 1
-        elif reason.startswith("not evaluated:"):
-            skipped[novelty.RECYCLED] += 1
+    with mock.patch.object(code_vector, "vector", wraps=code_vector.vector) as made, \
+            mock.patch.object(code_vector, "nearest", wraps=code_vector.nearest) as compared:
+        for i in range(budget):
+            outcome = run_iteration(root, program, options, START + timedelta(minutes=i))
+            evaluations += ("evaluate" in outcome.timings) + ("evaluate baseline" in outcome.timings)
+            reason = outcome.reason or ""
+            if reason.startswith("not evaluated: identical"):
+                skipped[novelty.DUPLICATE] += 1
+            elif reason.startswith("not evaluated: similarity"):
+                skipped[novelty.SIMILAR] += 1
+            elif reason.startswith("not evaluated:"):
+                skipped[novelty.RECYCLED] += 1
     seconds = time.perf_counter() - start
+    vectors = made.call_count, sum(len(call.args[1]) + 1 for call in compared.call_args_list)
     memory = MemoryStore(root)
     best = statefile.parse_state(memory.read(f"{name}.md") or "", f"{name}.md").machine.best_metric
     out = tmp / f"trace-{name}-{seed}-{mode}"
     trace.export(memory.read, memory.list(trace.trace_dir(name) + "/"), name, out)
-    return Run(evaluations, best, seconds, skipped, out, proposer.reworded)
+    return Run(evaluations, best, seconds, skipped, out, proposer.reworded, *vectors)
 
 
 def replay(
@@ -294,7 +304,8 @@ def main() -> int:
                     f" | {off.seconds / args.budget:>8.2f} {on.seconds / args.budget:.2f}"
                     f" {emb.seconds / args.budget:.2f}"
                     f"   (live skips on: {on.skipped[novelty.DUPLICATE]} duplicate, {on.skipped[novelty.RECYCLED]}"
-                    f" recycled; embedding: {emb.skipped[novelty.SIMILAR]} similar;"
+                    f" recycled; embedding: {emb.skipped[novelty.SIMILAR]} similar, {emb.embedded} vectors made for"
+                    f" {emb.compared} compared;"
                     f" re-worded proposals: {off.reworded})"
                 )
     print(f"novelty filter: threshold {args.threshold:g}, min_added {novelty.DEFAULT_MIN_ADDED}, similarity "

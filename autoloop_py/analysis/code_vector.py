@@ -90,7 +90,8 @@ def unpack(text: object) -> Vector | None:
         size, count = struct.unpack_from("<HH", data)
         if len(data) != 4 + 6 * count:
             return None
-        indices, values = struct.unpack_from(f"<{count}H", data, 4), struct.unpack_from(f"<{count}f", data, 4 + 2 * count)
+        indices = struct.unpack_from(f"<{count}H", data, 4)
+        values = struct.unpack_from(f"<{count}f", data, 4 + 2 * count)
     except (binascii.Error, struct.error):
         return None
     if any(i >= size for i in indices) or not all(math.isfinite(v) for v in values):

@@ -30,8 +30,9 @@ from tests.programs import program_md
 
 PROG = ".autoloop/programs/counter"
 
+# Prompt evolution on (never due): every iteration draws the `base` variant, which a recovered record credits too.
 PROGRAM_MD = program_md("Counter", "Change anything: every change scores higher.",
-    frontmatter={"evaluation-timeout": 30})
+    frontmatter={"evaluation-timeout": 30, "prompt-evolve-every": 1000})
 
 VALUE = "# EVOLVE-BLOCK-START\nx = 1.5\ny = 2.5\n# EVOLVE-BLOCK-END\n"
 
@@ -177,6 +178,10 @@ def test_killed_at_each_step_the_next_run_continues_consistently(
     assert all(e.status == "accepted" for e in state.history if e.is_detailed)
     if recovered and before == 1:  # the baseline the killed run measured is kept
         assert state.machine.initial_metric is not None
+    # Each recorded iteration, the recovered one too (its candidate commit's Autoloop-Prompt trailer), credits `base`.
+    base = statefile.prompts_of(state).row("base")
+    assert base is not None and base.calls == base.accepted == state.machine.iteration_count
+    assert all("- **Prompt**: base" in e.text for e in state.history if e.is_detailed)
 
 
 def test_the_temporary_folders_of_a_killed_run_are_removed_by_the_next_run(counter_repo: Path, tmp_path: Path) -> None:

@@ -52,6 +52,7 @@ from autoloop_py.state import budget
 from autoloop_py.state import file as statefile
 from autoloop_py.state import trace, untrusted_text
 from autoloop_py.state.memory import MemoryStore
+from autoloop_py.state.model_stats import use_bullets
 from autoloop_py.state.population import Candidate, population_of
 from autoloop_py.strategies import pareto
 from autoloop_py.strategies import runner as strategy
@@ -278,8 +279,8 @@ def _attempt(ctx: AttemptContext, decision: DecisionLike | None, files: dict[str
         # counts them.
         tokens, cost = usage.get("tokens"), usage.get("cost")
         use = model_use.iteration_use(ctx.model, tokens, cost, ctx.guide_spent)  # type: ignore[arg-type]
-        drawn = prompt_use.bullets(ctx.prompt_variant)
-        marks = recovery.trailers(ctx.key, result.metric, baseline, use, drawn) if ctx.key else {}
+        bullets = (*use_bullets(use), *prompt_use.bullets(ctx.prompt_variant))
+        marks = recovery.trailers(ctx.key, result.metric, baseline, bullets) if ctx.key else {}
         measured = ctx.baseline.metrics if ctx.baseline is not None and ctx.baseline.ok else None
         verdict = acceptance.judge(program, result.metrics, ctx.state, measured)
         extra: tuple[tuple[str, str], ...] = usage.get("extra", ())  # type: ignore[assignment]
@@ -412,15 +413,17 @@ def _similar(
     source = proposal.files.get(primary) if primary is not None else None
     if primary is None or source is None or set(files) | set(proposal.files) != {primary}:
         return None, {}
+    origins: dict[str, str] = {}
     if ctx.runner is not None:
-        island = strategy.island_of(ctx.runner, decision)
-        neighbours = similarity.population_neighbours(population_of(ctx.state, ctx.memory.read), island)
+        population = population_of(ctx.state, ctx.memory.read)
+        neighbours = similarity.population_neighbours(population, strategy.island_of(ctx.runner, decision))
+        origins = lineage_store.copy_origins(population)
     else:
         neighbours = similarity.trace_neighbours(reader, _parent_id(ctx, decision))
     calls = ctx.proposer.models if isinstance(ctx.proposer, llm.LLMProposer) else None
     embedder = similarity.embedder_for(ctx.program, llm_limits(ctx.program, ctx.options), ctx.guide_spent, calls)
     threshold = similarity.threshold_of(ctx.program)
-    kept = similarity.stored_vectors(reader, neighbours)
+    kept = similarity.stored_vectors(reader, neighbours, origins)
     return similarity.screen(source, neighbours, threshold, embedder, strategy.language_of(primary), kept)
 
 

@@ -9,9 +9,10 @@ one whose cosine similarity to the nearest lies above `novelty-threshold` is not
 
 The cache: a candidate's vector is kept in its trace row (`metadata.embedding`: what made it, the hash of the code
 it is of, the vector packed), so each evaluated candidate is embedded once: later iterations read a neighbour's
-vector from its row when the same embedder made it of the same code. A neighbour whose code changed since (a
-Population entry edited by hand), one made by another embedder, or one without a kept vector (the seed, rows before
-the cache) is embedded again. A row holds one vector of bounded size (code_vector.MAX_PACKED).
+vector from its row (a Population copy: its origin's) when the same embedder made it of the same code. A neighbour
+whose code changed since (a Population entry edited by hand), one made by another embedder, or one without a kept
+vector (the seed, rows before the cache) is embedded again. A row holds one vector of bounded size
+(code_vector.MAX_PACKED).
 """
 
 from __future__ import annotations
@@ -111,11 +112,14 @@ def screen(
                           judged=plain(judged) if judged is not None else None), row
 
 
-def stored_vectors(reader: TraceReader, ids: Iterable[str]) -> dict[str, Kept]:
-    """Returns the vectors the trace rows of these ids keep (a row without a readable one is left out)."""
+def stored_vectors(
+    reader: TraceReader, ids: Iterable[str], origins: Mapping[str, str] | None = None
+) -> dict[str, Kept]:
+    """Returns the vectors the trace rows of these ids keep (a row without a readable one is left out); origins: the
+    id a Population copy came from (lineage_store.copy_origins), whose row is read when the copy has none."""
     found = {}
     for name in ids:
-        row = reader.row(name)
+        row = reader.row(name) or (reader.row(origins[name]) if origins and name in origins else None)
         metadata = row.extra.get("metadata") if row is not None else None
         data = metadata.get(EMBEDDING) if isinstance(metadata, dict) else None
         vector = code_vector.unpack(data.get("vector")) if isinstance(data, dict) else None

@@ -34,7 +34,6 @@ from autoloop_py.state.file import StateFile
 from autoloop_py.state.history import IterationRecord
 from autoloop_py.state.machine import is_improvement
 from autoloop_py.state.memory import MemoryStore
-from autoloop_py.state.model_stats import use_of
 from autoloop_py.strategies import runner as strategy
 
 log = logging.getLogger(__name__)
@@ -223,7 +222,7 @@ def keep_outcome(
             raise OutcomeError(f"refusing the outcome of '{program.name}', nothing was written: " + "; ".join(found))
         workspace.write(outcome.changes)
         assert record.metric is not None
-        marks = recovery.trailers(outcome.key, record.metric, record.baseline, use_of(record), record.extra)
+        marks = recovery.trailers(outcome.key, record.metric, record.baseline, record.extra)
         commit, withdrawn = keep_candidate(workspace, program, record.change, outcome.iteration, record.run_url, marks)
     return settle_kept(record, commit, withdrawn, ci_gate), base
 

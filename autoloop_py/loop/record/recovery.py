@@ -42,10 +42,10 @@ from autoloop_py.program.model import Program
 from autoloop_py.sandbox.process import kill_marked
 from autoloop_py.sandbox.run import RUN_TOKEN_ENV_VAR, run_token
 from autoloop_py.state import file as statefile
+from autoloop_py.state import prompt_stats
 from autoloop_py.state.history import KEY_TRAILER, IterationRecord
 from autoloop_py.state.memory import MemoryStore
-from autoloop_py.state import prompt_stats
-from autoloop_py.state.model_stats import MODEL_BULLET, SPEND_BULLET, ModelUse, use_bullets, use_of
+from autoloop_py.state.model_stats import MODEL_BULLET, SPEND_BULLET, use_bullets, use_of
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,8 @@ class Interrupted:
       baseline: its Autoloop-Baseline (the unchanged code's metric, when that iteration measured it).
       when: its committer date.
       runner: its Autoloop-Runner, `host:pid` of the process that committed it.
-      bullets: the history bullets its Autoloop-Model(-Spend) and Autoloop-Prompt(-Written) trailers carry.
+      bullets: the history bullets its Autoloop-Model(-Spend) and Autoloop-Prompt(-Written) trailers carry (the model
+        use and prompt variant of the iteration).
     """
 
     sha: str
@@ -98,11 +99,6 @@ class Interrupted:
     when: datetime
     runner: str | None = None
     bullets: tuple[tuple[str, str], ...] = ()
-
-    @property
-    def use(self) -> ModelUse:
-        """Returns the model use its trailers carry (empty: none)."""
-        return use_of(IterationRecord("accepted", self.when, "", self.metric, extra=self.bullets))
 
 
 def new_key(program: str, iteration: int) -> str:
@@ -116,16 +112,16 @@ def key_slug(program: str) -> str:
 
 
 def trailers(
-    key: str, metric: float, baseline: float | None, use: ModelUse | None = None, bullets: Sequence[tuple[str, str]] = ()
+    key: str, metric: float, baseline: float | None, bullets: Sequence[tuple[str, str]] = ()
 ) -> dict[str, str]:
     """Returns the trailers of a candidate commit: its key, metric, the baseline it was measured against, its runner,
-    the models it called (use: the iteration's model use so far, None: none) and the prompt variant its `Prompt` /
-    `Prompt written` bullets name (bullets: the record's history bullets, or the iteration's so far)."""
+    and the models it called and the prompt variant as its history bullets say (bullets: the record's, or the
+    iteration's so far)."""
     found = {KEY: key, METRIC: repr(float(metric))}
     if baseline is not None:
         found[BASELINE] = repr(float(baseline))
     found[RUNNER] = f"{socket.gethostname()}:{os.getpid()}"
-    named = {**dict(bullets), **(dict(use_bullets(use)) if use is not None else {})}
+    named = dict(bullets)
     for trailer, bullet in _BULLET_TRAILERS:
         if named.get(bullet):
             found[trailer] = " ".join(named[bullet].split())  # one line, whatever a model name or variant holds
@@ -212,8 +208,9 @@ def recovered_record(item: Interrupted, pending_ci: bool = False) -> IterationRe
     Its tokens, cost and `Model` / `Model spend` bullets are what its trailers say the models cost; its `Prompt` and
     `Prompt written` bullets the variant they say it drew and the one its guide wrote (read as the history's are).
     """
-    spent = item.use.spend.values()
-    variant, written = prompt_stats.use_of(IterationRecord("accepted", item.when, "", item.metric, extra=item.bullets))
+    carried = IterationRecord("accepted", item.when, "", item.metric, extra=item.bullets)
+    use = use_of(carried)
+    spent = use.spend.values()
     costs = [usd for _, usd in spent if usd is not None]
     return IterationRecord(
         status="pending-ci" if pending_ci else "accepted",
@@ -226,7 +223,7 @@ def recovered_record(item: Interrupted, pending_ci: bool = False) -> IterationRe
         key=item.key,
         tokens=sum(tokens for tokens, _ in spent) or None,
         cost=sum(costs) if costs else None,
-        extra=(*use_bullets(item.use), *prompt_stats.use_bullets(variant, written)),
+        extra=(*use_bullets(use), *prompt_stats.use_bullets(*prompt_stats.use_of(carried))),
     )
 
 

@@ -31,7 +31,6 @@ from autoloop_py.state.file import StateFile
 from autoloop_py.state.history import KEY_TRAILER, IterationRecord
 from autoloop_py.state.machine import is_improvement
 from autoloop_py.state.memory import MemoryStore
-from autoloop_py.state.model_stats import use_of
 from autoloop_py.strategies import pareto
 from autoloop_py.strategies import runner as strategy
 
@@ -213,7 +212,7 @@ def _aside(
             raise OutcomeError(f"refusing the outcome of '{program.name}', nothing was written: " + "; ".join(found))
         workspace.write(outcome.changes)
         assert record.metric is not None
-        marks = recovery.trailers(outcome.key, record.metric, record.baseline, use_of(record), record.extra)
+        marks = recovery.trailers(outcome.key, record.metric, record.baseline, record.extra)
         message = f"[Autoloop: {program.name}] Iteration {outcome.iteration} (lost to a sibling): {record.change}"
         aside[ref] = workspace.keep_aside(recovery.with_trailers(message, marks), ref)
     population = outcome.candidate_source is not None  # what the publish records as the slot's Population entry

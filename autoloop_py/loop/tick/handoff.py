@@ -51,7 +51,12 @@ from autoloop_py.state.memory_folder import FolderMemory, Memory, open_memory
 from autoloop_py.strategies import registry
 from autoloop_py.strategies import runner as strategy
 from autoloop_py.strategies.base import Decision
-from autoloop_py.strategies.prompt import prompt_context, render_iteration_prompt, with_feedback_section, with_instruction
+from autoloop_py.strategies.prompt import (
+    prompt_context,
+    render_iteration_prompt,
+    with_feedback_section,
+    with_instruction,
+)
 
 log = logging.getLogger(__name__)
 

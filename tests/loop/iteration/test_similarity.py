@@ -14,6 +14,7 @@ from autoloop_py.loop.iteration.similarity import Embedder, population_neighbour
 from autoloop_py.program.models import ModelSpec
 from autoloop_py.proposers.llm_call import CallLimits, ModelCallError
 from autoloop_py.proposers.model_calls import ModelCheck, Reply, Vectors
+from autoloop_py.state import trace
 from autoloop_py.state.population import Candidate, Population
 
 EVALUATED = "def f(x):\n    total = 0\n    for i in range(x):\n        total += i * i\n    return total\n"
@@ -139,3 +140,17 @@ def test_each_candidates_vector_is_kept_in_its_row_and_read_back_instead_of_embe
     verdict, row = screen(RENAMED, {"b": EVALUATED}, 0.999, failing, kept=kept)
     assert verdict is not None and (verdict.embedder, verdict.similarity, row["embedding"]["by"]) == ("local", 1.0, "local")
 
+
+
+def test_stored_vectors_are_read_from_the_rows_or_a_copys_origin_and_a_bad_one_is_left_out() -> None:
+    _, row = screen(EVALUATED, {}, 0.999, Embedder())
+    rows = {"1": row, "2": {"embedding": {**row["embedding"], "vector": "forged"}}, "3": {"embedding": 5}, "4": {}}
+
+    class _Reader:
+        def row(self, row_id: str) -> trace.TraceRow | None:
+            found = rows.get(row_id)
+            return None if found is None else trace.TraceRow(row_id, 1, None, {}, "accepted", extra={"metadata": found})
+
+    kept = similarity.stored_vectors(_Reader(), ["1", "2", "3", "4", "5", "6"], {"6": "1"})  # type: ignore[arg-type]
+    assert sorted(kept) == ["1", "6"] and kept["6"] == kept["1"] and kept["1"].by == "local"
+    assert kept["1"].vector == code_vector.unpack(row["embedding"]["vector"])
