@@ -5,7 +5,6 @@ The prompt that carries a decision out is rendered by `alphaevolve_prompt`.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import random
 from fractions import Fraction
@@ -123,16 +122,13 @@ def override(
     n = len(population)
     if n <= 1:
         return "exploration", f"the population has {n} member{'' if n == 1 else 's'}: seed diversity", None
-    # Each rule fires once per run of rejections: the rut-breaker's own child is mostly rejected too, and re-firing
-    # on it would hand every later iteration to the weakest island (a tour was stuck 15 iterations in migration).
-    run = len(list(itertools.takewhile(lambda status: status == "rejected", reversed(recent_statuses))))
-    if run == 5:
+    if _last_rejected(recent_statuses, 5):
         if len(_islands_of(_with_fitness(population))) >= 2:
             return "migration", "the last 5 candidates were all rejected: graft a technique across islands", None
         reason = "the last 5 candidates were all rejected and fewer than two islands hold scored members"
         island = _unused_island(population, islands, open_new=True)
         return "exploration", f"{reason}: try a radically new island", island
-    if run == 3:
+    if _last_rejected(recent_statuses, 3):
         island = _unused_island(population, islands, open_new=False)
         return "exploration", "the last 3 candidates were all rejected: explore an island not used yet", island
     return None
