@@ -59,8 +59,8 @@ MODEL = "Autoloop-Model"
 MODEL_SPEND = "Autoloop-Model-Spend"
 PROMPT = "Autoloop-Prompt"
 PROMPT_WRITTEN = "Autoloop-Prompt-Written"
-_USE_TRAILERS = ((MODEL, MODEL_BULLET), (MODEL_SPEND, SPEND_BULLET))
-_BULLET_TRAILERS = (*_USE_TRAILERS, (PROMPT, prompt_stats.PROMPT_BULLET), (PROMPT_WRITTEN, prompt_stats.WRITTEN_BULLET))
+_BULLET_TRAILERS = ((MODEL, MODEL_BULLET), (MODEL_SPEND, SPEND_BULLET), (PROMPT, prompt_stats.PROMPT_BULLET),
+                    (PROMPT_WRITTEN, prompt_stats.WRITTEN_BULLET))
 # A candidate of a run that may still be alive (another machine's, or a live process here) is left to
 # that run for this long: it records its own candidate moments after pushing it.
 GRACE = timedelta(minutes=10)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import random
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -27,6 +26,7 @@ from autoloop_py.strategies.adaevolve.archive import archive_of, ranked
 from autoloop_py.strategies.adaevolve.config import AdaEvolveConfig, parse_adaevolve_config
 from autoloop_py.strategies.adaevolve.paradigms import GuideReplyError
 from autoloop_py.strategies.adaevolve.state import AdaEvolveState, Paradigm
+from autoloop_py.strategies.adaevolve.strategy import AdaEvolveDecision
 from autoloop_py.strategies.base import StrategyContext, seeds_from_target
 from autoloop_py.strategies.engine import PromptInputs, entry_for
 
@@ -38,43 +38,6 @@ SEED_REASON = ("the Population is empty: the Target as it is (its evaluation as 
                "seeds island 0 and is copied to the other islands, so the first candidate starts from it")
 PARADIGM_FRAMING = "paradigm.md"
 Guide = Callable[[str], str]
-
-
-@dataclass(frozen=True)
-class EngineDecision:
-    """An AdaEvolve attempt as the runner sees it.
-
-    Attributes:
-      inner: the pure module's decision (island, mode, parent, context, paradigm, previous error).
-      guide_reply: the guide LLM's reply text this iteration installed ideas from (None: no guide call).
-      attempt: the attempts of the iteration so far, this one included (1 + retries after errors).
-      as_is: the Target, as evaluated, is recorded as the seed of every island (the Population is empty).
-    """
-
-    inner: adaevolve.AdaEvolveDecision
-    guide_reply: str | None = None
-    attempt: int = 1
-    as_is: bool = False
-
-    @property
-    def operator(self) -> str:
-        """Returns the mode."""
-        return self.inner.operator
-
-    @property
-    def reason(self) -> str:
-        """Returns why the mode and parent were chosen."""
-        return self.inner.reason
-
-    @property
-    def parents(self) -> tuple[pop.Candidate, ...]:
-        """Returns the parent as a tuple (empty for the first program)."""
-        return self.inner.parents
-
-    @property
-    def island(self) -> int | None:
-        """Returns the island the child belongs to."""
-        return self.inner.island
 
 
 class AdaEvolveEngine:
@@ -135,7 +98,7 @@ class AdaEvolveEngine:
 
     def decide(
         self, population: pop.Population, context: StrategyContext, rng: random.Random, guide_reply: str | None = None
-    ) -> EngineDecision:
+    ) -> AdaEvolveDecision:
         """Returns the attempt's island, mode, parent and context, after installing the guide's ideas."""
         state = self._installed(self.state_of(population), guide_reply)
         slot = context.slot
@@ -148,49 +111,47 @@ class AdaEvolveEngine:
                                          slots.away_source(self.program.config.seed, self.program.name,
                                                            context.iteration, slot))
             state = dataclasses.replace(state, current_island=island)
-        inner = adaevolve.decide(state, population.candidates, self.config, rng)
+        decision = dataclasses.replace(adaevolve.decide(state, population.candidates, self.config, rng),
+                                       guide_reply=guide_reply)
         if seeds_from_target(context):
-            return EngineDecision(dataclasses.replace(inner, mode=SEED_MODE, reason=SEED_REASON), guide_reply,
-                                  as_is=True)
-        return EngineDecision(inner, guide_reply)
+            return dataclasses.replace(decision, mode=SEED_MODE, reason=SEED_REASON, as_is=True)
+        return decision
 
-    def island(self, decision: EngineDecision) -> int:
+    def island(self, decision: AdaEvolveDecision) -> int:
         """Returns the island the decision works (a run without a barrier keeps its next slots off it)."""
-        return decision.inner.island
+        return decision.island
 
-    def evaluates_as_is(self, decision: EngineDecision) -> bool:
+    def evaluates_as_is(self, decision: AdaEvolveDecision) -> bool:
         """Returns whether the decision seeds the islands with the Target as it is (an empty Population)."""
         return decision.as_is
 
-    def retry(self, decision: EngineDecision, error: str) -> EngineDecision | None:
+    def retry(self, decision: AdaEvolveDecision, error: str) -> AdaEvolveDecision | None:
         """Returns the next attempt after a failed one (same island, mode and parent; the error shown), or None.
 
         The iteration makes at most 1 + max_error_retries attempts (none retried when enable_error_retry is off).
         """
         if decision.attempt >= self.config.attempts:
             return None
-        inner = dataclasses.replace(decision.inner, previous_error=error)
-        return dataclasses.replace(decision, inner=inner, attempt=decision.attempt + 1)
+        return dataclasses.replace(decision, previous_error=error, attempt=decision.attempt + 1)
 
-    def with_parents(self, decision: EngineDecision, parents: tuple[pop.Candidate, ...]) -> EngineDecision:
+    def with_parents(self, decision: AdaEvolveDecision, parents: tuple[pop.Candidate, ...]) -> AdaEvolveDecision:
         """Returns the decision with its parent replaced (its folded code loaded back)."""
-        parent = parents[0] if parents else None
-        return dataclasses.replace(decision, inner=dataclasses.replace(decision.inner, parent=parent))
+        return dataclasses.replace(decision, parent=parents[0] if parents else None)
 
-    def framing_file(self, decision: EngineDecision) -> str:
+    def framing_file(self, decision: AdaEvolveDecision) -> str:
         """Returns prompts/solution.md, the framing of every solution prompt."""
         return SOLUTION_FRAMING
 
-    def prompt(self, decision: EngineDecision, inputs: PromptInputs) -> str:
+    def prompt(self, decision: AdaEvolveDecision, inputs: PromptInputs) -> str:
         """Returns the AdaEvolve solution prompt."""
         return adaevolve_prompt.render_prompt(
-            decision.inner, self.config, program=inputs.program, files=inputs.files, framing=inputs.framing,
+            decision, self.config, program=inputs.program, files=inputs.files, framing=inputs.framing,
             best_metric=inputs.best, steering=inputs.steering, problem=self.problem,
             feedback="\n\n".join(inputs.feedback),
         )
 
     def candidate(
-        self, decision: EngineDecision, record: statefile.IterationRecord, code: str, approach: str | None,
+        self, decision: AdaEvolveDecision, record: statefile.IterationRecord, code: str, approach: str | None,
         iteration: int, language: str,
     ) -> pop.Candidate:
         """Returns the Population entry of an evaluated candidate (archive bullets are added when recorded)."""
@@ -200,7 +161,7 @@ class AdaEvolveEngine:
         self,
         population: pop.Population,
         candidate: pop.Candidate,
-        decision: EngineDecision,
+        decision: AdaEvolveDecision,
         metrics: Mapping[str, Any],
         *,
         direction: str,
@@ -210,12 +171,12 @@ class AdaEvolveEngine:
         """Returns the Population after admission and the end of iteration (spawn, next island, migration)."""
         state = self._installed(self.state_of(population), decision.guide_reply)
         child_id = max(candidate.id, population.next_id)
-        step = adaevolve.record(state, decision.inner, candidate, metrics, population, self.config, decision.attempt)
+        step = adaevolve.record(state, decision, candidate, metrics, population, self.config, decision.attempt)
         step = adaevolve.end_iteration(step.state, step.population, self.config, rng, iteration)
         child = next(c for c in step.population.candidates if c.id == child_id)
         return step.population, child
 
-    def advance(self, population: pop.Population, decision: EngineDecision, *, iteration: int) -> pop.Population:
+    def advance(self, population: pop.Population, decision: AdaEvolveDecision, *, iteration: int) -> pop.Population:
         """Returns the Population after an iteration without a candidate: paradigm uses, then the end of iteration.
 
         A proposal that failed or was rejected before evaluation teaches the archive nothing, but the attempts
@@ -224,7 +185,7 @@ class AdaEvolveEngine:
         state = self._installed(self.state_of(population), decision.guide_reply)
         # Seeded as the runner seeds `record`'s draws, so an iteration ends alike with or without a candidate.
         rng = random.Random(f"{self.program.config.seed}:{self.program.name}:{iteration}:record")
-        step = adaevolve.advance(state, decision.inner, population, self.config, rng, iteration, decision.attempt)
+        step = adaevolve.advance(state, decision, population, self.config, rng, iteration, decision.attempt)
         return step.population
 
     def keep_inline(self, population: pop.Population, direction: str) -> list[int]:

@@ -86,6 +86,9 @@ class AdaEvolveDecision:
       intensity: I of the island.
       uniforms: the draws consumed.
       previous_error: why the previous attempt of this iteration failed, for the prompt.
+      guide_reply: the guide LLM's reply text this iteration installed ideas from (None: no guide call).
+      attempt: the attempts of the iteration so far, this one included (1 + retries after errors).
+      as_is: the Target, as evaluated, is recorded as the seed of every island (the Population is empty).
     """
 
     island: int
@@ -101,6 +104,9 @@ class AdaEvolveDecision:
     intensity: float = 0.0
     uniforms: tuple[float, ...] = ()
     previous_error: str | None = None
+    guide_reply: str | None = None
+    attempt: int = 1
+    as_is: bool = False
 
     @property
     def operator(self) -> str:

@@ -13,7 +13,7 @@ from autoloop_py.render import render
 from autoloop_py.state.population import format_fitness
 from autoloop_py.strategies.funsearch.config import FunSearchConfig
 from autoloop_py.strategies.funsearch.state import (
-    COUNTERS,
+    FIELDS,
     NONE_WORDS,
     Cluster,
     FunSearchState,
@@ -30,14 +30,7 @@ _WHOLE_RE = re.compile(r"[0-9]{1,15}")
 
 def render_state_block(state: FunSearchState, config: FunSearchConfig) -> str:
     """Returns the `### ⚙️ Strategy State` block; the Temperature* column is recomputed from config."""
-    fields = [
-        ("registrations_since_reset", str(state.registrations_since_reset)),
-        ("last_reset_at", _optional(state.last_reset_at)),
-        *((name, str(getattr(state, name))) for name in COUNTERS),
-        *((("evicted", str(state.evicted)),) if state.evicted else ()),
-        ("rng_seed", _optional(state.rng_seed)),
-        ("rng_draws", str(state.rng_draws)),
-    ]
+    fields = [(name, _optional(getattr(state, name))) for name in FIELDS if name != "evicted" or state.evicted]
     islands = [
         (
             str(i.index),
@@ -114,11 +107,10 @@ def _read_fields(table: md.Table, where: _Where) -> FunSearchState:
     """Returns the initial state with the `| Field | Value |` rows applied."""
     values: dict[str, Any] = {}
     optional = ("last_reset_at", "rng_seed")
-    known = ("registrations_since_reset", "last_reset_at", *COUNTERS, "evicted", "rng_seed", "rng_draws")
     for row in table.rows:
         name = "_".join(md.normalize_heading(row.cells[0]).split())
-        if name not in known:
-            raise where.error(f"unknown field `{row.cells[0]}`; the fields are {', '.join(known)}", row.line)
+        if name not in FIELDS:
+            raise where.error(f"unknown field `{row.cells[0]}`; the fields are {', '.join(FIELDS)}", row.line)
         if name in values:
             raise where.error(f"field `{name}` appears twice; keep one row", row.line)
         cell = _cell(row, 1)

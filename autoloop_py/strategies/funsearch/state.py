@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from autoloop_py.state.population import format_fitness
 
 Signature = tuple[float, ...]
 NONE_WORDS = ("", "—", "–", "-", "none", "null")
-COUNTERS = ("stored", "duplicates", "execution_failed", "version_mismatch")
 _HASH_RE = re.compile(r"[0-9A-Za-z]{1,16}")
 
 
@@ -78,10 +77,12 @@ class FunSearchState:
       duplicates: programs discarded because their output hash was already on the island.
       execution_failed: programs without a usable score.
       version_mismatch: programs discarded because their island was reset after their prompt.
-      rng_seed: the seed of the run's random draws, as the runner sets it (None when unset).
-      rng_draws: uniforms drawn by decide and record so far.
       evicted: entries dropped from the Population past max_population (their code stays on the memory
         branch); the field is written only once it is above 0.
+      rng_seed: the seed of the run's random draws, as the runner sets it (None when unset).
+      rng_draws: uniforms drawn by decide and record so far.
+
+    The fields after `islands` are the block's `| Field | Value |` rows, in this order.
     """
 
     islands: tuple[Island, ...] = ()
@@ -91,13 +92,16 @@ class FunSearchState:
     duplicates: int = 0
     execution_failed: int = 0
     version_mismatch: int = 0
+    evicted: int = 0
     rng_seed: int | None = None
     rng_draws: int = 0
-    evicted: int = 0
 
     def island(self, index: int | None) -> Island | None:
         """Returns the island with that index, or None."""
         return next((i for i in self.islands if i.index == index), None)
+
+
+FIELDS = tuple(f.name for f in fields(FunSearchState) if f.name != "islands")
 
 
 def hash_token(output_hash: Any) -> str | None:

@@ -21,8 +21,9 @@ from autoloop_py.strategies import runner as strategy
 from autoloop_py.strategies.adaevolve import strategy as adaevolve
 from autoloop_py.strategies.adaevolve.archive import archive_status
 from autoloop_py.strategies.adaevolve.config import AdaEvolveConfig
-from autoloop_py.strategies.adaevolve.engine import AdaEvolveEngine, EngineDecision
+from autoloop_py.strategies.adaevolve.engine import AdaEvolveEngine
 from autoloop_py.strategies.adaevolve.state import AdaEvolveState
+from autoloop_py.strategies.adaevolve.strategy import AdaEvolveDecision
 from autoloop_py.strategies.base import StrategyContext
 from autoloop_py.strategies.runner import StrategyRunner
 from autoloop_py.strategies.slots import Slot
@@ -134,7 +135,7 @@ def test_guide_ideas_are_applied_to_the_global_best_and_installed_when_recorded(
     population = _stagnant()
     decision = engine.decide(population, _context(population), random.Random(3), guide_reply=GUIDE_REPLY)
     assert decision.guide_reply == GUIDE_REPLY
-    assert decision.inner.paradigm is not None and decision.inner.paradigm.idea == "Basin hopping"
+    assert decision.paradigm is not None and decision.paradigm.idea == "Basin hopping"
     assert decision.parents[0].id == 2 and "paradigm 1 is active" in decision.reason
     child = engine.candidate(decision, _record(), "y = 2\n", "basins", 6, "python")
     after, _ = engine.record(population, child, decision, {"score": 0.6}, direction="higher", iteration=6,
@@ -149,7 +150,7 @@ def test_a_reply_without_ideas_marks_the_guide_call_failed(tmp_path: Path) -> No
     engine = _engine(tmp_path)
     population = _stagnant()
     decision = engine.decide(population, _context(population), random.Random(3), guide_reply="no JSON here")
-    assert decision.inner.paradigm is None
+    assert decision.paradigm is None
     child = engine.candidate(decision, _record(), "z = 3\n", None, 6, "python")
     after, _ = engine.record(population, child, decision, {"score": 0.6}, direction="higher", iteration=6,
                              rng=random.Random(4))
@@ -178,7 +179,7 @@ def test_decision_exposes_what_the_runner_reads(tmp_path: Path) -> None:
     engine = _engine(tmp_path)
     population = _stagnant()
     decision = engine.decide(population, _context(population), random.Random(9))
-    assert isinstance(decision, EngineDecision)
+    assert isinstance(decision, AdaEvolveDecision)
     assert decision.operator in adaevolve.MODES and decision.island == 0 and decision.reason.startswith("island 0")
 
 
@@ -210,7 +211,7 @@ def test_retry_keeps_island_mode_and_parent_and_shows_the_error(tmp_path: Path) 
     second = engine.retry(first, "evaluation failed: NameError: x")
     assert second is not None and second.attempt == 2
     assert (second.island, second.operator, second.parents) == (first.island, first.operator, first.parents)
-    assert second.inner.previous_error == "evaluation failed: NameError: x"
+    assert second.previous_error == "evaluation failed: NameError: x"
     third = engine.retry(second, "evaluation failed: SyntaxError")
     assert third is not None and third.attempt == 3 == CONFIG.attempts
     assert engine.retry(third, "again") is None
@@ -232,14 +233,14 @@ def test_advance_ends_the_iteration_without_an_entry(tmp_path: Path) -> None:
     assert [c.id for c in after.candidates] == [c.id for c in population.candidates]
     # Nothing was evaluated, so the islands learn nothing; the iteration still ends and its draws count.
     assert now.islands == before.islands and now.window == before.window and now.global_best == before.global_best
-    assert now.iteration == 6 and now.rng_draws >= before.rng_draws + len(decision.inner.uniforms)
+    assert now.iteration == 6 and now.rng_draws >= before.rng_draws + len(decision.uniforms)
 
 
 def test_every_attempt_uses_the_active_paradigm(tmp_path: Path) -> None:
     engine = _engine(tmp_path)
     population = _with_idea()
     decision = engine.decide(population, _context(population), random.Random(7))
-    assert decision.inner.paradigm_index == 0
+    assert decision.paradigm_index == 0
     retried = engine.retry(decision, "boom")
     assert retried is not None
     once = engine.state_of(engine.advance(population, decision, iteration=6))

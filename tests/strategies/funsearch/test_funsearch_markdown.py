@@ -185,15 +185,15 @@ def islands(draw: st.DrawFn) -> tuple[Island, ...]:
 
 states = st.builds(
     FunSearchState,
-    islands(),
-    st.integers(0, 10**9),
-    st.none() | st.integers(0, 10**9),
-    st.integers(0, 10**9),
-    st.integers(0, 10**9),
-    st.integers(0, 10**9),
-    st.integers(0, 10**9),
-    st.none() | st.integers(0, 10**12),
-    st.integers(0, 10**12),
+    islands=islands(),
+    registrations_since_reset=st.integers(0, 10**9),
+    last_reset_at=st.none() | st.integers(0, 10**9),
+    stored=st.integers(0, 10**9),
+    duplicates=st.integers(0, 10**9),
+    execution_failed=st.integers(0, 10**9),
+    version_mismatch=st.integers(0, 10**9),
+    rng_seed=st.none() | st.integers(0, 10**12),
+    rng_draws=st.integers(0, 10**12),
 )
 configs = st.builds(
     FunSearchConfig,
