@@ -45,7 +45,7 @@ def test_version_and_help_import_no_command_module() -> None:
         "for argv in (['--version'], ['--help']):\n"
         "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
         "print(sorted(m for m in sys.modules if m.startswith(('autoloop_py.commands.', 'autoloop_py.loop', 'git',\n"
-        "                                                    'autoloop_py.proposers', 'autoloop_py.terminal', 'rich'))))"
+        "    'autoloop_py.proposers', 'autoloop_py.terminal', 'rich'))))"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert "autoloop 0." in done.stdout and "status " in done.stdout

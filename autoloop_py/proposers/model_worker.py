@@ -296,8 +296,6 @@ class _Records(logging.Handler):
 def main(argv: Sequence[str]) -> int:
     """Runs the worker: `python -m autoloop_py.proposers.model_worker RUNNER_PID`."""
     _die_with(int(argv[0]))
-    import autoloop_py.proposers.openai_direct  # noqa: F401 - now, not in the first request's time (_answer uses it)
-
     make_non_dumpable()
     answers = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # litellm prints some messages: they go to stderr, never among the answers
@@ -354,6 +352,8 @@ class _Litellm:
 def _serve(requests: IO[str], answers: IO[str], records: _Records) -> None:
     """Starts importing litellm, and answers each request line with one answer line until the requests end."""
     litellm = _Litellm()
+    import autoloop_py.proposers.openai_direct  # noqa: F401 - beside litellm's import, not in the first request's time
+
     for line in requests:
         request = json.loads(line)
         if request["op"] == "share":
