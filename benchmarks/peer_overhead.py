@@ -20,7 +20,9 @@ Each is printed as ours/peer with min/median/max over the pairs, with the machin
 
 OpenEvolve is installed from the package index into its own virtualenv (`--venv`, default
 ~/.cache/autoloop/bench/openevolve-<version>); when that fails the peer is skipped with the reason.
-Our runner is the `autoloop` of this checkout (`python3 -m autoloop_py`), with its default isolation.
+Our runner is the `autoloop` of this checkout (`python3 -m autoloop_py`), with its default isolation, its
+package byte-compiled first as an install leaves it (OpenEvolve's virtualenv is): the runs set
+PYTHONDONTWRITEBYTECODE, so each would otherwise compile every module it imports (`--from-source`).
 
     python benchmarks/peer_overhead.py [--pairs 5] [--iterations 50] [--openevolve 0.4.0] [--latency 3]
 
@@ -33,6 +35,7 @@ time: the machine may be shared), and prints our functions' top 10 by cumulative
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import random
@@ -424,7 +427,11 @@ def main() -> int:
     parser.add_argument("--top", type=int, default=10)
     parser.add_argument("--latency", type=float, default=0.0, metavar="SECONDS",
                         help="seconds the model server waits before each reply (3 is a realistic model)")
+    parser.add_argument("--from-source", action="store_true",
+                        help="do not byte-compile our package first: each of our runs compiles what it imports")
     args = parser.parse_args()
+    if not args.from_source:
+        compileall.compile_dir(str(ROOT / "autoloop_py"), quiet=1)
     if args.profile:
         return profile(args.iterations, args.top)
     venv = args.venv or Path.home() / ".cache/autoloop/bench" / f"openevolve-{args.openevolve}"

@@ -20,7 +20,7 @@ LAYERS = (
     "cli",
 )
 ROOT_MODULES = {"__init__", "errors", "markdown", "render", "redact", "tempdirs", "faults", "candidate"}
-ENTRY_MODULES = {"cli", "__main__", "api"}
+ENTRY_MODULES = {"cli", "__main__", "api", "terminal"}
 # The package's face re-exports the API (lazily, in a module __getattr__).
 ALLOWED = {("autoloop_py", "autoloop_py.api")}
 

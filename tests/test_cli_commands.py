@@ -39,13 +39,13 @@ def test_the_command_is_the_first_word_that_is_not_an_option(argv: list[str], co
 
 
 def test_version_and_help_import_no_command_module() -> None:
-    """Each command's module (and the loop, git and the model worker below it) is imported only when it is needed."""
+    """Each command's module (and the loop, git, the model worker and rich below it) is imported only when needed."""
     script = (
         "import sys\nfrom autoloop_py.__main__ import main\n"
         "for argv in (['--version'], ['--help']):\n"
         "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
         "print(sorted(m for m in sys.modules if m.startswith(('autoloop_py.commands.', 'autoloop_py.loop', 'git',\n"
-        "                                                    'autoloop_py.proposers'))))"
+        "    'autoloop_py.proposers', 'autoloop_py.terminal', 'rich'))))"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert "autoloop 0." in done.stdout and "status " in done.stdout

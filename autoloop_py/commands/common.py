@@ -17,11 +17,8 @@ from autoloop_py.commands import COMMANDS
 from autoloop_py.errors import AutoloopError, ProgramError, StateError
 from autoloop_py.git import command as gitutil
 from autoloop_py.git.objects import GitSession
-from autoloop_py.github import client as github
-from autoloop_py.github import issue_programs
 from autoloop_py.loop.record.recording import parse_or_new, state_path
 from autoloop_py.loop.tick import schedule
-from autoloop_py.loop.tick.gain import order_by_gain
 from autoloop_py.program import names as program_names
 from autoloop_py.program.model import Program, check_all, find_program, program_name
 from autoloop_py.program.repository_settings import RepositorySettings, load_repository_settings
@@ -103,12 +100,15 @@ def load_all(root: Path, with_issues: bool = False) -> tuple[list[Program], list
     (AUTOLOOP_ISSUE_PROGRAMS_DIR, default /tmp/gh-aw/issue-programs when GITHUB_ACTIONS is set).
     """
     programs, problems = check_all(root)
-    settings = github.from_environment(os.environ) if with_issues else None
-    if settings is None:
-        if with_issues:
-            more, more_problems = issue_programs.scheduled(root, os.environ, [p.name for p in programs])
-            return programs + more, problems + more_problems
+    if not with_issues:
         return programs, problems
+    from autoloop_py.github import client as github  # only here: `run` sends its first request sooner without it
+    from autoloop_py.github import issue_programs
+
+    settings = github.from_environment(os.environ)
+    if settings is None:
+        more, more_problems = issue_programs.scheduled(root, os.environ, [p.name for p in programs])
+        return programs + more, problems + more_problems
     found, refused = issue_programs.discover_all(github.connect(settings), settings.repository, [p.name for p in programs])
     problems = problems + [ProgramError(why) for why in refused]
     cache = gitutil.common_dir(gitutil.open_repo(root)) / "autoloop" / "issue-programs"
@@ -152,6 +152,8 @@ def schedule_rank(
     settings = load_repository_settings(root, environ)
     if settings.schedule_policy != "gain":
         return settings, None
+    from autoloop_py.loop.tick.gain import order_by_gain
+
     text = open_memory(root).read(SCHEDULE_PATH)
     arms = parse_schedule_table(text) if text else {}
     rng = random.Random(round(sum(a.iterations for a in arms.values()) * 1000))

@@ -9,7 +9,7 @@ import time
 from contextlib import ExitStack
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from rich.console import Console
 from rich.markup import escape
@@ -22,23 +22,23 @@ from autoloop_py.commands.common import (
 )
 from autoloop_py.errors import AutoloopError
 from autoloop_py.git.objects import GitSession
-from autoloop_py.github import ci
-from autoloop_py.github import client as github
 from autoloop_py.loop.checkout.workspace import Worktrees
 from autoloop_py.loop.iteration.iteration import IterationOutcome, run_iteration
 from autoloop_py.loop.iteration.options import RunOptions
 from autoloop_py.loop.record.outcome import OUTCOME_FILE, idle_outcome, write_outcome
-from autoloop_py.loop.slots.async_slots import run_slots
-from autoloop_py.loop.slots.barrier import run_tick
-from autoloop_py.loop.slots.barrier_publish import SLOTS_REF
 from autoloop_py.loop.tick import schedule
 from autoloop_py.program.model import Program, find_program, program_name
 from autoloop_py.proposers import get_proposer, llm
-from autoloop_py.proposers.model_calls import import_litellm
 from autoloop_py.proposers.model_worker import ModelWorker, start_worker
 from autoloop_py.sandbox.runner import make_non_dumpable, sigterm_interrupts
 from autoloop_py.state.untrusted_text import plain
 from autoloop_py.strategies.slots import MAX_SLOTS, Slot, parse_slot
+
+if TYPE_CHECKING:
+    from autoloop_py.github.client import GitHubSettings
+
+# github/ and the parallel slots are imported where they are used: a run that needs none of them (the
+# common case) sends its first model request sooner without them (issue 43).
 
 # How long a run on this machine trusts its last listing of the remote's branches (its own pushes keep it up to
 # date): a commit pushed to the base branch meanwhile is built on from the first iteration after that.
@@ -176,9 +176,7 @@ def _run(args: argparse.Namespace, console: Console, started: float, wall: float
         slot=args.slot,
         proposer_factory=functools.partial(get_proposer, models=worker),
     )
-    settings = github.from_environment(os.environ) if args.ci else None
-    if args.ci and settings is None:
-        raise AutoloopError("--ci needs GITHUB_REPOSITORY and GITHUB_TOKEN in the environment")
+    settings = _github_settings() if args.ci else None
     if not args.dry_run:
         running = [program for program in programs if forced in (None, program.name)]
         on_outcome = _tracked(stack, tracking.live_trackers(root, running, os.environ), on_outcome)
@@ -199,7 +197,7 @@ def _loop(
     count: int,
     options: RunOptions,
     console: Console,
-    settings: github.GitHubSettings | None = None,
+    settings: GitHubSettings | None = None,
     force: bool = False,
     parallel: int | None = None,
     barrier: bool = False,
@@ -234,8 +232,12 @@ def _loop(
             _warn_once(program, warned, console)
             slots = _slot_count(program, parallel, options, settings)
             if slots > 1 and "llm" in (options.proposer, program.config.proposer) and not _has_worker(options):
+                from autoloop_py.proposers.model_calls import import_litellm
+
                 import_litellm()  # then the slots' processes fork with it imported, instead of each importing it
             if slots > 1 and not barrier:
+                from autoloop_py.loop.slots.async_slots import run_slots
+
                 progress.update(task, description=f"{program.name} · {slots} in flight")
 
                 def recorded(outcome: IterationOutcome) -> None:
@@ -246,6 +248,8 @@ def _loop(
                                           lambda text: console.print(escape(text)), deadline))
                 break
             if slots > 1:
+                from autoloop_py.loop.slots.barrier import run_tick
+
                 progress.update(task, description=f"{program.name} · tick of {slots}")
                 tick = run_tick(root, program, slots, options)
                 outcomes.extend(tick)
@@ -262,6 +266,16 @@ def _loop(
             told(outcome)
             progress.advance(task)
     return outcomes
+
+
+def _github_settings() -> GitHubSettings:
+    """Returns the GitHub settings of a --ci run, from the environment."""
+    from autoloop_py.github import client as github
+
+    settings = github.from_environment(os.environ)
+    if settings is None:
+        raise AutoloopError("--ci needs GITHUB_REPOSITORY and GITHUB_TOKEN in the environment")
+    return settings
 
 
 def _tracked(stack: ExitStack, trackers: dict[str, tracking.LiveTracker],
@@ -326,7 +340,7 @@ def _check_slots(args: argparse.Namespace) -> None:
 
 
 def _slot_count(
-    program: Program, parallel: int | None, options: RunOptions, settings: github.GitHubSettings | None
+    program: Program, parallel: int | None, options: RunOptions, settings: GitHubSettings | None
 ) -> int:
     """Returns the slots of this program's tick: --parallel, else its `parallel:` where a tick can run here."""
     if parallel is not None:
@@ -350,12 +364,14 @@ def _slots(text: str) -> int:
 
 
 def _one(
-    root: Path, program: Program, options: RunOptions, settings: github.GitHubSettings | None, console: Console,
+    root: Path, program: Program, options: RunOptions, settings: GitHubSettings | None, console: Console,
     session: GitSession | None = None, worktrees: Worktrees | None = None, pipelined: bool = False,
 ) -> IterationOutcome | None:
     """Runs one iteration, through the GitHub flow when settings are given."""
     if settings is None:
         return run_iteration(root, program, options, datetime.now(timezone.utc), session, worktrees, pipelined)
+    from autoloop_py.github import ci
+
     result = ci.run_ci(root, program, options, settings)
     if result.message:
         console.print(f"CI: {shown(result.message)}")
@@ -449,6 +465,8 @@ def print_outcome(outcome: IterationOutcome, console: Console) -> None:
 
 
 def _line(outcome: IterationOutcome) -> str:
+    from autoloop_py.loop.slots.barrier_publish import SLOTS_REF
+
     mark = _MARKS.get(outcome.status, "·")
     metric = format_metric(outcome.metric)
     best = format_metric(outcome.best_before)

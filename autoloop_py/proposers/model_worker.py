@@ -26,7 +26,6 @@ import fnmatch
 import importlib.util
 import json
 import logging
-import multiprocessing
 import os
 import secrets
 import shutil
@@ -36,15 +35,19 @@ import sys
 import tempfile
 import threading
 import time
-from multiprocessing.connection import Client, Connection, Listener
-from typing import IO, Any, Callable, Mapping, Sequence
+from typing import IO, TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from autoloop_py.errors import AutoloopError, ConfigurationError
 from autoloop_py.proposers.llm_call import CallLimits, ModelCallError
 from autoloop_py.proposers.model_calls import ModelCheck, Reply, Vectors, call, check_model, embed, error_line
 from autoloop_py.proposers.model_calls import import_litellm
-from autoloop_py.proposers.openai_direct import direct_sender, quick_check
 from autoloop_py.sandbox.runner import make_non_dumpable
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection, Listener
+
+# The runner imports this module before it starts the worker (__main__.py): what only the worker (the HTTP client of
+# openai_direct) or the slots' socket (multiprocessing) use is imported where it is used.
 
 logger = logging.getLogger("autoloop_py.proposers.model_worker")  # also when run as __main__
 
@@ -241,9 +244,11 @@ class SharedWorker:
         return lambda: answer
 
     def _ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        import multiprocessing.connection
+
         try:
             if self._connection is None:
-                self._connection = Client(self.address, family="AF_UNIX", authkey=self.key)
+                self._connection = multiprocessing.connection.Client(self.address, family="AF_UNIX", authkey=self.key)
             self._connection.send(request)
             answer = self._connection.recv()
         except (OSError, EOFError, multiprocessing.AuthenticationError) as err:
@@ -347,6 +352,8 @@ class _Litellm:
 def _serve(requests: IO[str], answers: IO[str], records: _Records) -> None:
     """Starts importing litellm, and answers each request line with one answer line until the requests end."""
     litellm = _Litellm()
+    import autoloop_py.proposers.openai_direct  # noqa: F401 - beside litellm's import, not in the first request's time
+
     for line in requests:
         request = json.loads(line)
         if request["op"] == "share":
@@ -360,6 +367,8 @@ def _serve(requests: IO[str], answers: IO[str], records: _Records) -> None:
 
 def _share(address: str, key: bytes, litellm: _Litellm, records: _Records) -> dict[str, Any]:
     """Listens on a UNIX socket for slot processes (SharedWorker), each connection answered in a thread."""
+    from multiprocessing.connection import Listener
+
     try:
         listener = Listener(address, family="AF_UNIX", authkey=key)
     except OSError as err:
@@ -369,6 +378,8 @@ def _share(address: str, key: bytes, litellm: _Litellm, records: _Records) -> di
 
 
 def _accept(listener: Listener, litellm: _Litellm, records: _Records) -> None:
+    import multiprocessing
+
     while True:
         try:
             connection = listener.accept()
@@ -411,6 +422,8 @@ def _answer(litellm: _Litellm, request: dict[str, Any]) -> dict[str, Any]:
 
     Until litellm is loaded, an `openai/…` model is checked, and its request sent, without it (openai_direct).
     """
+    from autoloop_py.proposers.openai_direct import direct_sender, quick_check
+
     try:
         if request["op"] == "check":
             early = None if litellm.loaded() else quick_check(request["model"])

@@ -14,7 +14,7 @@ from typing import Callable
 from autoloop_py.errors import ConfigurationError
 from autoloop_py.program.frontmatter import key_line
 from autoloop_py.program.model import Program
-from autoloop_py.proposers import agent, llm
+from autoloop_py.proposers import llm
 from autoloop_py.proposers.base import Proposer
 from autoloop_py.proposers.model_calls import InProcess, ModelCalls
 
@@ -34,6 +34,8 @@ def start_setup_check(proposer: Proposer, program: Program) -> Callable[[], None
                 f"(e.g. `model: openai/gpt-4o-mini`), or {llm.MODEL_ENV}, or pass --model"
             )
         return _start_model(model, _change(program, proposer.model), models)
+    from autoloop_py.proposers import agent  # here: a run with the llm proposer never loads the agent's
+
     if isinstance(proposer, agent.AgentProposer):
         if not (proposer.command or os.environ.get(agent.COMMAND_ENV)):
             raise ConfigurationError(agent.NO_COMMAND)

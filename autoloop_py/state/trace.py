@@ -10,12 +10,10 @@ including those written by other frameworks.
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import json
 import logging
 import math
 import os
-import platform
 import re
 import sys
 from dataclasses import dataclass, field, fields, replace
@@ -284,6 +282,8 @@ def replay_env_file(program: Program) -> tuple[str, str]:
 @lru_cache(maxsize=8)  # every record writes it: made once per program (the machine does not change in a run)
 def _replay_env(name: str, command: str | None, metric: str | None, direction: str, timeout: float, repeats: int,
                 program_dir: str) -> tuple[str, str]:
+    import platform  # here, as importlib.metadata below: a run reaches its first model request before any record
+
     env = {
         "program": name,
         # The command runs at the repository root; AUTOLOOP_PROGRAM_DIR names this folder.
@@ -301,6 +301,8 @@ def _replay_env(name: str, command: str | None, metric: str | None, direction: s
 @lru_cache(maxsize=1)
 def installed_distributions() -> dict[str, str]:
     """Returns {distribution name: version} of every installed distribution, sorted by name."""
+    import importlib.metadata
+
     found: dict[str, str] = {}
     for dist in importlib.metadata.distributions():
         # The headers alone, read as lines: `dist.metadata` parses the whole file (0.1 s for all of them).

@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from autoloop_py.cli import EXIT_INTERRUPT, main
+from autoloop_py.cli import main
+from autoloop_py.terminal import EXIT_INTERRUPT
 from autoloop_py.commands.common import format_metric
 from autoloop_py.errors import AutoloopError
 from autoloop_py.loop.iteration.iteration import IterationOutcome, run_iteration
