@@ -20,6 +20,7 @@ from pathlib import Path
 
 from autoloop_py.analysis.mermaid import program_charts
 from autoloop_py.github import client as github
+from autoloop_py.github import render as bodies
 from autoloop_py.loop.iteration.iteration import IterationOutcome, enforce_budget, run_iteration
 from autoloop_py.loop.iteration.options import RunOptions
 from autoloop_py.loop.record import ci_gate
@@ -265,7 +266,7 @@ def _publish(
     kept = outcome is not None and outcome.commit
     if kept or (machine.stale_reason and pr is not None):  # a stale PR says so on the next tick, kept or not
         change, iteration = (outcome.summary, outcome.iteration) if kept and outcome else _latest_kept(state)
-        view = github.PullRequestView(
+        view = bodies.PullRequestView(
             program=program.name,
             metric_name=metric,
             direction=program.direction,
@@ -278,9 +279,9 @@ def _publish(
             holdout_metric=machine.holdout_metric,
             stale=machine.stale_reason or "",
         )
-        pr = thread.ensure_pr(f"autoloop/{program.name}", f"improve {metric}", github.render_pull_request(view))
+        pr = thread.ensure_pr(f"autoloop/{program.name}", f"improve {metric}", bodies.render_pull_request(view))
     if outcome is not None:
-        thread.post_iteration(github.render_iteration(github.IterationView(
+        thread.post_iteration(bodies.render_iteration(bodies.IterationView(
             iteration=outcome.iteration,
             status=outcome.status,
             change=outcome.summary,
@@ -291,13 +292,13 @@ def _publish(
             notes=outcome.reason or "",
         )))
     models = tuple(summary_rows(statefile.models_of(state)))
-    thread.update_status(github.render_status(dataclasses.replace(
+    thread.update_status(bodies.render_status(dataclasses.replace(
         _status_view(program, machine, metric, pr, settings), charts=charts, models=models
     )))
     write_job_summary(settings, program.name, charts)
     if outcome is not None and machine.completed and outcome.status == "accepted" and machine.best_metric is not None:
         target = program.config.target_metric if program.config.target_metric is not None else machine.best_metric
-        thread.complete(github.render_completion(github.CompletionView(
+        thread.complete(bodies.render_completion(bodies.CompletionView(
             program=program.name, metric_name=metric, value=machine.best_metric, target=target,
             iteration=outcome.iteration, pr=pr, run_url=settings.run_url,
         )))
@@ -313,14 +314,14 @@ def _latest_kept(state: statefile.StateFile) -> tuple[str, int | None]:
 
 def _status_view(
     program: Program, machine: statefile.MachineState, metric: str, pr: int | None, settings: github.GitHubSettings
-) -> github.StatusView:
+) -> bodies.StatusView:
     if machine.completed:
         status = "completed"
     elif machine.paused:
         status = f"paused: {machine.pause_reason or 'unknown'}"
     else:
         status = "active"
-    return github.StatusView(
+    return bodies.StatusView(
         program=program.name,
         status=status,
         iterations=machine.iteration_count,
