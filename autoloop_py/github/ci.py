@@ -13,6 +13,7 @@ settles the CI gate again, publishes the outcome and writes to GitHub.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -214,23 +215,16 @@ def settle(
     memory: Memory, program: Program, result: ci_gate.CheckResult, now: datetime | None = None
 ) -> ci_gate.Reconciliation:
     """Decides what the checks of the pending candidate mean and writes the verdict to the state file."""
-    state = load_state(memory, program)
     verdicts: list[ci_gate.Reconciliation] = []
-    moment = now or datetime.now(timezone.utc)
+    reconcile = functools.partial(ci_gate.reconcile, result=result, direction=program.direction,
+                                  target_metric=program.config.target_metric, now=now or datetime.now(timezone.utc),
+                                  program=program)
 
     def change(text: str | None) -> str:
-        fresh = parse_or_new(text, program, state_path(program))
-        verdict = ci_gate.reconcile(
-            fresh, result, direction=program.direction, target_metric=program.config.target_metric, now=moment,
-            program=program,
-        )
-        verdicts.append(verdict)
-        return statefile.render_state(verdict.state)
+        verdicts.append(reconcile(parse_or_new(text, program, state_path(program))))
+        return statefile.render_state(verdicts[-1].state)
 
-    first = ci_gate.reconcile(
-        state, result, direction=program.direction, target_metric=program.config.target_metric, now=moment,
-        program=program,
-    )
+    first = reconcile(load_state(memory, program))
     if not first.changed:
         log.info("%s: %s", program.name, first.message)
         return first
