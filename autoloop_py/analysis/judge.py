@@ -418,10 +418,3 @@ def _one_line(error: object, limit: int = 300) -> str:
     text = str(error).strip()
     line = next((part.strip() for part in text.splitlines() if part.strip()), type(error).__name__)
     return line if len(line) <= limit else line[: limit - 3] + "..."
-
-
-__all__ = [
-    "KEYS", "TAXONOMY", "Complete", "EditPair", "InvalidVerdict", "Judgement", "JudgeSettings", "Label", "Verdict",
-    "VerdictCache", "cache_key", "default_cache_dir", "edits_of", "judge_all", "judge_edit", "judgement_dict",
-    "language_of", "parse_verdict", "render_prompt", "summarize", "unified_diff",
-]

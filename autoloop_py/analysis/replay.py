@@ -349,10 +349,3 @@ def measure(trials: Sequence[Trial], event: ReplayEvent, direction: str) -> Repl
         classes=classes,
         attempts_mean=sum(t.attempts for t in trials) / count,
     )
-
-
-__all__ = [
-    "ALL", "Applied", "BEST", "CLASSES", "ReplayEvent", "ReplayMeasures", "Trial",
-    "apply_text", "best_row", "choose_event", "choose_events", "classify", "context_pool", "event_cap", "measure",
-    "prompt_entry", "retry_user", "select_events",
-]

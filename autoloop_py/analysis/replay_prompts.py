@@ -215,9 +215,3 @@ def retry_prompt(user: str, reply: str, parse_error: str | None = None, failures
 
 def _with_newline(text: str) -> str:
     return text if not text or text.endswith("\n") else text + "\n"
-
-
-__all__ = [
-    "CONTEXT_HEADINGS", "ContextProgram", "EXACT", "HISTORY_HEADINGS", "VARIANTS", "VariantPrompt",
-    "alternate_context", "closest", "retry_prompt", "sections", "vary", "without",
-]

@@ -15,14 +15,11 @@ from autoloop_py.commands.run import print_outcome, run_url
 from autoloop_py.errors import AutoloopError
 from autoloop_py.github import ci
 from autoloop_py.github import client as github
-from autoloop_py.loop.iteration.iteration import enforce_budget
 from autoloop_py.loop.iteration.options import RunOptions
 from autoloop_py.loop.record import publish_guard as guard
 from autoloop_py.loop.record.outcome import Outcome, OutcomeError, read_outcome
-from autoloop_py.loop.record.publishing import check_outcome, publish_outcome
+from autoloop_py.loop.record.publishing import check_outcome
 from autoloop_py.loop.record.recording import load_state
-from autoloop_py.loop.slots.barrier import account_of
-from autoloop_py.loop.slots.barrier_publish import publish_tick
 from autoloop_py.program.model import Program, find_program
 from autoloop_py.state.memory import MemoryStore
 
@@ -83,10 +80,7 @@ def cmd_publish(args: argparse.Namespace, console: Console) -> int:
     outcomes, refused = _admitted(root, program, read, window, models, options.budget)
     if not outcomes or (refused and len(read) == 1):
         raise OutcomeError(f"refusing the outcome of '{program.name}', nothing was written: " + " | ".join(refused))
-    if len(read) > 1:
-        _publish_tick(root, program, outcomes, options, args.ci, console)
-    else:
-        _publish_one(root, program, outcomes[0], options, args.ci, console)
+    _publish(root, program, outcomes, options, len(read) > 1, args.ci, console)
     if refused:
         raise OutcomeError(f"refusing {len(refused)} of the {len(read)} outcomes of '{program.name}' (the others were "
                            "published): " + " | ".join(refused))
@@ -135,27 +129,6 @@ def _admitted(
     return admitted, refused
 
 
-def _publish_one(root: Path, program: Program, outcome: Outcome, options: RunOptions, with_ci: bool,
-                 console: Console) -> None:
-    """Publishes one outcome and prints its record."""
-    if with_ci:
-        result = ci.publish_ci(root, program, outcome, options, _ci_settings())
-        if result.message:
-            console.print(f"CI: {shown(result.message)}")
-        done = result.outcome
-    else:
-        record = publish_outcome(root, program, outcome, budget=options.budget, run_url=options.run_url,
-                                 base_branch=options.base_branch)
-        if record is None:
-            # The proposing job stops before a model call when a budget is reached, but may not record the pause.
-            enforce_budget(root, program)
-        done = ci.published(outcome, record)
-    if done is None:
-        console.print(f"{program.name}: no iteration to record ({shown(outcome.waiting or 'nothing ran')})")
-        return
-    print_outcome(done, console)
-
-
 def _moment(text: str) -> datetime:
     """Returns the time of --not-before: Unix seconds or an ISO time (UTC when it names no zone)."""
     try:
@@ -173,21 +146,19 @@ def _ci_settings() -> github.GitHubSettings:
     return settings
 
 
-def _publish_tick(
-    root: Path, program: Program, outcomes: list[Outcome], options: RunOptions, with_ci: bool, console: Console
+def _publish(
+    root: Path, program: Program, outcomes: list[Outcome], options: RunOptions, tick: bool, with_ci: bool,
+    console: Console,
 ) -> None:
-    """Publishes the slots of one tick as one update and prints each slot's record."""
+    """Publishes one outcome, or the slots of one tick as one update, and prints each record."""
     if with_ci:
-        result = ci.publish_tick_ci(root, program, outcomes, options, _ci_settings())
+        result = ci.publish_ci(root, program, outcomes, options, _ci_settings(), tick=tick)
         if result.message:
             console.print(f"CI: {shown(result.message)}")
-        published = result.slots
+        done = result.accounts
     else:
-        published = publish_tick(root, program, outcomes, budget=options.budget, run_url=options.run_url,
-                                 base_branch=options.base_branch)
-        if all(p.record is None for p in published):
-            enforce_budget(root, program)
-    done = [account_of(p) for p in published if p.record is not None]
+        done, _ = ci.record_outcomes(root, program, outcomes, budget=options.budget, run_url=options.run_url,
+                                     base_branch=options.base_branch, tick=tick)
     if not done:
         console.print(f"{program.name}: no iteration to record ({shown(outcomes[0].waiting or 'nothing ran')})")
     for account in done:

@@ -287,6 +287,3 @@ def _yes(value: bool | None) -> str:
 
 def _percent(value: float | None) -> str:
     return "—" if value is None else f"{value:.0%}"
-
-
-__all__ = ["Target", "add_parser", "cmd_replay", "opened", "print_report", "replay_report"]

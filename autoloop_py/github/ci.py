@@ -13,6 +13,7 @@ settles the CI gate again, publishes the outcome and writes to GitHub.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -20,12 +21,14 @@ from pathlib import Path
 
 from autoloop_py.analysis.mermaid import program_charts
 from autoloop_py.github import client as github
+from autoloop_py.github import render as bodies
 from autoloop_py.loop.iteration.iteration import IterationOutcome, enforce_budget, run_iteration
 from autoloop_py.loop.iteration.options import RunOptions
 from autoloop_py.loop.record import ci_gate
 from autoloop_py.loop.record.outcome import Outcome, idle_outcome, write_outcome
 from autoloop_py.loop.record.publishing import check_outcome, publish_outcome
 from autoloop_py.loop.record.recording import load_state, parse_or_new, state_path
+from autoloop_py.loop.slots.barrier import account_of
 from autoloop_py.loop.slots.barrier_publish import Published, publish_tick
 from autoloop_py.program.model import Program
 from autoloop_py.render import render
@@ -101,78 +104,73 @@ def run_ci(
 def publish_ci(
     root: Path,
     program: Program,
-    outcome: Outcome,
+    outcomes: list[Outcome],
     options: RunOptions,
     settings: github.GitHubSettings,
+    *,
+    tick: bool = False,
     thread: github.ProgramThread | None = None,
     now: datetime | None = None,
-) -> CiOutcome:
-    """Publishes an outcome `run_ci` proposed: settles the CI gate, keeps and records the candidate, writes to GitHub.
+) -> CiPublished:
+    """Publishes what `run_ci` proposed: settles the CI gate, keeps and records the candidate, writes to GitHub.
 
-    The outcome is checked before anything is written, to git or to GitHub.
+    tick: the outcomes are the slots of one tick, published as one update (one CI-gate settlement, one comment,
+    one PR update); else outcomes holds one. Every outcome is checked before anything is written, to git or GitHub.
     """
-    check_outcome(root, program, outcome)
-    memory, thread, gate, settled = _open_thread(root, program, settings, thread, now)
-    record = publish_outcome(root, program, outcome, budget=options.budget, run_url=settings.run_url,
-                             base_branch=options.base_branch, ci_gate=gate)
-    if record is None:
-        enforce_budget(root, program, now)
-    done = published(outcome, record)
-    issue, pr = _publish(memory, program, thread, done, settings)
-    return CiOutcome(done, settled.message if settled else "", issue, pr)
-
-
-def _open_thread(
-    root: Path, program: Program, settings: github.GitHubSettings, thread: github.ProgramThread | None,
-    now: datetime | None,
-) -> tuple[MemoryStore, github.ProgramThread, bool, ci_gate.Reconciliation | None]:
-    """Syncs the memory branch, makes sure the program issue exists and settles a pending CI gate (when on)."""
+    for outcome in outcomes:
+        check_outcome(root, program, outcome)
     memory = MemoryStore(root)
     memory.sync()
     thread = thread or _thread(memory, program, settings)
     thread.ensure_issue(program.goal)
     gate = ci_gate.ci_gate_enabled(program)
     settled = _settle_pending(memory, program, thread, now) if gate else None
-    return memory, thread, gate, settled
+    accounts, posted = record_outcomes(root, program, outcomes, budget=options.budget, run_url=settings.run_url,
+                                       base_branch=options.base_branch, tick=tick, ci_gate=gate, now=now)
+    if tick:
+        memory.sync()
+    issue, pr = _publish(memory, program, thread, posted, settings)
+    return CiPublished(accounts, settled.message if settled else "", issue, pr)
 
 
 @dataclass(frozen=True)
-class CiTick:
-    """What publishing a tick of parallel slots did on GitHub.
+class CiPublished:
+    """What publishing outcomes (one, or a tick's slots) did on GitHub.
 
     Attributes:
-      slots: each slot as recorded, in iteration order.
+      accounts: each iteration recorded, in iteration order.
       message: the CI gate's one line ('' when nothing was pending).
       issue: the program issue's number.
       pr: the draft PR's number, once there is one.
     """
 
-    slots: list[Published]
+    accounts: list[IterationOutcome]
     message: str
     issue: int | None
     pr: int | None
 
 
-def publish_tick_ci(
-    root: Path,
-    program: Program,
-    outcomes: list[Outcome],
-    options: RunOptions,
-    settings: github.GitHubSettings,
-    thread: github.ProgramThread | None = None,
-    now: datetime | None = None,
-) -> CiTick:
-    """Publishes a tick's slots as `publish_ci` does one outcome: one CI-gate settlement, one comment, one PR update."""
-    for outcome in outcomes:
-        check_outcome(root, program, outcome)
-    memory, thread, gate, settled = _open_thread(root, program, settings, thread, now)
-    slots = publish_tick(root, program, outcomes, budget=options.budget, run_url=settings.run_url,
-                         base_branch=options.base_branch, ci_gate=gate)
-    if all(p.record is None for p in slots):
+def record_outcomes(
+    root: Path, program: Program, outcomes: list[Outcome], *, budget: int, run_url: str | None,
+    base_branch: str | None, tick: bool, ci_gate: bool = False, now: datetime | None = None,
+) -> tuple[list[IterationOutcome], IterationOutcome | None]:
+    """Keeps and records one outcome, or a tick's slots as one update; returns each recorded iteration's account
+    and the one account the program issue is told.
+
+    When none was recorded, a budget reached pauses the program: the proposing job stops before a model call when
+    a budget is reached, but may not record the pause.
+    """
+    if tick:
+        slots = publish_tick(root, program, outcomes, budget=budget, run_url=run_url, base_branch=base_branch,
+                             ci_gate=ci_gate)
+        accounts, posted = [account_of(p) for p in slots if p.record is not None], tick_account(slots)
+    else:
+        posted = published(outcomes[0], publish_outcome(root, program, outcomes[0], budget=budget, run_url=run_url,
+                                                        base_branch=base_branch, ci_gate=ci_gate))
+        accounts = [posted] if posted is not None else []
+    if not accounts:
         enforce_budget(root, program, now)
-    memory.sync()
-    issue, pr = _publish(memory, program, thread, tick_account(slots), settings)
-    return CiTick(slots, settled.message if settled else "", issue, pr)
+    return accounts, posted
 
 
 def tick_account(slots: list[Published]) -> IterationOutcome | None:
@@ -181,8 +179,7 @@ def tick_account(slots: list[Published]) -> IterationOutcome | None:
     if not recorded:
         return None
     lead = next((p for p in recorded if p.record is not None and p.record.commit), recorded[-1])
-    account = published(lead.outcome, lead.record)
-    assert account is not None
+    account = account_of(lead)
     lines = "; ".join(
         f"iteration {p.outcome.iteration} {p.record.status} ({'—' if p.record.metric is None else f'{p.record.metric:g}'})"
         for p in recorded if p.record is not None
@@ -193,13 +190,7 @@ def tick_account(slots: list[Published]) -> IterationOutcome | None:
 
 def published(outcome: Outcome, record: statefile.IterationRecord | None) -> IterationOutcome | None:
     """Returns the account of an iteration that `publish_outcome` recorded (None when it recorded none)."""
-    if record is None:
-        return None
-    return IterationOutcome(
-        program=outcome.program, iteration=outcome.iteration, status=record.status, summary=record.change,
-        metric=record.metric, best_before=outcome.best_before, commit=record.commit,
-        reason=record.notes if record.status != "accepted" else None,
-    )
+    return account_of(Published(outcome, record)) if record is not None else None
 
 
 def _thread(memory: MemoryStore, program: Program, settings: github.GitHubSettings) -> github.ProgramThread:
@@ -224,23 +215,16 @@ def settle(
     memory: Memory, program: Program, result: ci_gate.CheckResult, now: datetime | None = None
 ) -> ci_gate.Reconciliation:
     """Decides what the checks of the pending candidate mean and writes the verdict to the state file."""
-    state = load_state(memory, program)
     verdicts: list[ci_gate.Reconciliation] = []
-    moment = now or datetime.now(timezone.utc)
+    reconcile = functools.partial(ci_gate.reconcile, result=result, direction=program.direction,
+                                  target_metric=program.config.target_metric, now=now or datetime.now(timezone.utc),
+                                  program=program)
 
     def change(text: str | None) -> str:
-        fresh = parse_or_new(text, program, state_path(program))
-        verdict = ci_gate.reconcile(
-            fresh, result, direction=program.direction, target_metric=program.config.target_metric, now=moment,
-            program=program,
-        )
-        verdicts.append(verdict)
-        return statefile.render_state(verdict.state)
+        verdicts.append(reconcile(parse_or_new(text, program, state_path(program))))
+        return statefile.render_state(verdicts[-1].state)
 
-    first = ci_gate.reconcile(
-        state, result, direction=program.direction, target_metric=program.config.target_metric, now=moment,
-        program=program,
-    )
+    first = reconcile(load_state(memory, program))
     if not first.changed:
         log.info("%s: %s", program.name, first.message)
         return first
@@ -265,7 +249,7 @@ def _publish(
     kept = outcome is not None and outcome.commit
     if kept or (machine.stale_reason and pr is not None):  # a stale PR says so on the next tick, kept or not
         change, iteration = (outcome.summary, outcome.iteration) if kept and outcome else _latest_kept(state)
-        view = github.PullRequestView(
+        view = bodies.PullRequestView(
             program=program.name,
             metric_name=metric,
             direction=program.direction,
@@ -278,9 +262,9 @@ def _publish(
             holdout_metric=machine.holdout_metric,
             stale=machine.stale_reason or "",
         )
-        pr = thread.ensure_pr(f"autoloop/{program.name}", f"improve {metric}", github.render_pull_request(view))
+        pr = thread.ensure_pr(f"autoloop/{program.name}", f"improve {metric}", bodies.render_pull_request(view))
     if outcome is not None:
-        thread.post_iteration(github.render_iteration(github.IterationView(
+        thread.post_iteration(bodies.render_iteration(bodies.IterationView(
             iteration=outcome.iteration,
             status=outcome.status,
             change=outcome.summary,
@@ -291,13 +275,13 @@ def _publish(
             notes=outcome.reason or "",
         )))
     models = tuple(summary_rows(statefile.models_of(state)))
-    thread.update_status(github.render_status(dataclasses.replace(
+    thread.update_status(bodies.render_status(dataclasses.replace(
         _status_view(program, machine, metric, pr, settings), charts=charts, models=models
     )))
     write_job_summary(settings, program.name, charts)
     if outcome is not None and machine.completed and outcome.status == "accepted" and machine.best_metric is not None:
         target = program.config.target_metric if program.config.target_metric is not None else machine.best_metric
-        thread.complete(github.render_completion(github.CompletionView(
+        thread.complete(bodies.render_completion(bodies.CompletionView(
             program=program.name, metric_name=metric, value=machine.best_metric, target=target,
             iteration=outcome.iteration, pr=pr, run_url=settings.run_url,
         )))
@@ -313,14 +297,14 @@ def _latest_kept(state: statefile.StateFile) -> tuple[str, int | None]:
 
 def _status_view(
     program: Program, machine: statefile.MachineState, metric: str, pr: int | None, settings: github.GitHubSettings
-) -> github.StatusView:
+) -> bodies.StatusView:
     if machine.completed:
         status = "completed"
     elif machine.paused:
         status = f"paused: {machine.pause_reason or 'unknown'}"
     else:
         status = "active"
-    return github.StatusView(
+    return bodies.StatusView(
         program=program.name,
         status=status,
         iterations=machine.iteration_count,

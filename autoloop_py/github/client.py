@@ -1,7 +1,7 @@
 """GitHub thread of a program: its issue, status comment, iteration comments, one draft PR, steering and CI checks.
 
 PyGithub objects stay inside this module; callers get frozen dataclasses, ints and strings. The bodies
-come from github_render.py, whose public names are re-exported here so that callers need one import.
+come from github/render.py.
 """
 
 from __future__ import annotations
@@ -20,60 +20,10 @@ if TYPE_CHECKING:  # PyGithub and requests are imported when a command talks to 
 
 from autoloop_py.errors import AutoloopError
 from autoloop_py.github.checks import CheckSummary, Status, reduce_checks, run_as_check
-from autoloop_py.github.render import (
-    DISCLOSURE,
-    STATUS_MARKER,
-    CompletionView,
-    IterationView,
-    PullRequestView,
-    StatusView,
-    improvement_text,
-    issue_title,
-    pr_title,
-    render_completion,
-    render_issue,
-    render_iteration,
-    render_pull_request,
-    render_status,
-    with_disclosure,
-)
+from autoloop_py.github.render import DISCLOSURE, STATUS_MARKER, issue_title, pr_title, render_issue, with_disclosure
 from autoloop_py.redact import Redactor
 from autoloop_py.redact import from_environment as secrets_of
 from autoloop_py.state.parts import utc
-
-__all__ = [
-    # the edge (this module)
-    "COMMAND",
-    "COMPLETED_LABEL",
-    "DEFAULT_API_URL",
-    "DEFAULT_SERVER_URL",
-    "PROGRAM_LABELS",
-    "WRITE_ASSOCIATIONS",
-    "Directive",
-    "GitHubSettings",
-    "ProgramThread",
-    "connect",
-    "from_environment",
-    "is_own_comment",
-    "own_login",
-    "parse_command",
-    # re-exported from github_render
-    "DISCLOSURE",
-    "STATUS_MARKER",
-    "CompletionView",
-    "IterationView",
-    "PullRequestView",
-    "StatusView",
-    "improvement_text",
-    "issue_title",
-    "pr_title",
-    "render_completion",
-    "render_issue",
-    "render_iteration",
-    "render_pull_request",
-    "render_status",
-    "with_disclosure",
-]
 
 logger = logging.getLogger(__name__)
 

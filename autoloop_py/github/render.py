@@ -14,24 +14,6 @@ from autoloop_py.render import render
 from autoloop_py.state.untrusted_text import github_safe, plain
 from autoloop_py.state.parts import format_number, one_line, utc
 
-__all__ = [
-    "DISCLOSURE",
-    "STATUS_MARKER",
-    "StatusView",
-    "IterationView",
-    "PullRequestView",
-    "CompletionView",
-    "issue_title",
-    "pr_title",
-    "with_disclosure",
-    "render_issue",
-    "render_status",
-    "render_iteration",
-    "render_pull_request",
-    "render_completion",
-    "improvement_text",
-]
-
 DISCLOSURE = "🤖 *This was written by autoloop, an automated AI improvement loop; review it as you would any AI output.*"
 STATUS_MARKER = "<!-- AUTOLOOP:STATUS -->"
 _STATUS_ICONS = {"accepted": "✅", "rejected": "❌", "error": "⚠️", "pending-ci": "⏳", "ci-fix-exhausted": "🛑"}

@@ -17,25 +17,25 @@ from github import Auth
 from hypothesis import given
 from hypothesis import strategies as st
 
-import autoloop_py.github.client as autoloop_github
 from autoloop_py.errors import AutoloopError
-from autoloop_py.github import render as github_render
 from autoloop_py.github.client import (
     COMPLETED_LABEL,
-    DISCLOSURE,
     PROGRAM_LABELS,
-    STATUS_MARKER,
     CheckSummary,
-    CompletionView,
     Directive,
     GitHubSettings,
-    IterationView,
     ProgramThread,
-    PullRequestView,
-    StatusView,
     connect,
     from_environment,
     parse_command,
+)
+from autoloop_py.github.render import (
+    DISCLOSURE,
+    STATUS_MARKER,
+    CompletionView,
+    IterationView,
+    PullRequestView,
+    StatusView,
     render_completion,
     render_iteration,
     render_pull_request,
@@ -406,15 +406,6 @@ def test_api_failures_become_autoloop_errors(fake: FakeGitHub) -> None:
 def test_comments_need_an_issue_first(fake: FakeGitHub) -> None:
     with pytest.raises(AutoloopError, match="call ensure_issue"):
         thread(fake).post_iteration("text")
-
-
-# ---------------------------------------------------------------- the module's surface
-
-
-def test_rendering_names_stay_importable_from_github() -> None:
-    assert set(github_render.__all__) <= set(autoloop_github.__all__)
-    assert all(getattr(autoloop_github, name) is getattr(github_render, name) for name in github_render.__all__)
-    assert all(hasattr(autoloop_github, name) for name in autoloop_github.__all__)
 
 
 @pytest.mark.parametrize(("api_url", "spaced"), [("http://127.0.0.1:8123", False), ("https://api.github.com", True)])
