@@ -1,7 +1,7 @@
 """Other `autoloop init` options under act: slots, the llm proposer, a crashing evaluation, the CI gate, runs-on.
 
 Each test is one site with the sample program; see tests/workflows/harness.py for what runs and what stands in.
-A program's `runs-on:` rides on the CI gate's two ticks (a site and a tick cost 15 s of CPU).
+A program's `runs-on:` rides on the CI gate's two ticks (a site with one tick costs 15 to 20 s of CPU).
 """
 
 from __future__ import annotations
