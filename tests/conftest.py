@@ -18,9 +18,14 @@ settings.load_profile("suite")
 GitRunner = Callable[..., str]
 
 
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """`-n auto` starts two workers per core: much of the suite's time is spent waiting on other processes (git,
-    act, sandboxed evaluations, loopback servers), not computing (with 1.5 per core the cores were busy 79 %)."""
+    act, sandboxed evaluations, loopback servers), not computing (with 1.5 per core the cores were busy 79 %).
+
+    PYTEST_XDIST_AUTO_NUM_WORKERS, when set, decides instead (xdist's own hook reads it), as it does without this one.
+    """
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
     return 2 * len(os.sched_getaffinity(0))
 
 

@@ -28,6 +28,9 @@ from tests.fake_openai import fake_openai
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "sk-test-not-a-key"
+# One xdist worker runs the module, so one model worker (a litellm import: 4 to 8 s of CPU) serves it, not one per
+# xdist worker that drew some of its tests.
+pytestmark = pytest.mark.xdist_group("model-worker")
 MESSAGES = [{"role": "user", "content": "hi"}]
 
 

@@ -10,10 +10,12 @@ actions and actions/cache's restore and save (a folder per site, so a cache outl
 `Tick`: every job's and step's result and time, parsed from act's JSON log.
 
 Offline: act's notices check is off (ACT_DISABLE_VERSION_CHECK), actions are only read from the local stand-ins
-(`--local-repository`, `--action-offline-mode`; a `uses:` without a stand-in is refused before act starts),
-no image is pulled (host mode, `--pull=false`), no cache server starts, pip has no index (PIP_NO_INDEX), npm is
-offline, and every HTTP(S) proxy variable points at a loopback proxy (tests/workflows/offline.py records and
-refuses what reaches it) with only loopback exempt.
+(`--local-repository`, `--action-offline-mode`; a `uses:` without a stand-in is refused before act starts), no image
+is pulled (host mode, `--pull=false`), no cache server starts, pip has no index (PIP_NO_INDEX) and resolves no
+dependencies (PIP_NO_DEPS: the jobs' Python sees the test interpreter's packages, which hold them all; resolving
+them against it took two thirds of each install's CPU, and tests/e2e/test_init_install.py runs the install steps
+with dependencies and the `llm` extra resolved), npm is offline, and every HTTP(S) proxy variable points at a
+loopback proxy (tests/workflows/offline.py records and refuses what reaches it) with only loopback exempt.
 
 What this machine lacks is stood in by small scripts first on PATH (`shims/`): sudo and apt-get that never
 change the machine (apt-get update is not run, install only checks the package is there), and a git that gives
@@ -230,7 +232,7 @@ class Site:
             ACT_DISABLE_VERSION_CHECK="1",
             HTTP_PROXY=self.proxy, HTTPS_PROXY=self.proxy, ALL_PROXY=self.proxy, http_proxy=self.proxy,
             https_proxy=self.proxy, all_proxy=self.proxy, NO_PROXY=LOOPBACK, no_proxy=LOOPBACK,
-            PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1", npm_config_offline="true",
+            PIP_NO_INDEX="1", PIP_NO_DEPS="1", PIP_DISABLE_PIP_VERSION_CHECK="1", npm_config_offline="true",
             PATH=f"{self.shims}:{os.environ.get('PATH', '')}",
         )
         return env

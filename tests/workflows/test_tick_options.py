@@ -1,6 +1,7 @@
-"""Other `autoloop init` options under act: slots, the llm proposer, a crashing evaluation, the CI gate.
+"""Other `autoloop init` options under act: slots, the llm proposer, a crashing evaluation, the CI gate, runs-on.
 
 Each test is one site with the sample program; see tests/workflows/harness.py for what runs and what stands in.
+A program's `runs-on:` rides on the CI gate's two ticks (a site with one tick costs 15 to 20 s of CPU).
 """
 
 from __future__ import annotations
@@ -85,11 +86,23 @@ def test_a_crashing_evaluation_is_recorded_as_an_error_and_nothing_else(site: Si
     assert github.pulls.get(REPO, []) == []
 
 
-def test_a_pending_check_on_the_candidate_makes_the_next_tick_wait(site: Site, github: FakeGitHub) -> None:
-    _agent_site(site, "improve", frontmatter="")
-    site.tick("schedule", SCHEDULE).expect(plan=["success"], propose=["success"], publish=["success"])
+def test_a_program_on_self_hosted_gpu_runners_proposes_there_and_a_pending_check_makes_the_next_tick_wait(
+    site: Site, github: FakeGitHub
+) -> None:
+    """`runs-on: [self-hosted, gpu]` reaches the propose job of both ticks (act maps `self-hosted` to this machine),
+    and with the CI gate on, a check still running on the candidate makes the second tick wait.
+
+    `container:` is checked on the generated job and the plan's matrix only: act cannot start containers here
+    (host mode, no image pulled), so no tick runs a program with one.
+    """
+    _agent_site(site, "improve", frontmatter="runs-on: [self-hosted, gpu]\n")
+    tick = site.tick("schedule", SCHEDULE).expect(plan=["success"], propose=["success"], publish=["success"])
+    [propose] = tick.runs("propose")
+    assert propose.matrix["runs-on"] == ["self-hosted", "gpu"] and propose.matrix["container"] == ""
     state = _state(site)
     assert state.machine.recent_statuses == ("pending-ci",) and state.machine.best_metric == -1.5
+    assert state.machine.iteration_count == 1
+    assert "GUESS = 2.0" in (site.show("autoloop/example", SOLUTION) or "")
     candidate = site.refs()["refs/heads/autoloop/example"]
     [pull] = github.pulls[REPO]
     github.add_check_run(REPO, candidate, "tests", status="in_progress", conclusion=None)
@@ -97,6 +110,8 @@ def test_a_pending_check_on_the_candidate_makes_the_next_tick_wait(site: Site, g
 
     tick = site.tick("workflow_dispatch", {"inputs": {"program": "example"}}).expect(
         plan=["success"], propose=["success"], publish=["success"])
+    [propose] = tick.runs("propose")
+    assert propose.matrix["runs-on"] == ["self-hosted", "gpu"]
     state = _state(site)
     assert state.machine.recent_statuses == ("pending-ci",) and state.machine.iteration_count == 1
     assert state.machine.best_metric == -1.5
@@ -104,20 +119,6 @@ def test_a_pending_check_on_the_candidate_makes_the_next_tick_wait(site: Site, g
     assert github.pulls[REPO] == [pull]
     assert site.refs()["refs/heads/memory/autoloop"] == memory
     assert f"no iteration to record (waiting for CI on {candidate})" in tick.log, tick.explain()
-
-
-def test_a_program_on_self_hosted_gpu_runners_runs_its_propose_job_there(site: Site) -> None:
-    """`runs-on: [self-hosted, gpu]` reaches the propose job (act maps `self-hosted` to this machine).
-
-    `container:` is checked on the generated job and the plan's matrix only: act cannot start containers here
-    (host mode, no image pulled), so no tick runs a program with one.
-    """
-    _agent_site(site, "improve", frontmatter=NO_GATE + "runs-on: [self-hosted, gpu]\n")
-    tick = site.tick("schedule", SCHEDULE).expect(plan=["success"], propose=["success"], publish=["success"])
-    [propose] = tick.runs("propose")
-    assert propose.matrix["runs-on"] == ["self-hosted", "gpu"] and propose.matrix["container"] == ""
-    assert _state(site).machine.iteration_count == 1
-    assert "GUESS = 2.0" in (site.show("autoloop/example", SOLUTION) or "")
 
     job = yaml.safe_load((site.work / ".github/workflows/autoloop.yml").read_text())["jobs"]["propose"]
     assert (job["runs-on"], job["container"]) == ("${{ matrix.runs-on }}", "${{ matrix.container }}")
