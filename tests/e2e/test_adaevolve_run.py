@@ -206,6 +206,7 @@ def test_paradigm_installed_from_recorded_guide_reply(
             prompt = memory.read(f"traces/{NAME}/prompts/{iteration}.md") or ""
             assert "Nelder-Mead polish of the annealing result" in prompt
             assert "paradigm 1 is active" in (statefile.parse_state(memory.read(STATE) or "", STATE).history[0].text)
+            break  # what the test is for is seen: the later iterations would check nothing more
     assert installed_at is not None, "the stagnant window never asked the guide"
 
 
