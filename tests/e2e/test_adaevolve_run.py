@@ -36,6 +36,7 @@ PROGRAM = f".autoloop/programs/{NAME}"
 STATE = f"{NAME}.md"
 PRIMARY = f"{PROGRAM}/code/search.py"
 MIGRATION_INTERVAL = 6
+ITERATIONS = 24  # four migration rounds and, after the spawn cooldown, a spawn
 POINTER = """## Evolution Strategy
 
 This program uses the **AdaEvolve** strategy. On every iteration, read `strategy/adaevolve.md` and follow it literally.
@@ -94,12 +95,12 @@ def _run(repo: Path) -> None:
     assert main(["run", "--repo", str(repo), "--program", NAME, "--iterations", "1"]) == 0
 
 
-def test_forty_iterations_migrate_and_spawn(ada_repo: Path) -> None:
+def test_iterations_migrate_and_spawn(ada_repo: Path) -> None:
     memory = MemoryStore(ada_repo)
     config = _config(ada_repo)
     islands_seen: list[int] = []
     rounds: list[bool] = []  # whether each migration round admitted a migrant
-    for iteration in range(1, 41):
+    for iteration in range(1, ITERATIONS + 1):
         _run(ada_repo)
         state, strategy = _read(memory, config)
         population = population_of(state, memory.read)
@@ -133,7 +134,7 @@ def test_forty_iterations_migrate_and_spawn(ada_repo: Path) -> None:
             admitted = [c for c in population.candidates if c.island == k and archive_status(c) == "admitted"]
             assert len(admitted) <= config.population_size
     # Every island starts from the Target, so once the ring has spread the best programs a round may move none.
-    assert rounds[0] and len(rounds) == 40 // MIGRATION_INTERVAL
+    assert rounds[0] and len(rounds) == ITERATIONS // MIGRATION_INTERVAL
     # Spawns happened (productivity stays below 0.9), one cooldown apart, with copies of the best programs.
     assert islands_seen[-1] == config.max_islands
     spawned_at = [i + 1 for i in range(1, len(islands_seen)) if islands_seen[i] > islands_seen[i - 1]]
@@ -147,7 +148,7 @@ def test_forty_iterations_migrate_and_spawn(ada_repo: Path) -> None:
     assert sum(i.evaluations for i in strategy.islands) >= 1
     detailed = [e for e in state.history if e.is_detailed]
     assert all("**Island**" in e.text and "**Operator**" in e.text for e in detailed)
-    prompt = memory.read(f"traces/{NAME}/prompts/40.md") or ""
+    prompt = memory.read(f"traces/{NAME}/prompts/{ITERATIONS}.md") or ""
     assert "function minimization of a two-dimensional multimodal function" in prompt
 
 
@@ -205,6 +206,7 @@ def test_paradigm_installed_from_recorded_guide_reply(
             prompt = memory.read(f"traces/{NAME}/prompts/{iteration}.md") or ""
             assert "Nelder-Mead polish of the annealing result" in prompt
             assert "paradigm 1 is active" in (statefile.parse_state(memory.read(STATE) or "", STATE).history[0].text)
+            break  # what the test is for is seen: the later iterations would check nothing more
     assert installed_at is not None, "the stagnant window never asked the guide"
 
 

@@ -1,4 +1,4 @@
-"""End to end: 30 offline iterations of the AlphaEvolve proof of concept through the real CLI.
+"""End to end: 12 offline iterations of the AlphaEvolve proof of concept through the real CLI.
 
 Checks the Population after every iteration: ids, the cap, every cell's best and the elite archive
 kept, history entries carrying the strategy's fields, and the prompt of each iteration kept on the
@@ -25,16 +25,16 @@ pytest.importorskip("pandas")
 
 REPO = Path(__file__).parents[2]
 PROGRAM = ".autoloop/programs/groupby_evolve"
-ITERATIONS = 18
+ITERATIONS = 12
 CAP, ARCHIVE = 7, 3
 
 
 @pytest.fixture
 def poc_repo(git_repo: Path, run_git) -> Path:  # type: ignore[no-untyped-def]
     shutil.copytree(REPO / PROGRAM, git_repo / PROGRAM, ignore=shutil.ignore_patterns("__pycache__"))
-    # A smaller cap than the program's own, so that 18 iterations evict.
+    # A smaller cap than the program's own, so that 12 iterations evict.
     (git_repo / PROGRAM / "code/config.yaml").write_text(f"population_size: {CAP}\narchive_size: {ARCHIVE}\n")
-    # Smaller datasets: this test checks AlphaEvolve's bookkeeping, not the timings (18 evaluations of the full size
+    # Smaller datasets: this test checks AlphaEvolve's bookkeeping, not the timings (12 evaluations of the full size
     # take minutes of CPU).
     evaluator = git_repo / PROGRAM / "code/evaluate.py"
     text = evaluator.read_text(encoding="utf-8")

@@ -46,7 +46,7 @@ from tests.programs import install_tiny_strategy_program, program_md
 NAME = "knobs"
 FOLDER = f".autoloop/programs/{NAME}"
 VALUE = f"{FOLDER}/code/value.py"
-ITERATIONS = int(os.environ.get("AUTOLOOP_LONGRUN", "12"))
+ITERATIONS = int(os.environ.get("AUTOLOOP_LONGRUN", "8"))
 TARGET = "# EVOLVE-BLOCK-START\ndef knobs():\n    a = 1.0\n    b = 2.0\n    return a, b, 3\n# EVOLVE-BLOCK-END\n"
 # The evaluator: a known function of A, B and C (the harness measures the branch's code with the same function).
 MEASURE = '''
