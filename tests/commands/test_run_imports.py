@@ -1,4 +1,4 @@
-"""Tests for commands/run.py: what `autoloop run` imports before its first model request."""
+"""Tests for commands/run.py's imports: what `autoloop run` loads before its first model request."""
 
 from __future__ import annotations
 
