@@ -20,6 +20,7 @@ from typing import Any, Mapping, Sequence
 
 from autoloop_py.analysis.run_view import unified_diff
 from autoloop_py.errors import AutoloopError
+from autoloop_py.git.objects import GitSession
 from autoloop_py.program.frontmatter import TRACKERS, parse_tracking
 from autoloop_py.program.model import Program
 from autoloop_py.state.memory import MemoryStore
@@ -155,11 +156,12 @@ def send_all(items: Sequence[Tracked], to: str, where: str, program: str) -> str
 class LiveTracker:
     """Sends a program's trace as a run records it: `update` reads the local memory branch and sends what is new."""
 
-    def __init__(self, root: Path, program: str, to: str, where: str) -> None:
+    def __init__(self, root: Path, program: str, to: str, where: str, session: GitSession | None = None) -> None:
         if to != "mlflow" or ("://" not in where and not where.startswith("file:")):
             where = str(root / where)  # a file or a folder, relative to the repository
         self.tracker = Tracker(to, where, program)
-        self.memory = MemoryStore(root)
+        self.memory = MemoryStore(root, session=session)
+        self._owns_session = session is None
 
     def update(self) -> None:
         """Sends the candidates recorded since the last update; a failure is logged, never the run's."""
@@ -177,18 +179,22 @@ class LiveTracker:
         try:
             self.tracker.close()
         finally:
-            self.memory.session.close()
+            if self._owns_session:
+                self.memory.session.close()
 
 
-def live_trackers(root: Path, programs: Sequence[Program], environ: Mapping[str, str]) -> dict[str, LiveTracker]:
-    """Returns a LiveTracker per program whose `tracking:` names a destination (AUTOLOOP_TRACKING: every program)."""
+def live_trackers(
+    root: Path, programs: Sequence[Program], environ: Mapping[str, str], session: GitSession | None = None
+) -> dict[str, LiveTracker]:
+    """Returns a LiveTracker per program whose `tracking:` names a destination (AUTOLOOP_TRACKING: every program),
+    reading the memory branch through the run's `session` when given."""
     told = environ.get(TRACKING_ENV, "").strip()
     try:
         every = parse_tracking(told) if told else None
     except ValueError as err:
         raise AutoloopError(f"{TRACKING_ENV}: {err}") from None
     wanted = {program.name: every or program.config.tracking for program in programs}
-    return {name: LiveTracker(root, name, *where) for name, where in wanted.items() if where is not None}
+    return {name: LiveTracker(root, name, *where, session) for name, where in wanted.items() if where is not None}
 
 
 def _optional(module: str, package: str) -> Any:

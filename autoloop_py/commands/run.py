@@ -177,11 +177,17 @@ def _run(args: argparse.Namespace, console: Console, started: float, wall: float
         proposer_factory=functools.partial(get_proposer, models=worker),
     )
     settings = _github_settings() if args.ci else None
+    # One git session for the whole run: its object reads go through one `cat-file --batch`. A run on this machine
+    # is the writer of its own records: their pushes overlap the next iteration (an Actions job's writes are
+    # `publish`'s, and --ci records as it goes).
+    owns = settings is None and options.writes
+    session = stack.enter_context(GitSession(root, owns_pushes=owns, listing_seconds=LISTING_SECONDS if owns else 0))
     if not args.dry_run:
         running = [program for program in programs if forced in (None, program.name)]
-        on_outcome = _tracked(stack, tracking.live_trackers(root, running, os.environ), on_outcome)
+        # The trackers read through the run's session, so they see a record still waiting for its commit.
+        on_outcome = _tracked(stack, tracking.live_trackers(root, running, os.environ, session), on_outcome)
     with sigterm_interrupts():
-        outcomes = _loop(root, programs, forced, args.iterations, options, console, settings, args.force,
+        outcomes = _loop(root, programs, forced, args.iterations, options, console, session, settings, args.force,
                          args.parallel, args.barrier, on_outcome)
     if options.outcome_dir is not None and forced and not (options.outcome_dir / OUTCOME_FILE).exists():
         # The publishing job expects an outcome for every program it was planned for.
@@ -197,6 +203,7 @@ def _loop(
     count: int,
     options: RunOptions,
     console: Console,
+    session: GitSession,
     settings: GitHubSettings | None = None,
     force: bool = False,
     parallel: int | None = None,
@@ -214,13 +221,8 @@ def _loop(
     warned: set[str] = set()
     # No iteration starts in the job's last 5 minutes.
     deadline = None if options.job_deadline is None else options.job_deadline - 5 * 60
-    # One git session for the whole run: its object reads go through one `cat-file --batch`; one worktree per
-    # program, checked out anew by each iteration. A run on this machine is the writer of its own records: their
-    # pushes overlap the next iteration (an Actions job's writes are `publish`'s, and --ci records as it goes).
-    owns = settings is None and options.writes
-    with _progress(console, count) as progress, GitSession(
-            root, owns_pushes=owns, listing_seconds=LISTING_SECONDS if owns else 0.0) as session, \
-            Worktrees(root) as worktrees:
+    # One worktree per program, checked out anew by each iteration.
+    with _progress(console, count) as progress, Worktrees(root) as worktrees:
         task = progress.add_task("iterating", total=count)
         for done in range(count):
             if deadline is not None and time.monotonic() > deadline:

@@ -274,9 +274,10 @@ class MemoryStore:
         return MemoryCommit(commit.sha, commit.author, commit.date, commit.message)
 
     def list(self, prefix: str = "") -> builtins.list[str]:
-        """Returns the sorted paths of files at the branch tip that start with `prefix`."""
+        """Returns the sorted paths of files at the branch tip that start with `prefix`, a waiting record's too."""
         tip = self._tip()
-        return [] if tip is None else tree_paths(self._repo, tip, prefix)
+        paths = set() if tip is None else set(tree_paths(self._repo, tip, prefix))
+        return sorted(paths.union(path for path in self.unwritten() if path.startswith(prefix)))
 
     def commit(self, files: Mapping[str, str | bytes], message: str) -> str:
         """Commits `files` on top of the local branch (a root commit if it is absent); returns the sha."""
