@@ -124,7 +124,7 @@ def override(
     if n <= 1:
         return "exploration", f"the population has {n} member{'' if n == 1 else 's'}: seed diversity", None
     # Each rule fires once per run of rejections: the rut-breaker's own child is mostly rejected too, and re-firing
-    # on it would hand every later iteration to the weakest island (a tour was stuck 15 iterations in migration).
+    # on it would hand every later iteration to the weakest island (a tour spent 7 in a row in migration).
     run = len(list(itertools.takewhile(lambda status: status == "rejected", reversed(recent_statuses))))
     if run == 5:
         if len(_islands_of(_with_fitness(population))) >= 2:
