@@ -705,8 +705,8 @@ def main() -> None:
     os.environ.update(OPENAI_API_KEY="sk-bench", OPENAI_API_BASE=url, OPENAI_BASE_URL=url)
     worlds, rows = landscapes(), []
     with tempfile.TemporaryDirectory() as tmp:
-        # Untimed: a process's first iteration pays its imports (litellm alone took 20–50 s on a loaded machine), which
-        # made the first flow run, always the default, look three times slower than the others.
+        # Untimed: a process's first iteration pays its imports (litellm alone took 36–50 s on a loaded machine),
+        # which made the first flow run, always the default, look three times slower than the others.
         run_ours(Path(tmp), worlds[args.landscapes[0]], "default", 0, 1, model)
         started = time.perf_counter()
         for name in args.landscapes:

@@ -171,8 +171,9 @@ def normalized_scores(scores: Sequence[float], normalization: str = "range") -> 
     """
     if normalization == "none":
         return list(scores)
-    low, spread = min(scores), max(scores) - min(scores)
-    return [(score - low) / spread if spread > 0 else 0.0 for score in scores]
+    # Halved first (exact in binary floats): scores near ±1.8e308 would overflow their difference to inf.
+    low, spread = min(scores) / 2, max(scores) / 2 - min(scores) / 2
+    return [(score / 2 - low) / spread if spread > 0 else 0.0 for score in scores]
 
 
 def length_probabilities(lengths: Sequence[int], normalization: str = "range") -> list[float]:

@@ -138,6 +138,11 @@ def test_range_scaled_scores_show_several_versions_whatever_the_metric_units() -
     assert fs.normalized_scores([510, 512, 511]) == fs.normalized_scores([0.5, 2.5, 1.5]) == [0.0, 1.0, 0.5]
 
 
+def test_normalized_scores_span_the_whole_float_range_without_overflow() -> None:
+    low, middle, high = fs.normalized_scores([-1.7976931348623157e308, 0.0, 1.8e307])
+    assert (low, high) == (0.0, 1.0) and 0.9 < middle < 0.91
+
+
 def test_normalized_scores_keep_raw_scores_for_the_reference_and_equal_ones_level() -> None:
     assert fs.normalized_scores([3.0, -7.5], "none") == [3.0, -7.5]
     assert fs.normalized_scores([0.7, 0.7]) == [0.0, 0.0]
