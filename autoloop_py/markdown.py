@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import bisect
 import re
-import unicodedata
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, Iterable, Iterator
@@ -18,6 +17,8 @@ import mistune
 from mistune.block_parser import BlockParser
 from mistune.core import BlockState
 from mistune.plugins.table import table
+
+from autoloop_py.github.agentic_scheduler import normalize_heading  # the scheduler reads headings the same way
 
 Token = dict[str, Any]
 
@@ -335,14 +336,6 @@ def section_named(sections: Iterable[Section], name: str) -> Section | None:
         if key == name or (key.startswith(name) and not key[len(name)].isalnum()):
             return section
     return None
-
-
-def normalize_heading(text: str) -> str:
-    """Returns a heading reduced for matching: no emoji or variation selectors, lowercase, single spaces."""
-    text = unicodedata.normalize("NFKC", text).replace("\ufe0f", "")
-    text = "".join(ch for ch in text if unicodedata.category(ch) not in ("So", "Sk", "Cf", "Mn"))
-    text = text.replace("*", "").replace("`", "").replace("_", " ")
-    return " ".join(text.lower().split())
 
 
 def _first_nonblank(text: str, line: int) -> int:

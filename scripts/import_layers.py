@@ -21,6 +21,8 @@ LAYERS = (
 )
 ROOT_MODULES = {"__init__", "errors", "markdown", "render", "redact", "tempdirs", "faults", "candidate"}
 ENTRY_MODULES = {"cli", "__main__", "api", "terminal"}
+# Standard library only (copied into gh-aw workflows): any layer may use its rules rather than keep a twin.
+STANDALONE = {"autoloop_py.github.agentic_scheduler"}
 # The package's face re-exports the API (lazily, in a module __getattr__).
 ALLOWED = {("autoloop_py", "autoloop_py.api")}
 
@@ -68,7 +70,7 @@ def imports(known: dict[str, Path]) -> list[Import]:
 def layer_of(module: str) -> str:
     """Returns the layer a module belongs to: its top-level package (loop's subpackage), `root` or `cli`."""
     parts = module.split(".")[1:]
-    if not parts:
+    if not parts or module in STANDALONE:
         return "root"
     if parts[0] in ENTRY_MODULES:
         return "cli"

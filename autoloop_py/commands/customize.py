@@ -15,11 +15,11 @@ from typing import Any, Mapping
 from rich.console import Console
 
 from autoloop_py.analysis.run_view import unified_diff
-from autoloop_py.commands.common import repo_root, subparser
+from autoloop_py.commands.common import load_named, repo_root, subparser
 from autoloop_py.commands.new import fill_markers, finish_program_md, load_answers, strategy_templates, write_files
 from autoloop_py.errors import AutoloopError
 from autoloop_py.loop.iteration.model_use import check_budget, record_spend
-from autoloop_py.program.model import PROGRAMS_DIR, Program, discover, load_program, program_name
+from autoloop_py.program.model import Program
 from autoloop_py.program.models import ModelSpec
 from autoloop_py.program.playbook import customize_markers, find_playbook
 from autoloop_py.proposers.base import Usage
@@ -52,7 +52,7 @@ def add_parser(commands: Any) -> None:
 def cmd_customize(args: argparse.Namespace, console: Console) -> int:
     """Shows the model's resolution of every marker as a diff; writes it with --write."""
     root = repo_root(args.repo)
-    program = _load(root, args.program)
+    program = load_named(root, args.program, with_issues=False)
     folder = program.base_dir
     files = marker_files(root, folder)
     if not files:
@@ -199,14 +199,6 @@ def _complete(
     if spent is not None:
         spent.append(usage_of(reply, ModelSpec(model)))
     return reply.content
-
-
-def _load(root: Path, name: str) -> Program:
-    for rel in discover(root):
-        if program_name(rel) == name:
-            return load_program(root, rel)
-    names = ", ".join(program_name(rel) for rel in discover(root)) or "none"
-    raise AutoloopError(f"no program named '{name}' under {PROGRAMS_DIR}. Available programs: {names}")
 
 
 def _guide(root: Path, program: Program) -> str:

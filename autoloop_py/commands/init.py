@@ -168,8 +168,7 @@ def cmd_init(args: argparse.Namespace, console: Console) -> int:
             (root / rel).write_text(text, encoding="utf-8")
             console.print(f"{'overwrote' if rel in existing else 'wrote'} {rel}", markup=False, highlight=False)
         if built is not None:
-            wheel = WHEELS_DIR / built.name
-            place_wheel(root, built, wheel, console, overwrote=(root / wheel).exists())
+            place_wheel(root, built, console)
     console.out(next_steps(options), highlight=False, end="")
     return 0
 

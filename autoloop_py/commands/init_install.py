@@ -32,9 +32,11 @@ def wheel_from(source: InstallSource, scratch: Path, console: Console) -> Path:
     return built
 
 
-def place_wheel(root: Path, built: Path, wheel: Path, console: Console, *, overwrote: bool) -> None:
-    """Moves the built wheel to its repository path and removes the other autoloop wheels there."""
+def place_wheel(root: Path, built: Path, console: Console) -> None:
+    """Moves the built wheel into the repository's wheels folder and removes the other autoloop wheels there."""
+    wheel = WHEELS_DIR / built.name
     (root / wheel).parent.mkdir(parents=True, exist_ok=True)
+    overwrote = (root / wheel).exists()
     built.replace(root / wheel)
     say(console, f"{'overwrote' if overwrote else 'wrote'} {wheel.as_posix()}")
     remove_stale(root, wheel, console)
@@ -75,8 +77,7 @@ def upgrade(
             else:
                 say(console, f"{rel.as_posix()} installs {new} already")
         if built is not None:
-            wheel = WHEELS_DIR / built.name
-            place_wheel(root, built, wheel, console, overwrote=(root / wheel).exists())
+            place_wheel(root, built, console)
         else:
             remove_stale(root, Path(new) if Path(new).parent == WHEELS_DIR else None, console)
     return 0

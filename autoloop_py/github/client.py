@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # PyGithub and requests are imported when a command talks to 
     import github
 
 from autoloop_py.errors import AutoloopError
+from autoloop_py.github.agentic_scheduler import DEFAULT_API_URL, WRITE_ASSOCIATIONS
 from autoloop_py.github.checks import CheckSummary, Status, reduce_checks, run_as_check
 from autoloop_py.github.render import DISCLOSURE, STATUS_MARKER, issue_title, pr_title, render_issue, with_disclosure
 from autoloop_py.redact import Redactor
@@ -29,9 +30,7 @@ logger = logging.getLogger(__name__)
 
 PROGRAM_LABELS = ("autoloop-program", "automation", "autoloop")
 COMPLETED_LABEL = "autoloop-completed"
-WRITE_ASSOCIATIONS = ("OWNER", "MEMBER", "COLLABORATOR")
 COMMAND = "/autoloop"
-DEFAULT_API_URL = "https://api.github.com"
 DEFAULT_SERVER_URL = "https://github.com"
 # Who a workflow's GITHUB_TOKEN writes as; that token may not read GET /user.
 ACTIONS_LOGIN = "github-actions[bot]"

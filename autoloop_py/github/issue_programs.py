@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 from autoloop_py.errors import ProgramError
 from autoloop_py.github import issue_trust
 from autoloop_py.github.agentic_scheduler import (  # the standalone scheduler's rules are the package's too
+    ISSUE_PROGRAMS_DIR,
+    OUTPUT_FILE,
     OWN_ISSUE_PREFIX,
     PROGRAM_LABEL,
     IssueProgram,
@@ -101,10 +103,6 @@ def materialize(root: Path, found: Sequence[IssueProgram], cache: Path) -> tuple
     return programs, problems
 
 
-SCHEDULED_DIR = "/tmp/gh-aw/issue-programs"
-SCHEDULED_JSON = "/tmp/gh-aw/autoloop.json"
-
-
 def scheduled(root: Path, environ: Mapping[str, str], taken: Iterable[str]) -> tuple[list[Program], list[ProgramError]]:
     """Returns the issue programs an Agentic Workflows scheduler step wrote to disk, and their problems.
 
@@ -115,10 +113,10 @@ def scheduled(root: Path, environ: Mapping[str, str], taken: Iterable[str]) -> t
     folder_env = environ.get("AUTOLOOP_ISSUE_PROGRAMS_DIR", "").strip()
     if not folder_env and environ.get("GITHUB_ACTIONS") != "true":
         return [], []
-    folder = Path(folder_env or SCHEDULED_DIR)
+    folder = Path(folder_env or ISSUE_PROGRAMS_DIR)
     if not folder.is_dir():
         return [], []
-    numbers = _scheduled_numbers(Path(environ.get("AUTOLOOP_OUTPUT", "").strip() or SCHEDULED_JSON))
+    numbers = _scheduled_numbers(Path(environ.get("AUTOLOOP_OUTPUT", "").strip() or OUTPUT_FILE))
     names = set(taken)
     found = [
         IssueProgram(numbers.get(path.stem, 0), path.stem, path.stem, path.read_text(encoding="utf-8", errors="replace"))

@@ -9,6 +9,7 @@ from typing import Iterable
 
 from autoloop_py import markdown as md
 from autoloop_py.errors import ProgramError
+from autoloop_py.github.agentic_scheduler import discover  # folders, then bare files: the scheduler's order
 from autoloop_py.program import names as program_names
 from autoloop_py.program.direction import read_direction
 from autoloop_py.program.frontmatter import ProgramConfig, key_line, parse_frontmatter
@@ -82,16 +83,6 @@ class Program:
     def direction(self) -> str:
         """Returns 'higher' or 'lower' (default higher, as upstream)."""
         return self.config.metric_direction or "higher"
-
-
-def discover(root: Path) -> list[Path]:
-    """Returns program.md paths (relative to root) in upstream order: folders, then bare files."""
-    base = root / PROGRAMS_DIR
-    if not base.is_dir():
-        return []
-    folders = sorted(p for p in base.iterdir() if (p / "program.md").is_file())
-    bare = sorted(p for p in base.glob("*.md") if p.is_file())
-    return [p.relative_to(root) for p in [f / "program.md" for f in folders] + bare]
 
 
 def program_name(path: Path) -> str:
