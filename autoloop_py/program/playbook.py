@@ -111,7 +111,7 @@ def find_playbook(program: Program, root: Path) -> Playbook | None:
 
 def playbook_pointer(program: Program) -> tuple[str, int] | None:
     """Returns (program-relative playbook path, 1-based line in program.md) the section names, if any."""
-    mentions = _strategy_mentions(program, _POINTER_RE)
+    mentions = _mentions(program.text, _POINTER_RE)
     return mentions[0] if mentions else None
 
 
@@ -238,21 +238,17 @@ def marker_problem(marker: Marker, program: Program) -> ProgramError:
 
 def _missing_support(program: Program, root: Path) -> list[ProgramError]:
     problems = []
-    for rel, line in _strategy_mentions(program, _SUPPORT_RE):
+    for rel, line in _mentions(program.text, _SUPPORT_RE):
         if not (root / program.base_dir / rel).is_file():
             message = f"the Evolution Strategy lists {rel}, which does not exist; create it or drop it from the list"
             problems.append(ProgramError(message, program.path, line))
     return problems
 
 
-def _strategy_mentions(program: Program, pattern: re.Pattern[str]) -> list[tuple[str, int]]:
-    """Returns (path, 1-based line) of each distinct `strategy/…` path the section's prose mentions."""
-    return list(_mentions(program.text, pattern))
-
-
 # Asked several times per iteration (the playbook's pointer) of a program.md that rarely changes in a run.
 @functools.lru_cache(maxsize=16)
 def _mentions(text: str, pattern: re.Pattern[str]) -> tuple[tuple[str, int], ...]:
+    """Returns (path, 1-based line) of each distinct `strategy/…` path the Evolution Strategy prose mentions."""
     section = md.section_named(md.split_sections(text), "evolution strategy")
     if section is None:
         return ()
