@@ -23,6 +23,7 @@ from typing import Mapping
 
 from autoloop_py import tempdirs
 from autoloop_py.sandbox.cgroup import pids_parent
+from autoloop_py.sandbox.process import process_ids
 
 logger = logging.getLogger(__name__)
 
@@ -212,17 +213,12 @@ def hand_over(paths: list[Path], uid: int = NOBODY) -> None:
 
 def processes_of(uid: int | None) -> int:
     """Returns how many processes run as uid (None: all of them, an upper bound on those of the runner's user)."""
+    if uid is None:
+        return len(process_ids())
     count = 0
-    try:
-        names = [name for name in os.listdir("/proc") if name.isdigit()]
-    except OSError:
-        return 0
-    for name in names:
-        if uid is None:
-            count += 1
-            continue
+    for pid in process_ids():
         try:
-            count += os.stat(f"/proc/{name}").st_uid == uid
+            count += os.stat(f"/proc/{pid}").st_uid == uid
         except OSError:
             pass
     return count
@@ -234,20 +230,16 @@ def pids_of(uid: int) -> list[int]:
     Read from /proc/<pid>/status, not the owner of /proc/<pid>: a process that made itself non-dumpable shows as root's.
     """
     found = []
-    try:
-        names = [name for name in os.listdir("/proc") if name.isdigit()]
-    except OSError:
-        return []
     wanted = str(uid).encode()
-    for name in names:
+    for pid in process_ids():
         try:
-            with open(f"/proc/{name}/status", "rb") as handle:
+            with open(f"/proc/{pid}/status", "rb") as handle:
                 status = handle.read()
         except OSError:
             continue
         uids = _field(status, b"Uid:").split()[:3]
         if wanted in uids and _field(status, b"State:")[:1] not in (b"Z", b"X"):
-            found.append(int(name))
+            found.append(pid)
     return found
 
 
