@@ -113,14 +113,22 @@ def _why_not_uid(facts: Facts) -> str:
     """Returns why commands cannot run as uid 65534 here ("" when they can)."""
     if not facts.root:
         return "only a root runner can run commands as another user (as any other, RLIMIT_NPROC holds already)"
-    if not facts.setpriv:
-        return "setpriv (util-linux) is not installed"
-    if not facts.prlimit:
-        return "prlimit (util-linux) is not installed"
-    if not facts.can_setuid:
-        return "the runner lacks CAP_SETUID or CAP_SETGID"
-    if not facts.own_copy:
-        return "the command's directory is not one of autoloop's temporary copies"
+    return why_no_setpriv(facts, needs_prlimit=True)
+
+
+def why_no_setpriv(facts: Facts, needs_prlimit: bool) -> str:
+    """Returns what keeps a root runner from running commands as another uid through setpriv ("" when nothing).
+
+    needs_prlimit: the uid is there for RLIMIT_NPROC, which is set through prlimit.
+    """
+    for met, why in (
+        (facts.setpriv, "setpriv (util-linux) is not installed"),
+        (facts.prlimit or not needs_prlimit, "prlimit (util-linux) is not installed"),
+        (facts.can_setuid, "the runner lacks CAP_SETUID or CAP_SETGID"),
+        (facts.own_copy, "the command's directory is not one of autoloop's temporary copies"),
+    ):
+        if not met:
+            return why
     return ""
 
 
