@@ -304,7 +304,7 @@ def _coerce(field_name: str, value: Any) -> Any:
     if field_name in _READ_EVEN_EMPTY:
         return _READ_EVEN_EMPTY[field_name](value)
     if value is None:
-        return None if field_name not in _DEFAULTED else _default(field_name)
+        return None if field_name not in _DEFAULTED else getattr(ProgramConfig(), field_name)
     if field_name in _CHOICES:
         if str(value).strip().lower() not in _CHOICES[field_name]:
             raise ValueError(f"must be one of {', '.join(_CHOICES[field_name])}, got {value!r}")
@@ -382,10 +382,6 @@ def _schedule(text: str) -> str:
     if text:
         parse_schedule(text)
     return text
-
-
-def _default(field_name: str) -> Any:
-    return getattr(ProgramConfig(), field_name)
 
 
 # Settings read by a parser of their own once set (the others of _READ_EVEN_EMPTY).
