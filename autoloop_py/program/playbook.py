@@ -198,7 +198,8 @@ def playbook_problems(program: Program, root: Path) -> list[ProgramError]:
     problems = [marker_problem(m, program) for m in customize_markers(playbook.text, playbook.path)]
     for rel in strategy_files(playbook, root):
         if rel != playbook.path:
-            problems.extend(marker_problem(m, program) for m in file_markers(root, rel))
+            markers = customize_markers((root / rel).read_text(encoding="utf-8"), rel)
+            problems.extend(marker_problem(m, program) for m in markers)
     return problems + _missing_support(program, root)
 
 
@@ -220,11 +221,6 @@ def strategy_files(playbook: Playbook, root: Path) -> list[Path]:
     prompts = root / playbook.path.parent / "prompts"
     found = sorted(p.relative_to(root) for p in prompts.rglob("*.md") if p.is_file()) if prompts.is_dir() else []
     return [playbook.path, *found]
-
-
-def file_markers(root: Path, rel: Path) -> list[Marker]:
-    """Returns the markers of a repo-relative file."""
-    return customize_markers((root / rel).read_text(encoding="utf-8"), rel)
 
 
 def marker_problem(marker: Marker, program: Program) -> ProgramError:
