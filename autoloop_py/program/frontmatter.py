@@ -275,11 +275,6 @@ def _key_line(block: str, key: str) -> int:
     return 0
 
 
-_DEFAULTED = (
-    "models", "model_selection", "prompt_selection", "prompt_evolve_every", "runs_on", "evaluation_timeout", "repeats",
-    "min_delta", "seed", "novelty_filter", "novelty", "llm_timeout", "llm_retries", "max_file_bytes", "isolation",
-    "evaluation_network", "evaluation_report", "feedback_bytes", "evaluation_stages", "max_disk", "agent_network",
-)
 _CHOICES = {
     "isolation": ("auto", "bwrap", "none"),
     "evaluation_report": ("auto", "file", "stdout"),  # loop/evaluation_report.CHANNELS
@@ -304,7 +299,7 @@ def _coerce(field_name: str, value: Any) -> Any:
     if field_name in _READ_EVEN_EMPTY:
         return _READ_EVEN_EMPTY[field_name](value)
     if value is None:
-        return None if field_name not in _DEFAULTED else getattr(ProgramConfig(), field_name)
+        return getattr(ProgramConfig(), field_name)  # an empty value is the default (None where there is none)
     if field_name in _CHOICES:
         if str(value).strip().lower() not in _CHOICES[field_name]:
             raise ValueError(f"must be one of {', '.join(_CHOICES[field_name])}, got {value!r}")
