@@ -15,7 +15,7 @@ from autoloop_py.errors import ProgramError
 from autoloop_py.program.interval import parse_schedule
 from autoloop_py.program.holdout import Holdout, parse_holdout, parse_tolerance
 from autoloop_py.program.stages import Stage, parse_stages
-from autoloop_py.program.models import EMBEDDING, JUDGE, ModelSpec, parse_models, parse_selection
+from autoloop_py.program.models import EMBEDDING, JUDGE, SELECTIONS, ModelSpec, parse_models
 from autoloop_py.program.runner import parse_container, parse_runs_on
 from autoloop_py.program.objectives import (
     Objective,
@@ -280,6 +280,8 @@ _CHOICES = {
     "evaluation_report": ("auto", "file", "stdout"),  # loop/evaluation_report.CHANNELS
     "agent_network": ("host", "outside-only"),  # sandbox/policy.AGENT_NETWORKS
     "novelty": ("exact", "embedding"),
+    "model_selection": SELECTIONS,
+    "prompt_selection": SELECTIONS,
     "proposer": PROPOSERS,
 }
 # Settings read by a parser of their own, an empty value included (its ValueError says what is wrong).
@@ -383,6 +385,5 @@ def _schedule(text: str) -> str:
 _PARSERS: dict[str, Callable[[Any], Any]] = {
     "schedule": lambda value: _schedule(str(value).strip()), "max_memory": parse_size, "max_disk": parse_size,
     "evaluation_stages": parse_stages, "runs_on": parse_runs_on, "container": parse_container, "models": parse_models,
-    "model_selection": parse_selection, "prompt_selection": parse_selection,
     "tracking": parse_tracking, "model": lambda value: str(value).strip(),
 }
