@@ -134,10 +134,8 @@ def why_no_setpriv(facts: Facts, needs_prlimit: bool) -> str:
 
 def describe(limit: ProcessLimit) -> str:
     """Returns one line saying how the process limit holds (for `status` and `check`)."""
-    if limit.problem:
-        return f"NOT ENFORCED: the process limit of evaluations and agents ({limit.problem})"
-    if limit.mechanism == NONE:
-        return f"NOT ENFORCED: the process limit of evaluations and agents ({limit.reason})"
+    if limit.problem or limit.mechanism == NONE:
+        return f"NOT ENFORCED: the process limit of evaluations and agents ({limit.problem or limit.reason})"
     if limit.mechanism == UID:
         why = f"{ENV_VAR}=uid" if limit.requested == UID else "running as root, no writable pids cgroup"
         return f"process limit: {limit.reason} ({why})"
