@@ -15,7 +15,7 @@ from autoloop_py.errors import ProgramError
 from autoloop_py.program.interval import parse_schedule
 from autoloop_py.program.holdout import Holdout, parse_holdout, parse_tolerance
 from autoloop_py.program.stages import Stage, parse_stages
-from autoloop_py.program.models import EMBEDDING, JUDGE, ModelSpec, parse_models, parse_selection
+from autoloop_py.program.models import EMBEDDING, JUDGE, SELECTIONS, ModelSpec, parse_models
 from autoloop_py.program.runner import parse_container, parse_runs_on
 from autoloop_py.program.objectives import (
     Objective,
@@ -275,16 +275,13 @@ def _key_line(block: str, key: str) -> int:
     return 0
 
 
-_DEFAULTED = (
-    "models", "model_selection", "prompt_selection", "prompt_evolve_every", "runs_on", "evaluation_timeout", "repeats",
-    "min_delta", "seed", "novelty_filter", "novelty", "llm_timeout", "llm_retries", "max_file_bytes", "isolation",
-    "evaluation_network", "evaluation_report", "feedback_bytes", "evaluation_stages", "max_disk", "agent_network",
-)
 _CHOICES = {
     "isolation": ("auto", "bwrap", "none"),
     "evaluation_report": ("auto", "file", "stdout"),  # loop/evaluation_report.CHANNELS
     "agent_network": ("host", "outside-only"),  # sandbox/policy.AGENT_NETWORKS
     "novelty": ("exact", "embedding"),
+    "model_selection": SELECTIONS,
+    "prompt_selection": SELECTIONS,
     "proposer": PROPOSERS,
 }
 # Settings read by a parser of their own, an empty value included (its ValueError says what is wrong).
@@ -304,7 +301,7 @@ def _coerce(field_name: str, value: Any) -> Any:
     if field_name in _READ_EVEN_EMPTY:
         return _READ_EVEN_EMPTY[field_name](value)
     if value is None:
-        return None if field_name not in _DEFAULTED else _default(field_name)
+        return getattr(ProgramConfig(), field_name)  # an empty value is the default (None where there is none)
     if field_name in _CHOICES:
         if str(value).strip().lower() not in _CHOICES[field_name]:
             raise ValueError(f"must be one of {', '.join(_CHOICES[field_name])}, got {value!r}")
@@ -384,14 +381,9 @@ def _schedule(text: str) -> str:
     return text
 
 
-def _default(field_name: str) -> Any:
-    return getattr(ProgramConfig(), field_name)
-
-
 # Settings read by a parser of their own once set (the others of _READ_EVEN_EMPTY).
 _PARSERS: dict[str, Callable[[Any], Any]] = {
     "schedule": lambda value: _schedule(str(value).strip()), "max_memory": parse_size, "max_disk": parse_size,
     "evaluation_stages": parse_stages, "runs_on": parse_runs_on, "container": parse_container, "models": parse_models,
-    "model_selection": parse_selection, "prompt_selection": parse_selection,
     "tracking": parse_tracking, "model": lambda value: str(value).strip(),
 }

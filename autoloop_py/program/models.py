@@ -97,14 +97,6 @@ def parse_models(value: Any) -> tuple[ModelSpec, ...]:
     return specs
 
 
-def parse_selection(value: Any) -> str:
-    """Returns the `model-selection` method; raises ValueError for an unknown one."""
-    text = str(value).strip().lower()
-    if text not in SELECTIONS:
-        raise ValueError(f"must be one of {', '.join(SELECTIONS)}, got {value!r}")
-    return text
-
-
 def proposers(specs: tuple[ModelSpec, ...]) -> tuple[ModelSpec, ...]:
     """Returns the entries drawn for proposals."""
     return tuple(spec for spec in specs if spec.role == PROPOSE)

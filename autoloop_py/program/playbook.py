@@ -111,7 +111,7 @@ def find_playbook(program: Program, root: Path) -> Playbook | None:
 
 def playbook_pointer(program: Program) -> tuple[str, int] | None:
     """Returns (program-relative playbook path, 1-based line in program.md) the section names, if any."""
-    mentions = _strategy_mentions(program, _POINTER_RE)
+    mentions = _mentions(program.text, _POINTER_RE)
     return mentions[0] if mentions else None
 
 
@@ -198,7 +198,8 @@ def playbook_problems(program: Program, root: Path) -> list[ProgramError]:
     problems = [marker_problem(m, program) for m in customize_markers(playbook.text, playbook.path)]
     for rel in strategy_files(playbook, root):
         if rel != playbook.path:
-            problems.extend(marker_problem(m, program) for m in file_markers(root, rel))
+            markers = customize_markers((root / rel).read_text(encoding="utf-8"), rel)
+            problems.extend(marker_problem(m, program) for m in markers)
     return problems + _missing_support(program, root)
 
 
@@ -222,11 +223,6 @@ def strategy_files(playbook: Playbook, root: Path) -> list[Path]:
     return [playbook.path, *found]
 
 
-def file_markers(root: Path, rel: Path) -> list[Marker]:
-    """Returns the markers of a repo-relative file."""
-    return customize_markers((root / rel).read_text(encoding="utf-8"), rel)
-
-
 def marker_problem(marker: Marker, program: Program) -> ProgramError:
     """Returns the error for an unresolved marker of one of the program's files."""
     message = (
@@ -238,21 +234,17 @@ def marker_problem(marker: Marker, program: Program) -> ProgramError:
 
 def _missing_support(program: Program, root: Path) -> list[ProgramError]:
     problems = []
-    for rel, line in _strategy_mentions(program, _SUPPORT_RE):
+    for rel, line in _mentions(program.text, _SUPPORT_RE):
         if not (root / program.base_dir / rel).is_file():
             message = f"the Evolution Strategy lists {rel}, which does not exist; create it or drop it from the list"
             problems.append(ProgramError(message, program.path, line))
     return problems
 
 
-def _strategy_mentions(program: Program, pattern: re.Pattern[str]) -> list[tuple[str, int]]:
-    """Returns (path, 1-based line) of each distinct `strategy/…` path the section's prose mentions."""
-    return list(_mentions(program.text, pattern))
-
-
 # Asked several times per iteration (the playbook's pointer) of a program.md that rarely changes in a run.
 @functools.lru_cache(maxsize=16)
 def _mentions(text: str, pattern: re.Pattern[str]) -> tuple[tuple[str, int], ...]:
+    """Returns (path, 1-based line) of each distinct `strategy/…` path the Evolution Strategy prose mentions."""
     section = md.section_named(md.split_sections(text), "evolution strategy")
     if section is None:
         return ()

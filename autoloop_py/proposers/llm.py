@@ -52,34 +52,23 @@ class Attempt:
 
 
 class _Conversation:
-    """The messages exchanged with the model, with usage summed over every reply."""
+    """The messages exchanged with the model, with the usage of every reply."""
 
     def __init__(self, spec: ModelSpec, prompt: str) -> None:
         self.spec = spec
-        self.model = spec.name
-        self.messages: list[dict[str, str]] = [{"role": "user", "content": prompt}]
         self.transcript: list[tuple[str, str]] = [("user", prompt)]
-        self.prompt_tokens = 0
-        self.completion_tokens = 0
-        self.costs: list[float] = []
+        self.usages: list[Usage] = []
 
-    def add(self, role: str, text: str) -> None:
-        """Appends one message."""
-        self.messages.append({"role": role, "content": text})
-        self.transcript.append((role, text))
-
-    def count(self, reply: Reply) -> None:
-        """Adds a reply's tokens and cost to the totals."""
-        usage = usage_of(reply, self.spec)
-        self.prompt_tokens += usage.prompt_tokens
-        self.completion_tokens += usage.completion_tokens
-        if usage.cost is not None:
-            self.costs.append(usage.cost)
+    def messages(self) -> list[dict[str, str]]:
+        """Returns the transcript as litellm's messages."""
+        return [{"role": role, "content": text} for role, text in self.transcript]
 
     def usage(self) -> Usage:
-        """Returns the usage so far."""
-        cost = sum(self.costs) if self.costs else None
-        return Usage(self.prompt_tokens, self.completion_tokens, cost, self.model)
+        """Returns the usage so far, summed over every reply."""
+        costs = [usage.cost for usage in self.usages if usage.cost is not None]
+        prompt_tokens = sum(usage.prompt_tokens for usage in self.usages)
+        completion_tokens = sum(usage.completion_tokens for usage in self.usages)
+        return Usage(prompt_tokens, completion_tokens, sum(costs) if costs else None, self.spec.name)
 
     def proposal(self, files: Mapping[str, str | None], summary: str, lesson: str | None = None,
                  failure: str | None = None) -> Proposal:
@@ -133,22 +122,23 @@ class LLMProposer:
                 return conversation.proposal(changed, summary or _default_summary(changed), lesson)
             problem = attempt.parse_error or failures[0].reason
             if call < self.max_retries:
-                conversation.add("user", render_retry_prompt(failures, list(attempt.kept), attempt.parse_error))
+                retry = render_retry_prompt(failures, list(attempt.kept), attempt.parse_error)
+                conversation.transcript.append(("user", retry))
         tries = self.max_retries + 1
         reason = f"no applicable edit after {tries} {'reply' if tries == 1 else 'replies'}: {error_line(problem)}"
         return conversation.proposal({}, summary or "llm: no valid edit", failure=reason)
 
     def _complete(self, conversation: _Conversation, call: int) -> str:
         """Sends the conversation to the model, records the reply and its usage, and returns its text."""
-        kwargs = request_kwargs(conversation.spec, list(conversation.messages))
+        kwargs = request_kwargs(conversation.spec, conversation.messages())
         mock = self.mock_responses[min(call, len(self.mock_responses) - 1)] if self.mock_responses else None
         mock = mock if mock is not None else os.environ.get(MOCK_ENV)
         if mock is not None:
             kwargs["mock_response"] = mock
-        logger.debug("llm: asking %s (call %d)", conversation.model, call + 1)
+        logger.debug("llm: asking %s (call %d)", conversation.spec.name, call + 1)
         reply = self.models.completion(kwargs, spec_limits(conversation.spec, self.limits))
-        conversation.count(reply)
-        conversation.add("assistant", reply.content)
+        conversation.usages.append(usage_of(reply, conversation.spec))
+        conversation.transcript.append(("assistant", reply.content))
         return reply.content
 
 

@@ -30,15 +30,11 @@ def scrub_environment(environ: Mapping[str, str], allow: Iterable[str] = ()) -> 
     for name, value in environ.items():
         if not _matches(name, patterns):
             continue
-        if (_looks_secret(name) or name in named) and name not in explicit:
+        if (_matches(name.upper(), SECRET_ENV) or name in named) and name not in explicit:
             logger.debug("not passing %s to the evaluation: it looks like a secret", name)
             continue
         kept[name] = value
     return kept
-
-
-def _looks_secret(name: str) -> bool:
-    return _matches(name.upper(), SECRET_ENV)
 
 
 @functools.lru_cache(maxsize=4096)  # each evaluation scrubs the same environment again

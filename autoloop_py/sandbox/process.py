@@ -183,7 +183,7 @@ def kill_marked(name: str, value: str) -> int:
 
 def marked_pids(name: str, value: str) -> list[int]:
     """Returns the live processes (but this one) whose environment has `name=value`."""
-    return [pid for pid in _pids() if pid != os.getpid() and is_marked(pid, name, value)]
+    return [pid for pid in process_ids() if pid != os.getpid() and is_marked(pid, name, value)]
 
 
 def is_marked(pid: int, name: str, value: str) -> bool:
@@ -191,7 +191,7 @@ def is_marked(pid: int, name: str, value: str) -> bool:
     return f"{name}={value}".encode() in _environ(pid)
 
 
-def _pids() -> list[int]:
+def process_ids() -> list[int]:
     """Returns the ids of the live processes (none when there is no /proc)."""
     try:
         return [int(name) for name in os.listdir("/proc") if name.isdigit()]

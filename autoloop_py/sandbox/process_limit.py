@@ -23,6 +23,7 @@ from typing import Mapping
 
 from autoloop_py import tempdirs
 from autoloop_py.sandbox.cgroup import pids_parent
+from autoloop_py.sandbox.process import process_ids
 
 logger = logging.getLogger(__name__)
 
@@ -112,23 +113,29 @@ def _why_not_uid(facts: Facts) -> str:
     """Returns why commands cannot run as uid 65534 here ("" when they can)."""
     if not facts.root:
         return "only a root runner can run commands as another user (as any other, RLIMIT_NPROC holds already)"
-    if not facts.setpriv:
-        return "setpriv (util-linux) is not installed"
-    if not facts.prlimit:
-        return "prlimit (util-linux) is not installed"
-    if not facts.can_setuid:
-        return "the runner lacks CAP_SETUID or CAP_SETGID"
-    if not facts.own_copy:
-        return "the command's directory is not one of autoloop's temporary copies"
+    return why_no_setpriv(facts, needs_prlimit=True)
+
+
+def why_no_setpriv(facts: Facts, needs_prlimit: bool) -> str:
+    """Returns what keeps a root runner from running commands as another uid through setpriv ("" when nothing).
+
+    needs_prlimit: the uid is there for RLIMIT_NPROC, which is set through prlimit.
+    """
+    for met, why in (
+        (facts.setpriv, "setpriv (util-linux) is not installed"),
+        (facts.prlimit or not needs_prlimit, "prlimit (util-linux) is not installed"),
+        (facts.can_setuid, "the runner lacks CAP_SETUID or CAP_SETGID"),
+        (facts.own_copy, "the command's directory is not one of autoloop's temporary copies"),
+    ):
+        if not met:
+            return why
     return ""
 
 
 def describe(limit: ProcessLimit) -> str:
     """Returns one line saying how the process limit holds (for `status` and `check`)."""
-    if limit.problem:
-        return f"NOT ENFORCED: the process limit of evaluations and agents ({limit.problem})"
-    if limit.mechanism == NONE:
-        return f"NOT ENFORCED: the process limit of evaluations and agents ({limit.reason})"
+    if limit.problem or limit.mechanism == NONE:
+        return f"NOT ENFORCED: the process limit of evaluations and agents ({limit.problem or limit.reason})"
     if limit.mechanism == UID:
         why = f"{ENV_VAR}=uid" if limit.requested == UID else "running as root, no writable pids cgroup"
         return f"process limit: {limit.reason} ({why})"
@@ -212,17 +219,12 @@ def hand_over(paths: list[Path], uid: int = NOBODY) -> None:
 
 def processes_of(uid: int | None) -> int:
     """Returns how many processes run as uid (None: all of them, an upper bound on those of the runner's user)."""
+    if uid is None:
+        return len(process_ids())
     count = 0
-    try:
-        names = [name for name in os.listdir("/proc") if name.isdigit()]
-    except OSError:
-        return 0
-    for name in names:
-        if uid is None:
-            count += 1
-            continue
+    for pid in process_ids():
         try:
-            count += os.stat(f"/proc/{name}").st_uid == uid
+            count += os.stat(f"/proc/{pid}").st_uid == uid
         except OSError:
             pass
     return count
@@ -234,20 +236,16 @@ def pids_of(uid: int) -> list[int]:
     Read from /proc/<pid>/status, not the owner of /proc/<pid>: a process that made itself non-dumpable shows as root's.
     """
     found = []
-    try:
-        names = [name for name in os.listdir("/proc") if name.isdigit()]
-    except OSError:
-        return []
     wanted = str(uid).encode()
-    for name in names:
+    for pid in process_ids():
         try:
-            with open(f"/proc/{name}/status", "rb") as handle:
+            with open(f"/proc/{pid}/status", "rb") as handle:
                 status = handle.read()
         except OSError:
             continue
         uids = _field(status, b"Uid:").split()[:3]
         if wanted in uids and _field(status, b"State:")[:1] not in (b"Z", b"X"):
-            found.append(int(name))
+            found.append(pid)
     return found
 
 

@@ -321,15 +321,19 @@ def run_token(pid: int) -> str:
     return hashlib.sha256(f"autoloop-run:{pid}".encode()).hexdigest()[:16]
 
 
-def named_files(command: str) -> list[str]:
-    """Returns the existing files a command names by absolute path (an agent's script): shown read-only."""
+def command_words(command: str) -> list[str]:
+    """Returns a shell command's words, operators apart ([] for an unclosed quote: the command will fail anyway)."""
     lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
     lexer.whitespace_split = True  # `> /path;` yields `/path` apart from the operators
     try:
-        words = list(lexer)
+        return list(lexer)
     except ValueError:
         return []
-    return [word for word in words if word.startswith("/") and os.path.isfile(word)]
+
+
+def named_files(command: str) -> list[str]:
+    """Returns the existing files a command names by absolute path (an agent's script): shown read-only."""
+    return [word for word in command_words(command) if word.startswith("/") and os.path.isfile(word)]
 
 
 def command_paths(command: str) -> list[str]:

@@ -77,13 +77,7 @@ def wanted(sandboxed: bool, environ: Mapping[str, str], facts: process_limit.Fac
         return "not needed"  # bwrap's namespaces, or the runner's own uid, hold it already
     if environ.get(ENV_VAR, "").strip().lower() in ("off", "0", "no", "false"):
         return f"{ENV_VAR}=off"
-    if not facts.setpriv:
-        return "setpriv (util-linux) is not installed"
-    if not facts.can_setuid:
-        return "the runner lacks CAP_SETUID or CAP_SETGID"
-    if not facts.own_copy:
-        return "the command's directory is not one of autoloop's temporary copies"
-    return ""
+    return process_limit.why_no_setpriv(facts, needs_prlimit=False)
 
 
 def hardlinks_protected(setting: Path = Path("/proc/sys/fs/protected_hardlinks")) -> bool:

@@ -8,7 +8,7 @@ import pytest
 
 from autoloop_py.errors import ProgramError
 from autoloop_py.program.frontmatter import ProgramConfig, parse_frontmatter
-from autoloop_py.program.models import GUIDE, ModelSpec, guide, parse_models, parse_selection, proposers
+from autoloop_py.program.models import GUIDE, ModelSpec, guide, parse_models, proposers
 
 
 def _parse(head: str) -> tuple[ProgramConfig, list[str]]:
@@ -84,10 +84,12 @@ def test_a_bad_entry_is_an_error_naming_its_line(head: str, message: str) -> Non
     assert len(problems) == 1 and problems[0].startswith(message), problems
 
 
-def test_parse_selection_reads_any_case() -> None:
-    assert parse_selection(" UCB ") == "ucb"
-    with pytest.raises(ValueError):
-        parse_selection("best")
+def test_model_selection_reads_any_case() -> None:
+    assert _parse("model-selection: ' UCB '\n") == (ProgramConfig(model_selection="ucb"), [])
+    _, problems = _parse("model-selection: best\n")
+    assert problems == [
+        "program.md:2: frontmatter `model-selection`: must be one of weighted, ucb, thompson, got 'best'"
+    ]
 
 
 def test_numbers_in_scientific_notation_are_numbers() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import shlex
 import signal
 import stat
 import statistics
@@ -36,7 +35,7 @@ from autoloop_py.redact import Redactor, from_environment
 from autoloop_py.sandbox.environment import scrub_environment
 from autoloop_py.sandbox.policy import SandboxPolicy
 from autoloop_py.sandbox.process import CommandResult
-from autoloop_py.sandbox.run import isolation_for, program_limits, requested_mode, run_sandboxed
+from autoloop_py.sandbox.run import command_words, isolation_for, program_limits, requested_mode, run_sandboxed
 
 logger = logging.getLogger(__name__)
 
@@ -277,14 +276,8 @@ def _evaluator_texts(program: Program, workdir: Path) -> list[str]:
 
 def named_paths(command: str, root: Path, folder: Path) -> list[Path]:
     """Returns the paths inside root that the command's words name: from root, the program folder, or its variables."""
-    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    try:
-        words = list(lexer)
-    except ValueError:  # an unclosed quote: the command will fail anyway
-        return []
     found: list[Path] = []
-    for word in words[:_SCANNED_FILES]:
+    for word in command_words(command)[:_SCANNED_FILES]:
         word = word.replace("${AUTOLOOP_PROGRAM_DIR}", str(folder)).replace("$AUTOLOOP_PROGRAM_DIR", str(folder))
         word = word.replace("${AUTOLOOP_REPO_ROOT}", str(root)).replace("$AUTOLOOP_REPO_ROOT", str(root))
         if not word or word.startswith("-") or "$" in word or "\n" in word or len(word) > _NAME_MAX:

@@ -57,7 +57,7 @@ def read_report(
     stage: the text is a report of a stage of a cascade, whose `error` rejects the candidate even without a metric.
     printed: the run's (stdout, stderr): when no value was read at all, the error says how they ended.
     """
-    found = _whole_object(text) if whole else last_json_object(text)
+    found = _loads_object(text.strip()) if whole else last_json_object(text)
     if found is None and whole:
         report = Report(None, error=_not_an_object(text), missing=not text.strip())
     elif found is None:
@@ -133,11 +133,6 @@ def _not_an_object(text: str) -> str:
     return "the report in $AUTOLOOP_RESULT is not one JSON object; write exactly one, such as {\"score\": 0.5}"
 
 
-def _whole_object(text: str) -> dict[str, Any] | None:
-    """Returns the JSON object that is the whole text (surrounding blanks allowed), else None."""
-    return _loads_object(text.strip())
-
-
 def one_line(text: str, limit: int = 300) -> str:
     """Returns text on one line, cut to limit characters."""
     line = " ".join(text.split())
@@ -163,6 +158,7 @@ def last_json_object(text: str) -> dict[str, Any] | None:
 
 
 def _loads_object(text: str) -> dict[str, Any] | None:
+    """Returns the JSON object that is the whole text, else None."""
     if not text.startswith("{"):
         return None
     try:

@@ -42,7 +42,8 @@ def run_tick(root: Path, program: Program, count: int, options: RunOptions) -> l
         slots = [replace(options, slot=Slot(i, count), outcome_dir=dirs[i]) for i in range(count)]
         context = multiprocessing.get_context(start_method())
         with ProcessPoolExecutor(max_workers=count, mp_context=context) as pool:
-            futures = [pool.submit(_run_slot, root, program, slot) for slot in slots]
+            # Each child runs its slot's iteration into the slot's outcome directory.
+            futures = [pool.submit(run_iteration, root, program, slot) for slot in slots]
             accounts = [_account(future, slot) for future, slot in zip(futures, slots)]
         if all(a is None for a in accounts):
             futures[0].result()  # every slot failed: say why, as a single iteration would
@@ -86,11 +87,6 @@ def bring_up_to_date(root: Path, program: Program, base_branch: str | None, budg
         with Workspace(root, program.name, base_branch=base_branch) as workspace:
             workspace.prepare()
         return load_state(memory, program, budget).machine.iteration_count
-
-
-def _run_slot(root: Path, program: Program, options: RunOptions) -> IterationOutcome:
-    """Runs one slot's iteration into its outcome directory (in a child process)."""
-    return run_iteration(root, program, options)
 
 
 def _outcome_of(directory: Path, program: str) -> Outcome:
