@@ -89,9 +89,7 @@ import os
 import re
 import sys
 import unicodedata
-import urllib.error
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path, PurePosixPath
@@ -652,11 +650,13 @@ def _memory_dir(given: str | os.PathLike[str] | None) -> Path:
 
 def _http_get_json(url: str, headers: Mapping[str, str], timeout: float = 30) -> tuple[Any, str | None]:
     """Returns (parsed JSON body, Link header) of a GET, or (None, None) on any HTTP or network error."""
+    import urllib.request  # here: the package imports this module's rules, and a run makes no such call
+
     try:
         request = urllib.request.Request(url, headers=dict(headers))
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return json.loads(response.read().decode("utf-8")), response.headers.get("Link")
-    except (urllib.error.URLError, ValueError, OSError):
+    except (OSError, ValueError):
         return None, None
 
 
@@ -834,11 +834,13 @@ class RestApi:
         """Returns (JSON body, Link header) of a GET (or a POST of `payload`); raises ApiError on any failure."""
         data = None if payload is None else json.dumps(payload).encode("utf-8")
         headers = {**self._headers, **({"Content-Type": "application/json"} if data else {})}
+        import urllib.request
+
         try:
             with urllib.request.urlopen(urllib.request.Request(url, data=data, headers=headers),
                                         timeout=self.timeout) as response:
                 return json.loads(response.read().decode("utf-8")), response.headers.get("Link")
-        except (urllib.error.URLError, ValueError, OSError) as err:
+        except (OSError, ValueError) as err:
             raise ApiError(f"{url}: {err}") from err
 
     def pages(self, path: str) -> Iterator[dict[str, Any]]:
