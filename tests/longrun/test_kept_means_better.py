@@ -78,6 +78,8 @@ class Flow:
     strategy: str | None = None
     frontmatter: dict[str, str] = field(default_factory=dict)
     parallel: int = 1
+    # Iterations per `run` without slots: each record but the run's last is committed while the next is proposed.
+    per_run: int = 1
 
     @property
     def prompts(self) -> bool:
@@ -90,6 +92,7 @@ FLOWS = [
     Flow("default-objectives", frontmatter={"objectives": OBJECTIVES}),
     Flow("default-stages-repeats", frontmatter={"evaluation-stages": STAGES, "repeats": "3"}),
     Flow("default-parallel", parallel=3),
+    Flow("default-pipelined", per_run=3),
     Flow("default-prompts", frontmatter={"proposer": "llm", "models": "[openai/scripted]", "prompt-selection": "ucb",
                                          "prompt-evolve-every": "4"}),
     *(Flow(s, s) for s in ("alphaevolve", "adaevolve", "funsearch", "evox")),
@@ -298,13 +301,13 @@ def _run_flow(flow: Flow, git_repo: Path, monkeypatch: pytest.MonkeyPatch, capsy
     monkeypatch.setattr(recording, "statefile", rendered)
     memory = MemoryStore(git_repo)
     kept = _Kept()
-    step = flow.parallel
+    step = max(flow.parallel, flow.per_run)
     started = time.monotonic()
     for done in range(0, ITERATIONS, step):
         if done // step == ITERATIONS // step // 2:
             _hand_edit(memory)
         argv = ["run", "--repo", str(git_repo), "--program", NAME, "--iterations", str(step)]
-        code = main(argv + (["--parallel", str(step)] if step > 1 else []))
+        code = main(argv + (["--parallel", str(step)] if flow.parallel > 1 else []))
         said = capsys.readouterr()
         assert code == 0, f"{said.out[-3000:]}\n{said.err[-3000:]}"
         _check(git_repo, memory, flow, kept, rendered)
