@@ -202,8 +202,7 @@ class MemoryStore:
     def read(self, path: str) -> str | None:
         """Returns the text of `path` at the branch tip, or as a record left to commit wrote it (None if absent)."""
         check_path(path)
-        unwritten = self.unwritten()
-        return _text(unwritten[path]) if path in unwritten else self._read_at(self._tip(), path)
+        return self.read_many([path])[path]
 
     def read_many(self, paths: builtins.list[str]) -> dict[str, str | None]:
         """Returns the text of each path at one branch tip, or as a record left to commit wrote it (None when absent)."""
