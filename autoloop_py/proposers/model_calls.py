@@ -109,9 +109,11 @@ def call(litellm: Any, kwargs: dict[str, Any], limits: CallLimits, first: Callab
          ) -> Reply:
     """Returns litellm's reply to one request as a Reply; raises what llm_call.completion raises.
 
-    first: sends the first attempt instead of litellm (see llm_call.completion).
+    first: sends the first attempt instead of litellm (see llm_call.completion); it may return a Reply read
+    without litellm (openai_direct).
     """
-    return reply_of(litellm, completion(litellm, kwargs, limits, first=first))
+    response = completion(litellm, kwargs, limits, first=first)
+    return response if isinstance(response, Reply) else reply_of(litellm, response)
 
 
 def embed(litellm: Any, kwargs: dict[str, Any], limits: CallLimits) -> Vectors:

@@ -312,13 +312,19 @@ def main(argv: Sequence[str]) -> int:
 
 
 class _Litellm:
-    """litellm, imported in a thread from the worker's start; reading one of its names waits for the import."""
+    """litellm, imported in a thread once something needs it; reading one of its names waits for the import."""
 
     def __init__(self) -> None:
         self._module: Any = None
         self._missing = ""
         self._loaded = threading.Event()
-        threading.Thread(target=self._load, name="import-litellm", daemon=True).start()
+        self._started = threading.Lock()  # held once the import has begun
+
+    def start(self, why: str) -> None:
+        """Begins importing litellm in a thread (once), saying why."""
+        if self._started.acquire(blocking=False):
+            logger.debug("the model worker imports litellm: %s", why)
+            threading.Thread(target=self._load, name="import-litellm", daemon=True).start()
 
     def _load(self) -> None:
         started = time.monotonic()
@@ -339,7 +345,8 @@ class _Litellm:
         return self._loaded.is_set()
 
     def module(self) -> Any:
-        """Returns litellm, once imported; raises AutoloopError when it cannot be."""
+        """Returns litellm, imported now if it is not yet; raises AutoloopError when it cannot be."""
+        self.start("a request needs it")
         self._loaded.wait()
         if self._module is None:
             raise AutoloopError(self._missing)
@@ -350,9 +357,9 @@ class _Litellm:
 
 
 def _serve(requests: IO[str], answers: IO[str], records: _Records) -> None:
-    """Starts importing litellm, and answers each request line with one answer line until the requests end."""
+    """Answers each request line with one answer line until the requests end."""
     litellm = _Litellm()
-    import autoloop_py.proposers.openai_direct  # noqa: F401 - beside litellm's import, not in the first request's time
+    import autoloop_py.proposers.openai_direct  # noqa: F401 - now, not in the first request's time
 
     for line in requests:
         request = json.loads(line)
@@ -421,13 +428,17 @@ def _answer(litellm: _Litellm, request: dict[str, Any]) -> dict[str, Any]:
     """Returns the answer to one request: its result, or the error to raise in the runner.
 
     Until litellm is loaded, an `openai/…` model is checked, and its request sent, without it (openai_direct).
+    Checking a model that will need litellm (another provider, a priced model) begins its import.
     """
-    from autoloop_py.proposers.openai_direct import direct_sender, quick_check
+    from autoloop_py.proposers.openai_direct import PREFIX, direct_sender, listed, quick_check
 
     try:
         if request["op"] == "check":
-            early = None if litellm.loaded() else quick_check(request["model"])
-            found = early or check_model(litellm.module(), request["model"])
+            model = request["model"]
+            early = None if litellm.loaded() else quick_check(model)
+            if early is None or listed(model.removeprefix(PREFIX)):
+                litellm.start(f"the run's model {model} needs it")
+            found = early or check_model(litellm.module(), model)
             return {"check": {"problem": found.problem, "missing": list(found.missing)}}
         kwargs, (timeout, retries, deadline) = request["kwargs"], request["limits"]
         limits = CallLimits(timeout, retries, deadline)

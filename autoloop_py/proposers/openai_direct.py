@@ -1,14 +1,19 @@
-"""Requests to an OpenAI-compatible server sent while litellm is still being imported, read back through litellm.
+"""Requests to an OpenAI-compatible server sent, and their replies read, without importing litellm.
 
-`import litellm` takes seconds; the standard library's HTTP client is there at once. Until litellm is loaded,
-the model worker sends an `openai/…` model's request itself, as litellm would (the same URL, key and body),
-when litellm would pass its arguments on unchanged. The reply is then read through litellm (its response
-object, its price list for the cost), so its text, tokens and cost are litellm's own. A failure other than a
-timeout is sent again through litellm, so its error reads as litellm's.
+`import litellm` takes seconds and ~200 MB; the standard library's HTTP client is there at once. Until litellm
+is loaded, the model worker sends an `openai/…` model's request itself, as litellm would (the same URL, key and
+body), when litellm would pass its arguments on unchanged. A plain chat completion (text, optional reasoning,
+usage's token counts) is read as litellm reads it; when neither the model asked for nor the one the server names
+is in the price list litellm ships (which it loads with LITELLM_LOCAL_MODEL_COST_MAP), its cost is litellm's None
+too. Any other reply (a priced model, a reply without usage, tool calls…) is read through litellm, so text, tokens
+and cost stay litellm's own. A failure other than a timeout is sent again through litellm, so its error reads as
+litellm's.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import json
 import os
 import re
@@ -16,25 +21,33 @@ import urllib.error
 import urllib.request
 from typing import Any, Callable, Mapping
 
-from autoloop_py.proposers.model_calls import ModelCheck
+from autoloop_py.proposers.model_calls import ModelCheck, Reply
 
 PREFIX = "openai/"
 SAMPLING = ("temperature", "top_p", "max_tokens")
 PLAIN = frozenset({"model", "messages", "api_base", "api_key", *SAMPLING})
 # litellm maps these models' sampling arguments (max_tokens becomes max_completion_tokens, temperature is dropped).
 _REASONING = re.compile(r"(o\d|gpt-5|codex)")
+# A message's fields read here (any other field, when set, is litellm's to read), and usage's (`cost` is not).
+_MESSAGE = frozenset({"role", "content", "reasoning_content", "reasoning"})
+_USAGE = frozenset({"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details",
+                    "completion_tokens_details"})
+# litellm's split of a reply whose reasoning is inline (litellm_core_utils/prompt_templates/reasoning_utils.py).
+_THINKING = re.compile(r"<(?:think|thinking|budget:thinking)>(.*?)</(?:think|thinking|budget:thinking)>(.*)", re.DOTALL)
 
 
 def direct_sender(litellm: Any, kwargs: Mapping[str, Any], environ: Mapping[str, str] = os.environ
                   ) -> Callable[[float], Any] | None:
-    """Returns the call that sends the request itself within a timeout and returns litellm's response to it, or
-    None when litellm would change the request (another provider, other arguments, no key)."""
+    """Returns the call that sends the request itself within a timeout and returns its Reply (or litellm's response,
+    when litellm must read it: see read_reply), or None when litellm would change the request (another provider,
+    other arguments, no key)."""
     request = _request(kwargs, environ)
     if request is None:
         return None
 
     def send(timeout: float) -> Any:
-        return litellm_response(litellm, str(kwargs["model"]), _post(request, timeout))
+        data = _post(request, timeout)
+        return read_reply(data, str(kwargs["model"])) or litellm_response(litellm, str(kwargs["model"]), data)
 
     return send
 
@@ -44,6 +57,55 @@ def quick_check(model: str, environ: Mapping[str, str] = os.environ) -> ModelChe
     if not model.startswith(PREFIX) or model == PREFIX:
         return None
     return ModelCheck(None, () if "OPENAI_API_KEY" in environ else ("OPENAI_API_KEY",))
+
+
+def read_reply(data: dict[str, Any], model: str) -> Reply | None:
+    """Returns the chat completion `data` (the server's JSON) as litellm reads it, None when litellm must read it:
+    a model it may price, a message or usage with fields not read here."""
+    choice, usage = data["choices"][0], data.get("usage")
+    message = choice.get("message") if isinstance(choice, dict) else None
+    if not isinstance(message, dict) or not isinstance(usage, dict) or set(usage) - _USAGE:
+        return None
+    tokens = [usage.get("prompt_tokens"), usage.get("completion_tokens")]
+    texts = [message.get(key) for key in ("content", "reasoning_content", "reasoning")]
+    if any(message[key] for key in set(message) - _MESSAGE) or not all(type(count) is int for count in tokens):
+        return None
+    if not all(text is None or isinstance(text, str) for text in texts):
+        return None  # litellm refuses it, in its own words
+    if listed(model.removeprefix(PREFIX)) or listed(data.get("model")):
+        return None
+    content, reasoning = texts[0], message.get("reasoning_content", texts[2])
+    if "reasoning_content" not in message and "reasoning" not in message and content:
+        found = _THINKING.match(content)
+        reasoning, content = (found.group(1), found.group(2)) if found else (None, content)
+    return Reply(content or "", reasoning or "", tokens[0], tokens[1], None)
+
+
+def listed(name: object) -> bool:
+    """Returns whether litellm may price a model of this name by its bundled price list (no name: False).
+
+    Cautious, as litellm strips dates, versions and providers before it looks a name up: a name counts when one of
+    its `/` parts begins with a listed name, when it has a `:` (litellm prices `ft:` models by their base), and
+    every name counts when the list cannot be read.
+    """
+    if not isinstance(name, str) or not name:
+        return False
+    names = price_list_names()
+    parts = name.lower().split("/")
+    return ":" in name or not names or any(part[:end] in names for part in parts for end in range(1, len(part) + 1))
+
+
+@functools.cache
+def price_list_names() -> frozenset[str]:
+    """Returns the model names of litellm's bundled price list, each also without its provider (empty: unreadable)."""
+    spec = importlib.util.find_spec("litellm")  # finds the package without importing it
+    try:
+        folder = (spec.submodule_search_locations or [])[0] if spec is not None else ""
+        with open(os.path.join(folder, "model_prices_and_context_window_backup.json"), "rb") as listing:
+            keys = json.load(listing, object_pairs_hook=lambda pairs: [key for key, _ in pairs])
+    except (OSError, IndexError, ValueError):
+        return frozenset()
+    return frozenset(name.lower() for key in keys for name in (key, key.rsplit("/", 1)[-1]))
 
 
 def litellm_response(litellm: Any, model: str, data: dict[str, Any]) -> Any:

@@ -166,6 +166,22 @@ def test_an_openai_request_is_sent_before_litellm_is_loaded_and_priced_by_it(
     assert server.bodies[0] == {"model": "gpt-4o-mini", "messages": MESSAGES}
 
 
+def test_a_run_of_unpriced_openai_models_never_imports_litellm(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="autoloop_py")
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AUTOLOOP_"))}
+    with fake_openai("reply", monkeypatch, "<think>hm</think>the answer", tokens=7) as server:
+        with ModelWorker(environ={**environ, "OPENAI_API_KEY": KEY}) as fresh:
+            assert fresh.check("openai/my-local-model")() == ModelCheck(None, ())
+            replies = [fresh.completion(_kwargs(server.base_url, temperature=0.5), CallLimits(timeout=30))
+                       for _ in range(2)]
+            with open(f"/proc/{fresh.pid}/status") as status:  # litellm alone is ~200 MB
+                rss = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+    assert replies == [Reply("the answer", "hm", 7, 7, None)] * 2 and server.requests == 2
+    assert not [r for r in caplog.records if "imports litellm" in r.getMessage()] and rss < 100_000
+
+
 def test_a_missing_key_is_named_by_the_check() -> None:
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AUTOLOOP_"))}
     with ModelWorker(environ=environ) as keyless:

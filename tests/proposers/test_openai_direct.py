@@ -11,8 +11,8 @@ import pytest
 
 from autoloop_py.errors import AutoloopError
 from autoloop_py.proposers.llm_call import CallLimits
-from autoloop_py.proposers.model_calls import call, check_model, import_litellm
-from autoloop_py.proposers.openai_direct import direct_sender, quick_check
+from autoloop_py.proposers.model_calls import call, check_model, import_litellm, reply_of
+from autoloop_py.proposers.openai_direct import direct_sender, listed, litellm_response, quick_check, read_reply
 from tests.fake_openai import fake_openai
 
 MESSAGES = [{"role": "user", "content": "hi"}]
@@ -69,7 +69,7 @@ def test_the_server_url_is_read_in_litellms_order(monkeypatch: pytest.MonkeyPatc
                    "OPENAI_API_KEY": "k"}
         send = direct_sender(litellm, {"model": "openai/x", "messages": MESSAGES}, environ)
         assert send is not None
-        assert send(30).choices[0].message.content == "ok"
+        assert send(30).content == "ok"
     assert server.keys == ["k"] and server.bodies == [{"model": "x", "messages": MESSAGES}]
 
 
@@ -94,3 +94,55 @@ def test_the_quick_check_is_litellms(monkeypatch: pytest.MonkeyPatch, model: str
         monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     assert quick_check(model) == check_model(import_litellm(), model)
     assert quick_check("anthropic/claude-3-5-sonnet-20240620") is None and quick_check("gpt-4o") is None
+
+
+def _completion(model: str | None, message: dict[str, Any], usage: dict[str, Any] | None) -> dict[str, Any]:
+    data = {"id": "x", "object": "chat.completion", "created": 0, "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}], "usage": usage}
+    return {key: value for key, value in data.items() if value is not None}
+
+
+USAGE = {"prompt_tokens": 300_000, "completion_tokens": 20, "total_tokens": 300_020}
+MESSAGES_READ = [
+    {"role": "assistant", "content": "plain"},
+    {"role": "assistant", "content": "<think>inline</think>after"},
+    {"role": "assistant", "content": "<thinking>a\nb</thinking>"},
+    {"role": "assistant", "content": None, "reasoning_content": "only reasoning"},
+    {"role": "assistant", "content": "x", "reasoning": "a reasoning field", "tool_calls": [], "refusal": None},
+    {"role": "assistant", "content": [{"type": "text", "text": "parts"}]},
+]
+
+
+@pytest.mark.parametrize("message", MESSAGES_READ)
+@pytest.mark.parametrize("usage", [USAGE, {"prompt_tokens": 5, "completion_tokens": None}, None, {**USAGE, "cost": 1}])
+@pytest.mark.parametrize(("asked", "named"), [
+    ("openai/mock", "mock"), ("openai/test", None), ("openai/my-local-model", "gpt-4o"), ("openai/gpt-4o", "x"),
+])
+def test_a_reply_read_without_litellm_is_litellms(message: dict[str, Any], usage: dict[str, Any] | None,
+                                                   asked: str, named: str | None) -> None:
+    litellm = import_litellm()
+    data = _completion(named, message, usage)
+    direct = read_reply(data, asked)
+    if direct is not None:
+        assert direct == reply_of(litellm, litellm_response(litellm, asked, data))
+    plain = usage is USAGE and "gpt-4o" not in (asked.removeprefix("openai/"), named) and not isinstance(message["content"], list)
+    assert (direct is not None) == plain  # litellm reads the rest (no usage, odd counts, a cost, a priced model)
+
+
+# Names a local server gives its models, and names close to listed ones: none litellm prices may be called unlisted.
+NAMES = ["mock", "test", "my-local-model", "Qwen/Qwen2.5-7B-Instruct", "llama3.1:8b", "ft:gpt-4o-mini:org::x",
+         "gpt-4o-2099-01-01", "GPT-4o", "gpt-4o-mini-custom", "deepseek-chat-local", "claude-3-5-sonnet-latest",
+         "text-embedding-3-small", "openai/gpt-4o", "gpt-4.1-nano", "o3-mini", "mistral-7b-instruct",
+         "accounts/fireworks/models/llama-v3p1-8b-instruct", "gemini-1.5-pro-002", "gpt-4o-mini-2024-07-18-ft"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_model_called_unlisted_is_one_litellm_cannot_price(name: str) -> None:
+    litellm = import_litellm()
+    response = litellm_response(litellm, f"openai/{name}", _completion(name, {"content": "x"}, USAGE))
+    try:
+        cost: float | None = litellm.completion_cost(completion_response=response)
+    except Exception:  # noqa: BLE001 - how litellm says it has no price
+        cost = None
+    assert listed(name) or cost is None
+    assert not listed(name) or name not in {"mock", "test", "my-local-model"}  # a local model's reply needs no litellm
