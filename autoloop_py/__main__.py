@@ -1,7 +1,7 @@
 """Entry point for `python -m autoloop_py` and the `autoloop` command.
 
-`autoloop run --proposer llm` starts its model worker here, before the command line's own imports, so that
-litellm's import (seconds) begins as early as it can: it is the longest step before the first model request.
+`autoloop run --proposer llm` starts its model worker here, before the command line's own imports, so that the
+worker is ready (and litellm's import, when the run's models need it, begins) as early as it can.
 """
 
 from __future__ import annotations

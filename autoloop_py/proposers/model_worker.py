@@ -1,13 +1,11 @@
-"""The model worker: a process that imports litellm while the run prepares, and makes the run's model calls.
+"""The model worker: a process that makes the run's model calls, importing litellm only when one needs it.
 
-Importing litellm is seconds of CPU (3.7 s wall on an idle 2-core machine, litellm 1.110). In a thread
-it shares the GIL with the runner's own work before the first request (syncing the memory branch,
-preparing the worktree, evaluating the baseline); in this process it runs on another core. The runner
-writes one JSON request per line to the worker's stdin and reads one JSON answer per line, in order;
-litellm's own prints go to stderr. An answer carries the log records of our modules, which the runner
-logs again through its own handlers (and their redaction). Until litellm is loaded, the requests to an
-OpenAI-compatible server (an `openai/…` model) are sent without it (openai_direct.py), so the first one
-need not wait for the import; their replies are read, and priced, through litellm.
+`import litellm` is seconds of CPU (3.7 s on an idle 2-core machine, litellm 1.110) and ~200 MB. An `openai/…`
+model's requests are sent, and its plain replies read, without it (openai_direct.py); checking a model of another
+provider or a priced one (the run's setup check, beside its baseline evaluation) starts it in a thread, and a
+request litellm must make or read waits for it. The runner writes one JSON request per line to the worker's
+stdin and reads one JSON answer per line, in order; litellm's own prints go to stderr. An answer carries the
+log records of our modules, which the runner logs again through its own handlers (and their redaction).
 
 The slots of `run --parallel k` (processes of their own) share the worker: it listens on a UNIX socket in
 a private folder, with a random key, and answers each slot's connection in a thread, so their calls
@@ -117,7 +115,7 @@ class ModelWorker:
         return self._process.pid if self._process is not None else None
 
     def start(self) -> ModelWorker:
-        """Starts the worker process; it begins importing litellm at once."""
+        """Starts the worker process (it imports litellm once a request needs it)."""
         self.close()
         env = worker_environment(os.environ if self.environ is None else self.environ)
         self._process = subprocess.Popen(

@@ -2,12 +2,10 @@
 
 `import litellm` takes seconds and ~200 MB; the standard library's HTTP client is there at once. Until litellm
 is loaded, the model worker sends an `openai/…` model's request itself, as litellm would (the same URL, key and
-body), when litellm would pass its arguments on unchanged. A plain chat completion (text, optional reasoning,
-usage's token counts) is read as litellm reads it; when neither the model asked for nor the one the server names
-is in the price list litellm ships (which it loads with LITELLM_LOCAL_MODEL_COST_MAP), its cost is litellm's None
-too. Any other reply (a priced model, a reply without usage, tool calls…) is read through litellm, so text, tokens
-and cost stay litellm's own. A failure other than a timeout is sent again through litellm, so its error reads as
-litellm's.
+body), when litellm would pass its arguments on unchanged. A plain chat completion of a model that is not in the
+price list litellm ships (and loads, with LITELLM_LOCAL_MODEL_COST_MAP) is read as litellm reads it, without a
+cost as litellm gives none; any other reply is read through litellm, so text, tokens and cost are litellm's. A
+failure other than a timeout is sent again through litellm, so its error reads as litellm's.
 """
 
 from __future__ import annotations
@@ -67,12 +65,11 @@ def read_reply(data: dict[str, Any], model: str) -> Reply | None:
     if not isinstance(message, dict) or not isinstance(usage, dict) or set(usage) - _USAGE:
         return None
     tokens = [usage.get("prompt_tokens"), usage.get("completion_tokens")]
-    texts = [message.get(key) for key in ("content", "reasoning_content", "reasoning")]
-    if any(message[key] for key in set(message) - _MESSAGE) or not all(type(count) is int for count in tokens):
+    texts = [message.get(key) for key in ("content", "reasoning_content", "reasoning")]  # litellm refuses non-text
+    plain = all(type(count) is int for count in tokens) and all(t is None or isinstance(t, str) for t in texts)
+    if not plain or any(message[key] for key in set(message) - _MESSAGE) or listed(data.get("model")):
         return None
-    if not all(text is None or isinstance(text, str) for text in texts):
-        return None  # litellm refuses it, in its own words
-    if listed(model.removeprefix(PREFIX)) or listed(data.get("model")):
+    if listed(model.removeprefix(PREFIX)):
         return None
     content, reasoning = texts[0], message.get("reasoning_content", texts[2])
     if "reasoning_content" not in message and "reasoning" not in message and content:
