@@ -46,6 +46,7 @@ def test_the_worker_makes_the_calls_and_the_runner_never_imports_litellm(
                               capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert "runner imported litellm: False" in done.stderr
+    assert "imports litellm" not in done.stderr  # nor did the worker: openai/test is served and read without it
     assert server.requests == 1 and server.keys == ["sk-test-not-a-key"]
     entry = _state(counter_repo).history[0]
     assert entry.status == "accepted" and "raise x" in entry.text
@@ -56,10 +57,11 @@ def test_a_model_litellm_cannot_place_stops_the_run_with_the_same_sentence_and_r
     counter_repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with fake_openai("reply", monkeypatch, EDIT) as server:
-        command = _command(counter_repo)
+        command = _command(counter_repo, "-v")
         command[command.index("openai/test")] = "no-such-provider/model-x"
         done = subprocess.run(command, env=_env(), capture_output=True, text=True, timeout=600)
     assert done.returncode == 1 and server.requests == 0
+    assert "the model worker imports litellm: the run's model no-such-provider/model-x needs it" in done.stderr
     assert ("error: litellm cannot tell the provider of model 'no-such-provider/model-x'" in done.stderr
             and "; pass --model with a provider-prefixed litellm model name such as openai/gpt-4o-mini" in done.stderr)
     assert subprocess.run(["git", "rev-parse", "--verify", "-q", "memory/autoloop"], cwd=counter_repo,
