@@ -334,7 +334,7 @@ class ProgramThread:
             return None
         command = parse_command(body, self.program)
         if (command is None and _COMMAND_RE.match(body)) or (command is not None and command[1].lower() == "approve"):
-            return None  # another program's command, or `/autoloop approve` (issue_trust.py)
+            return None  # another program's command, or `/autoloop approve` (agentic_scheduler.refusal)
         text = command[1] if command is not None else body
         return Directive(comment.user.login, text, utc(comment.created_at), command is not None)
 
