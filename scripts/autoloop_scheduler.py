@@ -571,7 +571,7 @@ def select_program(
         return _select_forced(due, forced_program, all_programs or {}, list(unconfigured or []), issues, root)
     if not due:
         return _unselected(None)
-    first, *rest = sorted(due, key=_overdue_key)
+    first, *rest = sorted(due, key=lambda entry: overdue_key(entry.get("last_run")))
     name, target, direction = first["name"], first.get("target_metric"), first.get("metric_direction") or "higher"
     return name, first["file"], _issue_number(issues, name), target, direction, [p["name"] for p in rest], None
 
@@ -602,10 +602,10 @@ def _select_forced(
     return forced, all_programs[forced], _issue_number(issues, forced), target, direction, deferred, None
 
 
-def _overdue_key(entry: Mapping[str, Any]) -> tuple[int, datetime]:
-    """Orders never-run (or unreadable) programs first, then the oldest Last Run."""
-    last_run = parse_timestamp(entry.get("last_run"))
-    return (0, datetime.min.replace(tzinfo=timezone.utc)) if last_run is None else (1, last_run)
+def overdue_key(last_run: str | datetime | None) -> tuple[int, datetime]:
+    """Orders never-run (or unreadable) programs first, then the oldest Last Run (loop/tick/schedule.py's order too)."""
+    moment = parse_timestamp(last_run)
+    return (0, datetime.min.replace(tzinfo=timezone.utc)) if moment is None else (1, moment)
 
 
 def _issue_number(issue_programs: Mapping[str, Any], name: str) -> int | None:
