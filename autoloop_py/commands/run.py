@@ -378,7 +378,7 @@ def _one(
     result = ci.run_ci(root, program, options, settings)
     if result.message:
         console.print(f"CI: {shown(result.message)}")
-    return result.outcome
+    return result.accounts[0] if result.accounts else None
 
 
 def job_end(environ: Mapping[str, str], started: float, wall_now: float) -> float | None:
