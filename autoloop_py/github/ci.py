@@ -187,8 +187,7 @@ def _settle_pending(
     pending = ci_gate.read_pending(state)
     if pending is None:
         return None
-    summary = thread.checks(pending.commit)
-    return settle(memory, program, ci_gate.CheckResult(summary.state, summary.failing, summary.first_error), now)
+    return settle(memory, program, thread.checks(pending.commit), now)
 
 
 def settle(
