@@ -46,9 +46,8 @@ def reduce_checks(
     Failure wins over pending, pending over success; an unknown conclusion counts as pending,
     so that nothing is accepted on a result this version cannot read.
     """
-    runs, posted = [Check(*run) for run in check_runs], [Status(*status) for status in statuses]
-    verdicts = [(run, _run_verdict(run)) for run in runs]
-    verdicts += [(_status_as_check(status), _status_verdict(status)) for status in posted]
+    checks = [Check(*run) for run in check_runs] + [_status_as_check(Status(*status)) for status in statuses]
+    verdicts = [(check, _run_verdict(check)) for check in checks]
     if not verdicts:
         return CheckResult("none")
     failed = sorted((check for check, verdict in verdicts if verdict == "failure"), key=lambda c: c.name)
@@ -70,15 +69,11 @@ def _run_verdict(run: Check) -> str:
     return "success" if conclusion in PASSED_CONCLUSIONS else "pending"
 
 
-def _status_verdict(status: Status) -> str:
-    state = status.state.lower()
-    if state in ("failure", "error"):
-        return "failure"
-    return "success" if state == "success" else "pending"
-
-
 def _status_as_check(status: Status) -> Check:
-    return Check(status.context, "completed", status.state, status.description)
+    """Returns a commit status as the check run of its verdict: error and failure fail, success passes, else pending."""
+    state = status.state.lower()
+    conclusion = "failure" if state in ("failure", "error") else "success" if state == "success" else None
+    return Check(status.context, "completed", conclusion, status.description)
 
 
 def first_error_line(text: str | None) -> str:
