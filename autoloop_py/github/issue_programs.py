@@ -20,12 +20,8 @@ from autoloop_py.github import agentic_scheduler
 from autoloop_py.github.agentic_scheduler import (  # the standalone scheduler's rules are the package's too
     ISSUE_PROGRAMS_DIR,
     OUTPUT_FILE,
-    OWN_ISSUE_PREFIX,
-    PROGRAM_LABEL,
     ApiError,
     IssueProgram,
-    assign_slugs,
-    slugify_issue_title,
 )
 from autoloop_py.program.model import Program, load_program
 
@@ -33,8 +29,6 @@ if TYPE_CHECKING:
     import github
 
 logger = logging.getLogger(__name__)
-
-__all__ = ["OWN_ISSUE_PREFIX", "PROGRAM_LABEL", "IssueProgram", "assign_slugs", "slugify_issue_title"]
 
 
 class _PyGithubApi(agentic_scheduler.RestApi):
@@ -55,13 +49,6 @@ class _PyGithubApi(agentic_scheduler.RestApi):
         except GithubException as err:
             raise ApiError(f"{url}: {err}") from err
         return data, headers.get("link")
-
-
-def discover_issue_programs(
-    github: github.Github, repo_full_name: str, taken: Iterable[str] = ()
-) -> list[IssueProgram]:
-    """Returns the open `autoloop-program` issues of a repository that a writer stands behind, as programs."""
-    return discover_all(github, repo_full_name, taken)[0]
 
 
 def discover_all(

@@ -4,21 +4,25 @@ against the loopback GitHub."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import github
 import pytest
 from fakegithub import FakeGitHub
 from github import Auth
 
-from autoloop_py.github.agentic_scheduler import ApiError, Approval, Edit, IssueFacts, is_approval, refusal
-from autoloop_py.github.issue_programs import (
+from autoloop_py.github.agentic_scheduler import (
+    ApiError,
+    Approval,
+    Edit,
+    IssueFacts,
     IssueProgram,
     assign_slugs,
-    discover_all,
-    discover_issue_programs,
+    is_approval,
+    refusal,
     slugify_issue_title,
 )
+from autoloop_py.github.issue_programs import discover_all
 
 REPO = "octo/widgets"
 TOKEN = "fake-token"
@@ -96,6 +100,10 @@ def fake() -> Iterator[FakeGitHub]:
             server.permissions[(REPO, login)] = "write"
         server.permissions[(REPO, "tim")] = "triage"
         yield server
+
+
+def discover_issue_programs(gh: github.Github, repo: str, taken: Iterable[str] = ()) -> list[IssueProgram]:
+    return discover_all(gh, repo, taken)[0]
 
 
 def client(fake: FakeGitHub, per_page: int = 100) -> github.Github:
