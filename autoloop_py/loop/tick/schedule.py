@@ -7,14 +7,12 @@ from datetime import datetime
 from typing import Callable, Mapping, Protocol, Sequence
 
 from autoloop_py.errors import ProgramError, StateError
-from autoloop_py.github.agentic_scheduler import overdue_key
+from autoloop_py.github.agentic_scheduler import PLATEAU_LENGTH, overdue_key
 from autoloop_py.program.interval import parse_schedule
 from autoloop_py.program.model import Program
 from autoloop_py.state import budget
 from autoloop_py.state.machine import RECENT_LIMIT
 from autoloop_py.state.parts import utc
-
-PLATEAU_LENGTH = 5
 
 
 class MachineView(Protocol):
