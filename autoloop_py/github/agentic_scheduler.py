@@ -953,14 +953,6 @@ def issue_programs(
     return trusted, refused
 
 
-def discover_issue_programs(api: RestApi, repo: str, taken: Iterable[str] = ()) -> list[IssueProgram]:
-    """Returns the trusted issue programs of `issue_programs`, warning on stdout of each refused one."""
-    trusted, refused = issue_programs(api, repo, taken, lambda text: print(f"  {text}"))
-    for why in refused:
-        print(f"  Warning: {why}")
-    return trusted
-
-
 # ---------------------------------------------------------------------------------------------------
 # Discovery
 # ---------------------------------------------------------------------------------------------------
@@ -1004,7 +996,10 @@ def _fetch_issue_programs(settings: Settings, taken: set[str]) -> tuple[list[str
         return [], {}
     try:
         api = RestApi(settings.api_url, settings.token)
-        return _write_issue_programs(discover_issue_programs(api, settings.repo, taken), settings.issue_dir)
+        trusted, refused = issue_programs(api, settings.repo, taken, lambda text: print(f"  {text}"))
+        for why in refused:
+            print(f"  Warning: {why}")
+        return _write_issue_programs(trusted, settings.issue_dir)
     except Exception as err:  # noqa: BLE001 -- as upstream: an API failure must not block file programs
         print(f"  Warning: could not fetch issue-based programs: {err}")
         return [], {}
