@@ -31,6 +31,7 @@ from autoloop_py.program.model import Program, find_program, program_name
 from autoloop_py.proposers import get_proposer, llm
 from autoloop_py.proposers.model_worker import ModelWorker, start_worker
 from autoloop_py.sandbox.runner import make_non_dumpable, sigterm_interrupts
+from autoloop_py.state.parts import utc
 from autoloop_py.state.untrusted_text import plain
 from autoloop_py.strategies.slots import MAX_SLOTS, Slot, parse_slot
 
@@ -377,7 +378,7 @@ def _one(
     result = ci.run_ci(root, program, options, settings)
     if result.message:
         console.print(f"CI: {shown(result.message)}")
-    return result.outcome
+    return result.accounts[0] if result.accounts else None
 
 
 def job_end(environ: Mapping[str, str], started: float, wall_now: float) -> float | None:
@@ -406,7 +407,7 @@ def _unix_seconds(stamp: str) -> float:
     except ValueError:
         pass
     try:
-        return schedule.as_utc(datetime.fromisoformat(stamp.replace("Z", "+00:00"))).timestamp()  # naive is UTC
+        return utc(datetime.fromisoformat(stamp.replace("Z", "+00:00"))).timestamp()  # naive is UTC
     except ValueError:
         raise AutoloopError(
             f"AUTOLOOP_JOB_STARTED_AT must be unix seconds or an ISO 8601 time, got {stamp!r}"

@@ -6,10 +6,10 @@ as upstream's `scripts/autoloop_scheduler.py`, which is this very file (a test k
 
 It uses the Python standard library only, so the file runs with a bare `python3` where autoloop_py is not
 installed. It is the source of the rules it shares with the package: issue_programs.py takes its issue
-slugs, and issue_trust.py its rule of which issue bodies a writer stands behind, from here. The rules the
-package's lower layers keep for themselves (the schedule grammar in program/interval.py, the skip rules
-in loop/tick/schedule.py, program discovery in program/model.py, the Machine State heading in markdown.py)
-are held to this file's by tests.
+slugs, its rule of which issue bodies a writer stands behind and the API calls that read them from here
+(`issue_programs`, through PyGithub's transport). The rules the package's lower layers keep for themselves
+(the schedule grammar in program/interval.py, the skip rules in loop/tick/schedule.py, program discovery
+in program/model.py, the Machine State heading in markdown.py) are held to this file's by tests.
 
 A drop-in replacement for upstream's `workflows/scripts/autoloop_scheduler.py` (githubnext/autoloop
 438782f): same environment, same output file and keys, same exit codes, and the same importable
@@ -571,7 +571,7 @@ def select_program(
         return _select_forced(due, forced_program, all_programs or {}, list(unconfigured or []), issues, root)
     if not due:
         return _unselected(None)
-    first, *rest = sorted(due, key=_overdue_key)
+    first, *rest = sorted(due, key=lambda entry: overdue_key(entry.get("last_run")))
     name, target, direction = first["name"], first.get("target_metric"), first.get("metric_direction") or "higher"
     return name, first["file"], _issue_number(issues, name), target, direction, [p["name"] for p in rest], None
 
@@ -602,10 +602,10 @@ def _select_forced(
     return forced, all_programs[forced], _issue_number(issues, forced), target, direction, deferred, None
 
 
-def _overdue_key(entry: Mapping[str, Any]) -> tuple[int, datetime]:
-    """Orders never-run (or unreadable) programs first, then the oldest Last Run."""
-    last_run = parse_timestamp(entry.get("last_run"))
-    return (0, datetime.min.replace(tzinfo=timezone.utc)) if last_run is None else (1, last_run)
+def overdue_key(last_run: str | datetime | None) -> tuple[int, datetime]:
+    """Orders never-run (or unreadable) programs first, then the oldest Last Run (loop/tick/schedule.py's order too)."""
+    moment = parse_timestamp(last_run)
+    return (0, datetime.min.replace(tzinfo=timezone.utc)) if moment is None else (1, moment)
 
 
 def _issue_number(issue_programs: Mapping[str, Any], name: str) -> int | None:
@@ -804,10 +804,10 @@ def is_approval(body: str | None, association: str | None) -> bool:
     return first.lower() == APPROVE_COMMAND and (association or "").upper() in WRITE_ASSOCIATIONS
 
 
-def _is_program_issue(issue: Mapping[str, Any]) -> bool:
+def _is_program_issue(issue: Mapping[str, Any], note: Callable[[str], None]) -> bool:
     """Returns whether a listed issue is a program: not a pull request, not autoloop's own program issue."""
     if str(issue.get("title") or "").startswith(OWN_ISSUE_PREFIX):
-        print(f"  skipping issue #{issue.get('number')}: it is autoloop's program issue, not a program")
+        note(f"skipping issue #{issue.get('number')}: it is autoloop's program issue, not a program")
         return False
     return not issue.get("pull_request") and "/pull/" not in str(issue.get("html_url") or "")
 
@@ -823,6 +823,8 @@ class ApiError(Exception):
 
 class RestApi:
     """The few GitHub calls the scheduler makes, through urllib with a token."""
+
+    per_page = 100
 
     def __init__(self, api_url: str, token: str, timeout: float = 30) -> None:
         self.api_url = api_url.rstrip("/")
@@ -846,7 +848,7 @@ class RestApi:
     def pages(self, path: str) -> Iterator[dict[str, Any]]:
         """Yields the items of a paginated list (`Link: rel="next"`), at most MAX_LIST_PAGES pages."""
         sep = "&" if "?" in path else "?"
-        url: str | None = f"{self.api_url}{path}{sep}per_page=100"
+        url: str | None = f"{self.api_url}{path}{sep}per_page={self.per_page}"
         seen: set[str] = set()
         while url and url not in seen and len(seen) < MAX_LIST_PAGES:
             seen.add(url)
@@ -923,16 +925,20 @@ def issue_facts(api: RestApi, repo: str, issue: Mapping[str, Any], writers: Call
     )
 
 
-def discover_issue_programs(api: RestApi, repo: str, taken: Iterable[str] = ()) -> list[IssueProgram]:
-    """Returns the open `autoloop-program` issues that a writer stands behind, as programs (API order).
+def issue_programs(
+    api: RestApi, repo: str, taken: Iterable[str] = (), note: Callable[[str], None] = print
+) -> tuple[list[IssueProgram], list[str]]:
+    """Returns (the open `autoloop-program` issues a writer stands behind, as programs in API order, why each other
+    labelled issue is not run); `note` hears which listed issues are no programs at all.
 
-    Slugs are assigned over every labelled issue, so that approving one later renames no other.
+    Slugs are assigned over every labelled issue, so that approving one later renames no other. The package calls
+    this with PyGithub's transport (github/issue_programs.py): the rules and the calls are one.
     """
     query = urllib.parse.urlencode({"state": "open", "labels": PROGRAM_LABEL})
-    issues = [i for i in api.pages(f"/repos/{repo}/issues?{query}") if _is_program_issue(i)]
+    issues = [i for i in api.pages(f"/repos/{repo}/issues?{query}") if _is_program_issue(i, note)]
     slugs = assign_slugs([(int(i["number"]), str(i.get("title") or "")) for i in issues], taken)
     writers = RepoWriters(api, repo)
-    trusted = []
+    trusted, refused = [], []
     for issue in issues:
         try:
             why = refusal(issue_facts(api, repo, issue, writers), writers)
@@ -940,10 +946,11 @@ def discover_issue_programs(api: RestApi, repo: str, taken: Iterable[str] = ()) 
             why = f"issue #{issue['number']} is not run: its edit history and approvals could not be read ({err})"
         if why is None:
             number = int(issue["number"])
-            trusted.append(IssueProgram(number, str(issue.get("title") or ""), slugs[number], str(issue.get("body") or "")))
+            title, body = str(issue.get("title") or ""), str(issue.get("body") or "")
+            trusted.append(IssueProgram(number, title, slugs[number], body))
         else:
-            print(f"  Warning: {why}")
-    return trusted
+            refused.append(why)
+    return trusted, refused
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -989,7 +996,10 @@ def _fetch_issue_programs(settings: Settings, taken: set[str]) -> tuple[list[str
         return [], {}
     try:
         api = RestApi(settings.api_url, settings.token)
-        return _write_issue_programs(discover_issue_programs(api, settings.repo, taken), settings.issue_dir)
+        trusted, refused = issue_programs(api, settings.repo, taken, lambda text: print(f"  {text}"))
+        for why in refused:
+            print(f"  Warning: {why}")
+        return _write_issue_programs(trusted, settings.issue_dir)
     except Exception as err:  # noqa: BLE001 -- as upstream: an API failure must not block file programs
         print(f"  Warning: could not fetch issue-based programs: {err}")
         return [], {}

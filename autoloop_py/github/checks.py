@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any, NamedTuple, Sequence
 
+from autoloop_py.loop.record.ci_gate import CheckResult
 from autoloop_py.state.parts import one_line, trim
 
 FAILED_CONCLUSIONS = ("failure", "cancelled", "timed_out", "action_required", "startup_failure", "stale")
@@ -27,7 +27,6 @@ class Check(NamedTuple):
     status: str | None
     conclusion: str | None
     summary: str = ""
-    url: str | None = None
 
 
 class Status(NamedTuple):
@@ -36,53 +35,28 @@ class Status(NamedTuple):
     context: str
     state: str
     description: str = ""
-    url: str | None = None
-
-
-@dataclass(frozen=True)
-class CheckSummary:
-    """The CI verdict on one commit.
-
-    Attributes:
-      state: "success", "failure", "pending" or "none" (no checks at all).
-      failing: the names of the failing checks and statuses, sorted.
-      first_error: the first error line of the first failing check's output ('' when none says more).
-      url: the link to the first failing check, None when nothing failed.
-    """
-
-    state: str
-    failing: tuple[str, ...] = ()
-    first_error: str = ""
-    url: str | None = None
-
-    @property
-    def signature(self) -> str:
-        """Returns the failure signature: the sorted failing names, then the first error line."""
-        names = ", ".join(self.failing)
-        return f"{names}: {self.first_error}" if self.first_error else names
 
 
 def reduce_checks(
     check_runs: Sequence[tuple[str, str | None, str | None] | Check],
     statuses: Sequence[tuple[str, str] | Status] = (),
-) -> CheckSummary:
+) -> CheckResult:
     """Reduces check runs `(name, status, conclusion, ...)` and statuses `(context, state, ...)` to one verdict.
 
     Failure wins over pending, pending over success; an unknown conclusion counts as pending,
     so that nothing is accepted on a result this version cannot read.
     """
-    runs, posted = [Check(*run) for run in check_runs], [Status(*status) for status in statuses]
-    verdicts = [(run, _run_verdict(run)) for run in runs]
-    verdicts += [(_status_as_check(status), _status_verdict(status)) for status in posted]
+    checks = [Check(*run) for run in check_runs] + [_status_as_check(Status(*status)) for status in statuses]
+    verdicts = [(check, _run_verdict(check)) for check in checks]
     if not verdicts:
-        return CheckSummary("none")
+        return CheckResult("none")
     failed = sorted((check for check, verdict in verdicts if verdict == "failure"), key=lambda c: c.name)
     if failed:
         first = next((first_error_line(c.summary) for c in failed if first_error_line(c.summary)), "")
-        return CheckSummary("failure", tuple(sorted({c.name for c in failed})), first, failed[0].url)
+        return CheckResult("failure", tuple(sorted({c.name for c in failed})), first)
     if any(verdict == "pending" for _, verdict in verdicts):
-        return CheckSummary("pending")
-    return CheckSummary("success")
+        return CheckResult("pending")
+    return CheckResult("success")
 
 
 def _run_verdict(run: Check) -> str:
@@ -95,15 +69,11 @@ def _run_verdict(run: Check) -> str:
     return "success" if conclusion in PASSED_CONCLUSIONS else "pending"
 
 
-def _status_verdict(status: Status) -> str:
-    state = status.state.lower()
-    if state in ("failure", "error"):
-        return "failure"
-    return "success" if state == "success" else "pending"
-
-
 def _status_as_check(status: Status) -> Check:
-    return Check(status.context, "completed", status.state, status.description, status.url)
+    """Returns a commit status as the check run of its verdict: error and failure fail, success passes, else pending."""
+    state = status.state.lower()
+    conclusion = "failure" if state in ("failure", "error") else "success" if state == "success" else None
+    return Check(status.context, "completed", conclusion, status.description)
 
 
 def first_error_line(text: str | None) -> str:
@@ -119,4 +89,4 @@ def run_as_check(run: Any) -> Check:
     """Returns a PyGithub check run as a Check."""
     output = run.output
     parts = (output.summary, output.text, output.title) if output is not None else ()
-    return Check(run.name, run.status, run.conclusion, "\n".join(part for part in parts if part), run.html_url)
+    return Check(run.name, run.status, run.conclusion, "\n".join(part for part in parts if part))

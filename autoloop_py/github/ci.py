@@ -45,16 +45,16 @@ LOCAL_ONLY = "autoloop-local-only"
 
 @dataclass(frozen=True)
 class CiOutcome:
-    """What a CI run of one program did.
+    """What a CI job of one program did: one iteration run (`run_ci`), or outcomes published (`publish_ci`).
 
     Attributes:
-      outcome: the iteration, when one ran (None while waiting for CI or after a CI pause).
+      accounts: each iteration run or recorded, in iteration order (none while waiting for CI or after a CI pause).
       message: the CI gate's one line ('' when nothing was pending).
       issue: the program issue's number.
       pr: the draft PR's number, once there is one.
     """
 
-    outcome: IterationOutcome | None
+    accounts: list[IterationOutcome]
     message: str
     issue: int | None
     pr: int | None
@@ -95,10 +95,11 @@ def run_ci(
         outcome = run_iteration(root, program, run_options, now)
     elif options.outcome_dir is not None:
         write_outcome(options.outcome_dir, idle_outcome(program.name, message))
+    ran = [outcome] if outcome is not None else []
     if proposing:
-        return CiOutcome(outcome, message, thread.issue_number, None)
+        return CiOutcome(ran, message, thread.issue_number, None)
     issue, pr = _publish(memory, program, thread, outcome, settings)
-    return CiOutcome(outcome, message, issue, pr)
+    return CiOutcome(ran, message, issue, pr)
 
 
 def publish_ci(
@@ -111,7 +112,7 @@ def publish_ci(
     tick: bool = False,
     thread: github.ProgramThread | None = None,
     now: datetime | None = None,
-) -> CiPublished:
+) -> CiOutcome:
     """Publishes what `run_ci` proposed: settles the CI gate, keeps and records the candidate, writes to GitHub.
 
     tick: the outcomes are the slots of one tick, published as one update (one CI-gate settlement, one comment,
@@ -130,24 +131,7 @@ def publish_ci(
     if tick:
         memory.sync()
     issue, pr = _publish(memory, program, thread, posted, settings)
-    return CiPublished(accounts, settled.message if settled else "", issue, pr)
-
-
-@dataclass(frozen=True)
-class CiPublished:
-    """What publishing outcomes (one, or a tick's slots) did on GitHub.
-
-    Attributes:
-      accounts: each iteration recorded, in iteration order.
-      message: the CI gate's one line ('' when nothing was pending).
-      issue: the program issue's number.
-      pr: the draft PR's number, once there is one.
-    """
-
-    accounts: list[IterationOutcome]
-    message: str
-    issue: int | None
-    pr: int | None
+    return CiOutcome(accounts, settled.message if settled else "", issue, pr)
 
 
 def record_outcomes(
@@ -165,8 +149,9 @@ def record_outcomes(
                              ci_gate=ci_gate)
         accounts, posted = [account_of(p) for p in slots if p.record is not None], tick_account(slots)
     else:
-        posted = published(outcomes[0], publish_outcome(root, program, outcomes[0], budget=budget, run_url=run_url,
-                                                        base_branch=base_branch, ci_gate=ci_gate))
+        record = publish_outcome(root, program, outcomes[0], budget=budget, run_url=run_url, base_branch=base_branch,
+                                 ci_gate=ci_gate)
+        posted = account_of(Published(outcomes[0], record)) if record is not None else None
         accounts = [posted] if posted is not None else []
     if not accounts:
         enforce_budget(root, program, now)
@@ -188,11 +173,6 @@ def tick_account(slots: list[Published]) -> IterationOutcome | None:
     return dataclasses.replace(account, reason=f"{account.reason}; {note}" if account.reason else note)
 
 
-def published(outcome: Outcome, record: statefile.IterationRecord | None) -> IterationOutcome | None:
-    """Returns the account of an iteration that `publish_outcome` recorded (None when it recorded none)."""
-    return account_of(Published(outcome, record)) if record is not None else None
-
-
 def _thread(memory: MemoryStore, program: Program, settings: github.GitHubSettings) -> github.ProgramThread:
     """Returns the program's GitHub thread, on the issue the program or its state names (if any)."""
     known = program.issue or _number(load_state(memory, program).machine.issue)
@@ -207,8 +187,7 @@ def _settle_pending(
     pending = ci_gate.read_pending(state)
     if pending is None:
         return None
-    summary = thread.checks(pending.commit)
-    return settle(memory, program, ci_gate.CheckResult(summary.state, summary.failing, summary.first_error), now)
+    return settle(memory, program, thread.checks(pending.commit), now)
 
 
 def settle(

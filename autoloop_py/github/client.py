@@ -20,8 +20,9 @@ if TYPE_CHECKING:  # PyGithub and requests are imported when a command talks to 
 
 from autoloop_py.errors import AutoloopError
 from autoloop_py.github.agentic_scheduler import DEFAULT_API_URL, WRITE_ASSOCIATIONS
-from autoloop_py.github.checks import CheckSummary, Status, reduce_checks, run_as_check
+from autoloop_py.github.checks import Status, reduce_checks, run_as_check
 from autoloop_py.github.render import DISCLOSURE, STATUS_MARKER, issue_title, pr_title, render_issue, with_disclosure
+from autoloop_py.loop.record.ci_gate import CheckResult
 from autoloop_py.redact import Redactor
 from autoloop_py.redact import from_environment as secrets_of
 from autoloop_py.state.parts import utc
@@ -334,7 +335,7 @@ class ProgramThread:
             return None
         command = parse_command(body, self.program)
         if (command is None and _COMMAND_RE.match(body)) or (command is not None and command[1].lower() == "approve"):
-            return None  # another program's command, or `/autoloop approve` (issue_trust.py)
+            return None  # another program's command, or `/autoloop approve` (agentic_scheduler.refusal)
         text = command[1] if command is not None else body
         return Directive(comment.user.login, text, utc(comment.created_at), command is not None)
 
@@ -403,10 +404,10 @@ class ProgramThread:
             issue.add_to_labels(COMPLETED_LABEL)
 
     @_reported("read the checks of a commit")
-    def checks(self, sha: str) -> CheckSummary:
+    def checks(self, sha: str) -> CheckResult:
         """Returns the reduced verdict of a commit's check runs and commit statuses."""
         commit = self._repo.get_commit(sha)
         runs = [run_as_check(run) for run in commit.get_check_runs()]
         combined = commit.get_combined_status()
-        statuses = [Status(s.context, s.state, s.description or "", s.target_url) for s in combined.statuses]
+        statuses = [Status(s.context, s.state, s.description or "") for s in combined.statuses]
         return reduce_checks(runs, statuses)

@@ -1,7 +1,9 @@
 """Issue programs: open GitHub issues labelled `autoloop-program` whose body is a program.md.
 
-Only issues whose body a writer stands behind are programs (issue_trust.py); the others are reported
-as refused, never run.
+Only issues whose body a writer stands behind are programs; the others are reported as refused, never
+run. The rule (an issue program's `## Evaluation` command runs in CI, so its body must come from someone
+with write access) and the API calls that read its facts are agentic_scheduler.py's, which must stand
+alone; this module sends those calls through PyGithub's requester for the package's commands.
 """
 
 from __future__ import annotations
@@ -14,15 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from autoloop_py.errors import ProgramError
-from autoloop_py.github import issue_trust
+from autoloop_py.github import agentic_scheduler
 from autoloop_py.github.agentic_scheduler import (  # the standalone scheduler's rules are the package's too
     ISSUE_PROGRAMS_DIR,
     OUTPUT_FILE,
-    OWN_ISSUE_PREFIX,
-    PROGRAM_LABEL,
+    ApiError,
     IssueProgram,
-    assign_slugs,
-    slugify_issue_title,
 )
 from autoloop_py.program.model import Program, load_program
 
@@ -31,14 +30,25 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["OWN_ISSUE_PREFIX", "PROGRAM_LABEL", "IssueProgram", "assign_slugs", "slugify_issue_title"]
 
+class _PyGithubApi(agentic_scheduler.RestApi):
+    """The scheduler's GitHub calls sent through a PyGithub client (its token, base URL, page size and retries)."""
 
-def discover_issue_programs(
-    github: github.Github, repo_full_name: str, taken: Iterable[str] = ()
-) -> list[IssueProgram]:
-    """Returns the open `autoloop-program` issues of a repository that a writer stands behind, as programs."""
-    return discover_all(github, repo_full_name, taken)[0]
+    def __init__(self, gh: github.Github) -> None:  # no token of its own: the requester holds it
+        self._requester = gh.requester
+        self.api_url = gh.requester.base_url.rstrip("/")
+        self.per_page = gh.per_page
+
+    def request(self, url: str, payload: Mapping[str, Any] | None = None) -> tuple[Any, str | None]:
+        from github import GithubException  # PyGithub loads only when a command talks to GitHub
+
+        try:
+            headers, data = self._requester.requestJsonAndCheck(
+                "GET" if payload is None else "POST", url, input=None if payload is None else dict(payload)
+            )
+        except GithubException as err:
+            raise ApiError(f"{url}: {err}") from err
+        return data, headers.get("link")
 
 
 def discover_all(
@@ -46,41 +56,12 @@ def discover_all(
 ) -> tuple[list[IssueProgram], list[str]]:
     """Returns (the trusted issue programs in API order, why each other labelled issue is not run).
 
-    Slugs are assigned over every labelled issue, so that approving one later renames no other.
+    Raises ApiError when the issues cannot be listed; an issue whose facts cannot be read is refused.
     """
-    repo = github.get_repo(repo_full_name)
-    issues = [issue for issue in repo.get_issues(state="open", labels=[PROGRAM_LABEL]) if _is_program(issue)]
-    slugs = assign_slugs([(issue.number, issue.title or "") for issue in issues], taken)
-    writers = issue_trust.Writers(repo)
-    trusted, refused = [], []
-    for issue in issues:
-        why = _refusal(github, repo, issue, writers)
-        if why is None:
-            trusted.append(IssueProgram(issue.number, issue.title or "", slugs[issue.number], issue.body or ""))
-        else:
-            logger.warning("%s", why)
-            refused.append(why)
+    trusted, refused = agentic_scheduler.issue_programs(_PyGithubApi(github), repo_full_name, taken, logger.info)
+    for why in refused:
+        logger.warning("%s", why)
     return trusted, refused
-
-
-def _refusal(github: github.Github, repo: Any, issue: Any, writers: issue_trust.Writers) -> str | None:
-    """Returns why the issue may not be a program (None: a writer stands behind it); unreadable facts refuse it."""
-    from github import GithubException  # PyGithub loads only when a command talks to GitHub
-
-    try:
-        return issue_trust.refusal(issue_trust.facts_of(github, repo, issue, PROGRAM_LABEL, writers), writers)
-    except (GithubException, KeyError, TypeError, ValueError) as err:
-        return f"issue #{issue.number} is not run: its edit history and approvals could not be read ({err})"
-
-
-def _is_program(issue: github.Issue.Issue) -> bool:
-    """Returns whether a listed issue is a program: not a pull request, not autoloop's own program issue."""
-    if (issue.title or "").startswith(OWN_ISSUE_PREFIX):
-        logger.info("skipping issue #%s: it is autoloop's program issue, not a program", issue.number)
-        return False
-    # Reading `issue.pull_request` makes PyGithub fetch every non-PR issue again; the listing's
-    # html_url already tells a pull request (`/pull/N`) from an issue (`/issues/N`).
-    return "/pull/" not in (issue.html_url or "")
 
 
 def materialize(root: Path, found: Sequence[IssueProgram], cache: Path) -> tuple[list[Program], list[ProgramError]]:

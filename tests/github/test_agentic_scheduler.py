@@ -435,9 +435,7 @@ def test_slugify_issue_title(title: str, number: int | None, slug: str) -> None:
 
 
 def test_issue_slug_collisions_get_the_issue_number() -> None:
-    from autoloop_py.github.issue_programs import assign_slugs
-
-    assert assign_slugs([(4, "Speed up"), (9, "speed-up"), (11, "")], taken=["coverage"]) == {
+    assert sched.assign_slugs([(4, "Speed up"), (9, "speed-up"), (11, "")], taken=["coverage"]) == {
         4: "speed-up",
         9: "speed-up-9",
         11: "issue-11",

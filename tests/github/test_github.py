@@ -21,7 +21,6 @@ from autoloop_py.errors import AutoloopError
 from autoloop_py.github.client import (
     COMPLETED_LABEL,
     PROGRAM_LABELS,
-    CheckSummary,
     Directive,
     GitHubSettings,
     ProgramThread,
@@ -41,6 +40,7 @@ from autoloop_py.github.render import (
     render_pull_request,
     render_status,
 )
+from autoloop_py.loop.record.ci_gate import CheckResult
 
 REPO = "octo/widgets"
 TOKEN = "fake-token"
@@ -333,7 +333,7 @@ def test_checks_of_a_commit(fake: FakeGitHub) -> None:
     sha = "a" * 40
     fake.add_check_run(REPO, sha, "tests", summary="3 passed")
     fake.add_status(REPO, sha, "ci/lint", "success")
-    assert thread(fake).checks(sha) == CheckSummary("success")
+    assert thread(fake).checks(sha) == CheckResult("success")
 
     red = "b" * 40
     fake.add_check_run(REPO, red, "tests", conclusion="failure",
@@ -343,7 +343,6 @@ def test_checks_of_a_commit(fake: FakeGitHub) -> None:
     summary = thread(fake).checks(red)
     assert summary.state == "failure" and summary.failing == ("ci/types", "tests")
     assert summary.first_error == "mypy: 2 errors"
-    assert summary.url is None  # a status without a target_url
 
     waiting = "c" * 40
     fake.add_check_run(REPO, waiting, "tests", status="in_progress", conclusion=None)
@@ -360,7 +359,6 @@ def test_checks_first_error_comes_from_the_first_failing_check_with_output(fake:
                        summary="collected 12 items\nFAILED tests/test_io.py::test_read - KeyError: 'x'")
     summary = thread(fake).checks(sha)
     assert summary.first_error == "FAILED tests/test_io.py::test_read - KeyError: 'x'"
-    assert summary.url == fake.check_runs[(REPO, sha)][0]["html_url"]
 
 
 # ---------------------------------------------------------------- settings and errors

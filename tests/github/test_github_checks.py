@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autoloop_py.github.checks import Check, CheckSummary, first_error_line, reduce_checks
+from autoloop_py.github.checks import Check, first_error_line, reduce_checks
+from autoloop_py.loop.record.ci_gate import CheckResult
 
 
 @given(
@@ -46,14 +47,12 @@ def test_reduce_checks(runs: list[tuple[str, str, str | None]], statuses: list[t
 
 def test_reduce_checks_names_the_failures_and_the_first_error() -> None:
     runs = [
-        Check("lint", "completed", "failure", "## Summary\nE501 line too long", "https://x/lint"),
-        Check("build", "completed", "failure", "", "https://x/build"),
+        Check("lint", "completed", "failure", "## Summary\nE501 line too long"),
+        Check("build", "completed", "failure", ""),
         Check("docs", "completed", "success", "error: not counted"),
     ]
     summary = reduce_checks(runs, [("ci/lint", "failure")])
-    assert summary == CheckSummary("failure", ("build", "ci/lint", "lint"), "E501 line too long", "https://x/build")
-    assert summary.signature == "build, ci/lint, lint: E501 line too long"
-    assert CheckSummary("failure", ("a",)).signature == "a"
+    assert summary == CheckResult("failure", ("build", "ci/lint", "lint"), "E501 line too long")
 
 
 def test_first_error_line() -> None:

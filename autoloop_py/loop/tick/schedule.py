@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Callable, Mapping, Protocol, Sequence
 
 from autoloop_py.errors import ProgramError, StateError
+from autoloop_py.github.agentic_scheduler import PLATEAU_LENGTH, overdue_key
 from autoloop_py.program.interval import parse_schedule
 from autoloop_py.program.model import Program
 from autoloop_py.state import budget
 from autoloop_py.state.machine import RECENT_LIMIT
-
-PLATEAU_LENGTH = 5
+from autoloop_py.state.parts import utc
 
 
 class MachineView(Protocol):
@@ -64,11 +64,6 @@ class Plan:
     forced: bool = False
 
 
-def as_utc(moment: datetime) -> datetime:
-    """Returns an aware UTC datetime (a naive one is taken as UTC)."""
-    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
-
-
 def next_due(program: Program, machine: MachineView | None) -> datetime | None:
     """Returns when the program is next due (None: due now, never run or no schedule).
 
@@ -78,7 +73,7 @@ def next_due(program: Program, machine: MachineView | None) -> datetime | None:
     if machine is None or machine.last_run is None or not interval:
         return None
     try:
-        return as_utc(machine.last_run) + interval
+        return utc(machine.last_run) + interval
     except OverflowError:
         # A hand edit or a forged record; datetime stops at the year 9999.
         raise StateError(f"'Last Run' is {machine.last_run.isoformat()}, too late to add the schedule "
@@ -88,7 +83,7 @@ def next_due(program: Program, machine: MachineView | None) -> datetime | None:
 def is_due(program: Program, machine: MachineView | None, now: datetime) -> bool:
     """Returns whether the schedule has elapsed; exactly on schedule counts as due."""
     due_at = next_due(program, machine)
-    return due_at is None or as_utc(now) >= due_at
+    return due_at is None or utc(now) >= due_at
 
 
 def skip_reason(machine: MachineView | None, now: datetime | None = None, slots: int = 1) -> str | None:
@@ -164,7 +159,7 @@ def plan(
             skipped.append(Skip(program.name, "not due yet", next_due(program, machine)))
         else:
             due.append(program)
-    due.sort(key=lambda p: _overdue_key(machines.get(p.name)))
+    due.sort(key=lambda p: overdue_key(getattr(machines.get(p.name), "last_run", None)))
     names = tuple(p.name for p in due)
     if rank is not None:
         names = tuple(rank(names))
@@ -175,12 +170,6 @@ def plan(
         return _forced_plan(forced, programs, names, tuple(skipped), unconfigured)
     selected = names[0] if names else None
     return Plan(selected, names, names[1:], tuple(skipped), unconfigured)
-
-
-def _overdue_key(machine: MachineView | None) -> tuple[int, datetime]:
-    if machine is None or machine.last_run is None:
-        return (0, datetime.min.replace(tzinfo=timezone.utc))
-    return (1, as_utc(machine.last_run))
 
 
 def paused_refusal(name: str, machine: MachineView | None, force: bool) -> str | None:
