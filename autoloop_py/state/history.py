@@ -290,7 +290,8 @@ def _read_when(title: str) -> datetime | None:
 
 def _entry_metric(text: str) -> float | None:
     """Returns the metric of a `**Metric**:` bullet; `— (previous best: 0.5, …)` (an error entry) has none."""
-    return _first_number(text.split("(", 1)[0])
+    found = _NUMBER_RE.search(text.split("(", 1)[0])
+    return finite_number(found.group()) if found else None
 
 
 def prompt_text(text: str) -> str:
@@ -307,11 +308,6 @@ def _previous_best(entry: HistoryEntry) -> float | None:
     """Returns the "previous best" an entry's Metric bullet compares with (None when it shows none)."""
     found = _PREVIOUS_BEST_RE.search(_bullets(entry.text).get("metric", ""))
     return finite_number(found.group(1)) if found else None
-
-
-def _first_number(text: str) -> float | None:
-    found = _NUMBER_RE.search(text)
-    return finite_number(found.group()) if found else None
 
 
 # ---------------------------------------------------------------- new entries
