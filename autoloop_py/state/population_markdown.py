@@ -16,7 +16,7 @@ from dataclasses import fields, replace
 from autoloop_py import markdown as md
 from autoloop_py.errors import StateError
 from autoloop_py.render import render
-from autoloop_py.state.parts import one_line
+from autoloop_py.state.parts import format_number, one_line
 from autoloop_py.state.population_model import (
     CANDIDATE_STATUSES,
     FOLDED_HEADING_RE,
@@ -88,12 +88,7 @@ class _Unreadable(Exception):
 
 def format_fitness(value: float | None) -> str:
     """Returns fitness as written in an entry heading: `null`, or the shortest text that reads back the same."""
-    # Same rule as state.format_number; not imported so that state.py can import this module.
-    if value is None:
-        return "null"
-    if float(value).is_integer() and abs(value) < 1e15:
-        return str(int(value))
-    return repr(float(value))
+    return "null" if value is None else format_number(value)
 
 
 def with_strategy_state(population: Population, text: str) -> Population:
