@@ -22,8 +22,6 @@ from autoloop_py.errors import StateError
 from autoloop_py.render import render
 from autoloop_py.state import model_stats, prompt_stats, prose
 from autoloop_py.state.history import (
-    KEEP_DETAILED,
-    KEEP_DETAILED_TIGHT,
     RECORD_STATUSES,
     TIGHT_FRACTION,
     HistoryEntry,
@@ -36,10 +34,6 @@ from autoloop_py.state.history import (
     render_entry,
 )
 from autoloop_py.state.machine import (
-    DIRECTIONS,
-    REASON_LIMIT,
-    RECENT_LIMIT,
-    STATUSES,
     MachineSection,
     MachineState,
     advance,
@@ -47,7 +41,6 @@ from autoloop_py.state.machine import (
     is_improvement,
     parse_machine_section,
     table_rows,
-    target_reached,
     with_baseline,
     with_spend,
     with_values,
@@ -64,21 +57,15 @@ from autoloop_py.state.parts import (
 
 __all__ = [
     "DEFAULT_BUDGET",
-    "DIRECTIONS",
     "FORECLOSED",
     "FUTURE",
     "HISTORY",
-    "KEEP_DETAILED",
-    "KEEP_DETAILED_TIGHT",
     "LESSONS",
     "MACHINE",
     "MODELS",
     "PRIORITIES",
     "PROMPTS",
-    "REASON_LIMIT",
-    "RECENT_LIMIT",
     "RECORD_STATUSES",
-    "STATUSES",
     "SUMMARY_LIMIT",
     "TIGHT_FRACTION",
     "HistoryEntry",
@@ -103,7 +90,6 @@ __all__ = [
     "prompts_of",
     "parse_state",
     "render_state",
-    "target_reached",
     "with_entry_status",
     "with_machine",
     "with_model_spend",
