@@ -303,20 +303,13 @@ def _history_index(state: StateFile) -> int | None:
     return next((i for i, s in enumerate(state.sections) if isinstance(s, HistorySection)), None)
 
 
-def _get_history(state: StateFile) -> HistorySection:
-    index = _history_index(state)
-    assert index is not None
-    history = state.sections[index]
-    assert isinstance(history, HistorySection)
-    return history
+def _history_section(state: StateFile) -> HistorySection | None:
+    return next((s for s in state.sections if isinstance(s, HistorySection)), None)
 
 
 def _set_history(state: StateFile, history: HistorySection) -> StateFile:
-    index = _history_index(state)
-    assert index is not None
-    sections = list(state.sections)
-    sections[index] = history
-    return replace(state, sections=tuple(sections))
+    """Returns the state with its Iteration History section (one at most: parse_state refuses two) replaced."""
+    return replace(state, sections=tuple(history if isinstance(s, HistorySection) else s for s in state.sections))
 
 
 def _ensure_section(state: StateFile, key: str) -> StateFile:
@@ -479,10 +472,9 @@ def _check_record(record: IterationRecord) -> None:
 
 def with_entry_status(state: StateFile, iteration: int, label: str) -> StateFile:
     """Returns the state with the Status bullet of history entry `Iteration N` set to `label` (entry-level edit)."""
-    index = _history_index(state)
-    if index is None:
+    history = _history_section(state)
+    if history is None:
         return state
-    history = _get_history(state)
     updated = relabel_entry(history, iteration, label)
     if updated == history:
         logger.info("%s: no Iteration %d entry with a Status bullet to set to %r", state.path, iteration, label)
@@ -491,7 +483,9 @@ def with_entry_status(state: StateFile, iteration: int, label: str) -> StateFile
 
 def _prepend_entry(state: StateFile, entry_text: str) -> StateFile:
     state = _ensure_section(state, HISTORY)
-    return _set_history(state, prepend_entry(_get_history(state), entry_text))
+    history = _history_section(state)
+    assert history is not None
+    return _set_history(state, prepend_entry(history, entry_text))
 
 
 # ---------------------------------------------------------------- compaction
@@ -499,9 +493,9 @@ def _prepend_entry(state: StateFile, entry_text: str) -> StateFile:
 
 def compact(state: StateFile, budget: int = DEFAULT_BUDGET) -> StateFile:
     """Returns the state with old history folded: 10 detailed entries kept (5 above 80 % of the budget)."""
-    if _history_index(state) is None:
+    history = _history_section(state)
+    if history is None:
         return state
-    history = _get_history(state)
 
     def size(entries: tuple[HistoryEntry, ...]) -> int:
         return _size(_set_history(state, replace(history, entries=entries)))
