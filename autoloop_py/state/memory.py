@@ -166,7 +166,7 @@ class MemoryStore:
             # stays so: when the remote moved, its commit is made on the remote's records (update()'s retry).
             self.session.settle(self._pushing)
         remote_tip = self._fetch(reuse_listing)
-        local = self._tip()
+        local = self.tip()
         if remote_tip is None or remote_tip == local:
             return
         if local is None or is_ancestor(self._repo, local, remote_tip):
@@ -187,7 +187,7 @@ class MemoryStore:
         """Pushes local commits the remote lacks (an interrupted run's); returns whether it pushed any."""
         if not self.has_remote() or self.session.deferred(self._pushing):
             return False  # a push of this run's last update is on its way (settle() finishes it)
-        local = self._tip()
+        local = self.tip()
         remote_tip = self._tracking_tip()
         if local is None or local == remote_tip or (remote_tip and not is_ancestor(self._repo, remote_tip, local)):
             return False
@@ -206,7 +206,7 @@ class MemoryStore:
 
     def read_many(self, paths: builtins.list[str]) -> dict[str, str | None]:
         """Returns the text of each path at one branch tip, or as a record left to commit wrote it (None when absent)."""
-        tip, unwritten = self._tip(), self.unwritten()
+        tip, unwritten = self.tip(), self.unwritten()
         return {path: _text(unwritten[path]) if path in unwritten else self._read_at(tip, path) for path in paths}
 
     def unwritten(self) -> Mapping[str, str | bytes]:
@@ -215,7 +215,7 @@ class MemoryStore:
 
     def tip(self) -> str | None:
         """Returns the sha of the local branch (None when it does not exist)."""
-        return self._tip()
+        return self.session.objects.commit_sha(self._ref)
 
     def read_at(self, commit: str, path: str) -> str | None:
         """Returns the text of `path` in `commit` (None when the file is absent there)."""
@@ -237,7 +237,7 @@ class MemoryStore:
         Only those after `since`, whose message holds `grep` (fixed text), or that deleted the file (`deleted`).
         """
         check_path(path)
-        tip = at or self._tip()
+        tip = at or self.tip()
         if tip is None or since == tip:  # `tip..tip` names no commit
             return []
         args = ["log", "--format=%H%x1f%an%x1f%aI%x1f%B%x1e"]
@@ -261,7 +261,7 @@ class MemoryStore:
         none) and the file's entry differs from the parent's.
         """
         check_path(path)
-        tip = at or self._tip()
+        tip = at or self.tip()
         commit = self.session.objects.commit(tip) if tip is not None else None
         if commit is None or len(commit.parents) > 1:
             return None
@@ -274,7 +274,7 @@ class MemoryStore:
 
     def list(self, prefix: str = "") -> builtins.list[str]:
         """Returns the sorted paths of files at the branch tip that start with `prefix`, a waiting record's too."""
-        tip = self._tip()
+        tip = self.tip()
         paths = set() if tip is None else set(tree_paths(self._repo, tip, prefix))
         return sorted(paths.union(path for path in self.unwritten() if path.startswith(prefix)))
 
@@ -284,7 +284,7 @@ class MemoryStore:
             check_path(path)
         self.settle()
         for _ in range(max(1, self.config.max_attempts)):
-            tip = self._tip()
+            tip = self.tip()
             sha = self._write_commit(tip, files, message)
             if sha == tip or update_ref(self._repo, self._ref, sha, tip, _subject(message)):
                 return sha
@@ -301,7 +301,7 @@ class MemoryStore:
         """
         check_path(path)
         self.settle()
-        tip = self._tip()
+        tip = self.tip()
         return self._update(Update(path, change, message, extra), tip, tip, None, 0, self.session.owns_pushes)
 
     def update_later(self, path: str, change: Change, message: str, extra: Extra | None = None) -> None:
@@ -311,7 +311,7 @@ class MemoryStore:
         """
         check_path(path)
         self.settle()
-        before = self._read_at(self._tip(), path)
+        before = self._read_at(self.tip(), path)
         text = change(before)
         files = {**(extra() if extra else {}), path: text}
         for written in files:
@@ -322,7 +322,7 @@ class MemoryStore:
 
         def commit() -> None:
             self.session.unwritten.pop(self.config.branch, None)
-            tip = self._tip()
+            tip = self.tip()
             self._update(Update(path, same, message, extra), tip, tip, None, 0, self.session.owns_pushes)
 
         self.session.defer(self._recording, commit)
@@ -415,7 +415,7 @@ class MemoryStore:
 
     def _rebase_point(self, prev_base: str | None, mine: str | None) -> tuple[str | None, str | None]:
         """Returns (base, expected local tip) for a retry: the fresh remote tip, unless local is ahead."""
-        local = self._tip()
+        local = self.tip()
         # Our own failed commit is replaced; only what it was built on could hold unpushed work.
         keep = prev_base if mine is not None and local == mine else local
         remote_tip = self._fetch() if self.has_remote() else None
@@ -433,10 +433,6 @@ class MemoryStore:
         """Sleeps an exponential backoff with jitter before retry number `attempt`."""
         delay = min(self.config.max_backoff, self.config.backoff * (2 ** (attempt - 1))) * (0.5 + self._rng.random())
         time.sleep(delay)
-
-    def _tip(self) -> str | None:
-        """Returns the sha of the local branch, or None if it does not exist."""
-        return self.session.objects.commit_sha(self._ref)
 
     def _tracking_tip(self) -> str | None:
         """Returns what was last fetched of (or pushed to) the remote branch (see command.tracking_tip), without a process."""
