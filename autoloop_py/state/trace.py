@@ -229,13 +229,9 @@ def row_to_json(row: TraceRow) -> dict[str, Any]:
     extra = dict(row.extra)
     metadata = {**dict(extra.pop("metadata", None) or {}), "changes": row.changes,
                 "parent_metrics": _plain(row.parent_metrics), "model_name": row.model_name}
-    data: dict[str, Any] = {**extra, "id": row.id, "language": row.language, "metrics": _plain(row.metrics),
-                            "iteration_found": row.iteration_found, "parent_id": row.parent_id,
-                            "other_context_ids": list(row.other_context_ids), "generation": row.generation,
-                            "status": row.status, "source": row.source, "solution_sha256": row.solution_sha256,
-                            "prompts_sha256": row.prompts_sha256, "metadata": metadata, "operator": row.operator,
-                            "model": row.model, "timestamp": row.timestamp, "tokens": row.tokens, "cost": row.cost}
-    return data
+    known = {f.name: getattr(row, f.name) for f in fields(TraceRow) if f.name in _KNOWN_FIELDS}
+    return {**extra, **known, "metrics": _plain(row.metrics), "other_context_ids": list(row.other_context_ids),
+            "metadata": metadata}
 
 
 def row_from_json(data: Mapping[str, Any]) -> TraceRow:
