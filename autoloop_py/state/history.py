@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Callable
@@ -190,17 +191,8 @@ def _entry_items(found: md.Section, bounds: list[tuple[int, int]]) -> list[list[
     if found.blocks is None or found.env is None:
         return None
     lists = [token for token in found.blocks if token["type"] == "list" and "line" in token]
-    items: list[list[str]] = []
-    at = 0
-    for start, stop in bounds:
-        while at < len(lists) and lists[at]["line"] < start:
-            at += 1
-        mine = []
-        while at < len(lists) and lists[at]["line"] < stop:
-            mine.append(lists[at])
-            at += 1
-        items.append(md.list_item_texts(mine, found.env))
-    return items
+    starts = [token["line"] for token in lists]  # in document order, so sorted
+    return [md.list_item_texts(lists[bisect_left(starts, a) : bisect_left(starts, b)], found.env) for a, b in bounds]
 
 
 def parse_entry(text: str, title: str | None = None, items: list[str] | None = None) -> HistoryEntry:
