@@ -21,7 +21,6 @@ from autoloop_py.render import render
 from autoloop_py.state.population_markdown import parse_population, render_population
 from autoloop_py.state.population_model import FOLDED_HEADING_RE, Candidate, LayoutItem, Population, RawBlock
 
-FOLDED_HEADING = "### 🗄️ Folded entries"
 _REF_RE = re.compile(r"`memory/autoloop:([^`]+)`")
 
 
