@@ -36,18 +36,9 @@ logger = logging.getLogger(__name__)
 
 _STATUS_LABELS = {"accepted": "✅ accepted", "rejected": "❌ rejected", "error": "⚠️ error"}
 _NONE_WORDS = ("", "—", "–", "-", "none", "null")
-_LABELS = {
-    "operator": "operator",
-    "parents": "parents",
-    "parent": "parents",
-    "featurecell": "cell",
-    "cell": "cell",
-    "approach": "approach",
-    "status": "status",
-    "notes": "notes",
-    "note": "notes",
-    "lines": "lines",
-}
+# A bullet's label in lower-case letters only -> the field it sets (`Parent(s)`, `Feature cell` and `Note` too).
+_LABELS = {key: key for key in ("operator", "parents", "cell", "approach", "status", "notes", "lines")}
+_LABELS |= {"parent": "parents", "featurecell": "cell", "note": "notes"}
 _N = r"([0-9]{1,15})"
 _CANDIDATE_RE = re.compile(
     rf"^ {{0,3}}###[ \t]+Candidate[ \t]+#?{_N}[ \t]*·[ \t]*island[ \t]+(\S+)[ \t]*·[ \t]*"
