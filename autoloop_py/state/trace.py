@@ -167,11 +167,6 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def prompts_text(prompts: Mapping[str, Any]) -> str:
-    """Returns the prompts payload serialized as EvoTrace does (sort_keys, ensure_ascii=False)."""
-    return json.dumps(prompts, sort_keys=True, ensure_ascii=False)
-
-
 def blob_path(sha: str, suffix: str) -> str:
     """Returns a blob's path relative to the trace folder: `blobs/<sha[:2]>/<sha><suffix>`."""
     return f"blobs/{sha[:2]}/{sha}{suffix}"
@@ -194,7 +189,7 @@ def row_files(program: str, row: TraceRow, source: str, prompts: Mapping[str, An
     files = {f"{base}/{blob_path(solution_sha, '.txt')}": source}
     prompts_sha = None
     if prompts:
-        payload = prompts_text(prompts)
+        payload = json.dumps(prompts, sort_keys=True, ensure_ascii=False)  # serialized as EvoTrace does
         prompts_sha = sha256_text(payload)
         files[f"{base}/{blob_path(prompts_sha, '.json')}"] = payload
     row = replace(row, solution_sha256=solution_sha, prompts_sha256=prompts_sha)
