@@ -54,6 +54,7 @@ from autoloop_py.state.parts import (
     one_line,
     trim,
 )
+from autoloop_py.state.schedule_table import improvement
 
 __all__ = [
     "DEFAULT_BUDGET",
@@ -398,8 +399,9 @@ def apply_iteration(
     before = with_baseline(state.machine, record.baseline)
     after = advance(before, record, direction, target_metric, min_delta)
     state = with_machine(state, after)
-    state = _with_model_use(state, record, before.best_metric, direction)
-    state = _with_prompt_use(state, record, before.best_metric, direction)
+    gain = improvement(before.best_metric, record.metric, direction)
+    state = _with_model_use(state, record, gain)
+    state = _with_prompt_use(state, record, gain)
     state = _prepend_entry(state, render_entry(record, after.iteration_count, before.best_metric))
     if record.lesson:
         state = add_lesson(state, record.lesson)
@@ -418,7 +420,7 @@ def with_model_spend(state: StateFile, use: model_stats.ModelUse, when: datetime
     record = IterationRecord("rejected", when, "model calls", None, tokens=tokens or None,
                              cost=sum(costs) if costs else None, extra=model_stats.use_bullets(use))
     state = with_machine(state, with_spend(state.machine, record))
-    return _with_model_use(state, record, None, state.machine.metric_direction)
+    return _with_model_use(state, record, 0.0)
 
 
 def prompts_of(state: StateFile) -> prompt_stats.PromptTable:
@@ -426,28 +428,21 @@ def prompts_of(state: StateFile) -> prompt_stats.PromptTable:
     return prompt_stats.parse_prompts_section(state.section_text(PROMPTS), state.path, section_line(state, PROMPTS))
 
 
-def _with_model_use(state: StateFile, record: IterationRecord, best: float | None, direction: str) -> StateFile:
+def _with_model_use(state: StateFile, record: IterationRecord, gain: float) -> StateFile:
     """Returns the state with the record's model use added to the Models table (created before the history)."""
     use = model_stats.use_of(record)
     if use.proposer is None and not use.spend:
         return state
-    table = model_stats.with_record(models_of(state), record, _gain(record, best, direction))
+    table = model_stats.with_record(models_of(state), record, gain)
     return _with_table(state, MODELS, model_stats.render_models_section(table))
 
 
-def _with_prompt_use(state: StateFile, record: IterationRecord, best: float | None, direction: str) -> StateFile:
+def _with_prompt_use(state: StateFile, record: IterationRecord, gain: float) -> StateFile:
     """Returns the state with the record's prompt variant credited in the Prompts table (created before the history)."""
     if prompt_stats.use_of(record) == (None, None):
         return state
-    table = prompt_stats.with_record(prompts_of(state), record, _gain(record, best, direction))
+    table = prompt_stats.with_record(prompts_of(state), record, gain)
     return _with_table(state, PROMPTS, prompt_stats.render_prompts_section(table))
-
-
-def _gain(record: IterationRecord, best: float | None, direction: str) -> float:
-    """Returns how much the record's metric beat the best before it, in the better direction (0 without both)."""
-    if record.metric is None or best is None:
-        return 0.0
-    return record.metric - best if direction == "higher" else best - record.metric
 
 
 def _with_table(state: StateFile, key: str, rendered: str) -> StateFile:
