@@ -9,14 +9,13 @@ here tracks fences itself, so headings inside code never split an entry.
 from __future__ import annotations
 
 import logging
-import math
 import re
 from dataclasses import fields, replace
 
 from autoloop_py import markdown as md
 from autoloop_py.errors import StateError
 from autoloop_py.render import render
-from autoloop_py.state.parts import format_number, one_line
+from autoloop_py.state.parts import finite_number, format_number, one_line
 from autoloop_py.state.population_model import (
     CANDIDATE_STATUSES,
     FOLDED_HEADING_RE,
@@ -460,11 +459,8 @@ def _island(text: str, line: int) -> int | None:
 def _fitness(text: str, line: int) -> float | None:
     if text.lower() in ("null", "none"):
         return None
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value):
+    value = finite_number(text)
+    if value is None:
         raise _Unreadable(f"fitness {text!r} is not a number (write `null` for an error)", line)
     return value
 
