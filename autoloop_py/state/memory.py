@@ -342,29 +342,26 @@ class MemoryStore:
         self, update: Update, base: str | None, expected: str | None, mine: str | None, first: int, defer: bool
     ) -> str:
         """Runs update()'s attempts from number `first` on (after the first: on the remote's fresh tip)."""
-        path, change, message, extra = update
         reason = "no attempt made"
         for attempt in range(first, max(1, self.config.max_attempts)):
             if attempt:
                 self._pause(attempt)
                 base, expected = self._rebase_point(base, mine)
             try:
-                return self._attempt(base, expected, path, change, message, extra, defer and not attempt)
+                return self._attempt(base, expected, update, defer and not attempt)
             except _Retry as retry:
                 mine, reason = retry.sha, retry.reason
-                logger.info("memory update of %s, attempt %d: %s", path, attempt + 1, reason)
+                logger.info("memory update of %s, attempt %d: %s", update.path, attempt + 1, reason)
         raise GitError(
-            f"could not record {path} on {self.config.branch} after {self.config.max_attempts} attempts "
+            f"could not record {update.path} on {self.config.branch} after {self.config.max_attempts} attempts "
             f"({reason}); check access to '{self.config.remote}' and rerun",
             path=self.repo_root,
         )
 
-    def _attempt(
-        self, base: str | None, expected: str | None, path: str, change: Change, message: str, extra: Extra | None,
-        defer: bool = False,
-    ) -> str:
+    def _attempt(self, base: str | None, expected: str | None, update: Update, defer: bool = False) -> str:
         """Commits change(text at base) on base, moves the local branch from `expected`, and pushes (defer: starts
         the push and leaves it running, see settle)."""
+        path, change, message, extra = update
         text = change(self._read_at(base, path))
         # extra() runs after change() so that files derived from the update (ids, iteration numbers) match it.
         files = dict(extra() if extra else {})
@@ -382,7 +379,6 @@ class MemoryStore:
             pushing = start_push(self._repo, self.config.remote, sha, self.config.branch, seen, built_on=base)
             if defer and not isinstance(pushing, GitResult):
                 self.session.pushed[f"refs/remotes/{self.config.remote}/{self.config.branch}"] = sha
-                update = Update(path, change, message, extra)
                 self.session.defer(self._pushing, lambda: self._finish(pushing, sha, base, update))
                 return sha
             self._landed(path, sha, self._pushed(pushing, sha))
