@@ -247,12 +247,8 @@ class MemoryStore:
         found = call(self._repo, *args, f"{since}..{tip}" if since else tip, "--", path)
         if not found.ok:
             raise failure(found, self._repo, "the repository may be corrupt; run `git fsck`")
-        commits = []
-        for record in found.text.split("\x1e"):
-            parts = record.strip("\n").split("\x1f", 3)
-            if len(parts) == 4:
-                commits.append(MemoryCommit(*parts))
-        return commits
+        records = (record.strip("\n").split("\x1f", 3) for record in found.text.split("\x1e"))
+        return [MemoryCommit(*parts) for parts in records if len(parts) == 4]
 
     def tip_commit(self, path: str, at: str | None = None) -> MemoryCommit | None:
         """Returns the branch tip (or the commit `at`) as commits(path) lists it when it changed `path`, else None.
