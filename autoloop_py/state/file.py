@@ -151,18 +151,12 @@ class StateFile:
     @property
     def machine(self) -> MachineState:
         """Returns the Machine State values."""
-        for section in self.sections:
-            if isinstance(section, MachineSection):
-                return section.machine
-        return MachineState()
+        return next((s.machine for s in self.sections if isinstance(s, MachineSection)), MachineState())
 
     @property
     def history(self) -> tuple[HistoryEntry, ...]:
         """Returns the Iteration History entries, newest first."""
-        for section in self.sections:
-            if isinstance(section, HistorySection):
-                return section.entries
-        return ()
+        return next((s.entries for s in self.sections if isinstance(s, HistorySection)), ())
 
     @property
     def lessons(self) -> tuple[str, ...]:
@@ -186,10 +180,7 @@ class StateFile:
 
     def section_text(self, key: str) -> str | None:
         """Returns the text of the first section whose normalised heading is `key`."""
-        for section in self.sections:
-            if section.key == key:
-                return section.text
-        return None
+        return next((section.text for section in self.sections if section.key == key), None)
 
 
 # ---------------------------------------------------------------- creating and reading
