@@ -538,14 +538,9 @@ _ROW_STATUS = {"accepted": "accepted", "pending-ci": "accepted", "rejected": "re
 
 def _row_extra(evaluated: Evaluated) -> dict[str, Any]:
     """Returns the row's autoloop-only fields: the novelty verdict, and each run's metric behind a median."""
-    extra: dict[str, Any] = {}
-    if evaluated.metadata:
-        extra["metadata"] = dict(evaluated.metadata)
-    if len(evaluated.runs) > 1:
-        extra["runs"] = list(evaluated.runs)
-    if evaluated.artifacts:
-        extra["artifacts"] = dict(evaluated.artifacts)
-    return extra
+    runs = list(evaluated.runs) if len(evaluated.runs) > 1 else []
+    extra = {"metadata": dict(evaluated.metadata), "runs": runs, "artifacts": dict(evaluated.artifacts)}
+    return {key: value for key, value in extra.items() if value}
 
 
 def tip_path(program: str) -> str:
