@@ -309,15 +309,19 @@ def _ensure_section(state: StateFile, key: str) -> StateFile:
     if state.section_text(key) is not None:
         return state
     skeleton = macro(_SECTION_MACROS[key])
+    section = parse_history_section(md.split_sections(skeleton)[-1]) if key == HISTORY else RawSection(key, skeleton)
+    logger.info("%s: added the missing '%s' section", state.path, key)
+    return _add_section(state, section, _history_index(state))
+
+
+def _add_section(state: StateFile, section: Section, at: int | None) -> StateFile:
+    """Returns the state with a new section at index `at`, a `---` line after it; at the end (after one) when None."""
     sections = list(state.sections)
-    at = _history_index(state)
     if at is not None:
-        sections.insert(at, RawSection(key, skeleton + "\n---\n\n"))
+        sections.insert(at, _append_text(section, "\n---\n\n"))
     else:
         sections[-1] = _append_text(sections[-1], _separator_after(sections[-1].text))
-        found = md.split_sections(skeleton)[-1]
-        sections.append(parse_history_section(found) if key == HISTORY else RawSection(key, skeleton))
-    logger.info("%s: added the missing '%s' section", state.path, key)
+        sections.append(section)
     return replace(state, sections=tuple(sections))
 
 
@@ -345,9 +349,7 @@ def with_section(state: StateFile, key: str, text: str) -> StateFile:
                 raise ValueError(f"section {key!r} is not a raw section")
             sections[index] = RawSection(key, text)
             return replace(state, sections=tuple(sections))
-    sections[-1] = _append_text(sections[-1], _separator_after(sections[-1].text))
-    sections.append(RawSection(key, text))
-    return replace(state, sections=tuple(sections))
+    return _add_section(state, RawSection(key, text), None)
 
 
 # ---------------------------------------------------------------- prose sections
@@ -438,12 +440,9 @@ def _with_prompt_use(state: StateFile, record: IterationRecord, gain: float) -> 
 
 def _with_table(state: StateFile, key: str, rendered: str) -> StateFile:
     """Returns the state with a runner-rendered table section replaced, or inserted before the history when new."""
-    at = _history_index(state)
-    if state.section_text(key) is not None or at is None:
+    if state.section_text(key) is not None:
         return with_section(state, key, rendered)
-    sections = list(state.sections)
-    sections.insert(at, RawSection(key, rendered + "\n---\n\n"))
-    return replace(state, sections=tuple(sections))
+    return _add_section(state, RawSection(key, rendered), _history_index(state))
 
 
 def _check_record(record: IterationRecord) -> None:
