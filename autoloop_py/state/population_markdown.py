@@ -51,10 +51,8 @@ _NEXT_ID_RE = re.compile(r"<!-- autoloop-next-id: ([0-9]{1,15}) -->\n\n\Z")
 _LEVEL3_RE = re.compile(r"^ {0,3}###[ \t]+(.*)$")
 _BREAK_RE = re.compile(r"^ {0,3}(?:(?:-[ \t]*){3,}|(?:\*[ \t]*){3,}|(?:_[ \t]*){3,})$")
 _BULLET_RE = re.compile(r"^ {0,3}[-*+](?:[ \t]+(.*))?$")
-_LABEL_RES = (
-    re.compile(r"^\*\*([^*]+?)\*\*[ \t]*:(.*)$"),
-    re.compile(r"^\*\*([^*]+?):\*\*(.*)$"),
-)
+# `**Label**: value` or `**Label:** value`.
+_LABEL_RE = re.compile(r"^\*\*([^*]+)(?:\*\*[ \t]*:|:\*\*)(.*)$")
 _DETAILS_RE = re.compile(r"^ {0,3}<details>[ \t]*(<summary>.*</summary>)?[ \t]*$", re.IGNORECASE)
 _DETAILS_START_RE = re.compile(r"^ {0,3}<details\b", re.IGNORECASE)
 _DETAILS_END_RE = re.compile(r"^ {0,3}</details>[ \t]*$", re.IGNORECASE)
@@ -352,11 +350,8 @@ def _read_bullets(rows: list[str], at: int, line: int) -> tuple[int, list[tuple[
 
 
 def _label(content: str) -> tuple[str, str]:
-    for pattern in _LABEL_RES:
-        found = pattern.match(content)
-        if found:
-            return found.group(1).strip(), found.group(2).strip()
-    return "", content.strip()
+    found = _LABEL_RE.match(content)
+    return (found.group(1).strip(), found.group(2).strip()) if found else ("", content.strip())
 
 
 def _read_details(rows: list[str], at: int, line: int) -> tuple[int, str | None, str | None, str]:
