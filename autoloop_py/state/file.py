@@ -22,8 +22,6 @@ from autoloop_py.errors import StateError
 from autoloop_py.render import render
 from autoloop_py.state import model_stats, prompt_stats, prose
 from autoloop_py.state.history import (
-    KEEP_DETAILED,
-    KEEP_DETAILED_TIGHT,
     RECORD_STATUSES,
     TIGHT_FRACTION,
     HistoryEntry,
@@ -36,10 +34,6 @@ from autoloop_py.state.history import (
     render_entry,
 )
 from autoloop_py.state.machine import (
-    DIRECTIONS,
-    REASON_LIMIT,
-    RECENT_LIMIT,
-    STATUSES,
     MachineSection,
     MachineState,
     advance,
@@ -47,7 +41,6 @@ from autoloop_py.state.machine import (
     is_improvement,
     parse_machine_section,
     table_rows,
-    target_reached,
     with_baseline,
     with_spend,
     with_values,
@@ -61,24 +54,19 @@ from autoloop_py.state.parts import (
     one_line,
     trim,
 )
+from autoloop_py.state.schedule_table import improvement
 
 __all__ = [
     "DEFAULT_BUDGET",
-    "DIRECTIONS",
     "FORECLOSED",
     "FUTURE",
     "HISTORY",
-    "KEEP_DETAILED",
-    "KEEP_DETAILED_TIGHT",
     "LESSONS",
     "MACHINE",
     "MODELS",
     "PRIORITIES",
     "PROMPTS",
-    "REASON_LIMIT",
-    "RECENT_LIMIT",
     "RECORD_STATUSES",
-    "STATUSES",
     "SUMMARY_LIMIT",
     "TIGHT_FRACTION",
     "HistoryEntry",
@@ -103,7 +91,6 @@ __all__ = [
     "prompts_of",
     "parse_state",
     "render_state",
-    "target_reached",
     "with_entry_status",
     "with_machine",
     "with_model_spend",
@@ -164,18 +151,12 @@ class StateFile:
     @property
     def machine(self) -> MachineState:
         """Returns the Machine State values."""
-        for section in self.sections:
-            if isinstance(section, MachineSection):
-                return section.machine
-        return MachineState()
+        return next((s.machine for s in self.sections if isinstance(s, MachineSection)), MachineState())
 
     @property
     def history(self) -> tuple[HistoryEntry, ...]:
         """Returns the Iteration History entries, newest first."""
-        for section in self.sections:
-            if isinstance(section, HistorySection):
-                return section.entries
-        return ()
+        return next((s.entries for s in self.sections if isinstance(s, HistorySection)), ())
 
     @property
     def lessons(self) -> tuple[str, ...]:
@@ -199,10 +180,7 @@ class StateFile:
 
     def section_text(self, key: str) -> str | None:
         """Returns the text of the first section whose normalised heading is `key`."""
-        for section in self.sections:
-            if section.key == key:
-                return section.text
-        return None
+        return next((section.text for section in self.sections if section.key == key), None)
 
 
 # ---------------------------------------------------------------- creating and reading
@@ -317,20 +295,13 @@ def _history_index(state: StateFile) -> int | None:
     return next((i for i, s in enumerate(state.sections) if isinstance(s, HistorySection)), None)
 
 
-def _get_history(state: StateFile) -> HistorySection:
-    index = _history_index(state)
-    assert index is not None
-    history = state.sections[index]
-    assert isinstance(history, HistorySection)
-    return history
+def _history_section(state: StateFile) -> HistorySection | None:
+    return next((s for s in state.sections if isinstance(s, HistorySection)), None)
 
 
 def _set_history(state: StateFile, history: HistorySection) -> StateFile:
-    index = _history_index(state)
-    assert index is not None
-    sections = list(state.sections)
-    sections[index] = history
-    return replace(state, sections=tuple(sections))
+    """Returns the state with its Iteration History section (one at most: parse_state refuses two) replaced."""
+    return replace(state, sections=tuple(history if isinstance(s, HistorySection) else s for s in state.sections))
 
 
 def _ensure_section(state: StateFile, key: str) -> StateFile:
@@ -338,15 +309,19 @@ def _ensure_section(state: StateFile, key: str) -> StateFile:
     if state.section_text(key) is not None:
         return state
     skeleton = macro(_SECTION_MACROS[key])
+    section = parse_history_section(md.split_sections(skeleton)[-1]) if key == HISTORY else RawSection(key, skeleton)
+    logger.info("%s: added the missing '%s' section", state.path, key)
+    return _add_section(state, section, _history_index(state))
+
+
+def _add_section(state: StateFile, section: Section, at: int | None) -> StateFile:
+    """Returns the state with a new section at index `at`, a `---` line after it; at the end (after one) when None."""
     sections = list(state.sections)
-    at = _history_index(state)
     if at is not None:
-        sections.insert(at, RawSection(key, skeleton + "\n---\n\n"))
+        sections.insert(at, _append_text(section, "\n---\n\n"))
     else:
         sections[-1] = _append_text(sections[-1], _separator_after(sections[-1].text))
-        found = md.split_sections(skeleton)[-1]
-        sections.append(parse_history_section(found) if key == HISTORY else RawSection(key, skeleton))
-    logger.info("%s: added the missing '%s' section", state.path, key)
+        sections.append(section)
     return replace(state, sections=tuple(sections))
 
 
@@ -374,9 +349,7 @@ def with_section(state: StateFile, key: str, text: str) -> StateFile:
                 raise ValueError(f"section {key!r} is not a raw section")
             sections[index] = RawSection(key, text)
             return replace(state, sections=tuple(sections))
-    sections[-1] = _append_text(sections[-1], _separator_after(sections[-1].text))
-    sections.append(RawSection(key, text))
-    return replace(state, sections=tuple(sections))
+    return _add_section(state, RawSection(key, text), None)
 
 
 # ---------------------------------------------------------------- prose sections
@@ -419,8 +392,9 @@ def apply_iteration(
     before = with_baseline(state.machine, record.baseline)
     after = advance(before, record, direction, target_metric, min_delta)
     state = with_machine(state, after)
-    state = _with_model_use(state, record, before.best_metric, direction)
-    state = _with_prompt_use(state, record, before.best_metric, direction)
+    gain = improvement(before.best_metric, record.metric, direction)
+    state = _with_model_use(state, record, gain)
+    state = _with_prompt_use(state, record, gain)
     state = _prepend_entry(state, render_entry(record, after.iteration_count, before.best_metric))
     if record.lesson:
         state = add_lesson(state, record.lesson)
@@ -439,7 +413,7 @@ def with_model_spend(state: StateFile, use: model_stats.ModelUse, when: datetime
     record = IterationRecord("rejected", when, "model calls", None, tokens=tokens or None,
                              cost=sum(costs) if costs else None, extra=model_stats.use_bullets(use))
     state = with_machine(state, with_spend(state.machine, record))
-    return _with_model_use(state, record, None, state.machine.metric_direction)
+    return _with_model_use(state, record, 0.0)
 
 
 def prompts_of(state: StateFile) -> prompt_stats.PromptTable:
@@ -447,38 +421,28 @@ def prompts_of(state: StateFile) -> prompt_stats.PromptTable:
     return prompt_stats.parse_prompts_section(state.section_text(PROMPTS), state.path, section_line(state, PROMPTS))
 
 
-def _with_model_use(state: StateFile, record: IterationRecord, best: float | None, direction: str) -> StateFile:
+def _with_model_use(state: StateFile, record: IterationRecord, gain: float) -> StateFile:
     """Returns the state with the record's model use added to the Models table (created before the history)."""
     use = model_stats.use_of(record)
     if use.proposer is None and not use.spend:
         return state
-    table = model_stats.with_record(models_of(state), record, _gain(record, best, direction))
+    table = model_stats.with_record(models_of(state), record, gain)
     return _with_table(state, MODELS, model_stats.render_models_section(table))
 
 
-def _with_prompt_use(state: StateFile, record: IterationRecord, best: float | None, direction: str) -> StateFile:
+def _with_prompt_use(state: StateFile, record: IterationRecord, gain: float) -> StateFile:
     """Returns the state with the record's prompt variant credited in the Prompts table (created before the history)."""
     if prompt_stats.use_of(record) == (None, None):
         return state
-    table = prompt_stats.with_record(prompts_of(state), record, _gain(record, best, direction))
+    table = prompt_stats.with_record(prompts_of(state), record, gain)
     return _with_table(state, PROMPTS, prompt_stats.render_prompts_section(table))
-
-
-def _gain(record: IterationRecord, best: float | None, direction: str) -> float:
-    """Returns how much the record's metric beat the best before it, in the better direction (0 without both)."""
-    if record.metric is None or best is None:
-        return 0.0
-    return record.metric - best if direction == "higher" else best - record.metric
 
 
 def _with_table(state: StateFile, key: str, rendered: str) -> StateFile:
     """Returns the state with a runner-rendered table section replaced, or inserted before the history when new."""
-    at = _history_index(state)
-    if state.section_text(key) is not None or at is None:
+    if state.section_text(key) is not None:
         return with_section(state, key, rendered)
-    sections = list(state.sections)
-    sections.insert(at, RawSection(key, rendered + "\n---\n\n"))
-    return replace(state, sections=tuple(sections))
+    return _add_section(state, RawSection(key, rendered), _history_index(state))
 
 
 def _check_record(record: IterationRecord) -> None:
@@ -493,10 +457,9 @@ def _check_record(record: IterationRecord) -> None:
 
 def with_entry_status(state: StateFile, iteration: int, label: str) -> StateFile:
     """Returns the state with the Status bullet of history entry `Iteration N` set to `label` (entry-level edit)."""
-    index = _history_index(state)
-    if index is None:
+    history = _history_section(state)
+    if history is None:
         return state
-    history = _get_history(state)
     updated = relabel_entry(history, iteration, label)
     if updated == history:
         logger.info("%s: no Iteration %d entry with a Status bullet to set to %r", state.path, iteration, label)
@@ -505,7 +468,9 @@ def with_entry_status(state: StateFile, iteration: int, label: str) -> StateFile
 
 def _prepend_entry(state: StateFile, entry_text: str) -> StateFile:
     state = _ensure_section(state, HISTORY)
-    return _set_history(state, prepend_entry(_get_history(state), entry_text))
+    history = _history_section(state)
+    assert history is not None
+    return _set_history(state, prepend_entry(history, entry_text))
 
 
 # ---------------------------------------------------------------- compaction
@@ -513,9 +478,9 @@ def _prepend_entry(state: StateFile, entry_text: str) -> StateFile:
 
 def compact(state: StateFile, budget: int = DEFAULT_BUDGET) -> StateFile:
     """Returns the state with old history folded: 10 detailed entries kept (5 above 80 % of the budget)."""
-    if _history_index(state) is None:
+    history = _history_section(state)
+    if history is None:
         return state
-    history = _get_history(state)
 
     def size(entries: tuple[HistoryEntry, ...]) -> int:
         return _size(_set_history(state, replace(history, entries=entries)))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Callable
@@ -190,17 +191,8 @@ def _entry_items(found: md.Section, bounds: list[tuple[int, int]]) -> list[list[
     if found.blocks is None or found.env is None:
         return None
     lists = [token for token in found.blocks if token["type"] == "list" and "line" in token]
-    items: list[list[str]] = []
-    at = 0
-    for start, stop in bounds:
-        while at < len(lists) and lists[at]["line"] < start:
-            at += 1
-        mine = []
-        while at < len(lists) and lists[at]["line"] < stop:
-            mine.append(lists[at])
-            at += 1
-        items.append(md.list_item_texts(mine, found.env))
-    return items
+    starts = [token["line"] for token in lists]  # in document order, so sorted
+    return [md.list_item_texts(lists[bisect_left(starts, a) : bisect_left(starts, b)], found.env) for a, b in bounds]
 
 
 def parse_entry(text: str, title: str | None = None, items: list[str] | None = None) -> HistoryEntry:
@@ -290,7 +282,8 @@ def _read_when(title: str) -> datetime | None:
 
 def _entry_metric(text: str) -> float | None:
     """Returns the metric of a `**Metric**:` bullet; `— (previous best: 0.5, …)` (an error entry) has none."""
-    return _first_number(text.split("(", 1)[0])
+    found = _NUMBER_RE.search(text.split("(", 1)[0])
+    return finite_number(found.group()) if found else None
 
 
 def prompt_text(text: str) -> str:
@@ -307,11 +300,6 @@ def _previous_best(entry: HistoryEntry) -> float | None:
     """Returns the "previous best" an entry's Metric bullet compares with (None when it shows none)."""
     found = _PREVIOUS_BEST_RE.search(_bullets(entry.text).get("metric", ""))
     return finite_number(found.group(1)) if found else None
-
-
-def _first_number(text: str) -> float | None:
-    found = _NUMBER_RE.search(text)
-    return finite_number(found.group()) if found else None
 
 
 # ---------------------------------------------------------------- new entries

@@ -263,10 +263,6 @@ def _read_statuses(text: str) -> tuple[str, ...]:
     return statuses
 
 
-def _read_text(text: str) -> str:
-    return text
-
-
 _SPEND_RE = re.compile(r"^(?:([0-9]{1,15})\s*tokens?)?\s*,?\s*(?:\$\s*([0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?))?$")
 
 
@@ -315,21 +311,21 @@ _FIELDS: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "initial_metric": ("Initial Metric", _read_float, "a number"),
     "target_metric": ("Target Metric", _read_float, "a number"),
     "metric_direction": ("Metric Direction", _read_direction, "`higher` or `lower`"),
-    "branch": ("Branch", _read_text, "a branch name"),
+    "branch": ("Branch", str, "a branch name"),
     "pr": ("PR", _read_ref, "a PR number"),
     "issue": ("Issue", _read_ref, "an issue number"),
     "paused": ("Paused", _read_bool, "`true` or `false`"),
-    "pause_reason": ("Pause Reason", _read_text, "text"),
+    "pause_reason": ("Pause Reason", str, "text"),
     "completed": ("Completed", _read_bool, "`true` or `false`"),
-    "completed_reason": ("Completed Reason", _read_text, "text"),
+    "completed_reason": ("Completed Reason", str, "text"),
     "consecutive_errors": ("Consecutive Errors", _read_count, "a whole number"),
     "recent_statuses": ("Recent Statuses", _read_statuses, "a comma-separated list of " + ", ".join(STATUSES)),
     "resumed_at": ("Resumed At", _read_count, "the Iteration Count at which the program was resumed"),
     "spent": ("Spent", _read_spend, "model usage such as `1234 tokens, $0.05`"),
     "spent_today": ("Spent Today", _read_day_spend, "a day's model usage such as `2026-11-24: 1234 tokens, $0.05`"),
     "holdout_metric": ("Holdout Metric", _read_float, "a number"),
-    "best_base": ("Best Base", _read_text, "a commit sha"),
-    "stale_reason": ("Stale Reason", _read_text, "text"),
+    "best_base": ("Best Base", str, "a commit sha"),
+    "stale_reason": ("Stale Reason", str, "text"),
     "kept_front": ("Kept Front", _read_front, "objective values such as `score 3 · cost 3; score 4 · cost 5`"),
 }
 # Rows written only once there is something in them, so a table without them stays as upstream writes it.

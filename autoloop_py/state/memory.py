@@ -166,7 +166,7 @@ class MemoryStore:
             # stays so: when the remote moved, its commit is made on the remote's records (update()'s retry).
             self.session.settle(self._pushing)
         remote_tip = self._fetch(reuse_listing)
-        local = self._tip()
+        local = self.tip()
         if remote_tip is None or remote_tip == local:
             return
         if local is None or is_ancestor(self._repo, local, remote_tip):
@@ -187,7 +187,7 @@ class MemoryStore:
         """Pushes local commits the remote lacks (an interrupted run's); returns whether it pushed any."""
         if not self.has_remote() or self.session.deferred(self._pushing):
             return False  # a push of this run's last update is on its way (settle() finishes it)
-        local = self._tip()
+        local = self.tip()
         remote_tip = self._tracking_tip()
         if local is None or local == remote_tip or (remote_tip and not is_ancestor(self._repo, remote_tip, local)):
             return False
@@ -206,7 +206,7 @@ class MemoryStore:
 
     def read_many(self, paths: builtins.list[str]) -> dict[str, str | None]:
         """Returns the text of each path at one branch tip, or as a record left to commit wrote it (None when absent)."""
-        tip, unwritten = self._tip(), self.unwritten()
+        tip, unwritten = self.tip(), self.unwritten()
         return {path: _text(unwritten[path]) if path in unwritten else self._read_at(tip, path) for path in paths}
 
     def unwritten(self) -> Mapping[str, str | bytes]:
@@ -215,7 +215,7 @@ class MemoryStore:
 
     def tip(self) -> str | None:
         """Returns the sha of the local branch (None when it does not exist)."""
-        return self._tip()
+        return self.session.objects.commit_sha(self._ref)
 
     def read_at(self, commit: str, path: str) -> str | None:
         """Returns the text of `path` in `commit` (None when the file is absent there)."""
@@ -237,7 +237,7 @@ class MemoryStore:
         Only those after `since`, whose message holds `grep` (fixed text), or that deleted the file (`deleted`).
         """
         check_path(path)
-        tip = at or self._tip()
+        tip = at or self.tip()
         if tip is None or since == tip:  # `tip..tip` names no commit
             return []
         args = ["log", "--format=%H%x1f%an%x1f%aI%x1f%B%x1e"]
@@ -247,12 +247,8 @@ class MemoryStore:
         found = call(self._repo, *args, f"{since}..{tip}" if since else tip, "--", path)
         if not found.ok:
             raise failure(found, self._repo, "the repository may be corrupt; run `git fsck`")
-        commits = []
-        for record in found.text.split("\x1e"):
-            parts = record.strip("\n").split("\x1f", 3)
-            if len(parts) == 4:
-                commits.append(MemoryCommit(*parts))
-        return commits
+        records = (record.strip("\n").split("\x1f", 3) for record in found.text.split("\x1e"))
+        return [MemoryCommit(*parts) for parts in records if len(parts) == 4]
 
     def tip_commit(self, path: str, at: str | None = None) -> MemoryCommit | None:
         """Returns the branch tip (or the commit `at`) as commits(path) lists it when it changed `path`, else None.
@@ -261,7 +257,7 @@ class MemoryStore:
         none) and the file's entry differs from the parent's.
         """
         check_path(path)
-        tip = at or self._tip()
+        tip = at or self.tip()
         commit = self.session.objects.commit(tip) if tip is not None else None
         if commit is None or len(commit.parents) > 1:
             return None
@@ -274,7 +270,7 @@ class MemoryStore:
 
     def list(self, prefix: str = "") -> builtins.list[str]:
         """Returns the sorted paths of files at the branch tip that start with `prefix`, a waiting record's too."""
-        tip = self._tip()
+        tip = self.tip()
         paths = set() if tip is None else set(tree_paths(self._repo, tip, prefix))
         return sorted(paths.union(path for path in self.unwritten() if path.startswith(prefix)))
 
@@ -284,7 +280,7 @@ class MemoryStore:
             check_path(path)
         self.settle()
         for _ in range(max(1, self.config.max_attempts)):
-            tip = self._tip()
+            tip = self.tip()
             sha = self._write_commit(tip, files, message)
             if sha == tip or update_ref(self._repo, self._ref, sha, tip, _subject(message)):
                 return sha
@@ -301,7 +297,7 @@ class MemoryStore:
         """
         check_path(path)
         self.settle()
-        tip = self._tip()
+        tip = self.tip()
         return self._update(Update(path, change, message, extra), tip, tip, None, 0, self.session.owns_pushes)
 
     def update_later(self, path: str, change: Change, message: str, extra: Extra | None = None) -> None:
@@ -311,7 +307,7 @@ class MemoryStore:
         """
         check_path(path)
         self.settle()
-        before = self._read_at(self._tip(), path)
+        before = self._read_at(self.tip(), path)
         text = change(before)
         files = {**(extra() if extra else {}), path: text}
         for written in files:
@@ -322,7 +318,7 @@ class MemoryStore:
 
         def commit() -> None:
             self.session.unwritten.pop(self.config.branch, None)
-            tip = self._tip()
+            tip = self.tip()
             self._update(Update(path, same, message, extra), tip, tip, None, 0, self.session.owns_pushes)
 
         self.session.defer(self._recording, commit)
@@ -342,29 +338,26 @@ class MemoryStore:
         self, update: Update, base: str | None, expected: str | None, mine: str | None, first: int, defer: bool
     ) -> str:
         """Runs update()'s attempts from number `first` on (after the first: on the remote's fresh tip)."""
-        path, change, message, extra = update
         reason = "no attempt made"
         for attempt in range(first, max(1, self.config.max_attempts)):
             if attempt:
                 self._pause(attempt)
                 base, expected = self._rebase_point(base, mine)
             try:
-                return self._attempt(base, expected, path, change, message, extra, defer and not attempt)
+                return self._attempt(base, expected, update, defer and not attempt)
             except _Retry as retry:
                 mine, reason = retry.sha, retry.reason
-                logger.info("memory update of %s, attempt %d: %s", path, attempt + 1, reason)
+                logger.info("memory update of %s, attempt %d: %s", update.path, attempt + 1, reason)
         raise GitError(
-            f"could not record {path} on {self.config.branch} after {self.config.max_attempts} attempts "
+            f"could not record {update.path} on {self.config.branch} after {self.config.max_attempts} attempts "
             f"({reason}); check access to '{self.config.remote}' and rerun",
             path=self.repo_root,
         )
 
-    def _attempt(
-        self, base: str | None, expected: str | None, path: str, change: Change, message: str, extra: Extra | None,
-        defer: bool = False,
-    ) -> str:
+    def _attempt(self, base: str | None, expected: str | None, update: Update, defer: bool = False) -> str:
         """Commits change(text at base) on base, moves the local branch from `expected`, and pushes (defer: starts
         the push and leaves it running, see settle)."""
+        path, change, message, extra = update
         text = change(self._read_at(base, path))
         # extra() runs after change() so that files derived from the update (ids, iteration numbers) match it.
         files = dict(extra() if extra else {})
@@ -382,7 +375,6 @@ class MemoryStore:
             pushing = start_push(self._repo, self.config.remote, sha, self.config.branch, seen, built_on=base)
             if defer and not isinstance(pushing, GitResult):
                 self.session.pushed[f"refs/remotes/{self.config.remote}/{self.config.branch}"] = sha
-                update = Update(path, change, message, extra)
                 self.session.defer(self._pushing, lambda: self._finish(pushing, sha, base, update))
                 return sha
             self._landed(path, sha, self._pushed(pushing, sha))
@@ -415,7 +407,7 @@ class MemoryStore:
 
     def _rebase_point(self, prev_base: str | None, mine: str | None) -> tuple[str | None, str | None]:
         """Returns (base, expected local tip) for a retry: the fresh remote tip, unless local is ahead."""
-        local = self._tip()
+        local = self.tip()
         # Our own failed commit is replaced; only what it was built on could hold unpushed work.
         keep = prev_base if mine is not None and local == mine else local
         remote_tip = self._fetch() if self.has_remote() else None
@@ -433,10 +425,6 @@ class MemoryStore:
         """Sleeps an exponential backoff with jitter before retry number `attempt`."""
         delay = min(self.config.max_backoff, self.config.backoff * (2 ** (attempt - 1))) * (0.5 + self._rng.random())
         time.sleep(delay)
-
-    def _tip(self) -> str | None:
-        """Returns the sha of the local branch, or None if it does not exist."""
-        return self.session.objects.commit_sha(self._ref)
 
     def _tracking_tip(self) -> str | None:
         """Returns what was last fetched of (or pushed to) the remote branch (see command.tracking_tip), without a process."""

@@ -21,12 +21,12 @@ import logging
 import os
 import tempfile
 from pathlib import Path
-from typing import Callable, Mapping, Union
+from typing import Mapping, Union
 
 from autoloop_py.errors import StateError
 from autoloop_py.git.objects import GitSession
 from autoloop_py.state import save_limits
-from autoloop_py.state.memory import MemoryCommit, MemoryStore, check_path
+from autoloop_py.state.memory import Change, Extra, MemoryCommit, MemoryStore, check_path
 from autoloop_py.state.source_pruning import is_source, prune_plan
 
 logger = logging.getLogger(__name__)
@@ -39,9 +39,6 @@ FILE_LIMIT = save_limits.FILE_LIMIT
 PATCH_LIMIT = save_limits.MAX_PATCH_SIZE
 # A candidate source kept compressed, so that one iteration's write stays under PATCH_LIMIT.
 PACKED = ".gz.b64.txt"
-
-Change = Callable[[str | None], str]
-Extra = Callable[[], Mapping[str, str | bytes]]
 
 
 class FolderMemory:

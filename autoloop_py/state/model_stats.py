@@ -143,11 +143,8 @@ def use_bullets(use: ModelUse) -> tuple[tuple[str, str], ...]:
 def use_of(record: IterationRecord) -> ModelUse:
     """Returns the model use a record's bullets carry (a record without them used no model)."""
     bullets = dict(record.extra)
-    spend: dict[str, tuple[int, float | None]] = {}
-    for part in (bullets.get(SPEND_BULLET) or "").split(";"):
-        found = parse_usage(part)
-        if found:
-            spend[found[0]] = found[1:]
+    usages = (parse_usage(part) for part in (bullets.get(SPEND_BULLET) or "").split(";"))
+    spend = {usage[0]: usage[1:] for usage in usages if usage}
     return ModelUse(bullets.get(MODEL_BULLET) or None, spend)
 
 

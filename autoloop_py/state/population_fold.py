@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from itertools import groupby
 from typing import Callable, Iterable
 
 from autoloop_py.errors import StateError
@@ -20,7 +21,6 @@ from autoloop_py.render import render
 from autoloop_py.state.population_markdown import parse_population, render_population
 from autoloop_py.state.population_model import FOLDED_HEADING_RE, Candidate, LayoutItem, Population, RawBlock
 
-FOLDED_HEADING = "### 🗄️ Folded entries"
 _REF_RE = re.compile(r"`memory/autoloop:([^`]+)`")
 
 
@@ -91,17 +91,9 @@ def unfold_entries(population: Population, read: Callable[[str], str | None], pa
 
 def id_ranges(ids: Iterable[int]) -> str:
     """Returns ids as short text: `#3, #5, #7–#40`."""
-    ordered = sorted(set(ids))
-    parts: list[str] = []
-    start = prev = None
-    for n in [*ordered, None]:
-        if n is not None and prev is not None and n == prev + 1:
-            prev = n
-            continue
-        if start is not None:
-            parts.append(f"#{start}" if start == prev else f"#{start}–#{prev}")
-        start = prev = n
-    return ", ".join(parts)
+    # Consecutive ids share their distance from their place in the sorted list.
+    runs = [[n for _, n in run] for _, run in groupby(enumerate(sorted(set(ids))), lambda pair: pair[1] - pair[0])]
+    return ", ".join(f"#{run[0]}" if len(run) == 1 else f"#{run[0]}–#{run[-1]}" for run in runs)
 
 
 def _folded_blocks(population: Population) -> list[RawBlock]:

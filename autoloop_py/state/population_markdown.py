@@ -9,14 +9,13 @@ here tracks fences itself, so headings inside code never split an entry.
 from __future__ import annotations
 
 import logging
-import math
 import re
 from dataclasses import fields, replace
 
 from autoloop_py import markdown as md
 from autoloop_py.errors import StateError
 from autoloop_py.render import render
-from autoloop_py.state.parts import one_line
+from autoloop_py.state.parts import finite_number, format_number, one_line
 from autoloop_py.state.population_model import (
     CANDIDATE_STATUSES,
     FOLDED_HEADING_RE,
@@ -36,18 +35,9 @@ logger = logging.getLogger(__name__)
 
 _STATUS_LABELS = {"accepted": "✅ accepted", "rejected": "❌ rejected", "error": "⚠️ error"}
 _NONE_WORDS = ("", "—", "–", "-", "none", "null")
-_LABELS = {
-    "operator": "operator",
-    "parents": "parents",
-    "parent": "parents",
-    "featurecell": "cell",
-    "cell": "cell",
-    "approach": "approach",
-    "status": "status",
-    "notes": "notes",
-    "note": "notes",
-    "lines": "lines",
-}
+# A bullet's label in lower-case letters only -> the field it sets (`Parent(s)`, `Feature cell` and `Note` too).
+_LABELS = {key: key for key in ("operator", "parents", "cell", "approach", "status", "notes", "lines")}
+_LABELS |= {"parent": "parents", "featurecell": "cell", "note": "notes"}
 _N = r"([0-9]{1,15})"
 _CANDIDATE_RE = re.compile(
     rf"^ {{0,3}}###[ \t]+Candidate[ \t]+#?{_N}[ \t]*·[ \t]*island[ \t]+(\S+)[ \t]*·[ \t]*"
@@ -61,10 +51,8 @@ _NEXT_ID_RE = re.compile(r"<!-- autoloop-next-id: ([0-9]{1,15}) -->\n\n\Z")
 _LEVEL3_RE = re.compile(r"^ {0,3}###[ \t]+(.*)$")
 _BREAK_RE = re.compile(r"^ {0,3}(?:(?:-[ \t]*){3,}|(?:\*[ \t]*){3,}|(?:_[ \t]*){3,})$")
 _BULLET_RE = re.compile(r"^ {0,3}[-*+](?:[ \t]+(.*))?$")
-_LABEL_RES = (
-    re.compile(r"^\*\*([^*]+?)\*\*[ \t]*:(.*)$"),
-    re.compile(r"^\*\*([^*]+?):\*\*(.*)$"),
-)
+# `**Label**: value` or `**Label:** value`.
+_LABEL_RE = re.compile(r"^\*\*([^*]+)(?:\*\*[ \t]*:|:\*\*)(.*)$")
 _DETAILS_RE = re.compile(r"^ {0,3}<details>[ \t]*(<summary>.*</summary>)?[ \t]*$", re.IGNORECASE)
 _DETAILS_START_RE = re.compile(r"^ {0,3}<details\b", re.IGNORECASE)
 _DETAILS_END_RE = re.compile(r"^ {0,3}</details>[ \t]*$", re.IGNORECASE)
@@ -88,12 +76,7 @@ class _Unreadable(Exception):
 
 def format_fitness(value: float | None) -> str:
     """Returns fitness as written in an entry heading: `null`, or the shortest text that reads back the same."""
-    # Same rule as state.format_number; not imported so that state.py can import this module.
-    if value is None:
-        return "null"
-    if float(value).is_integer() and abs(value) < 1e15:
-        return str(int(value))
-    return repr(float(value))
+    return "null" if value is None else format_number(value)
 
 
 def with_strategy_state(population: Population, text: str) -> Population:
@@ -367,11 +350,8 @@ def _read_bullets(rows: list[str], at: int, line: int) -> tuple[int, list[tuple[
 
 
 def _label(content: str) -> tuple[str, str]:
-    for pattern in _LABEL_RES:
-        found = pattern.match(content)
-        if found:
-            return found.group(1).strip(), found.group(2).strip()
-    return "", content.strip()
+    found = _LABEL_RE.match(content)
+    return (found.group(1).strip(), found.group(2).strip()) if found else ("", content.strip())
 
 
 def _read_details(rows: list[str], at: int, line: int) -> tuple[int, str | None, str | None, str]:
@@ -474,11 +454,8 @@ def _island(text: str, line: int) -> int | None:
 def _fitness(text: str, line: int) -> float | None:
     if text.lower() in ("null", "none"):
         return None
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value):
+    value = finite_number(text)
+    if value is None:
         raise _Unreadable(f"fitness {text!r} is not a number (write `null` for an error)", line)
     return value
 

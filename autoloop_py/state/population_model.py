@@ -112,9 +112,4 @@ def evolved_lines(code: str) -> int:
     regions = evolve_regions(code)
     if regions:
         return sum(end - start for start, end in regions)
-    return len(_split(code))
-
-
-def _split(text: str) -> list[str]:
-    parts = text.split("\n")
-    return parts[:-1] if parts and parts[-1] == "" else parts
+    return code.count("\n") + (code[-1:] not in ("", "\n"))  # a last line without its line break counts too

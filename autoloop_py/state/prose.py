@@ -35,27 +35,7 @@ def has_item(text: str | None, item: str) -> bool:
 
 def append_item(text: str, item: str) -> str:
     """Returns a section's text with `- item` after its list, in place of a `(none yet)` placeholder."""
-    return _append_bullet(text, _escape_block_start(item))
-
-
-def _is_placeholder(item: str) -> bool:
-    return bool(_PLACEHOLDER_RE.match(item.replace("*", "").replace("_", " ").strip()))
-
-
-def _normalize_item(item: str) -> str:
-    text = re.sub(r"[*_`]", "", item).lower()
-    return " ".join(text.split()).rstrip(".;!")
-
-
-def _escape_block_start(item: str) -> str:
-    """Returns the item with a leading block marker escaped, so `- <item>` stays one plain list item."""
-    ordered = re.match(r"\d{1,9}(?=[.)](?:\s|$))", item)
-    if ordered:
-        return f"{ordered.group()}\\{item[ordered.end():]}"
-    return "\\" + item if _ITEM_BLOCK_RE.match(item) else item
-
-
-def _append_bullet(text: str, item: str) -> str:
+    item = _escape_block_start(item)
     lines = text.splitlines(keepends=True)
     # Nested items sharing a line with their parent shift list_items' line numbers; stay inside the text.
     listed = [(found, min(line, len(lines) - 1)) for found, line in md.list_items(text)]
@@ -74,6 +54,23 @@ def _append_bullet(text: str, item: str) -> str:
     kept = [line for i, line in enumerate(lines) if i not in empty]
     at -= sum(1 for i in empty if i < at)
     return "".join(kept[:at] + insert + kept[at:])
+
+
+def _is_placeholder(item: str) -> bool:
+    return bool(_PLACEHOLDER_RE.match(item.replace("*", "").replace("_", " ").strip()))
+
+
+def _normalize_item(item: str) -> str:
+    text = re.sub(r"[*_`]", "", item).lower()
+    return " ".join(text.split()).rstrip(".;!")
+
+
+def _escape_block_start(item: str) -> str:
+    """Returns the item with a leading block marker escaped, so `- <item>` stays one plain list item."""
+    ordered = re.match(r"\d{1,9}(?=[.)](?:\s|$))", item)
+    if ordered:
+        return f"{ordered.group()}\\{item[ordered.end():]}"
+    return "\\" + item if _ITEM_BLOCK_RE.match(item) else item
 
 
 def _list_end(lines: list[str], last_item: int) -> int:

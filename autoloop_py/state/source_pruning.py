@@ -75,12 +75,9 @@ def prunable_sources(paths: Iterable[str], count: int, read: Callable[[str], str
     if count <= 0 or not sources:
         return []
     needed = {program: needed_ids(program, read) for program in {program for program, _, _ in sources}}
-    free = [(number, path) for program, number, path in sources if _free(number, needed[program])]
+    free = [(number, path) for program, number, path in sources
+            if needed[program] is not None and number not in needed[program]]
     return [path for _, path in sorted(free)[:count]]
-
-
-def _free(number: int, needed: set[int] | None) -> bool:
-    return needed is not None and number not in needed
 
 
 def needed_ids(program: str, read: Callable[[str], str | None]) -> set[int] | None:

@@ -167,11 +167,6 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def prompts_text(prompts: Mapping[str, Any]) -> str:
-    """Returns the prompts payload serialized as EvoTrace does (sort_keys, ensure_ascii=False)."""
-    return json.dumps(prompts, sort_keys=True, ensure_ascii=False)
-
-
 def blob_path(sha: str, suffix: str) -> str:
     """Returns a blob's path relative to the trace folder: `blobs/<sha[:2]>/<sha><suffix>`."""
     return f"blobs/{sha[:2]}/{sha}{suffix}"
@@ -194,7 +189,7 @@ def row_files(program: str, row: TraceRow, source: str, prompts: Mapping[str, An
     files = {f"{base}/{blob_path(solution_sha, '.txt')}": source}
     prompts_sha = None
     if prompts:
-        payload = prompts_text(prompts)
+        payload = json.dumps(prompts, sort_keys=True, ensure_ascii=False)  # serialized as EvoTrace does
         prompts_sha = sha256_text(payload)
         files[f"{base}/{blob_path(prompts_sha, '.json')}"] = payload
     row = replace(row, solution_sha256=solution_sha, prompts_sha256=prompts_sha)
@@ -229,13 +224,9 @@ def row_to_json(row: TraceRow) -> dict[str, Any]:
     extra = dict(row.extra)
     metadata = {**dict(extra.pop("metadata", None) or {}), "changes": row.changes,
                 "parent_metrics": _plain(row.parent_metrics), "model_name": row.model_name}
-    data: dict[str, Any] = {**extra, "id": row.id, "language": row.language, "metrics": _plain(row.metrics),
-                            "iteration_found": row.iteration_found, "parent_id": row.parent_id,
-                            "other_context_ids": list(row.other_context_ids), "generation": row.generation,
-                            "status": row.status, "source": row.source, "solution_sha256": row.solution_sha256,
-                            "prompts_sha256": row.prompts_sha256, "metadata": metadata, "operator": row.operator,
-                            "model": row.model, "timestamp": row.timestamp, "tokens": row.tokens, "cost": row.cost}
-    return data
+    known = {f.name: getattr(row, f.name) for f in fields(TraceRow) if f.name in _KNOWN_FIELDS}
+    return {**extra, **known, "metrics": _plain(row.metrics), "other_context_ids": list(row.other_context_ids),
+            "metadata": metadata}
 
 
 def row_from_json(data: Mapping[str, Any]) -> TraceRow:
@@ -547,14 +538,9 @@ _ROW_STATUS = {"accepted": "accepted", "pending-ci": "accepted", "rejected": "re
 
 def _row_extra(evaluated: Evaluated) -> dict[str, Any]:
     """Returns the row's autoloop-only fields: the novelty verdict, and each run's metric behind a median."""
-    extra: dict[str, Any] = {}
-    if evaluated.metadata:
-        extra["metadata"] = dict(evaluated.metadata)
-    if len(evaluated.runs) > 1:
-        extra["runs"] = list(evaluated.runs)
-    if evaluated.artifacts:
-        extra["artifacts"] = dict(evaluated.artifacts)
-    return extra
+    runs = list(evaluated.runs) if len(evaluated.runs) > 1 else []
+    extra = {"metadata": dict(evaluated.metadata), "runs": runs, "artifacts": dict(evaluated.artifacts)}
+    return {key: value for key, value in extra.items() if value}
 
 
 def tip_path(program: str) -> str:
