@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +12,7 @@ from rich.table import Table
 
 from autoloop_py import tempdirs
 from autoloop_py.analysis.report import BUCKETS, build_report
-from autoloop_py.commands.common import format_metric, format_percent, repo_root, subparser
+from autoloop_py.commands.common import format_metric, format_percent, repo_root, show_report, subparser
 from autoloop_py.commands.trace import export_program
 from autoloop_py.errors import AutoloopError
 from autoloop_py.state.memory import MEMORY_BRANCH
@@ -36,10 +35,7 @@ def cmd_analyze(args: argparse.Namespace, console: Console) -> int:
     """Prints the report (tables or JSON) and writes the figure when asked."""
     figure = figure_class() if args.png else None
     report = analyze_target(args.target, args.repo)
-    if args.json:
-        console.out(json.dumps(report, indent=2, ensure_ascii=False), highlight=False)
-    else:
-        print_report(report, console)
+    show_report(report, args.json, print_report, console)
     if figure is not None:
         write_png(report, args.png, figure)
         if not args.json:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import random
@@ -198,6 +199,15 @@ def states_and_damage(
 def machines(states: dict[str, statefile.StateFile | None]) -> dict[str, Any]:
     """Returns each program's Machine State (None for never-run programs)."""
     return {name: (s.machine if s is not None else None) for name, s in states.items()}
+
+
+def show_report(report: dict[str, Any], as_json: bool, tables: Callable[[dict[str, Any], Console], None],
+                console: Console) -> None:
+    """Prints a command's report as JSON (--json) or as the command's tables."""
+    if as_json:
+        console.out(json.dumps(report, indent=2, ensure_ascii=False), highlight=False)
+    else:
+        tables(report, console)
 
 
 def format_metric(value: float | None) -> str:

@@ -6,7 +6,6 @@ import argparse
 import contextlib
 import dataclasses
 import functools
-import json
 import textwrap
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -27,7 +26,7 @@ from autoloop_py.analysis.replay import (
     measure,
 )
 from autoloop_py.analysis.replay_prompts import EXACT, VARIANTS, vary
-from autoloop_py.commands.common import format_metric, repo_root, subparser
+from autoloop_py.commands.common import format_metric, repo_root, show_report, subparser
 from autoloop_py.commands.trace import export_program
 from autoloop_py.errors import AutoloopError
 from autoloop_py.loop.iteration.model_use import check_budget, record_spend
@@ -115,10 +114,7 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
             if target.program is not None and target.root is not None:
                 record_spend(target.root, target.program, spent, "replay")
         report = replay_report(target, replays, args.repeats, args.attempts)
-    if args.json:
-        console.out(json.dumps(report, indent=2, ensure_ascii=False), highlight=False)
-    else:
-        print_report(report, console)
+    show_report(report, args.json, print_report, console)
     return 0
 
 
