@@ -24,7 +24,7 @@ from autoloop_py.analysis.judge import (
     summarize,
 )
 from autoloop_py.commands.common import format_metric, format_percent, show_report, subparser
-from autoloop_py.commands.replay import opened
+from autoloop_py.commands.trace import opened
 from autoloop_py.errors import AutoloopError
 from autoloop_py.loop.iteration.model_use import check_budget, record_spend
 from autoloop_py.proposers import llm
