@@ -207,10 +207,8 @@ def _refuse_pointer(program: Program, name: str) -> None:
         return
     rel, line = pointer
     used = Path(rel).stem
-    if used == name:
-        raise ProgramError(f"{program.name} already uses the {name} strategy ({rel}); edit its files, or remove it "
-                           f"first with `autoloop strategy remove {name} --program {program.name}`", program.path, line)
-    raise ProgramError(f"{program.name} already uses the {used} strategy ({rel}); remove it first with "
+    how = "edit its files, or remove it first" if used == name else "remove it first"
+    raise ProgramError(f"{program.name} already uses the {used} strategy ({rel}); {how} with "
                        f"`autoloop strategy remove {used} --program {program.name}`", program.path, line)
 
 

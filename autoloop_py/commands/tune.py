@@ -105,7 +105,6 @@ def _search(
     return path, baseline, trials, interrupted
 
 
-
 def _baseline(program: Program, workdir: Path, path: str, target: tuning_run.TuneTarget) -> float:
     """Returns the candidate's score re-measured in the worktree, or raises when its evaluation fails."""
     result = tuning_run.measure(program, workdir, path, target.source)
