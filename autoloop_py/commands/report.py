@@ -9,11 +9,12 @@ from typing import Any
 from rich.console import Console
 
 from autoloop_py.analysis.html_report import ReportSource, render_report, report_payload
-from autoloop_py.commands.common import read_states, subparser
+from autoloop_py.commands.common import read_state, subparser
 from autoloop_py.commands.trace import opened
 from autoloop_py.program.model import Program
 from autoloop_py.state.memory import MemoryStore
 from autoloop_py.state.population import population_of
+from autoloop_py.state.memory_folder import open_memory
 from autoloop_py.state.population_model import Candidate
 
 
@@ -49,5 +50,7 @@ def _population(root: Path | None, program: Program | None) -> tuple[Candidate, 
     """Returns the program's Population from its state file (empty for the default flow or an unknown program)."""
     if root is None or program is None:
         return ()
-    state = read_states(root, [program]).get(program.name)
+    memory = open_memory(root)
+    memory.sync()
+    state = read_state(memory, program)
     return population_of(state, MemoryStore(root).read).candidates if state is not None else ()
