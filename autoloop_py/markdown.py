@@ -322,7 +322,6 @@ def inline_text(children: list[Token]) -> str:
 
 
 _NEWLINE_RE = re.compile("\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
-_EMOJI_RE = re.compile(r"[^\w\s\-–—:./()]", re.UNICODE)
 
 
 def section_named(sections: Iterable[Section], name: str) -> Section | None:

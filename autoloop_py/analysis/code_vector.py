@@ -104,12 +104,8 @@ def unpack(text: object) -> Vector | None:
 
 def nearest(query: Sequence[float], others: Mapping[str, Sequence[float]]) -> tuple[str, float] | None:
     """Returns (id, similarity) of the most similar vector among others (the first on ties; None when empty)."""
-    best: tuple[str, float] | None = None
-    for name, other in others.items():
-        similarity = cosine(query, other)
-        if best is None or similarity > best[1]:
-            best = (name, similarity)
-    return best
+    scored = ((name, cosine(query, other)) for name, other in others.items())
+    return max(scored, key=lambda pair: pair[1], default=None)
 
 
 def _bound_names(source: str) -> set[str] | None:

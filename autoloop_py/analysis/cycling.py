@@ -16,7 +16,7 @@ import re
 import statistics
 from collections import Counter
 from dataclasses import dataclass
-from typing import Iterable, Mapping, NamedTuple, Sequence
+from typing import Callable, Iterable, Mapping, NamedTuple, Sequence
 
 from autoloop_py.analysis import Node
 
@@ -53,21 +53,13 @@ class Edit:
     removed: tuple[str, ...]
     added: tuple[str, ...]
 
-    def removed_kept(self) -> tuple[str, ...]:
-        """Returns the removed lines that are not noise (short lines kept)."""
-        return tuple(line for line in self.removed if not is_noise(line))
-
-    def added_kept(self) -> tuple[str, ...]:
-        """Returns the added lines that are not noise (short lines kept): the raw detector's denominator."""
-        return tuple(line for line in self.added if not is_noise(line))
-
     def removed_counted(self) -> tuple[str, ...]:
         """Returns the removed lines the three-way classifier counts (not noise, at least MIN_LENGTH characters)."""
-        return tuple(line for line in self.removed_kept() if len(line) >= MIN_LENGTH)
+        return tuple(line for line in self.removed if not is_noise(line) and len(line) >= MIN_LENGTH)
 
     def added_counted(self) -> tuple[str, ...]:
         """Returns the added lines the three-way classifier counts (not noise, at least MIN_LENGTH characters)."""
-        return tuple(line for line in self.added_kept() if len(line) >= MIN_LENGTH)
+        return tuple(line for line in self.added if not is_noise(line) and len(line) >= MIN_LENGTH)
 
 
 @dataclass(frozen=True)
@@ -173,14 +165,7 @@ def classify_run_wide(edits: Sequence[Edit]) -> tuple[RecycleEvent, ...]:
     for edit in sorted(edits, key=lambda e: e.iteration):
         for line in edit.removed_counted():
             history.setdefault(skeleton(line), []).append(_Removal(edit.iteration, line, edit.child_id))
-        credited: set[str] = set()
-        for line in edit.added_counted():
-            key = skeleton(line)
-            removal = _latest_before(history.get(key, ()), edit.iteration)
-            if key in credited or removal is None:
-                continue
-            credited.add(key)
-            events.append(_event(edit, line, removal, classify_pair(line, removal.line)))
+        events += _readds(edit, lambda line, key: _latest_before(history.get(key, ()), edit.iteration))
     return tuple(events)
 
 
@@ -190,15 +175,23 @@ def classify_lineage(edits: Sequence[Edit], nodes: Sequence[Node]) -> tuple[Recy
     events: list[RecycleEvent] = []
     for edit in sorted(edits, key=lambda e: (e.iteration, e.child_id)):
         lines, skeletons = deleted.of(edit.parent_id)
-        credited: set[str] = set()
-        for line in edit.added_counted():
-            key = skeleton(line)
-            removal = lines.get(line) or skeletons.get(key)
-            if key in credited or removal is None:
-                continue
-            credited.add(key)
-            events.append(_event(edit, line, removal, classify_pair(line, removal.line)))
+        events += _readds(edit, lambda line, key: lines.get(line) or skeletons.get(key))
     return tuple(events)
+
+
+def _readds(edit: Edit, removal_of: Callable[[str, str], _Removal | None]) -> list[RecycleEvent]:
+    """Returns an event per added line that removal_of(line, skeleton) matches, once per skeleton per edit."""
+    events: list[RecycleEvent] = []
+    credited: set[str] = set()
+    for line in edit.added_counted():
+        key = skeleton(line)
+        removal = removal_of(line, key)
+        if key in credited or removal is None:
+            continue
+        credited.add(key)
+        events.append(RecycleEvent(edit.child_id, edit.iteration, classify_pair(line, removal.line), line,
+                                   removal.line, removal.node_id, edit.iteration - removal.iteration))
+    return events
 
 
 def raw_events(edits: Sequence[Edit], collapse_numbers: bool = False) -> tuple[int, int]:
@@ -252,11 +245,6 @@ def _latest_before(removals: Sequence[_Removal], iteration: int) -> _Removal | N
         if removal.iteration < iteration and (found is None or removal.iteration > found.iteration):
             found = removal
     return found
-
-
-def _event(edit: Edit, line: str, removal: _Removal, kind: str) -> RecycleEvent:
-    return RecycleEvent(edit.child_id, edit.iteration, kind, line, removal.line, removal.node_id,
-                        edit.iteration - removal.iteration)
 
 
 _Deleted = tuple[Mapping[str, _Removal], Mapping[str, _Removal]]

@@ -257,37 +257,33 @@ def _problem_constant(name: str) -> bool:
     return False
 
 
-def _assigned_name(node: ast.AST, parents: Mapping[ast.AST, ast.AST]) -> str | None:
-    """Returns the name the literal's expression is assigned to, passed as, or defaults, if any."""
-    child = node
-    for ancestor in ancestors(node, parents):
-        named = _name_at(ancestor, child)
-        if named is not None:
-            return named
-        if isinstance(ancestor, ast.stmt):
-            return None
-        child = ancestor
-    return None
-
-
 def _context_name(node: ast.AST, parents: Mapping[ast.AST, ast.AST]) -> str:
     """Returns a name for the knob: its assignment target, keyword, parameter or compared operand."""
+    named = _assigned_name(node, parents, guess=True)
+    return named if named is not None else f"literal_l{getattr(node, 'lineno', 0)}"
+
+
+def _assigned_name(node: ast.AST, parents: Mapping[ast.AST, ast.AST], guess: bool = False) -> str | None:
+    """Returns the name the literal's expression is assigned to, passed as, or defaults, if any.
+
+    guess: else name it after the operand it is compared with (`x_threshold`) or the call it is an argument of.
+    """
     child = node
     for ancestor in ancestors(node, parents):
         named = _name_at(ancestor, child)
         if named is not None:
             return named
-        if isinstance(ancestor, ast.Compare):
+        if guess and isinstance(ancestor, ast.Compare):
             other = ancestor.left if child is not ancestor.left else ancestor.comparators[0]
             label = _expr_name(other)
             if label:
                 return f"{label}_threshold"
-        if isinstance(ancestor, ast.Call) and child in ancestor.args and _call_name(ancestor):
+        if guess and isinstance(ancestor, ast.Call) and child in ancestor.args and _call_name(ancestor):
             return f"{_call_name(ancestor)}_arg{ancestor.args.index(child)}"  # type: ignore[arg-type]
         if isinstance(ancestor, ast.stmt):
-            break
+            return None
         child = ancestor
-    return f"literal_l{getattr(node, 'lineno', 0)}"
+    return None
 
 
 def _name_at(ancestor: ast.AST, child: ast.AST) -> str | None:

@@ -27,6 +27,7 @@ from autoloop_py.analysis.tuning_source import (
     split_lines,
 )
 from autoloop_py.render import render
+from autoloop_py.state.parts import finite_number
 
 _SPAN = math.sqrt(10.0)
 
@@ -131,10 +132,4 @@ def _locate(text: str, context: str, source: str, literals: Sequence[Literal]) -
 
 
 def _float(value: object) -> float | None:
-    if isinstance(value, bool):
-        return None
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
+    return None if isinstance(value, bool) else finite_number(str(value))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -11,13 +10,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from autoloop_py import tempdirs
 from autoloop_py.analysis.report import BUCKETS, build_report
-from autoloop_py.commands.common import format_metric, format_percent, repo_root, subparser
-from autoloop_py.commands.trace import export_program
+from autoloop_py.commands.common import format_metric, format_percent, show_report, subparser
+from autoloop_py.commands.trace import opened
 from autoloop_py.errors import AutoloopError
-from autoloop_py.state.memory import MEMORY_BRANCH
-from autoloop_py.state.trace import load_trace, trace_dir
 
 PLOT_HINT = "--png needs matplotlib; install it with: pip install 'autoloop-py[plot]'"
 _KINDS = ("literal", "tuning", "trivial", "any")
@@ -36,10 +32,7 @@ def cmd_analyze(args: argparse.Namespace, console: Console) -> int:
     """Prints the report (tables or JSON) and writes the figure when asked."""
     figure = figure_class() if args.png else None
     report = analyze_target(args.target, args.repo)
-    if args.json:
-        console.out(json.dumps(report, indent=2, ensure_ascii=False), highlight=False)
-    else:
-        print_report(report, console)
+    show_report(report, args.json, print_report, console)
     if figure is not None:
         write_png(report, args.png, figure)
         if not args.json:
@@ -49,14 +42,10 @@ def cmd_analyze(args: argparse.Namespace, console: Console) -> int:
 
 def analyze_target(target: str, repo: Path | None) -> dict[str, Any]:
     """Returns the report of a trace directory, or of a program's trace exported from the memory branch."""
-    directory = Path(target)
-    if directory.is_dir():
-        return build_report(load_trace(directory))
-    if "/" in target or target.startswith("."):
-        raise AutoloopError("is not a directory; pass an EvoTrace run directory or a program's name", path=target)
-    with tempdirs.temporary("autoloop-trace-") as tmp:
-        report = build_report(load_trace(export_program(repo_root(repo), target, Path(tmp) / target)))
-    report["run"]["directory"] = f"{MEMORY_BRANCH}:{trace_dir(target)}"
+    with opened(target, repo, strict=False) as run:
+        report = build_report(run.trace)
+    if not Path(target).is_dir():  # the exported copy is gone: name the memory branch's folder
+        report["run"]["directory"] = run.label
     return report
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import random
@@ -24,7 +25,7 @@ from autoloop_py.program.model import Program, check_all, find_program, program_
 from autoloop_py.program.repository_settings import RepositorySettings, load_repository_settings
 from autoloop_py.state import file as statefile
 from autoloop_py.state.memory import MemoryStore
-from autoloop_py.state.memory_folder import open_memory
+from autoloop_py.state.memory_folder import Memory, open_memory
 from autoloop_py.state.schedule_table import SCHEDULE_PATH, parse_schedule_table
 from autoloop_py.state.untrusted_text import plain
 
@@ -125,20 +126,12 @@ def _without_clashes(programs: list[Program], problems: list[ProgramError]) -> t
     return kept, problems + errors
 
 
-def read_states(
-    root: Path, programs: list[Program], sync: bool = True, session: GitSession | None = None
-) -> dict[str, statefile.StateFile | None]:
-    """Returns each program's parsed state file (None when it has none yet); `session`: the run's, if any."""
-    memory = open_memory(root, session=session)
-    if sync:
-        memory.sync()
-    states: dict[str, statefile.StateFile | None] = {}
-    for program in programs:
-        text = memory.read(state_path(program))
-        states[program.name] = parse_or_new(text, program, state_path(program)) if text else None
-        found = states[program.name]
-        schedule.next_due(program, found.machine if found else None)  # a Last Run it cannot add to raises here
-    return states
+def read_state(memory: Memory, program: Program) -> statefile.StateFile | None:
+    """Returns the program's parsed state file (None when it has none yet); a Last Run it cannot add to raises."""
+    text = memory.read(state_path(program))
+    found = parse_or_new(text, program, state_path(program)) if text else None
+    schedule.next_due(program, found.machine if found else None)
+    return found
 
 
 def schedule_rank(
@@ -163,7 +156,7 @@ def schedule_rank(
 def readable_states(
     root: Path, programs: list[Program], forced: str | None, session: GitSession | None = None
 ) -> dict[str, statefile.StateFile | None]:
-    """Returns read_states of the programs whose state file can be read; the others are logged and left out.
+    """Returns the read_state of each program whose state file can be read; the others are logged and left out.
 
     One damaged state file must not stop every other program; the forced program's error is raised.
     """
@@ -189,7 +182,7 @@ def states_and_damage(
     damaged: dict[str, StateError] = {}
     for program in programs:
         try:
-            states.update(read_states(root, [program], sync=False, session=session))
+            states[program.name] = read_state(memory, program)
         except StateError as err:
             damaged[program.name] = err
     return states, damaged
@@ -198,6 +191,15 @@ def states_and_damage(
 def machines(states: dict[str, statefile.StateFile | None]) -> dict[str, Any]:
     """Returns each program's Machine State (None for never-run programs)."""
     return {name: (s.machine if s is not None else None) for name, s in states.items()}
+
+
+def show_report(report: dict[str, Any], as_json: bool, tables: Callable[[dict[str, Any], Console], None],
+                console: Console) -> None:
+    """Prints a command's report as JSON (--json) or as the command's tables."""
+    if as_json:
+        console.out(json.dumps(report, indent=2, ensure_ascii=False), highlight=False)
+    else:
+        tables(report, console)
 
 
 def format_metric(value: float | None) -> str:
@@ -210,4 +212,4 @@ def format_percent(value: float | None) -> str:
     return "—" if value is None else f"{value:.1%}"
 
 
-__all__ = ["StateError", "add_common", "subparser", "repo_root", "read_states", "readable_states", "states_and_damage", "machines"]
+__all__ = ["StateError", "add_common", "subparser", "repo_root", "read_state", "readable_states", "states_and_damage", "machines"]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import os
 from collections import Counter
 from pathlib import Path
@@ -24,8 +23,8 @@ from autoloop_py.analysis.judge import (
     judgement_dict,
     summarize,
 )
-from autoloop_py.commands.common import format_metric, format_percent, subparser
-from autoloop_py.commands.replay import opened
+from autoloop_py.commands.common import format_metric, format_percent, show_report, subparser
+from autoloop_py.commands.trace import opened
 from autoloop_py.errors import AutoloopError
 from autoloop_py.loop.iteration.model_use import check_budget, record_spend
 from autoloop_py.proposers import llm
@@ -78,10 +77,7 @@ def cmd_judge(args: argparse.Namespace, console: Console) -> int:
                 record_spend(target.root, target.program, spent, "judge")
         report = {"run": target.label, "model": model, "summary": summarize(judgements),
                   "edits": [judgement_dict(j) for j in judgements]}
-    if args.json:
-        console.out(json.dumps(report, indent=2, ensure_ascii=False), highlight=False)
-    else:
-        print_report(report, console)
+    show_report(report, args.json, print_report, console)
     return 0
 
 

@@ -11,10 +11,9 @@ from typing import AbstractSet, Any
 from rich.console import Console
 
 from autoloop_py.commands.common import load_all, repo_root, shown, subparser
-from autoloop_py.commands.run import print_outcome, run_url
+from autoloop_py.commands.run import github_settings, print_outcome, run_url
 from autoloop_py.errors import AutoloopError
 from autoloop_py.github import ci
-from autoloop_py.github import client as github
 from autoloop_py.loop.iteration.options import RunOptions
 from autoloop_py.loop.record import publish_guard as guard
 from autoloop_py.loop.record.outcome import Outcome, OutcomeError, read_outcome
@@ -139,20 +138,13 @@ def _moment(text: str) -> datetime:
     return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
 
 
-def _ci_settings() -> github.GitHubSettings:
-    settings = github.from_environment(os.environ)
-    if settings is None:
-        raise AutoloopError("--ci needs GITHUB_REPOSITORY and GITHUB_TOKEN in the environment")
-    return settings
-
-
 def _publish(
     root: Path, program: Program, outcomes: list[Outcome], options: RunOptions, tick: bool, with_ci: bool,
     console: Console,
 ) -> None:
     """Publishes one outcome, or the slots of one tick as one update, and prints each record."""
     if with_ci:
-        result = ci.publish_ci(root, program, outcomes, options, _ci_settings(), tick=tick)
+        result = ci.publish_ci(root, program, outcomes, options, github_settings(), tick=tick)
         if result.message:
             console.print(f"CI: {shown(result.message)}")
         done = result.accounts

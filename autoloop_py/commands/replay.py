@@ -6,16 +6,13 @@ import argparse
 import contextlib
 import dataclasses
 import functools
-import json
 import textwrap
-from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from autoloop_py import tempdirs
 from autoloop_py.analysis.replay import (
     BEST,
     CLASSES,
@@ -27,13 +24,11 @@ from autoloop_py.analysis.replay import (
     measure,
 )
 from autoloop_py.analysis.replay_prompts import EXACT, VARIANTS, vary
-from autoloop_py.commands.common import format_metric, repo_root, subparser
-from autoloop_py.commands.trace import export_program
+from autoloop_py.commands.common import format_metric, show_report, subparser
+from autoloop_py.commands.trace import Target, opened
 from autoloop_py.errors import AutoloopError
 from autoloop_py.loop.iteration.model_use import check_budget, record_spend
-from autoloop_py.program.model import Program, check_all, find_program
 from autoloop_py.proposers.base import Usage
-from autoloop_py.state.trace import Trace, load_trace
 from autoloop_py.studies.replaying import Ask, Bench, Replay, check_credentials, replay_event, send
 
 _EXAMPLE = ("autoloop replay function_minimization --event best --repeats 3\n"
@@ -53,23 +48,6 @@ _EPILOG = textwrap.fill("Each reply is applied to the parent's source as the llm
            "(worse than the original, better than its parent), worse, parse_failed, eval_failed, or not_evaluated.", width=90)
 NO_MODEL = ("candidate '{id}' records no model; pass --model with a litellm model name "
             "(for example --model openai/gpt-4o-mini)")
-
-
-@dataclasses.dataclass(frozen=True)
-class Target:
-    """A run to work on: its trace and, when the repository defines it, its program.
-
-    Attributes:
-        trace: the run's trace (its directory lives while the `opened` block runs).
-        program: the program that made the run, None for a trace directory whose program is not in the repository.
-        root: the repository root, None outside a repository.
-        label: how the run is named in reports (`memory/autoloop:traces/<name>` or the directory).
-    """
-
-    trace: Trace
-    program: Program | None
-    root: Path | None
-    label: str
 
 
 def add_parser(commands: Any) -> None:
@@ -115,10 +93,7 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
             if target.program is not None and target.root is not None:
                 record_spend(target.root, target.program, spent, "replay")
         report = replay_report(target, replays, args.repeats, args.attempts)
-    if args.json:
-        console.out(json.dumps(report, indent=2, ensure_ascii=False), highlight=False)
-    else:
-        print_report(report, console)
+    show_report(report, args.json, print_report, console)
     return 0
 
 
@@ -154,38 +129,6 @@ def _replay(
         "measures": None if prompt.skipped else dataclasses.asdict(measure(trials, event, direction)),
         "trials": [_trial_dict(trial, event, direction) for trial in trials],
     }
-
-
-@contextlib.contextmanager
-def opened(name: str, repo: Path | None) -> Iterator[Target]:
-    """Yields the run a command names: a trace directory, or a program's trace exported from the memory branch."""
-    directory = Path(name)
-    if directory.is_dir():
-        trace = load_trace(directory)
-        root = _root(repo)
-        program_name = trace.meta.get("program")
-        program = _program(root, program_name) if root is not None and isinstance(program_name, str) else None
-        yield Target(trace, program, root, str(directory))
-        return
-    if "/" in name or name.startswith("."):
-        raise AutoloopError("is not a directory; pass an EvoTrace run directory or a program's name", path=name)
-    root = repo_root(repo)
-    programs, _ = check_all(root)
-    with tempdirs.temporary("autoloop-trace-") as tmp:
-        trace = load_trace(export_program(root, name, Path(tmp) / name))
-        yield Target(trace, find_program(programs, name), root, f"memory/autoloop:traces/{name}")
-
-
-def _root(repo: Path | None) -> Path | None:
-    try:
-        return repo_root(repo)
-    except AutoloopError:
-        return None
-
-
-def _program(root: Path, name: str) -> Program | None:
-    programs, _ = check_all(root)
-    return next((program for program in programs if program.name == name), None)
 
 
 def replay_report(target: Target, replays: list[dict[str, Any]], repeats: int, attempts: int) -> dict[str, Any]:

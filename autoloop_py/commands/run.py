@@ -177,7 +177,7 @@ def _run(args: argparse.Namespace, console: Console, started: float, wall: float
         slot=args.slot,
         proposer_factory=functools.partial(get_proposer, models=worker),
     )
-    settings = _github_settings() if args.ci else None
+    settings = github_settings() if args.ci else None
     # One git session for the whole run: its object reads go through one `cat-file --batch`. A run on this machine
     # is the writer of its own records: their pushes overlap the next iteration (an Actions job's writes are
     # `publish`'s, and --ci records as it goes).
@@ -271,8 +271,8 @@ def _loop(
     return outcomes
 
 
-def _github_settings() -> GitHubSettings:
-    """Returns the GitHub settings of a --ci run, from the environment."""
+def github_settings() -> GitHubSettings:
+    """Returns the GitHub settings of a --ci run or publish, from the environment."""
     from autoloop_py.github import client as github
 
     settings = github.from_environment(os.environ)

@@ -12,7 +12,7 @@ from rich.markup import escape
 
 from autoloop_py.commands.check import program_findings
 from autoloop_py.commands import COMMANDS
-from autoloop_py.commands.common import load_named, read_states, repo_root, subparser
+from autoloop_py.commands.common import load_named, read_state, repo_root, subparser
 from autoloop_py.commands.new import (
     answered,
     package_strategies,
@@ -33,6 +33,7 @@ from autoloop_py.program.strategy_template import (
 )
 from autoloop_py.render import render
 from autoloop_py.state.parts import trim
+from autoloop_py.state.memory_folder import open_memory
 from autoloop_py.state.population import population_of
 from autoloop_py.strategies.runner import load_runner
 
@@ -207,10 +208,8 @@ def _refuse_pointer(program: Program, name: str) -> None:
         return
     rel, line = pointer
     used = Path(rel).stem
-    if used == name:
-        raise ProgramError(f"{program.name} already uses the {name} strategy ({rel}); edit its files, or remove it "
-                           f"first with `autoloop strategy remove {name} --program {program.name}`", program.path, line)
-    raise ProgramError(f"{program.name} already uses the {used} strategy ({rel}); remove it first with "
+    how = "edit its files, or remove it first" if used == name else "remove it first"
+    raise ProgramError(f"{program.name} already uses the {used} strategy ({rel}); {how} with "
                        f"`autoloop strategy remove {used} --program {program.name}`", program.path, line)
 
 
@@ -229,7 +228,7 @@ def _refuse_existing(root: Path, folder: Path, files: dict[str, str]) -> None:
 def _population_problems(root: Path, program: Program) -> list[str]:
     """Returns why the strategy cannot read the Population another strategy left in the state file ([] if it can)."""
     try:
-        state = read_states(root, [program], sync=False).get(program.name)
+        state = read_state(open_memory(root), program)
         population = population_of(state) if state is not None else None
         if population is None or not (population.candidates or population.strategy_state):
             return []

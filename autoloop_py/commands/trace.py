@@ -5,18 +5,21 @@ what its evaluation said (feedback, error, output tails)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from rich.console import Console
 
+from autoloop_py import tempdirs
 from autoloop_py.analysis import tracking
-from autoloop_py.render import render
-
 from autoloop_py.commands.common import repo_root, subparser
 from autoloop_py.errors import AutoloopError
+from autoloop_py.program.model import Program, check_all, find_program
+from autoloop_py.render import render
 from autoloop_py.state import trace
 from autoloop_py.state.memory import MEMORY_BRANCH, MemoryStore
 from autoloop_py.state.untrusted_text import plain
@@ -98,6 +101,59 @@ def cmd_trace_track(args: argparse.Namespace, console: Console) -> int:
     where = {"csv": str(out), "mlflow": f"MLflow run {sent} at {out}", "wandb": f"W&B run {sent} in {out}"}[args.to]
     console.print(f"wrote {len(items)} candidates of {args.program} to {where}")
     return 0
+
+
+@dataclass(frozen=True)
+class Target:
+    """A run to work on: its trace and, when the repository defines it, its program.
+
+    Attributes:
+        trace: the run's trace (its directory lives while the `opened` block runs).
+        program: the program that made the run, None for a trace directory whose program is not in the repository.
+        root: the repository root, None outside a repository.
+        label: how the run is named in reports (`memory/autoloop:traces/<name>` or the directory).
+    """
+
+    trace: trace.Trace
+    program: Program | None
+    root: Path | None
+    label: str
+
+
+@contextlib.contextmanager
+def opened(name: str, repo: Path | None, strict: bool = True) -> Iterator[Target]:
+    """Yields the run a command names: a trace directory, or a program's trace exported from the memory branch.
+
+    strict: a program's name must name a program of the repository (else its trace alone is the run).
+    """
+    directory = Path(name)
+    if directory.is_dir():
+        run = trace.load_trace(directory)
+        root = _root(repo)
+        program_name = run.meta.get("program")
+        program = _program(root, program_name) if root is not None and isinstance(program_name, str) else None
+        yield Target(run, program, root, str(directory))
+        return
+    if "/" in name or name.startswith("."):
+        raise AutoloopError("is not a directory; pass an EvoTrace run directory or a program's name", path=name)
+    root = repo_root(repo)
+    programs, _ = check_all(root)
+    with tempdirs.temporary("autoloop-trace-") as tmp:
+        run = trace.load_trace(export_program(root, name, Path(tmp) / name))
+        program = find_program(programs, name) if strict else next((p for p in programs if p.name == name), None)
+        yield Target(run, program, root, f"{MEMORY_BRANCH}:{trace.trace_dir(name)}")
+
+
+def _root(repo: Path | None) -> Path | None:
+    try:
+        return repo_root(repo)
+    except AutoloopError:
+        return None
+
+
+def _program(root: Path, name: str) -> Program | None:
+    programs, _ = check_all(root)
+    return next((program for program in programs if program.name == name), None)
 
 
 def export_program(root: Path, program: str, out: Path) -> Path:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from autoloop_py.analysis.tuning_report import (
 )
 from autoloop_py.commands.analyze import figure_class
 from autoloop_py.commands import COMMANDS
-from autoloop_py.commands.common import format_metric, load_named, repo_root, subparser
+from autoloop_py.commands.common import format_metric, load_named, repo_root, show_report, subparser
 from autoloop_py.commands.trace import export_program
 from autoloop_py.errors import AutoloopError
 from autoloop_py.program.model import Program
@@ -84,10 +83,7 @@ def cmd_tune(args: argparse.Namespace, console: Console) -> int:
     info = tuning_run.run_info(program, path, target, knob_source, notes, args.calls, args.seed, interrupted)
     report = build_report(run=info, candidate=target.choice, knobs=knobs, trials=trials, baseline=baseline,
                           n_initial=initial_points(args.calls))
-    if args.json:
-        console.out(json.dumps(report, indent=2, ensure_ascii=False), highlight=False)
-    else:
-        print_report(report, console)
+    show_report(report, args.json, print_report, console)
     _write_outputs(args, report, source_for, figure, console)
     return EXIT_INTERRUPT if interrupted else 0
 
@@ -107,7 +103,6 @@ def _search(
         trials, interrupted = tuning_run.run_search(program, workdir, path, source_for, knobs, calls=args.calls,
                                                     seed=args.seed, on_trial=progress)
     return path, baseline, trials, interrupted
-
 
 
 def _baseline(program: Program, workdir: Path, path: str, target: tuning_run.TuneTarget) -> float:

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import logging
-import shutil
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Callable, Mapping
 
-from autoloop_py import tempdirs
 from autoloop_py.analysis.replay import Applied, ReplayEvent, Trial, apply_text, retry_user
 from autoloop_py.analysis.replay_prompts import EXACT, VariantPrompt
 from autoloop_py.errors import AutoloopError
-from autoloop_py.git.command import call, open_repo, rev_parse, run
+from autoloop_py.git.command import open_repo, run
 from autoloop_py.loop.evaluation.fresh_copies import evaluate_copy
 from autoloop_py.program.model import Program
 from autoloop_py.program.regions import primary_target
@@ -21,6 +20,7 @@ from autoloop_py.program.target import target_files
 from autoloop_py.proposers import llm
 from autoloop_py.proposers.base import Usage
 from autoloop_py.proposers.setup import check_model
+from autoloop_py.studies.tuning_run import trial_worktree
 
 logger = logging.getLogger(__name__)
 
@@ -52,41 +52,28 @@ class Bench:
         self.program = program
         self.primary = ""
         self.files: dict[str, str] = {}
-        self._tmp: Path | None = None
+        self._path: Path | None = None
+        self._worktree = ExitStack()
 
     @property
     def path(self) -> Path:
         """Returns the worktree root (valid inside the `with` block)."""
-        if self._tmp is None:
+        if self._path is None:
             raise AutoloopError("the replay worktree is not open; use Bench in a `with` block")
-        return self._tmp / "worktree"
+        return self._path
 
     def __enter__(self) -> Bench:
-        repo = open_repo(self.root)
-        rev = rev_parse(repo, f"refs/heads/autoloop/{self.program.name}") or rev_parse(repo, "HEAD")
-        if rev is None:
-            raise AutoloopError("the repository has no commit to evaluate in; commit the program first", path=self.root)
-        self._tmp = tempdirs.make("autoloop-replay-")
-        try:
-            run(repo, "worktree", "add", "--detach", str(self.path), rev)
+        with ExitStack() as worktree:
+            self._path = worktree.enter_context(trial_worktree(self.root, self.program.name, with_origin=False))
             self.primary = primary_target(self.program, self.path)
-        except AutoloopError:
-            self.__exit__(None, None, None)
-            raise
+            self._worktree = worktree.pop_all()
         for rel in target_files(self.program.target, self.path):
             self.files[rel] = (self.path / rel).read_bytes().decode("utf-8", errors="replace")
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
-        if self._tmp is None:
-            return
-        repo = open_repo(self.root)
-        removed = call(repo, "worktree", "remove", "--force", str(self.path))
-        if not removed.ok:
-            logger.debug("git worktree remove: %s", removed.stderr)
-        shutil.rmtree(self._tmp, ignore_errors=True)
-        call(repo, "worktree", "prune")
-        self._tmp = None
+        self._worktree.close()
+        self._path = None
 
     def evaluate(self, files: Mapping[str, str]) -> tuple[bool, float | None, str | None]:
         """Writes files, evaluates the program, restores the worktree; returns (ok, metric, error)."""

@@ -97,14 +97,17 @@ def select_knobs(
 
 
 @contextmanager
-def trial_worktree(root: Path, program: str) -> Iterator[Path]:
-    """Yields a private, detached worktree of the program branch (or HEAD when it has none); removes it after."""
+def trial_worktree(root: Path, program: str, with_origin: bool = True) -> Iterator[Path]:
+    """Yields a private, detached worktree of the program branch (else origin's, if with_origin; else HEAD); removes
+    it after."""
     repo = open_repo(root)
-    refs = (f"refs/heads/autoloop/{program}", f"refs/remotes/origin/autoloop/{program}", "HEAD")
+    origin = [f"refs/remotes/origin/autoloop/{program}"] if with_origin else []
+    refs = [f"refs/heads/autoloop/{program}", *origin, "HEAD"]
     start = next((sha for sha in (rev_parse(repo, ref) for ref in refs) if sha), None)
     if start is None:
-        raise AutoloopError(f"the repository has no commit to check out for {program}; commit first", path=root)
-    tmp = tempdirs.make(f"autoloop-tune-{program}-")
+        raise AutoloopError(f"the repository has no commit to check out for {program}; commit the program first",
+                            path=root)
+    tmp = tempdirs.make(f"autoloop-trial-{program}-")
     worktree = tmp / "worktree"
     try:
         run(repo, "worktree", "add", "--detach", "--quiet", str(worktree), start)
