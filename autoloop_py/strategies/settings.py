@@ -9,22 +9,37 @@ from typing import Any, Callable, Mapping
 
 from autoloop_py import markdown as md
 from autoloop_py.errors import ProgramError
+from autoloop_py.program.playbook import CONFIG_YAML, Playbook
 
 Convert = Callable[[Any], Any]
 NONE_WORDS = ("", "none", "null", "—", "–", "-", "~", "auto")
 
 
-def whole(minimum: int) -> Convert:
+def whole(minimum: int | None = None) -> Convert:
     """Returns a converter to a whole number >= minimum (digits in a string, or an int; never a bool)."""
+    wanted = "a whole number" if minimum is None else f"a whole number >= {minimum}"
 
     def convert(value: Any) -> int:
-        if isinstance(value, str) and re.fullmatch(r"\s*[0-9]{1,15}\s*", value):
+        if isinstance(value, str) and re.fullmatch(r"\s*-?[0-9]{1,15}\s*", value):
             value = int(value)
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise ValueError(f"a whole number >= {minimum}")
+        if isinstance(value, bool) or not isinstance(value, int) or (minimum is not None and value < minimum):
+            raise ValueError(wanted)
         return value
 
     return convert
+
+
+def real(value: Any) -> float:
+    """Converts a finite number (or its text; never a bool) to a float."""
+    try:
+        result = float(value) if not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        result = None
+    if result is None:
+        raise ValueError("a number")
+    if not math.isfinite(result):
+        raise ValueError("a finite number")
+    return result
 
 
 def number(above: float, *, inclusive: bool, example: str) -> Convert:
@@ -33,10 +48,10 @@ def number(above: float, *, inclusive: bool, example: str) -> Convert:
 
     def convert(value: Any) -> float:
         try:
-            result = float(value) if not isinstance(value, bool) else math.nan
-        except (TypeError, ValueError):
-            result = math.nan
-        if not math.isfinite(result) or result < above or (result == above and not inclusive):
+            result = real(value)
+        except ValueError:
+            raise ValueError(wanted) from None
+        if result < above or (result == above and not inclusive):
             raise ValueError(wanted)
         return result
 
@@ -60,9 +75,9 @@ def flag(value: Any) -> bool:
     if isinstance(value, bool):
         return value
     word = str(value).strip().lower()
-    if word in ("yes", "true", "on"):
+    if word in ("yes", "true", "on", "1"):
         return True
-    if word in ("no", "false", "off"):
+    if word in ("no", "false", "off", "0"):
         return False
     raise ValueError("yes or no")
 
@@ -85,6 +100,25 @@ def directions(value: Any) -> tuple[tuple[str, bool], ...]:
     if not isinstance(value, Mapping):
         raise ValueError("a mapping of metric names to true/false such as {latency_ms: false}")
     return tuple((str(name), flag(given)) for name, given in value.items())
+
+
+def check_direction(direction: str) -> None:
+    """Raises ValueError unless direction is a metric direction, "higher" or "lower"."""
+    if direction not in ("higher", "lower"):
+        raise ValueError(f"metric direction must be 'higher' or 'lower', not {direction!r}")
+
+
+def config_path(playbook: Playbook) -> Path:
+    """Returns the program's `code/config.yaml`, which errors in its overrides name."""
+    return playbook.program_dir / CONFIG_YAML
+
+
+def playbook_settings(
+    playbook: Playbook, settings: Mapping[str, Convert], overrides: Mapping[str, Any] | None, direction: str
+) -> dict[str, Any]:
+    """Returns a playbook's Settings values with `code/config.yaml` overrides applied, for a checked direction."""
+    check_direction(direction)
+    return read_settings(playbook.text, playbook.path, settings, overrides, config_path(playbook))
 
 
 def read_settings(

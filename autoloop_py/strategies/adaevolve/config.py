@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import math
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -152,43 +151,9 @@ class AdaEvolveConfig:
 # Reference keys that are present but never read (§2.3): accepted so a ported config.yaml loads.
 IGNORED_KEYS = frozenset({"stagnation_threshold", "stagnation_multi_child_count", "sibling_context_limit", "archive_size"})
 _NONE_WORDS = ("", "—", "–", "-", "none", "null", "~")
-_TRUE = ("true", "yes", "on", "1")
-_FALSE = ("false", "no", "off", "0")
 _PRESET_COLUMNS = ("preset", "pareto", "fitness", "novelty", "elite ratio")
 
 # ---------------------------------------------------------------- value readers
-
-
-def _boolean(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    word = str(value).strip().lower()
-    if word in _TRUE or word in _FALSE:
-        return word in _TRUE
-    raise ValueError("true or false")
-
-
-def _whole(value: Any) -> int:
-    if isinstance(value, bool):
-        raise ValueError("a whole number")
-    if isinstance(value, int):
-        return value
-    try:
-        return int(str(value).strip())
-    except ValueError:
-        raise ValueError("a whole number") from None
-
-
-def _number(value: Any) -> float:
-    if isinstance(value, bool):
-        raise ValueError("a number")
-    try:
-        number = float(value) if isinstance(value, (int, float)) else float(str(value).strip())
-    except ValueError:
-        raise ValueError("a number") from None
-    if not math.isfinite(number):
-        raise ValueError("a finite number")
-    return number
 
 
 def _text(value: Any) -> str:
@@ -203,25 +168,10 @@ def _optional_text(value: Any) -> str | None:
     return _text(value)
 
 
-def _names(value: Any) -> tuple[str, ...]:
-    if value is None or (isinstance(value, str) and value.strip().lower() in (*_NONE_WORDS, "[]")):
-        return ()
-    items = value if isinstance(value, (list, tuple)) else str(value).strip("[]").split(",")
-    return tuple(_text(item) for item in items if str(item).strip())
-
-
-def _directions(value: Any) -> tuple[tuple[str, bool], ...]:
-    if value is None or (isinstance(value, str) and value.strip().lower() in (*_NONE_WORDS, "{}")):
-        return ()
-    if not isinstance(value, Mapping):
-        raise ValueError("a mapping of metric names to true/false")
-    return tuple((str(name), _boolean(flag)) for name, flag in value.items())
-
-
 # A setting's reader follows from its field's type; presets, direction and objectives are not table settings.
 _READERS: dict[str, settings.Convert] = {
-    "int": _whole, "float": _number, "bool": _boolean, "str": _text, "str | None": _optional_text,
-    "tuple[str, ...]": _names, "tuple[tuple[str, bool], ...]": _directions,
+    "int": settings.whole(), "float": settings.real, "bool": settings.flag, "str": _text, "str | None": _optional_text,
+    "tuple[str, ...]": settings.names, "tuple[tuple[str, bool], ...]": settings.directions,
 }
 _KINDS = {f.name: _READERS[f.type] for f in fields(AdaEvolveConfig) if f.name != "direction" and f.type in _READERS}
 SETTING_KEYS = tuple(_KINDS)
@@ -235,12 +185,11 @@ def parse_adaevolve_config(
     declared: Sequence[Objective] = (),
 ) -> AdaEvolveConfig:
     """Returns the tunables of a customised AdaEvolve playbook, with `code/config.yaml` overrides applied."""
-    if direction not in ("higher", "lower"):
-        raise ValueError(f"metric direction must be 'higher' or 'lower', not {direction!r}")
+    settings.check_direction(direction)
     tables = md.tables(playbook.text)
     values, lines = _settings(tables, playbook.path)
     config = replace(AdaEvolveConfig(), **values, presets=_presets(tables, playbook.path), direction=direction)
-    config_path = playbook.program_dir / "code" / "config.yaml"
+    config_path = settings.config_path(playbook)
     given = {key: value for key, value in (overrides or {}).items() if key in _KINDS}
     config = replace(config, **{key: settings.converted(_KINDS, key, value, config_path, None)
                                 for key, value in given.items()})
@@ -310,7 +259,7 @@ def _preset_row(row: md.TableRow, columns: list[int], path: Path) -> Preset:
     numbers = []
     for title, cell in zip(_PRESET_COLUMNS[1:], cells[1:]):
         try:
-            number = _number(cell)
+            number = settings.real(cell)
         except ValueError:
             number = -1.0
         if number < 0 or (title == "elite ratio" and number > 1):

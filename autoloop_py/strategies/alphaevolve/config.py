@@ -11,6 +11,7 @@ from typing import Any, Mapping
 from autoloop_py import markdown as md
 from autoloop_py.errors import ProgramError
 from autoloop_py.program.playbook import Playbook
+from autoloop_py.strategies import settings
 from autoloop_py.strategies.alphaevolve.features import ISLANDS, LINES, FeatureDimension, parse_dimensions
 
 DEFAULT_WEIGHTS = (
@@ -76,6 +77,8 @@ OPERATOR_NAMES = tuple(name for name, _ in DEFAULT_WEIGHTS)
 DIFF_STYLES = ("full_rewrite", "minimal_diff")
 MIN_ISLANDS, MAX_ISLANDS = 3, 6
 _RATIO_KEYS = {f"{name}_ratio": name for name in OPERATOR_NAMES}
+_OVERRIDES = {"num_islands": settings.whole(1), "population_size": settings.whole(1),
+              "archive_size": settings.whole(0), "diff_style": settings.choice(DIFF_STYLES)}
 _ISLAND_RE = re.compile(r"^Island\s+(\d+)\s*[—–-]+\s*(.+?)\s*:\s*(.*)$", re.DOTALL)
 _INT_RE = re.compile(r"\d+")
 _WEIGHTS_NOTE_RE = re.compile(r"using these weights\s*\(", re.IGNORECASE)
@@ -102,7 +105,7 @@ def parse_alphaevolve_config(playbook: Playbook, overrides: Mapping[str, Any] | 
         weights_note=_note_after(text, _WEIGHTS_NOTE_RE),
         islands_note=_note_after(text, _ISLANDS_NOTE_RE),
     )
-    config_path = playbook.program_dir / "code" / "config.yaml"
+    config_path = settings.config_path(playbook)
     config = apply_overrides(config, overrides or {}, config_path)
     touched = {"population_size", "archive_size"} & set(overrides or {})
     if config.archive_size > config.population_size:
@@ -312,18 +315,16 @@ def apply_overrides(config: AlphaEvolveConfig, overrides: Mapping[str, Any], pat
     if weights is not None:
         changes["operator_weights"] = weights
     if "num_islands" in overrides:
-        count = _whole(overrides, "num_islands", 1, path)
+        count = settings.converted(_OVERRIDES, "num_islands", overrides["num_islands"], path, None)
         if count > len(config.islands):
             raise ProgramError(f"num_islands is {count} but the playbook lists {len(config.islands)} islands; "
                                "lower it or add islands to the playbook", path)
         changes["islands"] = config.islands[:count]
-    for key, minimum in (("population_size", 1), ("archive_size", 0)):
+    for key in ("population_size", "archive_size", "diff_style"):
         if key in overrides:
-            changes[key] = _whole(overrides, key, minimum, path)
+            changes[key] = settings.converted(_OVERRIDES, key, overrides[key], path, None)
     if "complexity_thresholds" in overrides:
         changes["complexity_thresholds"] = _override_thresholds(overrides["complexity_thresholds"], path)
-    if "diff_style" in overrides:
-        changes["diff_style"] = _override_diff_style(overrides["diff_style"], path)
     return replace(config, **changes)
 
 
@@ -363,13 +364,6 @@ def _given_weights(overrides: Mapping[str, Any], path: Path) -> dict[str, Fracti
             for name, value in ratios.items()}
 
 
-def _whole(overrides: Mapping[str, Any], key: str, minimum: int, path: Path) -> int:
-    value = overrides[key]
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ProgramError(f"`{key}` must be a whole number >= {minimum}, got {value!r}", path)
-    return value
-
-
 def _override_thresholds(value: Any, path: Path) -> tuple[int, int]:
     error = ProgramError(f"`complexity_thresholds` must be two line counts like [40, 100], got {value!r}", path)
     if not isinstance(value, (list, tuple)) or len(value) != 2:
@@ -377,10 +371,3 @@ def _override_thresholds(value: Any, path: Path) -> tuple[int, int]:
     if any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in value) or value[0] > value[1]:
         raise error
     return int(value[0]), int(value[1])
-
-
-def _override_diff_style(value: Any, path: Path) -> str:
-    style = "_".join(str(value).strip().lower().replace("-", " ").split())
-    if style not in DIFF_STYLES:
-        raise ProgramError(f"`diff_style` must be full_rewrite or minimal_diff, got {value!r}", path)
-    return style

@@ -10,7 +10,6 @@ from autoloop_py.program.objectives import Objective
 from autoloop_py.program.playbook import Playbook
 from autoloop_py.strategies import settings
 
-DIRECTIONS = ("higher", "lower")
 SWITCH_RATIO = 0.1
 
 
@@ -104,8 +103,5 @@ def parse_evox_config(
     playbook: Playbook, overrides: Mapping[str, Any] | None = None, direction: str = "higher"
 ) -> EvoXConfig:
     """Returns the settings of a customised EvoX playbook, with `code/config.yaml` overrides applied."""
-    if direction not in DIRECTIONS:
-        raise ValueError(f"metric direction must be 'higher' or 'lower', not {direction!r}")
-    config_path = playbook.program_dir / "code" / "config.yaml"
-    values = settings.read_settings(playbook.text, playbook.path, SETTINGS, overrides, config_path)
+    values = settings.playbook_settings(playbook, SETTINGS, overrides, direction)
     return replace(EvoXConfig(), direction=direction, **values)

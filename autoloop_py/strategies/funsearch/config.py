@@ -15,7 +15,6 @@ SCORE_REDUCTIONS = ("last", "average", "metric")
 CLUSTER_SAMPLINGS = ("without_replacement", "with_replacement")
 LENGTH_NORMALIZATIONS = ("range", "max")
 SCORE_NORMALIZATIONS = ("range", "none")
-DIRECTIONS = ("higher", "lower")
 
 
 @dataclass(frozen=True)
@@ -92,10 +91,7 @@ def parse_funsearch_config(
     playbook: Playbook, overrides: Mapping[str, Any] | None = None, direction: str = "higher"
 ) -> FunSearchConfig:
     """Returns the settings of a customised FunSearch playbook, with `code/config.yaml` overrides applied."""
-    if direction not in DIRECTIONS:
-        raise ValueError(f"metric direction must be 'higher' or 'lower', not {direction!r}")
-    config_path = playbook.program_dir / "code" / "config.yaml"
-    values = settings.read_settings(playbook.text, playbook.path, SETTINGS, overrides, config_path)
+    values = settings.playbook_settings(playbook, SETTINGS, overrides, direction)
     if "function_to_evolve" not in values:
         raise ProgramError(
             "no `function_to_evolve` setting; add a `| function_to_evolve | <name> |` row to the Settings table",

@@ -104,7 +104,7 @@ def test_config_yaml_overrides_the_playbook() -> None:
 
 @pytest.mark.parametrize(("old", "new", "message"), [
     ("| `population_size` | 12 |", "| `population_size` | twelve |", "`population_size` must be a whole number, got 'twelve'"),
-    ("| `use_migration` | off |", "| `use_migration` | maybe |", "`use_migration` must be true or false, got 'maybe'"),
+    ("| `use_migration` | off |", "| `use_migration` | maybe |", "`use_migration` must be yes or no, got 'maybe'"),
     ("| `population_size` | 12 |", "| `population_sise` | 12 |", "`population_sise` is not an AdaEvolve setting; did you mean `population_size`?"),
     ("| `paradigm_max_uses` | 3 |", "| `num_islands` | 3 |", "`num_islands` appears twice"),
     ("| `population_size` | 12 |", "| `population_size` | 1 |", "`population_size` must be at least 2"),

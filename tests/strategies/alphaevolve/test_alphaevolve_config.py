@@ -263,7 +263,7 @@ def test_structural_overrides() -> None:
         ({"archive_size": 30}, "the elite archive (30) is larger than the population cap (24)"),
         ({"complexity_thresholds": [120, 50]}, "`complexity_thresholds` must be two line counts"),
         ({"complexity_thresholds": 40}, "`complexity_thresholds` must be two line counts"),
-        ({"diff_style": "patch"}, "`diff_style` must be full_rewrite or minimal_diff, got 'patch'"),
+        ({"diff_style": "patch"}, "`diff_style` must be `full_rewrite` or `minimal_diff`, got 'patch'"),
     ],
 )
 def test_bad_overrides_name_config_yaml(overrides: dict[str, object], expected: str) -> None:
