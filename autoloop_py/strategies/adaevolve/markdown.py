@@ -7,14 +7,11 @@ carries an HTML `<details>` block, inside which a markdown parser stops seeing l
 
 from __future__ import annotations
 
-import logging
-import math
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 from autoloop_py import markdown as md
-from autoloop_py.errors import StateError
 from autoloop_py.render import render
 from autoloop_py.state.population import Candidate, format_fitness
 from autoloop_py.strategies.adaevolve.archive import in_archive
@@ -31,8 +28,7 @@ from autoloop_py.strategies.adaevolve.state import (
     raw_value,
     ucb_score,
 )
-
-logger = logging.getLogger(__name__)
+from autoloop_py.strategies.block import BlockReader, count, finite
 
 NONE = "—"
 
@@ -113,65 +109,46 @@ _TRIED_RE = re.compile(r"^\s{0,3}[-*+]\s+(SUCCESS|FAILED):\s*(.*?)\s+—\s+(.*)\
 _DETAIL_RE = re.compile(r"^\s*(Description|Optimize|Cautions):\s?(.*)$")
 
 
-class _Reader:
-    """Turns a block-relative 0-based line into a StateError at the file's 1-based line."""
+@dataclass(frozen=True)
+class _Reader(BlockReader):
+    """A block reader that also orients raw metric cells.
 
-    def __init__(self, path: str, first_line: int, direction: str) -> None:
-        self.path, self.first_line, self.direction = path, first_line, direction
+    Attributes:
+      direction: the metric direction, "higher" or "lower".
+    """
 
-    def error(self, message: str, line: int) -> StateError:
-        """Returns the error for a block-relative 0-based line."""
-        return StateError(message, self.path, self.first_line + line + 1)
-
-    def value(self, text: str, line: int, kind: Callable[[str], Any], what: str) -> Any:
-        """Returns kind(text); raises a StateError naming what the value should be."""
-        try:
-            return kind(text.strip())
-        except ValueError:
-            raise self.error(f"{what} {text.strip()!r} is not {_KIND_NAMES[kind]}; fix the value", line) from None
+    direction: str = "higher"
 
     def fitness(self, text: str, line: int, what: str) -> float:
         """Returns the oriented fitness of a raw metric cell ('—' is −inf)."""
         if text.strip() in (NONE, "-inf", "–"):
             return NEG_INF
         # raw_value is its own inverse: m = f, or −f for lower-is-better.
-        return raw_value(self.value(text, line, _finite, what), self.direction)
-
-
-def _count(text: str) -> int:
-    if not re.fullmatch(r"[0-9]{1,15}", text):
-        raise ValueError(text)
-    return int(text)
+        return raw_value(self.value(text, line, finite, what), self.direction)
 
 
 def _signed(text: str) -> int:
     if not re.fullmatch(r"-?[0-9]{1,15}", text):
-        raise ValueError(text)
+        raise ValueError("a whole number")
     return int(text)
 
 
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(text)
-    return value
-
-
 def _non_negative(text: str) -> float:
-    value = _finite(text)
+    try:
+        value = finite(text)
+    except ValueError:
+        value = -1.0
     if value < 0:
-        raise ValueError(text)
+        raise ValueError("a number >= 0")
     return value
 
 
 def _optional_count(text: str) -> int | None:
-    return None if text in (NONE, "–", "-", "") else _count(text)
-
-
-_KIND_NAMES: dict[Callable[[str], Any], str] = {
-    _count: "a whole number >= 0", _signed: "a whole number", _finite: "a number",
-    _non_negative: "a number >= 0", _optional_count: "a whole number >= 0 (or —)",
-}
+    if text in (NONE, "–", "-", ""):
+        return None
+    if not re.fullmatch(r"[0-9]{1,15}", text):
+        raise ValueError("a whole number >= 0 (or —)")
+    return int(text)
 
 
 def parse_state_block(text: str, path: str, first_line: int, config: AdaEvolveConfig) -> AdaEvolveState:
@@ -181,7 +158,7 @@ def parse_state_block(text: str, path: str, first_line: int, config: AdaEvolveCo
     reader = _Reader(path, first_line, config.direction)
     sections = {s.key: s for s in md.split_sections(text, level=4)}
     tables = md.tables(text)
-    general = _field_table(tables, sections.get("strategy state"), _GENERAL, reader)
+    general = _fields(tables, sections.get("strategy state"), _GENERAL, reader)
     islands = _islands(tables, sections.get("islands"), config, reader)
     state = _with_general(initial_state(config), general, reader)
     state = replace(state, islands=islands)
@@ -196,24 +173,10 @@ def _in_section(table: md.Table, section: md.Section | None) -> bool:
     return section is not None and section.start <= table.start < section.end
 
 
-def _field_table(tables: list[md.Table], section: md.Section | None, known: tuple[str, ...], reader: _Reader
-                 ) -> dict[str, tuple[str, int]]:
-    """Returns the `| Field | Value |` rows of a section as {field: (value, line)}; unknown fields are ignored."""
-    rows: dict[str, tuple[str, int]] = {}
-    for table in (t for t in tables if _in_section(t, section) and _is_field_table(t)):
-        for row in table.rows:
-            name = "_".join(md.normalize_heading(row.cells[0]).split()) if row.cells else ""
-            if name not in known:
-                logger.warning("%s:%d: unknown field %r ignored", reader.path, reader.first_line + row.line + 1, name)
-                continue
-            if name in rows:
-                raise reader.error(f"field {name} appears twice; keep one row", row.line)
-            rows[name] = (row.cells[1] if len(row.cells) > 1 else "", row.line)
-    return rows
-
-
-def _is_field_table(table: md.Table) -> bool:
-    return tuple(md.normalize_heading(h) for h in table.header[:2]) == ("field", "value")
+def _fields(tables: list[md.Table], section: md.Section | None, known: tuple[str, ...], reader: _Reader
+            ) -> dict[str, tuple[str, int]]:
+    """Returns a section's `| Field | Value |` rows; unknown fields are ignored."""
+    return reader.fields((t for t in tables if _in_section(t, section)), known, strict=False)
 
 
 def _with_general(state: AdaEvolveState, rows: dict[str, tuple[str, int]], reader: _Reader) -> AdaEvolveState:
@@ -225,14 +188,14 @@ def _with_general(state: AdaEvolveState, rows: dict[str, tuple[str, int]], reade
 
     return replace(
         state,
-        iteration=get("iteration", _count, state.iteration),
-        current_island=get("current_island", _count, state.current_island),
+        iteration=get("iteration", count, state.iteration),
+        current_island=get("current_island", count, state.current_island),
         global_best=best("global_best", state.global_best),
         best_program_id=get("best_program_id", _optional_count, state.best_program_id),
         ucb_normaliser=best("ucb_normaliser", state.ucb_normaliser),
         last_spawn=get("last_spawn_iteration", _signed, state.last_spawn),
         rng_seed=get("rng_seed", _signed, state.rng_seed),
-        rng_draws=get("rng_draws", _count, state.rng_draws),
+        rng_draws=get("rng_draws", count, state.rng_draws),
     )
 
 
@@ -259,7 +222,7 @@ def _island(row: md.TableRow, position: int, columns: dict[str, int], config: Ad
         index = columns[name]
         return row.cells[index] if index < len(row.cells) else ""
 
-    if reader.value(cell("island"), row.line, _count, "island") != position:
+    if reader.value(cell("island"), row.line, count, "island") != position:
         raise reader.error(f"island {cell('island')!r} is out of place: rows are numbered 0..K-1, "
                            f"so this one should be {position}", row.line)
     preset = cell("preset").strip().strip("`").lower()
@@ -271,9 +234,9 @@ def _island(row: md.TableRow, position: int, columns: dict[str, int], config: Ad
         preset=preset or STARTING_PRESET,
         g=reader.value(cell("g"), row.line, _non_negative, f"island {position}'s G"),
         best=reader.fitness(cell("best"), row.line, f"island {position}'s best"),
-        improvements=reader.value(cell("improvements"), row.line, _count, "improvements"),
-        evaluations=reader.value(cell("evaluations"), row.line, _count, "evaluations"),
-        visits=reader.value(cell("visits"), row.line, _count, "visits"),
+        improvements=reader.value(cell("improvements"), row.line, count, "improvements"),
+        evaluations=reader.value(cell("evaluations"), row.line, count, "evaluations"),
+        visits=reader.value(cell("visits"), row.line, count, "visits"),
         decayed_visits=reader.value(cell("decayed visits"), row.line, _non_negative, "decayed visits"),
         decayed_reward=reader.value(cell("decayed reward"), row.line, _non_negative, "decayed reward"),
     )
@@ -284,12 +247,12 @@ def _with_paradigms(state: AdaEvolveState, section: md.Section | None, tables: l
     """Returns the state with the paradigm tracker's fields and idea lists read."""
     if section is None:
         return state
-    rows = _field_table(tables, section, _PARADIGM_FIELDS, reader)
+    rows = _fields(tables, section, _PARADIGM_FIELDS, reader)
     window_text, window_line = rows.get("window", (NONE, section.start))
     window = _window(window_text, window_line, reader)[-config.paradigm_window_size:]
     ideas, tried = _idea_lists(text.splitlines()[section.start:section.end], section.start, reader)
     cur_text, cur_line = rows.get("cur", ("0", section.start))
-    cur = reader.value(cur_text, cur_line, _count, "cur")
+    cur = reader.value(cur_text, cur_line, count, "cur")
     if ideas and cur >= len(ideas):
         raise reader.error(f"cur {cur} is not an active idea (0–{len(ideas) - 1})", cur_line)
 
@@ -302,7 +265,7 @@ def _with_paradigms(state: AdaEvolveState, section: md.Section | None, tables: l
         best_at_gen=best("best_at_gen"), best_during=best("best_during"),
         guide_failed_at=None if failed is None else reader.value(failed[0], failed[1], _optional_count,
                                                                  "guide_failed_at"),
-        guide_failures=0 if failures is None else reader.value(failures[0], failures[1], _count, "guide_failures"),
+        guide_failures=0 if failures is None else reader.value(failures[0], failures[1], count, "guide_failures"),
     )
 
 
@@ -326,7 +289,7 @@ def _idea_lists(lines: list[str], offset: int, reader: _Reader) -> tuple[tuple[P
             continue
         found = _TRIED_RE.match(line)
         if found:
-            gain = reader.value(found.group(4), offset + index, _finite, "the gain")
+            gain = reader.value(found.group(4), offset + index, finite, "the gain")
             tried.append(TriedParadigm(found.group(3).strip(), found.group(2).strip(), found.group(1), gain))
     return tuple(ideas), tuple(tried)
 

@@ -9,17 +9,16 @@ one whose code was read back shows both.
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from autoloop_py import markdown as md
-from autoloop_py.errors import StateError
 from autoloop_py.render import render
 from autoloop_py.state.memory import MEMORY_BRANCH
 from autoloop_py.state.population import format_fitness
 from autoloop_py.state.population_markdown import fence_step
+from autoloop_py.strategies.block import BlockReader, count, finite
 from autoloop_py.strategies.evox.config import EvoXConfig
 from autoloop_py.strategies.evox.strategy import STATUSES, EvoXState, StrategyRecord, initial_state
 from autoloop_py.strategies.prompt import fence_for, with_newline
@@ -110,46 +109,21 @@ def _sid(value: int | None) -> str:
 
 
 @dataclass(frozen=True)
-class _Reader:
-    """Turns a block-relative 0-based line into a StateError at the file's 1-based line."""
+class _Reader(BlockReader):
+    """A block reader that also orients raw metric cells.
 
-    path: str
-    first_line: int
-    direction: str
+    Attributes:
+      direction: the metric direction, "higher" or "lower".
+    """
 
-    def error(self, message: str, line: int) -> StateError:
-        """Returns the error for a block-relative 0-based line."""
-        return StateError(message, self.path, self.first_line + line + 1)
-
-    def value(self, text: str, line: int, kind: Callable[[str], Any], what: str) -> Any:
-        """Returns kind(text); raises a StateError naming what the value should be."""
-        try:
-            return kind(text.strip())
-        except ValueError as expected:
-            raise self.error(f"{what} {text.strip()!r} must be {expected}; fix the value", line) from None
+    direction: str = "higher"
 
     def score(self, text: str, line: int, what: str) -> float | None:
         """Returns the oriented value of a raw metric cell ('—' is None)."""
         if text.strip() == NONE:
             return None
-        raw = self.value(text, line, _finite, what)
+        raw = self.value(text, line, finite, what)
         return raw if self.direction == "higher" else -raw
-
-
-def _count(text: str) -> int:
-    if not re.fullmatch(r"[0-9]{1,15}", text):
-        raise ValueError("a whole number >= 0")
-    return int(text)
-
-
-def _finite(text: str) -> float:
-    try:
-        number = float(text)
-    except ValueError:
-        raise ValueError("a number") from None
-    if not math.isfinite(number):
-        raise ValueError("a finite number")
-    return number
 
 
 def _strategy_id(text: str) -> int:
@@ -193,7 +167,7 @@ def parse_state_block(text: str, path: str, first_line: int, config: EvoXConfig)
     bounds = {key: (line, next((n for n, _ in fours if n > line), len(lines))) for line, key in fours}
     head_end = fours[0][0] if fours else len(lines)
     state = _with_fields(EvoXState(switch_interval=config.interval, strategies=()),
-                         _field_table("\n".join(lines[:head_end]), reader), reader)
+                         reader.fields(md.tables("\n".join(lines[:head_end])), FIELDS, strict=True), reader)
     if "variation operators" in bounds:
         state = _with_labels(state, lines, bounds["variation operators"], reader)
     if "search strategies" not in bounds:
@@ -230,22 +204,6 @@ def _fenced(lines: list[str], start: int, end: int) -> tuple[str, int, int] | No
     return None
 
 
-def _field_table(text: str, reader: _Reader) -> dict[str, tuple[str, int]]:
-    """Returns the `| Field | Value |` rows as {field: (value, line)}; unknown fields raise."""
-    rows: dict[str, tuple[str, int]] = {}
-    for table in md.tables(text):
-        if tuple(md.normalize_heading(h) for h in table.header[:2]) != ("field", "value"):
-            continue
-        for row in table.rows:
-            name = row.cells[0].strip().strip("`") if row.cells else ""
-            if name not in FIELDS:
-                raise reader.error(f"unknown field {name!r}; the fields are {', '.join(FIELDS)}", row.line)
-            if name in rows:
-                raise reader.error(f"field {name} appears twice; keep one row", row.line)
-            rows[name] = (row.cells[1] if len(row.cells) > 1 else "", row.line)
-    return rows
-
-
 def _with_fields(state: EvoXState, rows: dict[str, tuple[str, int]], reader: _Reader) -> EvoXState:
     def get(name: str, kind: Callable[[str], Any], default: Any) -> Any:
         return default if name not in rows else reader.value(rows[name][0], rows[name][1], kind, name)
@@ -255,17 +213,17 @@ def _with_fields(state: EvoXState, rows: dict[str, tuple[str, int]], reader: _Re
 
     return replace(
         state,
-        switch_interval=max(1, get("switch_interval", _count, state.switch_interval)),
-        stagnant_count=get("stagnant_count", _count, 0), last_tracked_best=score("last_tracked_best"),
-        evolve_due=get("evolve_due", _yes_no, False), window_start_iteration=get("window_start_iteration", _count, 0),
+        switch_interval=max(1, get("switch_interval", count, state.switch_interval)),
+        stagnant_count=get("stagnant_count", count, 0), last_tracked_best=score("last_tracked_best"),
+        evolve_due=get("evolve_due", _yes_no, False), window_start_iteration=get("window_start_iteration", count, 0),
         window_start_score=score("window_start_score"), window_bests=_bests(rows.get("window_bests"), reader),
         active=get("active", _strategy_id, 0), pending=get("pending", _optional_id, None),
         fallback=get("fallback", _optional_id, None),
-        best_strategy_j=None if get("best_strategy_J", str, NONE) == NONE else get("best_strategy_J", _finite, None),
-        evolutions=get("evolutions", _count, 0), meta_failures=get("meta_failures", _count, 0),
-        meta_failures_in_row=get("meta_failures_in_row", _count, 0), meta_backoff=get("meta_backoff", _count, 0),
-        labels=get("labels", _label_state, "pending"), rng_seed=get("rng_seed", _count, state.rng_seed),
-        rng_draws=get("rng_draws", _count, 0),
+        best_strategy_j=None if get("best_strategy_J", str, NONE) == NONE else get("best_strategy_J", finite, None),
+        evolutions=get("evolutions", count, 0), meta_failures=get("meta_failures", count, 0),
+        meta_failures_in_row=get("meta_failures_in_row", count, 0), meta_backoff=get("meta_backoff", count, 0),
+        labels=get("labels", _label_state, "pending"), rng_seed=get("rng_seed", count, state.rng_seed),
+        rng_draws=get("rng_draws", count, 0),
     )
 
 
@@ -326,7 +284,7 @@ def _entry(lines: list[str], head: int, end: int, state: EvoXState, reader: _Rea
         raise reader.error(f"strategy S{found.group(1)} has no code; put its source in a ```python block, or name "
                            f"the file that holds it with `- **Code**: <path> on {MEMORY_BRANCH}`", head)
     j_text = found.group(2)
-    j = None if j_text in ("pending", NONE) else reader.value(j_text, head, _finite, "J")
+    j = None if j_text in ("pending", NONE) else reader.value(j_text, head, finite, "J")
     start = None if found.group(4) is None else int(found.group(4))
     scored = j is not None
     change = bullets.get("Score change", (f"{NONE} → {NONE}", head))

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import math
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from autoloop_py import markdown as md
-from autoloop_py.errors import StateError
 from autoloop_py.render import render
 from autoloop_py.state.population import format_fitness
+from autoloop_py.strategies.block import BlockReader, count, finite
 from autoloop_py.strategies.funsearch.config import FunSearchConfig
 from autoloop_py.strategies.funsearch.state import (
     FIELDS,
@@ -25,7 +24,6 @@ from autoloop_py.strategies.funsearch.state import (
 )
 
 _MEMBER_RE = re.compile(r"\s*#?([0-9]{1,15})\s*\(\s*([0-9]{1,15})\s*(?:,\s*([0-9A-Za-z]+)\s*)?\)\s*(,|$)")
-_WHOLE_RE = re.compile(r"[0-9]{1,15}")
 
 
 def render_state_block(state: FunSearchState, config: FunSearchConfig) -> str:
@@ -63,24 +61,12 @@ def _members_text(members: tuple[Member, ...]) -> str:
 # ---------------------------------------------------------------- parsing
 
 
-@dataclass(frozen=True)
-class _Where:
-    """Where the block sits, so errors name the file and line."""
-
-    path: str
-    first_line: int
-
-    def error(self, message: str, line: int) -> StateError:
-        """Returns a StateError at a 0-based line of the block."""
-        return StateError(message, self.path, self.first_line + line + 1)
-
-
 def parse_state_block(text: str, path: str = "state.md", first_line: int = 0) -> FunSearchState:
     """Returns the state a block holds ('' → the initial state); raises StateError naming the line.
 
     first_line is the 0-based line of the block in its file.
     """
-    where = _Where(path, first_line)
+    where = BlockReader(path, first_line)
     state = FunSearchState()
     islands: dict[int, Island] = {}
     cluster_tables: list[md.Table] = []
@@ -103,62 +89,54 @@ def parse_state_block(text: str, path: str = "state.md", first_line: int = 0) ->
     return replace(state, islands=tuple(islands[i] for i in sorted(islands)))
 
 
-def _read_fields(table: md.Table, where: _Where) -> FunSearchState:
+def _read_fields(table: md.Table, where: BlockReader) -> FunSearchState:
     """Returns the initial state with the `| Field | Value |` rows applied."""
     values: dict[str, Any] = {}
-    optional = ("last_reset_at", "rng_seed")
-    for row in table.rows:
-        name = "_".join(md.normalize_heading(row.cells[0]).split())
-        if name not in FIELDS:
-            raise where.error(f"unknown field `{row.cells[0]}`; the fields are {', '.join(FIELDS)}", row.line)
-        if name in values:
-            raise where.error(f"field `{name}` appears twice; keep one row", row.line)
-        cell = _cell(row, 1)
-        if name in optional and cell.lower() in NONE_WORDS:
-            values[name] = None
-        else:
-            values[name] = _whole(cell, f"field `{name}`", where, row.line)
+    for name, (cell, line) in where.fields([table], FIELDS, strict=True).items():
+        none = name in ("last_reset_at", "rng_seed") and cell.strip().lower() in NONE_WORDS
+        values[name] = None if none else where.value(cell, line, count, f"field `{name}`")
     return FunSearchState(**values)
 
 
-def _read_islands(table: md.Table, names: tuple[str, ...], where: _Where) -> dict[int, Island]:
+def _read_islands(table: md.Table, names: tuple[str, ...], where: BlockReader) -> dict[int, Island]:
     """Returns the Islands table's islands by index (the Temperature* column is ignored)."""
     columns = _columns(names, ("island", "version", "programs", "best score", "best id"), table, where)
     islands: dict[int, Island] = {}
     for row in table.rows:
         index, version, programs, best, best_id = (_cell(row, columns[i]) for i in range(5))
-        number = _whole(index, "island", where, row.line)
+        number = where.value(index, row.line, count, "island")
         if number in islands:
             raise where.error(f"island {number} has two rows; keep one", row.line)
         islands[number] = Island(
             index=number,
-            version=_whole(version, "version", where, row.line),
-            num_programs=_whole(programs, "programs", where, row.line),
+            version=where.value(version, row.line, count, "version"),
+            num_programs=where.value(programs, row.line, count, "programs"),
             best_score=_optional_number(best, "best score", where, row.line),
-            best_id=None if best_id.lower() in NONE_WORDS else _whole(best_id.lstrip("#"), "best id", where, row.line),
+            best_id=None if best_id.lower() in NONE_WORDS else where.value(best_id.lstrip("#"), row.line, count,
+                                                                           "best id"),
         )
     return islands
 
 
-def _read_clusters(table: md.Table, islands: dict[int, Island], where: _Where) -> dict[int, Island]:
+def _read_clusters(table: md.Table, islands: dict[int, Island], where: BlockReader) -> dict[int, Island]:
     """Returns the islands with the Clusters table's rows added to them, in row order."""
     names = tuple(md.normalize_heading(cell) for cell in table.header)
     columns = _columns(names, ("island", "signature", "score", "members"), table, where)
     found: dict[int, list[Cluster]] = {index: list(island.clusters) for index, island in islands.items()}
     for row in table.rows:
         index_text, signature_text, score_text, members_text = (_cell(row, columns[i]) for i in range(4))
-        index = _whole(index_text, "island", where, row.line)
+        index = where.value(index_text, row.line, count, "island")
         if index not in found:
             raise where.error(f"cluster of island {index}, which has no row in the Islands table; add it", row.line)
         signature = _signature(signature_text, where, row.line)
         if any(c.signature == signature for c in found[index]):
             raise where.error(f"island {index} has two clusters {format_signature(signature)}; merge them", row.line)
-        score = _number(score_text, "score", where, row.line)
+        score = where.value(score_text, row.line, finite, "score")
         found[index].append(Cluster(signature, score, _members(members_text, where, row.line)))
     return {index: replace(island, clusters=tuple(found[index])) for index, island in islands.items()}
 
 
-def _columns(names: tuple[str, ...], wanted: tuple[str, ...], table: md.Table, where: _Where) -> list[int]:
+def _columns(names: tuple[str, ...], wanted: tuple[str, ...], table: md.Table, where: BlockReader) -> list[int]:
     """Returns the index of each wanted column (a header starting with its name, `*` columns excluded)."""
     columns = []
     for name in wanted:
@@ -173,27 +151,11 @@ def _cell(row: md.TableRow, column: int) -> str:
     return row.cells[column].strip() if column < len(row.cells) else ""
 
 
-def _whole(text: str, what: str, where: _Where, line: int) -> int:
-    if not _WHOLE_RE.fullmatch(text.strip()):
-        raise where.error(f"{what} {text!r} is not a whole number", line)
-    return int(text)
+def _optional_number(text: str, what: str, where: BlockReader, line: int) -> float | None:
+    return None if text.lower() in NONE_WORDS else where.value(text, line, finite, what)
 
 
-def _number(text: str, what: str, where: _Where, line: int) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value):
-        raise where.error(f"{what} {text!r} is not a finite number", line)
-    return value
-
-
-def _optional_number(text: str, what: str, where: _Where, line: int) -> float | None:
-    return None if text.lower() in NONE_WORDS else _number(text, what, where, line)
-
-
-def _signature(text: str, where: _Where, line: int) -> Signature:
+def _signature(text: str, where: BlockReader, line: int) -> Signature:
     inner = text.strip()
     if not (inner.startswith("(") and inner.endswith(")")):
         raise where.error(f"signature {text!r} must read like `(10, 16)`", line)
@@ -201,10 +163,10 @@ def _signature(text: str, where: _Where, line: int) -> Signature:
     parts = parts[:-1] if len(parts) > 1 and not parts[-1] else parts
     if not parts or not parts[0]:
         raise where.error(f"signature {text!r} is empty; it lists the per-test scores, like `(10, 16)`", line)
-    return tuple(_number(part, "signature score", where, line) for part in parts)
+    return tuple(where.value(part, line, finite, "signature score") for part in parts)
 
 
-def _members(text: str, where: _Where, line: int) -> tuple[Member, ...]:
+def _members(text: str, where: BlockReader, line: int) -> tuple[Member, ...]:
     """Returns the members of a cell like `12 (340, 9f2c), 31 (512)`, shortest first."""
     if text.strip().lower() in NONE_WORDS:
         return ()

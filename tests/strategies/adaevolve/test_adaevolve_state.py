@@ -219,7 +219,7 @@ def test_a_non_numeric_g_names_its_line() -> None:
     ("| cur | 1 |", "| cur | 5 |", "cur 5 is not an active idea (0–2)"),
     ("| best_program_id | 7 |", "| best_program_id | seven |", "best_program_id 'seven' is not a whole number >= 0 (or —)"),
     ("[uses 2/2]", "[used twice]", "idea tag [used twice] must read `[uses N/M]`"),
-    ("(+0.0123)", "(+0.01.23)", "the gain '+0.01.23' is not a number"),
+    ("(+0.0123)", "(+0.01.23)", "the gain '+0.01.23' is not a finite number"),
 ])
 def test_bad_values_name_their_line(old: str, new: str, message: str) -> None:
     text = block().replace(old, new)

@@ -81,14 +81,14 @@ def _line_of(text: str, needle: str) -> int:
 @pytest.mark.parametrize(
     ("old", "new", "message"),
     [
-        ("| stagnant_count | 2 |", "| stagnant_count | two |", "stagnant_count 'two' must be a whole number >= 0"),
+        ("| stagnant_count | 2 |", "| stagnant_count | two |", "stagnant_count 'two' is not a whole number >= 0"),
         ("| active | S2 |", "| active | S9 |", "active S9 is not a listed strategy"),
-        ("| labels | generated |", "| labels | maybe |", "labels 'maybe' must be pending, default"),
+        ("| labels | generated |", "| labels | maybe |", "labels 'maybe' is not pending, default"),
         ("| rng_draws | 12 |", "| rng_draws | 12 |\n| colour | blue |", "unknown field 'colour'"),
         ("status scored", "status retired", "status 'retired' must be one of"),
         ("- **Score change**: 1.5 → 1.25", "- **Score change**: 1.5 to 1.25", "score change '1.5 to 1.25'"),
         ("##### Strategy S1 ·", "##### Strategy S0 ·", "strategy S0 appears twice"),
-        ("· J 0.125 ·", "· J big ·", "J 'big' must be a number"),
+        ("· J 0.125 ·", "· J big ·", "J 'big' is not a finite number"),
     ],
 )
 def test_errors_name_the_real_line(old: str, new: str, message: str) -> None:
@@ -129,7 +129,7 @@ def test_a_folded_entry_needs_a_readable_reference() -> None:
     folded = replace(state, strategies=(replace(state.strategies[0], code="", code_ref="strategies/fm/S0.py"),
                                         *state.strategies[1:]))
     text = render_state_block(folded, "higher")
-    with pytest.raises(StateError, match="Code 'strategies/fm/S0.py' must be `<path> on memory/autoloop`"):
+    with pytest.raises(StateError, match="Code 'strategies/fm/S0.py' is not `<path> on memory/autoloop`"):
         parse_state_block(text.replace(" on memory/autoloop", ""), "f.md", 0, CONFIG)
     with pytest.raises(StateError, match="strategy S0 has no code"):
         parse_state_block(text.replace("- **Code**: strategies/fm/S0.py on memory/autoloop\n", ""), "f.md", 0, CONFIG)

@@ -110,10 +110,10 @@ def test_the_block_lives_in_the_population_section() -> None:
 @pytest.mark.parametrize(
     ("old", "new", "line", "message"),
     [
-        ("| stored | 40 |", "| kept | 40 |", 9, "unknown field `kept`; the fields are registrations_since_reset"),
+        ("| stored | 40 |", "| kept | 40 |", 9, "unknown field 'kept'; the fields are registrations_since_reset"),
         ("| stored | 40 |", "| stored | forty |", 9, "field `stored` 'forty' is not a whole number"),
         ("| rng_draws | 123 |", "| rng_draws | 123 |\n| stored | 1 |", 15,
-         "field `stored` appears twice; keep one row"),
+         "field stored appears twice; keep one row"),
         ("| 1 | 0 | 15000 |", "| 0 | 0 | 15000 |", 21, "island 0 has two rows; keep one"),
         ("| 2 | 0 | 1 | -0.25 |", "| 2 | 0 | 1 | best |", 22, "best score 'best' is not a finite number"),
         ("| 0 | (0.5) | 0.5 |", "| 7 | (0.5) | 0.5 |", 29,
