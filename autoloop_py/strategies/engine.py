@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol, Sequence
+from pathlib import Path
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
+from autoloop_py.errors import ConfigurationError
 from autoloop_py.program.model import Program
 from autoloop_py.state import file as statefile
 from autoloop_py.state import population as pop
 from autoloop_py.strategies.base import StrategyContext
 from autoloop_py.strategies.prompt import Steering
+
+SOLUTION_FRAMING = "solution.md"
+Guide = Callable[[str], str]
 
 
 class DecisionLike(Protocol):
@@ -72,8 +78,6 @@ class Engine(Protocol):
         after a failed one (the proposal failed or its evaluation did), with the error for its prompt;
         None when no attempt is left. The engine counts the attempts in the decision, and the decision
         may carry `attempt: int`, the attempts used, for the history.
-      evaluates_as_is(decision) -> bool: the decision records the Target as it is, without a proposal
-        (FunSearch's seed).
       duplicate_of(population, code) -> Candidate | None: an evaluated entry the code repeats (checked before
         evaluation; FunSearch).
       load_strategy_code(population, load_code) -> Population: reads back state-block code the engine folded
@@ -83,6 +87,9 @@ class Engine(Protocol):
       evaluator_feedback: str, where the prompt shows PromptInputs.feedback: `slot` (the engine's own
         template places it), `none` (its reference shows none: FunSearch); absent: the runner adds it as a
         data section before `## How to reply`.
+
+    A decision's `as_is` (False when absent) says it records the Target as it is, without a proposal (the
+    Population's seed).
 
     An engine parses its `### ⚙️ Strategy State` block with first_line 0, so a StateError it raises
     numbers the block's lines from 1; the runner moves it to the state file's line.
@@ -160,3 +167,44 @@ def entry_for(
         code=code,
         language=language,
     )
+
+
+class SolutionEngine:
+    """What AdaEvolve's and EvoX's engines share: one parent, prompts/solution.md for every solution prompt,
+    retries that show the error, and the guide LLM's framing files under prompts_dir."""
+
+    prompts_dir: Path
+    config: Any
+
+    def with_parents(self, decision: Any, parents: tuple[pop.Candidate, ...]) -> Any:
+        """Returns the decision with its parent replaced (its folded code loaded back)."""
+        return dataclasses.replace(decision, parent=parents[0] if parents else None)
+
+    def framing_file(self, decision: Any) -> str:
+        """Returns prompts/solution.md, the framing of every solution prompt."""
+        return SOLUTION_FRAMING
+
+    def retry(self, decision: Any, error: str) -> Any:
+        """Returns the next attempt after a failed one (same parent; the error shown), or None after
+        config.attempts."""
+        if decision.attempt >= self.config.attempts:
+            return None
+        return dataclasses.replace(decision, previous_error=error, attempt=decision.attempt + 1)
+
+    def _framing(self, name: str) -> str:
+        path = self.prompts_dir / name
+        return path.read_text(encoding="utf-8") if path.is_file() else ""
+
+
+def ask_guide(guide: Guide, prompt: str) -> str | Exception:
+    """Returns the guide LLM's reply, or the provider error that made the call fail (the guide is advisory).
+
+    A ConfigurationError (404 model, refused key, unreachable api-base) is raised: the run stops, as for the
+    proposer's; a timeout, 5xx or rate limit is returned, and the iteration goes on without the guide.
+    """
+    try:
+        return guide(prompt)
+    except ConfigurationError:
+        raise
+    except Exception as err:
+        return err

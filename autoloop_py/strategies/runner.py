@@ -140,9 +140,8 @@ def island_of(runner: StrategyRunner | None, decision: Any) -> int | None:
 
 
 def evaluates_as_is(runner: StrategyRunner | None, decision: Any) -> bool:
-    """Returns whether the decision records the Target as it is, without a proposal (FunSearch's seed)."""
-    as_is = getattr(runner.engine, "evaluates_as_is", None) if runner is not None and decision is not None else None
-    return bool(as_is(decision)) if as_is is not None else False
+    """Returns whether the decision records the Target as it is, without a proposal (its `as_is`: the seed)."""
+    return runner is not None and bool(getattr(decision, "as_is", False))
 
 
 def attempts_of(decision: Any) -> int:

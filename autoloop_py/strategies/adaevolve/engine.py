@@ -11,9 +11,8 @@ import dataclasses
 import logging
 import random
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
-from autoloop_py.errors import ConfigurationError
 from autoloop_py.program.model import Program
 from autoloop_py.program.playbook import Playbook, load_config_yaml
 from autoloop_py.program.playbook_notes import labelled_line, opening_paragraph, problem_framing
@@ -28,20 +27,18 @@ from autoloop_py.strategies.adaevolve.paradigms import GuideReplyError
 from autoloop_py.strategies.adaevolve.state import AdaEvolveState, Paradigm
 from autoloop_py.strategies.adaevolve.strategy import AdaEvolveDecision
 from autoloop_py.strategies.base import StrategyContext, seeds_from_target
-from autoloop_py.strategies.engine import PromptInputs, entry_for
+from autoloop_py.strategies.engine import Guide, PromptInputs, SolutionEngine, ask_guide, entry_for
 
 log = logging.getLogger(__name__)
 
-SOLUTION_FRAMING = "solution.md"
 SEED_MODE = "seed"
 SEED_REASON = ("the Population is empty: the Target as it is (its evaluation as the baseline or the branch's best) "
                "seeds island 0 and is copied to the other islands, so the first candidate starts from it")
 PARADIGM_FRAMING = "paradigm.md"
-Guide = Callable[[str], str]
 
 
-class AdaEvolveEngine:
-    """The runner's view of AdaEvolve."""
+class AdaEvolveEngine(SolutionEngine):
+    """The runner's view of AdaEvolve (its iteration makes at most config.attempts attempts)."""
 
     name = "adaevolve"
     # The solution prompt has its own "Evaluator feedback" slot (strategies.md: evaluator feedback after the context).
@@ -76,12 +73,9 @@ class AdaEvolveEngine:
             self.config, program=self.program, best=best, tried=state.tried, framing=self._framing(PARADIGM_FRAMING),
             problem=self.problem, notes=self.notes,
         )
-        try:
-            reply = guide(prompt)
-        except ConfigurationError:
-            raise  # a setting (404 model, refused key, unreachable api-base): the run stops, as for the proposer's
-        except Exception as err:  # a timeout, 5xx or rate limit: the guide is advisory, the iteration goes on
-            log.warning("adaevolve: the guide call failed (%s); no paradigm this iteration", err)
+        reply = ask_guide(guide, prompt)
+        if isinstance(reply, Exception):
+            log.warning("adaevolve: the guide call failed (%s); no paradigm this iteration", reply)
             return None
         log.info("adaevolve: the search stagnates; asked the guide for %d ideas", self.config.paradigm_num_to_generate)
         return reply
@@ -120,27 +114,6 @@ class AdaEvolveEngine:
     def island(self, decision: AdaEvolveDecision) -> int:
         """Returns the island the decision works (a run without a barrier keeps its next slots off it)."""
         return decision.island
-
-    def evaluates_as_is(self, decision: AdaEvolveDecision) -> bool:
-        """Returns whether the decision seeds the islands with the Target as it is (an empty Population)."""
-        return decision.as_is
-
-    def retry(self, decision: AdaEvolveDecision, error: str) -> AdaEvolveDecision | None:
-        """Returns the next attempt after a failed one (same island, mode and parent; the error shown), or None.
-
-        The iteration makes at most 1 + max_error_retries attempts (none retried when enable_error_retry is off).
-        """
-        if decision.attempt >= self.config.attempts:
-            return None
-        return dataclasses.replace(decision, previous_error=error, attempt=decision.attempt + 1)
-
-    def with_parents(self, decision: AdaEvolveDecision, parents: tuple[pop.Candidate, ...]) -> AdaEvolveDecision:
-        """Returns the decision with its parent replaced (its folded code loaded back)."""
-        return dataclasses.replace(decision, parent=parents[0] if parents else None)
-
-    def framing_file(self, decision: AdaEvolveDecision) -> str:
-        """Returns prompts/solution.md, the framing of every solution prompt."""
-        return SOLUTION_FRAMING
 
     def prompt(self, decision: AdaEvolveDecision, inputs: PromptInputs) -> str:
         """Returns the AdaEvolve solution prompt."""
@@ -198,10 +171,6 @@ class AdaEvolveEngine:
         if guide_reply is None or not adaevolve.wants_paradigms(state, self.config):
             return state
         return adaevolve.install_paradigms(state, _ideas(guide_reply), self.config)
-
-    def _framing(self, name: str) -> str:
-        path = self.prompts_dir / name
-        return path.read_text(encoding="utf-8") if path.is_file() else ""
 
 
 def _ideas(reply: str) -> list[Paradigm]:

@@ -39,10 +39,6 @@ class AlphaEvolveEngine:
         """Returns the operator, parents and island (strategies.md §1.2)."""
         return self._engine.decide(context, rng)
 
-    def evaluates_as_is(self, decision: Decision) -> bool:
-        """Returns whether the decision seeds the Population with the Target as it is (a program with history)."""
-        return decision.as_is
-
     def with_parents(self, decision: Decision, parents: tuple[pop.Candidate, ...]) -> Decision:
         """Returns the decision with parents replaced."""
         return dataclasses.replace(decision, parents=parents)

@@ -59,6 +59,11 @@ class EvoXConfig:
     objectives: tuple[Objective, ...] = ()
 
     @property
+    def attempts(self) -> int:
+        """Returns the attempts an iteration may make (max_attempts), as AdaEvolve's config names them."""
+        return self.max_attempts
+
+    @property
     def interval(self) -> int:
         """Returns the switch interval in force (the configured one, else the 10 % rule)."""
         return switch_interval(self.switch_interval, self.max_iterations)

@@ -7,7 +7,6 @@ the sandbox). Its result travels to `decide`, which stays pure given the sandbox
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import random
 import re
@@ -15,7 +14,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from autoloop_py.errors import ConfigurationError
 from autoloop_py.program.model import Program
 from autoloop_py.program.playbook import Playbook, load_config_yaml
 from autoloop_py.program.playbook_notes import labelled_line, problem_framing
@@ -23,7 +21,7 @@ from autoloop_py.state import file as statefile
 from autoloop_py.state import population as pop
 from autoloop_py.strategies import pareto
 from autoloop_py.strategies.base import StrategyContext
-from autoloop_py.strategies.engine import PromptInputs, entry_for
+from autoloop_py.strategies.engine import Guide, PromptInputs, SolutionEngine, ask_guide, entry_for
 from autoloop_py.strategies.evox import fold as evox_fold
 from autoloop_py.strategies.evox import sandbox as evox_sandbox
 from autoloop_py.strategies.evox import strategy as evox
@@ -49,16 +47,14 @@ from autoloop_py.strategies.evox.strategy import (
 
 log = logging.getLogger(__name__)
 
-SOLUTION_FRAMING = "solution.md"
 META_FRAMING = "meta.md"
 OPERATORS_FRAMING = "operators.md"
 KEEP_INLINE = 5
 EVALUATOR_CHARS = 8000
-Guide = Callable[[str], str]
 
 
-class EvoXEngine:
-    """The runner's view of EvoX."""
+class EvoXEngine(SolutionEngine):
+    """The runner's view of EvoX (its iteration makes at most max_attempts attempts on one parent and context)."""
 
     name = "evox"
     # A strategy replays every evaluated program, so each one's code must be at hand.
@@ -106,12 +102,9 @@ class EvoXEngine:
             return None
         prompt = render_labels_prompt(self.program, self._evaluator_source(), self._framing(OPERATORS_FRAMING),
                                       self.problem)
-        try:
-            reply = guide(prompt)
-        except ConfigurationError:
-            raise  # a setting (404 model, refused key, unreachable api-base): the run stops, as for the proposer's
-        except Exception as err:  # a timeout, 5xx or rate limit: the guide is advisory, the iteration goes on
-            log.warning("evox: the label call failed (%s); using the default DIVERGE/REFINE texts", err)
+        reply = ask_guide(guide, prompt)
+        if isinstance(reply, Exception):
+            log.warning("evox: the label call failed (%s); using the default DIVERGE/REFINE texts", reply)
             return label_texts(source="failed")
         texts = parse_labels_reply(reply)
         if texts is None:
@@ -144,12 +137,9 @@ class EvoXEngine:
                 framing=self._framing(META_FRAMING), problems=problems, problem=self.problem,
                 notes=self.notes,
             )
-            try:
-                reply = guide(prompt)
-            except ConfigurationError:
-                raise  # as in _labels: a setting stops the run
-            except Exception as err:  # as in _labels: any other provider error is a failed meta step
-                problems = [f"the meta call failed: {err}"]
+            reply = ask_guide(guide, prompt)
+            if isinstance(reply, Exception):
+                problems = [f"the meta call failed: {reply}"]
                 break
             code, summary = meta_code(reply), meta_summary(reply)
             problems = (["the reply holds no ```python block; give the whole module in one"] if code is None
@@ -186,24 +176,6 @@ class EvoXEngine:
         if state.labels in ("pending", "default") and self.config.auto_generate_variation_operators:
             return "the guide LLM would write the DIVERGE/REFINE texts for this problem"
         return None
-
-    def evaluates_as_is(self, decision: EvoXDecision) -> bool:
-        """Returns whether the decision is the seed turn: the Target evaluated as it is, without an LLM call."""
-        return decision.as_is
-
-    def retry(self, decision: EvoXDecision, error: str) -> EvoXDecision | None:
-        """Returns the next attempt on the same parent and context, the error shown (None after max_attempts)."""
-        if decision.attempt >= self.config.max_attempts:
-            return None
-        return dataclasses.replace(decision, attempt=decision.attempt + 1, previous_error=error)
-
-    def with_parents(self, decision: EvoXDecision, parents: tuple[pop.Candidate, ...]) -> EvoXDecision:
-        """Returns the decision with its parent replaced (its folded code loaded back)."""
-        return dataclasses.replace(decision, parent=parents[0] if parents else None)
-
-    def framing_file(self, decision: EvoXDecision) -> str:
-        """Returns prompts/solution.md, the framing of every solution prompt."""
-        return SOLUTION_FRAMING
 
     def prompt(self, decision: EvoXDecision, inputs: PromptInputs) -> str:
         """Returns the EvoX solution prompt."""
@@ -276,10 +248,6 @@ class EvoXEngine:
         return [c.id for c in reversed(scored[:KEEP_INLINE])]
 
     # ------------------------------------------------------------ files
-
-    def _framing(self, name: str) -> str:
-        path = self.prompts_dir / name
-        return path.read_text(encoding="utf-8") if path.is_file() else ""
 
     def _evaluator_source(self) -> str:
         """Returns the source of the .py files the evaluation command names (cut to EVALUATOR_CHARS)."""

@@ -3,7 +3,7 @@
 The proposers stay as they are: the runner places the best prompted version's code in the Target's
 EVOLVE-BLOCK, and the prompt asks for the block back in the standard reply format with the new
 version of the function in place. A seed decision (no island yet) is evaluated as it is, with no
-proposal (`evaluates_as_is`); its candidate founds every island. Past `max_population` entries the
+proposal (`as_is`); its candidate founds every island. Past `max_population` entries the
 weakest leave the Population table (their code stays on the memory branch).
 """
 
@@ -66,6 +66,11 @@ class FunSearchStep:
         """Returns the island the child is registered on (None for the seed)."""
         return self.inner.island
 
+    @property
+    def as_is(self) -> bool:
+        """Returns whether this is the seed: the Target's own function, evaluated without an LLM call (§4.2)."""
+        return self.inner.mode == fs.SEED
+
 
 def step_of(decision: fs.FunSearchDecision) -> FunSearchStep:
     """Returns the runner's view of a pure decision: its prompted versions best first."""
@@ -103,10 +108,6 @@ class FunSearchEngine:
         """Returns the island and the versions to prompt with, or the seed decision (§4.2 steps 1–5)."""
         decision = fs.decide(self.state_of(population), population.candidates, self.config, rng, context.slot)
         return step_of(decision)
-
-    def evaluates_as_is(self, decision: FunSearchStep) -> bool:
-        """Returns whether the decision is the seed: the Target's own function, evaluated without an LLM call (§4.2)."""
-        return decision.inner.mode == fs.SEED
 
     def with_parents(self, decision: FunSearchStep, parents: tuple[pop.Candidate, ...]) -> FunSearchStep:
         """Returns the decision with its parents (and the picks showing them) replaced by id."""

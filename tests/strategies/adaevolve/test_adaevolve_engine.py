@@ -296,7 +296,7 @@ def test_an_empty_population_is_seeded_with_the_evaluated_target(tmp_path: Path,
     empty = pop.empty_population("AdaEvolve")
     known = replace(_context(empty), best_metric=0.6, iteration=iteration)
     decision = engine.decide(empty, known, random.Random(1))
-    assert engine.evaluates_as_is(decision) and decision.parents == () and decision.operator == "seed"
+    assert decision.as_is and decision.parents == () and decision.operator == "seed"
     assert decision.reason.startswith("the Population is empty: the Target as it is")
     child = engine.candidate(decision, _record(metric=0.6), "x = 1\n", "the unchanged Target", iteration, "python")
     population, seeded = engine.record(empty, child, decision, {"score": 0.6}, direction="higher",
@@ -308,9 +308,9 @@ def test_an_empty_population_is_seeded_with_the_evaluated_target(tmp_path: Path,
     # The next decision's parent is the Target (or a copy of it), whatever the island.
     after = engine.decide(population, replace(known, population=population.candidates, iteration=iteration + 1),
                           random.Random(2))
-    assert not engine.evaluates_as_is(after) and after.parents and after.parents[0].code == "x = 1\n"
+    assert not after.as_is and after.parents and after.parents[0].code == "x = 1\n"
     # Without an evaluated Target (no best known) nothing is seeded.
-    assert not engine.evaluates_as_is(engine.decide(empty, _context(empty), random.Random(1)))
+    assert not engine.decide(empty, _context(empty), random.Random(1)).as_is
 
 
 def test_the_guide_prompt_carries_the_problem_framing_and_the_settings_notes(tmp_path: Path) -> None:

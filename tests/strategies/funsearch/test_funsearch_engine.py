@@ -196,8 +196,8 @@ def test_keep_inline_ranks_cluster_members_best_last() -> None:
 
 def test_only_the_seed_is_evaluated_as_is() -> None:
     e, population, _ = seeded()
-    assert e.evaluates_as_is(decide(e, pop.empty_population()))
-    assert not e.evaluates_as_is(decide(e, population))
+    assert decide(e, pop.empty_population()).as_is
+    assert not decide(e, population).as_is
 
 
 def test_past_max_population_entries_outside_clusters_leave_first_then_the_weakest_members() -> None:
