@@ -171,10 +171,29 @@ def entry_for(
 
 class SolutionEngine:
     """What AdaEvolve's and EvoX's engines share: one parent, prompts/solution.md for every solution prompt,
-    retries that show the error, and the guide LLM's framing files under prompts_dir."""
+    retries that show the error, and the guide LLM's framing files under prompts_dir.
 
-    prompts_dir: Path
-    config: Any
+    Attributes:
+      config: the strategy's settings (with `objectives` and `attempts`).
+      objectives: the Pareto objectives the runner records on each entry (the frontmatter's, or the playbook's own).
+      problem: the playbook's Problem framing ('' when it has none).
+      notes: the playbook's tuning notes the guide LLM is shown.
+      program: the program.
+      prompts_dir: the playbook's prompts/ folder.
+      state_path: the state file, named by the errors of the Strategy State block.
+    """
+
+    def __init__(
+        self, config: Any, program: Program, prompts_dir: Path, state_path: str, problem: str = "",
+        notes: tuple[str, ...] = (),
+    ) -> None:
+        self.config = config
+        self.objectives = config.objectives
+        self.problem = problem
+        self.notes = notes
+        self.program = program
+        self.prompts_dir = prompts_dir
+        self.state_path = state_path
 
     def with_parents(self, decision: Any, parents: tuple[pop.Candidate, ...]) -> Any:
         """Returns the decision with its parent replaced (its folded code loaded back)."""

@@ -46,18 +46,7 @@ class AdaEvolveEngine(SolutionEngine):
     # Novelty, admission and migration compare the code of every archive member, folded or not.
     needs_all_code = True
 
-    def __init__(
-        self, config: AdaEvolveConfig, program: Program, prompts_dir: Path, state_path: str, problem: str = "",
-        notes: tuple[str, ...] = (),
-    ) -> None:
-        self.config = config
-        # The Pareto objectives the runner records on each entry (the frontmatter's, or the playbook's own).
-        self.objectives = config.objectives
-        self.problem = problem
-        self.notes = notes
-        self.program = program
-        self.prompts_dir = prompts_dir
-        self.state_path = state_path
+    config: AdaEvolveConfig
 
     def state_of(self, population: pop.Population) -> AdaEvolveState:
         """Returns the strategy state the Population's `### ⚙️ Strategy State` block holds."""

@@ -15,7 +15,7 @@ from autoloop_py.strategies.base import UniformSource
 from autoloop_py.strategies.slots import Slot, slot_island
 
 Parents = tuple[tuple[Candidate, ...], int | None, bool]
-_Scored = tuple[float, Candidate]
+Scored = tuple[float, Candidate]
 
 
 def home_island(slot: Slot, population: Sequence[Candidate], config: AlphaEvolveConfig) -> int:
@@ -34,24 +34,26 @@ def home_parents(
     new = not any(c.island == home for c in population)
     if operator == "exploration" or not mine:
         why = "" if operator == "exploration" else f"{operator} needs a scored member on island {home}"
-        return "exploration", why, (((_best(mine),) if mine else ()), home, new)
+        return "exploration", why, (((best_of(mine),) if mine else ()), home, new)
     if operator == "exploitation" or (operator == "crossover" and not others):
         why = "" if operator == "exploitation" else f"crossover needs a scored member off island {home}"
-        return "exploitation", why, ((_best(mine),), home, False)
+        return "exploitation", why, ((best_of(mine),), home, False)
     if operator == "crossover":
-        ranked = sorted(mine, key=_rank, reverse=True)
+        ranked = sorted(mine, key=rank, reverse=True)
         top = ranked[: max(1, len(ranked) // 4)]
         a = top[min(int(rng.random() * len(top)), len(top) - 1)][1]
         other_cell = [s for s in others if cell_of(s[1]) != cell_of(a)]
-        return "crossover", "", ((a, _best(other_cell or others)), home, False)
+        return "crossover", "", ((a, best_of(other_cell or others)), home, False)
     if not others:  # migration with no donor island
-        return "exploration", f"migration needs a scored member off island {home}", ((_best(mine),), home, False)
-    return "migration", "", ((_best(mine), _best(others)), home, False)
+        return "exploration", f"migration needs a scored member off island {home}", ((best_of(mine),), home, False)
+    return "migration", "", ((best_of(mine), best_of(others)), home, False)
 
 
-def _rank(item: _Scored) -> tuple[float, int]:
+def rank(item: Scored) -> tuple[float, int]:
+    """Returns the sort key of a scored member: oriented fitness, then id (newer wins ties)."""
     return item[0], item[1].id
 
 
-def _best(scored: Sequence[_Scored]) -> Candidate:
-    return max(scored, key=_rank)[1]
+def best_of(scored: Sequence[Scored]) -> Candidate:
+    """Returns the member with the highest oriented fitness, ties → higher id."""
+    return max(scored, key=rank)[1]

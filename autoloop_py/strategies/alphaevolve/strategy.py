@@ -18,7 +18,7 @@ from autoloop_py.state.population import (
 )
 from autoloop_py.strategies.alphaevolve.config import AlphaEvolveConfig, Island
 from autoloop_py.strategies.alphaevolve.features import FeatureRange, bucket
-from autoloop_py.strategies.alphaevolve.slots import home_island, home_parents
+from autoloop_py.strategies.alphaevolve.slots import Scored, best_of, home_island, home_parents, rank
 from autoloop_py.strategies.base import Decision, DrawRecorder, StrategyContext, UniformSource, seeds_from_target
 
 logger = logging.getLogger(__name__)
@@ -32,9 +32,6 @@ SEED_OPERATOR = "seed"
 SEED_REASON = ("the Population is empty: the Target as it is (its evaluation as the baseline or the branch's "
                "best) becomes the first member, so the first candidate starts from it")
 Weights = Union[Sequence[tuple[str, Fraction]], Mapping[str, Fraction]]
-_Scored = tuple[float, Candidate]
-
-
 
 
 class AlphaEvolve:
@@ -171,27 +168,27 @@ def parents_for(
     return _PARENT_PICKERS[operator](scored, rng)
 
 
-def _exploitation(scored: list[_Scored], rng: UniformSource) -> tuple[tuple[Candidate, ...], int | None, bool]:
+def _exploitation(scored: list[Scored], rng: UniformSource) -> tuple[tuple[Candidate, ...], int | None, bool]:
     """Returns the best member (ties → higher id, the most recent) and its island."""
-    best = _best(scored)
+    best = best_of(scored)
     return (best,), best.island, False
 
 
-def _crossover(scored: list[_Scored], rng: UniformSource) -> tuple[tuple[Candidate, ...], int | None, bool]:
+def _crossover(scored: list[Scored], rng: UniformSource) -> tuple[tuple[Candidate, ...], int | None, bool]:
     """Returns A uniform from the top quartile and B the best on another island and cell (else any cell)."""
-    ranked = sorted(scored, key=_rank, reverse=True)
+    ranked = sorted(scored, key=rank, reverse=True)
     top = ranked[: max(1, len(ranked) // 4)]
     a = top[min(int(rng.random() * len(top)), len(top) - 1)][1]
     elsewhere = [s for s in scored if s[1].island != a.island]
     # effective_operator guarantees two scored islands, so `elsewhere` is never empty.
     other_cell = [s for s in elsewhere if cell_of(s[1]) != cell_of(a)]
-    b = _best(other_cell or elsewhere)
+    b = best_of(other_cell or elsewhere)
     return (a, b), a.island, False
 
 
-def _migration(scored: list[_Scored], rng: UniformSource) -> tuple[tuple[Candidate, ...], int | None, bool]:
+def _migration(scored: list[Scored], rng: UniformSource) -> tuple[tuple[Candidate, ...], int | None, bool]:
     """Returns [recipient best, donor best]: donor has the highest island best, recipient the lowest other."""
-    bests = [(_best(members), island) for island, members in _by_island(scored).items()]
+    bests = [(best_of(members), island) for island, members in _by_island(scored).items()]
     scores = {c.id: f for f, c in scored}
     donor, donor_island = max(bests, key=lambda b: (scores[b[0].id], -_index(b[1])))
     others = [b for b in bests if b[1] != donor_island]
@@ -199,18 +196,18 @@ def _migration(scored: list[_Scored], rng: UniformSource) -> tuple[tuple[Candida
     return (recipient, donor), recipient_island, False
 
 
-_Picker = Callable[[list[_Scored], UniformSource], tuple[tuple[Candidate, ...], int | None, bool]]
+_Picker = Callable[[list[Scored], UniformSource], tuple[tuple[Candidate, ...], int | None, bool]]
 # Exploration is not here: it also needs the islands and the forced target (see parents_for).
 _PARENT_PICKERS: dict[str, _Picker] = {"exploitation": _exploitation, "crossover": _crossover, "migration": _migration}
 
 
 def _exploration(
-    population: Sequence[Candidate], scored: list[_Scored], islands: Sequence[Island], forced: int | None
+    population: Sequence[Candidate], scored: list[Scored], islands: Sequence[Island], forced: int | None
 ) -> tuple[tuple[Candidate, ...], int | None, bool]:
     """Returns the target island's best (or no parent: from scratch) and the target island."""
     target = forced if forced is not None else _emptiest_island(population, islands)
     members = [s for s in scored if s[1].island == target]
-    parents = (_best(members),) if members else ()
+    parents = (best_of(members),) if members else ()
     return parents, target, not any(c.island == target for c in population)
 
 
@@ -243,32 +240,22 @@ def _known_islands(population: Sequence[Candidate], islands: Sequence[Island]) -
     return sorted(found)
 
 
-def _with_fitness(population: Iterable[Candidate]) -> list[_Scored]:
+def _with_fitness(population: Iterable[Candidate]) -> list[Scored]:
     """Returns the members with a usable fitness (direction does not matter for which ones)."""
     return [(f, c) for c in population if (f := oriented(c.fitness, "higher")) is not None]
 
 
-def _islands_of(scored: Iterable[_Scored]) -> set[int | None]:
+def _islands_of(scored: Iterable[Scored]) -> set[int | None]:
     """Returns the distinct islands of scored members."""
     return {c.island for _, c in scored}
 
 
-def _by_island(scored: Iterable[_Scored]) -> dict[int | None, list[_Scored]]:
+def _by_island(scored: Iterable[Scored]) -> dict[int | None, list[Scored]]:
     """Returns scored members grouped by island."""
-    groups: dict[int | None, list[_Scored]] = {}
+    groups: dict[int | None, list[Scored]] = {}
     for item in scored:
         groups.setdefault(item[1].island, []).append(item)
     return groups
-
-
-def _rank(item: _Scored) -> tuple[float, int]:
-    """Returns the sort key of a scored member: oriented fitness, then id (newer wins ties)."""
-    return item[0], item[1].id
-
-
-def _best(scored: Sequence[_Scored]) -> Candidate:
-    """Returns the member with the highest oriented fitness, ties → higher id."""
-    return max(scored, key=_rank)[1]
 
 
 def _index(island: int | None) -> int:

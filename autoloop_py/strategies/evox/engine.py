@@ -61,20 +61,14 @@ class EvoXEngine(SolutionEngine):
     needs_all_code = True
     # Evaluator feedback follows the context programs, before `# Current Solution` (strategies.md §3.2 step 2).
     evaluator_feedback = "slot"
+    config: EvoXConfig
 
     def __init__(
         self, config: EvoXConfig, program: Program, root: Path, prompts_dir: Path, state_path: str, problem: str = "",
         notes: tuple[str, ...] = (),
     ) -> None:
-        self.config = config
-        # The Pareto objectives the runner records on each entry (the frontmatter's, or the playbook's own).
-        self.objectives = config.objectives
-        self.problem = problem
-        self.notes = notes
-        self.program = program
+        super().__init__(config, program, prompts_dir, state_path, problem, notes)
         self.root = root
-        self.prompts_dir = prompts_dir
-        self.state_path = state_path
         self.limits = evox_sandbox.SandboxLimits(config.sandbox_seconds, config.sandbox_memory_mb,
                                                  config.sandbox_cpu_seconds)
 
