@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from pathlib import Path
@@ -125,30 +126,41 @@ def read_settings(
     text: str, path: Path, settings: Mapping[str, Convert], overrides: Mapping[str, Any] | None, config_path: Path
 ) -> dict[str, Any]:
     """Returns the Settings table's values with config.yaml's overrides (keys in settings only) applied on top."""
-    values = table_settings(text, path, settings)
+    values, _ = table_settings(text, path, settings)
     for key, value in (overrides or {}).items():
         if key in settings:
             values[key] = converted(settings, key, value, config_path, None)
     return values
 
 
-def table_settings(text: str, path: Path, settings: Mapping[str, Convert]) -> dict[str, Any]:
-    """Returns the values of the `| Setting | Value |` table's rows; unknown or repeated keys name their line."""
+def table_settings(
+    text: str, path: Path, settings: Mapping[str, Convert], ignored: frozenset[str] = frozenset()
+) -> tuple[dict[str, Any], dict[str, int]]:
+    """Returns the values of the `| Setting | Value |` table's rows and each one's 1-based line.
+
+    Keys in ignored are passed over; an unknown or repeated key names its line.
+    """
     table = next((t for t in md.tables(text) if _is_settings_table(t)), None)
     if table is None:
-        return {}
+        return {}, {}
     column = next(i for i, cell in enumerate(table.header) if md.normalize_heading(cell) == "value")
     values: dict[str, Any] = {}
+    lines: dict[str, int] = {}
     for row in table.rows:
         key = setting_key(row.cells[0]) if row.cells else ""
         line = row.line + 1
+        if key in ignored:
+            continue
         if key not in settings:
-            raise ProgramError(f"unknown setting `{key}`; the settings are {', '.join(settings)}", path, line)
+            close = difflib.get_close_matches(key, settings, n=1)
+            hint = f"did you mean `{close[0]}`?" if close else f"the settings are {', '.join(settings)}"
+            raise ProgramError(f"unknown setting `{key}`; {hint}", path, line)
         if key in values:
             raise ProgramError(f"setting `{key}` appears twice; keep one row", path, line)
         cell = row.cells[column] if column < len(row.cells) else ""
         values[key] = converted(settings, key, cell, path, line)
-    return values
+        lines[key] = line
+    return values, lines
 
 
 def setting_key(cell: str) -> str:

@@ -27,8 +27,9 @@ TABLE = """# Playbook
 
 
 def test_the_table_is_read_and_converted() -> None:
-    values = settings.table_settings(TABLE, Path("p.md"), SETTINGS)
+    values, lines = settings.table_settings(TABLE, Path("p.md"), SETTINGS)
     assert values == {"num_islands": 4, "temperature": 0.5, "mode": "average"}
+    assert lines == {"num_islands": 5, "temperature": 6, "mode": 7}
 
 
 def test_overrides_win_and_unknown_override_keys_are_ignored() -> None:

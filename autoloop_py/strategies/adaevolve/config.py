@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -174,7 +173,6 @@ _READERS: dict[str, settings.Convert] = {
     "tuple[str, ...]": settings.names, "tuple[tuple[str, bool], ...]": settings.directions,
 }
 _KINDS = {f.name: _READERS[f.type] for f in fields(AdaEvolveConfig) if f.name != "direction" and f.type in _READERS}
-SETTING_KEYS = tuple(_KINDS)
 
 
 # ---------------------------------------------------------------- parsing
@@ -186,9 +184,9 @@ def parse_adaevolve_config(
 ) -> AdaEvolveConfig:
     """Returns the tunables of a customised AdaEvolve playbook, with `code/config.yaml` overrides applied."""
     settings.check_direction(direction)
-    tables = md.tables(playbook.text)
-    values, lines = _settings(tables, playbook.path)
-    config = replace(AdaEvolveConfig(), **values, presets=_presets(tables, playbook.path), direction=direction)
+    values, lines = settings.table_settings(playbook.text, playbook.path, _KINDS, IGNORED_KEYS)
+    presets = _presets(md.tables(playbook.text), playbook.path)
+    config = replace(AdaEvolveConfig(), **values, presets=presets, direction=direction)
     config_path = settings.config_path(playbook)
     given = {key: value for key, value in (overrides or {}).items() if key in _KINDS}
     config = replace(config, **{key: settings.converted(_KINDS, key, value, config_path, None)
@@ -202,32 +200,6 @@ def parse_adaevolve_config(
     # The Pareto objectives: `pareto_objectives` with directions, else the frontmatter's `objectives:`.
     objectives = pareto.in_force(config.pareto_objectives, dict(config.higher_is_better), declared, where)
     return replace(config, objectives=objectives)
-
-
-def _settings(tables: list[md.Table], path: Path) -> tuple[dict[str, Any], dict[str, int]]:
-    """Returns the `| Setting | Value |` rows as typed values, and each key's 1-based line."""
-    values: dict[str, Any] = {}
-    lines: dict[str, int] = {}
-    for table in tables:
-        if not table.header or md.normalize_heading(table.header[0]) != "setting" or len(table.header) < 2:
-            continue
-        for row in table.rows:
-            key = row.cells[0].strip().strip("`").strip() if row.cells else ""
-            if key in IGNORED_KEYS:
-                continue
-            if key in values:
-                raise ProgramError(f"`{key}` appears twice; keep one row", path, row.line + 1)
-            if key not in _KINDS:
-                raise ProgramError(f"`{key}` is not an AdaEvolve setting; {_suggestion(key)}", path, row.line + 1)
-            cell = row.cells[1] if len(row.cells) > 1 else ""
-            values[key] = settings.converted(_KINDS, key, cell, path, row.line + 1)
-            lines[key] = row.line + 1
-    return values, lines
-
-
-def _suggestion(key: str) -> str:
-    close = difflib.get_close_matches(key, SETTING_KEYS, n=1)
-    return f"did you mean `{close[0]}`?" if close else "remove the row or fix its name"
 
 
 def _presets(tables: list[md.Table], path: Path) -> tuple[Preset, ...]:

@@ -105,8 +105,8 @@ def test_config_yaml_overrides_the_playbook() -> None:
 @pytest.mark.parametrize(("old", "new", "message"), [
     ("| `population_size` | 12 |", "| `population_size` | twelve |", "`population_size` must be a whole number, got 'twelve'"),
     ("| `use_migration` | off |", "| `use_migration` | maybe |", "`use_migration` must be yes or no, got 'maybe'"),
-    ("| `population_size` | 12 |", "| `population_sise` | 12 |", "`population_sise` is not an AdaEvolve setting; did you mean `population_size`?"),
-    ("| `paradigm_max_uses` | 3 |", "| `num_islands` | 3 |", "`num_islands` appears twice"),
+    ("| `population_size` | 12 |", "| `population_sise` | 12 |", "unknown setting `population_sise`; did you mean `population_size`?"),
+    ("| `paradigm_max_uses` | 3 |", "| `num_islands` | 3 |", "setting `num_islands` appears twice"),
     ("| `population_size` | 12 |", "| `population_size` | 1 |", "`population_size` must be at least 2"),
     ("| `paradigm_max_uses` | 3 |", "| `decay` | 1 |", "`decay` must lie strictly between 0 and 1"),
     ("| `num_islands` | 3 |", "| `num_islands` | 6 |", "`num_islands` is 6, above max_islands 5"),

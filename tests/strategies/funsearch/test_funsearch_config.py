@@ -99,7 +99,7 @@ def test_the_temperature_falls_to_its_floor_and_starts_over() -> None:
     ("old", "new", "message"),
     [
         ("| num_islands | 4 |", "| islands | 4 |",
-         f"{PATH}:8: unknown setting `islands`; the settings are function_to_evolve,"),
+         f"{PATH}:8: unknown setting `islands`; did you mean `num_islands`?"),
         ("| num_islands | 4 |", "| num_islands | 0 |", f"{PATH}:8: `num_islands` must be a whole number >= 1, got '0'"),
         ("| num_islands | 4 |", "| num_islands | 2.5 |", f"{PATH}:8: `num_islands` must be a whole number >= 1"),
         ("| cluster_sampling_temperature_init | 0.05 |", "| cluster_sampling_temperature_init | 0 |",
