@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Mapping, Protocol
 
 from autoloop_py.state.population import Candidate
@@ -93,3 +94,13 @@ class DrawRecorder:
         value = self.source.random()
         self.draws.append(value)
         return value
+
+
+def exact(value: float | Fraction | str | int) -> Fraction:
+    """Returns a number as an exact fraction, reading a float as the decimal it prints as.
+
+    Fraction(0.95) is 0.94999999999999995559…, below the threshold 19/20, so AlphaEvolve's u = 0.95 would
+    fall to crossover (and in floats AdaEvolve's .4 + .7·.6 is 0.8200000000000001, not .82); reading
+    repr(0.95) gives exactly 19/20 as the specs' tables mean.
+    """
+    return Fraction(repr(value)) if isinstance(value, float) else Fraction(value)

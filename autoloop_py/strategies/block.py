@@ -1,4 +1,4 @@
-"""Reading a strategy's `### ⚙️ Strategy State` block: errors at the file's line, typed cells, `| Field | Value |` rows."""
+"""Reading a strategy's `### ⚙️ Strategy State` block: errors at the file's line, typed cells, Field tables."""
 
 from __future__ import annotations
 

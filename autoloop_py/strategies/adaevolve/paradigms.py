@@ -44,12 +44,13 @@ def active_paradigm(state: AdaEvolveState, config: AdaEvolveConfig) -> int | Non
     count = len(state.paradigms)
     for step in range(count):
         index = (state.current_paradigm + step) % count
-        if _usable(state.paradigms[index], config):
+        if usable(state.paradigms[index], config):
             return index
     return None
 
 
-def _usable(paradigm: Paradigm, config: AdaEvolveConfig) -> bool:
+def usable(paradigm: Paradigm, config: AdaEvolveConfig) -> bool:
+    """Returns whether the idea may still be applied: not retired, and used fewer than paradigm_max_uses times."""
     return not paradigm.retired and paradigm.uses < config.paradigm_max_uses
 
 

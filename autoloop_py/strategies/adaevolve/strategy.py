@@ -34,6 +34,7 @@ from autoloop_py.strategies.adaevolve.paradigms import (
     install_paradigms,
     parse_paradigms,
     tick,
+    usable,
     use_paradigm,
     wants_paradigms,
 )
@@ -49,7 +50,7 @@ from autoloop_py.strategies.adaevolve.state import (
     ucb_score,
 )
 from autoloop_py.strategies import pareto
-from autoloop_py.strategies.base import DrawRecorder
+from autoloop_py.strategies.base import DrawRecorder, exact
 
 logger = logging.getLogger(__name__)
 
@@ -142,20 +143,15 @@ def mode_cutoffs(i: float) -> tuple[float, float]:
 
 
 def _cutoffs(i: float) -> tuple[Fraction, Fraction]:
-    exact = _exact(i)
-    return exact, exact + EXPLOIT_SHARE * (1 - exact)
-
-
-def _exact(value: float) -> Fraction:
-    """Returns a float as the decimal it prints as (in floats .4 + .7·.6 is 0.8200000000000001, not .82)."""
-    return Fraction(repr(float(value)))
+    level = exact(i)
+    return level, level + EXPLOIT_SHARE * (1 - level)
 
 
 def pick_mode(i: float, u: float) -> str:
     """Returns the mode a uniform selects at intensity I (A3); compared exactly, so u = .82 at I = .4 is balanced."""
     explore, exploit = _cutoffs(i)
-    exact = _exact(u)
-    return "exploration" if exact < explore else "exploitation" if exact < exploit else "balanced"
+    drawn = exact(u)
+    return "exploration" if drawn < explore else "exploitation" if drawn < exploit else "balanced"
 
 
 def decide(state: AdaEvolveState, population: Sequence[Candidate], config: AdaEvolveConfig, rng: UniformSource,
@@ -240,7 +236,7 @@ def _improved(island: IslandState, f: float, rho: float) -> IslandState:
 
 def _complement(rho: float) -> float:
     """Returns 1 − ρ computed exactly (1 − 0.9 is 0.09999999999999998 in floats; the seed's G should read 0.1)."""
-    return float(1 - _exact(rho))
+    return float(1 - exact(rho))
 
 
 def _with_island(state: AdaEvolveState, k: int, island: IslandState) -> AdaEvolveState:
@@ -271,13 +267,9 @@ def attempted(state: AdaEvolveState, decision: AdaEvolveDecision, config: AdaEvo
     index = decision.paradigm_index
     for _ in range(attempts if index is not None else 0):
         assert index is not None
-        if index < len(state.paradigms) and _usable(state.paradigms[index], config):
+        if index < len(state.paradigms) and usable(state.paradigms[index], config):
             state = use_paradigm(state, index, config)
     return state
-
-
-def _usable(paradigm: Paradigm, config: AdaEvolveConfig) -> bool:
-    return not paradigm.retired and paradigm.uses < config.paradigm_max_uses
 
 
 def advance(state: AdaEvolveState, decision: AdaEvolveDecision, population: Population, config: AdaEvolveConfig,

@@ -19,7 +19,7 @@ from autoloop_py.state.population import (
 from autoloop_py.strategies.alphaevolve.config import AlphaEvolveConfig, Island
 from autoloop_py.strategies.alphaevolve.features import FeatureRange, bucket
 from autoloop_py.strategies.alphaevolve.slots import Scored, best_of, home_island, home_parents, rank
-from autoloop_py.strategies.base import Decision, DrawRecorder, StrategyContext, UniformSource, seeds_from_target
+from autoloop_py.strategies.base import Decision, DrawRecorder, StrategyContext, UniformSource, exact, seeds_from_target
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ def operator_intervals(weights: Weights) -> tuple[tuple[str, Fraction, Fraction]
     intervals = []
     low = Fraction(0)
     for operator, weight in pairs:
-        high = low + _exact(weight)
+        high = low + exact(weight)
         intervals.append((operator, low, high))
         low = high
     return tuple(intervals)
@@ -87,22 +87,13 @@ def operator_intervals(weights: Weights) -> tuple[tuple[str, Fraction, Fraction]
 
 def pick_operator(weights: Weights, u: float | Fraction) -> str:
     """Returns the operator whose cumulative-weight interval holds u (T1: u = 0.95 → migration)."""
-    exact = _exact(u)
-    if not 0 <= exact < 1:
+    drawn = exact(u)
+    if not 0 <= drawn < 1:
         raise ValueError(f"a uniform must lie in [0, 1), got {u!r}")
     for operator, _, high in operator_intervals(weights):
-        if exact < high:
+        if drawn < high:
             return operator
     raise ValueError(f"operator weights sum to less than {u!r}; they must sum to 1")
-
-
-def _exact(value: float | Fraction | str | int) -> Fraction:
-    """Returns a number as an exact fraction, reading a float as the decimal it prints as.
-
-    Fraction(0.95) is 0.94999999999999995559…, below the threshold 19/20, so T1's u = 0.95 would
-    fall to crossover; reading repr(0.95) gives exactly 19/20 as the spec's table means.
-    """
-    return Fraction(repr(value)) if isinstance(value, float) else Fraction(value)
 
 
 def _sampled(weights: Weights, u: float) -> tuple[str, str, None]:

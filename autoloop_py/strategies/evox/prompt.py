@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import statistics
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -220,17 +221,18 @@ def population_stats(population: Sequence[Candidate], direction: str) -> dict[st
     values = [oriented(c.fitness, direction) or 0.0 for c in scored]
     quartiles = statistics.quantiles(values, n=4, method="inclusive") if len(values) >= 2 else values * 3
     top = sorted(scored, key=lambda c: (-(oriented(c.fitness, direction) or 0.0), c.id))[:TOP_K]
-    labels: dict[str, int] = {}
-    for c in population:
-        word = next((v for k, v in c.extra if k == "Label"), "none")
-        labels[word] = labels.get(word, 0) + 1
+    labels = Counter(_label(c) for c in population)
     return {
         "size": len(population), "errors": sum(1 for c in population if c.status == "error"),
         "quartiles": [f"{q if direction == 'higher' else -q:.6g}" for q in quartiles[:3]],
-        "top": [(c.id, format_fitness(c.fitness), next((v for k, v in c.extra if k == "Label"), "none"),
-                 ", ".join(f"#{p}" for p in c.parents) or "—") for c in top],
+        "top": [(c.id, format_fitness(c.fitness), _label(c), ", ".join(f"#{p}" for p in c.parents) or "—")
+                for c in top],
         "labels": sorted(labels.items()), "streak": _streak(scored, values),
     }
+
+
+def _label(candidate: Candidate) -> str:
+    return next((v for k, v in candidate.extra if k == "Label"), "none")
 
 
 def _streak(scored: Sequence[Candidate], values: Sequence[float]) -> int:
