@@ -6,7 +6,7 @@ import logging
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from autoloop_py import markdown as md
 from autoloop_py.errors import StateError
@@ -36,6 +36,10 @@ class BlockReader:
             return kind(text.strip())
         except ValueError as expected:
             raise self.error(f"{what} {text.strip()!r} is not {expected}; fix the value", line) from None
+
+    def field(self, rows: Mapping[str, tuple[str, int]], name: str, kind: Callable[[str], Any], default: Any) -> Any:
+        """Returns kind(the value of the field's row), or default when the block has no such row."""
+        return default if name not in rows else self.value(rows[name][0], rows[name][1], kind, name)
 
     def fields(self, tables: Iterable[md.Table], known: Sequence[str], strict: bool) -> dict[str, tuple[str, int]]:
         """Returns the `| Field | Value |` rows as {field: (value, line)}; an unknown field raises when strict,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from autoloop_py import markdown as md
 from autoloop_py.render import render
@@ -119,12 +119,12 @@ class _Reader(BlockReader):
 
     direction: str = "higher"
 
-    def fitness(self, text: str, line: int, what: str) -> float:
-        """Returns the oriented fitness of a raw metric cell ('—' is −inf)."""
-        if text.strip() in (NONE, "-inf", "–"):
+    def fitness(self, text: str) -> float:
+        """Converts a raw metric cell to the oriented fitness ('—' is −inf)."""
+        if text in (NONE, "-inf", "–"):
             return NEG_INF
         # raw_value is its own inverse: m = f, or −f for lower-is-better.
-        return raw_value(self.value(text, line, finite, what), self.direction)
+        return raw_value(finite(text), self.direction)
 
 
 def _signed(text: str) -> int:
@@ -180,22 +180,16 @@ def _fields(tables: list[md.Table], section: md.Section | None, known: tuple[str
 
 
 def _with_general(state: AdaEvolveState, rows: dict[str, tuple[str, int]], reader: _Reader) -> AdaEvolveState:
-    def get(name: str, kind: Callable[[str], Any], default: Any) -> Any:
-        return default if name not in rows else reader.value(rows[name][0], rows[name][1], kind, name)
-
-    def best(name: str, default: float) -> float:
-        return default if name not in rows else reader.fitness(rows[name][0], rows[name][1], name)
-
     return replace(
         state,
-        iteration=get("iteration", count, state.iteration),
-        current_island=get("current_island", count, state.current_island),
-        global_best=best("global_best", state.global_best),
-        best_program_id=get("best_program_id", _optional_count, state.best_program_id),
-        ucb_normaliser=best("ucb_normaliser", state.ucb_normaliser),
-        last_spawn=get("last_spawn_iteration", _signed, state.last_spawn),
-        rng_seed=get("rng_seed", _signed, state.rng_seed),
-        rng_draws=get("rng_draws", count, state.rng_draws),
+        iteration=reader.field(rows, "iteration", count, state.iteration),
+        current_island=reader.field(rows, "current_island", count, state.current_island),
+        global_best=reader.field(rows, "global_best", reader.fitness, state.global_best),
+        best_program_id=reader.field(rows, "best_program_id", _optional_count, state.best_program_id),
+        ucb_normaliser=reader.field(rows, "ucb_normaliser", reader.fitness, state.ucb_normaliser),
+        last_spawn=reader.field(rows, "last_spawn_iteration", _signed, state.last_spawn),
+        rng_seed=reader.field(rows, "rng_seed", _signed, state.rng_seed),
+        rng_draws=reader.field(rows, "rng_draws", count, state.rng_draws),
     )
 
 
@@ -233,7 +227,7 @@ def _island(row: md.TableRow, position: int, columns: dict[str, int], config: Ad
     return IslandState(
         preset=preset or STARTING_PRESET,
         g=reader.value(cell("g"), row.line, _non_negative, f"island {position}'s G"),
-        best=reader.fitness(cell("best"), row.line, f"island {position}'s best"),
+        best=reader.value(cell("best"), row.line, reader.fitness, f"island {position}'s best"),
         improvements=reader.value(cell("improvements"), row.line, count, "improvements"),
         evaluations=reader.value(cell("evaluations"), row.line, count, "evaluations"),
         visits=reader.value(cell("visits"), row.line, count, "visits"),
@@ -251,21 +245,15 @@ def _with_paradigms(state: AdaEvolveState, section: md.Section | None, tables: l
     window_text, window_line = rows.get("window", (NONE, section.start))
     window = _window(window_text, window_line, reader)[-config.paradigm_window_size:]
     ideas, tried = _idea_lists(text.splitlines()[section.start:section.end], section.start, reader)
-    cur_text, cur_line = rows.get("cur", ("0", section.start))
-    cur = reader.value(cur_text, cur_line, count, "cur")
+    cur = reader.field(rows, "cur", count, 0)
     if ideas and cur >= len(ideas):
-        raise reader.error(f"cur {cur} is not an active idea (0–{len(ideas) - 1})", cur_line)
-
-    def best(name: str) -> float:
-        return reader.fitness(rows[name][0], rows[name][1], name) if name in rows else 0.0
-
-    failed, failures = rows.get("guide_failed_at"), rows.get("guide_failures")
+        raise reader.error(f"cur {cur} is not an active idea (0–{len(ideas) - 1})", rows["cur"][1])
     return replace(
         state, window=window, paradigms=ideas, current_paradigm=cur if ideas else 0, tried=tried,
-        best_at_gen=best("best_at_gen"), best_during=best("best_during"),
-        guide_failed_at=None if failed is None else reader.value(failed[0], failed[1], _optional_count,
-                                                                 "guide_failed_at"),
-        guide_failures=0 if failures is None else reader.value(failures[0], failures[1], count, "guide_failures"),
+        best_at_gen=reader.field(rows, "best_at_gen", reader.fitness, 0.0),
+        best_during=reader.field(rows, "best_during", reader.fitness, 0.0),
+        guide_failed_at=reader.field(rows, "guide_failed_at", _optional_count, None),
+        guide_failures=reader.field(rows, "guide_failures", count, 0),
     )
 
 

@@ -9,6 +9,7 @@ one whose code was read back shows both.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, replace
 from typing import Any, Callable
@@ -118,11 +119,11 @@ class _Reader(BlockReader):
 
     direction: str = "higher"
 
-    def score(self, text: str, line: int, what: str) -> float | None:
-        """Returns the oriented value of a raw metric cell ('—' is None)."""
-        if text.strip() == NONE:
+    def score(self, text: str) -> float | None:
+        """Converts a raw metric cell to its oriented value ('—' is None)."""
+        if text == NONE:
             return None
-        raw = self.value(text, line, finite, what)
+        raw = finite(text)
         return raw if self.direction == "higher" else -raw
 
 
@@ -205,18 +206,14 @@ def _fenced(lines: list[str], start: int, end: int) -> tuple[str, int, int] | No
 
 
 def _with_fields(state: EvoXState, rows: dict[str, tuple[str, int]], reader: _Reader) -> EvoXState:
-    def get(name: str, kind: Callable[[str], Any], default: Any) -> Any:
-        return default if name not in rows else reader.value(rows[name][0], rows[name][1], kind, name)
-
-    def score(name: str) -> float | None:
-        return None if name not in rows else reader.score(rows[name][0], rows[name][1], name)
-
+    get = functools.partial(reader.field, rows)
     return replace(
         state,
         switch_interval=max(1, get("switch_interval", count, state.switch_interval)),
-        stagnant_count=get("stagnant_count", count, 0), last_tracked_best=score("last_tracked_best"),
+        stagnant_count=get("stagnant_count", count, 0), last_tracked_best=get("last_tracked_best", reader.score, None),
         evolve_due=get("evolve_due", _yes_no, False), window_start_iteration=get("window_start_iteration", count, 0),
-        window_start_score=score("window_start_score"), window_bests=_bests(rows.get("window_bests"), reader),
+        window_start_score=get("window_start_score", reader.score, None),
+        window_bests=_bests(rows.get("window_bests"), reader),
         active=get("active", _strategy_id, 0), pending=get("pending", _optional_id, None),
         fallback=get("fallback", _optional_id, None),
         best_strategy_j=None if get("best_strategy_J", str, NONE) == NONE else get("best_strategy_J", finite, None),
@@ -230,7 +227,7 @@ def _with_fields(state: EvoXState, rows: dict[str, tuple[str, int]], reader: _Re
 def _bests(row: tuple[str, int] | None, reader: _Reader) -> tuple[float, ...]:
     if row is None or row[0].strip() == NONE:
         return ()
-    scores = [reader.score(part, row[1], "a window best") for part in row[0].split(",")]
+    scores = [reader.value(part, row[1], reader.score, "a window best") for part in row[0].split(",")]
     return tuple(s for s in scores if s is not None)
 
 
@@ -322,7 +319,8 @@ def _change(bullet: tuple[str, int], reader: _Reader) -> tuple[float | None, flo
     parts = bullet[0].split("→")
     if len(parts) != 2:
         raise reader.error(f"score change {bullet[0]!r} must read `<start> → <end>` (— when unknown)", bullet[1])
-    return (reader.score(parts[0], bullet[1], "the start score"), reader.score(parts[1], bullet[1], "the end score"))
+    return (reader.value(parts[0], bullet[1], reader.score, "the start score"),
+            reader.value(parts[1], bullet[1], reader.score, "the end score"))
 
 
 def _checked(state: EvoXState, lines: list[str], reader: _Reader) -> EvoXState:
