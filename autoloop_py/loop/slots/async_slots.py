@@ -48,8 +48,6 @@ from autoloop_py.strategies.slots import Slot
 
 log = logging.getLogger(__name__)
 
-RAN = ("accepted", "rejected", "error", "pending-ci")  # the statuses of a slot that recorded an iteration
-
 
 @dataclass(frozen=True)
 class Launch:
