@@ -9,6 +9,7 @@ and sign and the file stays valid Python.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import random
@@ -97,10 +98,7 @@ def _plain_number(text: str) -> bool:
 
 def _line_starts(text: str) -> list[int]:
     """Returns the character offset at which each line starts, lines split as the tokenizer splits them."""
-    starts = [0]
-    for line in split_lines(text):
-        starts.append(starts[-1] + len(line))
-    return starts
+    return list(itertools.accumulate((len(line) for line in split_lines(text)), initial=0))
 
 
 def _weighted_sample(literals: list[Literal], count: int, rng: random.Random) -> list[Literal]:
