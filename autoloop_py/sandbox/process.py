@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
@@ -116,10 +117,8 @@ def run_process(
 def _wait_exited(process: subprocess.Popen[bytes], deadline: float) -> bool:
     """Returns whether the process exited before the deadline, leaving it unreaped when possible."""
     if hasattr(os, "pidfd_open"):
-        try:
+        with contextlib.suppress(OSError):  # an older kernel: poll instead
             return _wait_pidfd(process, deadline)
-        except OSError:  # an older kernel: poll instead
-            pass
     delay = 0.001
     while not _has_exited(process):
         remaining = deadline - time.monotonic()

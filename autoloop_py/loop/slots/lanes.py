@@ -8,6 +8,7 @@ the terminal reaches the run, which decides whether the slots in flight finish o
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
@@ -132,10 +133,8 @@ class Lanes:
         self.abandon()
         for lane, pipe in enumerate(self._pipes):
             if pipe is not None:
-                try:
+                with contextlib.suppress(OSError):
                     pipe.send(None)
-                except OSError:
-                    pass
                 pipe.close()
         for process in self._processes:
             if process is not None:
