@@ -156,10 +156,7 @@ def _runner_refs(git_dir: Path, memory_ref: str) -> dict[str, str]:
 
 def _owner(ref: str) -> str | None:
     """Returns the program a runner ref belongs to (`autoloop/<name>`, `slots/<name>/…`); None for the shared ones."""
-    for prefix in _PROGRAM_REFS:
-        if ref.startswith(prefix):
-            return ref[len(prefix):].split("/", 1)[0]
-    return None
+    return next((ref[len(prefix):].split("/", 1)[0] for prefix in _PROGRAM_REFS if ref.startswith(prefix)), None)
 
 
 def _ref_change(ref: str, old: str | None, new: str | None) -> str:

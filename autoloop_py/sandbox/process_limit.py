@@ -188,10 +188,8 @@ def resolve(choice: str, workdir: Path | None = None) -> ProcessLimit:
 def holder_of(path: Path) -> Path | None:
     """Returns the autoloop temporary directory (marked with its owner) that holds path, or None."""
     resolved = path.resolve()
-    for folder in (resolved, *resolved.parents):
-        if folder.name.startswith(tempdirs.PREFIX) and (folder / tempdirs.OWNER_FILE).is_file():
-            return folder
-    return None
+    ours = (folder for folder in (resolved, *resolved.parents) if folder.name.startswith(tempdirs.PREFIX))
+    return next((folder for folder in ours if (folder / tempdirs.OWNER_FILE).is_file()), None)
 
 
 def hand_over(paths: list[Path], uid: int = NOBODY) -> None:
