@@ -269,10 +269,7 @@ def key_line(text: str, field_name: str) -> int | None:
 
 
 def _key_line(block: str, key: str) -> int:
-    for i, line in enumerate(block.splitlines()):
-        if line.strip().startswith(f"{key}:"):
-            return i
-    return 0
+    return next((i for i, line in enumerate(block.splitlines()) if line.strip().startswith(f"{key}:")), 0)
 
 
 _CHOICES = {
