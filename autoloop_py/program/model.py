@@ -171,7 +171,7 @@ def _parse(root: Path, rel: Path) -> tuple[Program | None, list[ProgramError]]:
     problems: list[ProgramError] = []
     directory = rel.parent if rel.name == "program.md" else None
     warnings: list[str] = []
-    config, body_offset = parse_frontmatter(text, rel, problems, warnings)
+    config = parse_frontmatter(text, rel, problems, warnings)
     unconfigured = UNCONFIGURED_SENTINEL in text
     found = [s for s in md.split_sections(text) if s.heading is not None]
     sections = {name: s for name in _SECTIONS if (s := md.section_named(found, name)) is not None}

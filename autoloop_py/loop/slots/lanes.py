@@ -131,7 +131,7 @@ class Lanes:
     def close(self) -> None:
         """Lets every idle lane leave and terminates the busy ones (whose iterations are abandoned)."""
         self.abandon()
-        for lane, pipe in enumerate(self._pipes):
+        for pipe in self._pipes:
             if pipe is not None:
                 with contextlib.suppress(OSError):
                     pipe.send(None)
