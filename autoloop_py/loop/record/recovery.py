@@ -275,7 +275,7 @@ def reconcile(
     # Once per git session (a run): the worktrees of runs that died before this one started; one that dies
     # meanwhile is swept by the next run (a `git worktree list` per iteration is one more process each time).
     memory.session.cached("stale worktrees", str(root), lambda: remove_stale_worktrees(root, repo))
-    remove_stale_tempdirs()
+    tempdirs.sweep(before_remove=_kill_left_running)  # dead runs' temporary folders (agent prompts, indexes…)
     if dry_run:
         return ()
     memory.publish()
@@ -390,11 +390,6 @@ def remove_stale_worktrees(root: Path, repo: git.Repo | None = None) -> list[Pat
     if removed:
         log.info("removed %d worktree(s) left by interrupted runs", len(removed))
     return removed
-
-
-def remove_stale_tempdirs() -> list[Path]:
-    """Removes the temporary folders (agent prompts, indexes, worktrees git no longer lists) of dead runs."""
-    return tempdirs.sweep(before_remove=_kill_left_running)
 
 
 def _kill_left_running(dead: int) -> None:
