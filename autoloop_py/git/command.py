@@ -411,15 +411,10 @@ def hash_objects(repo: git.Repo, kind: str, contents: Sequence[bytes]) -> list[s
     return shas
 
 
-def config_value(repo: git.Repo, key: str) -> str | None:
-    """Returns a git config value as git sees it (all levels), or None when unset."""
-    result = call(repo, "config", "--get", key)
-    return result.text if result.ok and result.text else None
-
-
 def identity_env(repo: git.Repo) -> dict[str, str]:
-    """Returns env vars that give commits autoloop's identity when the repository has none."""
-    if config_value(repo, "user.name") and config_value(repo, "user.email"):
+    """Returns env vars that give commits autoloop's identity when the repository (at any config level) has none."""
+    named = (call(repo, "config", "--get", key) for key in ("user.name", "user.email"))  # asked until one is unset
+    if all(found.ok and found.text for found in named):
         return {}
     return {
         "GIT_AUTHOR_NAME": DEFAULT_NAME,
