@@ -279,11 +279,9 @@ def kill_until_gone(find: Callable[[], Sequence[int]], rounds: int, first_wait: 
         if not pids:
             break
         for pid in pids:
-            try:
+            with contextlib.suppress(OSError):  # gone already, or not ours to signal
                 os.kill(pid, signal.SIGKILL)
                 killed += 1
-            except OSError:  # gone already, or not ours to signal
-                pass
         time.sleep(delay)
         delay = min(delay * 2, last_wait)
     return killed
