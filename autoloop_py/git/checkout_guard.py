@@ -128,7 +128,8 @@ def runner_refs_held(
         old, new = before.get(ref), after.get(ref)
         if old == new or (new is not None and pushed is not None and pushed.get(ref) == new):
             continue
-        owner = _owner(ref)
+        # The program the ref belongs to (`autoloop/<name>`, `slots/<name>/…`); None for the shared ones.
+        owner = next((ref[len(prefix):].split("/", 1)[0] for prefix in _PROGRAM_REFS if ref.startswith(prefix)), None)
         theirs = bool(active) and owner != program and (owner is None or owner in active)
         theirs = theirs or (ours and owner in (None, program))
         (excused if theirs else tampered).append(_ref_change(ref, old, new))
@@ -152,11 +153,6 @@ def _runner_refs(git_dir: Path, memory_ref: str) -> dict[str, str]:
     folders = (*(prefix.rstrip("/") for prefix in OWN_REFS), memory_ref.rpartition("/")[0])
     found = _refs(git_dir, folders)
     return {name: sha for name, sha in found.items() if name.startswith(OWN_REFS) or name == memory_ref}
-
-
-def _owner(ref: str) -> str | None:
-    """Returns the program a runner ref belongs to (`autoloop/<name>`, `slots/<name>/…`); None for the shared ones."""
-    return next((ref[len(prefix):].split("/", 1)[0] for prefix in _PROGRAM_REFS if ref.startswith(prefix)), None)
 
 
 def _ref_change(ref: str, old: str | None, new: str | None) -> str:

@@ -259,11 +259,9 @@ def key_line(text: str, field_name: str) -> int | None:
     match = _FRONTMATTER_RE.match(text)
     if not match:
         return None
-    spellings = [key for key, name in _KEYS.items() if name == field_name]
-    for i, line in enumerate(match.group(2).splitlines()):
-        if any(line.strip().startswith(f"{key}:") for key in spellings):
-            return match.group(1).count("\n") + 2 + i
-    return None
+    spellings = tuple(f"{key}:" for key, name in _KEYS.items() if name == field_name)
+    found = next((i for i, line in enumerate(match.group(2).splitlines()) if line.strip().startswith(spellings)), None)
+    return None if found is None else match.group(1).count("\n") + 2 + found
 
 
 def _key_line(block: str, key: str) -> int:
