@@ -20,7 +20,7 @@ import hashlib
 import os
 import logging
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import AbstractSet, Callable, Iterable, Iterator, Mapping
@@ -192,8 +192,6 @@ def _refs(git_dir: Path, folders: Iterable[str] = ("refs",)) -> dict[str, str]:
             if name.endswith(".lock"):
                 continue  # a ref git is updating right now: its old value is the file without .lock
             path = Path(folder) / name
-            try:
+            with suppress(OSError):
                 found[path.relative_to(git_dir).as_posix()] = path.read_text("utf-8", "surrogateescape").strip()
-            except OSError:
-                continue
     return found

@@ -179,10 +179,8 @@ def disk_bytes(root: Path) -> int:
     total = 0
     for folder, dirs, names in os.walk(root):
         for name in [*names, *dirs]:
-            try:
+            with suppress(OSError):
                 total += os.lstat(os.path.join(folder, name)).st_blocks * 512
-            except OSError:
-                continue
     return total
 
 
