@@ -327,12 +327,8 @@ def first_parents(repo: git.Repo, tip: str, session: GitSession) -> tuple[tuple[
 def _walk(repo: git.Repo, tip: str) -> list[tuple[str, str, datetime]]:
     """Returns (sha, message, committer date) of the newest first-parent commits up to `tip`."""
     raw = call(repo, "log", "--first-parent", f"-n{WALK_LIMIT}", "--format=%H%x1f%cI%x1f%B%x1e", tip)
-    commits = []
-    for record in raw.text.split("\x1e"):
-        parts = record.strip("\n").split("\x1f", 2)
-        if len(parts) == 3:
-            commits.append((parts[0], parts[2], _date(parts[1])))
-    return commits
+    records = (record.strip("\n").split("\x1f", 2) for record in raw.text.split("\x1e"))
+    return [(sha, message, _date(date)) for sha, date, message in (r for r in records if len(r) == 3)]
 
 
 def _date(text: str) -> datetime:
