@@ -20,7 +20,7 @@ import hashlib
 import os
 import logging
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import AbstractSet, Callable, Iterable, Iterator, Mapping
@@ -128,7 +128,8 @@ def runner_refs_held(
         old, new = before.get(ref), after.get(ref)
         if old == new or (new is not None and pushed is not None and pushed.get(ref) == new):
             continue
-        owner = _owner(ref)
+        # The program the ref belongs to (`autoloop/<name>`, `slots/<name>/…`); None for the shared ones.
+        owner = next((ref[len(prefix):].split("/", 1)[0] for prefix in _PROGRAM_REFS if ref.startswith(prefix)), None)
         theirs = bool(active) and owner != program and (owner is None or owner in active)
         theirs = theirs or (ours and owner in (None, program))
         (excused if theirs else tampered).append(_ref_change(ref, old, new))
@@ -152,14 +153,6 @@ def _runner_refs(git_dir: Path, memory_ref: str) -> dict[str, str]:
     folders = (*(prefix.rstrip("/") for prefix in OWN_REFS), memory_ref.rpartition("/")[0])
     found = _refs(git_dir, folders)
     return {name: sha for name, sha in found.items() if name.startswith(OWN_REFS) or name == memory_ref}
-
-
-def _owner(ref: str) -> str | None:
-    """Returns the program a runner ref belongs to (`autoloop/<name>`, `slots/<name>/…`); None for the shared ones."""
-    for prefix in _PROGRAM_REFS:
-        if ref.startswith(prefix):
-            return ref[len(prefix):].split("/", 1)[0]
-    return None
 
 
 def _ref_change(ref: str, old: str | None, new: str | None) -> str:
@@ -199,8 +192,6 @@ def _refs(git_dir: Path, folders: Iterable[str] = ("refs",)) -> dict[str, str]:
             if name.endswith(".lock"):
                 continue  # a ref git is updating right now: its old value is the file without .lock
             path = Path(folder) / name
-            try:
+            with suppress(OSError):
                 found[path.relative_to(git_dir).as_posix()] = path.read_text("utf-8", "surrogateescape").strip()
-            except OSError:
-                continue
     return found

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import os
 import shlex
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterable, Iterator, Mapping, Sequence, cast
+from typing import Callable, Iterable, Mapping, Sequence
 
 import git
 
@@ -86,24 +84,11 @@ def where(repo: git.Repo) -> Path:
     return Path(repo.working_tree_dir or repo.git_dir)
 
 
-@contextlib.contextmanager
-def _stdin(data: bytes | None) -> Iterator[BinaryIO | None]:
-    """Yields a real file holding `data` (subprocess needs a file descriptor), or None."""
-    if data is None:
-        yield None
-        return
-    with tempfile.TemporaryFile() as handle:
-        handle.write(data)
-        handle.seek(0)
-        yield cast(BinaryIO, handle)
-
-
 def call(
     repo: git.Repo, *args: str, env: Mapping[str, str] | None = None, stdin: bytes | None = None
 ) -> GitResult:
     """Runs `git <args>` in the repository, hardened (see `hardened_command`), and returns its outcome."""
-    with _stdin(stdin) as handle:
-        return start(repo, *args, env=env, stdin=handle).result()
+    return start(repo, *args, env=env, stdin=stdin).result()
 
 
 @dataclass(frozen=True)
@@ -113,29 +98,32 @@ class Running:
     Attributes:
         args: the arguments after `git`.
         process: the running git.
+        stdin: what its standard input reads (None: nothing).
     """
 
     args: tuple[str, ...]
     process: subprocess.Popen[bytes]
+    stdin: bytes | None = None
 
     def result(self) -> GitResult:
         """Waits for the command and returns its outcome."""
-        stdout, stderr = self.process.communicate()
+        stdout, stderr = self.process.communicate(self.stdin)
         text = stderr.decode("utf-8", "replace").removesuffix("\n")
         return GitResult(self.args, self.process.returncode, stdout, text)
 
 
 def start(
-    repo: git.Repo, *args: str, env: Mapping[str, str] | None = None, stdin: BinaryIO | None = None
+    repo: git.Repo, *args: str, env: Mapping[str, str] | None = None, stdin: bytes | None = None
 ) -> Running:
     """Starts `git <args>` as `call` runs it, without waiting: its result() is the outcome."""
     command, environment = _prepared(repo, args, env)
     try:
-        process = subprocess.Popen(command, cwd=where(repo), env=environment, stdin=stdin or subprocess.DEVNULL,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        piped = subprocess.DEVNULL if stdin is None else subprocess.PIPE
+        process = subprocess.Popen(command, cwd=where(repo), env=environment, stdin=piped, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE)
     except FileNotFoundError as error:
         raise GitError(f"cannot run git ({error}); install git and put it on PATH") from error
-    return Running(tuple(args), process)
+    return Running(tuple(args), process, stdin)
 
 
 def _prepared(repo: git.Repo, args: Sequence[str], env: Mapping[str, str] | None) -> tuple[list[str], dict[str, str]]:
@@ -423,15 +411,10 @@ def hash_objects(repo: git.Repo, kind: str, contents: Sequence[bytes]) -> list[s
     return shas
 
 
-def config_value(repo: git.Repo, key: str) -> str | None:
-    """Returns a git config value as git sees it (all levels), or None when unset."""
-    result = call(repo, "config", "--get", key)
-    return result.text if result.ok and result.text else None
-
-
 def identity_env(repo: git.Repo) -> dict[str, str]:
-    """Returns env vars that give commits autoloop's identity when the repository has none."""
-    if config_value(repo, "user.name") and config_value(repo, "user.email"):
+    """Returns env vars that give commits autoloop's identity when the repository (at any config level) has none."""
+    named = (call(repo, "config", "--get", key) for key in ("user.name", "user.email"))  # asked until one is unset
+    if all(found.ok and found.text for found in named):
         return {}
     return {
         "GIT_AUTHOR_NAME": DEFAULT_NAME,

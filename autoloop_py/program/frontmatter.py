@@ -155,12 +155,10 @@ PROPOSERS = ("tune", "llm", "agent")  # proposers.get_proposer's names
 TRACKERS = ("csv", "mlflow", "wandb")  # analysis/tracking.py sends to these
 
 
-def parse_frontmatter(
-    text: str, rel: Path, problems: list[ProgramError], warnings: list[str]
-) -> tuple[ProgramConfig, int]:
+def parse_frontmatter(text: str, rel: Path, problems: list[ProgramError], warnings: list[str]) -> ProgramConfig:
     match = _FRONTMATTER_RE.match(text)
     if not match:
-        return ProgramConfig(), 0
+        return ProgramConfig()
     first_line = match.group(1).count("\n") + 2
     try:
         data = yaml.safe_load(match.group(2)) or {}
@@ -168,10 +166,10 @@ def parse_frontmatter(
         mark = getattr(err, "problem_mark", None)
         line = first_line + mark.line if mark is not None else first_line
         problems.append(ProgramError(f"invalid YAML frontmatter: {getattr(err, 'problem', err)}", rel, line))
-        return ProgramConfig(), match.end()
+        return ProgramConfig()
     if not isinstance(data, dict):
         problems.append(ProgramError("frontmatter must be a mapping of `key: value` lines", rel, first_line))
-        return ProgramConfig(), match.end()
+        return ProgramConfig()
     values: dict[str, Any] = {}
     extra: dict[str, Any] = {}
     for key, value in data.items():
@@ -224,7 +222,7 @@ def parse_frontmatter(
                                          f"{what} only declared objectives", rel,
                                          first_line + _key_line(match.group(2), str(key))))
             values.pop(field_name)
-    return ProgramConfig(**values, extra=extra), match.end()
+    return ProgramConfig(**values, extra=extra)
 
 
 def _item_line(block: str, key_line: int, message: str) -> int:
@@ -261,18 +259,13 @@ def key_line(text: str, field_name: str) -> int | None:
     match = _FRONTMATTER_RE.match(text)
     if not match:
         return None
-    spellings = [key for key, name in _KEYS.items() if name == field_name]
-    for i, line in enumerate(match.group(2).splitlines()):
-        if any(line.strip().startswith(f"{key}:") for key in spellings):
-            return match.group(1).count("\n") + 2 + i
-    return None
+    spellings = tuple(f"{key}:" for key, name in _KEYS.items() if name == field_name)
+    found = next((i for i, line in enumerate(match.group(2).splitlines()) if line.strip().startswith(spellings)), None)
+    return None if found is None else match.group(1).count("\n") + 2 + found
 
 
 def _key_line(block: str, key: str) -> int:
-    for i, line in enumerate(block.splitlines()):
-        if line.strip().startswith(f"{key}:"):
-            return i
-    return 0
+    return next((i for i, line in enumerate(block.splitlines()) if line.strip().startswith(f"{key}:")), 0)
 
 
 _CHOICES = {

@@ -171,7 +171,7 @@ def _parse(root: Path, rel: Path) -> tuple[Program | None, list[ProgramError]]:
     problems: list[ProgramError] = []
     directory = rel.parent if rel.name == "program.md" else None
     warnings: list[str] = []
-    config, body_offset = parse_frontmatter(text, rel, problems, warnings)
+    config = parse_frontmatter(text, rel, problems, warnings)
     unconfigured = UNCONFIGURED_SENTINEL in text
     found = [s for s in md.split_sections(text) if s.heading is not None]
     sections = {name: s for name in _SECTIONS if (s := md.section_named(found, name)) is not None}
@@ -187,11 +187,8 @@ def _parse(root: Path, rel: Path) -> tuple[Program | None, list[ProgramError]]:
         evaluation.metric if evaluation else None, config.objectives, key_line(text, "objectives"),
     )
     config = replace(config, metric_direction=direction.direction)
-    if unconfigured:
-        problems = [p for p in problems if "matches nothing" not in p.message]
-    if not unconfigured:
-        if not goal:
-            problems.append(ProgramError("missing `## Goal` section (what should improve?)", rel))
+    if not goal and not unconfigured:
+        problems.append(ProgramError("missing `## Goal` section (what should improve?)", rel))
     program = Program(
         name=name,
         path=rel,
@@ -206,9 +203,7 @@ def _parse(root: Path, rel: Path) -> tuple[Program | None, list[ProgramError]]:
         warnings=tuple(warnings),
         direction_problem=direction.problem,
     )
-    if unconfigured:
-        return program, []
-    return program, problems
+    return program, [] if unconfigured else problems  # a template's problems are its placeholders
 
 
 _SECTIONS = ("goal", "target", "evaluation", "evolution strategy")

@@ -24,12 +24,6 @@ logger = logging.getLogger(__name__)
 
 MARKER_OPEN = "<CUSTOMIZE"
 CONFIG_YAML = PurePosixPath("code/config.yaml")
-FRAMING_FILES = {
-    "exploitation": "mutation.md",
-    "exploration": "mutation.md",
-    "crossover": "crossover.md",
-    "migration": "crossover.md",
-}
 _POINTER_RE = re.compile(r"(?<![\w/.-])(?:\./)?(strategy/[\w.-]+\.md)(?![\w/-])")
 _SUPPORT_RE = re.compile(r"(?<![\w/.-])(?:\./)?(strategy/[\w./-]+\.md)(?![\w/-])")
 _LABEL_END_RE = re.compile(r":|,| — | – | \(")
@@ -51,13 +45,6 @@ class Playbook:
     path: Path
     text: str
     program_dir: Path
-
-    def framing_path(self, operator: str) -> Path:
-        """Returns the repo-relative framing file for an operator (prompts/mutation.md or prompts/crossover.md)."""
-        if operator not in FRAMING_FILES:
-            known = ", ".join(FRAMING_FILES)
-            raise ProgramError(f"no framing file for operator '{operator}'; known operators: {known}", self.path)
-        return self.path.parent / "prompts" / FRAMING_FILES[operator]
 
 
 @dataclass(frozen=True)

@@ -96,10 +96,7 @@ def primary_target(program: Program, root: Path) -> str:
     paths = target_files(program.target, root)
     if not paths:
         raise ProgramError("a strategy needs at least one existing Target file", program.path)
-    for path in paths:
-        if evolve_regions((root / path).read_text(encoding="utf-8")):
-            return path
-    return paths[0]
+    return next((path for path in paths if evolve_regions((root / path).read_text(encoding="utf-8"))), paths[0])
 
 
 def split_lines(text: str) -> list[str]:

@@ -178,10 +178,7 @@ def _is_closing_after_block(lines: list[str], index: int) -> bool:
 
 def _previous_nonblank_index(lines: list[str], index: int) -> int | None:
     """Returns the index of the nearest non-blank line before index, or None."""
-    for i in range(index - 1, -1, -1):
-        if lines[i].strip():
-            return i
-    return None
+    return next((i for i in range(index - 1, -1, -1) if lines[i].strip()), None)
 
 
 def _previous_nonblank(lines: list[str], index: int) -> str:

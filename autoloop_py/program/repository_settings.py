@@ -82,7 +82,4 @@ def parse_repository_settings(text: str, path: Path = CONFIG_PATH) -> Repository
 
 
 def _line(text: str, key: str) -> int | None:
-    for number, line in enumerate(text.splitlines(), 1):
-        if line.startswith(f"{key}:"):
-            return number
-    return None
+    return next((number for number, line in enumerate(text.splitlines(), 1) if line.startswith(f"{key}:")), None)

@@ -97,10 +97,8 @@ def looks_like_path(span: str, root: Path, base: Path) -> bool:
 
 
 def _line_containing(section: md.Section, needle: str) -> int:
-    for i, line in enumerate(section.text.splitlines()):
-        if needle in line:
-            return section.start + i + 1
-    return section.start + 1
+    lines = section.text.splitlines()
+    return section.start + 1 + next((i for i, line in enumerate(lines) if needle in line), 0)
 
 
 def _target_items(list_token: md.Token, excluding: bool) -> Iterable[tuple[list[str], bool]]:
@@ -167,10 +165,7 @@ def _matches_any(root: Path, pattern: str) -> bool:
     start = root / prefix.rsplit("/", 1)[0] if "/" in prefix else root
     if not start.is_dir():
         return False
-    for path in start.rglob("*"):
-        if path.is_file() and glob_match(pattern, path.relative_to(root).as_posix()):
-            return True
-    return False
+    return any(path.is_file() and glob_match(pattern, path.relative_to(root).as_posix()) for path in start.rglob("*"))
 
 
 def glob_match(pattern: str, path: str) -> bool:

@@ -47,9 +47,9 @@ class Arm:
     row: ModelRow
 
 
-def model_rng(seed: int, program: str, iteration: int) -> random.Random:
-    """Returns the random source of one iteration's model draw, seeded from (seed, program, iteration)."""
-    return random.Random(f"models:{seed}:{program}:{iteration}")
+def draw_rng(kind: str, seed: int, program: str, iteration: int) -> random.Random:
+    """Returns the random source of one iteration's draw of `kind` (`models`, `prompts`), seeded from all four."""
+    return random.Random(f"{kind}:{seed}:{program}:{iteration}")
 
 
 def arms(specs: Sequence[ModelSpec], table: ModelTable) -> list[Arm]:

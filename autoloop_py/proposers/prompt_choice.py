@@ -41,11 +41,6 @@ class PromptChoice:
         return self.variant.instruction if self.variant else ""
 
 
-def prompt_rng(seed: int, program: str, iteration: int) -> random.Random:
-    """Returns the random source of one iteration's variant draw, seeded from (seed, program, iteration)."""
-    return random.Random(f"prompts:{seed}:{program}:{iteration}")
-
-
 def choose_variant(table: PromptTable, method: str, rng: random.Random, evolving: bool) -> PromptRow | None:
     """Returns the variant drawn by `method` from the rows (an empty table: `base` when evolving, else None)."""
     rows = table.rows or ((PromptRow(BASE),) if evolving else ())

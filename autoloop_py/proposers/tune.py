@@ -9,6 +9,7 @@ and sign and the file stays valid Python.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import random
@@ -78,7 +79,7 @@ def find_literals(path: str, text: str) -> list[Literal]:
     Only inside the EVOLVE-BLOCK (anywhere without one), never on a `# autoloop: fixed` line, and never
     an index, slice, shape, range offset, seed, exponent, zero or problem constant (analysis/tuning.py).
     """
-    starts = _line_starts(text)
+    starts = list(itertools.accumulate((len(line) for line in split_lines(text)), initial=0))  # each line's offset
     found: list[Literal] = []
     for literal, name in tunable_literals(text):
         if not _plain_number(literal.text.lstrip("+-").strip()):
@@ -93,14 +94,6 @@ def _plain_number(text: str) -> bool:
     """Returns whether a number's text is a plain decimal int or float (no hex or underscores)."""
     lowered = text.lower()
     return "_" not in lowered and not lowered.startswith(("0x", "0o", "0b"))
-
-
-def _line_starts(text: str) -> list[int]:
-    """Returns the character offset at which each line starts, lines split as the tokenizer splits them."""
-    starts = [0]
-    for line in split_lines(text):
-        starts.append(starts[-1] + len(line))
-    return starts
 
 
 def _weighted_sample(literals: list[Literal], count: int, rng: random.Random) -> list[Literal]:

@@ -14,7 +14,7 @@ import os
 import shutil
 import stat
 import subprocess
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Iterator, Mapping
@@ -179,10 +179,8 @@ def disk_bytes(root: Path) -> int:
     total = 0
     for folder, dirs, names in os.walk(root):
         for name in [*names, *dirs]:
-            try:
+            with suppress(OSError):
                 total += os.lstat(os.path.join(folder, name)).st_blocks * 512
-            except OSError:
-                continue
     return total
 
 
@@ -214,16 +212,12 @@ def _remove(path: Path) -> None:
     """Removes a directory tree, also one whose modes a candidate changed to make it undeletable."""
     def unlock(_func: object, failed: str, _exc: object) -> None:
         for parent in (Path(failed).parent, Path(failed)):
-            try:
+            with suppress(OSError, NotImplementedError):
                 os.chmod(parent, 0o700, follow_symlinks=False)
-            except (OSError, NotImplementedError):
-                pass
-        try:
+        with suppress(OSError):
             if os.path.isdir(failed) and not os.path.islink(failed):
                 shutil.rmtree(failed, ignore_errors=True)
             else:
                 os.unlink(failed)
-        except OSError:
-            pass
 
     shutil.rmtree(path, onerror=unlock)

@@ -106,10 +106,7 @@ def pids_parent(mount: Path = CGROUP_MOUNT, proc_cgroup: str | None = None) -> P
     for unified in (mount, mount / "unified"):
         if (unified / "cgroup.controllers").is_file():
             candidates += [unified / (v2_own or "").lstrip("/"), unified]
-    for parent in candidates:
-        if _usable(parent):
-            return parent
-    return None
+    return next((parent for parent in candidates if _usable(parent)), None)
 
 
 @contextmanager

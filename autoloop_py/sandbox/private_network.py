@@ -18,7 +18,7 @@ import select
 import shutil
 import subprocess
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
@@ -174,11 +174,9 @@ def _wait_for_loopback(pid: int, deadline: float, ended: Callable[[], bool]) -> 
     """
     table = Path(f"/proc/{pid}/net/fib_trie")
     while time.monotonic() < deadline and not ended():
-        try:
+        with suppress(OSError):
             if "127.0.0.1" in table.read_text("utf-8", "replace"):
                 return
-        except OSError:
-            pass
         time.sleep(0.002)
     why = "it exited" if ended() else f"not within {SETUP_TIMEOUT:g} s"
     raise SandboxError(f"bubblewrap did not set up its sandbox's loopback ({why}), so no network could be attached")
@@ -205,10 +203,8 @@ def _exited(pid: int) -> bool:
 
 
 def _close(fd: int) -> None:
-    try:
+    with suppress(OSError):
         os.close(fd)
-    except OSError:
-        pass
 
 
 def network_report(requested: Sequence[tuple[str, str, str]]) -> tuple[list[str], list[str]]:

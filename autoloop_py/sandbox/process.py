@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
@@ -116,10 +117,8 @@ def run_process(
 def _wait_exited(process: subprocess.Popen[bytes], deadline: float) -> bool:
     """Returns whether the process exited before the deadline, leaving it unreaped when possible."""
     if hasattr(os, "pidfd_open"):
-        try:
+        with contextlib.suppress(OSError):  # an older kernel: poll instead
             return _wait_pidfd(process, deadline)
-        except OSError:  # an older kernel: poll instead
-            pass
     delay = 0.001
     while not _has_exited(process):
         remaining = deadline - time.monotonic()
@@ -280,11 +279,9 @@ def kill_until_gone(find: Callable[[], Sequence[int]], rounds: int, first_wait: 
         if not pids:
             break
         for pid in pids:
-            try:
+            with contextlib.suppress(OSError):  # gone already, or not ours to signal
                 os.kill(pid, signal.SIGKILL)
                 killed += 1
-            except OSError:  # gone already, or not ours to signal
-                pass
         time.sleep(delay)
         delay = min(delay * 2, last_wait)
     return killed

@@ -14,6 +14,7 @@ as `isolation: bwrap` is when bubblewrap cannot run.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -187,10 +188,8 @@ def resolve(choice: str, workdir: Path | None = None) -> ProcessLimit:
 def holder_of(path: Path) -> Path | None:
     """Returns the autoloop temporary directory (marked with its owner) that holds path, or None."""
     resolved = path.resolve()
-    for folder in (resolved, *resolved.parents):
-        if folder.name.startswith(tempdirs.PREFIX) and (folder / tempdirs.OWNER_FILE).is_file():
-            return folder
-    return None
+    ours = (folder for folder in (resolved, *resolved.parents) if folder.name.startswith(tempdirs.PREFIX))
+    return next((folder for folder in ours if (folder / tempdirs.OWNER_FILE).is_file()), None)
 
 
 def hand_over(paths: list[Path], uid: int = NOBODY) -> None:
@@ -211,10 +210,8 @@ def hand_over(paths: list[Path], uid: int = NOBODY) -> None:
             continue
         for _folder, dirs, files, fd in os.fwalk(path, follow_symlinks=False):
             for name in [*dirs, *files]:
-                try:
+                with contextlib.suppress(FileNotFoundError):  # removed meanwhile
                     os.chown(name, uid, uid, dir_fd=fd, follow_symlinks=False)
-                except FileNotFoundError:  # removed meanwhile
-                    pass
 
 
 def processes_of(uid: int | None) -> int:
@@ -223,10 +220,8 @@ def processes_of(uid: int | None) -> int:
         return len(process_ids())
     count = 0
     for pid in process_ids():
-        try:
+        with contextlib.suppress(OSError):
             count += os.stat(f"/proc/{pid}").st_uid == uid
-        except OSError:
-            pass
     return count
 
 

@@ -22,7 +22,7 @@ import logging
 import os
 import shutil
 import stat
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence
@@ -183,10 +183,8 @@ def _lock_folder(root: Path | None) -> Path:
             raise SandboxError(f"none of {', '.join(map(str, LOCK_ROOTS))} is writable: the uids of evaluations "
                                f"cannot be allocated; set {ENV_VAR}=off to run evaluations as root")
     folder = root / LOCK_FOLDER
-    try:
+    with suppress(FileExistsError):
         folder.mkdir(mode=0o700)
-    except FileExistsError:
-        pass
     info = folder.lstat()
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o077:
         raise SandboxError(

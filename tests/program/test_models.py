@@ -13,7 +13,7 @@ from autoloop_py.program.models import GUIDE, ModelSpec, guide, parse_models, pr
 
 def _parse(head: str) -> tuple[ProgramConfig, list[str]]:
     problems: list[ProgramError] = []
-    config, _ = parse_frontmatter(f"---\n{head}---\n\n# P\n", Path("program.md"), problems, [])
+    config = parse_frontmatter(f"---\n{head}---\n\n# P\n", Path("program.md"), problems, [])
     return config, [str(problem) for problem in problems]
 
 

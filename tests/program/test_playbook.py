@@ -113,18 +113,6 @@ def test_no_playbook_means_the_default_flow(tmp_path: Path, section: str) -> Non
     assert playbook_problems(program, tmp_path) == []
 
 
-def test_framing_files_follow_the_operator(tmp_path: Path) -> None:
-    playbook = find_playbook(make_program(tmp_path), tmp_path)
-    assert playbook is not None
-    prompts = Path(".autoloop/programs/demo/strategy/prompts")
-    assert playbook.framing_path("exploitation") == prompts / "mutation.md"
-    assert playbook.framing_path("exploration") == prompts / "mutation.md"
-    assert playbook.framing_path("crossover") == prompts / "crossover.md"
-    assert playbook.framing_path("migration") == prompts / "crossover.md"
-    with pytest.raises(ProgramError, match="no framing file for operator 'mutation'"):
-        playbook.framing_path("mutation")
-
-
 # --- markers ---------------------------------------------------------------------------------------
 
 

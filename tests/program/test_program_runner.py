@@ -13,7 +13,7 @@ from autoloop_py.program.runner import parse_container, parse_runs_on
 
 def _config(head: str) -> tuple[object, list[ProgramError]]:
     problems: list[ProgramError] = []
-    config, _ = parse_frontmatter(f"---\nschedule: every 1h\n{head}---\n# P\n", Path("p/program.md"), problems, [])
+    config = parse_frontmatter(f"---\nschedule: every 1h\n{head}---\n# P\n", Path("p/program.md"), problems, [])
     return config, problems
 
 

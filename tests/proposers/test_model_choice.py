@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from autoloop_py.program.models import ModelSpec
-from autoloop_py.proposers.model_choice import EPSILON, arms, choose, model_rng, ucb_shares
+from autoloop_py.proposers.model_choice import EPSILON, arms, choose, draw_rng, ucb_shares
 from autoloop_py.state.model_stats import ModelRow, ModelTable
 
 A, B = ModelSpec("m/a"), ModelSpec("m/b", weight=3.0)
@@ -19,18 +19,18 @@ def _table(*rows: ModelRow) -> ModelTable:
 
 
 def _draws(method: str, table: ModelTable, n: int = 400) -> Counter[str]:
-    return Counter(choose((A, B), table, method, model_rng(0, "demo", i)).name for i in range(n))
+    return Counter(choose((A, B), table, method, draw_rng("models", 0, "demo", i)).name for i in range(n))
 
 
 def test_the_draw_is_reproducible_from_seed_program_and_iteration() -> None:
     table = _table(ModelRow("m/a", calls=5, accepted=1, improvement=1, tokens=500),
                    ModelRow("m/b", calls=5, accepted=2, improvement=1, tokens=900))
     for method in ("weighted", "ucb", "thompson"):
-        first = [choose((A, B), table, method, model_rng(7, "demo", i)).name for i in range(30)]
-        again = [choose((A, B), table, method, model_rng(7, "demo", i)).name for i in range(30)]
+        first = [choose((A, B), table, method, draw_rng("models", 7, "demo", i)).name for i in range(30)]
+        again = [choose((A, B), table, method, draw_rng("models", 7, "demo", i)).name for i in range(30)]
         assert first == again
-    assert model_rng(7, "demo", 1).random() != model_rng(7, "demo", 2).random()
-    assert model_rng(7, "demo", 1).random() != model_rng(7, "other", 1).random()
+    assert draw_rng("models", 7, "demo", 1).random() != draw_rng("models", 7, "demo", 2).random()
+    assert draw_rng("models", 7, "demo", 1).random() != draw_rng("models", 7, "other", 1).random()
 
 
 def test_weighted_follows_the_weights_and_a_hand_set_weight_wins() -> None:

@@ -14,9 +14,9 @@ from autoloop_py.proposers.prompt_choice import (
     evolve_prompt,
     next_name,
     parse_variant,
-    prompt_rng,
     ranked,
 )
+from autoloop_py.proposers.model_choice import draw_rng
 from autoloop_py.state.history import IterationRecord
 from autoloop_py.state.prompt_stats import BASE, PromptRow, PromptTable, use_bullets, with_record
 
@@ -44,7 +44,7 @@ def test_the_bandit_moves_the_draw_to_the_variant_that_improves(method: str) -> 
     rng = random.Random(7)
     drawn = []
     for iteration in range(1, 41):
-        row = choose_variant(table, method, prompt_rng(0, "demo", iteration), False)
+        row = choose_variant(table, method, draw_rng("prompts", 0, "demo", iteration), False)
         assert row is not None
         kept = row.name == "good" and rng.random() < 0.6
         record = IterationRecord("accepted" if kept else "rejected", NOW, "c", 1.0, tokens=100,

@@ -24,7 +24,7 @@ from autoloop_py.program.models import ModelSpec
 from autoloop_py.proposers import llm
 from autoloop_py.proposers.base import Usage
 from autoloop_py.proposers.llm_call import CallLimits
-from autoloop_py.proposers.model_choice import choose, model_rng
+from autoloop_py.proposers.model_choice import choose, draw_rng
 from autoloop_py.state import budget
 from autoloop_py.state import file as statefile
 from autoloop_py.state import trace
@@ -47,7 +47,7 @@ def draw(program: Program, options: RunOptions, state: statefile.StateFile, iter
     if not specs:
         return None
     table = statefile.models_of(state)
-    rng = model_rng(program.config.seed, program.name, iteration)
+    rng = draw_rng("models", program.config.seed, program.name, iteration)
     return choose(specs, table, program.config.model_selection, rng)
 
 

@@ -16,6 +16,7 @@ from typing import Callable
 from autoloop_py.errors import AutoloopError, ConfigurationError
 from autoloop_py.program.model import Program
 from autoloop_py.proposers import prompt_choice
+from autoloop_py.proposers.model_choice import draw_rng
 from autoloop_py.proposers.prompt_choice import PromptChoice
 from autoloop_py.state import file as statefile
 from autoloop_py.state import prompt_stats, trace
@@ -32,7 +33,7 @@ def choose(
     written = _written(program, table, guide, iteration) if guide and prompt_choice.due(iteration, every) else None
     if written is not None:
         table = replace(table, rows=(*table.rows, written))
-    rng = prompt_choice.prompt_rng(program.config.seed, program.name, iteration)
+    rng = draw_rng("prompts", program.config.seed, program.name, iteration)
     return PromptChoice(prompt_choice.choose_variant(table, program.config.prompt_selection, rng, every > 0), written)
 
 

@@ -205,11 +205,6 @@ def parse_signatures(value: str) -> tuple[str, ...]:
     return tuple(s.strip() for s in value.split(",") if s.strip() and s.strip() not in ("—", "–", "-"))
 
 
-def format_signatures(signatures: tuple[str, ...]) -> str:
-    """Returns the `CI Signatures` value."""
-    return ", ".join(signatures)
-
-
 def read_pending(state: StateFile) -> PendingCI | None:
     """Returns the pending candidate of the state file; raises StateError naming the row when unreadable."""
     rows = [value for label, value in state.machine.extra if _key(label) == _PENDING_KEY]
@@ -235,7 +230,7 @@ def with_pending(machine: MachineState, pending: PendingCI | None) -> MachineSta
     if pending is not None:
         wanted[_PENDING_KEY] = format_pending(pending)
         if pending.signatures:
-            wanted[_SIGNATURES_KEY] = format_signatures(pending.signatures)
+            wanted[_SIGNATURES_KEY] = ", ".join(pending.signatures)
     labels = {_PENDING_KEY: PENDING_LABEL, _SIGNATURES_KEY: SIGNATURES_LABEL}
     extra: list[tuple[str, str]] = []
     for label, value in machine.extra:

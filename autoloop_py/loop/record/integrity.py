@@ -169,7 +169,6 @@ def _message(memory: MemoryStore, program: str, problem: str, culprit: MemoryCom
         text += "The branch no longer holds the commit that recorded them (was it force-pushed?). "
         return text + f"Nothing ran. Restore the file with `autoloop edit {program}`, then rerun."
     sha = culprit.sha[:12]
-    remote = memory.config.remote
     text += (
         f"Commit {sha} by {culprit.author} ({culprit.date}, \"{culprit.subject}\") replaced the file with an "
         "older copy, as a commit from a stale checkout of the branch does. Nothing ran and no iteration number "

@@ -14,7 +14,7 @@ import math
 import os
 import re
 import stat
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import AbstractSet, Any, Mapping
@@ -148,10 +148,7 @@ def render_outcome(outcome: Outcome) -> tuple[str, dict[str, bytes]]:
         "candidate_source": outcome.candidate_source,
         "approach": outcome.approach,
         "base_commit": outcome.base_commit,
-        "recheck": None if outcome.recheck is None else {
-            "base": outcome.recheck.base, "recorded": outcome.recheck.recorded, "best": outcome.recheck.best,
-            "stale": outcome.recheck.stale,
-        },
+        "recheck": None if outcome.recheck is None else asdict(outcome.recheck),
     }
     return json.dumps(doc, indent=1, sort_keys=True, allow_nan=False) + "\n", written
 
@@ -167,22 +164,16 @@ def _encoded(decision: Any) -> Any:
 
 
 def _record_json(record: IterationRecord) -> dict[str, Any]:
-    return {
-        "status": record.status, "timestamp": record.timestamp.isoformat(), "change": record.change,
-        "metric": record.metric, "notes": record.notes, "lesson": record.lesson, "baseline": record.baseline,
-        "tokens": record.tokens, "cost": record.cost, "extra": [list(pair) for pair in record.extra],
-    }
+    fields = {name: getattr(record, name) for name in _RECORD_KEYS}
+    return {**fields, "timestamp": record.timestamp.isoformat(), "extra": [list(pair) for pair in record.extra]}
 
 
 def _evaluated_json(data: Evaluated | None) -> dict[str, Any] | None:
     if data is None:
         return None
-    return {
-        "source": data.source, "metrics": dict(data.metrics), "prompt": data.prompt, "replies": list(data.replies),
-        "parent_id": data.parent_id, "operator": data.operator, "model": data.model, "tokens": data.tokens,
-        "cost": data.cost, "language": data.language, "metadata": dict(data.metadata),
-        **({"artifacts": dict(data.artifacts)} if data.artifacts else {}),
-    }
+    fields = {name: getattr(data, name) for name in _EVALUATED_KEYS}
+    return {**fields, "metrics": dict(data.metrics), "replies": list(data.replies), "metadata": dict(data.metadata),
+            **({"artifacts": dict(data.artifacts)} if data.artifacts else {})}
 
 
 # ---------------------------------------------------------------- parse
@@ -298,9 +289,7 @@ def _record(doc: Any) -> IterationRecord:
         for pair in extra
     ):
         raise OutcomeError(f"{where}: extra must be at most 20 [label, value] pairs of short strings")
-    tokens = doc["tokens"]
-    if tokens is not None and (not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0):
-        raise OutcomeError(f"{where}: tokens must be a non-negative integer")
+    tokens = None if doc["tokens"] is None else _int(doc, "tokens", where)
     return IterationRecord(
         status=status, timestamp=timestamp, change=change, metric=metric, notes=plain(_str(doc, "notes", MAX_TEXT)),
         lesson=_plain_or_none(_opt_str(doc, "lesson", MAX_LINE * 4)), baseline=_number(doc, "baseline", where),
@@ -319,9 +308,7 @@ def _evaluated(doc: Any, name: str) -> Evaluated | None:
     for mapping in ("metrics", "metadata"):
         if not isinstance(doc[mapping], dict):
             raise OutcomeError(f"{where}: {mapping} must be a JSON object")
-    tokens = doc["tokens"]
-    if tokens is not None and (not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0):
-        raise OutcomeError(f"{where}: tokens must be a non-negative integer")
+    tokens = None if doc["tokens"] is None else _int(doc, "tokens", where)
     return Evaluated(
         source=_str(doc, "source", MAX_JSON_BYTES), metrics=doc["metrics"], prompt=_str(doc, "prompt", MAX_JSON_BYTES),
         replies=tuple(replies), parent_id=_opt_str(doc, "parent_id", 100), operator=_opt_str(doc, "operator", 100),
@@ -361,10 +348,10 @@ def _opt_str(doc: Mapping[str, Any], name: str, limit: int) -> str | None:
     return None if doc[name] is None else _str(doc, name, limit)
 
 
-def _int(doc: Mapping[str, Any], name: str) -> int:
+def _int(doc: Mapping[str, Any], name: str, where: str = OUTCOME_FILE) -> int:
     value = doc[name]
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise OutcomeError(f"{OUTCOME_FILE}: {name} must be a non-negative integer")
+        raise OutcomeError(f"{where}: {name} must be a non-negative integer")
     return value
 
 

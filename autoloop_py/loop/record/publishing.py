@@ -105,10 +105,7 @@ def check_outcome(root: Path, program: Program, outcome: Outcome) -> None:
     if not runs_strategy and (outcome.decision is not None or outcome.candidate_source is not None):
         raise OutcomeError(f"refusing the outcome of '{program.name}': it carries a strategy decision, and the "
                            "program runs no strategy")
-    cap = program.config.max_file_bytes
-    found = problems(outcome, program.name, program.target.allows, cap)
-    if found:
-        raise OutcomeError(f"refusing the outcome of '{program.name}', nothing was written: " + "; ".join(found))
+    guard.refuse(program.name, problems(outcome, program.name, program.target.allows, program.config.max_file_bytes))
 
 
 def publish_outcome(
@@ -135,14 +132,19 @@ def publish_outcome(
         if record.status == "accepted":
             record, base = keep_outcome(root, program, outcome, record, base_branch, ci_gate, state)
         with runner_of_commit(root, program, known_commit(root, outcome.base_commit)) as runner:
-            candidate = None
-            if runner is not None and outcome.decision is not None and outcome.candidate_source is not None:
-                candidate = strategy.candidate_for(runner, outcome.decision, record, outcome.candidate_source,
-                                                   outcome.approach, outcome.iteration)
-            data = IterationData(runner, candidate, outcome.prompt, outcome.evaluated, outcome.seed, outcome.decision,
-                                 base)
-            record_iteration(memory, program, record, budget, data)
+            record_iteration(memory, program, record, budget, iteration_data(runner, outcome, record, base))
     return record
+
+
+def iteration_data(
+    runner: strategy.StrategyRunner | None, outcome: Outcome, record: IterationRecord, base: str | None
+) -> IterationData:
+    """Returns what record_iteration writes of an outcome beside its record: its Population entry, traces, base."""
+    candidate = None
+    if runner is not None and outcome.decision is not None and outcome.candidate_source is not None:
+        candidate = strategy.candidate_for(runner, outcome.decision, record, outcome.candidate_source,
+                                           outcome.approach, outcome.iteration)
+    return IterationData(runner, candidate, outcome.prompt, outcome.evaluated, outcome.seed, outcome.decision, base)
 
 
 @contextmanager
@@ -217,9 +219,7 @@ def keep_outcome(
             stale = _stale_note(root, program, outcome, record, tree, best_now)
             if stale is not None:
                 return replace(record, status="rejected", notes=stale), base
-        found = checks.violations(program, workspace.files(outcome.changes), outcome.changes)
-        if found:
-            raise OutcomeError(f"refusing the outcome of '{program.name}', nothing was written: " + "; ".join(found))
+        guard.refuse(program.name, checks.violations(program, workspace.files(outcome.changes), outcome.changes))
         workspace.write(outcome.changes)
         assert record.metric is not None
         marks = recovery.trailers(outcome.key, record.metric, record.baseline, record.extra)

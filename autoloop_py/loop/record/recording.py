@@ -14,6 +14,7 @@ from autoloop_py.errors import AutoloopError, ProgramError, StateError
 from autoloop_py.loop.checkout import stale_parents
 from autoloop_py.loop.evaluation import acceptance
 from autoloop_py.loop.evaluation.evaluate import EvaluationResult
+from autoloop_py.loop.evaluation.evaluation_report import one_line
 from autoloop_py.loop.record import ci_gate
 from autoloop_py.loop.record.outcome import BestRecheck
 from autoloop_py.program.model import Program
@@ -281,16 +282,16 @@ def rejected_note(result: EvaluationResult, saved: float | None = None) -> str:
     """
     metric = "" if result.metric is None else f" (metric {result.metric:g})"
     if not result.stopped:
-        return f"the evaluation rejected it: {_one_line(result.rejection)}{metric}"
+        return f"the evaluation rejected it: {one_line(result.rejection)}{metric}"
     spared = f"; saved about {saved:.1f} s" if saved is not None else ""
-    return f"stopped at {_one_line(result.stopped)}{metric}; later stages not run{spared}"
+    return f"stopped at {one_line(result.stopped)}{metric}; later stages not run{spared}"
 
 
 def failure_note(result: EvaluationResult) -> str:
     """Returns the history note of a failed evaluation: its stage, reason and the last line of its feedback."""
     told = [line.strip() for line in result.feedback.splitlines() if line.strip()]
     reason = f"stopped at {result.stopped}" if result.stopped else result.error or result.rejection or "no metric"
-    return f"evaluation failed: {reason}" + (f" — {_one_line(told[-1])}" if told else "")
+    return f"evaluation failed: {reason}" + (f" — {one_line(told[-1])}" if told else "")
 
 
 def stages_metadata(result: EvaluationResult) -> dict[str, object]:
@@ -305,11 +306,6 @@ def artifacts_of_result(result: EvaluationResult) -> dict[str, str]:
     """Returns what the candidate's trace row keeps of its evaluation beside the metrics (state/feedback.py)."""
     return feedback.artifacts_of(result.feedback, result.rejection or result.error or "", result.stdout_tail,
                                  result.stderr_tail)
-
-
-def _one_line(text: str, limit: int = 300) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def usage_of(proposal: Proposal) -> dict[str, object]:

@@ -46,6 +46,7 @@ from autoloop_py.state import prompt_stats
 from autoloop_py.state.history import KEY_TRAILER, IterationRecord
 from autoloop_py.state.memory import MemoryStore
 from autoloop_py.state.model_stats import MODEL_BULLET, SPEND_BULLET, use_bullets, use_of
+from autoloop_py.state.parts import finite_number
 
 log = logging.getLogger(__name__)
 
@@ -137,19 +138,17 @@ def with_trailers(message: str, extra: Mapping[str, str]) -> str:
 
 def trailer_values(message: str, name: str) -> list[str]:
     """Returns every value of the `name` trailer in the message's last paragraph (a tick's commit has one per slot)."""
-    paragraph = message.strip().split("\n\n")[-1]
-    return [m.group(2) for line in paragraph.splitlines() if (m := _TRAILER_RE.match(line)) and m.group(1) == name]
+    return [value for found, value in _trailer_lines(message) if found == name]
 
 
 def read_trailers(message: str) -> dict[str, str]:
-    """Returns the `Name: value` lines of the message's last paragraph."""
+    """Returns the `Name: value` lines of the message's last paragraph (the last value of a repeated name)."""
+    return dict(_trailer_lines(message))
+
+
+def _trailer_lines(message: str) -> list[tuple[str, str]]:
     paragraph = message.strip().split("\n\n")[-1]
-    found = {}
-    for line in paragraph.splitlines():
-        match = _TRAILER_RE.match(line)
-        if match:
-            found[match.group(1)] = match.group(2)
-    return found
+    return [(m.group(1), m.group(2)) for line in paragraph.splitlines() if (m := _TRAILER_RE.match(line))]
 
 
 def interrupted(commits: Sequence[tuple[str, str, datetime]], recorded: Container[str]) -> list[Interrupted]:
@@ -187,11 +186,7 @@ def _interrupted(sha: str, key: str, message: str, fields: Mapping[str, str], wh
 
 def number(text: str | None) -> float | None:
     """Returns a trailer's finite number (None when absent or unreadable)."""
-    try:
-        value = float(text) if text else None
-    except ValueError:
-        return None
-    return value if value is not None and value == value and abs(value) != float("inf") else None
+    return finite_number(text) if text else None
 
 
 def settled(item: Interrupted, now: datetime, host: str | None = None) -> bool:
@@ -280,7 +275,7 @@ def reconcile(
     # Once per git session (a run): the worktrees of runs that died before this one started; one that dies
     # meanwhile is swept by the next run (a `git worktree list` per iteration is one more process each time).
     memory.session.cached("stale worktrees", str(root), lambda: remove_stale_worktrees(root, repo))
-    remove_stale_tempdirs()
+    tempdirs.sweep(before_remove=_kill_left_running)  # dead runs' temporary folders (agent prompts, indexes…)
     if dry_run:
         return ()
     memory.publish()
@@ -332,12 +327,8 @@ def first_parents(repo: git.Repo, tip: str, session: GitSession) -> tuple[tuple[
 def _walk(repo: git.Repo, tip: str) -> list[tuple[str, str, datetime]]:
     """Returns (sha, message, committer date) of the newest first-parent commits up to `tip`."""
     raw = call(repo, "log", "--first-parent", f"-n{WALK_LIMIT}", "--format=%H%x1f%cI%x1f%B%x1e", tip)
-    commits = []
-    for record in raw.text.split("\x1e"):
-        parts = record.strip("\n").split("\x1f", 2)
-        if len(parts) == 3:
-            commits.append((parts[0], parts[2], _date(parts[1])))
-    return commits
+    records = (record.strip("\n").split("\x1f", 2) for record in raw.text.split("\x1e"))
+    return [(sha, message, _date(date)) for sha, date, message in (r for r in records if len(r) == 3)]
 
 
 def _date(text: str) -> datetime:
@@ -395,11 +386,6 @@ def remove_stale_worktrees(root: Path, repo: git.Repo | None = None) -> list[Pat
     if removed:
         log.info("removed %d worktree(s) left by interrupted runs", len(removed))
     return removed
-
-
-def remove_stale_tempdirs() -> list[Path]:
-    """Removes the temporary folders (agent prompts, indexes, worktrees git no longer lists) of dead runs."""
-    return tempdirs.sweep(before_remove=_kill_left_running)
 
 
 def _kill_left_running(dead: int) -> None:

@@ -21,6 +21,7 @@ recorded, the others are terminated and named, nothing of theirs recorded.
 
 from __future__ import annotations
 
+import functools
 import logging
 import tempfile
 import time
@@ -47,8 +48,6 @@ from autoloop_py.state.memory import MemoryStore, pack_if_due
 from autoloop_py.strategies.slots import Slot
 
 log = logging.getLogger(__name__)
-
-RAN = ("accepted", "rejected", "error", "pending-ci")  # the statuses of a slot that recorded an iteration
 
 
 @dataclass(frozen=True)
@@ -159,14 +158,14 @@ def _record(
     # The slot numbered itself from the state it read at launch; the records made since move it on. (A run
     # recorded meanwhile by another process still moves it again, with a warning, under the program's lock.)
     outcome = renumbered(outcome, progress.recorded + 1, expected=True)
+    publish = functools.partial(publish_tick, root, program, budget=options.budget, run_url=options.run_url,
+                                base_branch=options.base_branch)
     try:
-        published = publish_tick(root, program, [outcome], budget=options.budget, run_url=options.run_url,
-                                 base_branch=options.base_branch)[0]
+        published = publish([outcome])[0]
     except OutcomeError as err:  # the slot ran candidate code: what it left is untrusted, and refused alone
         refused = _error_outcome(launch, f"left an outcome that was refused: {err}", outcome.iteration, root,
                                  program, options.run_url)
-        published = publish_tick(root, program, [refused], budget=options.budget, run_url=options.run_url,
-                                 base_branch=options.base_branch)[0]
+        published = publish([refused])[0]
     account = account_of(published, done.account)
     if published.record is not None:
         progress.recorded = max(progress.recorded, published.outcome.iteration)

@@ -22,9 +22,9 @@ from autoloop_py.loop.record import publish_guard as guard
 from autoloop_py.loop.record import recovery
 from autoloop_py.loop.record.outcome import Outcome, OutcomeError
 from autoloop_py.loop.record.publishing import (
-    branch_tree, check_outcome, keep_outcome, known_commit, rechecked_state, runner_of_commit,
+    branch_tree, check_outcome, iteration_data, keep_outcome, known_commit, rechecked_state, runner_of_commit,
 )
-from autoloop_py.loop.record.recording import IterationData, load_state, record_iteration, recorded_before, state_path
+from autoloop_py.loop.record.recording import load_state, record_iteration, recorded_before, state_path
 from autoloop_py.program.model import Program
 from autoloop_py.program.objectives import Objective, Scalarisation
 from autoloop_py.state.file import StateFile
@@ -32,7 +32,6 @@ from autoloop_py.state.history import KEY_TRAILER, IterationRecord
 from autoloop_py.state.machine import is_improvement
 from autoloop_py.state.memory import MemoryStore
 from autoloop_py.strategies import pareto
-from autoloop_py.strategies import runner as strategy
 
 log = logging.getLogger(__name__)
 
@@ -207,9 +206,7 @@ def _aside(
             notes = (f"autoloop/{program.name} changed after this candidate was evaluated, so it was judged against "
                      "a stale base; not kept")
             return replace(record, status="rejected", notes=notes)
-        found = checks.violations(program, workspace.files(outcome.changes), outcome.changes)
-        if found:
-            raise OutcomeError(f"refusing the outcome of '{program.name}', nothing was written: " + "; ".join(found))
+        guard.refuse(program.name, checks.violations(program, workspace.files(outcome.changes), outcome.changes))
         workspace.write(outcome.changes)
         assert record.metric is not None
         marks = recovery.trailers(outcome.key, record.metric, record.baseline, record.extra)
@@ -224,38 +221,25 @@ def _record_all(
     bases: Mapping[str, str | None], budget: int,
 ) -> dict[str, IterationRecord]:
     """Records every slot in iteration order as one memory commit (redone on fresh text when raced)."""
-    # The strategy the slots proposed with: that of the commit they ran on (the tick's slots share one).
-    commit = known_commit(memory.repo_root, next((o.base_commit for o in ran if o.base_commit), None))
-    with runner_of_commit(memory.repo_root, program, commit) as runner:
-        return _record_with(memory, program, ran, records, bases, budget, runner)
-
-
-def _record_with(
-    memory: MemoryStore, program: Program, ran: Sequence[Outcome], records: Mapping[str, IterationRecord],
-    bases: Mapping[str, str | None], budget: int, runner: strategy.StrategyRunner | None,
-) -> dict[str, IterationRecord]:
     path = state_path(program)
     written: dict[str, str | bytes] = {}
     applied: dict[str, IterationRecord] = {}
+    # The strategy the slots proposed with: that of the commit they ran on (the tick's slots share one).
+    commit = known_commit(memory.repo_root, next((o.base_commit for o in ran if o.base_commit), None))
+    with runner_of_commit(memory.repo_root, program, commit) as runner:
 
-    def change(text: str | None) -> str:
-        batch = BatchMemory(lambda p: text if p == path else memory.read(p))
-        applied.clear()
-        for outcome in ran:
-            record = records[outcome.key]
-            candidate = None
-            if runner is not None and outcome.decision is not None and outcome.candidate_source is not None:
-                candidate = strategy.candidate_for(runner, outcome.decision, record, outcome.candidate_source,
-                                                   outcome.approach, outcome.iteration)
-            data = IterationData(runner, candidate, outcome.prompt, outcome.evaluated, outcome.seed, outcome.decision,
-                                 bases[outcome.key])
-            applied[outcome.key] = record_iteration(batch, program, record, budget, data)
-        written.clear()
-        written.update(batch.files)
-        result = written.pop(path, text)
-        return result if isinstance(result, str) else (result or b"").decode("utf-8")
+        def change(text: str | None) -> str:
+            batch = BatchMemory(lambda p: text if p == path else memory.read(p))
+            applied.clear()
+            for outcome in ran:
+                data = iteration_data(runner, outcome, records[outcome.key], bases[outcome.key])
+                applied[outcome.key] = record_iteration(batch, program, records[outcome.key], budget, data)
+            written.clear()
+            written.update(batch.files)
+            result = written.pop(path, text)
+            return result if isinstance(result, str) else (result or b"").decode("utf-8")
 
-    memory.update(path, change, tick_message(program.name, ran, records), extra=lambda: dict(written))
+        memory.update(path, change, tick_message(program.name, ran, records), extra=lambda: dict(written))
     return applied
 
 

@@ -8,6 +8,7 @@ the terminal reaches the run, which decides whether the slots in flight finish o
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
@@ -130,12 +131,10 @@ class Lanes:
     def close(self) -> None:
         """Lets every idle lane leave and terminates the busy ones (whose iterations are abandoned)."""
         self.abandon()
-        for lane, pipe in enumerate(self._pipes):
+        for pipe in self._pipes:
             if pipe is not None:
-                try:
+                with contextlib.suppress(OSError):
                     pipe.send(None)
-                except OSError:
-                    pass
                 pipe.close()
         for process in self._processes:
             if process is not None:

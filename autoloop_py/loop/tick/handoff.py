@@ -45,7 +45,6 @@ from autoloop_py.program.target import target_files
 from autoloop_py.redact import from_environment
 from autoloop_py.render import render
 from autoloop_py.state import file as statefile
-from autoloop_py.state import population as pop
 from autoloop_py.state import trace
 from autoloop_py.state.memory_folder import FolderMemory, Memory, open_memory
 from autoloop_py.strategies import registry
@@ -128,8 +127,7 @@ def prepare(root: Path, program: Program, place_parent: bool = False, memory: Me
         prompt = render_iteration_prompt(prompt_context(program, files, state, best, iteration))
         prompt = with_instruction(with_feedback_section(prompt, told), choice.instruction)
         return Handoff(iteration, prompt, None, variant=variant)
-    rng = iteration_rng(program, iteration)
-    decision = strategy.decide(runner, state, best, iteration, program.direction, rng, memory.read, None, _rebase(root, program, runner, memory))
+    decision = _decide(root, program, runner, state, iteration, memory)
     placed = strategy.with_parent(runner, decision, files)
     changed = tuple(path for path, text in placed.items() if files.get(path) != text)
     if place_parent:
@@ -182,11 +180,7 @@ def _record_locked(
     integrity.check_records(memory, state_path(program), program.name, state)
     iteration = state.machine.iteration_count + 1
     runner = strategy.load_runner(program, root)
-    decision = None
-    if runner is not None:
-        rng = iteration_rng(program, iteration)
-        rebase = _rebase(root, program, runner, memory)
-        decision = strategy.decide(runner, state, state.machine.best_metric, iteration, program.direction, rng, memory.read, None, rebase)
+    decision = _decide(root, program, runner, state, iteration, memory) if runner is not None else None
     best, baseline = _best_or_baseline(root, program, state)
     result = _judge(root, program, outcome, best)
     if result.status == "accepted" and outcome.pending_ci and ci_gate_enabled(program):
@@ -240,11 +234,16 @@ def _evaluated(
     )
 
 
-def _rebase(
-    root: Path, program: Program, runner: strategy.StrategyRunner, memory: Memory
-) -> Callable[[pop.Population], pop.Population]:
-    """Returns the step that brings Population code up to date with the checkout, as the runner does with its base."""
-    return stale_parents.rebaser(root, program.name, runner.primary, stale_parents.default_tip(root), memory.read)
+def _decide(
+    root: Path, program: Program, runner: strategy.StrategyRunner, state: statefile.StateFile, iteration: int,
+    memory: Memory,
+) -> Decision:
+    """Returns the strategy's decision for the iteration, as `prepare` and `record` both recompute it: the seeded
+    draw, with Population code brought up to date with the checkout as the runner does with its base."""
+    rebase = stale_parents.rebaser(root, program.name, runner.primary, stale_parents.default_tip(root), memory.read)
+    rng = iteration_rng(program, iteration)
+    return strategy.decide(runner, state, state.machine.best_metric, iteration, program.direction, rng, memory.read,
+                           None, rebase)
 
 
 @dataclass(frozen=True)
