@@ -173,7 +173,8 @@ def _evaluated_json(data: Evaluated | None) -> dict[str, Any] | None:
         return None
     fields = {name: getattr(data, name) for name in _EVALUATED_KEYS}
     return {**fields, "metrics": dict(data.metrics), "replies": list(data.replies), "metadata": dict(data.metadata),
-            **({"artifacts": dict(data.artifacts)} if data.artifacts else {})}
+            **({"artifacts": dict(data.artifacts)} if data.artifacts else {}),
+            **({"runs": list(data.runs)} if data.runs else {})}
 
 
 # ---------------------------------------------------------------- parse
@@ -301,7 +302,7 @@ def _evaluated(doc: Any, name: str) -> Evaluated | None:
     if doc is None:
         return None
     where = f"{OUTCOME_FILE}: {name}"
-    _keys(doc, _EVALUATED_KEYS, where, optional={"artifacts"})
+    _keys(doc, _EVALUATED_KEYS, where, optional={"artifacts", "runs"})
     replies = doc["replies"]
     if not isinstance(replies, list) or not all(isinstance(r, str) for r in replies):
         raise OutcomeError(f"{where}: replies must be a list of strings")
@@ -314,7 +315,19 @@ def _evaluated(doc: Any, name: str) -> Evaluated | None:
         replies=tuple(replies), parent_id=_opt_str(doc, "parent_id", 100), operator=_opt_str(doc, "operator", 100),
         model=_opt_str(doc, "model", 200), tokens=tokens, cost=_number(doc, "cost", where),
         language=_str(doc, "language", 40), metadata=doc["metadata"], artifacts=_artifacts(doc.get("artifacts"), where),
+        runs=_runs(doc.get("runs", []), where),
     )
+
+
+def _runs(doc: Any, where: str) -> tuple[float, ...]:
+    """Returns each repeat's primary metric (the trace row shows them beside the median); display only."""
+    if not isinstance(doc, list) or len(doc) > MAX_FILES or not all(_finite(value) for value in doc):
+        raise OutcomeError(f"{where}: runs must be a list of at most {MAX_FILES} finite numbers")
+    return tuple(float(value) for value in doc)
+
+
+def _finite(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
 
 
 def _artifacts(doc: Any, where: str) -> dict[str, str]:
@@ -359,7 +372,7 @@ def _number(doc: Mapping[str, Any], name: str, where: str) -> float | None:
     value = doc[name]
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if not _finite(value):
         raise OutcomeError(f"{where}: {name} must be a finite number or null")
     return float(value)
 

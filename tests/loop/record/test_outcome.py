@@ -63,6 +63,14 @@ def test_an_evaluations_artifacts_round_trip() -> None:
     assert parse_outcome(text, files) == outcome
 
 
+def test_each_repeats_metric_round_trips() -> None:
+    outcome = accepted()
+    assert outcome.evaluated is not None
+    repeated = Evaluated(**{**outcome.evaluated.__dict__, "runs": (2.0, 2.5, 3.0)})
+    outcome = Outcome(**{**outcome.__dict__, "evaluated": repeated})
+    assert parse_outcome(*render_outcome(outcome)) == outcome
+
+
 def test_write_then_read_a_directory(tmp_path: Path) -> None:
     write_outcome(tmp_path / "out", accepted())
     assert read_outcome(tmp_path / "out") == accepted()
@@ -126,6 +134,9 @@ def _doc() -> dict:
         (lambda d: d["evaluated"].update(artifacts={"shell": "rm -rf /"}), "artifacts must be an object of feedback"),
         (lambda d: d["evaluated"].update(artifacts={"feedback": "x" * 9000}), "each artifact must be a string of at most"),
         (lambda d: d["evaluated"].update(artifacts={"feedback": 3}), "each artifact must be a string"),
+        (lambda d: d["evaluated"].update(runs=[1, "2"]), "runs must be a list of at most"),
+        (lambda d: d["evaluated"].update(runs=[True]), "runs must be a list of at most"),
+        (lambda d: d["evaluated"].update(runs=[1.0] * 101), "runs must be a list of at most"),
         (lambda d: d.update(changed={"code/value.py": "0" * 64}), "not the file outcome.json lists"),
         (lambda d: d.update(deleted=["code/value.py"]), "both changed and deleted"),
         (lambda d: d.update(recheck={"base": "HEAD", "recorded": 4, "best": 2, "stale": None}), "a git object id"),
