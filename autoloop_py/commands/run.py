@@ -190,8 +190,8 @@ def _run(args: argparse.Namespace, console: Console, started: float, wall: float
     with sigterm_interrupts():
         outcomes = _loop(root, programs, forced, args.iterations, options, console, session, worktrees, settings,
                          args.force, args.parallel, args.barrier, on_outcome)
-    if worker is not None and worker is not getattr(args, "model_worker", None):
-        worker.kill()  # no call follows: it ends while the worktrees are removed and the last push lands
+    if worker is not None:  # no call follows (one would start it again): it ends while the worktrees are removed
+        worker.kill()  # and the last push lands; its owner's close() waits for it
     if options.outcome_dir is not None and forced and not (options.outcome_dir / OUTCOME_FILE).exists():
         # The publishing job expects an outcome for every program it was planned for.
         why = outcomes[-1].reason if outcomes and outcomes[-1].status == "paused" else "the program was not due"
