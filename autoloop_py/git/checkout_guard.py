@@ -38,7 +38,7 @@ WATCHED = ("config", "config.worktree", "info/attributes", "HEAD", "commondir", 
 OWN_REFS = ("refs/remotes/", "refs/autoloop/", "refs/heads/autoloop/")
 # The runner's refs that name the program they belong to: `autoloop/<name>` and a tick's `slots/<name>/<iteration>`.
 _PROGRAM_REFS = ("refs/heads/autoloop/", "refs/autoloop/slots/")
-# What a missing path (or one under a file or a link loop) raises: pathlib's checks read these as "absent".
+# What a missing path (or one under a file or a link loop) raises: pathlib's checks read these as absent.
 _ABSENT = (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP)
 
 
@@ -173,10 +173,8 @@ def _ref_change(ref: str, old: str | None, new: str | None) -> str:
 
 
 def _digest(path: Path | str) -> str | None:
-    """Returns the sha256 of a file, or of a folder's listing with each file's digest; None when absent.
-
-    One lstat and plain strings: it runs a few times around every step that runs candidate code.
-    """
+    """Returns the sha256 of a file, or of a folder's listing with each file's digest; None when absent (one lstat
+    a path, as it runs around every step that runs candidate code)."""
     try:
         mode = os.lstat(path).st_mode
         if stat.S_ISLNK(mode):
@@ -199,8 +197,7 @@ def _refs(git_dir: Path, folders: Iterable[str] = ("refs",)) -> dict[str, str]:
     found: dict[str, str] = {}
     base = os.fspath(git_dir)
     try:
-        with open(os.path.join(base, "packed-refs"), encoding="utf-8", errors="surrogateescape") as handle:
-            packed = handle.read().splitlines()
+        packed = (git_dir / "packed-refs").read_text("utf-8", "surrogateescape").splitlines()
     except OSError:
         packed = []
     for line in packed:
