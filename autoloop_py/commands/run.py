@@ -187,9 +187,12 @@ def _run(args: argparse.Namespace, console: Console, started: float, wall: float
         running = [program for program in programs if forced in (None, program.name)]
         # The trackers read through the run's session, so they see a record still waiting for its commit.
         on_outcome = _tracked(stack, tracking.live_trackers(root, running, os.environ, session), on_outcome)
+    worktrees = stack.enter_context(Worktrees(root))  # one worktree per program, checked out anew by each iteration
     with sigterm_interrupts():
-        outcomes = _loop(root, programs, forced, args.iterations, options, console, session, settings, args.force,
-                         args.parallel, args.barrier, on_outcome)
+        outcomes = _loop(root, programs, forced, args.iterations, options, console, session, worktrees, settings,
+                         args.force, args.parallel, args.barrier, on_outcome)
+    if worker is not None:  # no call follows (one would start it again): it ends while the worktrees are removed
+        worker.kill()  # and the last push lands; its owner's close() waits for it
     if options.outcome_dir is not None and forced and not (options.outcome_dir / OUTCOME_FILE).exists():
         # The publishing job expects an outcome for every program it was planned for.
         why = outcomes[-1].reason if outcomes and outcomes[-1].status == "paused" else "the program was not due"
@@ -205,6 +208,7 @@ def _loop(
     options: RunOptions,
     console: Console,
     session: GitSession,
+    worktrees: Worktrees,
     settings: GitHubSettings | None = None,
     force: bool = False,
     parallel: int | None = None,
@@ -222,8 +226,7 @@ def _loop(
     warned: set[str] = set()
     # No iteration starts in the job's last 5 minutes.
     deadline = None if options.job_deadline is None else options.job_deadline - 5 * 60
-    # One worktree per program, checked out anew by each iteration.
-    with _progress(console, count) as progress, Worktrees(root) as worktrees:
+    with _progress(console, count) as progress:
         task = progress.add_task("iterating", total=count)
         for done in range(count):
             if deadline is not None and time.monotonic() > deadline:

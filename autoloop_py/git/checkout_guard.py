@@ -16,9 +16,11 @@ another program's run of this clone is active (its lock is held) and the ref is 
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import logging
+import stat
 import time
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -36,6 +38,8 @@ WATCHED = ("config", "config.worktree", "info/attributes", "HEAD", "commondir", 
 OWN_REFS = ("refs/remotes/", "refs/autoloop/", "refs/heads/autoloop/")
 # The runner's refs that name the program they belong to: `autoloop/<name>` and a tick's `slots/<name>/<iteration>`.
 _PROGRAM_REFS = ("refs/heads/autoloop/", "refs/autoloop/slots/")
+# What a missing path (or one under a file or a link loop) raises: pathlib's checks read these as absent.
+_ABSENT = (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP)
 
 
 class CheckoutTampered(AutoloopError):
@@ -161,24 +165,30 @@ def _ref_change(ref: str, old: str | None, new: str | None) -> str:
     return f"{ref} {verb}{f' (now {new[:12]})' if new else ''}"
 
 
-def _digest(path: Path) -> str | None:
-    """Returns the sha256 of a file, or of a folder's listing with each file's digest; None when absent."""
+def _digest(path: Path | str) -> str | None:
+    """Returns the sha256 of a file, or of a folder's listing with each file's digest; None when absent (one lstat
+    a path, as it runs around every step that runs candidate code)."""
     try:
-        if path.is_symlink():
+        mode = os.lstat(path).st_mode
+        if stat.S_ISLNK(mode):
             return "link:" + os.readlink(path)
-        if path.is_dir():
-            inner = "".join(f"{p.name}={_digest(p)}\n" for p in sorted(path.iterdir()))
+        if stat.S_ISDIR(mode):
+            inner = "".join(f"{name}={_digest(os.path.join(path, name))}\n" for name in sorted(os.listdir(path)))
             return "dir:" + hashlib.sha256(inner.encode()).hexdigest()
-        if path.is_file():
-            return hashlib.sha256(path.read_bytes()).hexdigest()
-        return "special" if path.exists() else None
+        if stat.S_ISREG(mode):
+            with open(path, "rb") as handle:
+                return hashlib.sha256(handle.read()).hexdigest()
+        return "special"
     except OSError as error:
+        if error.errno in _ABSENT:
+            return None
         return f"unreadable: {error.strerror}"
 
 
 def _refs(git_dir: Path, folders: Iterable[str] = ("refs",)) -> dict[str, str]:
     """Returns every ref of packed-refs and of loose files under `folders` (a loose one wins), by reading the files."""
     found: dict[str, str] = {}
+    base = os.fspath(git_dir)
     try:
         packed = (git_dir / "packed-refs").read_text("utf-8", "surrogateescape").splitlines()
     except OSError:
@@ -187,11 +197,11 @@ def _refs(git_dir: Path, folders: Iterable[str] = ("refs",)) -> dict[str, str]:
         if line and not line.startswith(("#", "^")) and " " in line:
             sha, name = line.split(" ", 1)
             found[name] = sha
-    for folder, _dirs, names in (walked for top in folders for walked in os.walk(git_dir / top)):
+    for folder, _dirs, names in (walked for top in folders for walked in os.walk(os.path.join(base, top))):
         for name in names:
             if name.endswith(".lock"):
                 continue  # a ref git is updating right now: its old value is the file without .lock
-            path = Path(folder) / name
-            with suppress(OSError):
-                found[path.relative_to(git_dir).as_posix()] = path.read_text("utf-8", "surrogateescape").strip()
+            path = os.path.join(folder, name)
+            with suppress(OSError), open(path, encoding="utf-8", errors="surrogateescape") as handle:
+                found[path[len(base) + 1:]] = handle.read().strip()
     return found

@@ -140,6 +140,11 @@ class ModelWorker:
             if pipe is not None:
                 pipe.close()
 
+    def kill(self) -> None:
+        """Sends the worker its kill signal without waiting for it to end (close() waits)."""
+        if self._process is not None:
+            self._process.kill()
+
     def completion(self, kwargs: dict[str, Any], limits: CallLimits) -> Reply:
         """Returns the reply to one request (litellm's arguments), made by the worker within the limits."""
         return Reply(**self._submit(_request("completion", kwargs, limits))()["reply"])
@@ -226,6 +231,11 @@ class SharedWorker:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (SharedWorker, (self.address, self.key))
+
+    def kill(self) -> None:
+        """Sends the worker its kill signal without waiting for it to end (close() waits)."""
+        if self._process is not None:
+            self._process.kill()
 
     def completion(self, kwargs: dict[str, Any], limits: CallLimits) -> Reply:
         """Returns the reply to one request (litellm's arguments), made by the worker within the limits."""

@@ -14,6 +14,7 @@ import os
 import shutil
 import stat
 import subprocess
+import threading
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -64,15 +65,22 @@ class Changes:
 
 
 @contextmanager
-def copy_of(source: Path, prefix: str = "autoloop-candidate-") -> Iterator[Path]:
-    """Yields a fresh standalone copy of the tree at `source` (without its `.git`); removes it afterwards."""
+def copy_of(source: Path, prefix: str = "autoloop-candidate-", later: bool = False) -> Iterator[Path]:
+    """Yields a fresh standalone copy of the tree at `source` (without its `.git`); removes it afterwards.
+
+    later: nothing reads the copy again, so it is removed in a thread beside the caller's next steps (the
+    interpreter joins it before it exits).
+    """
     holder = tempdirs.make(prefix)  # marked with its owner: a later run removes it if this one is killed
     tree = holder / "repo"
     try:
         copy_tree(source, tree)
         yield tree
     finally:
-        _remove(holder)
+        if later:
+            threading.Thread(target=_remove, args=(holder,), name="autoloop-removal").start()
+        else:
+            _remove(holder)
 
 
 def copy_tree(source: Path, dest: Path) -> None:

@@ -204,6 +204,16 @@ def test_a_worker_killed_mid_call_is_an_error_and_the_next_call_starts_another(
     assert worker.pid not in (None, killed)
 
 
+def test_kill_ends_the_worker_without_waiting_and_close_reaps_it() -> None:
+    worker = ModelWorker(command=[sys.executable, "-c", "import time; time.sleep(60)"]).start()
+    process = worker._process
+    assert process is not None
+    worker.kill()
+    assert process.wait(timeout=10) == -signal.SIGKILL
+    worker.close()
+    assert worker.pid is None
+
+
 def test_the_worker_gets_no_github_or_actions_token_and_keeps_the_model_key(tmp_path: Path) -> None:
     """A real process dumps the environment it was given: the runner's own credentials are not in it."""
     dump = tmp_path / "environ"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 from pathlib import Path
 
 from autoloop_py.sandbox import candidate_dir
@@ -29,6 +30,17 @@ def test_copy_leaves_out_the_git_file_and_keeps_links_and_modes(tmp_path: Path) 
         assert os.readlink(tree / "link") == "src/a.py"
         assert os.access(tree / "run.sh", os.X_OK)
         holder = tree.parent
+    assert not holder.exists()
+
+
+def test_a_copy_removed_later_is_gone_once_its_removal_thread_ends(tmp_path: Path) -> None:
+    with candidate_dir.copy_of(_tree(tmp_path / "source"), later=True) as tree:
+        (tree / "locked").mkdir()
+        (tree / "locked" / "f").write_text("x")
+        (tree / "locked").chmod(0o500)  # what a candidate may leave: removed all the same
+        holder = tree.parent
+    for thread in [t for t in threading.enumerate() if t.name == "autoloop-removal"]:
+        thread.join(timeout=10)
     assert not holder.exists()
 
 

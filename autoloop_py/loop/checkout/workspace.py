@@ -484,13 +484,13 @@ class Workspace:
 
 
 def remove_worktree(repo: git.Repo, folder: Path) -> None:
-    """Removes the private worktree in `folder` (and the folder)."""
+    """Removes the private worktree in `folder` (and the folder): its files, then git's record of it (a prune drops
+    the record of a worktree whose folder is gone, as `git worktree remove` would, one git process fewer)."""
     with worktree_admin(repo):
-        removed = call(repo, "worktree", "remove", "--force", str(folder / "worktree"))
-        if not removed.ok:
-            logger.debug("git worktree remove: %s", removed.stderr)
         shutil.rmtree(folder, ignore_errors=True)
-        call(repo, "worktree", "prune")
+        pruned = call(repo, "worktree", "prune")
+        if not pruned.ok:
+            logger.debug("git worktree prune: %s", pruned.stderr)
 
 
 @contextmanager

@@ -35,7 +35,8 @@ def evaluate_copy(
     """
 
     def in_copy(run: Callable[[Path], EvaluationResult], stage: str) -> EvaluationResult:
-        with candidate_dir.copy_of(workdir, prefix="autoloop-eval-") as tree:
+        # Its removal is off the path from the reply to the next request.
+        with candidate_dir.copy_of(workdir, prefix="autoloop-eval-", later=True) as tree:
             result = over_caps(run(tree), candidate_dir.disk_bytes(tree), program, sandbox)
             changed = checks.tampered(tree, guarded) if guarded is not None else ""
         if not changed:
