@@ -270,28 +270,36 @@ def _inline_pass(token: Token, env: dict[str, Any]) -> Token:
     return token
 
 
-def list_items(text: str) -> list[tuple[str, int]]:
-    """Returns (plain text, 0-based line) of each top-level list item, nested items flattened."""
+def list_items(text: str, code_spans: bool = False) -> list[tuple[str, int]]:
+    """Returns (plain text, 0-based line) of each top-level list item, nested items flattened.
+
+    code_spans: keep code spans in backticks (as inline_text's option).
+    """
     items: list[tuple[str, int]] = []
     for token in parse_blocks(text):
         if token["type"] == "list" and "line" in token:
             line = _first_nonblank(text, token["line"])
-            items.extend(_walk_items(token, text, line))
+            items.extend(_walk_items(token, text, line, code_spans))
     return items
 
 
-def _walk_items(token: Token, text: str, line: int) -> Iterator[tuple[str, int]]:
+def item_text(item: Token, code_spans: bool = False) -> str:
+    """Returns the inline text of a list item token without its nested lists."""
+    own = [c for c in item.get("children", []) if c["type"] != "list"]
+    return " ".join(inline_text(c.get("children", []), code_spans) for c in own).strip()
+
+
+def _walk_items(token: Token, text: str, line: int, code_spans: bool) -> Iterator[tuple[str, int]]:
     lines = text.splitlines()
     cursor = line
     for item in token.get("children", []):
-        own = [c for c in item.get("children", []) if c["type"] != "list"]
-        content = " ".join(inline_text(c.get("children", [])) for c in own).strip()
+        content = item_text(item, code_spans)
         cursor = _next_marker_line(lines, cursor)
         yield content, cursor
         cursor += 1
         for sub in item.get("children", []):
             if sub["type"] == "list":
-                for found in _walk_items(sub, text, cursor):
+                for found in _walk_items(sub, text, cursor, code_spans):
                     cursor = found[1] + 1
                     yield found
 
@@ -306,16 +314,21 @@ def fenced_code(text: str) -> list[tuple[str, str, int]]:
     return found
 
 
-def inline_text(children: list[Token]) -> str:
-    """Returns the plain text of inline tokens: emphasis, code spans and links reduced to their text."""
+def inline_text(children: list[Token], code_spans: bool = False) -> str:
+    """Returns the plain text of inline tokens: emphasis, code spans and links reduced to their text.
+
+    code_spans: keep code spans in backticks (where they name code, as in a prompt).
+    """
     parts: list[str] = []
     for child in children:
-        if "raw" in child and child["type"] in ("text", "codespan", "inline_html", "block_text"):
+        if child["type"] == "codespan" and code_spans:
+            parts.append(f"`{child['raw']}`")
+        elif "raw" in child and child["type"] in ("text", "codespan", "inline_html", "block_text"):
             parts.append(child["raw"] if child["type"] != "inline_html" else "")
         elif child["type"] in ("softbreak", "linebreak"):
             parts.append(" ")
         elif "children" in child:
-            parts.append(inline_text(child["children"]))
+            parts.append(inline_text(child["children"], code_spans))
         elif "text" in child:
             parts.append(child["text"])
     return "".join(parts).strip()

@@ -62,6 +62,22 @@ class BlockReader:
                 rows[name] = (row.cells[1] if len(row.cells) > 1 else "", row.line)
         return rows
 
+    def columns(self, table: md.Table, wanted: Sequence[str], what: str = "table") -> dict[str, int]:
+        """Returns each wanted column's index: the first header starting with its name (case aside), `*` columns
+        (recomputed on render) excluded; raises naming the first one missing."""
+        names = [md.normalize_heading(h) if "*" not in h else "" for h in table.header]
+        found: dict[str, int] = {}
+        for name in wanted:
+            found[name] = next((i for i, n in enumerate(names) if n and n.startswith(name.lower())), -1)
+            if found[name] < 0:
+                raise self.error(f"the {what} has no `{name}` column; restore it", table.start)
+        return found
+
+
+def cell_text(row: md.TableRow, column: int) -> str:
+    """Returns a row's stripped cell ('' past its last one)."""
+    return row.cells[column].strip() if column < len(row.cells) else ""
+
 
 def field_name(cell: str) -> str:
     """Returns a Field cell as a field name: `Best program id` → best_program_id."""

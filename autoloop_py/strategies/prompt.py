@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import PurePosixPath
 from typing import Any, Mapping, Sequence
 
@@ -131,37 +131,29 @@ class DataBlock:
     fence: str
 
 
-@dataclass(frozen=True)
-class PromptView:
-    """The one object the iteration template renders: the context, resolved to display text.
+@dataclass(frozen=True, kw_only=True)
+class TargetView:
+    """What every proposal prompt shows of the program and its Target (the iteration's and the strategies' views).
 
     Attributes:
       goal: the program's Goal.
-      strategy: the program's Evolution Strategy notes ('' when absent).
       metric: the metric's name, or None for an unconfigured program.
       direction: 'higher' or 'lower'.
       best: the best metric so far as text, or None.
-      iteration: the iteration number.
-      files: the Target files.
+      files: the Target files as they are in the worktree.
       include: the Target patterns (new files may be created where they match).
       exclude: the Do-not-modify patterns.
-      command: the evaluation command, or None.
-      command_fence: a fence the command cannot close.
-      data: the non-empty sections of text from people and earlier iterations.
+      data: the non-empty sections of text from people (and, in the iteration prompt, earlier iterations).
       example_path: the path used in the reply example.
     """
 
     goal: str
-    strategy: str
     metric: str | None
     direction: str
     best: str | None
-    iteration: int
     files: tuple[FileView, ...]
     include: tuple[str, ...]
     exclude: tuple[str, ...]
-    command: str | None
-    command_fence: str
     data: tuple[DataBlock, ...]
     example_path: str
 
@@ -172,41 +164,37 @@ class PromptView:
 
 
 @dataclass(frozen=True, kw_only=True)
-class SolutionView:
+class PromptView(TargetView):
+    """The one object the iteration template renders: the context, resolved to display text.
+
+    Attributes:
+      strategy: the program's Evolution Strategy notes ('' when absent).
+      iteration: the iteration number.
+      command: the evaluation command, or None.
+      command_fence: a fence the command cannot close.
+    """
+
+    strategy: str
+    iteration: int
+    command: str | None
+    command_fence: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class SolutionView(TargetView):
     """What a strategy's solution prompt shows besides its decision (each strategy's view adds its own fields).
 
     Attributes:
       program: the program's name.
-      goal: the Goal text.
       problem: the playbook's Problem framing ('' when it has none).
-      metric: the metric's name (None when unconfigured).
-      direction: 'higher' or 'lower'.
-      best: the current best metric as text, or None.
       framing: the framing file's text; framing_fence: a fence it cannot close.
       data: the maintainers' steering (comments, Priorities, Lessons, Foreclosed Avenues), fenced as data.
-      files: the Target files as they are in the worktree.
-      include: the Target patterns; exclude: the Do-not-modify patterns.
-      example_path: the path used in the reply example.
     """
 
     program: str
-    goal: str
     problem: str
-    metric: str | None
-    direction: str
-    best: str | None
     framing: str
     framing_fence: str
-    data: tuple[DataBlock, ...]
-    files: tuple[FileView, ...]
-    include: tuple[str, ...]
-    exclude: tuple[str, ...]
-    example_path: str
-
-    @property
-    def evolve(self) -> bool:
-        """Returns whether any Target file has EVOLVE-BLOCK markers."""
-        return any(f.evolve for f in self.files)
 
 
 def solution_fields(
@@ -215,11 +203,10 @@ def solution_fields(
 ) -> dict[str, Any]:
     """Returns the SolutionView fields of a strategy's prompt (the iteration number is not shown: the decision says)."""
     base = prompt_view(PromptContext(program=program, files=files, best_metric=best_metric, iteration=0))
+    shared = {field.name: getattr(base, field.name) for field in fields(TargetView)}
     return {
-        "program": program.name, "goal": base.goal, "problem": problem, "metric": base.metric,
-        "direction": program.direction, "best": base.best, "framing": with_newline(framing.strip()),
-        "framing_fence": fence_for(framing), "data": tuple(steering_blocks(steering)), "files": base.files,
-        "include": base.include, "exclude": base.exclude, "example_path": base.example_path,
+        **shared, "program": program.name, "problem": problem, "framing": with_newline(framing.strip()),
+        "framing_fence": fence_for(framing), "data": tuple(steering_blocks(steering)),
     }
 
 

@@ -28,7 +28,7 @@ from autoloop_py.strategies.adaevolve.state import (
     raw_value,
     ucb_score,
 )
-from autoloop_py.strategies.block import BlockReader, count, finite
+from autoloop_py.strategies.block import BlockReader, cell_text, count, finite
 
 NONE = "—"
 
@@ -200,10 +200,7 @@ def _islands(tables: list[md.Table], section: md.Section | None, config: AdaEvol
                   and md.normalize_heading(t.header[0]) == "island"), None)
     if table is None:
         raise reader.error("the strategy state has no `#### Islands` table; restore it from git history", 0)
-    columns = {md.normalize_heading(h): i for i, h in enumerate(table.header) if not h.strip().endswith("*")}
-    missing = [name for name in _ISLAND_COLUMNS if name not in columns]
-    if missing:
-        raise reader.error(f"the islands table has no `{missing[0]}` column; restore it", table.start)
+    columns = reader.columns(table, _ISLAND_COLUMNS, "islands table")
     islands = [_island(row, position, columns, config, reader) for position, row in enumerate(table.rows)]
     if not islands:
         raise reader.error("the islands table has no rows; AdaEvolve needs at least one island", table.start)
@@ -213,8 +210,7 @@ def _islands(tables: list[md.Table], section: md.Section | None, config: AdaEvol
 def _island(row: md.TableRow, position: int, columns: dict[str, int], config: AdaEvolveConfig, reader: _Reader
             ) -> IslandState:
     def cell(name: str) -> str:
-        index = columns[name]
-        return row.cells[index] if index < len(row.cells) else ""
+        return cell_text(row, columns[name])
 
     if reader.value(cell("island"), row.line, count, "island") != position:
         raise reader.error(f"island {cell('island')!r} is out of place: rows are numbered 0..K-1, "

@@ -88,7 +88,7 @@ _ISLANDS_NOTE_RE = re.compile(r"\*\*Islands\*\*[^(\n]*\(")
 def parse_alphaevolve_config(playbook: Playbook, overrides: Mapping[str, Any] | None = None) -> AlphaEvolveConfig:
     """Returns the tunables of a customised AlphaEvolve playbook, with `code/config.yaml` overrides applied."""
     text, path = playbook.text, playbook.path
-    items = _list_items(text)
+    items = md.list_items(text, code_spans=True)
     population, population_line = _bullet_int(items, "population cap", 40, path)
     archive, archive_line = _bullet_int(items, "elite archive", 10, path)
     dimensions, thresholds = parse_dimensions(text, items, path, DEFAULT_THRESHOLDS)
@@ -231,68 +231,23 @@ def _validity_checks(text: str) -> tuple[str, ...]:
     item = _find_item(md.parse_blocks(text), "validity pre-check")
     if item is None:
         return ()
-    own = [c for c in item.get("children", []) if c["type"] != "list"]
     nested = [c for c in item.get("children", []) if c["type"] == "list"]
     if nested:
-        return tuple(_item_text(sub) for sub in nested[0].get("children", []))
-    head = " ".join(_inline_source(c.get("children", [])) for c in own)
-    rest = head[len("validity pre-check") :].strip()
+        return tuple(md.item_text(sub, code_spans=True) for sub in nested[0].get("children", []))
+    rest = md.item_text(item, code_spans=True)[len("validity pre-check") :].strip()
     listed = _parenthesized(rest) if rest.startswith("(") else rest.lstrip(":").strip()
     return tuple(part.strip().rstrip(".") for part in listed.split(";") if part.strip())
-
-
-def _list_items(text: str) -> list[tuple[str, int]]:
-    """Returns md.list_items' (text, 0-based line) pairs with code spans kept in backticks."""
-    walked: list[str] = []
-    for token in md.parse_blocks(text):
-        if token["type"] == "list" and "line" in token:
-            walked.extend(_walk_texts(token))
-    lines = [line for _, line in md.list_items(text)]
-    return list(zip(walked, lines)) if len(walked) == len(lines) else md.list_items(text)
-
-
-def _walk_texts(token: md.Token) -> list[str]:
-    """Returns the own text of each item of a list token, nested items after their parent."""
-    texts: list[str] = []
-    for item in token.get("children", []):
-        texts.append(_item_text(item))
-        for sub in item.get("children", []):
-            if sub["type"] == "list":
-                texts.extend(_walk_texts(sub))
-    return texts
 
 
 def _find_item(tokens: list[md.Token], label: str) -> md.Token | None:
     """Returns the first list item (at any depth) whose own text starts with label."""
     for token in tokens:
-        if token.get("type") == "list_item":
-            own = [c for c in token.get("children", []) if c["type"] != "list"]
-            if " ".join(md.inline_text(c.get("children", [])) for c in own).lower().startswith(label):
-                return token
+        if token.get("type") == "list_item" and md.item_text(token).lower().startswith(label):
+            return token
         found = _find_item(token.get("children", []) or [], label) if isinstance(token.get("children"), list) else None
         if found is not None:
             return found
     return None
-
-
-def _item_text(item: md.Token) -> str:
-    own = [c for c in item.get("children", []) if c["type"] != "list"]
-    return " ".join(_inline_source(c.get("children", [])) for c in own).strip()
-
-
-def _inline_source(children: list[md.Token]) -> str:
-    """Returns inline tokens as text, keeping code spans in backticks (they name code in the prompt)."""
-    parts: list[str] = []
-    for child in children:
-        if child["type"] == "codespan":
-            parts.append(f"`{child['raw']}`")
-        elif child["type"] in ("softbreak", "linebreak"):
-            parts.append(" ")
-        elif "children" in child:
-            parts.append(_inline_source(child["children"]))
-        elif child["type"] != "inline_html":
-            parts.append(str(child.get("raw") or child.get("text") or ""))
-    return "".join(parts).strip()
 
 
 def _parenthesized(text: str) -> str:

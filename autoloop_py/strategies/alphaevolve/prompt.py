@@ -7,42 +7,34 @@ from typing import Mapping, Sequence
 
 from autoloop_py.program.model import Program
 from autoloop_py.render import render
-from autoloop_py.state.population import Candidate, format_fitness
+from autoloop_py.state.population import Candidate
 from autoloop_py.strategies.alphaevolve.config import AlphaEvolveConfig
 from autoloop_py.strategies.alphaevolve.strategy import TWO_PARENT_OPERATORS, find_island
 from autoloop_py.strategies.base import Decision
 from autoloop_py.strategies.prompt import (
     DataBlock,
+    ProgramView,
     SolutionView,
     Steering,
     data_block,
-    fence_for,
+    program_view,
     solution_fields,
-    with_newline,
 )
 
 
-@dataclass(frozen=True)
-class ParentView:
-    """A parent as the prompt shows it.
+@dataclass(frozen=True, kw_only=True)
+class ParentView(ProgramView):
+    """A parent as the prompt shows it: its ProgramView (code '' when only a reference is stored) and its role.
 
     Attributes:
       label: "Parent A", "Parent B", or "Parent" for a single-parent operator (migration names roles).
-      candidate: the parent.
       island: "<index> — <name>" (or "none").
-      fitness: the raw fitness as text ("null" when missing).
-      fence: a fence its code cannot close.
-      code: its full source, or '' when only a reference is stored.
       feedback: what its evaluation (and, for the first parent, its latest attempts not kept) said, as data;
         OpenEvolve's "Last Execution Output" of the program shown (None when nothing was said).
     """
 
     label: str
-    candidate: Candidate
     island: str
-    fitness: str
-    fence: str
-    code: str
     feedback: DataBlock | None = None
 
 
@@ -156,10 +148,10 @@ def _parent_views(
 
 def _parent_view(label: str, candidate: Candidate, config: AlphaEvolveConfig, told: Sequence[str]) -> ParentView:
     """Returns one parent's display form."""
-    code = with_newline(candidate.code or "")
-    where = _island_text(candidate.island, config)
+    shown = program_view(candidate)
     block = data_block(f"Last execution output of candidate {candidate.id}", told, bullets=False)
-    return ParentView(label, candidate, where, format_fitness(candidate.fitness), fence_for(code), code, block)
+    return ParentView(candidate, shown.fitness, shown.fence, shown.code, label=label,
+                      island=_island_text(candidate.island, config), feedback=block)
 
 
 def _island_text(index: int | None, config: AlphaEvolveConfig) -> str:

@@ -212,9 +212,8 @@ class EvoXEngine(SolutionEngine):
         best = evox.current_best(population.candidates, self.config.direction)
         if decision is not None and decision.as_is:
             state = evox.start_first_window(state, best)
-            return pop.with_strategy_state(population, render_state_block(state, self.config.direction))
-        attempts = decision.attempt if decision is not None else 1
-        state = evox.end_turn(state, [best] * attempts, self.config)
+        else:
+            state = evox.end_turn(state, [best] * (decision.attempt if decision is not None else 1), self.config)
         return pop.with_strategy_state(population, render_state_block(state, self.config.direction))
 
     def load_strategy_code(self, population: pop.Population, load_code: Callable[[str], str | None]) -> pop.Population:

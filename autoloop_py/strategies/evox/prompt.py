@@ -206,7 +206,7 @@ def render_meta_prompt(
 def strategy_view(record: StrategyRecord, state: EvoXState, direction: str) -> dict[str, Any]:
     """Returns a strategy as the meta prompt shows it: J, window, score change and source."""
     code = with_newline(record.code)
-    end = record.window_end if record.window_end is not None else None
+    end = record.window_end
     return {
         "id": record.id, "j": "not scored yet" if record.j is None else f"{record.j:.4f}",
         "window": "—" if record.window_start is None else f"{record.window_start}–{end if end is not None else '…'}",

@@ -21,7 +21,6 @@ from autoloop_py.program.model import Program
 from autoloop_py.program.playbook import Playbook, load_config_yaml
 from autoloop_py.program.playbook_notes import problem_framing
 from autoloop_py.program.regions import primary_target
-from autoloop_py.render import render
 from autoloop_py.state import file as statefile
 from autoloop_py.state import population as pop
 from autoloop_py.strategies.base import StrategyContext
@@ -36,7 +35,6 @@ from autoloop_py.strategies.prompt import steering_blocks
 log = logging.getLogger(__name__)
 
 CODE_HASH = "Code hash"
-_REPLY_HEADING = "\n## How to reply\n"
 
 
 @dataclass(frozen=True)
@@ -126,22 +124,11 @@ class FunSearchEngine:
         current = inputs.files.get(self.primary, "")
         # The seed has no versions yet: it is prompted with the Target's own function as v0.
         inner = dataclasses.replace(decision.inner, mode=fs.SAMPLE)
-        text = funsearch_prompt.render_prompt(
+        # The versions are the prompt's body; the maintainers' steering sits before the reply format.
+        return funsearch_prompt.render_prompt(
             inner, self.config, program=inputs.program, specification=inputs.framing, current=current,
-            problem=self.problem,
+            path=self.primary, data=tuple(steering_blocks(inputs.steering)), problem=self.problem,
         )
-        versions = len(inner.picks) or 1
-        body = text.split(_REPLY_HEADING, 1)[0].rstrip("\n")
-        # The versions stay the prompt's body; the maintainers' steering sits before the reply format.
-        data = steering_blocks(inputs.steering)
-        reply = render(
-            "funsearch_reply.md.j2",
-            function=self.config.function_to_evolve,
-            new_version=f"{self.config.function_to_evolve}_v{versions}",
-            path=self.primary,
-            data=data,
-        )
-        return body + "\n\n" + reply
 
     def candidate(
         self,

@@ -9,7 +9,7 @@ from typing import Any
 from autoloop_py import markdown as md
 from autoloop_py.render import render
 from autoloop_py.state.population import format_fitness
-from autoloop_py.strategies.block import BlockReader, count, finite
+from autoloop_py.strategies.block import BlockReader, cell_text, count, finite
 from autoloop_py.strategies.funsearch.config import FunSearchConfig
 from autoloop_py.strategies.funsearch.state import (
     FIELDS,
@@ -75,7 +75,7 @@ def parse_state_block(text: str, path: str = "state.md", first_line: int = 0) ->
         if names[:2] == ("field", "value"):
             state = _read_fields(table, where)
         elif names[:1] == ("island",) and "version" in names:
-            islands = _read_islands(table, names, where)
+            islands = _read_islands(table, where)
         elif names[:1] == ("island",) and "signature" in names:
             cluster_tables.append(table)
         else:
@@ -98,12 +98,12 @@ def _read_fields(table: md.Table, where: BlockReader) -> FunSearchState:
     return FunSearchState(**values)
 
 
-def _read_islands(table: md.Table, names: tuple[str, ...], where: BlockReader) -> dict[int, Island]:
+def _read_islands(table: md.Table, where: BlockReader) -> dict[int, Island]:
     """Returns the Islands table's islands by index (the Temperature* column is ignored)."""
-    columns = _columns(names, ("island", "version", "programs", "best score", "best id"), table, where)
+    columns = where.columns(table, ("Island", "Version", "Programs", "Best score", "Best id"))
     islands: dict[int, Island] = {}
     for row in table.rows:
-        index, version, programs, best, best_id = (_cell(row, columns[i]) for i in range(5))
+        index, version, programs, best, best_id = (cell_text(row, i) for i in columns.values())
         number = where.value(index, row.line, count, "island")
         if number in islands:
             raise where.error(f"island {number} has two rows; keep one", row.line)
@@ -120,11 +120,10 @@ def _read_islands(table: md.Table, names: tuple[str, ...], where: BlockReader) -
 
 def _read_clusters(table: md.Table, islands: dict[int, Island], where: BlockReader) -> dict[int, Island]:
     """Returns the islands with the Clusters table's rows added to them, in row order."""
-    names = tuple(md.normalize_heading(cell) for cell in table.header)
-    columns = _columns(names, ("island", "signature", "score", "members"), table, where)
+    columns = where.columns(table, ("Island", "Signature", "Score", "Members"))
     found: dict[int, list[Cluster]] = {index: list(island.clusters) for index, island in islands.items()}
     for row in table.rows:
-        index_text, signature_text, score_text, members_text = (_cell(row, columns[i]) for i in range(4))
+        index_text, signature_text, score_text, members_text = (cell_text(row, i) for i in columns.values())
         index = where.value(index_text, row.line, count, "island")
         if index not in found:
             raise where.error(f"cluster of island {index}, which has no row in the Islands table; add it", row.line)
@@ -134,21 +133,6 @@ def _read_clusters(table: md.Table, islands: dict[int, Island], where: BlockRead
         score = where.value(score_text, row.line, finite, "score")
         found[index].append(Cluster(signature, score, _members(members_text, where, row.line)))
     return {index: replace(island, clusters=tuple(found[index])) for index, island in islands.items()}
-
-
-def _columns(names: tuple[str, ...], wanted: tuple[str, ...], table: md.Table, where: BlockReader) -> list[int]:
-    """Returns the index of each wanted column (a header starting with its name, `*` columns excluded)."""
-    columns = []
-    for name in wanted:
-        index = next((i for i, n in enumerate(names) if n.startswith(name) and "*" not in table.header[i]), None)
-        if index is None:
-            raise where.error(f"the table has no `{name.capitalize()}` column; restore it", table.start)
-        columns.append(index)
-    return columns
-
-
-def _cell(row: md.TableRow, column: int) -> str:
-    return row.cells[column].strip() if column < len(row.cells) else ""
 
 
 def _optional_number(text: str, what: str, where: BlockReader, line: int) -> float | None:

@@ -1,4 +1,5 @@
-"""The FunSearch prompt: the specification, the chosen versions as `f_v0 … f_v{k−1}`, and the header of `f_vk`."""
+"""The FunSearch prompt: the specification, the chosen versions as `f_v0 … f_v{k−1}`, the header of `f_vk`, the
+maintainers' steering and the reply format."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from autoloop_py.render import render
 from autoloop_py.strategies.funsearch.code import function_source, version_name, versioned_code
 from autoloop_py.strategies.funsearch.config import FunSearchConfig
 from autoloop_py.strategies.funsearch.strategy import SAMPLE, FunSearchDecision
-from autoloop_py.strategies.prompt import fence_for
+from autoloop_py.strategies.prompt import DataBlock, fence_for
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +32,8 @@ class FunSearchPromptView:
       earlier: the names of the versions shown (f_v0 … f_v{k−1}).
       code: the versions and the header of f_vk; code_fence: a fence it cannot close.
       from_target: no chosen version had the function, so the Target's own function is shown as v0.
+      path: the Target file the new version goes back into.
+      data: the maintainers' steering as fenced data sections, shown before the reply format.
       problem: the playbook's Problem framing ('' when it has none).
     """
 
@@ -46,14 +49,16 @@ class FunSearchPromptView:
     code: str
     code_fence: str
     from_target: bool
+    path: str
+    data: tuple[DataBlock, ...] = ()
     problem: str = ""
 
 
 def render_prompt(
     decision: FunSearchDecision, config: FunSearchConfig, *, program: Program, specification: str, current: str,
-    problem: str = "",
+    path: str, data: tuple[DataBlock, ...] = (), problem: str = "",
 ) -> str:
-    """Returns the FunSearch prompt for a `sample` decision; current is the Target's evolved code as it is now."""
+    """Returns the FunSearch prompt for a `sample` decision; current is path's evolved code as it is now."""
     if decision.mode != SAMPLE:
         raise ValueError("a seed decision has no prompt: evaluate the Target as it is")
     name = config.function_to_evolve
@@ -74,6 +79,8 @@ def render_prompt(
         code=code,
         code_fence=fence_for(code),
         from_target=from_target,
+        path=path,
+        data=data,
         problem=problem,
     )
     return render("funsearch_prompt.md.j2", view=view)

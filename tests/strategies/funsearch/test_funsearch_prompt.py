@@ -19,6 +19,7 @@ from autoloop_py.strategies.funsearch.state import Cluster, FunSearchState, Isla
 
 CONFIG = FunSearchConfig("priority")
 SPEC = "## Test inputs\n\n- n8: cap sets in dimension 8\n"
+PATH = "code/capset.py"
 CURRENT = 'def priority(el, n):\n    """Returns the priority of `el`."""\n    return 0.0\n'
 
 
@@ -63,17 +64,17 @@ def f8_decision() -> fs.FunSearchDecision:
 
 
 def test_f8_v0_is_the_weaker_function_and_the_header_improves_on_v1() -> None:
-    prompt = render_prompt(f8_decision(), CONFIG, program=program(), specification=SPEC, current=CURRENT)
+    prompt = render_prompt(f8_decision(), CONFIG, program=program(), specification=SPEC, current=CURRENT, path=PATH)
     versions = prompt[prompt.index("```python\n") :]
     assert versions.index("def priority_v0") < versions.index("# score .4") < versions.index("def priority_v1")
     assert versions.index("def priority_v1") < versions.index("# score .5") < versions.index("def priority_v2")
     assert 'def priority_v1(el, n):\n    """Improved version of `priority_v0`."""\n' in prompt
-    assert prompt.rstrip().endswith("Define any helper inside the function.")
+    assert prompt.rstrip().endswith("Keep everything else in it as it is.")
     assert '\ndef priority_v2(el, n):\n    """Improved version of `priority_v1`."""\n```\n' in prompt
 
 
 def test_the_prompt_opens_with_the_goal_and_the_specification() -> None:
-    prompt = render_prompt(f8_decision(), CONFIG, program=program(), specification=SPEC, current=CURRENT)
+    prompt = render_prompt(f8_decision(), CONFIG, program=program(), specification=SPEC, current=CURRENT, path=PATH)
     assert prompt.startswith(
         "You are writing the next version of the function `priority` for the program `cap-set`. Earlier versions "
         "follow, worst first; each one improves on the one before it. Write `priority_v2`.\n\n## Goal\n\n"
@@ -81,12 +82,13 @@ def test_the_prompt_opens_with_the_goal_and_the_specification() -> None:
         "```markdown\n## Test inputs\n\n- n8: cap sets in dimension 8\n```\n"
     )
     assert "SUMMARY: <what your version does, one line of 10 to 20 words>" in prompt
-    assert "do not call `priority_v0`, `priority_v1`." in prompt
+    assert "Write `priority_v2`: the header above and a new body." in prompt
+    assert "Then put your version into `code/capset.py`, named `priority` again" in prompt
     assert "score 0.5" not in prompt and "(0.4)" not in prompt
 
 
 def test_an_empty_specification_is_left_out() -> None:
-    prompt = render_prompt(f8_decision(), CONFIG, program=program(), specification="  \n", current=CURRENT)
+    prompt = render_prompt(f8_decision(), CONFIG, program=program(), specification="  \n", current=CURRENT, path=PATH)
     assert "## Specification" not in prompt and "## Versions" in prompt
 
 
@@ -94,18 +96,19 @@ def test_versions_without_the_function_fall_back_to_the_target() -> None:
     decision = f8_decision()
     broken = tuple(replace(p, candidate=replace(p.candidate, code="x = 1\n")) for p in decision.picks)
     prompt = render_prompt(replace(decision, picks=broken[:1] + decision.picks[1:]), CONFIG,
-                           program=program(), specification=SPEC, current=CURRENT)
+                           program=program(), specification=SPEC, current=CURRENT, path=PATH)
     assert "def priority_v0" in prompt and "# score .5" in prompt and "def priority_v2" not in prompt
     prompt = render_prompt(
-        replace(decision, picks=broken), CONFIG, program=program(), specification=SPEC, current=CURRENT
+        replace(decision, picks=broken), CONFIG, program=program(), specification=SPEC, current=CURRENT, path=PATH
     )
     assert "so `priority_v0` is the function as it is in the Target now." in prompt
     assert "    return 0.0\n" in prompt and "Write `priority_v1`." in prompt
+    assert "Write `priority_v1`: the header above" in prompt  # the reply names the header shown
     with pytest.raises(ProgramError, match="the Target has no function `priority`; define it"):
-        render_prompt(replace(decision, picks=broken), CONFIG, program=program(), specification=SPEC, current="x = 1\n")
+        render_prompt(replace(decision, picks=broken), CONFIG, program=program(), specification=SPEC, current="x = 1\n", path=PATH)
 
 
 def test_a_seed_decision_has_no_prompt() -> None:
     seed = fs.decide(FunSearchState(), [], CONFIG, FakeRng())
     with pytest.raises(ValueError, match="a seed decision has no prompt"):
-        render_prompt(seed, CONFIG, program=program(), specification=SPEC, current=CURRENT)
+        render_prompt(seed, CONFIG, program=program(), specification=SPEC, current=CURRENT, path=PATH)
