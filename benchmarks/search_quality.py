@@ -691,7 +691,11 @@ def main() -> None:
     if args.quick:
         args.seeds, args.iterations, args.jobs = 1, 10, len(args.landscapes)
     if args.jobs > 1:
-        print_report(in_processes(args))
+        rows = in_processes(args)
+        if args.results:  # the shares wrote to their own files, which go with their temporary folder
+            with args.results.open("a", encoding="utf-8") as out:
+                out.writelines(json.dumps(row) + "\n" for row in rows)
+        print_report(rows)
         return
     # The evaluators are ours: no slot user is needed to keep a candidate from the runner's files.
     os.environ.update(GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_NOSYSTEM="1", LITELLM_LOCAL_MODEL_COST_MAP="True",
