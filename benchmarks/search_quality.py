@@ -650,7 +650,7 @@ def _cell(values: list[float]) -> str:
 
 def table(name: str, runs: dict[str, list[Run]], iterations: int) -> str:
     """Returns the landscape's table: per flow, median (min–max) best regret at the checkpoints and calls per run."""
-    points = [c for c in CHECKPOINTS if c <= iterations]
+    points = [c for c in CHECKPOINTS if c <= iterations] or [iterations]
     rows = [["flow", *(f"regret@{c}" for c in points), f"vs default@{points[-1]}", "calls/run", "s/run"]]
     final = {flow: [r.curve[points[-1] - 1] for r in done if r.curve[points[-1] - 1] is not None]
              for flow, done in runs.items()}
