@@ -650,7 +650,7 @@ def _cell(values: list[float]) -> str:
 
 def table(name: str, runs: dict[str, list[Run]], iterations: int) -> str:
     """Returns the landscape's table: per flow, median (min–max) best regret at the checkpoints and calls per run."""
-    points = [c for c in CHECKPOINTS if c <= iterations]
+    points = [c for c in CHECKPOINTS if c <= iterations] or [iterations]
     rows = [["flow", *(f"regret@{c}" for c in points), f"vs default@{points[-1]}", "calls/run", "s/run"]]
     final = {flow: [r.curve[points[-1] - 1] for r in done if r.curve[points[-1] - 1] is not None]
              for flow, done in runs.items()}
@@ -691,7 +691,11 @@ def main() -> None:
     if args.quick:
         args.seeds, args.iterations, args.jobs = 1, 10, len(args.landscapes)
     if args.jobs > 1:
-        print_report(in_processes(args))
+        rows = in_processes(args)
+        if args.results:  # the shares wrote to their own files, which go with their temporary folder
+            with args.results.open("a", encoding="utf-8") as out:
+                out.writelines(json.dumps(row) + "\n" for row in rows)
+        print_report(rows)
         return
     # The evaluators are ours: no slot user is needed to keep a candidate from the runner's files.
     os.environ.update(GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_NOSYSTEM="1", LITELLM_LOCAL_MODEL_COST_MAP="True",

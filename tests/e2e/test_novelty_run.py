@@ -140,10 +140,12 @@ def test_a_candidate_that_only_renames_variables_is_not_evaluated_under_novelty_
     assert row["metadata"]["novelty"] == {"verdict": "similar", "evaluated": False, "of": "it1", "similarity": 1.0,
                                           "threshold": 0.999, "embedder": "local"}
     assert row["metrics"] == {}
-    # The candidate iteration 1 kept was embedded once, in its own iteration (alone: no neighbour yet), and iteration 2
-    # read its vector from its row (the seed's row keeps none: it is embedded when it is a neighbour).
+    # The seed and the candidate iteration 1 kept were each embedded once, in iteration 1 (it1 alone: no neighbour
+    # yet), and iteration 2 read both vectors from their rows: it embedded only the renamed candidate.
+    seed_row = next(p for p in memory.list(f"traces/{NAME}/rows/") if p.endswith("-seed.json"))
+    assert json.loads(memory.read(seed_row) or "{}")["metadata"]["embedding"]["by"] == "local"
     assert _row(memory, 1)["metadata"]["embedding"]["by"] == "local"
-    assert len(embedded) == 3 and "heat" in embedded[1] and embedded[0] not in embedded[1:]  # it1, the renamed, the seed
+    assert len(embedded) == 3 and "heat" in embedded[2] and embedded[0] not in embedded[1:]  # the seed, it1, renamed
     assert "not evaluated: similarity 1.0000 to candidate it1" in (memory.read(f"{NAME}.md") or "")
     assert main(["status", NAME, "--repo", str(git_repo)]) == 0
     shown = " ".join(capsys.readouterr().out.split())

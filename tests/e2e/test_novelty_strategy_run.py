@@ -6,6 +6,7 @@ proposes the seed's code with its variables renamed, which is not evaluated and 
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from datetime import datetime, timedelta, timezone
@@ -55,3 +56,7 @@ def test_a_renamed_parent_is_not_evaluated_and_joins_no_island(
                                   "(local vectors)")
     state = statefile.parse_state(MemoryStore(git_repo).read(f"{NAME}.md") or "", f"{NAME}.md")
     assert [c.id for c in population_of(state).candidates] == [1]
+    # The first iteration evaluated the Target as it is: its row keeps its vector, which the second one read back.
+    memory = MemoryStore(git_repo)
+    seed_row = next(p for p in memory.list(f"traces/{NAME}/rows/") if p.endswith("-1.json"))
+    assert json.loads(memory.read(seed_row) or "{}")["metadata"]["embedding"]["by"] == "local"

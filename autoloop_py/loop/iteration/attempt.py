@@ -198,7 +198,7 @@ def _as_is(ctx: AttemptContext, decision: DecisionLike, files: dict[str, str]) -
             "rejected", ctx.now, summary,
             metric=result.metric, notes=notes, run_url=ctx.options.run_url, **usage,
         )
-    evaluated = _evaluated(ctx, decision, proposal, result.metrics, "", runs=result.runs)
+    evaluated = with_kept_vector(ctx, _evaluated(ctx, decision, proposal, result.metrics, "", runs=result.runs))
     source = _candidate_source(ctx, proposal, files)
     candidate = _candidate(ctx, decision, record, proposal, files)
     return Attempt(record, candidate, "", evaluated, decision, source=source, approach=proposal.approach)
@@ -420,11 +420,24 @@ def _similar(
         origins = lineage_store.copy_origins(population)
     else:
         neighbours = similarity.trace_neighbours(reader, _parent_id(ctx, decision))
-    calls = ctx.proposer.models if isinstance(ctx.proposer, llm.LLMProposer) else None
-    embedder = similarity.embedder_for(ctx.program, llm_limits(ctx.program, ctx.options), ctx.guide_spent, calls)
     threshold = similarity.threshold_of(ctx.program)
     kept = similarity.stored_vectors(reader, neighbours, origins)
-    return similarity.screen(source, neighbours, threshold, embedder, strategy.language_of(primary), kept)
+    return similarity.screen(source, neighbours, threshold, _embedder(ctx), strategy.language_of(primary), kept)
+
+
+def _embedder(ctx: AttemptContext) -> similarity.Embedder:
+    calls = ctx.proposer.models if isinstance(ctx.proposer, llm.LLMProposer) else None
+    return similarity.embedder_for(ctx.program, llm_limits(ctx.program, ctx.options), ctx.guide_spent, calls)
+
+
+def with_kept_vector(ctx: AttemptContext, seed: trace.Evaluated | None) -> trace.Evaluated | None:
+    """Returns the seed's trace data with its vector kept, as a screened candidate's row keeps its own, under
+    `novelty: embedding`: later screens then read it instead of embedding the seed again."""
+    primary = _primary_of(ctx)
+    if seed is None or primary is None or ctx.reader is None or ctx.program.config.novelty != "embedding":
+        return seed
+    _, row = similarity.screen(seed.source, {}, 1.0, _embedder(ctx), strategy.language_of(primary))
+    return replace(seed, metadata={**seed.metadata, **row})
 
 
 def _parent_id(ctx: AttemptContext, decision: DecisionLike | None) -> str | None:

@@ -17,7 +17,7 @@ from autoloop_py.git.objects import GitSession
 from autoloop_py.loop.checkout.lock import held_program_lock, others_running, program_lock, taken_by
 from autoloop_py.loop.checkout.workspace import Workspace, Worktrees
 from autoloop_py.loop.iteration import incumbent_check, lineage_store, rejudge
-from autoloop_py.loop.iteration.attempt import Attempt, AttemptContext, proposer_for, try_candidate
+from autoloop_py.loop.iteration.attempt import Attempt, AttemptContext, proposer_for, try_candidate, with_kept_vector
 from autoloop_py.loop.iteration.baseline import baseline_outcome, evaluate_baseline
 from autoloop_py.loop.iteration.committed_strategy import committed_runner
 from autoloop_py.loop.iteration.options import Clock, RunOptions
@@ -197,6 +197,7 @@ def _run_locked(
                 reader if program.config.novelty_filter else None, baseline=measured, sandbox=sandbox, history=reader,
                 verify_checkout=verify, hold_refs=hold_refs,
             )
+            seed = with_kept_vector(context, seed)
             attempt = try_candidate(context, root)
         verify(during="the proposer and the evaluations ran")
         record = replace(with_baseline(attempt.record, baseline), key=key)

@@ -178,12 +178,14 @@ def _crossover(scored: list[Scored], rng: UniformSource) -> tuple[tuple[Candidat
 
 
 def _migration(scored: list[Scored], rng: UniformSource) -> tuple[tuple[Candidate, ...], int | None, bool]:
-    """Returns [recipient best, donor best]: donor has the highest island best, recipient the lowest other."""
+    """Returns [recipient best, donor best]: donor has the highest island best, recipient the next highest.
+
+    The recipient's best is the program edited, so the runner-up's keeps the child near the front (the weakest
+    island's, edited again after each rejected child under the 5-rejections override, never reached it).
+    """
     bests = [(best_of(members), island) for island, members in _by_island(scored).items()]
     scores = {c.id: f for f, c in scored}
-    donor, donor_island = max(bests, key=lambda b: (scores[b[0].id], -_index(b[1])))
-    others = [b for b in bests if b[1] != donor_island]
-    recipient, recipient_island = min(others, key=lambda b: (scores[b[0].id], _index(b[1])))
+    (donor, _), (recipient, recipient_island) = sorted(bests, key=lambda b: (scores[b[0].id], -_index(b[1])))[-1:-3:-1]
     return (recipient, donor), recipient_island, False
 
 

@@ -259,18 +259,24 @@ def test_crossover_on_one_island_becomes_exploitation() -> None:
 # --- migration ------------------------------------------------------------------------------------
 
 
-def test_migration_edits_the_weakest_island_with_the_strongest_technique() -> None:
+def test_migration_grafts_the_strongest_technique_into_the_runner_up_island() -> None:
     population = newest_first(
         cand(1, 0, 0.9), cand(2, 0, 0.3), cand(3, 1, 0.5), cand(4, 1, 0.4), cand(5, 2, 0.7), cand(6, 3, None),
     )
     parents, island, new = parents_for("migration", population, CONFIG, "higher", FakeRng())
-    assert (ids(parents), island, new) == ([3, 1], 1, False)
+    assert (ids(parents), island, new) == ([5, 1], 2, False)  # not the weakest island 1: its best is far behind
 
 
 def test_migration_lower_is_better() -> None:
     population = newest_first(cand(1, 0, 9.0), cand(2, 1, 2.0), cand(3, 2, 5.0))
     parents, island, _ = parents_for("migration", population, CONFIG, "lower", FakeRng())
-    assert (ids(parents), island) == ([1, 2], 0)
+    assert (ids(parents), island) == ([3, 2], 2)
+
+
+def test_migration_ties_go_to_the_lower_island() -> None:
+    population = newest_first(cand(1, 2, 0.5), cand(2, 1, 0.5), cand(3, 0, 0.5))
+    parents, island, _ = parents_for("migration", population, CONFIG, "higher", FakeRng())
+    assert (ids(parents), island) == ([2, 3], 1)
 
 
 def test_migration_on_one_island_becomes_exploration() -> None:

@@ -86,7 +86,7 @@ def test_crossover_prompt_asks_for_the_crossover_fields() -> None:
 
 
 def test_migration_prompt_names_recipient_and_donor() -> None:
-    population = (cand(1, 0, 0.9), cand(2, 1, 0.4), cand(3, 2, 0.6))
+    population = (cand(1, 0, 0.9), cand(2, 1, 0.6), cand(3, 2, 0.4))
     prompt = _prompt(decide(population, uniforms=[0.96]))
     assert "### Parent A (recipient: edit this one): candidate 2 · island 1 — hash-dict" in prompt
     assert "### Parent B (donor of the technique): candidate 1 · island 0 — sort-scan" in prompt

@@ -152,6 +152,19 @@ def test_initial_strategy_mostly_refines_a_top_quartile_candidate() -> None:
     assert labels.count(DIVERGE) == 200 - labels.count(REFINE)
 
 
+def test_initial_strategy_keeps_children_no_better_than_their_parent_out_of_the_refine_pool() -> None:
+    # Five improvements in a line, then 40 children of the best that each scored below it (or tied): counted, they
+    # would make the quartile 12 wide and the best would win a tournament of two in 1 draw of 6.
+    line = [genome(i, i / 10, parent_id=i - 1 if i > 1 else None) for i in range(1, 6)]
+    rejected = [genome(i, 0.45 if i % 2 else 0.5, parent_id=5) for i in range(6, 46)]
+    strategy = load_initial()(seed=7)
+    for record in line + rejected:
+        strategy.add(record)
+    refined = [parent[REFINE].id for parent, _ in (strategy.sample(4) for _ in range(300)) if REFINE in parent]
+    assert refined and set(refined) <= {4, 5}  # the top quartile of the five that improved: two of them
+    assert refined.count(5) / len(refined) > 0.9  # a tournament of two over two always draws the best
+
+
 def test_initial_strategy_diverges_from_the_least_used_parent() -> None:
     strategy = load_initial()(seed=0)
     for record in [genome(i, i / 10, parent_id=1 if i > 1 else None) for i in range(1, 9)]:

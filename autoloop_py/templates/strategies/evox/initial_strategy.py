@@ -8,8 +8,8 @@ from autoloop_py.strategies.evox.contract import Genome, StrategyBase
 
 
 class EvolvedStrategy(StrategyBase):
-    """Tournament among the top quartile (the Pareto front, with objectives) under "refine"; sometimes the
-    least-used parent under "diverge"."""
+    """Tournament among the top quartile of the genomes that beat their parent (the Pareto front, with objectives)
+    under "refine"; sometimes the least-used parent under "diverge"."""
 
     DIVERGE_RATE = 0.2
     TOURNAMENT_SIZE = 2
@@ -38,7 +38,10 @@ class EvolvedStrategy(StrategyBase):
         else:
             # With Pareto objectives the parent comes from the front, as the reference's multi-objective sample.
             front = [g for g in ranked if g.metrics.get("front") == 0]
-            parent = self._tournament(front or ranked[: self._top_size(ranked)])
+            # A child no better than its parent stays out of the pool: counted, every rejected child would widen
+            # the quartile and make the best ever less likely to be drawn.
+            kept = [g for g in ranked if not self._no_better_than_parent(g)]
+            parent = self._tournament(front or kept[: self._top_size(kept)])
             label = self.REFINE_LABEL if len(ranked) >= 2 else ""
         return {label: parent}, {"": self._context(parent, ranked, num_context)}
 
@@ -51,6 +54,10 @@ class EvolvedStrategy(StrategyBase):
     def _top_size(ranked: list[Genome]) -> int:
         """Returns the size of the top quartile (at least one)."""
         return max(1, math.ceil(len(ranked) / 4))
+
+    def _no_better_than_parent(self, genome: Genome) -> bool:
+        parent = self.genomes.get(genome.parent_id) if genome.parent_id is not None else None
+        return parent is not None and self.score(parent) is not None and self.score(genome) <= self.score(parent)
 
     def _tournament(self, pool: list[Genome]) -> Genome:
         """Returns the best of a few genomes drawn from pool."""
