@@ -20,8 +20,8 @@ from autoloop_py.program.model import Program
 from autoloop_py.program.models import ModelSpec, proposers
 from autoloop_py.program.reply import parse_reply, reply_field
 from autoloop_py.proposers.base import Proposal, ProposalRequest, Usage
-from autoloop_py.proposers.llm_call import CallLimits, ModelCallError, describe
-from autoloop_py.proposers.model_calls import LITELLM_MISSING, InProcess, ModelCalls, Reply, error_line
+from autoloop_py.proposers.llm_call import CallLimits, ModelCallError, describe, error_line
+from autoloop_py.proposers.model_calls import LITELLM_MISSING, InProcess, ModelCalls, Reply
 from autoloop_py.strategies.prompt import render_retry_prompt
 
 logger = logging.getLogger(__name__)

@@ -94,7 +94,7 @@ def completion(
             return getattr(litellm, method)(**kwargs, timeout=budget, max_retries=0, num_retries=0)
         except Exception as err:  # litellm raises provider-specific types; each is classified below
             kind = classify(err)
-            logger.info("model call %d failed (%s): %s", attempt + 1, kind, _first_line(err))
+            logger.info("model call %d failed (%s): %s", attempt + 1, kind, error_line(err, None))
             if kind == "timeout":
                 waited.append(budget)
             elif kind == "authentication":
@@ -124,7 +124,8 @@ def _first(send: Callable[[float], Any], budget: float) -> Any:
     except Exception as err:  # noqa: BLE001 - litellm sends the attempt again and says what went wrong
         if classify(err) == "timeout":
             raise
-        logger.debug("the request sent before litellm was loaded failed (%s); litellm sends it again", _first_line(err))
+        why = error_line(err, None)
+        logger.debug("the request sent before litellm was loaded failed (%s); litellm sends it again", why)
         return None
 
 
@@ -243,14 +244,16 @@ def _seconds(value: float) -> str:
     return f"{value:g}" if value < 10 else f"{value:.0f}"
 
 
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip()
-    return next((line.strip() for line in text.splitlines() if line.strip()), type(err).__name__)
+def error_line(error: object, limit: int | None = 300) -> str:
+    """Returns the first non-empty line of an error's text, shortened to `limit` characters (None: not shortened)."""
+    text = str(error).strip()
+    line = next((part.strip() for part in text.splitlines() if part.strip()), type(error).__name__)
+    return line if limit is None or len(line) <= limit else line[: limit - 3] + "..."
 
 
 def _plain(err: BaseException) -> str:
     """Returns an error's first line without litellm's `litellm.XError: XError: OpenAIException -` prefixes."""
-    line = _first_line(err)
+    line = error_line(err, None)
     while True:
         head, sep, rest = line.partition(": ")
         if not sep or " " in head.strip() or not rest:
