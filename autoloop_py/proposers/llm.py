@@ -119,7 +119,7 @@ class LLMProposer:
             changed = {p: c for p, c in working.items() if request.files.get(p) != c}
             failures = attempt.failures or (() if changed or attempt.parse_error else (EditFailure(None, NO_CHANGE),))
             if not failures and attempt.parse_error is None:
-                return conversation.proposal(changed, summary or _default_summary(changed), lesson)
+                return conversation.proposal(changed, summary or "llm: changed " + ", ".join(sorted(changed)), lesson)
             problem = attempt.parse_error or failures[0].reason
             if call < self.max_retries:
                 retry = render_retry_prompt(failures, list(attempt.kept), attempt.parse_error)
@@ -226,8 +226,3 @@ def usage_of(reply: Reply, spec: ModelSpec) -> Usage:
     """Returns a reply's tokens and dollars (by the entry's own prices when set, else litellm's price list)."""
     cost = spec.priced(reply.prompt_tokens, reply.completion_tokens)
     return Usage(reply.prompt_tokens, reply.completion_tokens, reply.cost if cost is None else cost, spec.name)
-
-
-def _default_summary(changed: Mapping[str, str]) -> str:
-    """Returns a summary for a reply without a SUMMARY line."""
-    return "llm: changed " + ", ".join(sorted(changed))

@@ -98,9 +98,9 @@ def completion(
             if kind == "timeout":
                 waited.append(budget)
             elif kind == "authentication":
-                raise ConfigurationError(_refused_key(litellm, kwargs)) from None
+                raise ConfigurationError(_refused_key(litellm, str(kwargs.get("model", "")))) from None
             elif kind == "not-found":
-                raise ConfigurationError(_not_found(litellm, kwargs, err)) from None
+                raise ConfigurationError(_not_found(litellm, str(kwargs.get("model", "")), err)) from None
             elif kind != "transient":
                 raise ModelCallError(describe(err, kind)) from None
             else:
@@ -113,7 +113,7 @@ def completion(
                 if attempt < limits.retries and pause > 0:
                     sleep(pause)
     if unreachable and len(unreachable) == len(waited):
-        raise ConfigurationError(_unreachable(litellm, kwargs, unreachable[-1], len(waited)))
+        raise ConfigurationError(_unreachable(litellm, str(kwargs.get("model", "")), unreachable[-1], len(waited)))
     raise ModelCallError(_gave_up(waited, limits, last))
 
 
@@ -185,25 +185,22 @@ def _setting(litellm: Any, model: str, suffix: str) -> str:
     return f"{provider.upper()}_{suffix}"
 
 
-def _unreachable(litellm: Any, kwargs: dict[str, Any], url: str, attempts: int) -> str:
+def _unreachable(litellm: Any, model: str, url: str, attempts: int) -> str:
     """Returns the sentence for a server no attempt could connect to, naming the URL tried and its setting."""
-    model = str(kwargs.get("model", ""))
     where = f"at {url}" if url else "(no URL known)"
     tries = f" ({attempts} attempts)" if attempts > 1 else ""
     return (f"model '{model}': could not connect to the model's server {where}{tries}; start it, or set "
             f"{_setting(litellm, model, 'API_BASE')} to the server's URL")
 
 
-def _refused_key(litellm: Any, kwargs: dict[str, Any]) -> str:
+def _refused_key(litellm: Any, model: str) -> str:
     """Returns the sentence for a key the provider refused, naming the variable that holds it."""
-    model = str(kwargs.get("model", ""))
     variable = _setting(litellm, model, "API_KEY")
     return f"model '{model}': the provider refused the API key (authentication failed); check {variable}"
 
 
-def _not_found(litellm: Any, kwargs: dict[str, Any], err: BaseException) -> str:
+def _not_found(litellm: Any, model: str, err: BaseException) -> str:
     """Returns the sentence for a 404: no such model (the model setting), or no such endpoint (the base URL)."""
-    model = str(kwargs.get("model", ""))
     url = getattr(getattr(err, "request", None), "url", None)
     where = f" at {url}" if url else ""
     said = _plain(err)
