@@ -436,12 +436,9 @@ def _answer(litellm: _Litellm, request: dict[str, Any]) -> dict[str, Any]:
         first = None if litellm.loaded() else direct_sender(litellm, kwargs)
         reply = call(litellm if first else litellm.module(), kwargs, limits, first)
         return {"reply": dataclasses.asdict(reply)}
-    except ConfigurationError as err:
-        return _error("configuration", err.message)
-    except ModelCallError as err:
-        return _error("model-call", err.message)
-    except AutoloopError as err:
-        return _error("autoloop", str(err))
+    except AutoloopError as err:  # its kind by _ERRORS, so that the runner raises the same class
+        kind = next(kind for kind, cls in _ERRORS.items() if isinstance(err, cls))
+        return _error(kind, str(err) if kind == "autoloop" else err.message)
     except Exception as err:  # noqa: BLE001 - any other failure is this call's, said in one line
         return _error("model-call", f"the model worker failed: {type(err).__name__}: {error_line(err)}")
 
