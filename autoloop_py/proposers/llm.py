@@ -176,11 +176,8 @@ def resolve_model(program: Program, fallback: str | None) -> str | None:
 
 def resolve_models(program: Program, fallback: str | None) -> tuple[ModelSpec, ...]:
     """Returns the models a proposal may be drawn from: the `models:` list's proposers, else the one resolved model."""
-    listed = proposers(program.config.models)
-    if listed:
-        return listed
     model = resolve_model(program, fallback)
-    return (ModelSpec(model),) if model else ()
+    return proposers(program.config.models) or ((ModelSpec(model),) if model else ())
 
 
 def _apply(text: str, working: Mapping[str, str], request: ProposalRequest) -> Attempt:
