@@ -211,7 +211,7 @@ def render_iteration(view: IterationView) -> str:
         change=one_line(github_safe(view.change)) or "—",
         metric=_metric(view.metric),
         previous=_metric(view.previous_best),
-        delta=_delta(view.metric, view.previous_best),
+        delta="—" if view.metric is None or view.previous_best is None else _signed(view.metric - view.previous_best),
         notes=github_safe(view.notes).strip(),
         disclosure=DISCLOSURE,
     )
@@ -249,7 +249,7 @@ def holdout_text(search: float | None, held: float | None) -> str | None:
         return None
     if search is None:
         return _metric(held)
-    return f"{_metric(held)} (search {_metric(search)}, gap {_signed(_rounded(search - held))})"
+    return f"{_metric(held)} (search {_metric(search)}, gap {_signed(search - held)})"
 
 
 def improvement_text(initial: float | None, best: float | None, direction: str) -> str:
@@ -264,18 +264,13 @@ def improvement_text(initial: float | None, best: float | None, direction: str) 
     return f"{_signed(delta)}{percent}, {'better' if better else 'worse'}"
 
 
-def _delta(metric: float | None, previous: float | None) -> str:
-    if metric is None or previous is None:
-        return "—"
-    return _signed(_rounded(metric - previous))
-
-
 def _rounded(value: float) -> float:
     # Rounding to 12 digits hides float noise such as 0.52 - 0.49 = 0.030000000000000027.
     return float(f"{value:.12g}")
 
 
 def _signed(value: float) -> str:
+    value = _rounded(value)
     return ("-" if value < 0 else "+") + format_number(abs(value))
 
 

@@ -20,8 +20,8 @@ from autoloop_py.program.model import Program
 from autoloop_py.program.models import ModelSpec, proposers
 from autoloop_py.program.reply import parse_reply, reply_field
 from autoloop_py.proposers.base import Proposal, ProposalRequest, Usage
-from autoloop_py.proposers.llm_call import CallLimits, ModelCallError, describe
-from autoloop_py.proposers.model_calls import LITELLM_MISSING, InProcess, ModelCalls, Reply, error_line
+from autoloop_py.proposers.llm_call import CallLimits, ModelCallError, describe, error_line
+from autoloop_py.proposers.model_calls import LITELLM_MISSING, InProcess, ModelCalls, Reply
 from autoloop_py.strategies.prompt import render_retry_prompt
 
 logger = logging.getLogger(__name__)
@@ -119,7 +119,7 @@ class LLMProposer:
             changed = {p: c for p, c in working.items() if request.files.get(p) != c}
             failures = attempt.failures or (() if changed or attempt.parse_error else (EditFailure(None, NO_CHANGE),))
             if not failures and attempt.parse_error is None:
-                return conversation.proposal(changed, summary or _default_summary(changed), lesson)
+                return conversation.proposal(changed, summary or "llm: changed " + ", ".join(sorted(changed)), lesson)
             problem = attempt.parse_error or failures[0].reason
             if call < self.max_retries:
                 retry = render_retry_prompt(failures, list(attempt.kept), attempt.parse_error)
@@ -176,11 +176,8 @@ def resolve_model(program: Program, fallback: str | None) -> str | None:
 
 def resolve_models(program: Program, fallback: str | None) -> tuple[ModelSpec, ...]:
     """Returns the models a proposal may be drawn from: the `models:` list's proposers, else the one resolved model."""
-    listed = proposers(program.config.models)
-    if listed:
-        return listed
     model = resolve_model(program, fallback)
-    return (ModelSpec(model),) if model else ()
+    return proposers(program.config.models) or ((ModelSpec(model),) if model else ())
 
 
 def _apply(text: str, working: Mapping[str, str], request: ProposalRequest) -> Attempt:
@@ -226,8 +223,3 @@ def usage_of(reply: Reply, spec: ModelSpec) -> Usage:
     """Returns a reply's tokens and dollars (by the entry's own prices when set, else litellm's price list)."""
     cost = spec.priced(reply.prompt_tokens, reply.completion_tokens)
     return Usage(reply.prompt_tokens, reply.completion_tokens, reply.cost if cost is None else cost, spec.name)
-
-
-def _default_summary(changed: Mapping[str, str]) -> str:
-    """Returns a summary for a reply without a SUMMARY line."""
-    return "llm: changed " + ", ".join(sorted(changed))

@@ -94,13 +94,13 @@ def completion(
             return getattr(litellm, method)(**kwargs, timeout=budget, max_retries=0, num_retries=0)
         except Exception as err:  # litellm raises provider-specific types; each is classified below
             kind = classify(err)
-            logger.info("model call %d failed (%s): %s", attempt + 1, kind, _first_line(err))
+            logger.info("model call %d failed (%s): %s", attempt + 1, kind, error_line(err, None))
             if kind == "timeout":
                 waited.append(budget)
             elif kind == "authentication":
-                raise ConfigurationError(_refused_key(litellm, kwargs)) from None
+                raise ConfigurationError(_refused_key(litellm, str(kwargs.get("model", "")))) from None
             elif kind == "not-found":
-                raise ConfigurationError(_not_found(litellm, kwargs, err)) from None
+                raise ConfigurationError(_not_found(litellm, str(kwargs.get("model", "")), err)) from None
             elif kind != "transient":
                 raise ModelCallError(describe(err, kind)) from None
             else:
@@ -113,7 +113,7 @@ def completion(
                 if attempt < limits.retries and pause > 0:
                     sleep(pause)
     if unreachable and len(unreachable) == len(waited):
-        raise ConfigurationError(_unreachable(litellm, kwargs, unreachable[-1], len(waited)))
+        raise ConfigurationError(_unreachable(litellm, str(kwargs.get("model", "")), unreachable[-1], len(waited)))
     raise ModelCallError(_gave_up(waited, limits, last))
 
 
@@ -124,7 +124,8 @@ def _first(send: Callable[[float], Any], budget: float) -> Any:
     except Exception as err:  # noqa: BLE001 - litellm sends the attempt again and says what went wrong
         if classify(err) == "timeout":
             raise
-        logger.debug("the request sent before litellm was loaded failed (%s); litellm sends it again", _first_line(err))
+        why = error_line(err, None)
+        logger.debug("the request sent before litellm was loaded failed (%s); litellm sends it again", why)
         return None
 
 
@@ -184,25 +185,22 @@ def _setting(litellm: Any, model: str, suffix: str) -> str:
     return f"{provider.upper()}_{suffix}"
 
 
-def _unreachable(litellm: Any, kwargs: dict[str, Any], url: str, attempts: int) -> str:
+def _unreachable(litellm: Any, model: str, url: str, attempts: int) -> str:
     """Returns the sentence for a server no attempt could connect to, naming the URL tried and its setting."""
-    model = str(kwargs.get("model", ""))
     where = f"at {url}" if url else "(no URL known)"
     tries = f" ({attempts} attempts)" if attempts > 1 else ""
     return (f"model '{model}': could not connect to the model's server {where}{tries}; start it, or set "
             f"{_setting(litellm, model, 'API_BASE')} to the server's URL")
 
 
-def _refused_key(litellm: Any, kwargs: dict[str, Any]) -> str:
+def _refused_key(litellm: Any, model: str) -> str:
     """Returns the sentence for a key the provider refused, naming the variable that holds it."""
-    model = str(kwargs.get("model", ""))
     variable = _setting(litellm, model, "API_KEY")
     return f"model '{model}': the provider refused the API key (authentication failed); check {variable}"
 
 
-def _not_found(litellm: Any, kwargs: dict[str, Any], err: BaseException) -> str:
+def _not_found(litellm: Any, model: str, err: BaseException) -> str:
     """Returns the sentence for a 404: no such model (the model setting), or no such endpoint (the base URL)."""
-    model = str(kwargs.get("model", ""))
     url = getattr(getattr(err, "request", None), "url", None)
     where = f" at {url}" if url else ""
     said = _plain(err)
@@ -243,14 +241,16 @@ def _seconds(value: float) -> str:
     return f"{value:g}" if value < 10 else f"{value:.0f}"
 
 
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip()
-    return next((line.strip() for line in text.splitlines() if line.strip()), type(err).__name__)
+def error_line(error: object, limit: int | None = 300) -> str:
+    """Returns the first non-empty line of an error's text, shortened to `limit` characters (None: not shortened)."""
+    text = str(error).strip()
+    line = next((part.strip() for part in text.splitlines() if part.strip()), type(error).__name__)
+    return line if limit is None or len(line) <= limit else line[: limit - 3] + "..."
 
 
 def _plain(err: BaseException) -> str:
     """Returns an error's first line without litellm's `litellm.XError: XError: OpenAIException -` prefixes."""
-    line = _first_line(err)
+    line = error_line(err, None)
     while True:
         head, sep, rest = line.partition(": ")
         if not sep or " " in head.strip() or not rest:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
 from autoloop_py.errors import AutoloopError
-from autoloop_py.proposers.llm_call import CallLimits, ModelCallError, completion
+from autoloop_py.proposers.llm_call import CallLimits, ModelCallError, completion, error_line
 
 logger = logging.getLogger(__name__)
 
@@ -180,13 +180,6 @@ def import_litellm() -> Any:
 
     litellm.suppress_debug_info = True
     return litellm
-
-
-def error_line(error: object, limit: int = 300) -> str:
-    """Returns the first non-empty line of an error's text, shortened."""
-    text = str(error).strip()
-    line = next((part.strip() for part in text.splitlines() if part.strip()), type(error).__name__)
-    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def _cost(litellm: Any, response: Any) -> float | None:

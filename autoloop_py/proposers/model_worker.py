@@ -36,8 +36,8 @@ import time
 from typing import IO, TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from autoloop_py.errors import AutoloopError, ConfigurationError
-from autoloop_py.proposers.llm_call import CallLimits, ModelCallError
-from autoloop_py.proposers.model_calls import ModelCheck, Reply, Vectors, call, check_model, embed, error_line
+from autoloop_py.proposers.llm_call import CallLimits, ModelCallError, error_line
+from autoloop_py.proposers.model_calls import ModelCheck, Reply, Vectors, call, check_model, embed
 from autoloop_py.proposers.model_calls import import_litellm
 from autoloop_py.sandbox.runner import make_non_dumpable
 
@@ -59,7 +59,33 @@ _ERRORS: dict[str, type[AutoloopError]] = {
 }
 
 
-class ModelWorker:
+class _WorkerCalls:
+    """The ModelCalls of a worker's end: each call is a request whose answer `_submit`'s call waits for."""
+
+    def _submit(self, request: dict[str, Any]) -> Callable[[], dict[str, Any]]:
+        raise NotImplementedError
+
+    def completion(self, kwargs: dict[str, Any], limits: CallLimits) -> Reply:
+        """Returns the reply to one request (litellm's arguments), made by the worker within the limits."""
+        return Reply(**self._submit(_request("completion", kwargs, limits))()["reply"])
+
+    def embedding(self, kwargs: dict[str, Any], limits: CallLimits) -> Vectors:
+        """Returns the vectors of one embedding request, made by the worker within the limits."""
+        found = self._submit(_request("embedding", kwargs, limits))()["vectors"]
+        return Vectors(tuple(tuple(v) for v in found["vectors"]), found["prompt_tokens"], found["cost"])
+
+    def check(self, model: str) -> Callable[[], ModelCheck]:
+        """Sends a model's setup check; returns the call that waits for its answer."""
+        wait = self._submit({"op": "check", "model": model})
+
+        def answer() -> ModelCheck:
+            found = wait()["check"]
+            return ModelCheck(found["problem"], tuple(found["missing"]))
+
+        return answer
+
+
+class ModelWorker(_WorkerCalls):
     """The runner's end of the model worker (a ModelCalls): starts it, sends requests, reads the answers.
 
     Requests may be sent before earlier answers are read (a setup check runs while the baseline is
@@ -145,24 +171,6 @@ class ModelWorker:
         if self._process is not None:
             self._process.kill()
 
-    def completion(self, kwargs: dict[str, Any], limits: CallLimits) -> Reply:
-        """Returns the reply to one request (litellm's arguments), made by the worker within the limits."""
-        return Reply(**self._submit(_request("completion", kwargs, limits))()["reply"])
-
-    def embedding(self, kwargs: dict[str, Any], limits: CallLimits) -> Vectors:
-        """Returns the vectors of one embedding request, made by the worker within the limits."""
-        return _vectors(self._submit(_request("embedding", kwargs, limits))())
-
-    def check(self, model: str) -> Callable[[], ModelCheck]:
-        """Sends a model's setup check; returns the call that waits for its answer."""
-        wait = self._submit({"op": "check", "model": model})
-
-        def answer() -> ModelCheck:
-            found = wait()["check"]
-            return ModelCheck(found["problem"], tuple(found["missing"]))
-
-        return answer
-
     def _submit(self, request: dict[str, Any]) -> Callable[[], dict[str, Any]]:
         """Sends a request; returns the call that waits for its answer (and raises the error it carries)."""
         if self._process is None or self._process.poll() is not None:
@@ -203,11 +211,6 @@ def _request(op: str, kwargs: dict[str, Any], limits: CallLimits) -> dict[str, A
     return {"op": op, "kwargs": kwargs, "limits": [limits.timeout, limits.retries, limits.deadline]}
 
 
-def _vectors(answer: dict[str, Any]) -> Vectors:
-    found = answer["vectors"]
-    return Vectors(tuple(tuple(v) for v in found["vectors"]), found["prompt_tokens"], found["cost"])
-
-
 def _unpacked(answer: dict[str, Any]) -> dict[str, Any]:
     """Logs the records an answer carries; returns it, or raises the error it carries."""
     for name, level, message in answer.get("logs", ()):
@@ -218,7 +221,7 @@ def _unpacked(answer: dict[str, Any]) -> dict[str, Any]:
     return answer
 
 
-class SharedWorker:
+class SharedWorker(_WorkerCalls):
     """A slot process's end of the run's model worker (a ModelCalls): requests over the worker's socket.
 
     Each process connects once, at its first call, and makes one call at a time; the worker answers every
@@ -232,26 +235,8 @@ class SharedWorker:
     def __reduce__(self) -> tuple[Any, ...]:
         return (SharedWorker, (self.address, self.key))
 
-    def kill(self) -> None:
-        """Sends the worker its kill signal without waiting for it to end (close() waits)."""
-        if self._process is not None:
-            self._process.kill()
-
-    def completion(self, kwargs: dict[str, Any], limits: CallLimits) -> Reply:
-        """Returns the reply to one request (litellm's arguments), made by the worker within the limits."""
-        return Reply(**self._ask(_request("completion", kwargs, limits))["reply"])
-
-    def embedding(self, kwargs: dict[str, Any], limits: CallLimits) -> Vectors:
-        """Returns the vectors of one embedding request, made by the worker within the limits."""
-        return _vectors(self._ask(_request("embedding", kwargs, limits)))
-
-    def check(self, model: str) -> Callable[[], ModelCheck]:
-        """Checks the model in the worker; returns the call that hands the answer over."""
-        found = self._ask({"op": "check", "model": model})["check"]
-        answer = ModelCheck(found["problem"], tuple(found["missing"]))
-        return lambda: answer
-
-    def _ask(self, request: dict[str, Any]) -> dict[str, Any]:
+    def _submit(self, request: dict[str, Any]) -> Callable[[], dict[str, Any]]:
+        """Sends a request and reads its answer now (one call at a time); returns the call that hands it over."""
         import multiprocessing.connection
 
         try:
@@ -263,7 +248,8 @@ class SharedWorker:
             self._connection = None
             raise ModelCallError(f"the run's model worker cannot be reached ({type(err).__name__}: {err}); "
                                  "it stops with the run") from None
-        return _unpacked(answer)
+        answer = _unpacked(answer)
+        return lambda: answer
 
 
 def start_worker(wanted: bool) -> ModelWorker | None:
@@ -455,12 +441,9 @@ def _answer(litellm: _Litellm, request: dict[str, Any]) -> dict[str, Any]:
         first = None if litellm.loaded() else direct_sender(litellm, kwargs)
         reply = call(litellm if first else litellm.module(), kwargs, limits, first)
         return {"reply": dataclasses.asdict(reply)}
-    except ConfigurationError as err:
-        return _error("configuration", err.message)
-    except ModelCallError as err:
-        return _error("model-call", err.message)
-    except AutoloopError as err:
-        return _error("autoloop", str(err))
+    except AutoloopError as err:  # its kind by _ERRORS, so that the runner raises the same class
+        kind = next(kind for kind, cls in _ERRORS.items() if isinstance(err, cls))
+        return _error(kind, str(err) if kind == "autoloop" else err.message)
     except Exception as err:  # noqa: BLE001 - any other failure is this call's, said in one line
         return _error("model-call", f"the model worker failed: {type(err).__name__}: {error_line(err)}")
 

@@ -48,53 +48,12 @@ from autoloop_py.state.machine import (
 from autoloop_py.state.parts import (
     SUMMARY_LIMIT,
     content_end,
-    format_number,
     is_break,
     macro,
     one_line,
     trim,
 )
 from autoloop_py.state.schedule_table import improvement
-
-__all__ = [
-    "DEFAULT_BUDGET",
-    "FORECLOSED",
-    "FUTURE",
-    "HISTORY",
-    "LESSONS",
-    "MACHINE",
-    "MODELS",
-    "PRIORITIES",
-    "PROMPTS",
-    "RECORD_STATUSES",
-    "SUMMARY_LIMIT",
-    "TIGHT_FRACTION",
-    "HistoryEntry",
-    "HistorySection",
-    "IterationRecord",
-    "MachineSection",
-    "MachineState",
-    "RawSection",
-    "Section",
-    "StateFile",
-    "add_item",
-    "add_lesson",
-    "with_section",
-    "POPULATION",
-    "apply_iteration",
-    "compact",
-    "format_number",
-    "is_improvement",
-    "load_state",
-    "models_of",
-    "new_state",
-    "prompts_of",
-    "parse_state",
-    "render_state",
-    "with_entry_status",
-    "with_machine",
-    "with_model_spend",
-]
 
 logger = logging.getLogger(__name__)
 

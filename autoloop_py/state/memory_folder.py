@@ -73,17 +73,9 @@ class FolderMemory:
             line = data.count(b"\n", 0, err.start) + 1
             raise StateError(f"not UTF-8 text (byte {err.start}); fix or delete the file", path=file, line=line) from err
 
-    def commits(
-        self,
-        path: str,
-        *,
-        since: str | None = None,
-        grep: str | None = None,
-        limit: int | None = None,
-        deleted: bool = False,
-        at: str | None = None,
-    ) -> builtins.list[MemoryCommit]:
-        """Returns []: a folder keeps no history, so the record check takes its file as it is."""
+    def commits(self, path: str, **options: object) -> builtins.list[MemoryCommit]:
+        """Returns [] whatever MemoryStore.commits' options: a folder keeps no history, so the record check takes its
+        file as it is."""
         check_path(path)
         return []
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any, Callable, Generic, Protocol, TypeVar
 
 from autoloop_py.errors import StateError
+# The time in UTC, a naive time read as UTC: the standalone scheduler's rule (it reads Last Run so too).
+from autoloop_py.github.agentic_scheduler import as_utc as utc
 from autoloop_py.render import environment
 
 PARTS_TEMPLATE = "state_parts.md.j2"
@@ -40,13 +41,6 @@ def finite_number(text: str) -> float | None:
     except (ValueError, OverflowError):
         return None
     return value if math.isfinite(value) else None
-
-
-def utc(when: datetime) -> datetime:
-    """Returns the time in UTC; a naive time is read as UTC."""
-    if when.tzinfo is None:
-        return when.replace(tzinfo=timezone.utc)
-    return when.astimezone(timezone.utc)
 
 
 def one_line(text: str) -> str:

@@ -34,33 +34,6 @@ from autoloop_py.state.population_model import (
     evolved_lines,
 )
 
-__all__ = [
-    "CANDIDATE_STATUSES",
-    "NO_CELL",
-    "OPERATORS",
-    "Candidate",
-    "LayoutItem",
-    "Population",
-    "RawBlock",
-    "StateSlot",
-    "add_candidate",
-    "cell_bests",
-    "cell_of",
-    "complexity_bucket",
-    "elites",
-    "empty_population",
-    "evict",
-    "evolved_lines",
-    "fold_code",
-    "format_fitness",
-    "normalized",
-    "oriented",
-    "parse_population",
-    "render_population",
-    "with_strategy_name",
-    "with_strategy_state",
-]
-
 logger = logging.getLogger(__name__)
 
 NO_CELL = ("—", "—")

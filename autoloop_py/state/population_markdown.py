@@ -27,10 +27,6 @@ from autoloop_py.state.population_model import (
     evolved_lines,
 )
 
-__all__ = [
-    "check_writable", "fence_step", "format_fitness", "parse_population", "render_population", "with_strategy_state",
-]
-
 logger = logging.getLogger(__name__)
 
 _STATUS_LABELS = {"accepted": "✅ accepted", "rejected": "❌ rejected", "error": "⚠️ error"}

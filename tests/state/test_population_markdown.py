@@ -12,7 +12,7 @@ from test_population import cand, candidates, ids, population_of  # shared helpe
 
 from autoloop_py import markdown as md
 from autoloop_py.errors import StateError
-from autoloop_py.state.file import format_number
+from autoloop_py.state.parts import format_number
 from autoloop_py.state.population import Candidate, Population, add_candidate, empty_population, evict
 from autoloop_py.state.population_markdown import (
     format_fitness,
