@@ -233,17 +233,11 @@ def _attempt(ctx: AttemptContext, decision: DecisionLike | None, files: dict[str
         problems += _secrets_in(proposal.files, ctx.redactor)
     if problems:
         notes = "Rejected before evaluation: " + "; ".join(problems)
-        record = record_of(
-            "rejected", now, proposal.summary,
-            notes=notes, lesson=proposal.lesson, run_url=run_url, **usage,
-        )
+        record = _judged("rejected", now, proposal, run_url, usage, notes)
         return Attempt(record, prompt=prompt, decision=decision)
     verdict, embedded = _screen(ctx, decision, proposal, files)
     if verdict is not None:
-        record = record_of(
-            "rejected", now, proposal.summary,
-            metric=verdict.metric, notes=verdict.note(), lesson=proposal.lesson, run_url=run_url, **usage,
-        )
+        record = _judged("rejected", now, proposal, run_url, usage, verdict.note(), verdict.metric)
         source = proposal.files.get(_primary_of(ctx) or "")
         row = _evaluated(ctx, decision, proposal, verdict.metrics, prompt, source, {"novelty": verdict.metadata()})
         return Attempt(record, prompt=prompt, evaluated=row, decision=decision)
@@ -267,10 +261,7 @@ def _attempt(ctx: AttemptContext, decision: DecisionLike | None, files: dict[str
         if decision is not None:
             usage["extra"] = strategy.history_bullets(decision, result.metric)
         saved = lineage_store.stage_seconds(ctx.history, len(result.stages)) if result.stopped else None
-        record = record_of(
-            "rejected", now, proposal.summary,
-            metric=result.metric, notes=rejected_note(result, saved), lesson=proposal.lesson, run_url=run_url, **usage,
-        )
+        record = _judged("rejected", now, proposal, run_url, usage, rejected_note(result, saved), result.metric)
     else:
         if decision is not None:
             usage["extra"] = strategy.history_bullets(decision, result.metric)
@@ -292,6 +283,15 @@ def _attempt(ctx: AttemptContext, decision: DecisionLike | None, files: dict[str
     changes = {path: text for path, text in files.items() if ctx.base_files.get(path) != text} | dict(proposal.files)
     source = _candidate_source(ctx, proposal, files)
     return Attempt(record, candidate, prompt, evaluated, decision, failure, changes, source, proposal.approach)
+
+
+def _judged(
+    status: str, now: datetime | None, proposal: Proposal, run_url: str | None, usage: Mapping[str, object],
+    notes: str, metric: float | None = None,
+) -> statefile.IterationRecord:
+    """Returns the record of a proposal that reached a verdict, with its summary and lesson."""
+    return record_of(status, now, proposal.summary, metric=metric, notes=notes, lesson=proposal.lesson, run_url=run_url,
+                     **usage)
 
 
 def _proposed(ctx: AttemptContext, request: ProposalRequest) -> Proposal:
@@ -505,10 +505,7 @@ def _ratchet(
     if not (improved if verdict is None else verdict.kept):
         notes = (rejection_note(result.metric, best, program) if verdict is None
                  else "not kept for its objectives (see Acceptance)")
-        return record_of(
-            "rejected", now, proposal.summary,
-            metric=result.metric, notes=notes, lesson=proposal.lesson, run_url=run_url, **usage,
-        )
+        return _judged("rejected", now, proposal, run_url, usage, notes, result.metric)
     if held_out is not None:
         with clock("holdout"):
             held = held_out()
@@ -516,17 +513,11 @@ def _ratchet(
         extra: tuple[tuple[str, str], ...] = usage.get("extra", ())  # type: ignore[assignment]
         usage = {**usage, "extra": (*extra, *held.bullets(result.metric, metric))}
         if held.refusal:
-            return record_of(
-                "rejected", now, proposal.summary,
-                metric=result.metric, notes=holdout.note(held), lesson=proposal.lesson, run_url=run_url, **usage,
-            )
+            return _judged("rejected", now, proposal, run_url, usage, holdout.note(held), result.metric)
     notes = f"{program.evaluation.metric if program.evaluation else 'metric'} improved to {result.metric:g}"
     if verdict is not None:
         notes = "kept for its objectives (see Acceptance)"
-    record = record_of(
-        "accepted", now, proposal.summary,
-        metric=result.metric, notes=notes, lesson=proposal.lesson, run_url=run_url, **usage,
-    )
+    record = _judged("accepted", now, proposal, run_url, usage, notes, result.metric)
     if not options.writes:
         return record
     with clock("commit"):
