@@ -254,14 +254,7 @@ class Workspace:
 
     def commit_candidate(self, message: str) -> str:
         """Commits all changes in the worktree, moves the program branch to it, and returns the sha."""
-        worktree = self._wt()
-        self._written = None  # until the commit is made: the index is changed
-        run(worktree, "add", "-A")
-        if call(worktree, "diff", "--cached", "--quiet").ok:
-            raise GitError(f"nothing to commit on {self.branch}; write a change first", path=self.path)
-        env = self._session.identity_env() if self._session is not None else identity_env(worktree)
-        run(worktree, "commit", "--quiet", "--no-verify", "--no-gpg-sign", "-m", message, env=env)
-        sha = run(worktree, "rev-parse", "HEAD")
+        sha = self._commit_all(message, f"on {self.branch}")
         self._written = Written(sha, frozenset())  # everything written is in the commit
         self._move_branch(self._tip, sha, f"the candidate is kept at {sha}; rerun prepare()")
         self._tip = sha
@@ -274,15 +267,20 @@ class Workspace:
         publish pushes the ref (`push_aside`) only once the tick's records are on the memory branch.
         Returns the commit's sha.
         """
-        worktree = self._wt()
-        self._written = None
-        run(worktree, "add", "-A")
-        if call(worktree, "diff", "--cached", "--quiet").ok:
-            raise GitError(f"nothing to commit for {ref}; write a change first", path=self.path)
-        run(worktree, "commit", "--quiet", "--no-verify", "--no-gpg-sign", "-m", message, env=identity_env(worktree))
-        sha = run(worktree, "rev-parse", "HEAD")
+        sha = self._commit_all(message, f"for {ref}")
         update_ref(self._repo, ref, sha, None, "autoloop: a tick's losing candidate")
         return sha
+
+    def _commit_all(self, message: str, where: str) -> str:
+        """Commits every change in the worktree (none: GitError naming `where`); returns the commit's sha."""
+        worktree = self._wt()
+        self._written = None  # until the caller knows what the worktree matches: the index is changed
+        run(worktree, "add", "-A")
+        if call(worktree, "diff", "--cached", "--quiet").ok:
+            raise GitError(f"nothing to commit {where}; write a change first", path=self.path)
+        env = self._session.identity_env() if self._session is not None else identity_env(worktree)
+        run(worktree, "commit", "--quiet", "--no-verify", "--no-gpg-sign", "-m", message, env=env)
+        return run(worktree, "rev-parse", "HEAD")
 
     def withdraw(self, sha: str) -> str:
         """Moves the program branch back to the candidate's parent; keeps the candidate under refs/autoloop/orphaned/.
@@ -307,18 +305,14 @@ class Workspace:
             raise AutoloopError(f"the workspace of {self.branch} is not prepared; call prepare() first")
         resolve = self._session.objects.commit_sha if self._session is not None else None
         first = push_branch(self._repo, self.remote, sha, self.branch, self._remote_tip, resolve=resolve)
-        if first.ok:
-            self._remote_tip = sha
-            if self._session is not None:
-                self._session.landed(self.remote, self.branch, sha)
-            return
-        remote_tip = fetch_branches(self._repo, self.remote, [self.branch]).get(self.branch)
-        if remote_tip is not None and not is_ancestor(self._repo, remote_tip, sha):
-            next_step = f"{self.remote} has commits {self.branch} lacks; rerun prepare() to merge them, then push"
-            raise failure(first, self._repo, next_step)
-        again = push_branch(self._repo, self.remote, sha, self.branch, remote_tip)
-        if not again.ok:
-            raise failure(again, self._repo, f"rerun prepare() and push {self.branch} again")
+        if not first.ok:
+            remote_tip = fetch_branches(self._repo, self.remote, [self.branch]).get(self.branch)
+            if remote_tip is not None and not is_ancestor(self._repo, remote_tip, sha):
+                next_step = f"{self.remote} has commits {self.branch} lacks; rerun prepare() to merge them, then push"
+                raise failure(first, self._repo, next_step)
+            again = push_branch(self._repo, self.remote, sha, self.branch, remote_tip)
+            if not again.ok:
+                raise failure(again, self._repo, f"rerun prepare() and push {self.branch} again")
         self._remote_tip = sha
         if self._session is not None:
             self._session.landed(self.remote, self.branch, sha)
