@@ -123,7 +123,7 @@ class TraceReader:
         for path in self._rows:
             self._by_name.setdefault(path.rsplit("/", 1)[1][7:-5], path)
         self._texts: dict[str, str | None] = {}
-        self._known_rows: frozenset[str] | None = None
+        self._known = frozenset(self._rows)
 
     def row(self, row_id: str) -> trace.TraceRow | None:
         """Returns the row with this id (None when the trace has none)."""
@@ -160,9 +160,7 @@ class TraceReader:
     ) -> dict[str, EarlierResult]:
         """Returns the results a candidate may repeat: the lineage, the newest rows, and any row with its exact source."""
         results: dict[str, EarlierResult] = {}
-        newest = list(reversed(self._rows[-recent:])) if recent > 0 else []
-        self._prefetch(newest)
-        rows = [self.row(a.id) for a in lineage] + [self._row_at(p) for p in newest]
+        rows = [self.row(a.id) for a in lineage] + self.recent_rows(recent)
         self._prefetch_sources(row for row in rows if row is not None)
         for row in rows:
             if row is not None:
@@ -201,23 +199,18 @@ class TraceReader:
         if recent <= 0:
             return []
         indexed = self._files.names(self._base + trace.children_index_dir(parent_id))
-        paths = [path for name in indexed[-recent:] if (path := self._base + "rows/" + name) in self._known()]
+        paths = [path for name in indexed[-recent:] if (path := self._base + "rows/" + name) in self._known]
         newest = sorted(set(paths) | set(self._rows[-recent:]), reverse=True)
         self._prefetch(newest)
         rows = [row for row in (self._row_at(path) for path in newest) if row is not None]
         return [row for row in rows if row.parent_id == parent_id][:recent]
-
-    def _known(self) -> frozenset[str]:
-        if self._known_rows is None:
-            self._known_rows = frozenset(self._rows)
-        return self._known_rows
 
     def _rows_with_source(self, sha: str) -> Iterator[str]:
         """Yields the paths of the rows that may have recorded source `sha`, newest first."""
         if f"{sha}.txt" not in self._files.names(self._base + f"blobs/{sha[:2]}"):
             return
         indexed = self._files.names(self._base + trace.source_index_dir(sha))
-        yield from (path for name in reversed(indexed) if (path := self._base + "rows/" + name) in self._known())
+        yield from (path for name in reversed(indexed) if (path := self._base + "rows/" + name) in self._known)
         if indexed:
             return
         # A trace recorded before the source index: every row, newest first, read a chunk at a time.
