@@ -14,6 +14,7 @@ they already hold merges cleanly, since both sides made it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 from dataclasses import dataclass
@@ -79,7 +80,7 @@ def rebase_population(
     `block_at(sha)` returns the evolved block of the primary Target at a default-branch commit (None when
     the file is absent there); `load_code` reads folded code back from the memory branch.
     """
-    block_at = _cached(block_at)
+    block_at = functools.cache(block_at)
     fallback = _oldest(bases, block_at)
     new_block = block_at(current)
     if new_block is None:
@@ -154,17 +155,6 @@ def default_tip(root: Path, remote: str = "origin") -> str | None:
     repo = open_repo(root)
     name = default_branch(root, remote)
     return rev_parse(repo, f"refs/remotes/{remote}/{name}") or rev_parse(repo, f"refs/heads/{name}")
-
-
-def _cached(block_at: Callable[[str], str | None]) -> Callable[[str], str | None]:
-    seen: dict[str, str | None] = {}
-
-    def cached(sha: str) -> str | None:
-        if sha not in seen:
-            seen[sha] = block_at(sha)
-        return seen[sha]
-
-    return cached
 
 
 def _oldest(bases: Mapping[int, str], block_at: Callable[[str], str | None]) -> str | None:
