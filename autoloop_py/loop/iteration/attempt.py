@@ -206,8 +206,7 @@ def _as_is(ctx: AttemptContext, decision: DecisionLike, files: dict[str, str]) -
 
 def _attempt(ctx: AttemptContext, decision: DecisionLike | None, files: dict[str, str], prompt: str) -> Attempt:
     """Proposes, checks, evaluates and ratchets one candidate; returns what to record."""
-    program, workspace, now, options = ctx.program, ctx.workspace, ctx.now, ctx.options
-    run_url = options.run_url
+    program, workspace, now, run_url = ctx.program, ctx.workspace, ctx.now, ctx.options.run_url
     # Hashed before any proposer runs, from the runner's own worktree, which no candidate process ever sees.
     guarded = checks.protected_hashes(program, workspace.path, workspace.tracked)
     with ctx.clock("propose"):
@@ -276,8 +275,7 @@ def _attempt(ctx: AttemptContext, decision: DecisionLike | None, files: dict[str
         verdict = acceptance.judge(program, result.metrics, ctx.state, measured)
         extra: tuple[tuple[str, str], ...] = usage.get("extra", ())  # type: ignore[assignment]
         usage["extra"] = (*extra, *acceptance.bullets(program, result.metrics, verdict, measured))
-        record = _ratchet(program, workspace, proposal, result, ctx.best, ctx.iteration, options, ctx.clock, now, usage,
-                          marks, verdict, _holdout_check(ctx, files, proposal))
+        record = _ratchet(ctx, proposal, result, usage, marks, verdict, files)
     candidate = _candidate(ctx, decision, record, proposal, files)
     # What the candidate changed on the branch: the parent the strategy placed, then the proposal.
     changes = {path: text for path, text in files.items() if ctx.base_files.get(path) != text} | dict(proposal.files)
@@ -483,73 +481,55 @@ def _candidate_source(ctx: AttemptContext, proposal: Proposal, files: Mapping[st
 
 
 def _ratchet(
-    program: Program,
-    workspace: Workspace,
-    proposal: Proposal,
-    result: EvaluationResult,
-    best: float | None,
-    iteration: int,
-    options: RunOptions,
-    clock: Clock,
-    now: datetime | None,
-    usage: dict[str, object],
-    marks: Mapping[str, str] | None = None,
-    verdict: pareto.Verdict | None = None,
-    held_out: Callable[[], holdout.HeldOut] | None = None,
+    ctx: AttemptContext, proposal: Proposal, result: EvaluationResult, usage: dict[str, object],
+    marks: Mapping[str, str], verdict: pareto.Verdict | None, files: Mapping[str, str],
 ) -> statefile.IterationRecord:
     """Keeps the candidate only when it improves on the best (under objectives: when `verdict` keeps it) and the
-    held-out check (`held_out`, run only then) allows it; commits and pushes it then (`marks`: its trailers)."""
+    held-out check (`evaluation-holdout`, run only then) allows it; commits and pushes it then (`marks`: its
+    trailers)."""
     assert result.metric is not None
-    run_url = options.run_url
-    improved = statefile.is_improvement(result.metric, best, program.direction, program.config.min_delta)
+    program, now, run_url = ctx.program, ctx.now, ctx.options.run_url
+    metric = program.evaluation.metric if program.evaluation else "metric"
+    improved = statefile.is_improvement(result.metric, ctx.best, program.direction, program.config.min_delta)
     if not (improved if verdict is None else verdict.kept):
-        notes = (rejection_note(result.metric, best, program) if verdict is None
+        notes = (rejection_note(result.metric, ctx.best, program) if verdict is None
                  else "not kept for its objectives (see Acceptance)")
         return _judged("rejected", now, proposal, run_url, usage, notes, result.metric)
-    if held_out is not None:
-        with clock("holdout"):
-            held = held_out()
-        metric = program.evaluation.metric if program.evaluation else "metric"
+    if program.config.evaluation_holdout is not None:
+        with ctx.clock("holdout"):
+            held = _held_out(ctx, files, proposal)
         extra: tuple[tuple[str, str], ...] = usage.get("extra", ())  # type: ignore[assignment]
         usage = {**usage, "extra": (*extra, *held.bullets(result.metric, metric))}
         if held.refusal:
             return _judged("rejected", now, proposal, run_url, usage, holdout.note(held), result.metric)
-    notes = f"{program.evaluation.metric if program.evaluation else 'metric'} improved to {result.metric:g}"
+    notes = f"{metric} improved to {result.metric:g}"
     if verdict is not None:
         notes = "kept for its objectives (see Acceptance)"
     record = _judged("accepted", now, proposal, run_url, usage, notes, result.metric)
-    if not options.writes:
+    if not ctx.options.writes:
         return record
-    with clock("commit"):
+    with ctx.clock("commit"):
         try:
-            commit, withdrawn = keep_candidate(workspace, program, proposal.summary, iteration, run_url, marks or {})
+            commit, withdrawn = keep_candidate(ctx.workspace, program, proposal.summary, ctx.iteration, run_url, marks)
         except GitError as error:
             # Evaluated and paid for: recorded as an error with its metric and cost, not lost with the run.
             reason = f"the evaluated candidate could not be committed: {error}"
             return error_record(now, proposal.summary, reason, run_url, metric=result.metric, **usage)
-    return settle_kept(record, commit, withdrawn, options.ci_gate)
+    return settle_kept(record, commit, withdrawn, ctx.options.ci_gate)
 
 
-def _holdout_check(
-    ctx: AttemptContext, files: Mapping[str, str], proposal: Proposal
-) -> Callable[[], holdout.HeldOut] | None:
-    """Returns the held-out check of the candidate in the worktree (None when the program has no `evaluation-holdout`).
+def _held_out(ctx: AttemptContext, files: Mapping[str, str], proposal: Proposal) -> holdout.HeldOut:
+    """Returns the held-out check of the candidate in the worktree (the program has an `evaluation-holdout`).
 
     The incumbent is the branch's tree: the candidate's changes (the placed parent and the proposal) undone.
     """
-    if ctx.program.config.evaluation_holdout is None:
-        return None
     changed = {path for path, text in files.items() if ctx.base_files.get(path) != text} | set(proposal.files)
     incumbent = {path: ctx.base_files.get(path) for path in changed}
-
-    def run() -> holdout.HeldOut:
-        with ctx.hold_refs(during="the held-out evaluation ran"):
-            held = holdout.check(ctx.program, ctx.workspace.path, incumbent, ctx.state.machine.holdout_metric,
-                                 evaluation_policy(ctx.sandbox))
-        ctx.verify_checkout(during="the held-out evaluation ran")
-        return held
-
-    return run
+    with ctx.hold_refs(during="the held-out evaluation ran"):
+        held = holdout.check(ctx.program, ctx.workspace.path, incumbent, ctx.state.machine.holdout_metric,
+                             evaluation_policy(ctx.sandbox))
+    ctx.verify_checkout(during="the held-out evaluation ran")
+    return held
 
 
 def guide_for(
