@@ -158,11 +158,8 @@ def _lock_path(root: Path, program: str) -> Path:
 # code); opening the repository to find its git directory took more than the probes.
 @functools.lru_cache(maxsize=8)
 def _locks_folder(root: Path) -> Path:
-    repo = open_repo(root)
-    try:
+    with open_repo(root) as repo:
         common = common_dir(repo)
-    finally:
-        repo.close()
     # A folder of their own: `locks/worktrees.lock` is the worktree lock, and a program once named
     # `worktrees` locked it first, then waited for itself in `git worktree add`.
     return common / "autoloop" / "locks" / "programs"

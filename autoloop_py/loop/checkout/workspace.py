@@ -105,24 +105,18 @@ class Worktrees:
             self._written[program] = written
         previous = self._kept.pop(program, None)
         if previous is not None and previous != folder:
-            repo = open_repo(self.repo_root)
-            try:
+            with open_repo(self.repo_root) as repo:
                 remove_worktree(repo, previous)
-            finally:
-                repo.close()
         self._kept[program] = folder
 
     def close(self) -> None:
         """Removes every kept worktree."""
         if not self._kept:
             return
-        repo = open_repo(self.repo_root)
-        try:
-            for folder in self._kept.values():
+        folders, self._kept = list(self._kept.values()), {}
+        with open_repo(self.repo_root) as repo:
+            for folder in folders:
                 remove_worktree(repo, folder)
-        finally:
-            self._kept.clear()
-            repo.close()
 
     def __enter__(self) -> Worktrees:
         return self
