@@ -17,7 +17,6 @@ import shutil
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from types import TracebackType
 from typing import Iterable, Iterator, Mapping
 
 import git
@@ -326,9 +325,7 @@ class Workspace:
     def __enter__(self) -> Workspace:
         return self
 
-    def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def _has_remote(self) -> bool:

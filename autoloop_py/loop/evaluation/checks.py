@@ -84,9 +84,8 @@ def _real_name(workdir: Path, path: str) -> str:
     current = workdir
     named: list[str] = []
     for index, part in enumerate(parts):
-        if not current.is_dir():
-            return "/".join([*named, *parts[index:]])
-        match = next((e.name for e in current.iterdir() if e.name.casefold() == part.casefold()), None)
+        listed = current.iterdir() if current.is_dir() else ()
+        match = next((e.name for e in listed if e.name.casefold() == part.casefold()), None)
         if match is None:
             return "/".join([*named, *parts[index:]])
         named.append(match)
