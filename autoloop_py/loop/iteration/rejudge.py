@@ -56,17 +56,13 @@ class TipClaim:
     metric: float
 
 
-def tip_claim(repo: git.Repo, rev: str, session: GitSession | None = None) -> TipClaim | None:
+def tip_claim(repo: git.Repo, rev: str, session: GitSession) -> TipClaim | None:
     """Returns the key and metric of the newest keyed candidate commit among rev's first parents (None if none).
 
     session: the run's git session; the first parents it read for recovery are reused when rev is at that commit.
     """
-    if session is not None:
-        tip = session.objects.commit_sha(rev)
-        messages = [message for _, message, _ in recovery.first_parents(repo, tip, session)[:WALK]] if tip else []
-    else:
-        raw = call(repo, "log", "--first-parent", f"-n{WALK}", "--format=%B%x1e", rev, "--")
-        messages = raw.text.split("\x1e") if raw.ok else []
+    tip = session.objects.commit_sha(rev)
+    messages = [message for _, message, _ in recovery.first_parents(repo, tip, session)[:WALK]] if tip else []
     for message in messages:
         fields = recovery.read_trailers(message)
         key, metric = fields.get(recovery.KEY), recovery.number(fields.get(recovery.METRIC))

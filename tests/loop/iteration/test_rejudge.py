@@ -86,12 +86,11 @@ def _commit(repo: Path, run_git: GitRunner, message: str) -> str:
     return run_git(repo, "rev-parse", "HEAD")
 
 
-@pytest.mark.parametrize("with_session", [False, True])
-def test_tip_claim_reads_the_newest_keyed_commit(git_repo: Path, run_git: GitRunner, with_session: bool) -> None:
+def test_tip_claim_reads_the_newest_keyed_commit(git_repo: Path, run_git: GitRunner) -> None:
     repo = open_repo(git_repo)
     with GitSession(git_repo) as session:
         def claim() -> TipClaim | None:
-            return rejudge.tip_claim(repo, "refs/heads/main", session if with_session else None)
+            return rejudge.tip_claim(repo, "refs/heads/main", session)
 
         assert claim() is None
         _commit(git_repo, run_git, "[Autoloop: demo] Iteration 1: a\n\nAutoloop-Key: demo:1:a\nAutoloop-Metric: 4.0")
