@@ -86,33 +86,27 @@ class Worktrees:
 
     def __init__(self, repo_root: Path) -> None:
         self.repo_root = Path(repo_root)
-        self._kept: dict[str, Path] = {}  # program → the temporary folder holding its `worktree`
-        self._written: dict[str, Written] = {}  # program → what its kept worktree holds, when known
+        # program → the temporary folder holding its `worktree`, and what that holds when known
+        self._kept: dict[str, tuple[Path, Written | None]] = {}
 
-    def take(self, program: str) -> Path | None:
-        """Returns the folder of the program's kept worktree (no longer kept), None when there is none."""
-        return self._kept.pop(program, None)
-
-    def written(self, program: str) -> Written | None:
-        """Returns what the program's worktree held when kept (None: unknown, it is checked out anew)."""
-        return self._written.pop(program, None)
+    def take(self, program: str) -> tuple[Path | None, Written | None]:
+        """Returns the folder of the program's kept worktree (no longer kept; None when there is none) and what it
+        held when kept (None: unknown, it is checked out anew)."""
+        return self._kept.pop(program, (None, None))
 
     def keep(self, program: str, folder: Path, written: Written | None = None) -> None:
         """Keeps the program's worktree folder for its next iteration (one that was kept already is removed)."""
-        self._written.pop(program, None)
-        if written is not None:
-            self._written[program] = written
-        previous = self._kept.pop(program, None)
+        previous, _ = self._kept.pop(program, (None, None))
         if previous is not None and previous != folder:
             with open_repo(self.repo_root) as repo:
                 remove_worktree(repo, previous)
-        self._kept[program] = folder
+        self._kept[program] = (folder, written)
 
     def close(self) -> None:
         """Removes every kept worktree."""
         if not self._kept:
             return
-        folders, self._kept = list(self._kept.values()), {}
+        folders, self._kept = [folder for folder, _ in self._kept.values()], {}
         with open_repo(self.repo_root) as repo:
             for folder in folders:
                 remove_worktree(repo, folder)
@@ -411,8 +405,7 @@ class Workspace:
 
     def _add_worktree(self, sha: str) -> None:
         """Checks `sha` out, detached, in the run's kept worktree or in a new one under the system temp directory."""
-        kept = self._worktrees.take(self.program) if self._worktrees is not None else None
-        written = self._worktrees.written(self.program) if self._worktrees is not None else None
+        kept, written = self._worktrees.take(self.program) if self._worktrees is not None else (None, None)
         if kept is not None and self._reuse(kept, sha, written):
             return
         self._tmp = tempdirs.make(f"autoloop-{_slug(self.program)}-")
