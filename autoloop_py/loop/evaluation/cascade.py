@@ -11,35 +11,16 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, Callable, Mapping, Protocol, TypeVar
+from typing import Any, Callable
 
+from autoloop_py.loop.evaluation.evaluation_report import EvaluationResult
 from autoloop_py.program.model import Program
 from autoloop_py.program.stages import Stage, label, passes
 
 
-class StageResult(Protocol):
-    """What the cascade reads of a stage's result (loop/evaluate.EvaluationResult, a frozen dataclass)."""
-
-    @property
-    def ok(self) -> bool: ...
-    @property
-    def metric(self) -> float | None: ...
-    @property
-    def metrics(self) -> Mapping[str, Any]: ...
-    @property
-    def error(self) -> str | None: ...
-    @property
-    def rejection(self) -> str: ...
-    @property
-    def duration(self) -> float: ...
-
-
-Result = TypeVar("Result", bound=StageResult)
-
-
 def run_cascade(
-    program: Program, run: Callable[[str, int, int, bool], Result], repeats: int, started: float
-) -> Result:
+    program: Program, run: Callable[[str, int, int, bool], EvaluationResult], repeats: int, started: float
+) -> EvaluationResult:
     """Runs the program's stages in order until one stops the candidate; returns the merged result.
 
     run(command, repeats, stage number, need_metric) evaluates one stage ('' command: the Evaluation's).
@@ -47,7 +28,7 @@ def run_cascade(
     stages = program.config.evaluation_stages
     merged: dict[str, Any] = {}
     done: list[tuple[int, float, bool]] = []
-    result: Result | None = None
+    result: EvaluationResult | None = None
     for number, stage in enumerate(stages, start=1):
         last = number == len(stages)
         count = stage.repeats or (repeats if last else 1)
@@ -62,7 +43,7 @@ def run_cascade(
     return _merged(result, merged, done, started, "")
 
 
-def stop_reason(result: StageResult, stage: Stage, program: Program) -> str:
+def stop_reason(result: EvaluationResult, stage: Stage, program: Program) -> str:
     """Returns why a stage that is not the last stops the candidate ('' when the next stage runs)."""
     if not result.ok:
         return result.error or "it failed"
@@ -77,9 +58,9 @@ def stop_reason(result: StageResult, stage: Stage, program: Program) -> str:
 
 
 def _merged(
-    result: Result, merged: dict[str, Any], done: list[tuple[int, float, bool]], started: float, stopped: str
-) -> Result:
+    result: EvaluationResult, merged: dict[str, Any], done: list[tuple[int, float, bool]], started: float, stopped: str
+) -> EvaluationResult:
     """Returns the last stage's result with every stage's metrics, their runs and what stopped the candidate."""
-    return dataclasses.replace(  # type: ignore[type-var]
+    return dataclasses.replace(
         result, metrics=merged, stages=tuple(done), stopped=stopped, duration=time.monotonic() - started,
     )

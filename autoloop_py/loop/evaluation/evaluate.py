@@ -22,6 +22,7 @@ from autoloop_py.loop.evaluation.evaluation_report import (
     FILE,
     RESULT_ENV,
     STDOUT,
+    EvaluationResult,
     Report,
     channel_of,
     one_line,
@@ -48,46 +49,6 @@ _SCANNED_FILES = 64
 _NAME_MAX = 1024
 _CHANGED = ("the report in $AUTOLOOP_RESULT changed after the evaluation's command exited: a process it left "
             "running wrote it, so it does not count; let nothing the evaluator starts outlive it")
-
-
-@dataclass(frozen=True)
-class EvaluationResult:
-    """The outcome of evaluating one candidate (all repeats).
-
-    Attributes:
-      ok: every run exited 0 and reported a finite metric.
-      metric: the median of the runs' metrics when ok, else None.
-      metrics: the last run's JSON object, every number all runs reported replaced by its median, so the
-        primary metric here is `metric`, the number the runner compares ({} when none).
-      error: a one-line reason when not ok, else None.
-      runs: the metric of each successful run, in order.
-      stdout_tail: the last ~4 KB of the last run's stdout.
-      stderr_tail: the last ~4 KB of the last run's stderr.
-      duration: seconds spent in all runs.
-      rejection: the evaluator's own `error` beside a metric: the candidate is invalid, so it is rejected
-        (never kept) rather than counted as an error ('' when none). With `evaluation-stages`, also why a
-        stage rejected the candidate without a metric (its `error`, or a failing exit it declares a rejection).
-      feedback: the report's `feedback` (and `log_tail`) text of the last run ('' when none).
-      channel: where the report was read: `file` ($AUTOLOOP_RESULT) or `stdout`.
-      stopped: why a stage of `evaluation-stages` stopped the candidate before the last (`stage 1 of 2: …`), else ''.
-      stages: each stage run, in order: (number, seconds, passed); () without stages.
-      tampered: the protected files the evaluation changed, and the stage that did ('' when none): an error.
-    """
-
-    ok: bool
-    metric: float | None
-    metrics: Mapping[str, Any]
-    error: str | None
-    runs: tuple[float, ...]
-    stdout_tail: str
-    stderr_tail: str
-    duration: float
-    rejection: str = ""
-    feedback: str = ""
-    channel: str = STDOUT
-    stopped: str = ""
-    stages: tuple[tuple[int, float, bool], ...] = ()
-    tampered: str = ""
 
 
 # Runs one stage (the evaluation, without stages) given the tree to run it in; called with the stage's label
