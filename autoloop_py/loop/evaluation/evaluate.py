@@ -84,7 +84,6 @@ def evaluate(
     repeats: int | None = None,
     environ: Mapping[str, str] | None = None,
     sandbox: SandboxPolicy | None = None,
-    redactor: Redactor | None = None,
     place: Place | None = None,
 ) -> EvaluationResult:
     """Runs the program's evaluation `repeats` times from the repository root; returns the median metric or why it failed.
@@ -108,7 +107,7 @@ def evaluate(
     if not (workdir / program.base_dir).is_dir():
         return _result(f"the program folder {workdir / program.base_dir} does not exist in the workspace", started, [])
     environ = os.environ if environ is None else environ
-    mask = redactor if redactor is not None else from_environment(environ)
+    mask = from_environment(environ)
     if sandbox is None:
         sandbox = isolation_for(
             requested_mode(program), network=program.config.evaluation_network, limits=program_limits(program)

@@ -295,8 +295,6 @@ def iteration_rng(program: Program, iteration: int, slot: Slot | None = None) ->
     return slot_rng(program.config.seed, program.name, iteration, slot)
 
 
-
-
 def _recorder(root: Path, program: str, slot: Slot | None) -> Callable[[float], bool]:
     """Returns whether the run that launched this slot recorded a sibling since a time (a run without a barrier
     records each slot as it ends, in the lanes' parent process); never for a plain iteration or a tick's slot."""
