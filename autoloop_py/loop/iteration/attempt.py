@@ -330,9 +330,8 @@ def _secrets_in(files: Mapping[str, str | None], redactor: Redactor) -> list[str
 
 def _failure_text(result: EvaluationResult) -> str:
     """Returns why an evaluation failed, with its feedback (an upstream `log_tail`) and stderr's end, for a retry."""
-    tail = "\n".join(result.stderr_tail.strip().splitlines()[-_ERROR_TAIL_LINES:])
-    told = "\n".join(result.feedback.strip().splitlines()[-_ERROR_TAIL_LINES:])
-    return "\n".join(part for part in (f"evaluation failed: {result.error}", told, tail) if part)
+    ends = ("\n".join(text.strip().splitlines()[-_ERROR_TAIL_LINES:]) for text in (result.feedback, result.stderr_tail))
+    return "\n".join(part for part in (f"evaluation failed: {result.error}", *ends) if part)
 
 
 def _prepare_prompt(ctx: AttemptContext, files: dict[str, str], root: Path) -> tuple[DecisionLike | None, dict[str, str], str]:

@@ -119,9 +119,8 @@ class TraceReader:
         self._base = trace.trace_dir(program) + "/"
         # Row files are `<iteration:06d>-<id>.json`, so sorting by name sorts by iteration.
         self._rows = [self._base + "rows/" + name for name in files.names(self._base + "rows") if name.endswith(".json")]
-        self._by_name: dict[str, str] = {}
-        for path in self._rows:
-            self._by_name.setdefault(path.rsplit("/", 1)[1][7:-5], path)
+        # An id's first row file, should two names spell it alike (reversed: the first one written over them wins).
+        self._by_name = {path.rsplit("/", 1)[1][7:-5]: path for path in reversed(self._rows)}
         self._texts: dict[str, str | None] = {}
         self._known = frozenset(self._rows)
 
