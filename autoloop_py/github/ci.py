@@ -241,9 +241,7 @@ def _publish(
     thread.update_status(bodies.render_status(status))
     write_job_summary(settings, program.name, charts)
     if outcome is not None and machine.completed and outcome.status == "accepted" and machine.best_metric is not None:
-        target = program.config.target_metric if program.config.target_metric is not None else machine.best_metric
-        thread.complete(bodies.render_completion(program.name, metric, machine.best_metric, target, outcome.iteration,
-                                                 pr, settings.run_url))
+        thread.complete(bodies.render_completion(status, outcome.iteration))
     _remember_numbers(memory, program, issue, pr)
     return issue, pr
 

@@ -138,20 +138,12 @@ def render_pull_request(view: ProgramView) -> str:
     return render("github/pull_request.md.j2", **_figures(view), change=_cell(github_safe(view.latest_change)) or "—")
 
 
-def render_completion(
-    program: str, metric_name: str, value: float, target: float, iteration: int | None = None,
-    pr: int | None = None, run_url: str | None = None,
-) -> str:
-    """Renders the target-reached comment: the best metric value reached target at iteration; its changes are in pr."""
+def render_completion(view: ProgramView, iteration: int | None = None) -> str:
+    """Renders the target-reached comment: the best reached the target (itself when none is set) at iteration."""
+    best = view.machine.best_metric
+    target = view.target_metric if view.target_metric is not None else best
     return render(
-        "github/completion.md.j2",
-        program=program,
-        metric_name=metric_name,
-        value=_metric(value),
-        target=_metric(target),
-        iteration=iteration,
-        pr=pr,
-        run_url=run_url,
+        "github/completion.md.j2", view=view, iteration=iteration, value=_metric(best), target=_metric(target),
         disclosure=DISCLOSURE,
     )
 

@@ -318,7 +318,8 @@ def test_refuses_a_pr_from_any_other_branch(fake: FakeGitHub) -> None:
 def test_completion_posts_the_comment_and_swaps_the_labels_once(fake: FakeGitHub) -> None:
     fake.add_issue(REPO, 3, "[Autoloop: speed]", labels=PROGRAM_LABELS)
     program = thread(fake, issue_number=3)
-    text = render_completion(PROGRAM, "score", 0.97, 0.95, 8, 11, "https://run/1")
+    text = render_completion(ProgramView(PROGRAM, "score", MachineState(best_metric=0.97), target_metric=0.95, pr=11,
+                                          run_url="https://run/1"), 8)
     program.complete(text)
     program.complete(text)
     assert fake.labels_of(REPO, 3) == ["automation", "autoloop", COMPLETED_LABEL]

@@ -36,7 +36,7 @@ def test_every_body_carries_the_disclosure() -> None:
         render_status(status_view(3, 0.8, 11)),
         render_iteration(IterationOutcome(PROGRAM, 3, "pending-ci", "cache", 0.8, 0.7, "abc1234")),
         render_pull_request(pr_view(0.8, 0.5, "cache", 3, 4)),
-        render_completion(PROGRAM, "score", 0.97, 0.95),
+        render_completion(ProgramView(PROGRAM, "score", MachineState(best_metric=0.97), target_metric=0.95)),
     ]
     assert all(body.count(DISCLOSURE) == 1 and body.endswith("\n") for body in bodies)
 
@@ -84,7 +84,8 @@ def test_pr_body_and_completion_text() -> None:
     body = render_pull_request(pr_view(0.9, 0.6, "vectorize", 5, 4))
     assert "| Current metric | 0.9 |" in body and "| Initial metric | 0.6 |" in body
     assert "| Latest accepted change | Iteration 5: vectorize |" in body and "| Program issue | #4 |" in body
-    done = render_completion(PROGRAM, "score", 0.97, 0.95, 8, 11)
+    reached = ProgramView(PROGRAM, "score", MachineState(best_metric=0.97), target_metric=0.95, pr=11)
+    done = render_completion(reached, 8)
     assert done.startswith("🎉 **Target metric reached!**")
     assert "`score` is 0.97 (target 0.95) at iteration 8" in done and "#11" in done
 
