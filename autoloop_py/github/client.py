@@ -226,7 +226,6 @@ class ProgramThread:
         self.repo_full_name = repo_full_name
         self.program = program
         self.issue_number = issue_number
-        self.pr_number: int | None = None
         self._status_comment: Any = None
         self._redactor = redactor if redactor is not None else secrets_of(os.environ)
 
@@ -352,8 +351,7 @@ class ProgramThread:
             pull = self._create_pr(title, body)
         if pull.title != title or pull.body != body:
             pull.edit(title=title, body=body)
-        self.pr_number = int(pull.number)
-        return self.pr_number
+        return int(pull.number)
 
     def _find_pr(self) -> Any:
         """Returns the open PR whose head is the program branch, else the oldest titled `[Autoloop: <name>]`."""
