@@ -29,24 +29,17 @@ class Check(NamedTuple):
     summary: str = ""
 
 
-class Status(NamedTuple):
-    """A commit status (the older statuses API); a plain `(context, state)` tuple is one too."""
-
-    context: str
-    state: str
-    description: str = ""
-
-
 def reduce_checks(
     check_runs: Sequence[tuple[str, str | None, str | None] | Check],
-    statuses: Sequence[tuple[str, str] | Status] = (),
+    statuses: Sequence[tuple[str, str] | tuple[str, str, str]] = (),
 ) -> CheckResult:
-    """Reduces check runs `(name, status, conclusion, ...)` and statuses `(context, state, ...)` to one verdict.
+    """Reduces check runs `(name, status, conclusion, ...)` and commit statuses `(context, state[, description])` (the
+    older statuses API) to one verdict.
 
     Failure wins over pending, pending over success; an unknown conclusion counts as pending,
     so that nothing is accepted on a result this version cannot read.
     """
-    checks = [Check(*run) for run in check_runs] + [_status_as_check(Status(*status)) for status in statuses]
+    checks = [Check(*run) for run in check_runs] + [_status_as_check(*status) for status in statuses]
     verdicts = [(check, _run_verdict(check)) for check in checks]
     if not verdicts:
         return CheckResult("none")
@@ -69,11 +62,11 @@ def _run_verdict(run: Check) -> str:
     return "success" if conclusion in PASSED_CONCLUSIONS else "pending"
 
 
-def _status_as_check(status: Status) -> Check:
+def _status_as_check(context: str, state: str, description: str = "") -> Check:
     """Returns a commit status as the check run of its verdict: error and failure fail, success passes, else pending."""
-    state = status.state.lower()
+    state = state.lower()
     conclusion = "failure" if state in ("failure", "error") else "success" if state == "success" else None
-    return Check(status.context, "completed", conclusion, status.description)
+    return Check(context, "completed", conclusion, description)
 
 
 def first_error_line(text: str | None) -> str:

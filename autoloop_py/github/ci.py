@@ -226,44 +226,22 @@ def _publish(
     pr = _number(machine.pr)
     charts = program_charts(memory, program)
     kept = outcome is not None and outcome.commit
+    view = bodies.ProgramView(program.name, metric, machine, program.direction, program.config.target_metric,
+                              issue=issue, charts=charts)
     if kept or (machine.stale_reason and pr is not None):  # a stale PR says so on the next tick, kept or not
         change, iteration = (outcome.summary, outcome.iteration) if kept and outcome else _latest_kept(state)
-        view = bodies.PullRequestView(
-            program=program.name,
-            metric_name=metric,
-            direction=program.direction,
-            current_metric=outcome.metric if kept and outcome else machine.best_metric,
-            initial_metric=machine.initial_metric,
-            latest_change=change,
-            latest_iteration=iteration,
-            issue=issue,
-            charts=charts,
-            holdout_metric=machine.holdout_metric,
-            stale=machine.stale_reason or "",
-        )
-        pr = thread.ensure_pr(f"autoloop/{program.name}", f"improve {metric}", bodies.render_pull_request(view))
+        current = dataclasses.replace(machine, best_metric=outcome.metric) if kept and outcome else machine
+        body = bodies.render_pull_request(dataclasses.replace(view, machine=current, latest_change=change,
+                                                              latest_iteration=iteration))
+        pr = thread.ensure_pr(f"autoloop/{program.name}", f"improve {metric}", body)
     if outcome is not None:
-        thread.post_iteration(bodies.render_iteration(bodies.IterationView(
-            iteration=outcome.iteration,
-            status=outcome.status,
-            change=outcome.summary,
-            metric=outcome.metric,
-            previous_best=outcome.best_before,
-            commit=outcome.commit,
-            run_url=settings.run_url,
-            notes=outcome.reason or "",
-        )))
+        thread.post_iteration(bodies.render_iteration(outcome, settings.run_url))
     models = tuple(summary_rows(statefile.models_of(state)))
-    thread.update_status(bodies.render_status(dataclasses.replace(
-        _status_view(program, machine, metric, pr, settings), charts=charts, models=models
-    )))
+    status = dataclasses.replace(view, pr=pr, run_url=settings.run_url, models=models)
+    thread.update_status(bodies.render_status(status))
     write_job_summary(settings, program.name, charts)
     if outcome is not None and machine.completed and outcome.status == "accepted" and machine.best_metric is not None:
-        target = program.config.target_metric if program.config.target_metric is not None else machine.best_metric
-        thread.complete(bodies.render_completion(bodies.CompletionView(
-            program=program.name, metric_name=metric, value=machine.best_metric, target=target,
-            iteration=outcome.iteration, pr=pr, run_url=settings.run_url,
-        )))
+        thread.complete(bodies.render_completion(status, outcome.iteration))
     _remember_numbers(memory, program, issue, pr)
     return issue, pr
 
@@ -272,33 +250,6 @@ def _latest_kept(state: statefile.StateFile) -> tuple[str, int | None]:
     """Returns the newest kept change the history still details, and its iteration (('—', None) when folded)."""
     entry = next((e for e in state.history if e.is_detailed and e.status == "accepted"), None)
     return (entry.change or "—", entry.iteration) if entry is not None else ("—", None)
-
-
-def _status_view(
-    program: Program, machine: statefile.MachineState, metric: str, pr: int | None, settings: github.GitHubSettings
-) -> bodies.StatusView:
-    if machine.completed:
-        status = "completed"
-    elif machine.paused:
-        status = f"paused: {machine.pause_reason or 'unknown'}"
-    else:
-        status = "active"
-    return bodies.StatusView(
-        program=program.name,
-        status=status,
-        iterations=machine.iteration_count,
-        metric_name=metric,
-        direction=program.direction,
-        best_metric=machine.best_metric,
-        initial_metric=machine.initial_metric,
-        target_metric=program.config.target_metric,
-        last_run=machine.last_run,
-        recent_statuses=machine.recent_statuses,
-        pr=pr,
-        run_url=settings.run_url,
-        holdout_metric=machine.holdout_metric,
-        stale=machine.stale_reason or "",
-    )
 
 
 def write_job_summary(settings: github.GitHubSettings, program: str, charts: str) -> None:

@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # PyGithub and requests are imported when a command talks to 
 
 from autoloop_py.errors import AutoloopError
 from autoloop_py.github.agentic_scheduler import DEFAULT_API_URL, WRITE_ASSOCIATIONS
-from autoloop_py.github.checks import Status, reduce_checks, run_as_check
+from autoloop_py.github.checks import reduce_checks, run_as_check
 from autoloop_py.github.render import DISCLOSURE, STATUS_MARKER, issue_title, pr_title, render_issue, with_disclosure
 from autoloop_py.loop.record.ci_gate import CheckResult
 from autoloop_py.redact import Redactor
@@ -226,7 +226,6 @@ class ProgramThread:
         self.repo_full_name = repo_full_name
         self.program = program
         self.issue_number = issue_number
-        self.pr_number: int | None = None
         self._status_comment: Any = None
         self._redactor = redactor if redactor is not None else secrets_of(os.environ)
 
@@ -352,8 +351,7 @@ class ProgramThread:
             pull = self._create_pr(title, body)
         if pull.title != title or pull.body != body:
             pull.edit(title=title, body=body)
-        self.pr_number = int(pull.number)
-        return self.pr_number
+        return int(pull.number)
 
     def _find_pr(self) -> Any:
         """Returns the open PR whose head is the program branch, else the oldest titled `[Autoloop: <name>]`."""
@@ -409,5 +407,5 @@ class ProgramThread:
         commit = self._repo.get_commit(sha)
         runs = [run_as_check(run) for run in commit.get_check_runs()]
         combined = commit.get_combined_status()
-        statuses = [Status(s.context, s.state, s.description or "") for s in combined.statuses]
+        statuses = [(s.context, s.state, s.description or "") for s in combined.statuses]
         return reduce_checks(runs, statuses)

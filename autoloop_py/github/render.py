@@ -7,10 +7,11 @@ disclosure line. github.py posts them; this module never touches the network.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Mapping
 
+from autoloop_py.loop.iteration.iteration import IterationOutcome
 from autoloop_py.render import render
+from autoloop_py.state.machine import MachineState
 from autoloop_py.state.untrusted_text import github_safe, plain
 from autoloop_py.state.parts import format_number, one_line, utc
 
@@ -30,125 +31,37 @@ _STATUS_WORDS = {
 
 
 @dataclass(frozen=True)
-class StatusView:
-    """What the status comment (the dashboard) shows.
+class ProgramView:
+    """What the status comment (the dashboard) and the draft PR body show of a program.
 
     Attributes:
       program: the program name.
-      status: one word or phrase, e.g. "active", "paused: consecutive errors", "completed".
-      iterations: iterations recorded so far.
       metric_name: the metric's name.
+      machine: its Machine State: the best (the PR's current metric), initial and held-out metrics, why the best is
+        stale, the iterations, last run and recent statuses, and whether it is paused or completed.
       direction: "higher" or "lower" (is better).
-      best_metric: the best metric so far.
-      initial_metric: the metric of the unchanged code.
       target_metric: the halting target, None when open-ended.
-      last_run: when the last iteration finished.
-      recent_statuses: the last statuses, oldest first.
       pr: the draft PR number, None before the first accepted iteration.
-      run_url: the link to the Actions run that wrote the comment.
+      issue: the program issue number.
+      latest_change: the latest accepted change, one line.
+      latest_iteration: the iteration that accepted it.
+      run_url: the link to the Actions run that wrote the body.
       charts: Mermaid blocks of the run (metric per candidate, lineage of the best); '' for none.
       models: per model, its figures (model, calls, accepted, improvement, spend: state/model_stats.summary_rows).
-      holdout_metric: the best's value on the held-out evaluation (`evaluation-holdout`), None when not measured.
-      stale: why the best no longer holds on today's default branch ('' when it holds).
     """
 
     program: str
-    status: str
-    iterations: int
     metric_name: str
+    machine: MachineState
     direction: str = "higher"
-    best_metric: float | None = None
-    initial_metric: float | None = None
     target_metric: float | None = None
-    last_run: datetime | None = None
-    recent_statuses: tuple[str, ...] = ()
     pr: int | None = None
+    issue: int | None = None
+    latest_change: str = "—"
+    latest_iteration: int | None = None
     run_url: str | None = None
     charts: str = ""
     models: tuple[Mapping[str, str], ...] = ()
-    holdout_metric: float | None = None
-    stale: str = ""
-
-
-@dataclass(frozen=True)
-class IterationView:
-    """What one iteration's comment shows.
-
-    Attributes:
-      iteration: the iteration number.
-      status: "accepted", "rejected", "error", "pending-ci" or "ci-fix-exhausted".
-      change: the one-line description of the change.
-      metric: the measured metric, None when the evaluation failed.
-      previous_best: the best metric before this iteration.
-      commit: the commit sha of an accepted (or pending-ci) change.
-      run_url: the link to the Actions run.
-      notes: free text, e.g. the error.
-    """
-
-    iteration: int
-    status: str
-    change: str
-    metric: float | None = None
-    previous_best: float | None = None
-    commit: str | None = None
-    run_url: str | None = None
-    notes: str = ""
-
-
-@dataclass(frozen=True)
-class PullRequestView:
-    """What the program's draft PR body shows.
-
-    Attributes:
-      program: the program name.
-      metric_name: the metric's name.
-      direction: "higher" or "lower" (is better).
-      current_metric: the best accepted metric.
-      initial_metric: the metric of the unchanged code.
-      latest_change: the latest accepted change, one line.
-      latest_iteration: the iteration that accepted it.
-      issue: the program issue number.
-      run_url: the link to the Actions run that last updated the PR.
-      charts: Mermaid blocks of the run (metric per candidate, lineage of the best); '' for none.
-      holdout_metric: the best's value on the held-out evaluation, None when not measured.
-      stale: why the PR's code no longer reaches its recorded metric on today's default branch ('' when it does).
-    """
-
-    program: str
-    metric_name: str
-    direction: str
-    current_metric: float | None
-    initial_metric: float | None
-    latest_change: str
-    latest_iteration: int | None = None
-    issue: int | None = None
-    run_url: str | None = None
-    charts: str = ""
-    holdout_metric: float | None = None
-    stale: str = ""
-
-
-@dataclass(frozen=True)
-class CompletionView:
-    """What the target-reached comment shows.
-
-    Attributes:
-      program: the program name.
-      metric_name: the metric's name.
-      value: the best metric, which reached the target.
-      target: the target metric.
-      iteration: the iteration that reached it.
-      pr: the draft PR number holding the changes.
-      run_url: the link to the Actions run.
-    """
-
-    program: str
-    metric_name: str
-    value: float
-    target: float
-    iteration: int | None = None
-    pr: int | None = None
-    run_url: str | None = None
 
 
 # ---------------------------------------------------------------- titles
@@ -180,67 +93,73 @@ def render_issue(program: str, goal: str) -> str:
     return render("github/issue.md.j2", program=program, goal=plain(goal).strip(), disclosure=DISCLOSURE)
 
 
-def render_status(view: StatusView) -> str:
+def render_status(view: ProgramView) -> str:
     """Renders the status comment (the dashboard), marker first."""
-    recent = " ".join(_STATUS_ICONS.get(s, s) for s in view.recent_statuses)
+    machine = view.machine
+    if machine.completed:
+        status = "completed"
+    elif machine.paused:
+        status = f"paused: {machine.pause_reason or 'unknown'}"
+    else:
+        status = "active"
+    recent = " ".join(_STATUS_ICONS.get(s, s) for s in machine.recent_statuses)
     return render(
         "github/status.md.j2",
         marker=STATUS_MARKER,
-        view=view,
-        best=_metric(view.best_metric),
-        initial=_metric(view.initial_metric),
+        **_figures(view),
         target=_metric(view.target_metric) if view.target_metric is not None else None,
-        improvement=improvement_text(view.initial_metric, view.best_metric, view.direction),
-        holdout=holdout_text(view.best_metric, view.holdout_metric),
-        stale=_cell(github_safe(view.stale)),
-        last_run=utc(view.last_run).strftime("%Y-%m-%d %H:%M UTC") if view.last_run else "—",
+        last_run=utc(machine.last_run).strftime("%Y-%m-%d %H:%M UTC") if machine.last_run else "—",
         recent=recent or "—",
         models=[{key: _cell(value) for key, value in row.items()} for row in view.models],
-        status=_cell(github_safe(view.status)),  # a pause reason quotes an error note: evaluator output
-        disclosure=DISCLOSURE,
+        status=_cell(github_safe(status)),  # a pause reason quotes an error note: evaluator output
     )
 
 
-def render_iteration(view: IterationView) -> str:
+def render_iteration(outcome: IterationOutcome, run_url: str | None = None) -> str:
     """Renders the comment posted for one iteration."""
+    delta = None if outcome.metric is None or outcome.best_before is None else outcome.metric - outcome.best_before
     return render(
         "github/iteration.md.j2",
-        view=view,
-        icon=_STATUS_ICONS.get(view.status, "•"),
-        label=_STATUS_WORDS.get(view.status, view.status),
-        change=one_line(github_safe(view.change)) or "—",
-        metric=_metric(view.metric),
-        previous=_metric(view.previous_best),
-        delta="—" if view.metric is None or view.previous_best is None else _signed(view.metric - view.previous_best),
-        notes=github_safe(view.notes).strip(),
+        outcome=outcome,
+        run_url=run_url,
+        icon=_STATUS_ICONS.get(outcome.status, "•"),
+        label=_STATUS_WORDS.get(outcome.status, outcome.status),
+        change=one_line(github_safe(outcome.summary)) or "—",
+        metric=_metric(outcome.metric),
+        previous=_metric(outcome.best_before),
+        delta="—" if delta is None else _signed(delta),
+        notes=github_safe(outcome.reason or "").strip(),
         disclosure=DISCLOSURE,
     )
 
 
-def render_pull_request(view: PullRequestView) -> str:
+def render_pull_request(view: ProgramView) -> str:
     """Renders the body of the program's draft PR."""
+    return render("github/pull_request.md.j2", **_figures(view), change=_cell(github_safe(view.latest_change)) or "—")
+
+
+def render_completion(view: ProgramView, iteration: int | None = None) -> str:
+    """Renders the target-reached comment: the best reached the target (itself when none is set) at iteration."""
+    best = view.machine.best_metric
+    target = view.target_metric if view.target_metric is not None else best
     return render(
-        "github/pull_request.md.j2",
-        view=view,
-        current=_metric(view.current_metric),
-        initial=_metric(view.initial_metric),
-        improvement=improvement_text(view.initial_metric, view.current_metric, view.direction),
-        holdout=holdout_text(view.current_metric, view.holdout_metric),
-        stale=_cell(github_safe(view.stale)),
-        change=_cell(github_safe(view.latest_change)) or "—",
+        "github/completion.md.j2", view=view, iteration=iteration, value=_metric(best), target=_metric(target),
         disclosure=DISCLOSURE,
     )
 
 
-def render_completion(view: CompletionView) -> str:
-    """Renders the target-reached comment."""
-    return render(
-        "github/completion.md.j2",
-        view=view,
-        value=_metric(view.value),
-        target=_metric(view.target),
-        disclosure=DISCLOSURE,
-    )
+def _figures(view: ProgramView) -> dict[str, object]:
+    """The template values the status comment and the PR body share: the view and its metrics, escaped."""
+    best, initial = view.machine.best_metric, view.machine.initial_metric
+    return {
+        "view": view,
+        "best": _metric(best),
+        "initial": _metric(initial),
+        "improvement": improvement_text(initial, best, view.direction),
+        "holdout": holdout_text(best, view.machine.holdout_metric),
+        "stale": _cell(github_safe(view.machine.stale_reason or "")),
+        "disclosure": DISCLOSURE,
+    }
 
 
 def holdout_text(search: float | None, held: float | None) -> str | None:

@@ -31,16 +31,15 @@ from autoloop_py.github.client import (
 from autoloop_py.github.render import (
     DISCLOSURE,
     STATUS_MARKER,
-    CompletionView,
-    IterationView,
-    PullRequestView,
-    StatusView,
+    ProgramView,
     render_completion,
     render_iteration,
     render_pull_request,
     render_status,
 )
+from autoloop_py.loop.iteration.iteration import IterationOutcome
 from autoloop_py.loop.record.ci_gate import CheckResult
+from autoloop_py.state.machine import MachineState
 
 REPO = "octo/widgets"
 TOKEN = "fake-token"
@@ -73,8 +72,10 @@ def writes(fake: FakeGitHub) -> list[tuple[str, str]]:
     return [(r.method, r.path) for r in fake.requests if r.method != "GET"]
 
 
-def status_view(iterations: int, best: float, pr: int | None = None) -> StatusView:
-    return StatusView(PROGRAM, "active", iterations, "score", "higher", best, 0.5, None, None, ("accepted",), pr, None)
+def status_view(iterations: int, best: float, pr: int | None = None) -> ProgramView:
+    machine = MachineState(iteration_count=iterations, best_metric=best, initial_metric=0.5,
+                           recent_statuses=("accepted",))
+    return ProgramView(PROGRAM, "score", machine, pr=pr)
 
 
 # ---------------------------------------------------------------- the program thread over 5 iterations
@@ -88,10 +89,13 @@ def test_five_iterations_make_one_issue_one_draft_pr_one_status_comment(fake: Fa
         accepted = iteration != 1  # the first iteration is rejected: no PR yet
         metric = best + 0.1 if accepted else best - 0.1
         status = "accepted" if accepted else "rejected"
-        program.post_iteration(render_iteration(IterationView(iteration, status, f"change {iteration}", metric, best)))
+        outcome = IterationOutcome(PROGRAM, iteration, status, f"change {iteration}", metric, best)
+        program.post_iteration(render_iteration(outcome))
         if accepted:
             best = metric
-            view = PullRequestView(PROGRAM, "score", "higher", best, 0.5, f"change {iteration}", iteration, issue)
+            machine = MachineState(best_metric=best, initial_metric=0.5)
+            view = ProgramView(PROGRAM, "score", machine, issue=issue, latest_change=f"change {iteration}",
+                               latest_iteration=iteration)
             pr = program.ensure_pr(f"autoloop/{PROGRAM}", f"Improve score to {best:.1f}", render_pull_request(view))
         program.update_status(render_status(status_view(iteration, best, pr)))
 
@@ -314,7 +318,8 @@ def test_refuses_a_pr_from_any_other_branch(fake: FakeGitHub) -> None:
 def test_completion_posts_the_comment_and_swaps_the_labels_once(fake: FakeGitHub) -> None:
     fake.add_issue(REPO, 3, "[Autoloop: speed]", labels=PROGRAM_LABELS)
     program = thread(fake, issue_number=3)
-    text = render_completion(CompletionView(PROGRAM, "score", 0.97, 0.95, 8, 11, "https://run/1"))
+    text = render_completion(ProgramView(PROGRAM, "score", MachineState(best_metric=0.97), target_metric=0.95, pr=11,
+                                          run_url="https://run/1"), 8)
     program.complete(text)
     program.complete(text)
     assert fake.labels_of(REPO, 3) == ["automation", "autoloop", COMPLETED_LABEL]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from autoloop_py.github.render import PullRequestView, render_pull_request
+from autoloop_py.github.render import ProgramView, render_pull_request
 from autoloop_py.state import file as statefile
 from tests.security.counter_checkout import PROG, VALUE, counter_checkout
 
@@ -56,5 +56,6 @@ def test_escapes_in_a_summary_reach_no_terminal_state_file_or_commit(world: dict
     assert (work / ".git/config").read_bytes() == config
     assert subprocess.check_output(["git", "rev-parse", "main"], cwd=origin) == main
     # The draft PR body that would show the change names nobody and links nowhere.
-    body = render_pull_request(PullRequestView("counter", "score", "higher", 5.0, 1.0, state.history[0].change, 1))
+    view = ProgramView("counter", "score", state.machine, latest_change=state.history[0].change, latest_iteration=1)
+    body = render_pull_request(view)
     assert "`@octocat`" in body and "\x1b" not in body

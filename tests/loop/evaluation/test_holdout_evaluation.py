@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from autoloop_py.github.render import PullRequestView, StatusView, render_pull_request, render_status
+from autoloop_py.github.render import ProgramView, render_pull_request, render_status
+from autoloop_py.state.machine import MachineState
 from autoloop_py.loop.evaluation.holdout import FAILED_NOTE, NOTE, HeldOut, note
 from autoloop_py.state.history import IterationRecord, prompt_text
 from autoloop_py.state.machine import MachineState, advance, table_rows
@@ -47,8 +48,10 @@ def test_no_prompt_shows_the_holdout_bullets() -> None:
 
 
 def test_the_pr_body_and_status_comment_show_both_values_and_the_gap() -> None:
-    body = render_pull_request(PullRequestView("p", "score", "higher", 0.95, 0.5, "c", 3, holdout_metric=0.9))
+    measured = MachineState(best_metric=0.95, initial_metric=0.5, holdout_metric=0.9)
+    body = render_pull_request(ProgramView("p", "score", measured, latest_change="c", latest_iteration=3))
     assert "| Current metric | 0.95 |" in body and "| Held-out metric | 0.9 (search 0.95, gap +0.05) |" in body
-    status = render_status(StatusView("p", "active", 3, "score", best_metric=0.95, holdout_metric=0.9))
+    status = render_status(ProgramView("p", "score", measured))
     assert "| Held-out metric | 0.9 (search 0.95, gap +0.05) |" in status
-    assert "Held-out" not in render_pull_request(PullRequestView("p", "score", "higher", 0.95, 0.5, "c", 3))
+    unmeasured = MachineState(best_metric=0.95, initial_metric=0.5)
+    assert "Held-out" not in render_pull_request(ProgramView("p", "score", unmeasured))
