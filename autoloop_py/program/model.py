@@ -80,6 +80,11 @@ class Program:
         return self.directory if self.directory is not None else Path(".")
 
     @property
+    def metric(self) -> str | None:
+        """Returns the metric's key; None for an unconfigured program, which has no evaluation."""
+        return self.evaluation.metric if self.evaluation else None
+
+    @property
     def direction(self) -> str:
         """Returns 'higher' or 'lower' (default higher, as upstream)."""
         return self.config.metric_direction or "higher"

@@ -512,7 +512,7 @@ def _ratchet(
     if held_out is not None:
         with clock("holdout"):
             held = held_out()
-        metric = program.evaluation.metric if program.evaluation else "metric"
+        metric = program.metric or "metric"
         extra: tuple[tuple[str, str], ...] = usage.get("extra", ())  # type: ignore[assignment]
         usage = {**usage, "extra": (*extra, *held.bullets(result.metric, metric))}
         if held.refusal:
@@ -520,7 +520,7 @@ def _ratchet(
                 "rejected", now, proposal.summary,
                 metric=result.metric, notes=holdout.note(held), lesson=proposal.lesson, run_url=run_url, **usage,
             )
-    notes = f"{program.evaluation.metric if program.evaluation else 'metric'} improved to {result.metric:g}"
+    notes = f"{program.metric or 'metric'} improved to {result.metric:g}"
     if verdict is not None:
         notes = "kept for its objectives (see Acceptance)"
     record = record_of(
