@@ -575,7 +575,7 @@ def guide_for(
         return None
     model = model_use.guide_model(program, drawn) or llm.resolve_model(program, options.model)
     limits = llm_limits(program, options)
-    listed = models.guide(program.config.models) is not None
+    listed = models.with_role(program.config.models, models.GUIDE) is not None
     calls = proposer.models if isinstance(proposer, llm.LLMProposer) else None
     return None if model is None else functools.partial(
         model_use.ask_guide, model, listed, limits=limits, spent=spent, models=calls
