@@ -7,6 +7,7 @@ as data (`EditFailure`) so a proposer can show the model which block failed and 
 from __future__ import annotations
 
 import difflib
+import functools
 from dataclasses import dataclass
 from pathlib import PurePosixPath, PureWindowsPath
 from typing import Callable, Iterable, Mapping
@@ -179,16 +180,6 @@ def _strip_blank_edges(search: _Lines, replace: _Lines) -> tuple[_Lines, _Lines]
     return new_search, new_replace
 
 
-def _exact(lines: _Lines, search: _Lines, replace: _Lines) -> list[_Span]:
-    """Rung 1: the SEARCH lines appear verbatim (line endings aside)."""
-    return _windows(lines, search, replace, lambda a, b: a == b)
-
-
-def _trailing_whitespace(lines: _Lines, search: _Lines, replace: _Lines) -> list[_Span]:
-    """Rung 2: the lines match once trailing whitespace is ignored on both sides."""
-    return _windows(lines, search, replace, lambda a, b: a.rstrip() == b.rstrip())
-
-
 def _windows(lines: _Lines, search: _Lines, replace: _Lines, same: Callable[[str, str], bool]) -> list[_Span]:
     """Returns every window of lines matching search line by line under `same`."""
     n = len(search)
@@ -200,7 +191,7 @@ def _windows(lines: _Lines, search: _Lines, replace: _Lines, same: Callable[[str
 
 
 def _indentation(lines: _Lines, search: _Lines, replace: _Lines) -> list[_Span]:
-    """Rung 3: the lines match up to one uniform indentation difference, which the replacement inherits."""
+    """The lines match up to one uniform indentation difference, which the replacement inherits."""
     spans: list[_Span] = []
     n = len(search)
     for i in range(len(lines) - n + 1):
@@ -240,7 +231,11 @@ def _shift(line: str, add: str, remove: str) -> str:
     return add + line
 
 
-_RUNGS: tuple[_Rung, ...] = (_exact, _trailing_whitespace, _indentation)
+_RUNGS: tuple[_Rung, ...] = (
+    functools.partial(_windows, same=lambda a, b: a == b),  # the SEARCH lines verbatim (line endings aside)
+    functools.partial(_windows, same=lambda a, b: a.rstrip() == b.rstrip()),  # trailing whitespace ignored
+    _indentation,
+)
 
 
 def _lines_keepends(text: str) -> list[str]:
