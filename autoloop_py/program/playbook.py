@@ -344,7 +344,7 @@ def _normalize(key: str) -> str:
     return " ".join(key.split())
 
 
-def _file_name(path: str, files: Mapping[str, str]) -> str | None:
+def file_named(path: str, files: Mapping[str, str]) -> str | None:
     """Returns the key of files that path names: exactly, or as the unique key it ends with (repo-relative paths)."""
     if path in files:
         return path
@@ -355,7 +355,7 @@ def _file_name(path: str, files: Mapping[str, str]) -> str | None:
 def _place_key(key: str, files: Mapping[str, str]) -> str | None:
     """Returns `file:line` for a key naming a line of one of files, None for a key naming a marker's text."""
     path, _, line = key.rpartition(":")
-    name = _file_name(path.strip(), files) if line.strip().isdigit() else None
+    name = file_named(path.strip(), files) if line.strip().isdigit() else None
     return None if name is None else f"{name}:{int(line)}"
 
 
