@@ -147,7 +147,8 @@ def _block_failure(path: str, block: EditBlock, content: str, matches: int) -> E
 def replace_block(content: str, search: str, replace: str) -> tuple[str | None, int]:
     """Returns (new content, 1) for a unique match along the ladder, else (None, number of matches)."""
     lines, search_lines, replace_lines = split_lines(content), split_lines(search), split_lines(replace)
-    for variant_search, variant_replace in _variants(search_lines, replace_lines):
+    trimmed = _strip_blank_edges(search_lines, replace_lines)
+    for variant_search, variant_replace in [(search_lines, replace_lines), *([trimmed] if trimmed else [])]:
         for rung in _RUNGS:
             spans = rung(lines, variant_search, variant_replace)
             if len(spans) > 1:
@@ -157,18 +158,15 @@ def replace_block(content: str, search: str, replace: str) -> tuple[str | None, 
     return None, 0
 
 
-def _variants(search: _Lines, replace: _Lines) -> list[tuple[_Lines, _Lines]]:
-    """Returns the search/replace pair as given, then without stray leading/trailing blank lines."""
-    trimmed = _strip_blank_edges(search, replace)
-    return [(search, replace)] if trimmed is None or trimmed[0] == search else [(search, replace), trimmed]
-
-
 def _strip_blank_edges(search: _Lines, replace: _Lines) -> tuple[_Lines, _Lines] | None:
-    """Returns search without blank edge lines and replace without the same blank edges, if any remain."""
+    """Returns search without blank edge lines and replace without the same blank edges (None: search has no
+    blank edge, or nothing but blank lines)."""
     lead = next((i for i, line in enumerate(search) if line.strip()), None)
     if lead is None:
         return None
     trail = next(i for i, line in enumerate(reversed(search)) if line.strip())
+    if not lead and not trail:
+        return None
     new_search = search[lead : len(search) - trail]
     new_replace = list(replace)
     while lead and new_replace and not new_replace[0].strip():
