@@ -18,6 +18,7 @@ from autoloop_py.program.stages import Stage, parse_stages
 from autoloop_py.program.models import EMBEDDING, JUDGE, SELECTIONS, ModelSpec, parse_models
 from autoloop_py.program.runner import parse_container, parse_runs_on
 from autoloop_py.program.objectives import (
+    DIRECTIONS,
     Objective,
     Scalarisation,
     parse_objectives,
@@ -305,7 +306,7 @@ def _coerce(field_name: str, value: Any) -> Any:
         return value
     if field_name == "metric_direction":
         direction = str(value).strip().strip("'\"").lower()
-        if direction not in ("higher", "lower"):
+        if direction not in DIRECTIONS:
             raise ValueError(f"must be `higher` or `lower`, got {value!r}")
         return direction
     if _TYPES[field_name] in ("int", "int | None"):
