@@ -129,7 +129,7 @@ def charts_markdown(nodes: Sequence[RunNode], direction: str, metric_name: str) 
 
 def program_charts(memory: MemoryStore, program: Program) -> str:
     """Returns the charts of a program's trace on the memory branch ('' before anything was evaluated)."""
-    metric = program.evaluation.metric if program.evaluation else None
+    metric = program.metric
     paths = memory.list(trace.trace_dir(program.name) + "/rows/")
     run = trace.memory_trace(memory.read, paths, program.name, metric, program.direction)
     return charts_markdown(run_nodes(run), program.direction, metric or "metric")

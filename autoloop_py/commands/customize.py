@@ -21,7 +21,7 @@ from autoloop_py.errors import AutoloopError
 from autoloop_py.loop.iteration.model_use import check_budget, record_spend
 from autoloop_py.program.model import Program
 from autoloop_py.program.models import ModelSpec
-from autoloop_py.program.playbook import customize_markers, find_playbook
+from autoloop_py.program.playbook import customize_markers, file_named, find_playbook
 from autoloop_py.proposers.base import Usage
 from autoloop_py.proposers.llm import MOCK_ENV, MODEL_ENV, resolve_model, usage_of
 from autoloop_py.proposers.llm_call import CallLimits, ModelCallError, limits_for
@@ -129,7 +129,7 @@ def parse_customization(reply: str, files: Mapping[str, str]) -> tuple[dict[str,
     proposed: dict[str, str] = {}
     problems: list[str] = []
     for key, value in data.items():
-        rel = _known_path(str(key), files)
+        rel = file_named(str(key).strip().removeprefix("./"), files)
         if rel is None or not isinstance(value, str):
             why = "is not one of the files to rewrite" if rel is None else "has no text as its value"
             problems.append(f"`{key}` {why}")
@@ -153,14 +153,6 @@ def _json_object(reply: str) -> Any:
         except ValueError:
             continue
     return None
-
-
-def _known_path(key: str, files: Mapping[str, str]) -> str | None:
-    key = key.strip().removeprefix("./")
-    if key in files:
-        return key
-    matches = [rel for rel in files if key.endswith("/" + rel)]
-    return matches[0] if len(matches) == 1 else None
 
 
 def _ask(

@@ -46,7 +46,7 @@ def cmd_record(args: argparse.Namespace, console: Console) -> int:
     program = load_named(root, args.program, Console(stderr=True))
     if not args.summary.strip():
         raise AutoloopError("--summary must not be empty")
-    metric = program.evaluation.metric if program.evaluation else "metric"
+    metric = program.metric or "metric"
     report = handoff_report.read_report_file(args.report, metric) if args.report is not None else None
     outcome = handoff.Outcome(
         summary=args.summary,

@@ -222,7 +222,7 @@ def _publish(
     state = load_state(memory, program)
     machine = state.machine
     issue = thread.ensure_issue(program.goal)
-    metric = program.evaluation.metric if program.evaluation else "metric"
+    metric = program.metric or "metric"
     pr = _number(machine.pr)
     charts = program_charts(memory, program)
     kept = outcome is not None and outcome.commit

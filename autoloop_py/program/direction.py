@@ -18,7 +18,7 @@ from typing import Sequence
 
 from autoloop_py import markdown as md
 from autoloop_py.errors import ProgramError
-from autoloop_py.program.objectives import Objective
+from autoloop_py.program.objectives import DIRECTIONS, Objective
 
 _SAYS_RE = re.compile(r"\b([A-Za-z][\w-]*)\s+is\s+better\b", re.IGNORECASE)
 # Where a sentence ends: a full stop before a blank, a blank line, or the next list item.
@@ -26,7 +26,6 @@ _SENTENCE_END_RE = re.compile(r"[.!?](?=\s)|\n\s*\n|\n\s*(?:[-*+]|\d+[.)])\s")
 _CODE_NAME_RE = re.compile(r"`([A-Za-z_][\w.-]*)`")
 # `lower is better for `cost``: the name right after the saying is its subject.
 _FOR_RE = re.compile(r"\s*(?:for|of|on|in)\s+(?:the\s+)?`?([A-Za-z_][\w.-]*)`?")
-_READABLE = ("higher", "lower")
 _FIX = ("write `Higher is better.` or `Lower is better.` under `## Evaluation`, or `metric_direction: higher` "
         "(or `lower`) in the frontmatter")
 
@@ -86,7 +85,7 @@ def _metric_reading(
     frontmatter: str | None, frontmatter_line: int | None, sayings: list[Saying], section: md.Section | None, rel: Path
 ) -> Reading:
     """Returns the metric's direction from the frontmatter, else from the sayings about the metric."""
-    readable = [s for s in sayings if s.word.lower() in _READABLE]
+    readable = [s for s in sayings if s.word.lower() in DIRECTIONS]
     if frontmatter is not None:
         against = next((s for s in readable if s.word.lower() != frontmatter), None)
         if against is None:
@@ -117,7 +116,7 @@ def _objective_disagreement(
     declared = {o.name: o.direction for o in objectives}
     for saying in sayings:
         word = saying.word.lower()
-        if saying.subject in declared and word in _READABLE and word != declared[saying.subject]:
+        if saying.subject in declared and word in DIRECTIONS and word != declared[saying.subject]:
             message = (f"the frontmatter's `objectives:` says `{saying.subject}: {declared[saying.subject]}` but line "
                        f"{saying.line} says `{saying.word} is better` of `{saying.subject}`; make them agree")
             return ProgramError(message, rel, line)

@@ -7,6 +7,7 @@ as data (`EditFailure`) so a proposer can show the model which block failed and 
 from __future__ import annotations
 
 import difflib
+import functools
 from dataclasses import dataclass
 from pathlib import PurePosixPath, PureWindowsPath
 from typing import Callable, Iterable, Mapping
@@ -146,7 +147,8 @@ def _block_failure(path: str, block: EditBlock, content: str, matches: int) -> E
 def replace_block(content: str, search: str, replace: str) -> tuple[str | None, int]:
     """Returns (new content, 1) for a unique match along the ladder, else (None, number of matches)."""
     lines, search_lines, replace_lines = split_lines(content), split_lines(search), split_lines(replace)
-    for variant_search, variant_replace in _variants(search_lines, replace_lines):
+    trimmed = _strip_blank_edges(search_lines, replace_lines)
+    for variant_search, variant_replace in [(search_lines, replace_lines), *([trimmed] if trimmed else [])]:
         for rung in _RUNGS:
             spans = rung(lines, variant_search, variant_replace)
             if len(spans) > 1:
@@ -156,18 +158,15 @@ def replace_block(content: str, search: str, replace: str) -> tuple[str | None, 
     return None, 0
 
 
-def _variants(search: _Lines, replace: _Lines) -> list[tuple[_Lines, _Lines]]:
-    """Returns the search/replace pair as given, then without stray leading/trailing blank lines."""
-    trimmed = _strip_blank_edges(search, replace)
-    return [(search, replace)] if trimmed is None or trimmed[0] == search else [(search, replace), trimmed]
-
-
 def _strip_blank_edges(search: _Lines, replace: _Lines) -> tuple[_Lines, _Lines] | None:
-    """Returns search without blank edge lines and replace without the same blank edges, if any remain."""
+    """Returns search without blank edge lines and replace without the same blank edges (None: search has no
+    blank edge, or nothing but blank lines)."""
     lead = next((i for i, line in enumerate(search) if line.strip()), None)
     if lead is None:
         return None
     trail = next(i for i, line in enumerate(reversed(search)) if line.strip())
+    if not lead and not trail:
+        return None
     new_search = search[lead : len(search) - trail]
     new_replace = list(replace)
     while lead and new_replace and not new_replace[0].strip():
@@ -177,16 +176,6 @@ def _strip_blank_edges(search: _Lines, replace: _Lines) -> tuple[_Lines, _Lines]
         new_replace.pop()
         trail -= 1
     return new_search, new_replace
-
-
-def _exact(lines: _Lines, search: _Lines, replace: _Lines) -> list[_Span]:
-    """Rung 1: the SEARCH lines appear verbatim (line endings aside)."""
-    return _windows(lines, search, replace, lambda a, b: a == b)
-
-
-def _trailing_whitespace(lines: _Lines, search: _Lines, replace: _Lines) -> list[_Span]:
-    """Rung 2: the lines match once trailing whitespace is ignored on both sides."""
-    return _windows(lines, search, replace, lambda a, b: a.rstrip() == b.rstrip())
 
 
 def _windows(lines: _Lines, search: _Lines, replace: _Lines, same: Callable[[str, str], bool]) -> list[_Span]:
@@ -200,7 +189,7 @@ def _windows(lines: _Lines, search: _Lines, replace: _Lines, same: Callable[[str
 
 
 def _indentation(lines: _Lines, search: _Lines, replace: _Lines) -> list[_Span]:
-    """Rung 3: the lines match up to one uniform indentation difference, which the replacement inherits."""
+    """The lines match up to one uniform indentation difference, which the replacement inherits."""
     spans: list[_Span] = []
     n = len(search)
     for i in range(len(lines) - n + 1):
@@ -240,7 +229,11 @@ def _shift(line: str, add: str, remove: str) -> str:
     return add + line
 
 
-_RUNGS: tuple[_Rung, ...] = (_exact, _trailing_whitespace, _indentation)
+_RUNGS: tuple[_Rung, ...] = (
+    functools.partial(_windows, same=lambda a, b: a == b),  # the SEARCH lines verbatim (line endings aside)
+    functools.partial(_windows, same=lambda a, b: a.rstrip() == b.rstrip()),  # trailing whitespace ignored
+    _indentation,
+)
 
 
 def _lines_keepends(text: str) -> list[str]:

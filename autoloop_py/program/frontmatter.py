@@ -18,6 +18,7 @@ from autoloop_py.program.stages import Stage, parse_stages
 from autoloop_py.program.models import EMBEDDING, JUDGE, SELECTIONS, ModelSpec, parse_models
 from autoloop_py.program.runner import parse_container, parse_runs_on
 from autoloop_py.program.objectives import (
+    DIRECTIONS,
     Objective,
     Scalarisation,
     parse_objectives,
@@ -193,24 +194,22 @@ def parse_frontmatter(text: str, rel: Path, problems: list[ProgramError], warnin
             values[field_name] = assumed
             warnings.append(f"{rel}:{line}: frontmatter `{key}`: {err}; {what}")
     if values.get("model") and values.get("models"):
-        line = first_line + _key_line(match.group(2), "model")
         problems.append(ProgramError("set `model:` or `models:`, not both (list the one model under `models:`)",
-                                     rel, line))
+                                     rel, key_line(text, "model")))
     unused = [s for s in values.get("models") or () if s.role in (EMBEDDING, JUDGE)]
     if unused and values.get("novelty") != "embedding":
-        line = first_line + _key_line(match.group(2), "models")
-        warnings.append(f"{rel}:{line}: frontmatter `models`: the `role: {unused[0].role}` entry ({unused[0].name}) is "
-                        "not used without `novelty: embedding`")
+        warnings.append(f"{rel}:{key_line(text, 'models')}: frontmatter `models`: the `role: {unused[0].role}` entry "
+                        f"({unused[0].name}) is not used without `novelty: embedding`")
     if values.get("novelty") == "embedding" and values.get("novelty_filter") is False:
-        line = first_line + _key_line(match.group(2), "novelty")
-        warnings.append(f"{rel}:{line}: frontmatter `novelty: embedding` does nothing with `novelty-filter: false`")
+        warnings.append(f"{rel}:{key_line(text, 'novelty')}: frontmatter `novelty: embedding` does nothing with "
+                        "`novelty-filter: false`")
     if values.get("timeout_minutes") is not None and values.get("evaluation_timeout") is None:
         # Upstream's programs set only `timeout-minutes`, and evaluate for most of it (autoresearch: 6 minutes).
         values["evaluation_timeout"] = values["timeout_minutes"] * 60
     if values.get("holdout_must_not_drop") is not None and values.get("evaluation_holdout") is None:
         key = next(k for k in data if _KEYS.get(str(k)) == "holdout_must_not_drop")
         problems.append(ProgramError(f"frontmatter `{key}` needs an `evaluation-holdout:` command to compare with",
-                                     rel, first_line + _key_line(match.group(2), str(key))))
+                                     rel, key_line(text, "holdout_must_not_drop")))
         values.pop("holdout_must_not_drop")
     for field_name, spelled, what in (("objective_scalarisation", "objective_scalarisation", "weigh"),
                                       ("objective_targets", "target_metric", "set targets for")):
@@ -219,8 +218,7 @@ def parse_frontmatter(text: str, rel: Path, problems: list[ProgramError], warnin
         if unknown:
             key = next(k for k in data if _KEYS.get(str(k)) == spelled)
             problems.append(ProgramError(f"frontmatter `{key}`: `{unknown[0]}` is not one of the `objectives`; "
-                                         f"{what} only declared objectives", rel,
-                                         first_line + _key_line(match.group(2), str(key))))
+                                         f"{what} only declared objectives", rel, key_line(text, spelled)))
             values.pop(field_name)
     return ProgramConfig(**values, extra=extra)
 
@@ -287,6 +285,7 @@ _POSITIVE = ("evaluation_timeout", "timeout_minutes")
 _LEAST = {
     "repeats": 1, "llm_retries": 0, "prompt_evolve_every": 0, "max_file_bytes": 1, "parallel": 1, "feedback_bytes": 0,
 }
+_TYPES = {item.name: item.type for item in fields(ProgramConfig)}  # annotations as written (`int | None`)
 MAX_PARALLEL = 64  # strategies.slots.MAX_SLOTS: a tick's slots are Actions matrix jobs
 
 
@@ -301,17 +300,16 @@ def _coerce(field_name: str, value: Any) -> Any:
         return str(value).strip().lower()
     if field_name in _PARSERS:
         return _PARSERS[field_name](value)
-    if field_name in ("novelty_filter", "evaluation_network"):
+    if _TYPES[field_name] == "bool":
         if not isinstance(value, bool):
             raise ValueError(f"must be true or false, got {value!r}")
         return value
     if field_name == "metric_direction":
         direction = str(value).strip().strip("'\"").lower()
-        if direction not in ("higher", "lower"):
+        if direction not in DIRECTIONS:
             raise ValueError(f"must be `higher` or `lower`, got {value!r}")
         return direction
-    if field_name in ("repeats", "seed", "llm_retries", "max_file_bytes", "parallel", "feedback_bytes",
-                      "prompt_evolve_every"):
+    if _TYPES[field_name] in ("int", "int | None"):
         least = _LEAST.get(field_name)
         if isinstance(value, bool) or not isinstance(value, int) or (least is not None and value < least):
             raise ValueError(f"must be a whole number{'' if least is None else f' >= {least}'}, got {value!r}")

@@ -80,6 +80,11 @@ class Program:
         return self.directory if self.directory is not None else Path(".")
 
     @property
+    def metric(self) -> str | None:
+        """Returns the metric's key; None for an unconfigured program, which has no evaluation."""
+        return self.evaluation.metric if self.evaluation else None
+
+    @property
     def direction(self) -> str:
         """Returns 'higher' or 'lower' (default higher, as upstream)."""
         return self.config.metric_direction or "higher"
@@ -92,11 +97,10 @@ def program_name(path: Path) -> str:
 
 def load_programs(root: Path) -> list[Program]:
     """Loads every program under root; raises the first ProgramError (see `check_all`)."""
-    paths = discover(root)
-    clashes = _clashes(paths)
-    if clashes:
-        raise clashes[0]
-    return [load_program(root, p) for p in paths]
+    programs, problems = check_all(root)
+    if problems:
+        raise problems[0]
+    return programs
 
 
 def load_program(root: Path, rel: Path) -> Program:

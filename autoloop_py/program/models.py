@@ -102,11 +102,6 @@ def proposers(specs: tuple[ModelSpec, ...]) -> tuple[ModelSpec, ...]:
     return tuple(spec for spec in specs if spec.role == PROPOSE)
 
 
-def guide(specs: tuple[ModelSpec, ...]) -> ModelSpec | None:
-    """Returns the entry answering a strategy's guide and meta calls (None: the drawn model answers them)."""
-    return with_role(specs, GUIDE)
-
-
 def with_role(specs: tuple[ModelSpec, ...], role: str) -> ModelSpec | None:
     """Returns the first entry with the role (None: there is none)."""
     return next((spec for spec in specs if spec.role == role), None)

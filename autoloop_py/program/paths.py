@@ -72,7 +72,7 @@ def _collisions(paths: list[str], existing: list[str]) -> list[str]:
     """Returns the paths that name one file twice up to case, or that are a file and a folder at once."""
     reasons = []
     spelled = {p.casefold(): p for p in existing}
-    folders = {"/".join(p.split("/")[:i]).casefold() for p in existing for i in range(1, p.count("/") + 1)}
+    folders = {folder for p in existing for folder in _prefixes(p.casefold())}
     seen: dict[str, str] = {}
     for path in paths:
         key = path.casefold()
@@ -80,14 +80,13 @@ def _collisions(paths: list[str], existing: list[str]) -> list[str]:
         if other is not None and other != path:
             reasons.append(f"{path!r} and {other!r} differ only in case: one file on a case-insensitive checkout")
         seen.setdefault(key, path)
-    changed_folders = {"/".join(p.split("/")[:i]).casefold() for p in paths for i in range(1, p.count("/") + 1)}
+    changed_folders = {folder for p in paths for folder in _prefixes(p.casefold())}
     for path in paths:
         key = path.casefold()
         if key in folders or key in changed_folders:
             reasons.append(f"{path!r} is also a folder of another path; it cannot be both a file and a folder")
-        elif any(prefix in spelled for prefix in _prefixes(key)):
-            reasons.append(f"{path!r} puts a file under {spelled[next(p for p in _prefixes(key) if p in spelled)]!r}, "
-                           "which is a file")
+        elif (above := next((p for p in _prefixes(key) if p in spelled), None)) is not None:
+            reasons.append(f"{path!r} puts a file under {spelled[above]!r}, which is a file")
     return reasons
 
 

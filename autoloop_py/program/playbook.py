@@ -284,8 +284,8 @@ def resolve_markers(
     """
     table = _Answers(source)
     for key, value in answers.items():
-        if _is_place(str(key), files):
-            table.by_place[_place_key(str(key), files)] = value
+        if (place := _place_key(str(key), files)) is not None:
+            table.by_place[place] = value
         else:
             table.by_text[_normalize(str(key))] = value
     resolved = {name: _resolve_file(name, text, table) for name, text in files.items()}
@@ -344,12 +344,7 @@ def _normalize(key: str) -> str:
     return " ".join(key.split())
 
 
-def _is_place(key: str, files: Mapping[str, str]) -> bool:
-    path, _, line = key.rpartition(":")
-    return line.strip().isdigit() and _file_name(path.strip(), files) is not None
-
-
-def _file_name(path: str, files: Mapping[str, str]) -> str | None:
+def file_named(path: str, files: Mapping[str, str]) -> str | None:
     """Returns the key of files that path names: exactly, or as the unique key it ends with (repo-relative paths)."""
     if path in files:
         return path
@@ -357,10 +352,13 @@ def _file_name(path: str, files: Mapping[str, str]) -> str | None:
     return matches[0] if len(matches) == 1 else None
 
 
-def _place_key(key: str, files: Mapping[str, str]) -> str:
+def _place_key(key: str, files: Mapping[str, str]) -> str | None:
+    """Returns `file:line` for a key naming a line of one of files, None for a key naming a marker's text."""
     path, _, line = key.rpartition(":")
-    return f"{_file_name(path.strip(), files)}:{int(line)}"
+    name = file_named(path.strip(), files) if line.strip().isdigit() else None
+    return None if name is None else f"{name}:{int(line)}"
 
 
 def _key_id(key: str, files: Mapping[str, str]) -> str:
-    return "place:" + _place_key(key, files) if _is_place(key, files) else "text:" + _normalize(key)
+    place = _place_key(key, files)
+    return "text:" + _normalize(key) if place is None else "place:" + place

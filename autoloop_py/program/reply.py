@@ -143,7 +143,7 @@ def _read_fence(state: _Parse, start: int) -> int:
         return start + 1
     state.code.update(range(start, close + 1))
     path = _filename(_previous_nonblank(lines, start))
-    if path is not None and _looks_like_path(path):
+    if path is not None and ("." in path or "/" in path):  # a bare word names no file: the fence is an example
         state.rewrites.append(FileRewrite(path, _join(body), start + 1))
     return close + 1
 
@@ -196,11 +196,6 @@ def _filename(line: str) -> str | None:
     if _SEARCH_RE.match(name) or _DIVIDER_RE.match(name) or _REPLACE_RE.match(name):
         return None
     return name
-
-
-def _looks_like_path(name: str) -> bool:
-    """Returns whether a bare token is plausibly a file path (so a fenced example is not a rewrite)."""
-    return "." in name or "/" in name
 
 
 def _join(lines: Sequence[str]) -> str:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 STAGE_ENV = "AUTOLOOP_STAGE"
-_KEYS = ("command", "threshold", "repeats", "name", "failing-exit")
 # What a stage's non-zero exit status says: its evaluator broke (an error), or the candidate failed the check.
 ERROR, REJECT = "error", "reject"
 
@@ -34,6 +33,8 @@ class Stage:
     failing_exit: str = ERROR
 
 
+_KEYS = tuple(item.name.replace("_", "-") for item in fields(Stage))  # a stage mapping's keys
+
 def parse_stages(value: Any) -> tuple[Stage, ...]:
     """Returns the stages of an `evaluation-stages` value: a list of mappings or commands; raises ValueError."""
     if not isinstance(value, list) or not value:
@@ -51,37 +52,22 @@ def _stage(item: Any, number: int) -> Stage:
     unknown = sorted(str(key) for key in item if key not in _KEYS)
     if unknown:
         raise ValueError(f"stage {number} has unknown key(s) {', '.join(unknown)}; use {', '.join(_KEYS)}")
+    threshold, repeats, failing_exit = item.get("threshold"), item.get("repeats"), item.get("failing-exit")
+    if threshold is not None and (
+        isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not math.isfinite(threshold)
+    ):
+        raise ValueError(f"stage {number}: threshold must be a finite number, got {threshold!r}")
+    if repeats is not None and (isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1):
+        raise ValueError(f"stage {number}: repeats must be a whole number >= 1, got {repeats!r}")
+    if failing_exit is not None and failing_exit not in (ERROR, REJECT):
+        raise ValueError(f"stage {number}: failing-exit must be `{ERROR}` or `{REJECT}`, got {failing_exit!r}")
     return Stage(
         command=str(item.get("command") or "").strip(),
-        threshold=_threshold(item.get("threshold"), number),
-        repeats=_repeats(item.get("repeats"), number),
+        threshold=None if threshold is None else float(threshold),
+        repeats=repeats,
         name=str(item.get("name") or "").strip(),
-        failing_exit=_failing_exit(item.get("failing-exit"), number),
+        failing_exit=str(failing_exit or ERROR),
     )
-
-
-def _threshold(value: Any, number: int) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"stage {number}: threshold must be a finite number, got {value!r}")
-    return float(value)
-
-
-def _failing_exit(value: Any, number: int) -> str:
-    if value is None:
-        return ERROR
-    if value not in (ERROR, REJECT):
-        raise ValueError(f"stage {number}: failing-exit must be `{ERROR}` or `{REJECT}`, got {value!r}")
-    return str(value)
-
-
-def _repeats(value: Any, number: int) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"stage {number}: repeats must be a whole number >= 1, got {value!r}")
-    return value
 
 
 def label(stage: Stage, number: int, count: int) -> str:

@@ -248,7 +248,7 @@ def prompt_view(context: PromptContext) -> PromptView:
     return PromptView(
         goal=program.goal.strip(),
         strategy=program.strategy_text.strip(),
-        metric=program.evaluation.metric if program.evaluation else None,
+        metric=program.metric,
         direction=program.direction,
         best=_format_metric(context.best_metric),
         iteration=context.iteration,

@@ -211,7 +211,7 @@ def run_info(program: Program, path: str, target: TuneTarget, knob_source: str, 
              calls: int, seed: int, interrupted: bool) -> Mapping[str, Any]:
     """Returns the `run` part of the report: program, file, metric, direction, run's best and search settings."""
     return {
-        "program": program.name, "path": path, "metric": program.evaluation.metric if program.evaluation else None,
+        "program": program.name, "path": path, "metric": program.metric,
         "direction": program.direction, "run_best": target.run_best, "knob_source": knob_source,
         "notes": list(notes), "calls": calls, "seed": seed, "interrupted": interrupted,
     }  # fmt: skip

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from autoloop_py.cli import main
-from autoloop_py.program.models import SELECTIONS, guide, parse_models, proposers
+from autoloop_py.program.models import GUIDE, SELECTIONS, parse_models, proposers, with_role
 from tests.e2e.test_run import PROG, VALUE, _state, counter_repo  # noqa: F401 - the counter program fixture
 from tests.fake_openai import fake_openai
 from tests.programs import REPO
@@ -85,4 +85,4 @@ def test_the_pages_models_example_is_a_valid_frontmatter() -> None:
     assert data["model-selection"] == "ucb" and "ucb" in SELECTIONS
     local = next(spec for spec in specs if spec.api_base)
     assert local.name.startswith("openai/") and local.api_key_env == "LOCAL_LLM_KEY"
-    assert guide(specs) is not None and len(proposers(specs)) == 3
+    assert with_role(specs, GUIDE) is not None and len(proposers(specs)) == 3

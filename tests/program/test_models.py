@@ -8,7 +8,7 @@ import pytest
 
 from autoloop_py.errors import ProgramError
 from autoloop_py.program.frontmatter import ProgramConfig, parse_frontmatter
-from autoloop_py.program.models import GUIDE, ModelSpec, guide, parse_models, proposers
+from autoloop_py.program.models import GUIDE, ModelSpec, parse_models, proposers, with_role
 
 
 def _parse(head: str) -> tuple[ProgramConfig, list[str]]:
@@ -39,7 +39,7 @@ def test_bare_strings_and_mappings_with_every_setting() -> None:
     assert strong.params() == {"temperature": 0.2, "max_tokens": 1024, "top_p": 0.95, "api_base": "http://127.0.0.1:9/v1"}
     assert strong.priced(1000, 100) == pytest.approx(0.003 + 0.0015)
     assert cheap.priced(1000, 100) is None
-    assert proposers(config.models) == (cheap, strong) and guide(config.models) == meta and meta.role == GUIDE
+    assert proposers(config.models) == (cheap, strong) and with_role(config.models, GUIDE) == meta and meta.role == GUIDE
 
 
 def test_one_model_keeps_working_and_the_default_selection_is_weighted() -> None:

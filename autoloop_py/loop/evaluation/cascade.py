@@ -50,7 +50,7 @@ def stop_reason(result: EvaluationResult, stage: Stage, program: Program) -> str
     if result.rejection:
         return result.rejection
     if not passes(result.metric, stage, program.direction):
-        metric = program.evaluation.metric if program.evaluation else "metric"
+        metric = program.metric or "metric"
         shown = "no metric" if result.metric is None else f"{metric} {result.metric:g}"
         word = "at least" if program.direction != "lower" else "at most"
         return f"{shown}, the stage needs {word} {stage.threshold:g}"

@@ -488,7 +488,7 @@ def _ratchet(
     trailers)."""
     assert result.metric is not None
     program, now, run_url = ctx.program, ctx.now, ctx.options.run_url
-    metric = program.evaluation.metric if program.evaluation else "metric"
+    metric = program.metric or "metric"
     improved = statefile.is_improvement(result.metric, ctx.best, program.direction, program.config.min_delta)
     if not (improved if verdict is None else verdict.kept):
         notes = (rejection_note(result.metric, ctx.best, program) if verdict is None
@@ -545,7 +545,7 @@ def guide_for(
         return None
     model = model_use.guide_model(program, drawn) or llm.resolve_model(program, options.model)
     limits = llm_limits(program, options)
-    listed = models.guide(program.config.models) is not None
+    listed = models.with_role(program.config.models, models.GUIDE) is not None
     calls = proposer.models if isinstance(proposer, llm.LLMProposer) else None
     return None if model is None else functools.partial(
         model_use.ask_guide, model, listed, limits=limits, spent=spent, models=calls

@@ -264,15 +264,13 @@ def trace_reader(root: Path, branch: str, program: Program, objects: ObjectReade
                  unwritten: Mapping[str, str | bytes] | None = None) -> TraceReader:
     """Returns the reader of the program's trace on branch (its rows are listed now, read when asked), with the files
     of a record not committed yet (`unwritten`) over it."""
-    metric = program.evaluation.metric if program.evaluation else None
-    return TraceReader(BranchFiles(root, branch, objects, unwritten), program.name, metric)
+    return TraceReader(BranchFiles(root, branch, objects, unwritten), program.name, program.metric)
 
 
 def memory_reader(root: Path, memory: Memory, program: Program) -> TraceReader:
     """Returns the reader of the program's trace in memory: the memory branch, or the memory folder."""
-    metric = program.evaluation.metric if program.evaluation else None
     if isinstance(memory, FolderMemory):
-        return TraceReader(FolderFiles(memory.folder), program.name, metric)
+        return TraceReader(FolderFiles(memory.folder), program.name, program.metric)
     return trace_reader(root, memory.config.branch, program, memory.session.objects)
 
 
@@ -290,7 +288,7 @@ def feedback_items(
     """
     if reader is None or parent_id is None or program.config.feedback_bytes <= 0:
         return ()
-    metric = program.evaluation.metric if program.evaluation else None
+    metric = program.metric
     shown: list[tuple[str, trace.TraceRow]] = []
     parent = _own_row(reader, parent_id, origins or {})
     if parent is None and pending is not None and pending.id == parent_id:

@@ -53,7 +53,7 @@ def draw(program: Program, options: RunOptions, state: statefile.StateFile, iter
 
 def guide_model(program: Program, drawn: ModelSpec | None) -> ModelSpec | None:
     """Returns the model of a strategy's guide and meta calls: the `role: guide` entry, else the drawn one."""
-    return models.guide(program.config.models) or drawn
+    return models.with_role(program.config.models, models.GUIDE) or drawn
 
 
 def ask_guide(

@@ -116,7 +116,7 @@ def parse_or_new(
                 path=path,
             )
     if text is None or not text.strip():
-        metric = program.evaluation.metric if program.evaluation else "metric"
+        metric = program.metric or "metric"
         return statefile.new_state(program.name, program.goal, metric, program.direction, program.config.target_metric)
     return statefile.parse_state(text, path)
 
@@ -409,7 +409,7 @@ def seed_data(
         return None
     primary = primary_file(program, workdir)
     source = (workdir / primary).read_text(encoding="utf-8", errors="replace") if primary else ""
-    metric = program.evaluation.metric if program.evaluation else "metric"
+    metric = program.metric or "metric"
     metrics = {**(result.metrics if result is not None else {}), metric: baseline}
     artifacts = artifacts_of_result(result) if result is not None else {}
     stages = stages_metadata(result) if result is not None else {}

@@ -266,7 +266,7 @@ def _judge(root: Path, program: Program, outcome: Outcome, best: float | None) -
         return _Judgement("rejected", None, "Rejected before evaluation: " + "; ".join(problems), False)
     result = _result(root, program, outcome)
     redactor = from_environment(os.environ)
-    metrics = handoff_report.kept_metrics(result.metrics, _metric_name(program), result.metric, redactor)
+    metrics = handoff_report.kept_metrics(result.metrics, program.metric or "metric", result.metric, redactor)
     artifacts = handoff_report.kept_artifacts(artifacts_of_result(result), redactor)
     judged = functools.partial(_Judgement, evaluated=True, metrics=metrics, artifacts=artifacts)
     metric = result.metric
@@ -275,7 +275,7 @@ def _judge(root: Path, program: Program, outcome: Outcome, best: float | None) -
     if result.rejection or result.stopped:
         return judged("rejected", metric, handoff_report.safe_text(rejected_note(result), redactor))
     if statefile.is_improvement(metric, best, program.direction, program.config.min_delta):
-        return judged("accepted", metric, f"{_metric_name(program)} improved to {metric:g}")
+        return judged("accepted", metric, f"{program.metric or 'metric'} improved to {metric:g}")
     return judged("rejected", metric, rejection_note(metric, best, program))
 
 
@@ -286,10 +286,6 @@ def _result(root: Path, program: Program, outcome: Outcome) -> EvaluationResult:
     if outcome.report is not None:
         return handoff_report.result_of_report(outcome.report)
     return handoff_report.result_of_claim(outcome.metric, outcome.error)
-
-
-def _metric_name(program: Program) -> str:
-    return program.evaluation.metric if program.evaluation else "metric"
 
 
 def _best_or_baseline(root: Path, program: Program, state: statefile.StateFile) -> tuple[float | None, float | None]:

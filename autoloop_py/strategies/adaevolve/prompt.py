@@ -115,7 +115,7 @@ def render_guide_prompt(
         "goal": program.goal.strip(),
         "problem": problem,
         "notes": [n for n in notes if n],
-        "metric": program.evaluation.metric if program.evaluation else None,
+        "metric": program.metric,
         "direction": program.direction,
         "best": None if best is None else program_view(best),
         "count": config.paradigm_num_to_generate,

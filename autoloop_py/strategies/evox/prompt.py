@@ -147,7 +147,7 @@ def render_labels_prompt(program: Program, evaluator: str, framing: str, problem
     evaluator = with_newline(evaluator.strip())
     view = {
         "program": program.name, "goal": program.goal.strip(), "problem": problem,
-        "metric": program.evaluation.metric if program.evaluation else None, "direction": program.direction,
+        "metric": program.metric, "direction": program.direction,
         "evaluator": evaluator, "evaluator_fence": fence_for(evaluator),
         "framing": with_newline(framing.strip()), "framing_fence": fence_for(framing),
     }
@@ -190,7 +190,7 @@ def render_meta_prompt(
     """Returns the meta LLM's request for a full rewrite of the strategy that scores J best so far."""
     view = {
         "program": program.name, "goal": program.goal.strip(), "direction": program.direction, "problem": problem,
-        "notes": [n for n in notes if n], "metric": program.evaluation.metric if program.evaluation else None,
+        "notes": [n for n in notes if n], "metric": program.metric,
         "horizon": state.switch_interval, "threshold": config.improvement_threshold,
         "num_context": config.num_context_programs, "allowed": ALLOWED_MODULES,
         "start": raw_text(state.window_start_score, config.direction),

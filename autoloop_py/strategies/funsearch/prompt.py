@@ -69,7 +69,7 @@ def render_prompt(
     view = FunSearchPromptView(
         program=program.name,
         goal=program.goal.strip(),
-        metric=program.evaluation.metric if program.evaluation else None,
+        metric=program.metric,
         direction=program.direction,
         specification=spec,
         specification_fence=fence_for(spec),
