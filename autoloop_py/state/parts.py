@@ -15,6 +15,8 @@ from autoloop_py.render import environment
 PARTS_TEMPLATE = "state_parts.md.j2"
 SUMMARY_LIMIT = 200
 NO_VALUE = ("", "—", "–", "-")
+# The icon of each iteration status, as every page and the status command show it.
+STATUS_ICONS = {"accepted": "✅", "rejected": "❌", "error": "⚠️", "pending-ci": "⏳", "ci-fix-exhausted": "🛑"}
 
 _BREAK_RE = re.compile(r"([-*_])(?:[ \t]*\1){2,}")
 _CELL_SPLIT_RE = re.compile(r"(?<!\\)\|")
