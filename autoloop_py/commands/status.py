@@ -87,7 +87,7 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
         # Whole here: the overview cuts the status (a pause reason quotes an error) to one line.
         console.print(f"\n[bold]Status[/]: {shown(_status(program, machine, now))}")
         _details(states.get(args.program), console)
-        _stale(root, find_program(programs, args.program), states.get(args.program), console)
+        _stale(root, program, states.get(args.program), console)
     return 1 if args.program in damaged else 0
 
 
@@ -96,13 +96,12 @@ def _blocked(
 ) -> dict[str, tuple[str, StateError]]:
     """Returns, per program whose state file lost the runner's records, what it lost and how to restore it."""
     memory = MemoryStore(root)
-    found = {}
-    for program in programs:
-        state = states.get(program.name)
-        stop = integrity.blocked(memory, state_path(program), program.name, state) if state is not None else None
-        if stop is not None:
-            found[program.name] = stop
-    return found
+    stops = {
+        p.name: integrity.blocked(memory, state_path(p), p.name, state)
+        for p in programs
+        if (state := states.get(p.name)) is not None
+    }
+    return {name: stop for name, stop in stops.items() if stop is not None}
 
 
 def _print_mermaid(root: Path, programs: list[Program], name: str | None, console: Console) -> int:
