@@ -39,6 +39,3 @@ def nodes_of(trace: Trace) -> tuple[Node, ...]:
 def oriented(score: float, direction: str) -> float:
     """Returns the score so that larger is better ('lower' flips the sign)."""
     return -score if direction == "lower" else score
-
-
-__all__ = ["Node", "nodes_of", "oriented"]

@@ -41,12 +41,6 @@ from autoloop_py.analysis.tuning_source import (
 )
 from autoloop_py.program.regions import evolve_regions
 
-__all__ = [
-    "MAX_KNOBS", "PARAMS_NAME", "SCALES", "Knob", "Literal", "bounds", "family_of", "find_knobs", "format_value", "free_name",
-    "knob_prompt", "params_entries", "parametrize", "parse_knob_reply", "prelude_lines", "split_lines", "tunable_literals",
-    "with_values",
-]  # fmt: skip
-
 _SPAN = math.sqrt(10.0)  # the fallback range spans one order of magnitude around the default
 # The paper's range table by parameter family: the stems its names start with, its scale, its range around value v.
 _FAMILIES: dict[str, tuple[tuple[str, ...], str, Callable[[float], tuple[float, float]]]] = {

@@ -210,6 +210,3 @@ def format_metric(value: float | None) -> str:
 def format_percent(value: float | None) -> str:
     """Returns a share for display, to a tenth of a percent ('—' when unknown)."""
     return "—" if value is None else f"{value:.1%}"
-
-
-__all__ = ["StateError", "add_common", "subparser", "repo_root", "read_state", "readable_states", "states_and_damage", "machines"]

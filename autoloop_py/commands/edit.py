@@ -52,10 +52,6 @@ def cmd_edit(args: argparse.Namespace, console: Console) -> int:
     if edited == read:
         console.print(f"no change to {path}; nothing written")
         return 0
-    try:
-        check_edit(edited, path, recorded, runner)
-    except StateError as error:
-        raise _kept(error, edited, program.name, args.file) from None
 
     def change(current: str | None) -> str:
         merged = merge_edit(read, edited, current or "", path)
@@ -63,7 +59,8 @@ def cmd_edit(args: argparse.Namespace, console: Console) -> int:
         return merged
 
     message = f"[Autoloop: {program.name}] edited by hand: {args.message or 'autoloop edit'}"
-    try:
+    try:  # the edit itself is checked before the lock is waited for
+        check_edit(edited, path, recorded, runner)
         with hand_edit_lock(root):
             memory.update(path, change, message)
     except StateError as error:

@@ -31,7 +31,7 @@ from autoloop_py.program.model import Program, find_program, program_name
 from autoloop_py.proposers import get_proposer, llm
 from autoloop_py.proposers.model_worker import ModelWorker, start_worker
 from autoloop_py.sandbox.runner import make_non_dumpable, sigterm_interrupts
-from autoloop_py.state.parts import utc
+from autoloop_py.state.parts import STATUS_ICONS, utc
 from autoloop_py.state.untrusted_text import plain
 from autoloop_py.strategies.slots import MAX_SLOTS, Slot, parse_slot
 
@@ -44,7 +44,6 @@ if TYPE_CHECKING:
 # How long a run on this machine trusts its last listing of the remote's branches (its own pushes keep it up to
 # date): a commit pushed to the base branch meanwhile is built on from the first iteration after that.
 LISTING_SECONDS = 10.0
-_MARKS = {"accepted": "✅", "rejected": "❌", "error": "⚠️", "pending-ci": "⏳"}
 
 
 def add_parser(commands: Any) -> None:
@@ -473,7 +472,7 @@ def print_outcome(outcome: IterationOutcome, console: Console) -> None:
 def _line(outcome: IterationOutcome) -> str:
     from autoloop_py.loop.slots.barrier_publish import SLOTS_REF
 
-    mark = _MARKS.get(outcome.status, "·")
+    mark = STATUS_ICONS.get(outcome.status, "·")
     metric = format_metric(outcome.metric)
     best = format_metric(outcome.best_before)
     text = f"{mark} {outcome.program} · iteration {outcome.iteration} · {outcome.status} · metric {metric} (best was {best})"

@@ -32,13 +32,12 @@ from autoloop_py.state import file as statefile
 from autoloop_py.state import population as pop
 from autoloop_py.state.memory import MemoryStore
 from autoloop_py.state.model_stats import summary_rows
-from autoloop_py.state.parts import trim
+from autoloop_py.state.parts import STATUS_ICONS, trim
 from autoloop_py.state.population import population_of
 from autoloop_py.state.untrusted_text import plain
 
 _NOT_EVALUATED = re.compile(r"not evaluated: [^\n]*")
 _INSTRUCTION_SHOWN = 120  # characters of a variant's instruction (`autoloop state PROGRAM` prints it whole)
-_SPARK = {"accepted": "✅", "rejected": "❌", "error": "⚠️", "pending-ci": "⏳", "ci-fix-exhausted": "🛑"}
 
 
 def add_parser(commands: Any) -> None:
@@ -88,7 +87,7 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
         # Whole here: the overview cuts the status (a pause reason quotes an error) to one line.
         console.print(f"\n[bold]Status[/]: {shown(_status(program, machine, now))}")
         _details(states.get(args.program), console)
-        _stale(root, find_program(programs, args.program), states.get(args.program), console)
+        _stale(root, program, states.get(args.program), console)
     return 1 if args.program in damaged else 0
 
 
@@ -97,13 +96,12 @@ def _blocked(
 ) -> dict[str, tuple[str, StateError]]:
     """Returns, per program whose state file lost the runner's records, what it lost and how to restore it."""
     memory = MemoryStore(root)
-    found = {}
-    for program in programs:
-        state = states.get(program.name)
-        stop = integrity.blocked(memory, state_path(program), program.name, state) if state is not None else None
-        if stop is not None:
-            found[program.name] = stop
-    return found
+    stops = {
+        p.name: integrity.blocked(memory, state_path(p), p.name, state)
+        for p in programs
+        if (state := states.get(p.name)) is not None
+    }
+    return {name: stop for name, stop in stops.items() if stop is not None}
 
 
 def _print_mermaid(root: Path, programs: list[Program], name: str | None, console: Console) -> int:
@@ -151,7 +149,7 @@ def _status_cell(status: str, recent: tuple[str, ...]) -> Group:
     """Returns the status on one line (cut with … here; `autoloop status PROGRAM` shows it whole), then the
     recent statuses."""
     line = Text(plain(status), no_wrap=True, overflow="ellipsis")
-    return Group(line, Text("".join(_SPARK.get(s, "·") for s in recent), overflow="fold"))
+    return Group(line, Text("".join(STATUS_ICONS.get(s, "·") for s in recent), overflow="fold"))
 
 
 def _row(program: Program, state: statefile.StateFile | None, now: datetime) -> list[Any]:
@@ -210,7 +208,7 @@ def _details(state: statefile.StateFile | None, console: Console) -> None:
         if entry.is_range:
             console.print("  " + shown(entry.text.strip().splitlines()[0].lstrip("# ")))
             continue
-        mark = _SPARK.get(entry.status or "", "·")
+        mark = STATUS_ICONS.get(entry.status or "", "·")
         metric = format_metric(entry.metric)
         console.print(f"  {entry.iteration:>4} {mark} {entry.status or '?':<9} {metric:>10}  {shown(entry.change)}")
     _skipped_summary(state, console)

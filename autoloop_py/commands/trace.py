@@ -129,9 +129,11 @@ def opened(name: str, repo: Path | None, strict: bool = True) -> Iterator[Target
     directory = Path(name)
     if directory.is_dir():
         run = trace.load_trace(directory)
-        root = _root(repo)
+        root = None
+        with contextlib.suppress(AutoloopError):  # outside a repository: the trace alone
+            root = repo_root(repo)
         program_name = run.meta.get("program")
-        program = _program(root, program_name) if root is not None and isinstance(program_name, str) else None
+        program = _program(check_all(root)[0], program_name) if root and isinstance(program_name, str) else None
         yield Target(run, program, root, str(directory))
         return
     if "/" in name or name.startswith("."):
@@ -140,19 +142,11 @@ def opened(name: str, repo: Path | None, strict: bool = True) -> Iterator[Target
     programs, _ = check_all(root)
     with tempdirs.temporary("autoloop-trace-") as tmp:
         run = trace.load_trace(export_program(root, name, Path(tmp) / name))
-        program = find_program(programs, name) if strict else next((p for p in programs if p.name == name), None)
+        program = find_program(programs, name) if strict else _program(programs, name)
         yield Target(run, program, root, f"{MEMORY_BRANCH}:{trace.trace_dir(name)}")
 
 
-def _root(repo: Path | None) -> Path | None:
-    try:
-        return repo_root(repo)
-    except AutoloopError:
-        return None
-
-
-def _program(root: Path, name: str) -> Program | None:
-    programs, _ = check_all(root)
+def _program(programs: list[Program], name: str) -> Program | None:
     return next((program for program in programs if program.name == name), None)
 
 

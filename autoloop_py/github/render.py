@@ -13,18 +13,10 @@ from autoloop_py.loop.iteration.iteration import IterationOutcome
 from autoloop_py.render import render
 from autoloop_py.state.machine import MachineState
 from autoloop_py.state.untrusted_text import github_safe, plain
-from autoloop_py.state.parts import format_number, one_line, utc
+from autoloop_py.state.parts import STATUS_ICONS, STATUS_WORDS, format_number, one_line, utc
 
 DISCLOSURE = "🤖 *This was written by autoloop, an automated AI improvement loop; review it as you would any AI output.*"
 STATUS_MARKER = "<!-- AUTOLOOP:STATUS -->"
-_STATUS_ICONS = {"accepted": "✅", "rejected": "❌", "error": "⚠️", "pending-ci": "⏳", "ci-fix-exhausted": "🛑"}
-_STATUS_WORDS = {
-    "accepted": "Accepted",
-    "rejected": "Rejected",
-    "error": "Error",
-    "pending-ci": "Pending CI",
-    "ci-fix-exhausted": "CI fix exhausted",
-}
 
 
 # ---------------------------------------------------------------- views
@@ -102,7 +94,7 @@ def render_status(view: ProgramView) -> str:
         status = f"paused: {machine.pause_reason or 'unknown'}"
     else:
         status = "active"
-    recent = " ".join(_STATUS_ICONS.get(s, s) for s in machine.recent_statuses)
+    recent = " ".join(STATUS_ICONS.get(s, s) for s in machine.recent_statuses)
     return render(
         "github/status.md.j2",
         marker=STATUS_MARKER,
@@ -122,8 +114,8 @@ def render_iteration(outcome: IterationOutcome, run_url: str | None = None) -> s
         "github/iteration.md.j2",
         outcome=outcome,
         run_url=run_url,
-        icon=_STATUS_ICONS.get(outcome.status, "•"),
-        label=_STATUS_WORDS.get(outcome.status, outcome.status),
+        icon=STATUS_ICONS.get(outcome.status, "•"),
+        label=STATUS_WORDS.get(outcome.status, outcome.status),
         change=one_line(github_safe(outcome.summary)) or "—",
         metric=_metric(outcome.metric),
         previous=_metric(outcome.best_before),

@@ -11,6 +11,8 @@ from typing import Callable
 from autoloop_py import markdown as md
 from autoloop_py.render import render
 from autoloop_py.state.parts import (
+    STATUS_ICONS,
+    STATUS_WORDS,
     SUMMARY_LIMIT,
     content_end,
     end_line,
@@ -29,12 +31,6 @@ KEEP_DETAILED = 10
 KEEP_DETAILED_TIGHT = 5
 TIGHT_FRACTION = 0.8
 
-_STATUS_LABELS = {
-    "accepted": "✅ Accepted",
-    "rejected": "❌ Rejected",
-    "error": "⚠️ Error",
-    "pending-ci": "⏳ Pending CI",
-}
 _NO_ACCEPTED = "no accepted changes"
 _NO_ITERATIONS_RE = re.compile(r"^\s*[*_]*\(?\s*no iterations yet\.?\s*\)?[*_]*\s*$", re.IGNORECASE)
 _ITERATION_RE = re.compile(r"^iteration\s+#?(\d{1,9})\b", re.IGNORECASE)
@@ -333,7 +329,7 @@ def render_entry(record: IterationRecord, iteration: int, previous_best: float |
         iteration=iteration,
         when=utc(record.timestamp).strftime("%Y-%m-%d %H:%M UTC"),
         run_url=record.run_url,
-        status_label=_STATUS_LABELS[record.status],
+        status_label=f"{STATUS_ICONS[record.status]} {STATUS_WORDS[record.status]}",
         change=one_line(record.change) or "—",
         metric=_metric_text(record.metric, previous_best),
         commit=record.commit if record.status in ("accepted", "pending-ci") else None,

@@ -15,6 +15,15 @@ from autoloop_py.render import environment
 PARTS_TEMPLATE = "state_parts.md.j2"
 SUMMARY_LIMIT = 200
 NO_VALUE = ("", "—", "–", "-")
+# The icon and the words of each iteration status, as every page and command show them.
+STATUS_ICONS = {"accepted": "✅", "rejected": "❌", "error": "⚠️", "pending-ci": "⏳", "ci-fix-exhausted": "🛑"}
+STATUS_WORDS = {
+    "accepted": "Accepted",
+    "rejected": "Rejected",
+    "error": "Error",
+    "pending-ci": "Pending CI",
+    "ci-fix-exhausted": "CI fix exhausted",
+}
 
 _BREAK_RE = re.compile(r"([-*_])(?:[ \t]*\1){2,}")
 _CELL_SPLIT_RE = re.compile(r"(?<!\\)\|")

@@ -15,7 +15,7 @@ from dataclasses import fields, replace
 from autoloop_py import markdown as md
 from autoloop_py.errors import StateError
 from autoloop_py.render import render
-from autoloop_py.state.parts import finite_number, format_number, one_line
+from autoloop_py.state.parts import STATUS_ICONS, finite_number, format_number, one_line
 from autoloop_py.state.population_model import (
     CANDIDATE_STATUSES,
     FOLDED_HEADING_RE,
@@ -29,7 +29,6 @@ from autoloop_py.state.population_model import (
 
 logger = logging.getLogger(__name__)
 
-_STATUS_LABELS = {"accepted": "✅ accepted", "rejected": "❌ rejected", "error": "⚠️ error"}
 _NONE_WORDS = ("", "—", "–", "-", "none", "null")
 # A bullet's label in lower-case letters only -> the field it sets (`Parent(s)`, `Feature cell` and `Note` too).
 _LABELS = {key: key for key in ("operator", "parents", "cell", "approach", "status", "notes", "lines")}
@@ -177,12 +176,13 @@ def _entry_text(candidate: Candidate) -> str:
 def _bullets(candidate: Candidate) -> list[tuple[str, str]]:
     # One line each: a model-written approach or note with a line break would otherwise start bullets of its own
     # (a forged `- **Objectives**:` or `- **Island**:` line the strategies would read back).
+    status = candidate.status
     bullets = [
         ("Operator", one_line(candidate.operator)),
         ("Parent(s)", ", ".join(str(p) for p in candidate.parents) or "—"),
         ("Feature cell", " · ".join(candidate.cell) if candidate.cell else "—"),
         ("Approach", one_line(candidate.approach)),
-        ("Status", _STATUS_LABELS.get(candidate.status, candidate.status)),
+        ("Status", f"{STATUS_ICONS[status]} {status}" if status in CANDIDATE_STATUSES else status),
         ("Notes", one_line(candidate.notes)),
         *((one_line(label), one_line(value)) for label, value in candidate.extra),
     ]
