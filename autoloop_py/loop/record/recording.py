@@ -383,7 +383,6 @@ def candidate_data(
     path = workdir / primary if primary else None
     if source is None:
         source = path.read_text(encoding="utf-8", errors="replace") if path and path.is_file() else ""
-    usage = proposal.usage
     return trace.Evaluated(
         source=source,
         metrics=dict(metrics),
@@ -391,9 +390,8 @@ def candidate_data(
         replies=tuple(text for role, text in proposal.transcript if role in ("assistant", "agent")),
         parent_id=parent_id,
         operator=operator,
-        model=usage.model if usage else None,
-        tokens=(usage.prompt_tokens + usage.completion_tokens) or None if usage else None,
-        cost=usage.cost if usage else None,
+        model=proposal.usage.model if proposal.usage else None,
+        **usage_of(proposal),  # type: ignore[arg-type]
         language=strategy.language_of(primary or ""),
         metadata=dict(metadata or {}),
         runs=tuple(runs),
