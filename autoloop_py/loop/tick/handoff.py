@@ -219,8 +219,7 @@ def _evaluated(
     if not result.evaluated:
         return None
     primary = runner.primary if runner is not None else primary_file(program, root)
-    path = root / primary if primary else None
-    source = path.read_text(encoding="utf-8", errors="replace") if path is not None and path.is_file() else ""
+    source = (_read(root / primary) if primary else None) or ""
     island = getattr(decision, "island", None)
     return trace.Evaluated(
         source=source, metrics=dict(result.metrics), parent_id=_parent_id(decision, tip),
