@@ -77,12 +77,11 @@ def changes(before: CheckoutSnapshot, after: CheckoutSnapshot) -> list[str]:
     """Returns what differs between two snapshots, one phrase each (worktrees the runner added or removed aside)."""
     found = []
     for name in sorted(set(before.files) | set(after.files)):
-        if name.startswith("worktrees/") and (name not in before.files or name not in after.files):
+        old, new = before.files.get(name), after.files.get(name)
+        if old == new or (name.startswith("worktrees/") and (name not in before.files or name not in after.files)):
             continue
-        if before.files.get(name) != after.files.get(name):
-            old, new = before.files.get(name), after.files.get(name)
-            verb = "appeared" if old is None else "was removed" if new is None else "changed"
-            found.append(f"{before.git_dir / name} {verb}")
+        verb = "appeared" if old is None else "was removed" if new is None else "changed"
+        found.append(f"{before.git_dir / name} {verb}")
     for ref in sorted(set(before.refs) | set(after.refs)):
         old, new = before.refs.get(ref), after.refs.get(ref)
         if old != new:

@@ -451,21 +451,13 @@ def changed_paths(repo: git.Repo) -> list[str]:
     result = call(repo, "status", "--porcelain=v1", "-z", "--untracked-files=all")
     if not result.ok:
         raise failure(result, repo)
-    return sorted(set(status_paths(result.stdout)))
-
-
-def status_paths(raw: bytes) -> list[str]:
-    """Returns every path named by `git status --porcelain=v1 -z` output (both sides of renames)."""
-    fields = raw.split(b"\0")
-    paths: list[str] = []
-    index = 0
-    while index < len(fields):
-        entry = fields[index]
-        index += 1
+    fields = iter(result.stdout.split(b"\0"))
+    paths: set[str] = set()
+    for entry in fields:
         if len(entry) < 4:
             continue
-        paths.append(entry[3:].decode("utf-8", "surrogateescape"))
-        if entry[:1] in (b"R", b"C") and index < len(fields):
-            paths.append(fields[index].decode("utf-8", "surrogateescape"))
-            index += 1
-    return paths
+        paths.add(entry[3:].decode("utf-8", "surrogateescape"))
+        # A rename or copy names its source in the next field.
+        if entry[:1] in (b"R", b"C") and (source := next(fields, None)) is not None:
+            paths.add(source.decode("utf-8", "surrogateescape"))
+    return sorted(paths)

@@ -215,15 +215,6 @@ def run_sandboxed(
     """
     if policy.outside_only and not policy.sandboxed:
         raise SandboxError(OUTSIDE_ONLY_NEEDS_BWRAP)
-    with private_network() if policy.outside_only else nullcontext() as network:
-        return _run_confined(command, workdir, policy, env, timeout, cwd, writable, output_cap, on_exit, network)
-
-
-def _run_confined(
-    command: str, workdir: Path, policy: SandboxPolicy, env: Mapping[str, str], timeout: float, cwd: Path | None,
-    writable: Sequence[Path], output_cap: int, on_exit: Callable[[], object] | None, network: PrivateNetwork | None,
-) -> CommandResult:
-    """run_sandboxed, with the command's outside-only network (None: the policy's network as it is)."""
     work = str(workdir.resolve())
     where = str((cwd or workdir).resolve())
     env = {**env, RUN_TOKEN_ENV_VAR: run_token(os.getpid())}
@@ -237,10 +228,11 @@ def _run_confined(
         for path in slot_user.exposed([*hidden, *(path / "config" for path in hidden)]):
             logger.warning("%s is writable by every user: an evaluation or agent, though run as a uid of its own "
                            "(isolation: none as root), could change it; remove the write permission of others", path)
-    if own_uid:  # the evaluation venv of `autoloop deps --install` first, when the runner's python3 is out of reach
+        # The evaluation venv of `autoloop deps --install` first, when the runner's python3 is out of reach.
         env = {**env, "PATH": evaluation_python.search_path(os.environ, env.get("PATH", os.defpath))}
         _warn_unreachable_python(env["PATH"])
-    with (slot_user.slot_user(workdir, writable) if own_uid else nullcontext()) as user:
+    with private_network() if policy.outside_only else nullcontext() as network, \
+            slot_user.slot_user(workdir, writable) if own_uid else nullcontext() as user:  # fmt: skip
         if user is not None:
             env = user.environment(env)
         return _confined(command, policy, limit, user, network, env=env, where=where, work=work, timeout=timeout,

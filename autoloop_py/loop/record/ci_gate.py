@@ -388,10 +388,8 @@ def _pause(state: StateFile, pending: PendingCI, reason: str, label: str) -> Rec
 
 def _replace_last(statuses: tuple[str, ...], old: str, new: str) -> tuple[str, ...]:
     """Returns the statuses with the last `old` replaced by `new` (unchanged when there is none)."""
-    for index in range(len(statuses) - 1, -1, -1):
-        if statuses[index] == old:
-            return (*statuses[:index], new, *statuses[index + 1 :])
-    return statuses
+    index = next((i for i in reversed(range(len(statuses))) if statuses[i] == old), None)
+    return statuses if index is None else (*statuses[:index], new, *statuses[index + 1 :])
 
 
 def _default_summary(result: CheckResult) -> str:

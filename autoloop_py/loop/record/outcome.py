@@ -41,9 +41,10 @@ MAX_TEXT = 20_000
 _KEY_RE = re.compile(r"^[A-Za-z0-9_.-]+:(?P<iteration>\d{1,9}):[0-9a-f]{16}$")
 _KEY_UNSAFE_RE = re.compile(r"[^A-Za-z0-9_.-]+")
 _SHA_RE = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
-_TOP_KEYS = {"format", "program", "iteration", "key", "base_tree", "best_before", "record", "changed", "deleted",
-             "prompt", "evaluated", "seed", "waiting", "decision", "candidate_source", "approach",
-             "base_commit", "recheck"}
+# The Outcome fields outcome.json holds as they are; the others are converted (render_outcome).
+_PLAIN_KEYS = ("program", "iteration", "key", "base_tree", "best_before", "prompt", "waiting", "candidate_source",
+               "approach", "base_commit")
+_TOP_KEYS = {*_PLAIN_KEYS, "format", "record", "changed", "deleted", "evaluated", "seed", "decision", "recheck"}
 _RECORD_KEYS = {"status", "timestamp", "change", "metric", "notes", "lesson", "baseline", "tokens", "cost", "extra"}
 _RECHECK_KEYS = {"base", "recorded", "best", "stale"}
 _EVALUATED_KEYS = {"source", "metrics", "prompt", "replies", "parent_id", "operator", "model", "tokens", "cost",
@@ -131,23 +132,14 @@ def render_outcome(outcome: Outcome) -> tuple[str, dict[str, bytes]]:
     """Returns (outcome.json text, {path under files/: bytes}) of an outcome."""
     written = {path: text.encode("utf-8") for path, text in outcome.changes.items() if text is not None}
     doc = {
+        **{name: getattr(outcome, name) for name in _PLAIN_KEYS},
         "format": FORMAT,
-        "program": outcome.program,
-        "iteration": outcome.iteration,
-        "key": outcome.key,
-        "base_tree": outcome.base_tree,
-        "best_before": outcome.best_before,
         "record": _record_json(outcome.record) if outcome.record is not None else None,
         "changed": {path: hashlib.sha256(data).hexdigest() for path, data in sorted(written.items())},
         "deleted": sorted(path for path, text in outcome.changes.items() if text is None),
-        "prompt": outcome.prompt,
         "evaluated": _evaluated_json(outcome.evaluated),
         "seed": _evaluated_json(outcome.seed),
-        "waiting": outcome.waiting,
         "decision": _encoded(outcome.decision),
-        "candidate_source": outcome.candidate_source,
-        "approach": outcome.approach,
-        "base_commit": outcome.base_commit,
         "recheck": None if outcome.recheck is None else asdict(outcome.recheck),
     }
     return json.dumps(doc, indent=1, sort_keys=True, allow_nan=False) + "\n", written

@@ -25,6 +25,7 @@ from autoloop_py.state import feedback
 from autoloop_py.state import file as statefile
 from autoloop_py.state import schedule_table, trace, untrusted_text
 from autoloop_py.state.history import KEY_TRAILER
+from autoloop_py.state.machine import MachineState
 from autoloop_py.state.memory import MemoryStore
 from autoloop_py.state.memory_folder import Memory
 from autoloop_py.state.population import Candidate
@@ -244,26 +245,24 @@ def with_best_base(state: statefile.StateFile, record: statefile.IterationRecord
 
 def record_recheck(memory: Memory, program: Program, found: BestRecheck) -> None:
     """Records the best re-checked on a new default-branch commit: its (re-based) value and why it is stale."""
-    path = state_path(program)
-
-    def change(text: str | None) -> str:
-        state = parse_or_new(text, program, path)
-        return statefile.render_state(statefile.with_machine(state, found.applied_to(state.machine)))
-
     verb = f"best re-checked on {found.base[:12]}" + (f": stale, {found.stale}" if found.stale else ": it holds")
-    memory.update(path, change, f"[Autoloop: {program.name}] {verb}"[:200])
+    _update_machine(memory, program, found.applied_to, verb)
 
 
 def record_pause(memory: Memory, program: Program, paused: bool, reason: str | None) -> None:
     """Sets (or clears) Paused and its reason in the program's state file, on the freshest text."""
+    verb = f"paused: {reason}" if paused else "resumed"
+    _update_machine(memory, program, lambda m: replace(m, paused=paused, pause_reason=reason if paused else None), verb)
+
+
+def _update_machine(memory: Memory, program: Program, edit: Callable[[MachineState], MachineState], verb: str) -> None:
+    """Commits the state file with its Machine State edited, on the freshest text."""
     path = state_path(program)
 
     def change(text: str | None) -> str:
         state = parse_or_new(text, program, path)
-        machine = replace(state.machine, paused=paused, pause_reason=reason if paused else None)
-        return statefile.render_state(statefile.with_machine(state, machine))
+        return statefile.render_state(statefile.with_machine(state, edit(state.machine)))
 
-    verb = f"paused: {reason}" if paused else "resumed"
     memory.update(path, change, f"[Autoloop: {program.name}] {verb}"[:200])
 
 
@@ -384,7 +383,6 @@ def candidate_data(
     path = workdir / primary if primary else None
     if source is None:
         source = path.read_text(encoding="utf-8", errors="replace") if path and path.is_file() else ""
-    usage = proposal.usage
     return trace.Evaluated(
         source=source,
         metrics=dict(metrics),
@@ -392,9 +390,8 @@ def candidate_data(
         replies=tuple(text for role, text in proposal.transcript if role in ("assistant", "agent")),
         parent_id=parent_id,
         operator=operator,
-        model=usage.model if usage else None,
-        tokens=(usage.prompt_tokens + usage.completion_tokens) or None if usage else None,
-        cost=usage.cost if usage else None,
+        model=proposal.usage.model if proposal.usage else None,
+        **usage_of(proposal),  # type: ignore[arg-type]
         language=strategy.language_of(primary or ""),
         metadata=dict(metadata or {}),
         runs=tuple(runs),

@@ -149,28 +149,21 @@ class Lanes:
 def _serve(pipe: Connection) -> None:
     """A lane's process: runs each iteration it receives and sends back its account, until told to stop."""
     os.setpgrp()  # the terminal's Ctrl-C goes to the run, which decides about the slots in flight
-    try:
-        with sigterm_interrupts():
-            _serve_jobs(pipe)
-    except Terminated:
-        pass  # the run abandoned the slot: the iteration unwound (its finally blocks ran) and the lane leaves quietly
-
-
-def _serve_jobs(pipe: Connection) -> None:
-    """Runs each iteration the pipe hands over and sends back its account, until told to stop."""
-    while True:
-        try:
-            job = pipe.recv()
-        except EOFError:
-            return  # the run is gone
-        if job is None:
-            return
-        root, program, options = job
-        try:
-            reply: tuple[str, object] = ("done", run_iteration(root, program, options))
-        except AutoloopError as err:
-            reply = ("setting", str(err))
-        except Exception as err:  # noqa: BLE001 - the run records the slot as an error and goes on
-            log.exception("the slot's iteration failed")
-            reply = ("failed", f"{type(err).__name__}: {err}")
-        pipe.send(reply)
+    # Terminated: the run abandoned the slot; the iteration unwound (its finally blocks ran), the lane leaves quietly.
+    with contextlib.suppress(Terminated), sigterm_interrupts():
+        while True:
+            try:
+                job = pipe.recv()
+            except EOFError:
+                return  # the run is gone
+            if job is None:
+                return
+            root, program, options = job
+            try:
+                reply: tuple[str, object] = ("done", run_iteration(root, program, options))
+            except AutoloopError as err:
+                reply = ("setting", str(err))
+            except Exception as err:  # noqa: BLE001 - the run records the slot as an error and goes on
+                log.exception("the slot's iteration failed")
+                reply = ("failed", f"{type(err).__name__}: {err}")
+            pipe.send(reply)

@@ -169,45 +169,40 @@ def record(
 ) -> statefile.IterationRecord:
     """Judges the working tree's candidate against the best, records it in memory (as prepare), and returns it."""
     with program_lock(root, program.name):
-        return _record_locked(root, program, outcome, budget, memory if memory is not None else open_memory(root))
-
-
-def _record_locked(
-    root: Path, program: Program, outcome: Outcome, budget: int, memory: Memory
-) -> statefile.IterationRecord:
-    memory.sync()
-    state = load_state(memory, program)
-    integrity.check_records(memory, state_path(program), program.name, state)
-    iteration = state.machine.iteration_count + 1
-    runner = strategy.load_runner(program, root)
-    decision = _decide(root, program, runner, state, iteration, memory) if runner is not None else None
-    best, baseline = _best_or_baseline(root, program, state)
-    result = _judge(root, program, outcome, best)
-    if result.status == "accepted" and outcome.pending_ci and ci_gate_enabled(program):
-        result = dataclasses.replace(result, status="pending-ci", notes=result.notes + "; waiting for CI")
-    extra = strategy.history_bullets(decision, result.metric) if decision is not None else ()
-    entry = statefile.IterationRecord(
-        status=result.status,
-        timestamp=datetime.now(timezone.utc),
-        change=outcome.summary,
-        metric=result.metric,
-        commit=_kept_commit(root, outcome, result.status),
-        notes=result.notes,
-        lesson=outcome.lesson if result.status != "error" else None,
-        baseline=baseline,
-        extra=extra,
-    )
-    candidate = None
-    if runner is not None and decision is not None and result.evaluated:
-        source = (root / runner.primary).read_text(encoding="utf-8")
-        candidate = strategy.candidate_for(runner, decision, entry, source, outcome.approach, iteration)
-    evaluated = _evaluated(root, program, runner, decision, result, trace.read_tip(memory.read, program.name))
-    entry, evaluated = prompt_use.with_choice(entry, evaluated, prompt_use.choose(program, state, iteration, None))
-    # gh-aw's repo-memory folder holds at most 1000 files: its trace keeps rows (and their artifacts), not sources.
-    data = IterationData(runner, candidate, evaluated=evaluated, decision=decision,
-                         base=stale_parents.default_tip(root), trace_sources=not isinstance(memory, FolderMemory))
-    record_iteration(memory, program, entry, budget, data)
-    return entry
+        memory = memory if memory is not None else open_memory(root)
+        memory.sync()
+        state = load_state(memory, program)
+        integrity.check_records(memory, state_path(program), program.name, state)
+        iteration = state.machine.iteration_count + 1
+        runner = strategy.load_runner(program, root)
+        decision = _decide(root, program, runner, state, iteration, memory) if runner is not None else None
+        best, baseline = _best_or_baseline(root, program, state)
+        result = _judge(root, program, outcome, best)
+        if result.status == "accepted" and outcome.pending_ci and ci_gate_enabled(program):
+            result = dataclasses.replace(result, status="pending-ci", notes=result.notes + "; waiting for CI")
+        extra = strategy.history_bullets(decision, result.metric) if decision is not None else ()
+        entry = statefile.IterationRecord(
+            status=result.status,
+            timestamp=datetime.now(timezone.utc),
+            change=outcome.summary,
+            metric=result.metric,
+            commit=_kept_commit(root, outcome, result.status),
+            notes=result.notes,
+            lesson=outcome.lesson if result.status != "error" else None,
+            baseline=baseline,
+            extra=extra,
+        )
+        candidate = None
+        if runner is not None and decision is not None and result.evaluated:
+            source = (root / runner.primary).read_text(encoding="utf-8")
+            candidate = strategy.candidate_for(runner, decision, entry, source, outcome.approach, iteration)
+        evaluated = _evaluated(root, program, runner, decision, result, trace.read_tip(memory.read, program.name))
+        entry, evaluated = prompt_use.with_choice(entry, evaluated, prompt_use.choose(program, state, iteration, None))
+        # gh-aw's repo-memory folder holds at most 1000 files: its trace keeps rows (and artifacts), not sources.
+        data = IterationData(runner, candidate, evaluated=evaluated, decision=decision,
+                             base=stale_parents.default_tip(root), trace_sources=not isinstance(memory, FolderMemory))
+        record_iteration(memory, program, entry, budget, data)
+        return entry
 
 
 def _parent_id(decision: Decision | None, tip: str | None) -> str | None:
@@ -224,8 +219,7 @@ def _evaluated(
     if not result.evaluated:
         return None
     primary = runner.primary if runner is not None else primary_file(program, root)
-    path = root / primary if primary else None
-    source = path.read_text(encoding="utf-8", errors="replace") if path is not None and path.is_file() else ""
+    source = (_read(root / primary) if primary else None) or ""
     island = getattr(decision, "island", None)
     return trace.Evaluated(
         source=source, metrics=dict(result.metrics), parent_id=_parent_id(decision, tip),

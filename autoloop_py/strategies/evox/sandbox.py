@@ -10,6 +10,7 @@ checked again here, so a strategy cannot hand back a parent that does not exist.
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib.resources
 import json
 import logging
@@ -373,16 +374,10 @@ def _start_and_wait(payload: bytes, workdir: Path, out: IO[bytes], err: IO[bytes
         return process.returncode, False
     except subprocess.TimeoutExpired:
         # Not yet reaped, so its pid (the group id) cannot have been reused.
-        _kill_group(process.pid)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
         process.wait()
         return process.returncode, True
-
-
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def _read(stream: IO[bytes]) -> str:

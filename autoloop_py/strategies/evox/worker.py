@@ -10,6 +10,7 @@ Uses the standard library only (plus the contract module), since site-packages i
 from __future__ import annotations
 
 import builtins
+import functools
 import json
 import math
 import os
@@ -306,7 +307,10 @@ def run_validate(request: dict[str, Any]) -> dict[str, Any]:
     cls = load_strategy(request["code"])
     seed = int(request["seed"])
     problems: list[list[Any]] = []
-    for check in (check_add_and_sample, check_failed_genomes, check_small_population, check_same_seed):
+    # Between them: all genomes (failed ones too) sampled five times, a population of five sampled three times.
+    checks = (check_add_and_sample, functools.partial(check_replayed, count=None, times=5),
+              functools.partial(check_replayed, count=5, times=3), check_same_seed)
+    for check in checks:
         try:
             check(cls, seed)
         except Failure as failure:
@@ -328,20 +332,13 @@ def check_add_and_sample(cls: type[StrategyBase], seed: int) -> None:
     expect_samples(strategy, [first, *more], num_context=4, times=10)
 
 
-def check_failed_genomes(cls: type[StrategyBase], seed: int) -> None:
-    """Replays all validation genomes, including failed ones without a numeric score, then samples 3 five times."""
+def check_replayed(cls: type[StrategyBase], seed: int, count: int | None, times: int) -> None:
+    """Replays the first `count` validation genomes (None: all, failed ones without a numeric score among them) into
+    a fresh instance, then samples 3 `times` times."""
     strategy = new_strategy(cls, seed)
-    genomes = validation_genomes()
+    genomes = validation_genomes()[:count]
     replay(strategy, genomes)
-    expect_samples(strategy, genomes, num_context=3, times=5)
-
-
-def check_small_population(cls: type[StrategyBase], seed: int) -> None:
-    """Samples 3 three times from a fresh instance holding five genomes."""
-    strategy = new_strategy(cls, seed)
-    genomes = validation_genomes()[:5]
-    replay(strategy, genomes)
-    expect_samples(strategy, genomes, num_context=3, times=3)
+    expect_samples(strategy, genomes, num_context=3, times=times)
 
 
 def check_same_seed(cls: type[StrategyBase], seed: int) -> None:
