@@ -225,7 +225,8 @@ def _loop(
     warned: set[str] = set()
     # No iteration starts in the job's last 5 minutes.
     deadline = None if options.job_deadline is None else options.job_deadline - 5 * 60
-    with _progress(console, count) as progress:
+    columns = SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()
+    with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as progress:
         task = progress.add_task("iterating", total=count)
         for done in range(count):
             if deadline is not None and time.monotonic() > deadline:
@@ -399,21 +400,16 @@ def job_end(environ: Mapping[str, str], started: float, wall_now: float) -> floa
     stamp = environ.get("AUTOLOOP_JOB_STARTED_AT", "").strip()
     if not stamp:
         return started + limit
-    return started - (wall_now - _unix_seconds(stamp)) + limit
-
-
-def _unix_seconds(stamp: str) -> float:
-    """Returns AUTOLOOP_JOB_STARTED_AT as unix seconds."""
     try:
-        return float(stamp)
+        unix = float(stamp)
     except ValueError:
-        pass
-    try:
-        return utc(datetime.fromisoformat(stamp.replace("Z", "+00:00"))).timestamp()  # naive is UTC
-    except ValueError:
-        raise AutoloopError(
-            f"AUTOLOOP_JOB_STARTED_AT must be unix seconds or an ISO 8601 time, got {stamp!r}"
-        ) from None
+        try:
+            unix = utc(datetime.fromisoformat(stamp.replace("Z", "+00:00"))).timestamp()  # naive is UTC
+        except ValueError:
+            raise AutoloopError(
+                f"AUTOLOOP_JOB_STARTED_AT must be unix seconds or an ISO 8601 time, got {stamp!r}"
+            ) from None
+    return started - (wall_now - unix) + limit
 
 
 def _positive(text: str) -> float:
@@ -466,10 +462,6 @@ def _pick(
 
 def print_outcome(outcome: IterationOutcome, console: Console) -> None:
     """Prints the one-line account of an iteration."""
-    console.print(_line(outcome), markup=False, highlight=False)
-
-
-def _line(outcome: IterationOutcome) -> str:
     from autoloop_py.loop.slots.barrier_publish import SLOTS_REF
 
     mark = STATUS_ICONS.get(outcome.status, "·")
@@ -481,7 +473,7 @@ def _line(outcome: IterationOutcome) -> str:
         text += f" · commit {outcome.commit[:8]}"
     if outcome.reason and (outcome.status == "error" or SLOTS_REF in outcome.reason or "stale base" in outcome.reason):
         text += f"\n   {plain(outcome.reason)}"  # an error, or an improver that lost to a sibling or a newer best
-    return text
+    console.print(text, markup=False, highlight=False)
 
 
 def _summary(outcomes: list[IterationOutcome], console: Console) -> None:
@@ -503,19 +495,6 @@ def _summary(outcomes: list[IterationOutcome], console: Console) -> None:
             format_metric(accepted[-1] if accepted else mine[-1].best_before),
         )
     console.print(table)
-
-
-def _progress(console: Console, total: int) -> Progress:
-    return Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-        disable=not console.is_terminal,
-    )
 
 
 def run_url() -> str | None:
