@@ -144,7 +144,10 @@ def _program_problems(program: Program, root: Path) -> list[str]:
         messages.append(f"{program.path}: frontmatter `schedule`: {err}")
     if program.direction_problem is not None and not program.unconfigured:
         messages.append(str(program.direction_problem))
-    problem = _model_problem(program.config.model) if program.config.model else None
+    try:
+        problem = provider_problem(program.config.model) if program.config.model else None
+    except AutoloopError:  # no litellm here (the `llm` extra): _key_warnings says the model was not checked
+        problem = None
     if problem is not None:
         messages.append(f"{_model_place(program)}: frontmatter `model`: {problem}; write a provider-prefixed litellm "
                         "model name such as openai/gpt-4o-mini")
@@ -158,14 +161,6 @@ def _model_place(program: Program) -> str:
     """Returns `program.md:line` of the frontmatter's `model:`."""
     line = key_line(program.text, "model")
     return f"{program.path}" + ("" if line is None else f":{line}")
-
-
-def _model_problem(model: str) -> str | None:
-    """Returns why litellm cannot place the model (None when it can, or when litellm is not installed here)."""
-    try:
-        return provider_problem(model)
-    except AutoloopError:  # no litellm here (the `llm` extra): _key_warnings says the model was not checked
-        return None
 
 
 def _key_warnings(program: Program) -> list[str]:

@@ -70,8 +70,8 @@ MINUTE_STEPS = (5, 6, 10, 12, 15, 20, 30)
 HOUR_STEPS = (1, 2, 3, 4, 6, 8, 12)
 # GitHub-hosted runners stop any job after six hours.
 MAX_TIMEOUT_MINUTES = 360
-_MODEL_RE = re.compile(r"^[\w.:/@+-]+$")
-_LABEL_RE = re.compile(r"^[\w.:/@+-]+$")
+# A litellm model name or a runner label: one word, no shell or YAML syntax.
+_WORD_RE = re.compile(r"^[\w.:/@+-]+$")
 
 
 @dataclass(frozen=True)
@@ -190,7 +190,7 @@ def options_from(args: argparse.Namespace, source: InstallSource | None = None) 
         source = source or running_source()
         pip_spec = source.spec or wheel_path(source.version).as_posix()
     check_spec(pip_spec)
-    if args.model is not None and not _MODEL_RE.match(args.model):
+    if args.model is not None and not _WORD_RE.match(args.model):
         raise AutoloopError(f"--model {args.model!r} is not a litellm model name such as openai/gpt-4o-mini")
     proposer = args.proposer or ("llm" if args.model else "tune")
     return InitOptions(
@@ -212,7 +212,7 @@ def runs_on_labels(text: str | None) -> tuple[str, ...]:
     if text is None:
         return ()
     labels = tuple(label.strip() for label in text.split(","))
-    if not all(_LABEL_RE.match(label) for label in labels):
+    if not all(_WORD_RE.match(label) for label in labels):
         raise AutoloopError(f"--runs-on {text!r}: give runner labels separated by commas, e.g. self-hosted,gpu")
     return labels
 

@@ -65,7 +65,11 @@ def cmd_schedule(args: argparse.Namespace, console: Console) -> int:
         counts = {p.name: p.config.parallel or args.slots for p in programs} if args.slots is not None else None
         console.out(json.dumps(job_matrix(due, placements, counts)), highlight=False)
     elif args.json:
-        console.out(json.dumps(_as_json(plan, due), indent=2), highlight=False)
+        skipped = [{"name": s.name, "reason": s.reason, **({"next_due": s.next_due.isoformat()} if s.next_due else {})}
+                   for s in plan.skipped]
+        shown = {"selected": plan.selected, "due": due, "deferred": list(plan.deferred), "skipped": skipped,
+                 "unconfigured": list(plan.unconfigured)}
+        console.out(json.dumps(shown, indent=2), highlight=False)
     else:
         for name in due:
             console.print(f"due      {name}")
@@ -97,15 +101,3 @@ def job_matrix(
                    for name in due for i in range(counts[name])]
     return {"program": due, "include": include}
 
-
-def _as_json(plan: schedule.Plan, due: list[str]) -> dict[str, Any]:
-    return {
-        "selected": plan.selected,
-        "due": due,
-        "deferred": list(plan.deferred),
-        "skipped": [
-            {"name": s.name, "reason": s.reason, **({"next_due": s.next_due.isoformat()} if s.next_due else {})}
-            for s in plan.skipped
-        ],
-        "unconfigured": list(plan.unconfigured),
-    }
