@@ -208,11 +208,10 @@ def load_answers(path: Path) -> dict[str, Any]:
 
 def finish_program_md(files: Mapping[str, str]) -> dict[str, str]:
     """Returns files with program.md's UNCONFIGURED sentinel and note removed once no file holds a marker."""
-    if any(customize_markers(text, Path(rel)) for rel, text in files.items()):
+    if "program.md" not in files or any(customize_markers(text, Path(rel)) for rel, text in files.items()):
         return dict(files)
-    program = files.get("program.md", "")
-    kept = [line for line in program.splitlines(keepends=True) if not _is_scaffold_line(line)]
-    return {**files, "program.md": "".join(kept)} if "program.md" in files else dict(files)
+    kept = [line for line in files["program.md"].splitlines(keepends=True) if not _is_scaffold_line(line)]
+    return {**files, "program.md": "".join(kept)}
 
 
 def _is_scaffold_line(line: str) -> bool:
