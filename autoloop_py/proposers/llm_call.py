@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from autoloop_py.errors import AutoloopError, ConfigurationError
+from autoloop_py.errors import AutoloopError, ConfigurationError, error_line
 
 logger = logging.getLogger(__name__)
 
@@ -239,13 +239,6 @@ def _gave_up(waited: list[float], limits: CallLimits, last: BaseException | None
 
 def _seconds(value: float) -> str:
     return f"{value:g}" if value < 10 else f"{value:.0f}"
-
-
-def error_line(error: object, limit: int | None = 300) -> str:
-    """Returns the first non-empty line of an error's text, shortened to `limit` characters (None: not shortened)."""
-    text = str(error).strip()
-    line = next((part.strip() for part in text.splitlines() if part.strip()), type(error).__name__)
-    return line if limit is None or len(line) <= limit else line[: limit - 3] + "..."
 
 
 def _plain(err: BaseException) -> str:
