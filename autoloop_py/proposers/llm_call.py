@@ -229,16 +229,13 @@ def _gave_up(waited: list[float], limits: CallLimits, last: BaseException | None
     if not waited:
         return "no time was left for a model call before the job's deadline (AUTOLOOP_JOB_TIMEOUT_MINUTES)"
     if timeouts and len(timeouts) == len(waited):
-        shortest = min(timeouts)
         tries = f" ({len(timeouts)} attempts)" if len(timeouts) > 1 else ""
-        cut = "" if shortest >= limits.timeout else ", all the time left before the job's deadline"
-        return f"the model did not answer within {_seconds(max(timeouts))} s{tries}{cut}"
+        cut = "" if min(timeouts) >= limits.timeout else ", all the time left before the job's deadline"
+        longest = max(timeouts)
+        seconds = f"{longest:g}" if longest < 10 else f"{longest:.0f}"
+        return f"the model did not answer within {seconds} s{tries}{cut}"
     why = describe(last, "transient") if last is not None else "the model's server failed"
     return f"{why} ({len(waited)} attempts)"
-
-
-def _seconds(value: float) -> str:
-    return f"{value:g}" if value < 10 else f"{value:.0f}"
 
 
 def _plain(err: BaseException) -> str:
