@@ -5,6 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 
+def error_line(error: object, limit: int | None = 300) -> str:
+    """Returns the first non-empty line of an error's text, shortened to `limit` characters (None: not shortened)."""
+    text = str(error).strip()
+    line = next((part.strip() for part in text.splitlines() if part.strip()), type(error).__name__)
+    return line if limit is None or len(line) <= limit else line[: limit - 3] + "..."
+
+
 class AutoloopError(Exception):
     """An error the user can fix; the message names the place and the next step."""
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from autoloop_py.analysis import oriented
+from autoloop_py.errors import error_line
 from autoloop_py.render import render
 from autoloop_py.state.trace import Trace
 
@@ -332,7 +333,7 @@ def judge_edit(
         try:
             text = complete(settings.model, prompt)
         except Exception as err:  # litellm raises provider-specific types; all of them are retried
-            problem = f"the model call failed: {_one_line(err)}"
+            problem = f"the model call failed: {error_line(err)}"
             if attempt < settings.retries:
                 sleep(settings.backoff * 2**attempt)
             continue
@@ -412,9 +413,3 @@ def judgement_dict(judgement: Judgement) -> dict[str, Any]:
             "score_change": edit.score_change, "labels": list(judgement.labels), "rationale": judgement.rationale,
             "diff_sha": hashlib.sha256(edit.diff.encode("utf-8")).hexdigest(), "cache_hit": judgement.cache_hit,
             "error": judgement.error}
-
-
-def _one_line(error: object, limit: int = 300) -> str:
-    text = str(error).strip()
-    line = next((part.strip() for part in text.splitlines() if part.strip()), type(error).__name__)
-    return line if len(line) <= limit else line[: limit - 3] + "..."

@@ -114,16 +114,12 @@ def _collect(changed: candidate_dir.Changes, reply: str, transcript: tuple[tuple
     if not changed.files and not changed.problems:
         return Proposal({}, "agent: no change", failure="the agent changed no files", transcript=transcript)
     summary, lesson = summary_and_lesson(reply)
-    summary = summary or "agent: changed " + ", ".join(sorted([*changed.files, *_named(changed.problems)]))
+    named = [problem.split(" ", 1)[0] for problem in changed.problems]  # the path each problem names first
+    summary = summary or "agent: changed " + ", ".join(sorted([*changed.files, *named]))
     return Proposal(
         changed.files, summary, lesson, transcript=transcript, approach=reply_field(reply, "approach"),
         problems=changed.problems,
     )
-
-
-def _named(problems: tuple[str, ...]) -> list[str]:
-    """Returns the path each problem names first."""
-    return [problem.split(" ", 1)[0] for problem in problems]
 
 
 def _run(

@@ -14,13 +14,13 @@ import random
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
-from autoloop_py.errors import AutoloopError, ConfigurationError, EditError
+from autoloop_py.errors import AutoloopError, ConfigurationError, EditError, error_line
 from autoloop_py.program.edits import EditFailure, apply_reply, check_paths
 from autoloop_py.program.model import Program
 from autoloop_py.program.models import ModelSpec, proposers
 from autoloop_py.program.reply import parse_reply, reply_field
 from autoloop_py.proposers.base import Proposal, ProposalRequest, Usage
-from autoloop_py.proposers.llm_call import CallLimits, ModelCallError, describe, error_line
+from autoloop_py.proposers.llm_call import CallLimits, ModelCallError, describe
 from autoloop_py.proposers.model_calls import LITELLM_MISSING, InProcess, ModelCalls, Reply
 from autoloop_py.strategies.prompt import render_retry_prompt
 

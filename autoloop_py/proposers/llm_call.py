@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from autoloop_py.errors import AutoloopError, ConfigurationError
+from autoloop_py.errors import AutoloopError, ConfigurationError, error_line
 
 logger = logging.getLogger(__name__)
 
@@ -229,23 +229,13 @@ def _gave_up(waited: list[float], limits: CallLimits, last: BaseException | None
     if not waited:
         return "no time was left for a model call before the job's deadline (AUTOLOOP_JOB_TIMEOUT_MINUTES)"
     if timeouts and len(timeouts) == len(waited):
-        shortest = min(timeouts)
         tries = f" ({len(timeouts)} attempts)" if len(timeouts) > 1 else ""
-        cut = "" if shortest >= limits.timeout else ", all the time left before the job's deadline"
-        return f"the model did not answer within {_seconds(max(timeouts))} s{tries}{cut}"
+        cut = "" if min(timeouts) >= limits.timeout else ", all the time left before the job's deadline"
+        longest = max(timeouts)
+        seconds = f"{longest:g}" if longest < 10 else f"{longest:.0f}"
+        return f"the model did not answer within {seconds} s{tries}{cut}"
     why = describe(last, "transient") if last is not None else "the model's server failed"
     return f"{why} ({len(waited)} attempts)"
-
-
-def _seconds(value: float) -> str:
-    return f"{value:g}" if value < 10 else f"{value:.0f}"
-
-
-def error_line(error: object, limit: int | None = 300) -> str:
-    """Returns the first non-empty line of an error's text, shortened to `limit` characters (None: not shortened)."""
-    text = str(error).strip()
-    line = next((part.strip() for part in text.splitlines() if part.strip()), type(error).__name__)
-    return line if limit is None or len(line) <= limit else line[: limit - 3] + "..."
 
 
 def _plain(err: BaseException) -> str:

@@ -14,8 +14,8 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
-from autoloop_py.errors import AutoloopError
-from autoloop_py.proposers.llm_call import CallLimits, ModelCallError, completion, error_line
+from autoloop_py.errors import AutoloopError, error_line
+from autoloop_py.proposers.llm_call import CallLimits, ModelCallError, completion
 
 logger = logging.getLogger(__name__)
 

@@ -54,10 +54,8 @@ def draw_rng(kind: str, seed: int, program: str, iteration: int) -> random.Rando
 
 def arms(specs: Sequence[ModelSpec], table: ModelTable) -> list[Arm]:
     """Returns the proposing models with their weights and rows; those weighted 0 are left out (all, if every one is)."""
-    found = []
-    for spec in specs:
-        row = table.row(spec.name) or ModelRow(spec.name)
-        found.append(Arm(spec, spec.weight if row.weight is None else row.weight, row))
+    rows = [table.row(spec.name) or ModelRow(spec.name) for spec in specs]
+    found = [Arm(spec, spec.weight if row.weight is None else row.weight, row) for spec, row in zip(specs, rows)]
     live = [arm for arm in found if arm.weight > 0]
     return live or found
 

@@ -18,6 +18,7 @@ from autoloop_py.proposers.model_choice import choose
 from autoloop_py.render import render
 from autoloop_py.state.model_stats import ModelRow, ModelTable
 from autoloop_py.state.prompt_stats import BASE, INSTRUCTION_LIMIT, PromptRow, PromptTable, instruction_text
+from autoloop_py.strategies.prompt import fence_for
 
 _REPLY_RE = re.compile(r"^\W*INSTRUCTION\W*:\s*(.+)$", re.MULTILINE | re.IGNORECASE)
 _NAME_RE = re.compile(r"p(\d{1,9})")
@@ -69,9 +70,8 @@ def evolve_prompt(table: PromptTable, goal: str) -> str:
     """Returns the guide's prompt: the program's goal, the best and the worst variant as data, the reply format."""
     best, worst = ranked(table) or (PromptRow(BASE), PromptRow(BASE))
     shown = [best] if worst == best else [best, worst]
-    longest = max((len(run) for row in shown for run in re.findall(r"`+", row.instruction)), default=0)
-    return render("prompt_evolve.md.j2", goal=goal.strip(), rows=shown, fence="`" * max(3, longest + 1),
-                  limit=INSTRUCTION_LIMIT)
+    fence = fence_for("\n".join(row.instruction for row in shown))
+    return render("prompt_evolve.md.j2", goal=goal.strip(), rows=shown, fence=fence, limit=INSTRUCTION_LIMIT)
 
 
 def parse_variant(reply: str) -> str | None:

@@ -26,14 +26,14 @@ def start_setup_check(proposer: Proposer, program: Program) -> Callable[[], None
         models = proposer.models
         if program.config.models and not proposer.model:
             change = _change(program, None)
-            return _all([_start_model(spec.name, change, models, spec.api_key_env) for spec in program.config.models])
+            return _start_models([(spec.name, spec.api_key_env) for spec in program.config.models], change, models)
         model = llm.resolve_model(program, proposer.model)
         if model is None:
             raise ConfigurationError(
                 f"no model configured for the llm proposer: set `model:` in {program.path}'s frontmatter "
                 f"(e.g. `model: openai/gpt-4o-mini`), or {llm.MODEL_ENV}, or pass --model"
             )
-        return _start_model(model, _change(program, proposer.model), models)
+        return _start_models([(model, None)], _change(program, proposer.model), models)
     from autoloop_py.proposers import agent  # here: a run with the llm proposer never loads the agent's
 
     if isinstance(proposer, agent.AgentProposer):
@@ -48,38 +48,30 @@ def check_model(model: str, change: str = "pass --model with") -> None:
     change: how the user names another model, completing `…; <change> a provider-prefixed litellm model name`.
     The key is not asked for when AUTOLOOP_MOCK_RESPONSE answers instead of the model.
     """
-    _start_model(model, change, InProcess())()
+    _start_models([(model, None)], change, InProcess())()
 
 
-def _start_model(model: str, change: str, models: ModelCalls, key_env: str | None = None) -> Callable[[], None]:
-    """Starts the check of a model (whose key is in key_env, for a `models:` entry that names one); returns the
-    call that raises ConfigurationError for what it found."""
-    found = models.check(model)
-
-    def settle() -> None:
-        check = found()
-        if check.problem is not None:
-            raise ConfigurationError(
-                f"{check.problem}; {change} a provider-prefixed litellm model name such as openai/gpt-4o-mini")
-        if os.environ.get(llm.MOCK_ENV) is not None:
-            return
-        if key_env is not None and not os.environ.get(key_env):
-            raise ConfigurationError(f"model '{model}' reads its key from {key_env} (api-key-env), which is not set")
-        if key_env is None and check.missing:
-            raise ConfigurationError(
-                f"model '{model}' needs {', '.join(check.missing)} in the environment; set it, or {change} a "
-                "litellm model whose key you have"
-            )
-
-    return settle
-
-
-def _all(waits: list[Callable[[], None]]) -> Callable[[], None]:
-    """Returns the call that waits for each check in turn (the first problem raises)."""
+def _start_models(entries: list[tuple[str, str | None]], change: str, models: ModelCalls) -> Callable[[], None]:
+    """Starts the check of each (model, the variable holding its key, for a `models:` entry that names one); returns
+    the call that waits for each in turn and raises ConfigurationError for the first problem found."""
+    started = [(model, key_env, models.check(model)) for model, key_env in entries]
 
     def settle() -> None:
-        for wait in waits:
-            wait()
+        for model, key_env, found in started:
+            check = found()
+            if check.problem is not None:
+                raise ConfigurationError(
+                    f"{check.problem}; {change} a provider-prefixed litellm model name such as openai/gpt-4o-mini")
+            if os.environ.get(llm.MOCK_ENV) is not None:
+                continue
+            if key_env is not None and not os.environ.get(key_env):
+                raise ConfigurationError(
+                    f"model '{model}' reads its key from {key_env} (api-key-env), which is not set")
+            if key_env is None and check.missing:
+                raise ConfigurationError(
+                    f"model '{model}' needs {', '.join(check.missing)} in the environment; set it, or {change} a "
+                    "litellm model whose key you have"
+                )
 
     return settle
 

@@ -68,8 +68,8 @@ class TuneProposer:
         changes = [(lit, _new_text(lit, rng)) for lit in sorted(chosen, key=lambda c: (c.path, c.start))]
         files = {path: _rewrite(request.files[path], [c for c in changes if c[0].path == path])
                  for path in sorted({lit.path for lit, _ in changes})}
-        several = len({lit.path for lit in literals}) > 1
-        parts = [f"{_label(lit, several)} {lit.text}→{new}" for lit, new in changes]
+        several = len({lit.path for lit in literals}) > 1  # then each label names its file
+        parts = [f"{f'{lit.path} ' if several else ''}{lit.label} {lit.text}→{new}" for lit, new in changes]
         return Proposal(files, "tune: " + ", ".join(parts))
 
 
@@ -82,18 +82,13 @@ def find_literals(path: str, text: str) -> list[Literal]:
     starts = list(itertools.accumulate((len(line) for line in split_lines(text)), initial=0))  # each line's offset
     found: list[Literal] = []
     for literal, name in tunable_literals(text):
-        if not _plain_number(literal.text.lstrip("+-").strip()):
+        digits = literal.text.lstrip("+-").strip().lower()
+        if "_" in digits or digits.startswith(("0x", "0o", "0b")):  # only plain decimal ints and floats
             continue
         begin = starts[literal.line - 1] + literal.col
         end = starts[literal.line - 1] + literal.end_col
         found.append(Literal(path, begin, end, literal.text, literal.value, name, literal.line))
     return found
-
-
-def _plain_number(text: str) -> bool:
-    """Returns whether a number's text is a plain decimal int or float (no hex or underscores)."""
-    lowered = text.lower()
-    return "_" not in lowered and not lowered.startswith(("0x", "0o", "0b"))
 
 
 def _weighted_sample(literals: list[Literal], count: int, rng: random.Random) -> list[Literal]:
@@ -110,20 +105,16 @@ def _weighted_sample(literals: list[Literal], count: int, rng: random.Random) ->
 def perturb(value: int | float, rng: random.Random) -> int | float:
     """Returns a nearby value of the same type and sign (floats on a log scale, ints by small steps)."""
     if isinstance(value, int):
-        return _perturb_int(value, rng)
+        # Moved by ±1..±max(1, 20% of |value|), staying on its side of zero.
+        step = rng.randint(1, max(1, int(abs(value) * 0.2)))
+        moved = value + rng.choice((-1, 1)) * step
+        if (moved > 0) != (value > 0) or moved == 0:
+            # A step across zero would flip the sign (an empty range, a reversed loop): step away instead.
+            moved = value + step if value > 0 else value - step
+        return moved
     if value == 0:
         return rng.choice((-1.0, 1.0)) * 10 ** rng.uniform(-3.0, -1.0)
     return value * math.exp(rng.gauss(0.0, _LOG_SIGMA))
-
-
-def _perturb_int(value: int, rng: random.Random) -> int:
-    """Returns value moved by ±1..±max(1, 20% of |value|), staying on its side of zero."""
-    step = rng.randint(1, max(1, int(abs(value) * 0.2)))
-    moved = value + rng.choice((-1, 1)) * step
-    if (moved > 0) != (value > 0) or moved == 0:
-        # A step across zero would flip the sign (an empty range, a reversed loop): step away instead.
-        moved = value + step if value > 0 else value - step
-    return moved
 
 
 def format_number(value: int | float) -> str:
@@ -149,8 +140,3 @@ def _rewrite(text: str, changes: list[tuple[Literal, str]]) -> str:
     for literal, new in sorted(changes, key=lambda c: c[0].start, reverse=True):
         text = text[: literal.start] + new + text[literal.end :]
     return text
-
-
-def _label(literal: Literal, with_path: bool) -> str:
-    """Returns the literal's label, prefixed by its file when several files hold literals."""
-    return f"{literal.path} {literal.label}" if with_path else literal.label
