@@ -214,7 +214,8 @@ def parse_entry(text: str, title: str | None = None, items: list[str] | None = N
         timestamp=_read_when(title),
         metric=_entry_metric(bullets.get("metric", "")),
         change=bullets.get("change"),
-        key=_read_key(text),
+        # The key of the entry's own hidden line (the last one standing alone), never one inside a bullet.
+        key=(_KEY_LINE_RE.findall(text) or [None])[-1],
     )
 
 
@@ -257,12 +258,6 @@ def _read_status(text: str) -> str | None:
         if mark in text:
             return status
     return None
-
-
-def _read_key(text: str) -> str | None:
-    """Returns the key of the entry's own hidden line (the last one standing alone), never one inside a bullet."""
-    found = _KEY_LINE_RE.findall(text)
-    return found[-1] if found else None
 
 
 def _read_when(title: str) -> datetime | None:
@@ -352,9 +347,7 @@ def _metric_text(metric: float | None, previous_best: float | None) -> str:
 
 
 def _cost_text(tokens: int | None, cost: float | None) -> str:
-    parts = []
-    if tokens is not None:
-        parts.append(f"{tokens} tokens")
+    parts = [] if tokens is None else [f"{tokens} tokens"]
     if cost is not None:
         parts.append(f"${cost:.4f}" if cost < 1 else f"${cost:.2f}")
     return ", ".join(parts)
@@ -432,8 +425,7 @@ def _tally(
     (that entry's "previous best") and the best after its last one.
     """
     if entry.is_range:
-        for i, count in enumerate(entry.counts):
-            counts[i] += count
+        counts[:] = [total + count for total, count in zip(counts, entry.counts)]
         if entry.metric is not None:
             metrics.append((entry.first_metric, entry.metric))
         if entry.summary and entry.summary != _NO_ACCEPTED:

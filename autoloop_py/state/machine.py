@@ -11,7 +11,8 @@ from typing import Any, Callable
 from autoloop_py import markdown as md
 from autoloop_py.errors import StateError
 from autoloop_py.state.history import IterationRecord
-from autoloop_py.state.parts import end_line, finite_number, format_number, macro, one_line, split_cells, trim, utc
+from autoloop_py.state.parts import (DELIMITER_RE, NO_VALUE, end_line, finite_number, format_number, macro, one_line,
+                                     split_cells, trim, utc)
 
 logger = logging.getLogger(__name__)
 
@@ -24,8 +25,6 @@ REASON_LIMIT = 100
 HOLDOUT_BULLET = "Holdout"
 INCUMBENT_HOLDOUT_BULLET = "Incumbent holdout"
 _LEADING_NUMBER_RE = re.compile(r"^\s*`?([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
-
-_DELIMITER_RE = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
 _MARKUP_RE = re.compile(r"([\\`*_\[\]<>&!~#])")
 
 
@@ -147,9 +146,7 @@ def parse_machine_section(found: md.Section, path: str) -> MachineSection:
             path,
             found.start + 1,
         )
-    end = start
-    while end < len(lines) and lines[end].lstrip().startswith("|"):
-        end += 1
+    end = next((i for i in range(start, len(lines)) if not lines[i].lstrip().startswith("|")), len(lines))
     table_lines = lines[start:end]
     rows = _table_cells(table_lines, path, found.start + start)
     machine, extra_lines = _read_rows(rows, path)
@@ -159,7 +156,7 @@ def parse_machine_section(found: md.Section, path: str) -> MachineSection:
 
 def _table_cells(lines: list[str], path: str, first: int) -> list[tuple[str, str, str, int]]:
     """Returns (field, value, source line, 1-based line) of each body row, checking the table's shape."""
-    if len(lines) < 2 or not _DELIMITER_RE.match(lines[1]):
+    if len(lines) < 2 or not DELIMITER_RE.match(lines[1]):
         at = first + (2 if len(lines) >= 2 else 1)
         raise StateError("the Machine State table has no `|-------|-------|` line under its header", path, at)
     for i, line in enumerate(lines):
@@ -206,7 +203,7 @@ def _key(label: str) -> str:
 
 def _read_value(key: str, label: str, value: str, path: str, line: int) -> Any:
     text = value.strip()
-    if text in ("", "—", "–", "-"):
+    if text in NO_VALUE:
         return getattr(MachineState(), key)
     reader, expected = _FIELDS[key][1], _FIELDS[key][2]
     try:
@@ -298,11 +295,6 @@ def _read_front(text: str) -> tuple[tuple[tuple[str, float], ...], ...]:
     return tuple(members)
 
 
-def front_text(front: tuple[tuple[tuple[str, float], ...], ...]) -> str:
-    """Returns the Kept Front cell: `score 3 · cost 3; score 4 · cost 5`."""
-    return "; ".join(" · ".join(f"{name} {format_number(value)}" for name, value in member) for member in front)
-
-
 # key -> (label, reader, what the reader expects); the order is the table's row order.
 _FIELDS: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "last_run": ("Last Run", _read_time, "an ISO timestamp such as 2026-11-21T16:40:00Z"),
@@ -362,8 +354,8 @@ def table_rows(
 def _format_field(key: str, value: Any) -> str:
     if value is None or value == ():
         return "—"
-    if key == "kept_front":
-        return _cell(front_text(value))
+    if key == "kept_front":  # `score 3 · cost 3; score 4 · cost 5`
+        return _cell("; ".join(" · ".join(f"{name} {format_number(v)}" for name, v in member) for member in value))
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, datetime):
@@ -385,14 +377,12 @@ def _cell(text: str) -> str:
     """Returns text as a table cell that reads back as the same text (markup escaped only when it would not)."""
     value = one_line(text)
     plain = value.replace("|", "\\|")
-    if not _MARKUP_RE.search(value) or _cell_value(plain) == value:
+    if not _MARKUP_RE.search(value):
+        return plain
+    found = md.tables(f"| a | b |\n|---|---|\n| x | {plain} |\n")
+    if found and found[0].rows and found[0].rows[0].cells[1] == value:
         return plain
     return _MARKUP_RE.sub(r"\\\1", value).replace("|", "\\|")
-
-
-def _cell_value(cell: str) -> str | None:
-    found = md.tables(f"| a | b |\n|---|---|\n| x | {cell} |\n")
-    return found[0].rows[0].cells[1] if found and found[0].rows else None
 
 
 # ---------------------------------------------------------------- decisions
@@ -405,13 +395,6 @@ def is_improvement(new: float, best: float | None, direction: str, min_delta: fl
         return True
     gain = new - best if direction == "higher" else best - new
     return gain > 0 and gain >= min_delta
-
-
-def target_reached(best: float | None, target: float | None, direction: str) -> bool:
-    """Returns whether the best metric reaches the target (>= for higher, <= for lower)."""
-    if best is None or target is None:
-        return False
-    return best >= target if direction == "higher" else best <= target
 
 
 def check_direction(direction: str) -> None:
@@ -499,8 +482,8 @@ def accept_metric(
     # Without a measured baseline the first accepted metric is the initial one; it is never overwritten.
     initial = metric if machine.initial_metric is None else machine.initial_metric
     machine = replace(machine, best_metric=best, initial_metric=initial, consecutive_errors=0)
-    if target_reached(best, target, direction):
-        assert best is not None and target is not None
+    # The target is reached at >= for higher, <= for lower.
+    if best is not None and target is not None and (best >= target if direction == "higher" else best <= target):
         reason = f"target metric {format_number(target)} reached with value {format_number(best)}"
         machine = replace(machine, completed=True, completed_reason=reason)
     return machine

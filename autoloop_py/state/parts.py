@@ -27,7 +27,7 @@ STATUS_WORDS = {
 
 _BREAK_RE = re.compile(r"([-*_])(?:[ \t]*\1){2,}")
 _CELL_SPLIT_RE = re.compile(r"(?<!\\)\|")
-_DELIMITER_RE = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
+DELIMITER_RE = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
 
 
 def macro(name: str, **context: Any) -> str:
@@ -137,10 +137,8 @@ def read_table(
     start = next((i for i in range(1, len(lines)) if lines[i].lstrip().startswith("|")), None)
     if start is None:
         return (), text or "", ""
-    end = start
-    while end < len(lines) and lines[end].lstrip().startswith("|"):
-        end += 1
-    if end - start < 2 or not _DELIMITER_RE.match(lines[start + 1]):
+    end = next((i for i in range(start, len(lines)) if not lines[i].lstrip().startswith("|")), len(lines))
+    if end - start < 2 or not DELIMITER_RE.match(lines[start + 1]):
         raise StateError(f"the {what} table has no `|---|` line under its header", path, first_line + start + 2)
     rows: list[Row] = []
     for i in range(start, end):

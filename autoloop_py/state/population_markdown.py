@@ -54,6 +54,8 @@ _DETAILS_END_RE = re.compile(r"^ {0,3}</details>[ \t]*$", re.IGNORECASE)
 _SUMMARY_RE = re.compile(r"^ {0,3}<summary>.*</summary>[ \t]*$", re.IGNORECASE)
 _FENCE_OPEN_RE = re.compile(r"^( {0,3})(`{3,}|~{3,})(.*)$")
 _FENCE_CLOSE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})[ \t]*$")
+# A line with its newline, or the last line when it has none.
+_LINE_RE = re.compile(r"[^\n]*\n|[^\n]+\Z")
 _REF_RE = re.compile(r"^ {0,3}Full source:[ \t]*`memory/autoloop:([^`]+)`[ \t]*$")
 
 
@@ -487,6 +489,4 @@ def _rows(block: list[str]) -> list[str]:
 
 def _split_keep(text: str) -> list[str]:
     """Returns text's lines with their newlines, split on newlines only (str.splitlines also splits on form feeds)."""
-    parts = text.split("\n")
-    lines = [part + "\n" for part in parts[:-1]]
-    return lines + [parts[-1]] if parts[-1] else lines
+    return _LINE_RE.findall(text)

@@ -342,9 +342,18 @@ def load_trace(directory: Path) -> Trace:
     meta = _read_meta(directory / "meta.json")
     rows: dict[str, TraceRow] = {}
     for number, line in enumerate(programs.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
-        row = _parse_line(line, programs, number)
-        if row is not None and row.id not in rows:
-            rows[row.id] = row
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise AutoloopError(f"not a JSON object ({err.msg}); fix or delete the line", path=programs,
+                                line=number) from None
+        if not isinstance(data, dict) or data.get("id") in (None, ""):
+            logger.warning("%s:%d: row without an id; skipped", programs, number)
+            continue
+        row = row_from_json(data)
+        rows.setdefault(row.id, row)
     # Stable: rows of one iteration keep their programs.jsonl order, as EvoReplay reads them.
     return Trace(directory=directory, meta=meta, rows=tuple(sorted(rows.values(), key=lambda r: r.iteration_found)))
 
@@ -367,7 +376,10 @@ def valid_score(row: TraceRow, metric: str | None = None) -> float | None:
     metrics = row.metrics
     if row.status == "failed" or not metrics or metrics.get("error"):
         return None
-    if _hard_failure(metrics.get("judge_result")):
+    # A judge_result (a string or a dict of strings) reporting a hard failure.
+    judge = metrics.get("judge_result")
+    verdicts = judge.values() if isinstance(judge, dict) else [judge]
+    if any(isinstance(v, str) and v.strip().upper() in HARD_FAILURES for v in verdicts):
         return None
     return primary_score(metrics, metric)
 
@@ -380,26 +392,6 @@ def _usable(value: Any) -> float | None:
     if number is None or not math.isfinite(number) or number == SENTINEL_SCORE:
         return None
     return number
-
-
-def _hard_failure(judge: Any) -> bool:
-    """Returns whether a judge_result (a string or a dict of strings) reports a hard failure."""
-    values = judge.values() if isinstance(judge, dict) else [judge]
-    return any(isinstance(v, str) and v.strip().upper() in HARD_FAILURES for v in values)
-
-
-def _parse_line(line: str, path: Path, number: int) -> TraceRow | None:
-    """Returns the row on one programs.jsonl line (None for a blank line or a row without an id)."""
-    if not line.strip():
-        return None
-    try:
-        data = json.loads(line)
-    except json.JSONDecodeError as err:
-        raise AutoloopError(f"not a JSON object ({err.msg}); fix or delete the line", path=path, line=number) from None
-    if not isinstance(data, dict) or data.get("id") in (None, ""):
-        logger.warning("%s:%d: row without an id; skipped", path, number)
-        return None
-    return row_from_json(data)
 
 
 def _read_meta(path: Path) -> dict[str, Any]:
@@ -536,13 +528,6 @@ class Evaluated:
 _ROW_STATUS = {"accepted": "accepted", "pending-ci": "accepted", "rejected": "rejected"}
 
 
-def _row_extra(evaluated: Evaluated) -> dict[str, Any]:
-    """Returns the row's autoloop-only fields: the novelty verdict, and each run's metric behind a median."""
-    runs = list(evaluated.runs) if len(evaluated.runs) > 1 else []
-    extra = {"metadata": dict(evaluated.metadata), "runs": runs, "artifacts": dict(evaluated.artifacts)}
-    return {key: value for key, value in extra.items() if value}
-
-
 def tip_path(program: str) -> str:
     """Returns the memory-branch file naming the row id at the tip of the program branch.
 
@@ -563,6 +548,9 @@ def iteration_files(
     program: Program, evaluated: Evaluated, row_id: str, iteration: int, status: str, timestamp: str, changes: str
 ) -> dict[str, str]:
     """Returns the memory-branch files recording one evaluated candidate (row, blobs, replay env, tip)."""
+    # The row's autoloop-only fields: the novelty verdict, and each run's metric behind a median.
+    runs = list(evaluated.runs) if len(evaluated.runs) > 1 else []
+    extra = {"metadata": dict(evaluated.metadata), "runs": runs, "artifacts": dict(evaluated.artifacts)}
     row = TraceRow(
         id=row_id,
         iteration_found=iteration,
@@ -577,7 +565,7 @@ def iteration_files(
         timestamp=timestamp,
         tokens=evaluated.tokens,
         cost=evaluated.cost,
-        extra=_row_extra(evaluated),
+        extra={key: value for key, value in extra.items() if value},
     )
     prompts = {"iteration": {"system": "", "user": evaluated.prompt, "responses": list(evaluated.replies)}}
     files = row_files(program.name, row, evaluated.source, prompts if evaluated.prompt else {})
