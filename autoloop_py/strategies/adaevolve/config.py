@@ -244,18 +244,10 @@ def _preset_row(row: md.TableRow, columns: list[int], path: Path) -> Preset:
 # ---------------------------------------------------------------- checks
 
 
-def _problems(config: AdaEvolveConfig) -> list[tuple[str, str]]:
+def _problems(c: AdaEvolveConfig) -> list[tuple[str, str]]:
     """Returns (key, what is wrong) for every setting out of range; the first is reported."""
-    problems = [(key, problem) for key, ok, problem in _range_checks(config) if not ok]
-    if config.num_islands > config.max_islands:
-        problems.append(("num_islands", f"is {config.num_islands}, above max_islands {config.max_islands}; "
-                                        "lower it or raise max_islands"))
-    return problems
-
-
-def _range_checks(c: AdaEvolveConfig) -> list[tuple[str, bool, str]]:
     unit = "must lie between 0 and 1"
-    return [
+    checks = [
         ("population_size", c.population_size >= 2, "must be at least 2 (an archive needs room to compare)"),
         ("num_islands", c.num_islands >= 1, "must be at least 1"),
         ("max_islands", c.max_islands >= 1, "must be at least 1"),
@@ -287,5 +279,8 @@ def _range_checks(c: AdaEvolveConfig) -> list[tuple[str, bool, str]]:
         ("pareto_objectives_weight", c.pareto_objectives_weight >= 0, "must be at least 0"),
         ("num_context_programs", c.num_context_programs >= 0, "must be at least 0"),
         ("max_iterations", c.max_iterations >= 1, "must be at least 1"),
+        ("num_islands", c.num_islands <= c.max_islands,
+         f"is {c.num_islands}, above max_islands {c.max_islands}; lower it or raise max_islands"),
     ]
+    return [(key, problem) for key, ok, problem in checks if not ok]
 

@@ -7,6 +7,7 @@ carries an HTML `<details>` block, inside which a markdown parser stops seeing l
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
@@ -180,16 +181,15 @@ def _fields(tables: list[md.Table], section: md.Section | None, known: tuple[str
 
 
 def _with_general(state: AdaEvolveState, rows: dict[str, tuple[str, int]], reader: _Reader) -> AdaEvolveState:
+    get = functools.partial(reader.field, rows)
     return replace(
-        state,
-        iteration=reader.field(rows, "iteration", count, state.iteration),
-        current_island=reader.field(rows, "current_island", count, state.current_island),
-        global_best=reader.field(rows, "global_best", reader.fitness, state.global_best),
-        best_program_id=reader.field(rows, "best_program_id", _optional_count, state.best_program_id),
-        ucb_normaliser=reader.field(rows, "ucb_normaliser", reader.fitness, state.ucb_normaliser),
-        last_spawn=reader.field(rows, "last_spawn_iteration", _signed, state.last_spawn),
-        rng_seed=reader.field(rows, "rng_seed", _signed, state.rng_seed),
-        rng_draws=reader.field(rows, "rng_draws", count, state.rng_draws),
+        state, iteration=get("iteration", count, state.iteration),
+        current_island=get("current_island", count, state.current_island),
+        global_best=get("global_best", reader.fitness, state.global_best),
+        best_program_id=get("best_program_id", _optional_count, state.best_program_id),
+        ucb_normaliser=get("ucb_normaliser", reader.fitness, state.ucb_normaliser),
+        last_spawn=get("last_spawn_iteration", _signed, state.last_spawn),
+        rng_seed=get("rng_seed", _signed, state.rng_seed), rng_draws=get("rng_draws", count, state.rng_draws),
     )
 
 

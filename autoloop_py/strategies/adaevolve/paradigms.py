@@ -108,19 +108,19 @@ def parse_paradigms(reply_text: str) -> list[Paradigm]:
                               'reply with {"ideas": [{"idea": ..., "description": ..., "approach_type": ...}]}')
     if not ideas:
         raise GuideReplyError('the "ideas" list is empty; give at least one idea')
-    found: list[Paradigm] = []
+    found: dict[tuple[str, str], Paradigm] = {}
     problems: list[str] = []
     for number, item in enumerate(ideas, start=1):
         paradigm, problem = _paradigm(item)
         if problem:
             problems.append(f"idea {number} {problem}")
-        elif paradigm is not None and all(_key(p) != _key(paradigm) for p in found):
-            found.append(paradigm)
+        elif paradigm is not None:  # a repeat (same idea and approach, any case) keeps the first
+            found.setdefault((paradigm.idea.casefold(), paradigm.approach_type.casefold()), paradigm)
     if not found:
         raise GuideReplyError("no valid idea: " + "; ".join(problems))
     for problem in problems:
         logger.warning("guide reply: %s; skipped", problem)
-    return found
+    return list(found.values())
 
 
 def _json_object(text: str) -> dict[str, Any]:
@@ -166,7 +166,3 @@ def _paradigm(item: Any) -> tuple[Paradigm | None, str]:
 
 def _line(text: str) -> str:
     return " ".join(text.split())
-
-
-def _key(paradigm: Paradigm) -> tuple[str, str]:
-    return paradigm.idea.casefold(), paradigm.approach_type.casefold()

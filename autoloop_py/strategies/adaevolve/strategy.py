@@ -207,8 +207,7 @@ def local_update(state: AdaEvolveState, k: int, f: float, config: AdaEvolveConfi
     if f > island.best:
         old = island.best
         reward = 1.0 if state.ucb_normaliser == NEG_INF else min((f - old) / (abs(state.ucb_normaliser) + EPS), 1.0)
-        island = _improved(island, f, rho)
-        island = replace(island, improvements=island.improvements + 1)
+        island = replace(_improved(island, f, rho), improvements=island.improvements + 1)
     island = replace(
         island, evaluations=island.evaluations + 1, visits=island.visits + 1,
         decayed_visits=rho * island.decayed_visits + 1, decayed_reward=rho * island.decayed_reward + reward,

@@ -71,9 +71,7 @@ class EvoXConfig:
 
 def switch_interval(configured: int | None, max_iterations: int) -> int:
     """Returns the stagnant turns before a rewrite: configured, else max(1, ⌊0.1·max_iterations⌋) (E5)."""
-    if configured is not None:
-        return configured
-    return max(1, math.floor(SWITCH_RATIO * max_iterations))
+    return configured if configured is not None else max(1, math.floor(SWITCH_RATIO * max_iterations))
 
 
 def _optional_whole(value: Any) -> int | None:

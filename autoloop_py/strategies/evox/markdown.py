@@ -73,10 +73,7 @@ def _field_rows(state: EvoXState, direction: str) -> list[tuple[str, str]]:
 
 
 def _entry_view(s: StrategyRecord, state: EvoXState, direction: str) -> dict[str, Any]:
-    if s.j is not None:
-        j = format_fitness(s.j)
-    else:
-        j = "pending" if s.status == "active" else NONE
+    j = format_fitness(s.j) if s.j is not None else "pending" if s.status == "active" else NONE
     if s.window_start is None:
         window = NONE
     else:
@@ -97,9 +94,7 @@ def _entry_view(s: StrategyRecord, state: EvoXState, direction: str) -> dict[str
 
 def raw_text(value: float | None, direction: str) -> str:
     """Returns an oriented value as its raw metric text ('—' for None)."""
-    if value is None:
-        return NONE
-    return format_fitness(value if direction == "higher" else -value)
+    return NONE if value is None else format_fitness(value if direction == "higher" else -value)
 
 
 def _sid(value: int | None) -> str:
@@ -252,10 +247,7 @@ def _strategies(lines: list[str], bounds: tuple[int, int], outline: list[tuple[i
                 reader: _Reader) -> tuple[StrategyRecord, ...]:
     """Returns the strategy entries, oldest first."""
     heads = [n for n, level, _ in outline if level == 5 and bounds[0] < n < bounds[1]]
-    records = []
-    for k, head in enumerate(heads):
-        end = heads[k + 1] if k + 1 < len(heads) else bounds[1]
-        records.append(_entry(lines, head, end, state, reader))
+    records = [_entry(lines, head, end, state, reader) for head, end in zip(heads, [*heads[1:], bounds[1]])]
     seen: set[int] = set()
     for record, head in zip(records, heads):
         if record.id in seen:
@@ -283,12 +275,10 @@ def _entry(lines: list[str], head: int, end: int, state: EvoXState, reader: _Rea
     j_text = found.group(2)
     j = None if j_text in ("pending", NONE) else reader.value(j_text, head, finite, "J")
     start = None if found.group(4) is None else int(found.group(4))
-    scored = j is not None
-    change = bullets.get("Score change", (f"{NONE} → {NONE}", head))
-    start_score, end_score = _change(change, reader)
+    start_score, end_score = _change(bullets.get("Score change", (f"{NONE} → {NONE}", head)), reader)
     return StrategyRecord(
         id=int(found.group(1)), code=code[0] if code is not None else "", status=status, j=j, window_start=start,
-        window_end=int(found.group(5)) if scored and start is not None else None,
+        window_end=int(found.group(5)) if j is not None and start is not None else None,
         start_score=start_score, end_score=end_score,
         parent=_text_bullet(bullets, "Parent strategy", reader, _optional_id, None),
         validation=_text_bullet(bullets, "Validation", reader, str, ""),

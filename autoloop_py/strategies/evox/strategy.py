@@ -56,13 +56,8 @@ def stagnation_step(
     count: int, last: float | None, current: float, interval: int, threshold: float = 0.01
 ) -> tuple[int, float, bool]:
     """Returns (count, last, fired) after one turn whose best is current (E6)."""
-    if last is None or current - last > threshold:
-        count = 0
-    else:
-        count += 1
-    if count >= interval:
-        return 0, current, True
-    return count, current, False
+    count = 0 if last is None or current - last > threshold else count + 1
+    return (0, current, True) if count >= interval else (count, current, False)
 
 
 def db_parent(scores: Sequence[tuple[int, object]]) -> int | None:
@@ -98,8 +93,8 @@ def initial_state(config: EvoXConfig) -> EvoXState:
 
 def current_best(candidates: Sequence[Candidate], direction: str) -> float | None:
     """Returns the best oriented fitness among the evaluated candidates (None when none has one)."""
-    values = [oriented(c.fitness, direction) for c in candidates if c.status != "error"]
-    found = [v for v in values if v is not None and math.isfinite(v)]
+    # oriented() gives None for a missing, NaN or infinite fitness.
+    found = [v for c in candidates if c.status != "error" and (v := oriented(c.fitness, direction)) is not None]
     return max(found) if found else None
 
 
@@ -153,8 +148,7 @@ def reset_window(state: EvoXState, best: float | None, iteration: int) -> EvoXSt
 
 def strategy_parent(state: EvoXState) -> int | None:
     """Returns the strategy a rewrite starts from: argmax J among those that ran and stayed valid."""
-    usable = [(s.id, s.j) for s in state.strategies if s.status in ("active", "scored")]
-    return db_parent(usable)
+    return db_parent([(s.id, s.j) for s in state.strategies if s.status in ("active", "scored")])
 
 
 def meta_references(state: EvoXState, parent: int, rng: random.Random) -> tuple[int, ...]:
@@ -262,7 +256,8 @@ def genomes_of(candidates: Sequence[Candidate], direction: str, objectives: Sequ
     dominated by any other scored genome), computed as the reference ranks them (strategies/pareto.py).
     """
     found = []
-    scored = [c for c in sorted(candidates, key=lambda c: (c.gen, c.id)) if _scored(c, direction)]
+    scored = [c for c in sorted(candidates, key=lambda c: (c.gen, c.id))
+              if c.status != "error" and oriented(c.fitness, direction) is not None]
     fronts = _fronts(scored, objectives)
     for c in scored:
         label = next((v for k, v in c.extra if k == "Label"), "none")
@@ -274,11 +269,6 @@ def genomes_of(candidates: Sequence[Candidate], direction: str, objectives: Sequ
         found.append(Genome(c.id, c.code or "", metrics, c.parents[0] if c.parents else None, c.gen,
                             label if label in ("diverge", "refine") else "", context_ids(c)))
     return tuple(found)
-
-
-def _scored(candidate: Candidate, direction: str) -> bool:
-    score = oriented(candidate.fitness, direction)
-    return candidate.status != "error" and score is not None and math.isfinite(score)
 
 
 def _fronts(scored: Sequence[Candidate], objectives: Sequence[Objective]) -> dict[int, int]:
