@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
@@ -224,9 +225,8 @@ def select_events(trace: Trace) -> list[ReplayEvent]:
         if best is not None and value <= best + IMPROVEMENT:
             continue
         gain, best = (value - best if best is not None else 0.0), value
-        event = _replayable(trace, row)
-        if event is not None:
-            found.append((gain, event))
+        with suppress(AutoloopError):  # a row without a parent, a saved prompt or a source is no event
+            found.append((gain, _event_of(trace, row)))
     return _capped(found, event_cap(trace))
 
 
@@ -249,14 +249,6 @@ def _migrant(row: TraceRow) -> bool:
     """Returns whether a row is a migrant copy of a program from another island (not a new proposal)."""
     metadata = row.extra.get("metadata")
     return isinstance(metadata, Mapping) and bool(metadata.get("migrant"))
-
-
-def _replayable(trace: Trace, row: TraceRow) -> ReplayEvent | None:
-    """Returns the row's replay event, None when it lacks a parent, a saved prompt or a source."""
-    try:
-        return _event_of(trace, row)
-    except AutoloopError:
-        return None
 
 
 def context_pool(trace: Trace, event: ReplayEvent) -> list[ContextProgram]:
