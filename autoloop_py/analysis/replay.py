@@ -163,9 +163,7 @@ def prompt_entry(prompts: Mapping[str, Any] | None) -> tuple[str, Mapping[str, A
 def best_row(trace: Trace) -> TraceRow | None:
     """Returns the row of the run's final best (the first to reach the best score), None if none is valid."""
     holders = record_holders(nodes_of(trace), trace.direction)
-    if not holders:
-        return None
-    return next(row for row in trace.rows if row.id == holders[-1].id)
+    return next(row for row in trace.rows if row.id == holders[-1].id) if holders else None
 
 
 def choose_event(trace: Trace, which: str) -> ReplayEvent:
