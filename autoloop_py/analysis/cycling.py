@@ -93,16 +93,9 @@ class _Removal(NamedTuple):
 
 def diff_lines(parent: str, child: str) -> tuple[list[str], list[str]]:
     """Returns the raw (removed, added) lines of a zero-context unified diff from parent to child."""
-    diff = list(difflib.unified_diff(parent.splitlines(), child.splitlines(), n=0, lineterm=""))
-    removed: list[str] = []
-    added: list[str] = []
     # The two header lines are dropped by position: a removed C++ line `--i;` would look like a header.
-    for line in diff[2:]:
-        if line.startswith("-"):
-            removed.append(line[1:])
-        elif line.startswith("+"):
-            added.append(line[1:])
-    return removed, added
+    body = list(difflib.unified_diff(parent.splitlines(), child.splitlines(), n=0, lineterm=""))[2:]
+    return [line[1:] for line in body if line.startswith("-")], [line[1:] for line in body if line.startswith("+")]
 
 
 def normalize(line: str) -> str:
@@ -240,11 +233,8 @@ def _normalized(lines: Iterable[str]) -> tuple[str, ...]:
 
 def _latest_before(removals: Sequence[_Removal], iteration: int) -> _Removal | None:
     """Returns the first recorded of the most recent removals at an iteration strictly below `iteration`."""
-    found: _Removal | None = None
-    for removal in removals:
-        if removal.iteration < iteration and (found is None or removal.iteration > found.iteration):
-            found = removal
-    return found
+    earlier = (removal for removal in removals if removal.iteration < iteration)
+    return max(earlier, key=lambda removal: removal.iteration, default=None)  # max keeps the first of equals
 
 
 _Deleted = tuple[Mapping[str, _Removal], Mapping[str, _Removal]]

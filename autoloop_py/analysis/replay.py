@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
@@ -162,9 +163,7 @@ def prompt_entry(prompts: Mapping[str, Any] | None) -> tuple[str, Mapping[str, A
 def best_row(trace: Trace) -> TraceRow | None:
     """Returns the row of the run's final best (the first to reach the best score), None if none is valid."""
     holders = record_holders(nodes_of(trace), trace.direction)
-    if not holders:
-        return None
-    return next(row for row in trace.rows if row.id == holders[-1].id)
+    return next(row for row in trace.rows if row.id == holders[-1].id) if holders else None
 
 
 def choose_event(trace: Trace, which: str) -> ReplayEvent:
@@ -224,9 +223,8 @@ def select_events(trace: Trace) -> list[ReplayEvent]:
         if best is not None and value <= best + IMPROVEMENT:
             continue
         gain, best = (value - best if best is not None else 0.0), value
-        event = _replayable(trace, row)
-        if event is not None:
-            found.append((gain, event))
+        with suppress(AutoloopError):  # a row without a parent, a saved prompt or a source is no event
+            found.append((gain, _event_of(trace, row)))
     return _capped(found, event_cap(trace))
 
 
@@ -249,14 +247,6 @@ def _migrant(row: TraceRow) -> bool:
     """Returns whether a row is a migrant copy of a program from another island (not a new proposal)."""
     metadata = row.extra.get("metadata")
     return isinstance(metadata, Mapping) and bool(metadata.get("migrant"))
-
-
-def _replayable(trace: Trace, row: TraceRow) -> ReplayEvent | None:
-    """Returns the row's replay event, None when it lacks a parent, a saved prompt or a source."""
-    try:
-        return _event_of(trace, row)
-    except AutoloopError:
-        return None
 
 
 def context_pool(trace: Trace, event: ReplayEvent) -> list[ContextProgram]:

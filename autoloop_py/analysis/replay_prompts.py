@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from itertools import takewhile
 from typing import Collection, Sequence
 
 from autoloop_py.markdown import Heading, headings, normalize_heading
@@ -166,9 +167,7 @@ def closest(pool: Sequence[ContextProgram], score: float | None, count: int,
             exclude: Collection[str] = ()) -> list[ContextProgram]:
     """Returns up to count pool programs closest in score to `score` (the latest first on ties)."""
     usable = [p for p in pool if p.id not in exclude]
-    if score is None:
-        return sorted(usable, key=lambda p: (-p.iteration, p.id))[:count]
-    return sorted(usable, key=lambda p: (abs(p.score - score), -p.iteration, p.id))[:count]
+    return sorted(usable, key=lambda p: (0.0 if score is None else abs(p.score - score), -p.iteration, p.id))[:count]
 
 
 def _replace(text: str, shown: Sequence[_Span], stand_ins: Sequence[ContextProgram]) -> str:
@@ -195,12 +194,7 @@ def _render_program(program: ContextProgram, level: int) -> str:
 
 def _trailing_blank(lines: Sequence[str]) -> str:
     """Returns the blank lines that end a span (kept so the next heading stays apart)."""
-    blank: list[str] = []
-    for line in reversed(lines):
-        if line.strip():
-            break
-        blank.append(line)
-    return "".join(blank)
+    return "".join(takewhile(lambda line: not line.strip(), reversed(lines)))
 
 
 def retry_prompt(user: str, reply: str, parse_error: str | None = None, failures: Sequence[EditFailure] = (),

@@ -87,9 +87,7 @@ def _stages(runs: object) -> str:
 def best_node(nodes: Sequence[RunNode], direction: str) -> RunNode | None:
     """Returns the first node that holds the best valid metric (None when nothing scored)."""
     scored = [node for node in nodes if node.metric is not None]
-    if not scored:
-        return None
-    return max(scored, key=lambda node: (oriented(node.metric or 0.0, direction), -node.iteration))
+    return max(scored, key=lambda node: (oriented(node.metric or 0.0, direction), -node.iteration), default=None)
 
 
 def best_lineage(nodes: Sequence[RunNode], direction: str) -> list[RunNode]:

@@ -82,20 +82,14 @@ _SKIP_KEYWORDS = frozenset(
 
 def find_knobs(source: str, max_knobs: int = MAX_KNOBS) -> list[Knob]:
     """Returns the plausible knobs of a Python module, in source order (inside the EVOLVE-BLOCK when it has one)."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return []
-    parents = parents_of(tree)
-    literals = list(numeric_literals(tree, source, parents))
+    tree, parents, literals, tunable = _tunable(source)
     # The paper skips a literal written more than once: it is ambiguous, and often one shared constant.
     counts = Counter(_unsigned(literal) for literal in literals)
     first, blocks = prelude_lines(source, tree) + 1, _params_blocks(tree)
     kept = [
-        literal for literal in _tunable(literals, source, parents)
+        literal for literal in tunable
         if literal.line >= first and not _in_regions(literal.line, blocks, False) and counts[_unsigned(literal)] == 1
     ]  # fmt: skip
-    kept.sort(key=lambda literal: (literal.line, literal.col))
     knobs = _unique_names([_knob(literal, _context_name(literal.node, parents), parents) for literal in kept])
     ranked = sorted(knobs, key=lambda k: (k.family == "default", k.name.startswith("literal_l")))
     return sorted(ranked[:max_knobs], key=lambda k: (k.line, k.col))
@@ -108,23 +102,28 @@ def tunable_literals(source: str) -> list[tuple[Literal, str | None]]:
     at most eight): the tune proposer perturbs exactly these, so it never touches an index, a slice, a
     shape, a range offset such as `range(n - 1)`, a seed, an exponent or a `# autoloop: fixed` line.
     """
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return []
-    parents = parents_of(tree)
-    kept = sorted(_tunable(list(numeric_literals(tree, source, parents)), source, parents), key=lambda l: (l.line, l.col))
+    _, parents, _, kept = _tunable(source)
     named = ((literal, _context_name(literal.node, parents)) for literal in kept)
     return [(literal, None if name.startswith("literal_l") else name) for literal, name in named]
 
 
-def _tunable(literals: Sequence[Literal], source: str, parents: Mapping[ast.AST, ast.AST]) -> list[Literal]:
-    """Returns the literals inside the EVOLVE-BLOCK (anywhere without one), off pinned lines, passing the knob rules."""
+def _tunable(source: str) -> tuple[ast.Module, Mapping[ast.AST, ast.AST], list[Literal], list[Literal]]:
+    """Returns (tree, parents, all numeric literals, the tunable ones in source order) of a module (none unparsable).
+
+    Tunable: inside the EVOLVE-BLOCK (anywhere without one), off pinned lines, passing the knob rules.
+    """
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return ast.Module(body=[], type_ignores=[]), {}, [], []
+    parents = parents_of(tree)
+    literals = list(numeric_literals(tree, source, parents))
     regions, pinned = evolve_regions(source), pinned_lines(source)
-    return [
+    tunable = [
         literal for literal in literals
         if _in_regions(literal.line, regions) and literal.line not in pinned and _plausible(literal, parents)
     ]  # fmt: skip
+    return tree, parents, literals, sorted(tunable, key=lambda literal: (literal.line, literal.col))
 
 
 def _unsigned(literal: Literal) -> str:

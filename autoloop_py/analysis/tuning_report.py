@@ -89,9 +89,7 @@ def initial_points(calls: int) -> int:
 
 def trial_kind(call: int, n_initial: int) -> str:
     """Returns how a call chose its point: the original values, a random draw, or the GP acquisition."""
-    if call == 1:
-        return "original"
-    return "random" if call <= 1 + n_initial else "gp"
+    return "original" if call == 1 else "random" if call <= 1 + n_initial else "gp"
 
 
 def objective(score: float, direction: str) -> float:
@@ -110,9 +108,7 @@ def penalty(objectives: Sequence[float]) -> float:
 def best_trial(trials: Sequence[Trial], direction: str) -> Trial | None:
     """Returns the first trial with the best score (None when every trial failed)."""
     scored = [t for t in trials if t.score is not None]
-    if not scored:
-        return None
-    return max(scored, key=lambda t: (oriented(t.score or 0.0, direction), -t.call))
+    return max(scored, key=lambda t: (oriented(t.score or 0.0, direction), -t.call), default=None)
 
 
 def curve(trials: Sequence[Trial], direction: str, n_initial: int) -> list[dict[str, Any]]:

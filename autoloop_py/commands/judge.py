@@ -29,8 +29,8 @@ from autoloop_py.errors import AutoloopError
 from autoloop_py.loop.iteration.model_use import check_budget, record_spend
 from autoloop_py.proposers import llm
 from autoloop_py.proposers.base import Usage
+from autoloop_py.proposers.setup import check_model
 from autoloop_py.state.trace import Trace
-from autoloop_py.studies.replaying import check_credentials
 
 NO_MODEL = ("no judge model: pass --model with a litellm model name (for example --model deepseek/deepseek-chat), "
             "or set AUTOLOOP_MODEL")
@@ -64,7 +64,7 @@ def cmd_judge(args: argparse.Namespace, console: Console) -> int:
             raise AutoloopError(NO_MODEL)
         edits = edits_of(target.trace)[: args.limit]
         if edits:
-            check_credentials(model)
+            check_model(model)
         settings = JudgeSettings(model, retries=args.retries, concurrency=args.concurrency, show_scores=args.show_scores)
         if edits and target.program is not None and target.root is not None:
             check_budget(target.root, target.program, "judge")

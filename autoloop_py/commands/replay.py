@@ -29,7 +29,8 @@ from autoloop_py.commands.trace import Target, opened
 from autoloop_py.errors import AutoloopError
 from autoloop_py.loop.iteration.model_use import check_budget, record_spend
 from autoloop_py.proposers.base import Usage
-from autoloop_py.studies.replaying import Ask, Bench, Replay, check_credentials, replay_event, send
+from autoloop_py.proposers.setup import check_model
+from autoloop_py.studies.replaying import Ask, Bench, Replay, replay_event, send
 
 _EXAMPLE = ("autoloop replay function_minimization --event best --repeats 3\n"
             "  autoloop replay function_minimization --event all --variant exact --variant strict_diff --attempts 2\n"
@@ -80,7 +81,7 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
         events = choose_events(target.trace, args.event)
         models = {event.id: _model(args.model, event) for event in events}
         for model in dict.fromkeys(models.values()):
-            check_credentials(model)
+            check_model(model)
         if events and target.program is not None and target.root is not None:
             check_budget(target.root, target.program, "replay")
         spent: list[Usage] = []

@@ -19,7 +19,6 @@ from autoloop_py.program.regions import primary_target
 from autoloop_py.program.target import target_files
 from autoloop_py.proposers import llm
 from autoloop_py.proposers.base import Usage
-from autoloop_py.proposers.setup import check_model
 from autoloop_py.studies.tuning_run import trial_worktree
 
 logger = logging.getLogger(__name__)
@@ -37,11 +36,6 @@ def send(model: str, system: str, user: str, spent: list[Usage] | None = None) -
     spent: gets the reply's usage appended (replays count in the program's spend).
     """
     return llm.complete(model, user, system=system, spent=spent)
-
-
-def check_credentials(model: str, option: str = "--model") -> None:
-    """Raises when litellm cannot place the model, or says its API key is missing (unless a mock reply answers)."""
-    check_model(model, f"pass {option} with")
 
 
 class Bench:

@@ -170,7 +170,8 @@ def run_search(
     scored: list[float] = []
 
     def evaluate_point(point: Sequence[Any]) -> float:
-        values = {knob.name: _plain(value, knob.kind) for knob, value in zip(knobs, point)}
+        # skopt's numpy scalars as Python ints and floats
+        values = {knob.name: int(value) if knob.kind == "int" else float(value) for knob, value in zip(knobs, point)}
         result = measure(program, workdir, path, source_for(values))
         score = result.metric if result.ok else None
         trial = Trial(len(trials) + 1, values, score, None if result.ok else result.error, result.duration)
@@ -200,11 +201,6 @@ def _one_blas_thread() -> Any:
     except ImportError:  # scikit-learn requires threadpoolctl, so this is only a safeguard
         return nullcontext()
     return threadpool_limits(limits=1)
-
-
-def _plain(value: Any, kind: str) -> int | float:
-    """Returns a numpy scalar from skopt as a Python int or float."""
-    return int(value) if kind == "int" else float(value)
 
 
 def run_info(program: Program, path: str, target: TuneTarget, knob_source: str, notes: Sequence[str],
