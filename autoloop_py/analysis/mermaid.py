@@ -56,7 +56,11 @@ def metric_points(
     fold = len(running) > recent + buckets
     older, newest = (running[:-recent], running[-recent:]) if fold else ([], running)
     points = _buckets(older, direction, buckets) + [
-        ChartPoint(str(node.iteration) if node.iteration else _label(node.id), float(node.metric), so_far)  # type: ignore[arg-type]
+        ChartPoint(
+            str(node.iteration) if node.iteration else _label(node.id),
+            float(node.metric),  # type: ignore[arg-type]
+            so_far,
+        )
         for node, so_far in newest
     ]
     return points, len(older)
@@ -69,7 +73,8 @@ def _buckets(older: Sequence[tuple[RunNode, float]], direction: str, count: int)
     points = []
     for start in range(0, len(older), size):
         chunk = older[start:start + size]
-        top = max((float(node.metric) for node, _ in chunk), key=lambda v: oriented(v, direction))  # type: ignore[arg-type]
+        metrics = (float(node.metric) for node, _ in chunk)  # type: ignore[arg-type]
+        top = max(metrics, key=lambda v: oriented(v, direction))
         first, last = chunk[0][0].iteration, chunk[-1][0].iteration
         points.append(ChartPoint(f"{first}-{last}" if first != last else str(first), top, chunk[-1][1]))
     return points

@@ -172,7 +172,9 @@ def choose_event(trace: Trace, which: str) -> ReplayEvent:
     if row is None:
         known = ", ".join(r.id for r in trace.rows[-8:]) or "none"
         what = "no program of the run has a valid score" if which == BEST else f"no row has id '{which}'"
-        raise AutoloopError(f"{what}; pass --event with one of the run's ids (last ones: {known})", path=trace.directory)
+        raise AutoloopError(
+            f"{what}; pass --event with one of the run's ids (last ones: {known})", path=trace.directory
+        )
     return _event_of(trace, row)
 
 
@@ -312,7 +314,8 @@ def classify(trial: Trial, event: ReplayEvent, direction: str, tolerance: float 
         return "better"
     if gain >= -slack:
         return "similar"
-    if event.parent_score is not None and oriented(trial.score, direction) > oriented(event.parent_score, direction) + slack:
+    parent = event.parent_score
+    if parent is not None and oriented(trial.score, direction) > oriented(parent, direction) + slack:
         return "still_improves_parent"
     return "worse"
 
@@ -331,7 +334,9 @@ def measure(trials: Sequence[Trial], event: ReplayEvent, direction: str) -> Repl
         parse_success_rate=sum(t.parsed for t in trials) / count,
         evaluation_success_rate=sum(bool(t.eval_ok) for t in trials) / count if evaluated else None,
         exact_solution_match_rate=sum(t.source == event.source for t in trials) / count,
-        exact_response_match_rate=None if event.response is None else sum(t.reply == event.response for t in trials) / count,
+        exact_response_match_rate=(
+            None if event.response is None else sum(t.reply == event.response for t in trials) / count
+        ),
         score_mean=mean,
         score_median=statistics.median(scores) if scores else None,
         score_std=statistics.pstdev(scores) if scores else None,

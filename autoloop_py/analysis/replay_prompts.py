@@ -139,7 +139,9 @@ def alternate_context(system: str, user: str, parent_score: float | None,
     shown_ids = {_shown_id(span) for span in shown}
     stand_ins = closest(pool, parent_score, len(shown), exclude=shown_ids)
     if not stand_ins:
-        return VariantPrompt(variant, system, user, skipped="no earlier program of the run can stand in for the context")
+        return VariantPrompt(
+            variant, system, user, skipped="no earlier program of the run can stand in for the context"
+        )
     text = _replace(user, shown, stand_ins)
     names = ", ".join(_shown_id(span) for span in shown)
     change = f"showed {', '.join(p.id for p in stand_ins)} instead of {names}"
@@ -178,7 +180,8 @@ def _replace(text: str, shown: Sequence[_Span], stand_ins: Sequence[ContextProgr
     for number, span in enumerate(shown):
         out.extend(lines[cursor:span.start])
         if number < len(stand_ins):
-            out.append(_render_program(stand_ins[number], span.heading.level) + _trailing_blank(lines[span.start:span.end]))
+            trailing = _trailing_blank(lines[span.start:span.end])
+            out.append(_render_program(stand_ins[number], span.heading.level) + trailing)
         cursor = span.end
     out.extend(lines[cursor:])
     return "".join(out)
@@ -199,7 +202,8 @@ def _trailing_blank(lines: Sequence[str]) -> str:
 
 def retry_prompt(user: str, reply: str, parse_error: str | None = None, failures: Sequence[EditFailure] = (),
                  eval_error: str | None = None) -> str:
-    """Returns the prompt of a retry: the prompt, the failed reply, and why it failed (unreadable, edits, evaluation)."""
+    """Returns the prompt of a retry: the prompt, the failed reply, and why it failed (unreadable,
+    edits, evaluation)."""
     shown = tuple(replace(f, nearest_lines=_with_newline(f.nearest_lines)) for f in failures)
     reply_text = _with_newline(reply)
     quoted = "\n".join([reply_text, parse_error or "", eval_error or "", *(f.nearest_lines for f in shown)])

@@ -197,7 +197,8 @@ def _whole_value(node: ast.AST, parent: ast.AST | None) -> bool:
 
 
 def _in_skipped_context(node: ast.AST, parents: Mapping[ast.AST, ast.AST]) -> bool:
-    """Returns whether the literal sits in a subscript, an assert, a decorator or a call whose arguments are no knobs."""
+    """Returns whether the literal sits in a subscript, an assert, a decorator or a call whose arguments are
+    no knobs."""
     child = node
     for ancestor in ancestors(node, parents):
         if isinstance(ancestor, ast.Subscript) and child is ancestor.slice:
@@ -208,7 +209,8 @@ def _in_skipped_context(node: ast.AST, parents: Mapping[ast.AST, ast.AST]) -> bo
             return True
         if isinstance(ancestor, ast.Call) and _skipped_call(ancestor, child, direct=child is node):
             return True
-        if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and child in ancestor.decorator_list:
+        decorated = isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        if decorated and child in ancestor.decorator_list:
             return True
         if isinstance(ancestor, ast.stmt):
             return False
@@ -335,8 +337,10 @@ def _knob(literal: Literal, name: str, parents: Mapping[ast.AST, ast.AST]) -> Kn
     if isinstance(parent, ast.AugAssign) and isinstance(parent.op, ast.Mult) and 0 < literal.value < 1:
         family = "cooling factor"  # a geometric decay, whatever the variable is called
     low, high, scale = bounds(literal.value, kind, family)
-    return Knob(snake_case(name) or f"literal_l{literal.line}", literal.line, literal.col, literal.end_col, literal.text,
-                literal.value, kind, low, high, scale, family)
+    return Knob(
+        snake_case(name) or f"literal_l{literal.line}", literal.line, literal.col, literal.end_col, literal.text,
+        literal.value, kind, low, high, scale, family,
+    )
 
 
 def _unique_names(knobs: Sequence[Knob]) -> list[Knob]:

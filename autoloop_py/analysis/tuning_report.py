@@ -57,7 +57,8 @@ class Choice:
 def choose(
     choices: Sequence[Choice], direction: str, candidate: str | None = None, at_iteration: int | None = None
 ) -> Choice:
-    """Returns the program to tune: an id (or unique id prefix), the best valid at or before an iteration, or the best."""
+    """Returns the program to tune: an id (or unique id prefix), the best valid at or before an iteration, or
+    the best."""
     if candidate is not None:
         return _by_id(choices, candidate)
     limit = math.inf if at_iteration is None else at_iteration

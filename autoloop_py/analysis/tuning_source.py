@@ -245,7 +245,8 @@ def _char_col(line: str, byte_col: int) -> int:
 def _assigns(statement: ast.stmt, name: str) -> bool:
     if isinstance(statement, ast.Assign):
         return any(isinstance(t, ast.Name) and t.id == name for t in statement.targets)
-    return isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name) and statement.target.id == name
+    target = statement.target if isinstance(statement, ast.AnnAssign) else None
+    return isinstance(target, ast.Name) and target.id == name
 
 
 def _future_import(statement: ast.stmt) -> bool:

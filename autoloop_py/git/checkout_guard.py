@@ -137,7 +137,11 @@ def runner_refs_held(
         theirs = theirs or (ours and owner in (None, program))
         (excused if theirs else tampered).append(_ref_change(ref, old, new))
     if excused:
-        logger.info("runner refs moved while %s, by another run of this clone or this run's recorder: %s", during, "; ".join(excused))
+        logger.info(
+            "runner refs moved while %s, by another run of this clone or this run's recorder: %s",
+            during,
+            "; ".join(excused),
+        )
     if tampered:
         raise CheckoutTampered(
             f"the checkout's autoloop refs changed while {during}: {'; '.join(tampered)}. autoloop stopped: this "

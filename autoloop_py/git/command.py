@@ -326,8 +326,9 @@ def resolve_refs(
         return {name: sha for name in names if (sha := resolve(name)) is not None}
     if not names:
         return {}
-    listing = call(repo, "for-each-ref", "--format=%(objectname) %(objecttype) %(*objectname) %(*objecttype) %(refname)",
-                   *names)
+    listing = call(
+        repo, "for-each-ref", "--format=%(objectname) %(objecttype) %(*objectname) %(*objecttype) %(refname)", *names
+    )
     found: dict[str, str] = {}
     for line in listing.text.splitlines() if listing.ok else ():
         sha, kind, peeled, peeled_kind, name = line.split(" ", 4)

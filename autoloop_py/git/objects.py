@@ -103,7 +103,9 @@ class ObjectReader:
                 except (BrokenPipeError, OSError, EOFError) as err:
                     self._stop()
                     if attempt:
-                        raise GitError(f"`git cat-file --batch` stopped ({err}); run `git fsck`", path=where(self._repo)) from err
+                        raise GitError(
+                            f"`git cat-file --batch` stopped ({err}); run `git fsck`", path=where(self._repo)
+                        ) from err
         return None
 
     def _keep(self, spec: str, found: GitObject | None) -> GitObject | None:

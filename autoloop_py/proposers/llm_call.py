@@ -1,4 +1,5 @@
-"""One bounded model call through litellm: a timeout per request, a few retries, a deadline, one plain sentence on failure.
+"""One bounded model call through litellm: a timeout per request, a few retries, a deadline, one plain sentence on
+failure.
 
 litellm's own defaults wait 600 s per request and retry inside the provider's client, so a hung
 server cost half an hour. Here litellm gets `timeout=` for each request and no retries of its own
@@ -50,7 +51,8 @@ class ModelCallError(AutoloopError):
 def limits_for(
     timeout: float | None, retries: int | None, job_deadline: float | None = None, reserve: float = 0.0
 ) -> CallLimits:
-    """Returns the limits: the given timeout and retries (defaults when None), ending `reserve` s before the job's deadline."""
+    """Returns the limits: the given timeout and retries (defaults when None), ending `reserve` s before the job's
+    deadline."""
     deadline = None if job_deadline is None else job_deadline - reserve - RECORD_MARGIN
     return CallLimits(
         DEFAULT_TIMEOUT if timeout is None else timeout, DEFAULT_RETRIES if retries is None else retries, deadline

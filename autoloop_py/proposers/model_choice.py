@@ -53,7 +53,8 @@ def draw_rng(kind: str, seed: int, program: str, iteration: int) -> random.Rando
 
 
 def arms(specs: Sequence[ModelSpec], table: ModelTable) -> list[Arm]:
-    """Returns the proposing models with their weights and rows; those weighted 0 are left out (all, if every one is)."""
+    """Returns the proposing models with their weights and rows; those weighted 0 are left out (all, if every
+    one is)."""
     rows = [table.row(spec.name) or ModelRow(spec.name) for spec in specs]
     found = [Arm(spec, spec.weight if row.weight is None else row.weight, row) for spec, row in zip(specs, rows)]
     live = [arm for arm in found if arm.weight > 0]
