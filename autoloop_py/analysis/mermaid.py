@@ -86,7 +86,9 @@ def metric_chart(nodes: Sequence[RunNode], direction: str, metric_name: str) -> 
     if not points:
         return ""
     values = [p.metric for p in points] + [p.best for p in points]
-    low, high = _axis_range(values)
+    low, high = min(values), max(values)
+    pad = (high - low) * 0.1 or abs(high) * 0.1 or 1.0
+    low, high = low - pad, high + pad
     title = f"{_label(metric_name)} per evaluated candidate ({direction} is better)"
     if folded:
         title += f", oldest {folded} folded"
@@ -150,12 +152,6 @@ def _node_label(node: RunNode) -> str:
 def _label(text: str) -> str:
     # Mermaid labels are quoted; quotes, brackets and pipes inside would end them early.
     return _UNSAFE_LABEL.sub(" ", text).strip()
-
-
-def _axis_range(values: Sequence[float]) -> tuple[float, float]:
-    low, high = min(values), max(values)
-    pad = (high - low) * 0.1 or abs(high) * 0.1 or 1.0
-    return low - pad, high + pad
 
 
 def _number(value: float) -> str:

@@ -219,7 +219,8 @@ def select_events(trace: Trace) -> list[ReplayEvent]:
     best: float | None = None
     for row in sorted(trace.rows, key=lambda r: (r.iteration_found, r.timestamp or "", r.id)):
         score = trace.score(row)
-        if score is None or _migrant(row):
+        metadata = row.extra.get("metadata")  # a migrant copies another island's program: no new proposal
+        if score is None or (isinstance(metadata, Mapping) and metadata.get("migrant")):
             continue
         value = oriented(score, trace.direction)
         if best is not None and value <= best + IMPROVEMENT:
@@ -243,12 +244,6 @@ def _capped(found: Sequence[tuple[float, ReplayEvent]], cap: int) -> list[Replay
     *others, final = found
     kept = sorted(others, key=lambda pair: -pair[0])[: cap - 1]
     return [event for _, event in sorted(kept, key=lambda pair: found.index(pair))] + [final[1]]
-
-
-def _migrant(row: TraceRow) -> bool:
-    """Returns whether a row is a migrant copy of a program from another island (not a new proposal)."""
-    metadata = row.extra.get("metadata")
-    return isinstance(metadata, Mapping) and bool(metadata.get("migrant"))
 
 
 def context_pool(trace: Trace, event: ReplayEvent) -> list[ContextProgram]:

@@ -180,7 +180,7 @@ def _replace(text: str, shown: Sequence[_Span], stand_ins: Sequence[ContextProgr
     for number, span in enumerate(shown):
         out.extend(lines[cursor:span.start])
         if number < len(stand_ins):
-            trailing = _trailing_blank(lines[span.start:span.end])
+            trailing = "".join(takewhile(lambda line: not line.strip(), reversed(lines[span.start:span.end])))
             out.append(_render_program(stand_ins[number], span.heading.level) + trailing)
         cursor = span.end
     out.extend(lines[cursor:])
@@ -193,11 +193,6 @@ def _render_program(program: ContextProgram, level: int) -> str:
     view = {"id": program.id, "fitness": f"{program.score:.6g}", "approach": program.approach.strip(),
             "fence": fence_for(code), "language": program.language, "code": code}
     return render("replay_context_program.md.j2", program=view, level=level)
-
-
-def _trailing_blank(lines: Sequence[str]) -> str:
-    """Returns the blank lines that end a span (kept so the next heading stays apart)."""
-    return "".join(takewhile(lambda line: not line.strip(), reversed(lines)))
 
 
 def retry_prompt(user: str, reply: str, parse_error: str | None = None, failures: Sequence[EditFailure] = (),

@@ -163,14 +163,9 @@ def family_of(name: str, value: int | float, kind: str) -> str:
             continue
         if family == "acceptance probability" and not (kind == "float" and 0 <= value <= 1):
             continue
-        if any(_matches(word, stem) for word in words for stem in stems):
+        if any(word == stem or (len(stem) >= 4 and word.startswith(stem)) for word in words for stem in stems):
             return family
     return "default"
-
-
-def _matches(word: str, stem: str) -> bool:
-    """Returns whether a name's word is the stem (short stems) or starts with it (stems of 4+ letters)."""
-    return word == stem or (len(stem) >= 4 and word.startswith(stem))
 
 
 def _plausible(literal: Literal, parents: Mapping[ast.AST, ast.AST]) -> bool:

@@ -94,7 +94,8 @@ def parametrize(source: str, knobs: Sequence[Knob], name: str = PARAMS_NAME) -> 
         # `return-0.5` is valid Python; `returnPARAMS["x"]` would not be.
         gap = " " if knob.col and (line[knob.col - 1].isalnum() or line[knob.col - 1] == "_") else ""
         lines[knob.line - 1] = f'{line[:knob.col]}{gap}{name}["{knob.name}"]{line[knob.end_col:]}'
-    newline = _newline(source)
+    found = re.search(r"\r\n|\r|\n", source)
+    newline = found.group(0) if found else "\n"
     block = render("tune_params_block.py.j2", name=name, knobs=list(knobs)).replace("\n", newline)
     head = lines[: first - 1]
     if head and not head[-1].endswith(("\n", "\r")):
@@ -167,10 +168,10 @@ def prelude_lines(source: str, tree: ast.Module | None = None) -> int:
     lines = split_lines(source)
     keep = 1 if lines and lines[0].startswith("#!") else 0
     for index in range(min(2, len(lines))):
-        if _CODING.match(lines[index]) and all(_comment_or_blank(line) for line in lines[:index]):
+        if _CODING.match(lines[index]) and all(line.strip()[:1] in ("", "#") for line in lines[:index]):
             keep = max(keep, index + 1)
     body = tree.body
-    position = 1 if body and _is_docstring(body[0]) else 0
+    position = 0 if ast.get_docstring(tree, clean=False) is None else 1
     while position < len(body) and _future_import(body[position]):
         position += 1
     end = body[position - 1].end_lineno if position else 0
@@ -251,18 +252,3 @@ def _assigns(statement: ast.stmt, name: str) -> bool:
 
 def _future_import(statement: ast.stmt) -> bool:
     return isinstance(statement, ast.ImportFrom) and statement.module == "__future__"
-
-
-def _is_docstring(statement: ast.stmt) -> bool:
-    return (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)
-            and isinstance(statement.value.value, str))
-
-
-def _comment_or_blank(line: str) -> bool:
-    stripped = line.strip()
-    return not stripped or stripped.startswith("#")
-
-
-def _newline(source: str) -> str:
-    found = re.search(r"\r\n|\r|\n", source)
-    return found.group(0) if found else "\n"

@@ -375,18 +375,14 @@ def finish_push(
 ) -> GitResult:
     """Waits for a push start_push started; returns push_branch's outcome (the tracking ref moved when it landed)."""
     result = pushing.result()
-    if not result.ok and _remote_tip(repo, remote, branch) == sha:
-        result = GitResult(result.args, 0, result.stdout, "")  # another run sharing this clone pushed it already
+    if not result.ok:  # another run sharing this clone may have pushed it already
+        listed = call(repo, "ls-remote", remote, f"refs/heads/{branch}")
+        if listed.ok and listed.text.split("\t", 1)[0] == sha:
+            result = GitResult(result.args, 0, result.stdout, "")
     tracking = f"refs/remotes/{remote}/{branch}"
     if result.ok and (resolve is None or resolve(tracking) != sha):
         run(repo, "update-ref", "-m", "autoloop push", tracking, sha)
     return result
-
-
-def _remote_tip(repo: git.Repo, remote: str, branch: str) -> str | None:
-    """Returns the sha the remote's `branch` is at now (None when absent or unreachable)."""
-    listed = call(repo, "ls-remote", remote, f"refs/heads/{branch}")
-    return listed.text.split("\t", 1)[0] if listed.ok and listed.text else None
 
 
 def tracking_tip(repo: git.Repo, remote: str, branch: str) -> str | None:
