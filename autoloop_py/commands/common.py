@@ -110,7 +110,9 @@ def load_all(root: Path, with_issues: bool = False) -> tuple[list[Program], list
     if settings is None:
         more, more_problems = issue_programs.scheduled(root, os.environ, [p.name for p in programs])
         return programs + more, problems + more_problems
-    found, refused = issue_programs.discover_all(github.connect(settings), settings.repository, [p.name for p in programs])
+    found, refused = issue_programs.discover_all(
+        github.connect(settings), settings.repository, [p.name for p in programs]
+    )
     problems = problems + [ProgramError(why) for why in refused]
     cache = gitutil.common_dir(gitutil.open_repo(root)) / "autoloop" / "issue-programs"
     more, more_problems = issue_programs.materialize(root, found, cache)

@@ -35,18 +35,20 @@ from autoloop_py.studies.replaying import Ask, Bench, Replay, replay_event, send
 _EXAMPLE = ("autoloop replay function_minimization --event best --repeats 3\n"
             "  autoloop replay function_minimization --event all --variant exact --variant strict_diff --attempts 2\n"
             "  autoloop replay traces/run42 --model openai/gpt-4o-mini --variant no_history --json")
-_VARIANTS = ("`exact` re-sends the prompt unchanged; `strict_diff` appends an instruction to answer with SEARCH/REPLACE "
-             "blocks only; `no_other_context` cuts the sections showing other programs (AdaEvolve's 'Other programs "
-             "for inspiration', EvoX's 'Context programs'); `no_history` cuts the sections of earlier attempts "
-             "('Recent history', 'Previous attempts', 'Earlier children of this parent'); `alternate_context` shows, "
-             "in place of each context program, an earlier program of the run closest in score to the parent. A "
+_VARIANTS = ("`exact` re-sends the prompt unchanged; `strict_diff` appends an instruction to answer with "
+             "SEARCH/REPLACE blocks only; `no_other_context` cuts the sections showing other programs (AdaEvolve's "
+             "'Other programs for inspiration', EvoX's 'Context programs'); `no_history` cuts the sections of earlier "
+             "attempts ('Recent history', 'Previous attempts', 'Earlier children of this parent'); `alternate_context` "
+             "shows, in place of each context program, an earlier program of the run closest in score to the parent. A "
              "variant whose section the prompt lacks is reported as skipped")
-_EPILOG = textwrap.fill("Each reply is applied to the parent's source as the llm proposer applies it and, for a program of this "
-           "repository, evaluated in a standalone copy of autoloop/<program>. A trace directory whose program is not "
-           "in the repository is replayed without evaluation. Per event and variant the report gives the parse and "
-           "evaluation success rates, exact solution and reply matches, score mean/median/std, replay/original, and "
-           "each trial's class against the original score (tolerance 0.001): better, similar, still_improves_parent "
-           "(worse than the original, better than its parent), worse, parse_failed, eval_failed, or not_evaluated.", width=90)
+_EPILOG = textwrap.fill(
+    "Each reply is applied to the parent's source as the llm proposer applies it and, for a program of this "
+    "repository, evaluated in a standalone copy of autoloop/<program>. A trace directory whose program is not "
+    "in the repository is replayed without evaluation. Per event and variant the report gives the parse and "
+    "evaluation success rates, exact solution and reply matches, score mean/median/std, replay/original, and "
+    "each trial's class against the original score (tolerance 0.001): better, similar, still_improves_parent "
+    "(worse than the original, better than its parent), worse, parse_failed, eval_failed, or not_evaluated.", width=90
+)
 NO_MODEL = ("candidate '{id}' records no model; pass --model with a litellm model name "
             "(for example --model openai/gpt-4o-mini)")
 
@@ -173,7 +175,8 @@ def print_report(report: dict[str, Any], console: Console) -> None:
 def _print_event(report: dict[str, Any], replays: list[dict[str, Any]], console: Console) -> None:
     event, model = replays[0]["event"], replays[0]["model"]
     tries = f", up to {report['attempts']} attempts each" if report["attempts"] > 1 else ""
-    console.print(f"[bold]Replayed[/] {escape(event['id'])} of {escape(report['run'])} (iteration {event['iteration']}, "
+    console.print(f"[bold]Replayed[/] {escape(event['id'])} of {escape(report['run'])} "
+                  f"(iteration {event['iteration']}, "
                   f"parent {escape(event['parent_id'])}, score {format_metric(event['score'])}) "
                   f"{report['repeats']}× with {escape(model)}{tries}")
     table = Table("measure", *(replay["variant"] for replay in replays))

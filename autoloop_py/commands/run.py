@@ -467,7 +467,10 @@ def print_outcome(outcome: IterationOutcome, console: Console) -> None:
     mark = STATUS_ICONS.get(outcome.status, "·")
     metric = format_metric(outcome.metric)
     best = format_metric(outcome.best_before)
-    text = f"{mark} {outcome.program} · iteration {outcome.iteration} · {outcome.status} · metric {metric} (best was {best})"
+    text = (
+        f"{mark} {outcome.program} · iteration {outcome.iteration} · {outcome.status} · metric {metric} "
+        f"(best was {best})"
+    )
     text += f" · {plain(outcome.summary)}"
     if outcome.commit:
         text += f" · commit {outcome.commit[:8]}"

@@ -110,7 +110,9 @@ def _print_mermaid(root: Path, programs: list[Program], name: str | None, consol
     memory = MemoryStore(root)
     memory.sync()
     charts = program_charts(memory, find_program(programs, name))
-    console.out(charts or f"{name} has no evaluated candidate yet; run `autoloop run --program {name}` first", highlight=False)
+    console.out(
+        charts or f"{name} has no evaluated candidate yet; run `autoloop run --program {name}` first", highlight=False
+    )
     return 0
 
 
@@ -278,7 +280,9 @@ def _population_summary(population: pop.Population, direction: str, console: Con
     """Prints the population's size and, per island, its member count and best candidate."""
     candidates = population.candidates
     scored = [c for c in candidates if pop.oriented(c.fitness, direction) is not None]
-    console.print(f"\n[bold]Population[/]: {len(candidates)} candidates, {len(scored)} scored, next id {population.next_id}")
+    console.print(
+        f"\n[bold]Population[/]: {len(candidates)} candidates, {len(scored)} scored, next id {population.next_id}"
+    )
     table = Table("island", "members", "best", "best fitness", "cells")
     for island in sorted({c.island for c in candidates}, key=lambda i: -1 if i is None else i):
         members = [c for c in candidates if c.island == island]
