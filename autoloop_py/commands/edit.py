@@ -1,7 +1,4 @@
-"""`autoloop edit PROGRAM`: edit a state file by hand.
-
-The edit is validated and committed without losing a concurrent iteration.
-"""
+"""`autoloop edit PROGRAM`: edit a state file by hand, validated, committed without losing a concurrent iteration."""
 
 from __future__ import annotations
 

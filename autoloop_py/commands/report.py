@@ -1,7 +1,4 @@
-"""`autoloop report PROGRAM|DIR`: one static HTML file.
-
-It holds the metric curve, the evolution tree, diffs and Population.
-"""
+"""`autoloop report PROGRAM|DIR`: one static HTML file with the metric curve, evolution tree, diffs and Population."""
 
 from __future__ import annotations
 
