@@ -94,7 +94,7 @@ def _search(
     args: argparse.Namespace, console: Console, root: Path, program: Program, target: tuning_run.TuneTarget,
     knobs: list[Knob], source_for: Any,
 ) -> tuple[str, float, list[Trial], bool]:
-    """Re-measures the candidate, runs the trials in a private worktree; returns (path, baseline, trials, interrupted)."""
+    """Re-measures the candidate, runs the trials in its own worktree; returns (path, baseline, trials, interrupted)."""
     with tuning_run.trial_worktree(root, program.name) as workdir:
         path = primary_target(program, workdir)
         baseline = _baseline(program, workdir, path, target)
