@@ -116,13 +116,9 @@ def _changed(
 def marker_files(root: Path, folder: Path) -> dict[str, str]:
     """Returns program.md and the strategy/ markdown files that hold markers, program-folder relative."""
     candidates = [root / folder / "program.md", *sorted((root / folder / "strategy").rglob("*.md"))]
-    found: dict[str, str] = {}
-    for path in candidates:
-        if path.is_file():
-            text = path.read_text(encoding="utf-8")
-            if customize_markers(text, path):
-                found[path.relative_to(root / folder).as_posix()] = text
-    return found
+    texts = {path: path.read_text(encoding="utf-8") for path in candidates if path.is_file()}
+    return {path.relative_to(root / folder).as_posix(): text for path, text in texts.items()
+            if customize_markers(text, path)}
 
 
 def parse_customization(reply: str, files: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
