@@ -292,7 +292,7 @@ def _walk_items(token: Token, text: str, line: int, code_spans: bool) -> Iterato
     cursor = line
     for item in token.get("children", []):
         content = item_text(item, code_spans)
-        cursor = _next_marker_line(lines, cursor)
+        cursor = next((i for i in range(cursor, len(lines)) if _MARKER_RE.match(lines[i])), cursor)
         yield content, cursor
         cursor += 1
         for sub in item.get("children", []):
@@ -354,10 +354,3 @@ def _first_nonblank(text: str, line: int) -> int:
 
 
 _MARKER_RE = re.compile(r"^\s*(?:[-*+]|\d+[.)])(?:\s|$)")
-
-
-def _next_marker_line(lines: list[str], start: int) -> int:
-    for i in range(start, len(lines)):
-        if _MARKER_RE.match(lines[i]):
-            return i
-    return start

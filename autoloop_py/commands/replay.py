@@ -127,7 +127,9 @@ def _replay(
     trials = [] if prompt.skipped else replay_event(event, dataclasses.replace(how, prompt=prompt), bench, ask)
     direction = target.trace.direction
     return {
-        "event": _event_dict(event), "variant": variant, "model": how.model,
+        "event": {"id": event.id, "iteration": event.iteration, "parent_id": event.parent_id, "score": event.score,
+                  "parent_score": event.parent_score, "recorded_model": event.model, "prompt_key": event.prompt_key},
+        "variant": variant, "model": how.model,
         "prompt_change": prompt.change, "skipped": prompt.skipped,
         "measures": None if prompt.skipped else dataclasses.asdict(measure(trials, event, direction)),
         "trials": [_trial_dict(trial, event, direction) for trial in trials],
@@ -144,11 +146,6 @@ def replay_report(target: Target, replays: list[dict[str, Any]], repeats: int, a
         "attempts": attempts,
         "replays": replays,
     }
-
-
-def _event_dict(event: ReplayEvent) -> dict[str, Any]:
-    return {"id": event.id, "iteration": event.iteration, "parent_id": event.parent_id, "score": event.score,
-            "parent_score": event.parent_score, "recorded_model": event.model, "prompt_key": event.prompt_key}
 
 
 def _trial_dict(trial: Trial, event: ReplayEvent, direction: str) -> dict[str, Any]:
@@ -180,7 +177,8 @@ def _print_event(report: dict[str, Any], replays: list[dict[str, Any]], console:
                   f"parent {escape(event['parent_id'])}, score {format_metric(event['score'])}) "
                   f"{report['repeats']}× with {escape(model)}{tries}")
     table = Table("measure", *(replay["variant"] for replay in replays))
-    table.add_row("prompt", *(_prompt_cell(replay) for replay in replays))
+    table.add_row("prompt", *("skipped (below)" if replay["skipped"] else escape(replay["prompt_change"] or "unchanged")
+                              for replay in replays))
     for label, cell in _ROWS:
         table.add_row(label, *(_cell(replay, cell) for replay in replays))
     console.print(table)
@@ -192,12 +190,6 @@ def _print_event(report: dict[str, Any], replays: list[dict[str, Any]], console:
 def _cell(replay: dict[str, Any], cell: Callable[[dict[str, Any]], str]) -> str:
     """Returns one measure of a replay as text ('—' for a skipped variant)."""
     return "—" if replay["skipped"] else cell(replay["measures"])
-
-
-def _prompt_cell(replay: dict[str, Any]) -> str:
-    if replay["skipped"]:
-        return "skipped (below)"
-    return escape(replay["prompt_change"] or "unchanged")
 
 
 def _ratio(value: float | None) -> str:
