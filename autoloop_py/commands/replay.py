@@ -17,7 +17,6 @@ from autoloop_py.analysis.replay import (
     BEST,
     CLASSES,
     ReplayEvent,
-    Trial,
     choose_events,
     classify,
     context_pool,
@@ -132,7 +131,10 @@ def _replay(
         "variant": variant, "model": how.model,
         "prompt_change": prompt.change, "skipped": prompt.skipped,
         "measures": None if prompt.skipped else dataclasses.asdict(measure(trials, event, direction)),
-        "trials": [_trial_dict(trial, event, direction) for trial in trials],
+        "trials": [{"parsed": trial.parsed, "parse_error": trial.parse_error, "eval_ok": trial.eval_ok,
+                    "eval_error": trial.eval_error, "score": trial.score, "exact_match": trial.source == event.source,
+                    "class": classify(trial, event, direction), "attempts": trial.attempts,
+                    "earlier_errors": list(trial.earlier_errors)} for trial in trials],
     }
 
 
@@ -146,13 +148,6 @@ def replay_report(target: Target, replays: list[dict[str, Any]], repeats: int, a
         "attempts": attempts,
         "replays": replays,
     }
-
-
-def _trial_dict(trial: Trial, event: ReplayEvent, direction: str) -> dict[str, Any]:
-    return {"parsed": trial.parsed, "parse_error": trial.parse_error, "eval_ok": trial.eval_ok,
-            "eval_error": trial.eval_error, "score": trial.score, "exact_match": trial.source == event.source,
-            "class": classify(trial, event, direction), "attempts": trial.attempts,
-            "earlier_errors": list(trial.earlier_errors)}
 
 
 def print_report(report: dict[str, Any], console: Console) -> None:

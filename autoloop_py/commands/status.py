@@ -96,12 +96,8 @@ def _blocked(
 ) -> dict[str, tuple[str, StateError]]:
     """Returns, per program whose state file lost the runner's records, what it lost and how to restore it."""
     memory = MemoryStore(root)
-    stops = {
-        p.name: integrity.blocked(memory, state_path(p), p.name, state)
-        for p in programs
-        if (state := states.get(p.name)) is not None
-    }
-    return {name: stop for name, stop in stops.items() if stop is not None}
+    return {p.name: stop for p in programs if (state := states.get(p.name)) is not None
+            and (stop := integrity.blocked(memory, state_path(p), p.name, state)) is not None}
 
 
 def _print_mermaid(root: Path, programs: list[Program], name: str | None, console: Console) -> int:
