@@ -291,7 +291,9 @@ def _write_program(root: Path, name: str, code: str, scorer: str, goal: str, met
     (folder / "code").mkdir(parents=True)
     for file_name, source in files.items():
         if Path(file_name).name != file_name or file_name in (_SOLUTION, "evaluate.py"):
-            raise AutoloopError(f"files: {file_name!r} must be a plain file name other than {_SOLUTION} and evaluate.py")
+            raise AutoloopError(
+                f"files: {file_name!r} must be a plain file name other than {_SOLUTION} and evaluate.py"
+            )
         shutil.copyfile(source, folder / "code" / file_name)
     (folder / "code" / _SOLUTION).write_text(code, encoding="utf-8")
     (folder / "code" / "evaluate.py").write_text(scorer, encoding="utf-8")

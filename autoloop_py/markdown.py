@@ -213,11 +213,9 @@ def tables(text: str) -> list[Table]:
         start = _first_nonblank(text, token["line"])
         head, body = token["children"][0], token["children"][1] if len(token["children"]) > 1 else None
         header = tuple(inline_text(cell.get("children", [])) for cell in head["children"])
-        rows = []
-        for i, row in enumerate(body["children"] if body else []):
-            cells = tuple(inline_text(cell.get("children", [])) for cell in row["children"])
-            rows.append(TableRow(cells, start + 2 + i))
-        found.append(Table(header, tuple(rows), start, start + 2 + len(rows)))
+        rows = tuple(TableRow(tuple(inline_text(cell.get("children", [])) for cell in row["children"]), start + 2 + i)
+                     for i, row in enumerate(body["children"] if body else []))
+        found.append(Table(header, rows, start, start + 2 + len(rows)))
     return found
 
 
@@ -294,7 +292,7 @@ def _walk_items(token: Token, text: str, line: int, code_spans: bool) -> Iterato
     cursor = line
     for item in token.get("children", []):
         content = item_text(item, code_spans)
-        cursor = _next_marker_line(lines, cursor)
+        cursor = next((i for i in range(cursor, len(lines)) if _MARKER_RE.match(lines[i])), cursor)
         yield content, cursor
         cursor += 1
         for sub in item.get("children", []):
@@ -306,12 +304,10 @@ def _walk_items(token: Token, text: str, line: int, code_spans: bool) -> Iterato
 
 def fenced_code(text: str) -> list[tuple[str, str, int]]:
     """Returns (info string, code, 0-based line) of each top-level fenced code block."""
-    found = []
-    for token in parse_blocks(text):
-        if token["type"] == "block_code" and "line" in token:
-            info = (token.get("attrs") or {}).get("info", "") or ""
-            found.append((info.strip(), token["raw"], _first_nonblank(text, token["line"])))
-    return found
+    return [
+        (((token.get("attrs") or {}).get("info", "") or "").strip(), token["raw"], _first_nonblank(text, token["line"]))
+        for token in parse_blocks(text) if token["type"] == "block_code" and "line" in token
+    ]
 
 
 def inline_text(children: list[Token], code_spans: bool = False) -> str:
@@ -358,10 +354,3 @@ def _first_nonblank(text: str, line: int) -> int:
 
 
 _MARKER_RE = re.compile(r"^\s*(?:[-*+]|\d+[.)])(?:\s|$)")
-
-
-def _next_marker_line(lines: list[str], start: int) -> int:
-    for i in range(start, len(lines)):
-        if _MARKER_RE.match(lines[i]):
-            return i
-    return start

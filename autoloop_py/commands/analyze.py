@@ -70,7 +70,8 @@ def _print_models(models: list[dict[str, Any]], console: Console) -> None:
     table = Table("model", "calls", "accepted", "improvement", "tokens", "spend", title="models")
     for row in models:
         table.add_row(escape(row["model"]), str(row["calls"]), f"{row['accepted']} ({row['accepted_share']:.0%})",
-                      format_metric(row["improvement"]), str(row["tokens"]), f"${row['cost']:.4f}" if row["cost"] else "—")
+                      format_metric(row["improvement"]), str(row["tokens"]),
+                      f"${row['cost']:.4f}" if row["cost"] else "—")
     console.print(table)
 
 

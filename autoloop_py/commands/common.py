@@ -38,12 +38,6 @@ def shown(text: str) -> str:
     return escape(plain(text))
 
 
-def add_common(parser: argparse.ArgumentParser) -> None:
-    """Adds --repo and --verbose."""
-    parser.add_argument("--repo", type=Path, default=None, help="the git repository (default: the current one)")
-    parser.add_argument("-v", "--verbose", action="store_true", help="show log messages")
-
-
 def subparser(commands: Any, name: str, example: str, summary: str | None = None) -> argparse.ArgumentParser:
     """Returns a sub-parser whose help ends with an example; its summary is the command's in COMMANDS by default."""
     summary = summary if summary is not None else COMMANDS[name][1]
@@ -53,7 +47,8 @@ def subparser(commands: Any, name: str, example: str, summary: str | None = None
         description=f"{summary}\n\nexample:\n  {example}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_common(parser)
+    parser.add_argument("--repo", type=Path, default=None, help="the git repository (default: the current one)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show log messages")
     return parser
 
 
@@ -110,7 +105,9 @@ def load_all(root: Path, with_issues: bool = False) -> tuple[list[Program], list
     if settings is None:
         more, more_problems = issue_programs.scheduled(root, os.environ, [p.name for p in programs])
         return programs + more, problems + more_problems
-    found, refused = issue_programs.discover_all(github.connect(settings), settings.repository, [p.name for p in programs])
+    found, refused = issue_programs.discover_all(
+        github.connect(settings), settings.repository, [p.name for p in programs]
+    )
     problems = problems + [ProgramError(why) for why in refused]
     cache = gitutil.common_dir(gitutil.open_repo(root)) / "autoloop" / "issue-programs"
     more, more_problems = issue_programs.materialize(root, found, cache)

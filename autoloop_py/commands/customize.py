@@ -42,7 +42,8 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("program", help="the program's name")
     parser.add_argument(
         "--answers", type=Path,
-        help="a YAML file answering the markers (`label: text` or `file:line: text`, see docs/configuration.md); written at once",
+        help="a YAML file answering the markers (`label: text` or `file:line: text`, see docs/configuration.md); "
+        "written at once",
     )
     parser.add_argument("--model", help=f"litellm model (else `model:` in program.md, else {MODEL_ENV})")
     parser.add_argument("--write", action="store_true", help="write the resolved files (default: only show the diff)")
@@ -95,7 +96,9 @@ def _from_answers(root: Path, program: Program, files: Mapping[str, str], answer
     left += [m for rel, text in files.items() if rel not in changed for m in customize_markers(text, folder / rel)]
     console.print(f"wrote {len(changed)} files from {answers}", markup=False, highlight=False)
     for marker in left:
-        console.print(f"  still to resolve: {marker.path}:{marker.line}: {marker.preview}", markup=False, highlight=False)
+        console.print(
+            f"  still to resolve: {marker.path}:{marker.line}: {marker.preview}", markup=False, highlight=False
+        )
     if not left:
         console.print("every <CUSTOMIZE…> marker is resolved; `autoloop check` validates the program", markup=False)
     return 0
@@ -106,19 +109,16 @@ def _changed(
 ) -> tuple[dict[str, str], dict[str, str]]:
     """Returns the files as they are (program.md too) and, finished, those the resolved texts change."""
     current = {"program.md": (root / folder / "program.md").read_text(encoding="utf-8"), **files}
-    return current, {rel: text for rel, text in finish_program_md({**current, **resolved}).items() if current[rel] != text}
+    finished = finish_program_md({**current, **resolved})
+    return current, {rel: text for rel, text in finished.items() if current[rel] != text}
 
 
 def marker_files(root: Path, folder: Path) -> dict[str, str]:
     """Returns program.md and the strategy/ markdown files that hold markers, program-folder relative."""
     candidates = [root / folder / "program.md", *sorted((root / folder / "strategy").rglob("*.md"))]
-    found: dict[str, str] = {}
-    for path in candidates:
-        if path.is_file():
-            text = path.read_text(encoding="utf-8")
-            if customize_markers(text, path):
-                found[path.relative_to(root / folder).as_posix()] = text
-    return found
+    texts = {path: path.read_text(encoding="utf-8") for path in candidates if path.is_file()}
+    return {path.relative_to(root / folder).as_posix(): text for path, text in texts.items()
+            if customize_markers(text, path)}
 
 
 def parse_customization(reply: str, files: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
@@ -180,7 +180,7 @@ def _ask(
 def _complete(
     model: str, messages: list[dict[str, str]], limits: CallLimits, spent: list[Usage] | None = None
 ) -> str:
-    """Sends the messages to the model through litellm (within llm-timeout and llm-retries) and returns the reply's text."""
+    """Sends the messages to the model via litellm (within llm-timeout and llm-retries); returns the reply's text."""
     kwargs: dict[str, Any] = {"model": model, "messages": list(messages)}
     if os.environ.get(MOCK_ENV) is not None:
         kwargs["mock_response"] = os.environ[MOCK_ENV]

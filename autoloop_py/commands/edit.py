@@ -1,4 +1,4 @@
-"""`autoloop edit PROGRAM`: edit a state file by hand, validated, and committed without losing a concurrent iteration."""
+"""`autoloop edit PROGRAM`: edit a state file by hand, validated, committed without losing a concurrent iteration."""
 
 from __future__ import annotations
 

@@ -323,7 +323,9 @@ def bundled_strategies() -> dict[Path, str]:
     Other files there (EvoX's initial strategy) are the runner's, read from the package.
     """
     folders = template_folders(PACKAGE_STRATEGIES)
-    return {STRATEGIES_DIR / folder.name / rel: text for folder in folders for rel, text in markdown_files(folder).items()}
+    return {
+        STRATEGIES_DIR / folder.name / rel: text for folder in folders for rel, text in markdown_files(folder).items()
+    }
 
 
 def sample_program() -> dict[Path, str]:

@@ -45,11 +45,14 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--concurrency", type=int, default=4, metavar="N", help="edits judged at once (default 4)")
     parser.add_argument("--limit", type=int, metavar="N", help="judge only the first N edits, in iteration order")
     parser.add_argument("--retries", type=int, default=3, metavar="N",
-                        help="extra attempts after a failed call (with exponential backoff) or an invalid reply (default 3)")
+                        help="extra attempts after a failed call (with exponential backoff) or an invalid reply "
+                        "(default 3)")
     parser.add_argument("--cache", type=Path, metavar="DIR",
-                        help="where valid verdicts are kept, keyed by sha256(model, prompt) (default ~/.cache/autoloop/judge)")
+                        help="where valid verdicts are kept, keyed by sha256(model, prompt) "
+                        "(default ~/.cache/autoloop/judge)")
     parser.add_argument("--show-scores", action="store_true",
-                        help="tell the judge each edit's score change (off by default: EvoReplay's judge never sees scores)")
+                        help="tell the judge each edit's score change "
+                        "(off by default: EvoReplay's judge never sees scores)")
     parser.add_argument("--json", action="store_true", help="print the summary and every edit's labels as JSON")
     parser.epilog = "labels: " + ", ".join(KEYS)
     parser.set_defaults(handler=cmd_judge)
@@ -65,7 +68,9 @@ def cmd_judge(args: argparse.Namespace, console: Console) -> int:
         edits = edits_of(target.trace)[: args.limit]
         if edits:
             check_model(model)
-        settings = JudgeSettings(model, retries=args.retries, concurrency=args.concurrency, show_scores=args.show_scores)
+        settings = JudgeSettings(
+            model, retries=args.retries, concurrency=args.concurrency, show_scores=args.show_scores
+        )
         if edits and target.program is not None and target.root is not None:
             check_budget(target.root, target.program, "judge")
         spent: list[Usage] = []

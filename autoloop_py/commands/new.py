@@ -59,7 +59,8 @@ def add_parser(commands: Any) -> None:
     )
     parser.add_argument(
         "--answers", type=Path,
-        help="a YAML file answering the <CUSTOMIZE…> markers: `label: text` or `file:line: text` (see docs/configuration.md)",
+        help="a YAML file answering the <CUSTOMIZE…> markers: `label: text` or `file:line: text` "
+        "(see docs/configuration.md)",
     )
     parser.set_defaults(handler=cmd_new)
 
@@ -107,7 +108,7 @@ def write_files(base: Path, files: Mapping[str, str]) -> None:
 
 
 def report_markers(console: Console, folder: Path, files: Mapping[str, str], done: str, verb: str) -> list[Marker]:
-    """Prints the <CUSTOMIZE…> markers the files still hold ("… are left to <verb>:"), or done when none is; returns them."""
+    """Prints the <CUSTOMIZE…> markers left in the files ("… are left to <verb>:"), or done if none is; returns them."""
     markers = [m for rel, text in files.items() for m in customize_markers(text, folder / rel)]
     console.print(f"{len(markers)} <CUSTOMIZE…> markers are left to {verb}:" if markers else done, markup=False,
                   highlight=False)

@@ -17,7 +17,6 @@ from autoloop_py.analysis.replay import (
     BEST,
     CLASSES,
     ReplayEvent,
-    Trial,
     choose_events,
     classify,
     context_pool,
@@ -35,18 +34,20 @@ from autoloop_py.studies.replaying import Ask, Bench, Replay, replay_event, send
 _EXAMPLE = ("autoloop replay function_minimization --event best --repeats 3\n"
             "  autoloop replay function_minimization --event all --variant exact --variant strict_diff --attempts 2\n"
             "  autoloop replay traces/run42 --model openai/gpt-4o-mini --variant no_history --json")
-_VARIANTS = ("`exact` re-sends the prompt unchanged; `strict_diff` appends an instruction to answer with SEARCH/REPLACE "
-             "blocks only; `no_other_context` cuts the sections showing other programs (AdaEvolve's 'Other programs "
-             "for inspiration', EvoX's 'Context programs'); `no_history` cuts the sections of earlier attempts "
-             "('Recent history', 'Previous attempts', 'Earlier children of this parent'); `alternate_context` shows, "
-             "in place of each context program, an earlier program of the run closest in score to the parent. A "
+_VARIANTS = ("`exact` re-sends the prompt unchanged; `strict_diff` appends an instruction to answer with "
+             "SEARCH/REPLACE blocks only; `no_other_context` cuts the sections showing other programs (AdaEvolve's "
+             "'Other programs for inspiration', EvoX's 'Context programs'); `no_history` cuts the sections of earlier "
+             "attempts ('Recent history', 'Previous attempts', 'Earlier children of this parent'); `alternate_context` "
+             "shows, in place of each context program, an earlier program of the run closest in score to the parent. A "
              "variant whose section the prompt lacks is reported as skipped")
-_EPILOG = textwrap.fill("Each reply is applied to the parent's source as the llm proposer applies it and, for a program of this "
-           "repository, evaluated in a standalone copy of autoloop/<program>. A trace directory whose program is not "
-           "in the repository is replayed without evaluation. Per event and variant the report gives the parse and "
-           "evaluation success rates, exact solution and reply matches, score mean/median/std, replay/original, and "
-           "each trial's class against the original score (tolerance 0.001): better, similar, still_improves_parent "
-           "(worse than the original, better than its parent), worse, parse_failed, eval_failed, or not_evaluated.", width=90)
+_EPILOG = textwrap.fill(
+    "Each reply is applied to the parent's source as the llm proposer applies it and, for a program of this "
+    "repository, evaluated in a standalone copy of autoloop/<program>. A trace directory whose program is not "
+    "in the repository is replayed without evaluation. Per event and variant the report gives the parse and "
+    "evaluation success rates, exact solution and reply matches, score mean/median/std, replay/original, and "
+    "each trial's class against the original score (tolerance 0.001): better, similar, still_improves_parent "
+    "(worse than the original, better than its parent), worse, parse_failed, eval_failed, or not_evaluated.", width=90
+)
 NO_MODEL = ("candidate '{id}' records no model; pass --model with a litellm model name "
             "(for example --model openai/gpt-4o-mini)")
 
@@ -125,10 +126,15 @@ def _replay(
     trials = [] if prompt.skipped else replay_event(event, dataclasses.replace(how, prompt=prompt), bench, ask)
     direction = target.trace.direction
     return {
-        "event": _event_dict(event), "variant": variant, "model": how.model,
+        "event": {"id": event.id, "iteration": event.iteration, "parent_id": event.parent_id, "score": event.score,
+                  "parent_score": event.parent_score, "recorded_model": event.model, "prompt_key": event.prompt_key},
+        "variant": variant, "model": how.model,
         "prompt_change": prompt.change, "skipped": prompt.skipped,
         "measures": None if prompt.skipped else dataclasses.asdict(measure(trials, event, direction)),
-        "trials": [_trial_dict(trial, event, direction) for trial in trials],
+        "trials": [{"parsed": trial.parsed, "parse_error": trial.parse_error, "eval_ok": trial.eval_ok,
+                    "eval_error": trial.eval_error, "score": trial.score, "exact_match": trial.source == event.source,
+                    "class": classify(trial, event, direction), "attempts": trial.attempts,
+                    "earlier_errors": list(trial.earlier_errors)} for trial in trials],
     }
 
 
@@ -142,18 +148,6 @@ def replay_report(target: Target, replays: list[dict[str, Any]], repeats: int, a
         "attempts": attempts,
         "replays": replays,
     }
-
-
-def _event_dict(event: ReplayEvent) -> dict[str, Any]:
-    return {"id": event.id, "iteration": event.iteration, "parent_id": event.parent_id, "score": event.score,
-            "parent_score": event.parent_score, "recorded_model": event.model, "prompt_key": event.prompt_key}
-
-
-def _trial_dict(trial: Trial, event: ReplayEvent, direction: str) -> dict[str, Any]:
-    return {"parsed": trial.parsed, "parse_error": trial.parse_error, "eval_ok": trial.eval_ok,
-            "eval_error": trial.eval_error, "score": trial.score, "exact_match": trial.source == event.source,
-            "class": classify(trial, event, direction), "attempts": trial.attempts,
-            "earlier_errors": list(trial.earlier_errors)}
 
 
 def print_report(report: dict[str, Any], console: Console) -> None:
@@ -173,11 +167,13 @@ def print_report(report: dict[str, Any], console: Console) -> None:
 def _print_event(report: dict[str, Any], replays: list[dict[str, Any]], console: Console) -> None:
     event, model = replays[0]["event"], replays[0]["model"]
     tries = f", up to {report['attempts']} attempts each" if report["attempts"] > 1 else ""
-    console.print(f"[bold]Replayed[/] {escape(event['id'])} of {escape(report['run'])} (iteration {event['iteration']}, "
+    console.print(f"[bold]Replayed[/] {escape(event['id'])} of {escape(report['run'])} "
+                  f"(iteration {event['iteration']}, "
                   f"parent {escape(event['parent_id'])}, score {format_metric(event['score'])}) "
                   f"{report['repeats']}× with {escape(model)}{tries}")
     table = Table("measure", *(replay["variant"] for replay in replays))
-    table.add_row("prompt", *(_prompt_cell(replay) for replay in replays))
+    table.add_row("prompt", *("skipped (below)" if replay["skipped"] else escape(replay["prompt_change"] or "unchanged")
+                              for replay in replays))
     for label, cell in _ROWS:
         table.add_row(label, *(_cell(replay, cell) for replay in replays))
     console.print(table)
@@ -189,12 +185,6 @@ def _print_event(report: dict[str, Any], replays: list[dict[str, Any]], console:
 def _cell(replay: dict[str, Any], cell: Callable[[dict[str, Any]], str]) -> str:
     """Returns one measure of a replay as text ('—' for a skipped variant)."""
     return "—" if replay["skipped"] else cell(replay["measures"])
-
-
-def _prompt_cell(replay: dict[str, Any]) -> str:
-    if replay["skipped"]:
-        return "skipped (below)"
-    return escape(replay["prompt_change"] or "unchanged")
 
 
 def _ratio(value: float | None) -> str:

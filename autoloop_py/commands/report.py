@@ -1,4 +1,4 @@
-"""`autoloop report PROGRAM|DIR`: one static HTML file with the metric curve, the evolution tree, diffs and Population."""
+"""`autoloop report PROGRAM|DIR`: one static HTML file with the metric curve, evolution tree, diffs and Population."""
 
 from __future__ import annotations
 
@@ -21,8 +21,11 @@ from autoloop_py.state.population_model import Candidate
 def add_parser(commands: Any) -> None:
     """Registers `autoloop report`."""
     parser = subparser(commands, "report", "autoloop report function_minimization --out report.html")
-    parser.add_argument("target", help="a program's name (its trace and state file on memory/autoloop) or an EvoTrace run directory")
-    parser.add_argument("--out", type=Path, default=None, help="the HTML file to write (default: <program>-report.html)")
+    parser.add_argument(
+        "target", help="a program's name (its trace and state file on memory/autoloop) or an EvoTrace run directory"
+    )
+    parser.add_argument("--out", type=Path, default=None,
+                        help="the HTML file to write (default: <program>-report.html)")
     parser.set_defaults(handler=cmd_report)
 
 
@@ -31,7 +34,9 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
     html, name, count = build_html(args.target, args.repo)
     out: Path = args.out or Path(f"{name}-report.html")
     out.write_text(html, encoding="utf-8")
-    console.print(f"wrote the report of {count} candidates to {out} ({len(html.encode()) / 1024:.0f} KB); open it in a browser")
+    console.print(
+        f"wrote the report of {count} candidates to {out} ({len(html.encode()) / 1024:.0f} KB); open it in a browser"
+    )
     return 0
 
 

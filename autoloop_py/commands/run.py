@@ -467,8 +467,8 @@ def print_outcome(outcome: IterationOutcome, console: Console) -> None:
     mark = STATUS_ICONS.get(outcome.status, "·")
     metric = format_metric(outcome.metric)
     best = format_metric(outcome.best_before)
-    text = f"{mark} {outcome.program} · iteration {outcome.iteration} · {outcome.status} · metric {metric} (best was {best})"
-    text += f" · {plain(outcome.summary)}"
+    text = f"{mark} {outcome.program} · iteration {outcome.iteration} · {outcome.status} · metric {metric} "
+    text += f"(best was {best}) · {plain(outcome.summary)}"
     if outcome.commit:
         text += f" · commit {outcome.commit[:8]}"
     if outcome.reason and (outcome.status == "error" or SLOTS_REF in outcome.reason or "stale base" in outcome.reason):
@@ -479,9 +479,7 @@ def print_outcome(outcome: IterationOutcome, console: Console) -> None:
 def _summary(outcomes: list[IterationOutcome], console: Console) -> None:
     if not outcomes:
         return
-    table = Table(title="autoloop run")
-    for column in ("program", "iterations", "✅", "❌", "⚠️", "best before", "best now"):
-        table.add_column(column)
+    table = Table("program", "iterations", "✅", "❌", "⚠️", "best before", "best now", title="autoloop run")
     for name in dict.fromkeys(o.program for o in outcomes):
         mine = [o for o in outcomes if o.program == name]
         accepted = [o.metric for o in mine if o.status == "accepted"]

@@ -96,12 +96,8 @@ def _blocked(
 ) -> dict[str, tuple[str, StateError]]:
     """Returns, per program whose state file lost the runner's records, what it lost and how to restore it."""
     memory = MemoryStore(root)
-    stops = {
-        p.name: integrity.blocked(memory, state_path(p), p.name, state)
-        for p in programs
-        if (state := states.get(p.name)) is not None
-    }
-    return {name: stop for name, stop in stops.items() if stop is not None}
+    return {p.name: stop for p in programs if (state := states.get(p.name)) is not None
+            and (stop := integrity.blocked(memory, state_path(p), p.name, state)) is not None}
 
 
 def _print_mermaid(root: Path, programs: list[Program], name: str | None, console: Console) -> int:
@@ -110,7 +106,9 @@ def _print_mermaid(root: Path, programs: list[Program], name: str | None, consol
     memory = MemoryStore(root)
     memory.sync()
     charts = program_charts(memory, find_program(programs, name))
-    console.out(charts or f"{name} has no evaluated candidate yet; run `autoloop run --program {name}` first", highlight=False)
+    console.out(
+        charts or f"{name} has no evaluated candidate yet; run `autoloop run --program {name}` first", highlight=False
+    )
     return 0
 
 
@@ -278,7 +276,9 @@ def _population_summary(population: pop.Population, direction: str, console: Con
     """Prints the population's size and, per island, its member count and best candidate."""
     candidates = population.candidates
     scored = [c for c in candidates if pop.oriented(c.fitness, direction) is not None]
-    console.print(f"\n[bold]Population[/]: {len(candidates)} candidates, {len(scored)} scored, next id {population.next_id}")
+    console.print(
+        f"\n[bold]Population[/]: {len(candidates)} candidates, {len(scored)} scored, next id {population.next_id}"
+    )
     table = Table("island", "members", "best", "best fitness", "cells")
     for island in sorted({c.island for c in candidates}, key=lambda i: -1 if i is None else i):
         members = [c for c in candidates if c.island == island]

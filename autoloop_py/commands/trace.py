@@ -42,8 +42,9 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("directory", metavar="DIRECTORY|ID", nargs="?",
                         help="export: where to write the run (a new or empty directory); show: the candidate's id")
     parser.add_argument("--to", choices=("evotrace", *tracking.DESTINATIONS), default="evotrace",
-                        help="export as: evotrace (default), csv (a header and a row per candidate), mlflow (one run, a "
-                        "step per candidate, diffs as artifacts; --out is a tracking URI or a folder for a file store), "
+                        help="export as: evotrace (default), csv (a header and a row per candidate), mlflow "
+                        "(one run, a step per candidate, diffs as artifacts; --out is a tracking URI or a folder "
+                        "for a file store), "
                         "wandb (offline unless WANDB_MODE says otherwise; --out is its folder)")
     parser.add_argument("--out", type=Path, help="where to write (instead of DIRECTORY)")
     parser.set_defaults(handler=cmd_trace)

@@ -51,13 +51,15 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--at-iteration", type=int, metavar="N",
                         help="tune the best valid program found at or before iteration N instead")
     parser.add_argument("--calls", type=int, default=24, metavar="N",
-                        help="evaluations in the search, the original values included (default 24: 1 + 8 random + 15 GP)")
+                        help="evaluations in the search, the original values included "
+                        "(default 24: 1 + 8 random + 15 GP)")
     parser.add_argument("--seed", type=int, default=0, help="random_state of gp_minimize (default 0)")
     parser.add_argument("--llm", metavar="MODEL",
                         help="let this litellm model choose the knobs with the paper's rules (default: the "
                              "deterministic literal finder, which is also the fallback when the reply is unusable)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON (no progress lines)")
-    parser.add_argument("--png", type=Path, metavar="FILE", help="also draw the scores and best-so-far curve (matplotlib)")
+    parser.add_argument("--png", type=Path, metavar="FILE",
+                        help="also draw the scores and best-so-far curve (matplotlib)")
     parser.add_argument("--write", type=Path, metavar="FILE",
                         help="write the tuned source (PARAMS block set to the best values) to FILE")
     parser.set_defaults(handler=cmd_tune)
@@ -92,7 +94,7 @@ def _search(
     args: argparse.Namespace, console: Console, root: Path, program: Program, target: tuning_run.TuneTarget,
     knobs: list[Knob], source_for: Any,
 ) -> tuple[str, float, list[Trial], bool]:
-    """Re-measures the candidate and runs the trials in a private worktree; returns (path, baseline, trials, interrupted)."""
+    """Re-measures the candidate, runs the trials in its own worktree; returns (path, baseline, trials, interrupted)."""
     with tuning_run.trial_worktree(root, program.name) as workdir:
         path = primary_target(program, workdir)
         baseline = _baseline(program, workdir, path, target)
@@ -156,7 +158,8 @@ def _print_knobs(report: dict[str, Any], console: Console) -> None:
     for knob in report["knobs"]:
         tuned = "—" if knob["tuned"] is None else _number(knob["tuned"])
         table.add_row(escape(knob["name"]), str(knob["line"]), escape(knob["text"]), tuned,
-                      escape(f"[{_number(knob['low'])}, {_number(knob['high'])}]"), knob["scale"], escape(knob["family"]))
+                      escape(f"[{_number(knob['low'])}, {_number(knob['high'])}]"), knob["scale"],
+                      escape(knob["family"]))
     console.print(table)
 
 
@@ -183,7 +186,8 @@ def _print_verdict(report: dict[str, Any], console: Console) -> None:
                       f"candidate's {format_metric(baseline)} (recorded {recorded}): gain "
                       f"{report['gain']:+.6g} ({report['relative_gain']:+.1%})")
     else:
-        console.print(f"[bold]no gain[/]: no trial beat the candidate's {format_metric(baseline)} (recorded {recorded}); "
+        console.print(f"[bold]no gain[/]: no trial beat the candidate's {format_metric(baseline)} "
+                      f"(recorded {recorded}); "
                       f"tuning ceiling {format_metric(ceiling)} ({report['outcome']})")
     if report["versus_run_best"] is not None:
         verb = "matches or exceeds" if report["matches_run_best"] else "stays below"
