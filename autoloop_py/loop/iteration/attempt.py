@@ -325,7 +325,8 @@ def _plain_text(proposal: Proposal) -> Proposal:
 
 def _secrets_in(files: Mapping[str, str | None], redactor: Redactor) -> list[str]:
     """Returns a problem for each changed file holding the value of a secret variable (it would be pushed)."""
-    return [f"{path} holds the value of a secret variable" for path, text in files.items() if text and redactor.found_in(text)]
+    found = (path for path, text in files.items() if text and redactor.found_in(text))
+    return [f"{path} holds the value of a secret variable" for path in found]
 
 
 def _failure_text(result: EvaluationResult) -> str:
@@ -334,11 +335,15 @@ def _failure_text(result: EvaluationResult) -> str:
     return "\n".join(part for part in (f"evaluation failed: {result.error}", *ends) if part)
 
 
-def _prepare_prompt(ctx: AttemptContext, files: dict[str, str], root: Path) -> tuple[DecisionLike | None, dict[str, str], str]:
+def _prepare_prompt(
+    ctx: AttemptContext, files: dict[str, str], root: Path
+) -> tuple[DecisionLike | None, dict[str, str], str]:
     """Returns (strategy decision or None, Target files as the proposer sees them, the prompt)."""
     if ctx.runner is None:
         deleted = lineage_store.deleted_items(ctx.reader, ctx.tip)
-        context = prompt_context(ctx.program, files, ctx.state, ctx.best, ctx.iteration, ctx.options.directives, deleted)
+        context = prompt_context(
+            ctx.program, files, ctx.state, ctx.best, ctx.iteration, ctx.options.directives, deleted
+        )
         told = _feedback(ctx, ctx.tip)
         prompt = with_feedback_section(render_iteration_prompt(context), told)
         return None, files, with_instruction(prompt, ctx.prompt_variant.instruction)
@@ -462,7 +467,11 @@ def _evaluated(
 
 
 def _candidate(
-    ctx: AttemptContext, decision: DecisionLike | None, record: statefile.IterationRecord, proposal: Proposal, files: Mapping[str, str]
+    ctx: AttemptContext,
+    decision: DecisionLike | None,
+    record: statefile.IterationRecord,
+    proposal: Proposal,
+    files: Mapping[str, str],
 ) -> Candidate | None:
     """Returns the Population entry of an evaluated strategy candidate (None in the default flow)."""
     source = _candidate_source(ctx, proposal, files)

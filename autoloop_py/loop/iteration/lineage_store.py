@@ -118,7 +118,8 @@ class TraceReader:
         self._metric = metric
         self._base = trace.trace_dir(program) + "/"
         # Row files are `<iteration:06d>-<id>.json`, so sorting by name sorts by iteration.
-        self._rows = [self._base + "rows/" + name for name in files.names(self._base + "rows") if name.endswith(".json")]
+        rows = self._base + "rows"
+        self._rows = [f"{rows}/{name}" for name in files.names(rows) if name.endswith(".json")]
         # An id's first row file, should two names spell it alike (reversed: the first one written over them wins).
         self._by_name = {path.rsplit("/", 1)[1][7:-5]: path for path in reversed(self._rows)}
         self._texts: dict[str, str | None] = {}
@@ -157,7 +158,8 @@ class TraceReader:
     def evaluated(
         self, source: str, lineage: Sequence[Ancestor], language: str = "python", recent: int = RECENT_ROWS
     ) -> dict[str, EarlierResult]:
-        """Returns the results a candidate may repeat: the lineage, the newest rows, and any row with its exact source."""
+        """Returns the results a candidate may repeat: the lineage, the newest rows, and any row with its exact
+        source."""
         results: dict[str, EarlierResult] = {}
         rows = [self.row(a.id) for a in lineage] + self.recent_rows(recent)
         self._prefetch_sources(row for row in rows if row is not None)
@@ -251,7 +253,9 @@ class TraceReader:
 
     def _prefetch_sources(self, rows: Iterable[trace.TraceRow]) -> None:
         """Reads the sources of rows not read yet, in one batch."""
-        self._prefetch([self._base + trace.blob_path(row.solution_sha256, ".txt") for row in rows if row.solution_sha256])
+        self._prefetch(
+            [self._base + trace.blob_path(row.solution_sha256, ".txt") for row in rows if row.solution_sha256]
+        )
 
     def _prefetch(self, paths: Sequence[str]) -> None:
         """Reads the files not read yet, in one batch."""
@@ -302,7 +306,8 @@ def feedback_items(
     items = []
     for who, row in shown:
         artifacts = row.extra.get("artifacts")
-        view = feedback.view_of(who, row.status, row.metrics, artifacts if isinstance(artifacts, Mapping) else {}, metric)
+        artifacts = artifacts if isinstance(artifacts, Mapping) else {}
+        view = feedback.view_of(who, row.status, row.metrics, artifacts, metric)
         if view is not None:
             items.append(feedback.render_feedback(view, program.config.feedback_bytes))
     return tuple(items)
@@ -354,7 +359,8 @@ def _own_row(reader: TraceReader, row_id: str, origins: Mapping[str, str]) -> tr
 
 
 def stage_seconds(reader: TraceReader | None, after: int, recent: int = RECENT_ROWS) -> float | None:
-    """Returns the seconds the stages after `after` took on the newest recent candidate that ran them (None: unknown)."""
+    """Returns the seconds the stages after `after` took on the newest recent candidate that ran them (None:
+    unknown)."""
     if reader is None:
         return None
     for row in reader.recent_rows(recent):
@@ -402,7 +408,9 @@ def screen(
     if not verdict.skipped:
         return None
     if verdict.metric is not None and is_improvement(verdict.metric, best, program.direction, program.config.min_delta):
-        log.info("%s: repeats candidate %s, whose result would now be accepted; evaluating it", program.name, verdict.of)
+        log.info(
+            "%s: repeats candidate %s, whose result would now be accepted; evaluating it", program.name, verdict.of
+        )
         return None
     return verdict
 

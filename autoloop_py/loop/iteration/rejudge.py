@@ -111,7 +111,8 @@ def lost_record(record: IterationRecord, judged: float | None, lost_to: str, bra
 
 
 def withdraw(root: Path, program: str, sha: str, remote: str = "origin") -> str:
-    """Takes the candidate `sha` off `autoloop/<program>` (local and remote, by compare-and-swap); returns what happened.
+    """Takes the candidate `sha` off `autoloop/<program>` (local and remote, by compare-and-swap); returns what
+    happened.
 
     The commit stays under refs/autoloop/orphaned/. A branch that moved on past it is left as it is.
     """
@@ -125,12 +126,14 @@ def withdraw(root: Path, program: str, sha: str, remote: str = "origin") -> str:
     if has_remote(repo, remote):
         tip = fetch_branches(repo, remote, [branch]).get(branch)
         if tip is not None and tip != sha:
-            return (f"a later candidate builds on its commit {sha[:12]}, which stays on {branch}" if is_ancestor(repo, sha, tip)
-                    else f"its commit {sha[:12]} is no longer on {branch}")
+            if is_ancestor(repo, sha, tip):
+                return f"a later candidate builds on its commit {sha[:12]}, which stays on {branch}"
+            return f"its commit {sha[:12]} is no longer on {branch}"
         if tip == sha:
             pushed = _push_back(repo, remote, branch, sha, parent)
             if not pushed.ok:
-                return f"its commit {sha[:12]} stays on {branch} (withdrawing it failed: {read_refusal(pushed.stderr).detail})"
+                why = read_refusal(pushed.stderr).detail
+                return f"its commit {sha[:12]} stays on {branch} (withdrawing it failed: {why})"
     update_ref(repo, f"refs/heads/{branch}", parent, sha, "autoloop: withdraw a candidate that lost")
     log.warning("withdrew %s from %s: a concurrent candidate did better", sha[:12], branch)
     return f"its commit was withdrawn from {branch} (kept at {keep})"
@@ -175,7 +178,10 @@ def rejudged(root: Path, memory: MemoryStore, program: Program, record: Iteratio
     try:
         said = withdraw(root, program.name, record.commit, memory.config.remote)
     except GitError as err:
-        said = f"its commit {record.commit[:12]} stays on autoloop/{program.name} (withdrawing it failed: {err.message[:120]})"
+        said = (
+            f"its commit {record.commit[:12]} stays on autoloop/{program.name} "
+            f"(withdrawing it failed: {err.message[:120]})"
+        )
     return lost_record(record, judged, lost_to, said)
 
 

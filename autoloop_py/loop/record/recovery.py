@@ -65,7 +65,9 @@ _BULLET_TRAILERS = ((MODEL, MODEL_BULLET), (MODEL_SPEND, SPEND_BULLET), (PROMPT,
 # A candidate of a run that may still be alive (another machine's, or a live process here) is left to
 # that run for this long: it records its own candidate moments after pushing it.
 GRACE = timedelta(minutes=10)
-RECOVERED_NOTE = "recovered after an interrupted run: the candidate was committed, but the run stopped before recording it"
+RECOVERED_NOTE = (
+    "recovered after an interrupted run: the candidate was committed, but the run stopped before recording it"
+)
 # How far back along autoloop/<name> to look for unrecorded candidates, and in the memory log for keys.
 WALK_LIMIT = 50
 KEY_LOG_LIMIT = 1000
@@ -266,7 +268,8 @@ def reconcile(
     state: statefile.StateFile | None = None,
     reuse_listing: bool = False,
 ) -> tuple[IterationRecord, ...]:
-    """Repairs what an interrupted run left: stale worktrees, unpushed memory, unrecorded candidates; returns records added.
+    """Repairs what an interrupted run left: stale worktrees, unpushed memory, unrecorded candidates; returns records
+    added.
 
     state: the program's state file as just read (None: read it here). reuse_listing: take the remote program
     branch's tip from the listing the session keeps for this iteration, if any.

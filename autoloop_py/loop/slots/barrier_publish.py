@@ -173,7 +173,8 @@ def _kept(
                  base_branch)
     # The losers first: they are committed on the branch as the tick found it, before the winner moves it.
     for outcome in ran:
-        if won is not None and outcome is not won and outcome.record is not None and outcome.record.status == "accepted":
+        lost = outcome is not won and outcome.record is not None and outcome.record.status == "accepted"
+        if won is not None and lost:
             records[outcome.key] = _aside(root, program, outcome, records[outcome.key], won, base_branch, aside)
     if won is not None:
         records[won.key], bases[won.key] = keep_outcome(root, program, won, records[won.key], base_branch, ci_gate,
