@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping, Protocol, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from autoloop_py.git.command import open_repo
 from autoloop_py.git.objects import ObjectReader
@@ -127,7 +127,8 @@ class TraceReader:
 
     def row(self, row_id: str) -> trace.TraceRow | None:
         """Returns the row with this id (None when the trace has none)."""
-        path = self._by_name.get(_file_id(row_id))
+        # The id as its file name spells it (unsafe characters replaced).
+        path = self._by_name.get(trace.row_file_name(trace.TraceRow(row_id, 0, None, {}, "accepted"))[7:-5])
         return self._row_at(path) if path is not None else None
 
     def source(self, row: trace.TraceRow) -> str | None:
@@ -278,6 +279,11 @@ def memory_reader(root: Path, memory: Memory, program: Program) -> TraceReader:
     return trace_reader(root, memory.config.branch, program, memory.session.objects)
 
 
+def _artifacts(row: trace.TraceRow) -> Mapping[str, Any]:
+    artifacts = row.extra.get("artifacts")
+    return artifacts if isinstance(artifacts, Mapping) else {}
+
+
 def feedback_items(
     reader: TraceReader | None, parent_id: str | None, program: Program, pending: trace.TraceRow | None = None,
     origins: Mapping[str, str] | None = None, attempts: int = FEEDBACK_ATTEMPTS,
@@ -303,14 +309,8 @@ def feedback_items(
     children = reader.recent_children(parent_id) if attempts else []
     earlier = [row for row in children if row.status != "accepted"][:attempts]
     shown += [(f"An earlier attempt on this parent ({row.id})", row) for row in earlier]
-    items = []
-    for who, row in shown:
-        artifacts = row.extra.get("artifacts")
-        artifacts = artifacts if isinstance(artifacts, Mapping) else {}
-        view = feedback.view_of(who, row.status, row.metrics, artifacts, metric)
-        if view is not None:
-            items.append(feedback.render_feedback(view, program.config.feedback_bytes))
-    return tuple(items)
+    views = (feedback.view_of(who, row.status, row.metrics, _artifacts(row), metric) for who, row in shown)
+    return tuple(feedback.render_feedback(view, program.config.feedback_bytes) for view in views if view is not None)
 
 
 def prompt_feedback(
@@ -413,11 +413,6 @@ def screen(
         )
         return None
     return verdict
-
-
-def _file_id(row_id: str) -> str:
-    """Returns the id as a row's file name spells it (unsafe characters replaced, as trace.row_file_name does)."""
-    return trace.row_file_name(trace.TraceRow(row_id, 0, None, {}, "accepted"))[7:-5]
 
 
 def _was_evaluated(row: trace.TraceRow) -> bool:

@@ -169,8 +169,7 @@ def _kept(
         assert outcome.record is not None
         records[outcome.key] = replace(outcome.record, key=outcome.key, run_url=run_url, commit=None)
         bases[outcome.key] = known_commit(root, outcome.base_commit)
-    _check_edits(root, program, [o for o in ran if o.record is not None and o.record.status == "accepted"],
-                 base_branch)
+    _check_edits(root, program, [o for o in ran if o.record is not None and o.record.status == "accepted"], base_branch)
     # The losers first: they are committed on the branch as the tick found it, before the winner moves it.
     for outcome in ran:
         lost = outcome is not won and outcome.record is not None and outcome.record.status == "accepted"
