@@ -26,15 +26,7 @@ from typing import Callable, Collection, Container, Mapping, Sequence
 import git
 
 from autoloop_py import tempdirs
-from autoloop_py.git.command import (
-    call,
-    fetch_branches,
-    is_ancestor,
-    open_repo,
-    push_branch,
-    rev_parse,
-    tracking_tip,
-)
+from autoloop_py.git.command import call, fetch_branches, is_ancestor, open_repo, push_branch, rev_parse, tracking_tip
 from autoloop_py.git.objects import GitSession
 from autoloop_py.loop.checkout.workspace import OWNER_FILE, worktree_admin
 from autoloop_py.loop.record.recording import load_state, record_iteration
