@@ -505,7 +505,13 @@ def _ratchet(
         return _judged("rejected", now, proposal, run_url, usage, notes, result.metric)
     if program.config.evaluation_holdout is not None:
         with ctx.clock("holdout"):
-            held = _held_out(ctx, files, proposal)
+            # The incumbent is the branch's tree: the candidate's changes (the placed parent and the proposal) undone.
+            changed = {path for path, text in files.items() if ctx.base_files.get(path) != text} | set(proposal.files)
+            incumbent = {path: ctx.base_files.get(path) for path in changed}
+            with ctx.hold_refs(during="the held-out evaluation ran"):
+                held = holdout.check(ctx.program, ctx.workspace.path, incumbent, ctx.state.machine.holdout_metric,
+                                     evaluation_policy(ctx.sandbox))
+            ctx.verify_checkout(during="the held-out evaluation ran")
         extra: tuple[tuple[str, str], ...] = usage.get("extra", ())  # type: ignore[assignment]
         usage = {**usage, "extra": (*extra, *held.bullets(result.metric, metric))}
         if held.refusal:
@@ -524,20 +530,6 @@ def _ratchet(
             reason = f"the evaluated candidate could not be committed: {error}"
             return error_record(now, proposal.summary, reason, run_url, metric=result.metric, **usage)
     return settle_kept(record, commit, withdrawn, ctx.options.ci_gate)
-
-
-def _held_out(ctx: AttemptContext, files: Mapping[str, str], proposal: Proposal) -> holdout.HeldOut:
-    """Returns the held-out check of the candidate in the worktree (the program has an `evaluation-holdout`).
-
-    The incumbent is the branch's tree: the candidate's changes (the placed parent and the proposal) undone.
-    """
-    changed = {path for path, text in files.items() if ctx.base_files.get(path) != text} | set(proposal.files)
-    incumbent = {path: ctx.base_files.get(path) for path in changed}
-    with ctx.hold_refs(during="the held-out evaluation ran"):
-        held = holdout.check(ctx.program, ctx.workspace.path, incumbent, ctx.state.machine.holdout_metric,
-                             evaluation_policy(ctx.sandbox))
-    ctx.verify_checkout(during="the held-out evaluation ran")
-    return held
 
 
 def guide_for(
