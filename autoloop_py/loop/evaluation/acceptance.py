@@ -54,8 +54,7 @@ def judge(program: Program, metrics: Mapping[str, Any], state: statefile.StateFi
     return pareto.keep(metrics, kept, config.objectives, config.objective_scalarisation, config.min_delta)
 
 
-def with_kept(state: statefile.StateFile, record: statefile.IterationRecord, program: Program
-              ) -> statefile.StateFile:
+def with_kept(state: statefile.StateFile, record: statefile.IterationRecord, program: Program) -> statefile.StateFile:
     """Returns the state whose Kept Front counts the record's kept objectives (and its measured baseline's).
 
     Under a scalarisation the front keeps only the newest kept candidate: it beat every earlier one.

@@ -69,7 +69,9 @@ def real_paths(
     for path, content in changes.items():
         name = _real_name(workdir, path)
         if name.casefold() in spelled:
-            clashes.append(f"{path} and {spelled[name.casefold()]} name the same file on this case-insensitive file system")
+            clashes.append(
+                f"{path} and {spelled[name.casefold()]} name the same file on this case-insensitive file system"
+            )
             continue
         spelled[name.casefold()] = path
         real[name] = content

@@ -86,7 +86,8 @@ def evaluate(
     sandbox: SandboxPolicy | None = None,
     place: Place | None = None,
 ) -> EvaluationResult:
-    """Runs the program's evaluation `repeats` times from the repository root; returns the median metric or why it failed.
+    """Runs the program's evaluation `repeats` times from the repository root; returns the median metric or why it
+    failed.
 
     The command runs where upstream autoloop runs it, at the top of the tree, with AUTOLOOP_PROGRAM_DIR
     naming the program folder (`cd "$AUTOLOOP_PROGRAM_DIR" && …` runs it there instead). Only workdir is

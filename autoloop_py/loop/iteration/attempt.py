@@ -325,7 +325,8 @@ def _plain_text(proposal: Proposal) -> Proposal:
 
 def _secrets_in(files: Mapping[str, str | None], redactor: Redactor) -> list[str]:
     """Returns a problem for each changed file holding the value of a secret variable (it would be pushed)."""
-    return [f"{path} holds the value of a secret variable" for path, text in files.items() if text and redactor.found_in(text)]
+    found = (path for path, text in files.items() if text and redactor.found_in(text))
+    return [f"{path} holds the value of a secret variable" for path in found]
 
 
 def _failure_text(result: EvaluationResult) -> str:
@@ -334,11 +335,15 @@ def _failure_text(result: EvaluationResult) -> str:
     return "\n".join(part for part in (f"evaluation failed: {result.error}", *ends) if part)
 
 
-def _prepare_prompt(ctx: AttemptContext, files: dict[str, str], root: Path) -> tuple[DecisionLike | None, dict[str, str], str]:
+def _prepare_prompt(
+    ctx: AttemptContext, files: dict[str, str], root: Path
+) -> tuple[DecisionLike | None, dict[str, str], str]:
     """Returns (strategy decision or None, Target files as the proposer sees them, the prompt)."""
     if ctx.runner is None:
         deleted = lineage_store.deleted_items(ctx.reader, ctx.tip)
-        context = prompt_context(ctx.program, files, ctx.state, ctx.best, ctx.iteration, ctx.options.directives, deleted)
+        context = prompt_context(
+            ctx.program, files, ctx.state, ctx.best, ctx.iteration, ctx.options.directives, deleted
+        )
         told = _feedback(ctx, ctx.tip)
         prompt = with_feedback_section(render_iteration_prompt(context), told)
         return None, files, with_instruction(prompt, ctx.prompt_variant.instruction)
@@ -462,7 +467,11 @@ def _evaluated(
 
 
 def _candidate(
-    ctx: AttemptContext, decision: DecisionLike | None, record: statefile.IterationRecord, proposal: Proposal, files: Mapping[str, str]
+    ctx: AttemptContext,
+    decision: DecisionLike | None,
+    record: statefile.IterationRecord,
+    proposal: Proposal,
+    files: Mapping[str, str],
 ) -> Candidate | None:
     """Returns the Population entry of an evaluated strategy candidate (None in the default flow)."""
     source = _candidate_source(ctx, proposal, files)
@@ -496,7 +505,13 @@ def _ratchet(
         return _judged("rejected", now, proposal, run_url, usage, notes, result.metric)
     if program.config.evaluation_holdout is not None:
         with ctx.clock("holdout"):
-            held = _held_out(ctx, files, proposal)
+            # The incumbent is the branch's tree: the candidate's changes (the placed parent and the proposal) undone.
+            changed = {path for path, text in files.items() if ctx.base_files.get(path) != text} | set(proposal.files)
+            incumbent = {path: ctx.base_files.get(path) for path in changed}
+            with ctx.hold_refs(during="the held-out evaluation ran"):
+                held = holdout.check(ctx.program, ctx.workspace.path, incumbent, ctx.state.machine.holdout_metric,
+                                     evaluation_policy(ctx.sandbox))
+            ctx.verify_checkout(during="the held-out evaluation ran")
         extra: tuple[tuple[str, str], ...] = usage.get("extra", ())  # type: ignore[assignment]
         usage = {**usage, "extra": (*extra, *held.bullets(result.metric, metric))}
         if held.refusal:
@@ -515,20 +530,6 @@ def _ratchet(
             reason = f"the evaluated candidate could not be committed: {error}"
             return error_record(now, proposal.summary, reason, run_url, metric=result.metric, **usage)
     return settle_kept(record, commit, withdrawn, ctx.options.ci_gate)
-
-
-def _held_out(ctx: AttemptContext, files: Mapping[str, str], proposal: Proposal) -> holdout.HeldOut:
-    """Returns the held-out check of the candidate in the worktree (the program has an `evaluation-holdout`).
-
-    The incumbent is the branch's tree: the candidate's changes (the placed parent and the proposal) undone.
-    """
-    changed = {path for path, text in files.items() if ctx.base_files.get(path) != text} | set(proposal.files)
-    incumbent = {path: ctx.base_files.get(path) for path in changed}
-    with ctx.hold_refs(during="the held-out evaluation ran"):
-        held = holdout.check(ctx.program, ctx.workspace.path, incumbent, ctx.state.machine.holdout_metric,
-                             evaluation_policy(ctx.sandbox))
-    ctx.verify_checkout(during="the held-out evaluation ran")
-    return held
 
 
 def guide_for(

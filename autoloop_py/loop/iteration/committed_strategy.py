@@ -1,4 +1,5 @@
-"""The strategy of the commit an iteration runs on: its playbook, prompts and `code/config.yaml`, not the working tree's.
+"""The strategy of the commit an iteration runs on: its playbook, prompts and `code/config.yaml`, not the working
+tree's.
 
 Iterations run on the base branch's commit (program.md is reloaded from it: iteration.committed_program); the
 strategy files follow the same source. Copies in the working tree that differ (edits not yet committed or

@@ -193,9 +193,9 @@ def _run_locked(
             reader = lineage_store.trace_reader(root, memory.config.branch, program, memory.session.objects,
                                                 memory.unwritten())
             context = AttemptContext(
-                program, workspace, proposer, state, best, iteration, rng, options, clock, now, runner, memory, tip, key,
-                reader if program.config.novelty_filter else None, baseline=measured, sandbox=sandbox, history=reader,
-                verify_checkout=verify, hold_refs=hold_refs,
+                program, workspace, proposer, state, best, iteration, rng, options, clock, now, runner, memory, tip,
+                key, reader if program.config.novelty_filter else None, baseline=measured, sandbox=sandbox,
+                history=reader, verify_checkout=verify, hold_refs=hold_refs,
             )
             seed = with_kept_vector(context, seed)
             attempt = try_candidate(context, root)

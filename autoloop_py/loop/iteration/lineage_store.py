@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping, Protocol, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from autoloop_py.git.command import open_repo
 from autoloop_py.git.objects import ObjectReader
@@ -118,7 +118,8 @@ class TraceReader:
         self._metric = metric
         self._base = trace.trace_dir(program) + "/"
         # Row files are `<iteration:06d>-<id>.json`, so sorting by name sorts by iteration.
-        self._rows = [self._base + "rows/" + name for name in files.names(self._base + "rows") if name.endswith(".json")]
+        rows = self._base + "rows"
+        self._rows = [f"{rows}/{name}" for name in files.names(rows) if name.endswith(".json")]
         # An id's first row file, should two names spell it alike (reversed: the first one written over them wins).
         self._by_name = {path.rsplit("/", 1)[1][7:-5]: path for path in reversed(self._rows)}
         self._texts: dict[str, str | None] = {}
@@ -126,7 +127,8 @@ class TraceReader:
 
     def row(self, row_id: str) -> trace.TraceRow | None:
         """Returns the row with this id (None when the trace has none)."""
-        path = self._by_name.get(_file_id(row_id))
+        # The id as its file name spells it (unsafe characters replaced).
+        path = self._by_name.get(trace.row_file_name(trace.TraceRow(row_id, 0, None, {}, "accepted"))[7:-5])
         return self._row_at(path) if path is not None else None
 
     def source(self, row: trace.TraceRow) -> str | None:
@@ -157,7 +159,8 @@ class TraceReader:
     def evaluated(
         self, source: str, lineage: Sequence[Ancestor], language: str = "python", recent: int = RECENT_ROWS
     ) -> dict[str, EarlierResult]:
-        """Returns the results a candidate may repeat: the lineage, the newest rows, and any row with its exact source."""
+        """Returns the results a candidate may repeat: the lineage, the newest rows, and any row with its exact
+        source."""
         results: dict[str, EarlierResult] = {}
         rows = [self.row(a.id) for a in lineage] + self.recent_rows(recent)
         self._prefetch_sources(row for row in rows if row is not None)
@@ -251,7 +254,9 @@ class TraceReader:
 
     def _prefetch_sources(self, rows: Iterable[trace.TraceRow]) -> None:
         """Reads the sources of rows not read yet, in one batch."""
-        self._prefetch([self._base + trace.blob_path(row.solution_sha256, ".txt") for row in rows if row.solution_sha256])
+        self._prefetch(
+            [self._base + trace.blob_path(row.solution_sha256, ".txt") for row in rows if row.solution_sha256]
+        )
 
     def _prefetch(self, paths: Sequence[str]) -> None:
         """Reads the files not read yet, in one batch."""
@@ -272,6 +277,11 @@ def memory_reader(root: Path, memory: Memory, program: Program) -> TraceReader:
     if isinstance(memory, FolderMemory):
         return TraceReader(FolderFiles(memory.folder), program.name, program.metric)
     return trace_reader(root, memory.config.branch, program, memory.session.objects)
+
+
+def _artifacts(row: trace.TraceRow) -> Mapping[str, Any]:
+    artifacts = row.extra.get("artifacts")
+    return artifacts if isinstance(artifacts, Mapping) else {}
 
 
 def feedback_items(
@@ -299,13 +309,8 @@ def feedback_items(
     children = reader.recent_children(parent_id) if attempts else []
     earlier = [row for row in children if row.status != "accepted"][:attempts]
     shown += [(f"An earlier attempt on this parent ({row.id})", row) for row in earlier]
-    items = []
-    for who, row in shown:
-        artifacts = row.extra.get("artifacts")
-        view = feedback.view_of(who, row.status, row.metrics, artifacts if isinstance(artifacts, Mapping) else {}, metric)
-        if view is not None:
-            items.append(feedback.render_feedback(view, program.config.feedback_bytes))
-    return tuple(items)
+    views = (feedback.view_of(who, row.status, row.metrics, _artifacts(row), metric) for who, row in shown)
+    return tuple(feedback.render_feedback(view, program.config.feedback_bytes) for view in views if view is not None)
 
 
 def prompt_feedback(
@@ -354,7 +359,8 @@ def _own_row(reader: TraceReader, row_id: str, origins: Mapping[str, str]) -> tr
 
 
 def stage_seconds(reader: TraceReader | None, after: int, recent: int = RECENT_ROWS) -> float | None:
-    """Returns the seconds the stages after `after` took on the newest recent candidate that ran them (None: unknown)."""
+    """Returns the seconds the stages after `after` took on the newest recent candidate that ran them (None:
+    unknown)."""
     if reader is None:
         return None
     for row in reader.recent_rows(recent):
@@ -402,14 +408,11 @@ def screen(
     if not verdict.skipped:
         return None
     if verdict.metric is not None and is_improvement(verdict.metric, best, program.direction, program.config.min_delta):
-        log.info("%s: repeats candidate %s, whose result would now be accepted; evaluating it", program.name, verdict.of)
+        log.info(
+            "%s: repeats candidate %s, whose result would now be accepted; evaluating it", program.name, verdict.of
+        )
         return None
     return verdict
-
-
-def _file_id(row_id: str) -> str:
-    """Returns the id as a row's file name spells it (unsafe characters replaced, as trace.row_file_name does)."""
-    return trace.row_file_name(trace.TraceRow(row_id, 0, None, {}, "accepted"))[7:-5]
 
 
 def _was_evaluated(row: trace.TraceRow) -> bool:

@@ -115,7 +115,8 @@ def check_budget(root: Path, program: Program, what: str, now: datetime | None =
         return
     limit = budget.reached(program.config, machine, moment)
     if limit is not None:
-        raise AutoloopError(f"{program.name}: no {what} call: {budget.pause_reason(limit, program.name, moment.date())}")
+        why = budget.pause_reason(limit, program.name, moment.date())
+        raise AutoloopError(f"{program.name}: no {what} call: {why}")
 
 
 def record_spend(root: Path, program: Program, spent: Sequence[Usage], what: str, now: datetime | None = None) -> None:

@@ -29,7 +29,8 @@ class RunOptions:
       proposer_factory: builds a Proposer from its name (tests inject fakes here).
       ci_gate: keep an improving candidate as `pending-ci` until its commit's checks pass.
       directives: steering for this iteration (people's comments, a CI fix request), quoted as data.
-      isolation: auto | bwrap | none, overriding the program's `isolation` (None: AUTOLOOP_ISOLATION, else the program's).
+      isolation: auto | bwrap | none, overriding the program's `isolation` (None: AUTOLOOP_ISOLATION, else the
+        program's).
       agent_network: host | outside-only, overriding the program's `agent-network` (None: AUTOLOOP_AGENT_NETWORK,
         else the program's).
       llm_timeout: seconds per model request (overrides `llm-timeout`); llm_retries: likewise `llm-retries`.

@@ -20,16 +20,7 @@ from typing import Container
 import git
 
 from autoloop_py.errors import GitError
-from autoloop_py.git.command import (
-    GitResult,
-    call,
-    fetch_branches,
-    has_remote,
-    is_ancestor,
-    open_repo,
-    rev_parse,
-    update_ref,
-)
+from autoloop_py.git.command import call, fetch_branches, has_remote, is_ancestor, open_repo, rev_parse, update_ref
 from autoloop_py.git.objects import GitSession
 from autoloop_py.git.push_refusal import read_refusal
 from autoloop_py.loop.evaluation import acceptance
@@ -111,7 +102,8 @@ def lost_record(record: IterationRecord, judged: float | None, lost_to: str, bra
 
 
 def withdraw(root: Path, program: str, sha: str, remote: str = "origin") -> str:
-    """Takes the candidate `sha` off `autoloop/<program>` (local and remote, by compare-and-swap); returns what happened.
+    """Takes the candidate `sha` off `autoloop/<program>` (local and remote, by compare-and-swap); returns what
+    happened.
 
     The commit stays under refs/autoloop/orphaned/. A branch that moved on past it is left as it is.
     """
@@ -125,12 +117,17 @@ def withdraw(root: Path, program: str, sha: str, remote: str = "origin") -> str:
     if has_remote(repo, remote):
         tip = fetch_branches(repo, remote, [branch]).get(branch)
         if tip is not None and tip != sha:
-            return (f"a later candidate builds on its commit {sha[:12]}, which stays on {branch}" if is_ancestor(repo, sha, tip)
-                    else f"its commit {sha[:12]} is no longer on {branch}")
+            if is_ancestor(repo, sha, tip):
+                return f"a later candidate builds on its commit {sha[:12]}, which stays on {branch}"
+            return f"its commit {sha[:12]} is no longer on {branch}"
         if tip == sha:
-            pushed = _push_back(repo, remote, branch, sha, parent)
+            # The one step back (push_branch moves branches only forward), leased on the runner's own commit.
+            lease = f"--force-with-lease=refs/heads/{branch}:{sha}"
+            pushed = call(repo, "push", "--quiet", "--no-verify", lease, remote, f"{parent}:refs/heads/{branch}")
             if not pushed.ok:
-                return f"its commit {sha[:12]} stays on {branch} (withdrawing it failed: {read_refusal(pushed.stderr).detail})"
+                why = read_refusal(pushed.stderr).detail
+                return f"its commit {sha[:12]} stays on {branch} (withdrawing it failed: {why})"
+            update_ref(repo, f"refs/remotes/{remote}/{branch}", parent, sha, "autoloop: withdraw")
     update_ref(repo, f"refs/heads/{branch}", parent, sha, "autoloop: withdraw a candidate that lost")
     log.warning("withdrew %s from %s: a concurrent candidate did better", sha[:12], branch)
     return f"its commit was withdrawn from {branch} (kept at {keep})"
@@ -175,17 +172,8 @@ def rejudged(root: Path, memory: MemoryStore, program: Program, record: Iteratio
     try:
         said = withdraw(root, program.name, record.commit, memory.config.remote)
     except GitError as err:
-        said = f"its commit {record.commit[:12]} stays on autoloop/{program.name} (withdrawing it failed: {err.message[:120]})"
+        said = (
+            f"its commit {record.commit[:12]} stays on autoloop/{program.name} "
+            f"(withdrawing it failed: {err.message[:120]})"
+        )
     return lost_record(record, judged, lost_to, said)
-
-
-def _push_back(repo: git.Repo, remote: str, branch: str, sha: str, parent: str) -> GitResult:
-    """Moves the remote branch from our own candidate `sha` back to its parent, only if it is still at `sha`.
-
-    gitutil.push_branch moves branches only forward; this is the one step back, leased on the runner's own commit.
-    """
-    lease = f"--force-with-lease=refs/heads/{branch}:{sha}"
-    result = call(repo, "push", "--quiet", "--no-verify", lease, remote, f"{parent}:refs/heads/{branch}")
-    if result.ok:
-        update_ref(repo, f"refs/remotes/{remote}/{branch}", parent, sha, "autoloop: withdraw")
-    return result

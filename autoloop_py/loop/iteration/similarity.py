@@ -11,8 +11,8 @@ The cache: a candidate's vector is kept in its trace row (`metadata.embedding`: 
 it is of, the vector packed), so each evaluated candidate is embedded once: later iterations read a neighbour's
 vector from its row (a Population copy: its origin's) when the same embedder made it of the same code. A neighbour
 whose code changed since (a Population entry edited by hand), one made by another embedder, or one without a kept
-vector (rows before the cache) is embedded again; the seed's row keeps its vector as a candidate's does. A row holds one vector of bounded size
-(code_vector.MAX_PACKED).
+vector (rows before the cache) is embedded again; the seed's row keeps its vector as a candidate's does. A row holds
+one vector of bounded size (code_vector.MAX_PACKED).
 """
 
 from __future__ import annotations

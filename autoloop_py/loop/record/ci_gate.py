@@ -369,7 +369,8 @@ def _fail(state: StateFile, pending: PendingCI, result: CheckResult, max_attempt
     machine = with_pending(replace(state.machine, recent_statuses=statuses), updated)
     label = f"⚠️ CI failed (fix attempt {attempt} of {max_attempts})"
     state = with_entry_status(with_machine(state, machine), pending.iteration, label)
-    summary = result.summary.strip() or _default_summary(result)
+    names, first = ", ".join(sorted(set(result.failing))) or "unnamed check", one_line(result.first_error)
+    summary = result.summary.strip() or f"failing checks: {names}; first error: {first or '(none reported)'}"
     fix = FixRequest(summary, signature, pending.commit, pending.iteration, attempt, max_attempts)
     message = f"CI failed on {pending.commit}: fix attempt {attempt} of {max_attempts}: {signature}"
     return Reconciliation("fix", state, message, updated, fix)
@@ -390,11 +391,6 @@ def _replace_last(statuses: tuple[str, ...], old: str, new: str) -> tuple[str, .
     """Returns the statuses with the last `old` replaced by `new` (unchanged when there is none)."""
     index = next((i for i in reversed(range(len(statuses))) if statuses[i] == old), None)
     return statuses if index is None else (*statuses[:index], new, *statuses[index + 1 :])
-
-
-def _default_summary(result: CheckResult) -> str:
-    names = ", ".join(sorted(set(result.failing))) or "unnamed check"
-    return f"failing checks: {names}; first error: {one_line(result.first_error) or '(none reported)'}"
 
 
 def _grace_over(machine: MachineState, now: datetime | None, grace: timedelta) -> bool:

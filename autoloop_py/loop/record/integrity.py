@@ -145,7 +145,8 @@ def blocked(
 
 
 def _culprit(memory: MemoryStore, path: str, recorded: Recorded, at: str | None) -> MemoryCommit | None:
-    """Returns the commit that made the file unsafe: the oldest of the newest run of commits after the record whose file is."""
+    """Returns the commit that made the file unsafe: the oldest of the newest run of commits after the record whose file
+    is."""
     later = memory.commits(path, since=recorded.commit, at=at)
     culprit = None
     for commit in later:

@@ -334,7 +334,8 @@ def _artifacts(doc: Any, where: str) -> dict[str, str]:
 
 
 def _keys(doc: Any, expected: set[str], where: str, optional: AbstractSet[str] = frozenset()) -> None:
-    """Raises unless doc is an object with exactly the expected keys and any optional ones (an unknown may be a forgery)."""
+    """Raises unless doc is an object with exactly the expected keys and any optional ones (an unknown may be a
+    forgery)."""
     if not isinstance(doc, dict):
         raise OutcomeError(f"{where}: expected a JSON object")
     missing, unknown = sorted(expected - set(doc)), sorted(set(doc) - expected - optional)
@@ -392,7 +393,8 @@ def problems(outcome: Outcome, program_name: str, allows: Any, max_file_bytes: i
     found += paths.path_problems(outcome.changes)  # the rule every proposer's paths pass: git stores each as a file
     for path, text in sorted(outcome.changes.items()):
         pure = PurePosixPath(path)
-        if not path or pure.is_absolute() or ".." in pure.parts or pure.parts[:1] == (".git",) or path != pure.as_posix():
+        relative = path and not pure.is_absolute() and ".." not in pure.parts and pure.parts[:1] != (".git",)
+        if not relative or path != pure.as_posix():
             found.append(f"{path!r} is not a plain relative path")
         elif not allows(path):
             found.append(f"{path} is outside the program's Target")

@@ -215,7 +215,9 @@ def record_iteration(
         if seed is not None:
             kept.update(trace.iteration_files(program, seed, trace.SEED_ID, 0, "accepted", stamp, "the unchanged code"))
         if evaluated is not None:
-            kept.update(trace.iteration_files(program, evaluated, row_id, iteration, record.status, stamp, record.change))
+            kept.update(
+                trace.iteration_files(program, evaluated, row_id, iteration, record.status, stamp, record.change)
+            )
         text = statefile.render_state(updated)
         statefile.remember(updated, text)  # the next iteration reads it back without parsing it
         return text
@@ -297,7 +299,9 @@ def stages_metadata(result: EvaluationResult) -> dict[str, object]:
     """Returns the trace row's record of an evaluation's stages: each one's seconds and whether it passed."""
     if not result.stages:
         return {}
-    runs = [{"stage": number, "seconds": round(seconds, 3), "passed": passed} for number, seconds, passed in result.stages]
+    runs = [
+        {"stage": number, "seconds": round(seconds, 3), "passed": passed} for number, seconds, passed in result.stages
+    ]
     return {"stages": runs}
 
 
@@ -401,7 +405,8 @@ def candidate_data(
 def seed_data(
     program: Program, workdir: Path, baseline: float | None, result: EvaluationResult | None = None
 ) -> trace.Evaluated | None:
-    """Returns the trace data of the unchanged code when this iteration measured the baseline (result: its evaluation)."""
+    """Returns the trace data of the unchanged code when this iteration measured the baseline (result: its
+    evaluation)."""
     if baseline is None:
         return None
     primary = primary_file(program, workdir)

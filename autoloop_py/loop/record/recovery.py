@@ -26,15 +26,7 @@ from typing import Callable, Collection, Container, Mapping, Sequence
 import git
 
 from autoloop_py import tempdirs
-from autoloop_py.git.command import (
-    call,
-    fetch_branches,
-    is_ancestor,
-    open_repo,
-    push_branch,
-    rev_parse,
-    tracking_tip,
-)
+from autoloop_py.git.command import call, fetch_branches, is_ancestor, open_repo, push_branch, rev_parse, tracking_tip
 from autoloop_py.git.objects import GitSession
 from autoloop_py.loop.checkout.workspace import OWNER_FILE, worktree_admin
 from autoloop_py.loop.record.recording import load_state, record_iteration
@@ -65,7 +57,9 @@ _BULLET_TRAILERS = ((MODEL, MODEL_BULLET), (MODEL_SPEND, SPEND_BULLET), (PROMPT,
 # A candidate of a run that may still be alive (another machine's, or a live process here) is left to
 # that run for this long: it records its own candidate moments after pushing it.
 GRACE = timedelta(minutes=10)
-RECOVERED_NOTE = "recovered after an interrupted run: the candidate was committed, but the run stopped before recording it"
+RECOVERED_NOTE = (
+    "recovered after an interrupted run: the candidate was committed, but the run stopped before recording it"
+)
 # How far back along autoloop/<name> to look for unrecorded candidates, and in the memory log for keys.
 WALK_LIMIT = 50
 KEY_LOG_LIMIT = 1000
@@ -266,7 +260,8 @@ def reconcile(
     state: statefile.StateFile | None = None,
     reuse_listing: bool = False,
 ) -> tuple[IterationRecord, ...]:
-    """Repairs what an interrupted run left: stale worktrees, unpushed memory, unrecorded candidates; returns records added.
+    """Repairs what an interrupted run left: stale worktrees, unpushed memory, unrecorded candidates; returns records
+    added.
 
     state: the program's state file as just read (None: read it here). reuse_listing: take the remote program
     branch's tip from the listing the session keeps for this iteration, if any.

@@ -172,8 +172,9 @@ def _record(
         pack_if_due(root, published.outcome.iteration)
     progress.accounts.append(account)
     report(account)
-    held = _held(root, program, options.budget)
-    if held is not None:
+    # No further slot starts once the last record is in (completed, paused); a plateau holds nothing back.
+    held = skip_reason(load_state(MemoryStore(root), program, options.budget).machine)
+    if held is not None and not held.startswith("plateau"):
         progress.stopping = progress.stopping or f"{program.name} is {held}"
 
 
@@ -201,12 +202,6 @@ def _error_outcome(
     record = error_record(datetime.now(timezone.utc), "slot failed", why, run_url)
     tree = branch_tree(root, f"autoloop/{program.name}")
     return Outcome(program.name, number, recovery.new_key(program.name, number), tree, None, record)
-
-
-def _held(root: Path, program: Program, budget: int) -> str | None:
-    """Returns why no further slot may start once the last record is in (completed, paused), else None."""
-    reason = skip_reason(load_state(MemoryStore(root), program, budget).machine)
-    return reason if reason is not None and not reason.startswith("plateau") else None
 
 
 def _abandon(

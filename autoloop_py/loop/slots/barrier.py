@@ -53,7 +53,8 @@ def run_tick(root: Path, program: Program, count: int, options: RunOptions) -> l
     # Packing counts recorded iterations: a tick may step over the multiple of PACK_EVERY, so each number is tried.
     if any(pack_if_due(root, p.outcome.iteration) for p in published if p.record is not None):
         log.debug("packed the repository after the tick")
-    return [account_of(p, a) for p, a in zip(published, _by_iteration(accounts, outcomes))]
+    paired = sorted(zip(outcomes, accounts), key=lambda pair: pair[0].iteration)  # publish_tick's order
+    return [account_of(p, a) for p, (_, a) in zip(published, paired)]
 
 
 def _account(future: Future[IterationOutcome], slot: RunOptions) -> IterationOutcome | None:
@@ -94,12 +95,6 @@ def _outcome_of(directory: Path, program: str) -> Outcome:
     if not (directory / OUTCOME_FILE).exists():
         write_outcome(directory, idle_outcome(program, "no iteration ran in this slot"))
     return read_outcome(directory)
-
-
-def _by_iteration(accounts: list[IterationOutcome], outcomes: list[Outcome]) -> list[IterationOutcome | None]:
-    """Returns the slots' accounts in the order publish_tick returns the outcomes (by iteration)."""
-    paired = sorted(zip(outcomes, accounts), key=lambda pair: pair[0].iteration)
-    return [account for _, account in paired]
 
 
 def account_of(published: Published, account: IterationOutcome | None = None) -> IterationOutcome:

@@ -169,11 +169,11 @@ def _kept(
         assert outcome.record is not None
         records[outcome.key] = replace(outcome.record, key=outcome.key, run_url=run_url, commit=None)
         bases[outcome.key] = known_commit(root, outcome.base_commit)
-    _check_edits(root, program, [o for o in ran if o.record is not None and o.record.status == "accepted"],
-                 base_branch)
+    _check_edits(root, program, [o for o in ran if o.record is not None and o.record.status == "accepted"], base_branch)
     # The losers first: they are committed on the branch as the tick found it, before the winner moves it.
     for outcome in ran:
-        if won is not None and outcome is not won and outcome.record is not None and outcome.record.status == "accepted":
+        lost = outcome is not won and outcome.record is not None and outcome.record.status == "accepted"
+        if won is not None and lost:
             records[outcome.key] = _aside(root, program, outcome, records[outcome.key], won, base_branch, aside)
     if won is not None:
         records[won.key], bases[won.key] = keep_outcome(root, program, won, records[won.key], base_branch, ci_gate,

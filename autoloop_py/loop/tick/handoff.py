@@ -1,4 +1,5 @@
-"""Hand-off iterations: an outside agent proposes; `autoloop prompt` renders the decision, `autoloop record` writes the outcome.
+"""Hand-off iterations: an outside agent proposes; `autoloop prompt` renders the decision, `autoloop record` writes
+the outcome.
 
 Both sides recompute the same decision and prompt variant from the state file and the seeded RNG, so nothing has
 to be carried between them and no table is ever edited by the agent. The hand-off calls no guide model: no variant
@@ -154,7 +155,9 @@ def _guide_note(
     reason = strategy.guide_wanted(runner, state, load)
     if reason is None:
         return ""
-    log.warning("%s: %s would consult its guide LLM (%s); the hand-off has none", program.name, runner.playbook.name, reason)
+    log.warning(
+        "%s: %s would consult its guide LLM (%s); the hand-off has none", program.name, runner.playbook.name, reason
+    )
     max_uses = getattr(getattr(runner.engine, "config", None), "paradigm_max_uses", 2)
     name = registry.display_name(runner.engine.name)
     return render("handoff_guide_note.md.j2", strategy=name, reason=reason, program=program.name, max_uses=max_uses)
@@ -290,7 +293,9 @@ def _best_or_baseline(root: Path, program: Program, state: statefile.StateFile) 
         workspace.prepare()
         best, baseline, failure = measure_baseline(program, workspace.path, state)
     if failure:
-        log.warning("%s: the baseline evaluation failed (%s); the candidate becomes the baseline", program.name, failure)
+        log.warning(
+            "%s: the baseline evaluation failed (%s); the candidate becomes the baseline", program.name, failure
+        )
     return best, baseline
 
 

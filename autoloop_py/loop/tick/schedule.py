@@ -181,12 +181,19 @@ def paused_refusal(name: str, machine: MachineView | None, force: bool) -> str |
 
 
 def _forced_plan(
-    forced: str, programs: Sequence[Program], due: tuple[str, ...], skipped: tuple[Skip, ...], unconfigured: tuple[str, ...]
+    forced: str,
+    programs: Sequence[Program],
+    due: tuple[str, ...],
+    skipped: tuple[Skip, ...],
+    unconfigured: tuple[str, ...],
 ) -> Plan:
     available = [p.name for p in programs]
     if forced not in available:
-        raise ProgramError(f"requested program '{forced}' not found. Available programs: {', '.join(available) or 'none'}")
+        raise ProgramError(
+            f"requested program '{forced}' not found. Available programs: {', '.join(available) or 'none'}"
+        )
     if forced in unconfigured:
         raise ProgramError(f"requested program '{forced}' is unconfigured (has placeholders); configure it first")
     deferred = tuple(n for n in due if n != forced)
-    return Plan(forced, (forced, *deferred), deferred, tuple(s for s in skipped if s.name != forced), unconfigured, True)
+    kept = tuple(s for s in skipped if s.name != forced)
+    return Plan(forced, (forced, *deferred), deferred, kept, unconfigured, True)
