@@ -272,7 +272,10 @@ def _file_view(path: str, content: str) -> FileView:
 def _data_blocks(context: PromptContext) -> list[DataBlock]:
     """Returns the non-empty data sections in prompt order."""
     steering = Steering(context.priorities, context.lessons, context.foreclosed, context.directives)
-    more = (data_block(RECENTLY_DELETED, context.recently_deleted), data_block("Recent history", context.recent_history, False))
+    more = (
+        data_block(RECENTLY_DELETED, context.recently_deleted),
+        data_block("Recent history", context.recent_history, False),
+    )
     return [*steering_blocks(steering), *(block for block in more if block is not None)]
 
 

@@ -63,7 +63,9 @@ def load_runner(program: Program, root: Path) -> StrategyRunner | None:
     engine = registry.build_engine(playbook.name, program, playbook, root)
     if engine is None:
         available = ", ".join(registry.names())
-        raise ProgramError(f"strategy '{playbook.name}' cannot run yet; runnable strategies: {available}", playbook.path)
+        raise ProgramError(
+            f"strategy '{playbook.name}' cannot run yet; runnable strategies: {available}", playbook.path
+        )
     prompts = root / playbook.path.parent / "prompts"
     framings = {p.name: p.read_text(encoding="utf-8") for p in sorted(prompts.glob("*.md")) if p.is_file()}
     return StrategyRunner(playbook, engine, primary_target(program, root), framings)

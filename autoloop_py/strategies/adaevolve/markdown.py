@@ -262,7 +262,9 @@ def _window(text: str, line: int, reader: _Reader) -> tuple[int, ...]:
     return tuple(int(tick) for tick in ticks)
 
 
-def _idea_lists(lines: list[str], offset: int, reader: _Reader) -> tuple[tuple[Paradigm, ...], tuple[TriedParadigm, ...]]:
+def _idea_lists(
+    lines: list[str], offset: int, reader: _Reader
+) -> tuple[tuple[Paradigm, ...], tuple[TriedParadigm, ...]]:
     """Returns the active ideas (numbered items with their details) and the tried ideas (bullets)."""
     ideas: list[Paradigm] = []
     tried: list[TriedParadigm] = []
