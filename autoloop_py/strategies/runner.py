@@ -438,7 +438,7 @@ def _fold_entries(
 
 def code_path(program: Program, candidate: pop.Candidate) -> str:
     """Returns where a candidate's full source is kept on the memory branch."""
-    return f"{CANDIDATES_DIR}/{program.name}/{candidate.id}{_suffix(candidate.language)}"
+    return f"{CANDIDATES_DIR}/{program.name}/{candidate.id}{_SUFFIXES.get(candidate.language, ".txt")}"
 
 
 def _size(state: statefile.StateFile) -> int:
@@ -450,5 +450,4 @@ def language_of(path: str) -> str:
     return {"py": "python", "js": "javascript", "ts": "typescript", "rs": "rust"}.get(suffix, suffix or "text")
 
 
-def _suffix(language: str) -> str:
-    return {"python": ".py", "javascript": ".js", "typescript": ".ts", "rust": ".rs"}.get(language, ".txt")
+_SUFFIXES = {"python": ".py", "javascript": ".js", "typescript": ".ts", "rust": ".rs"}

@@ -44,7 +44,8 @@ def function_source(code: str, name: str) -> str | None:
     if node is None:
         return None
     lines = _lines(code)
-    text = "".join(lines[_first_line(node) - 1 : node.end_lineno])
+    first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+    text = "".join(lines[first - 1 : node.end_lineno])
     return textwrap.dedent(text if text.endswith("\n") else text + "\n")
 
 
@@ -127,10 +128,6 @@ def _only_function(text: str, name: str | None) -> FunctionNode:
     if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or (name is not None and node.name != name):
         raise ValueError(f"expected the source of one function{f' called {name}' if name else ''}")
     return node
-
-
-def _first_line(node: FunctionNode) -> int:
-    return min([node.lineno, *(d.lineno for d in node.decorator_list)])
 
 
 def _is_docstring(statement: ast.stmt) -> bool:
