@@ -249,5 +249,3 @@ def _parse_evaluation(section: md.Section | None, rel: Path, problems: list[Prog
         )
         return None
     return Evaluation(command.strip(), metric, section.start + 1 + line + 1)
-
-

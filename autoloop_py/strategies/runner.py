@@ -438,7 +438,7 @@ def _fold_entries(
 
 def code_path(program: Program, candidate: pop.Candidate) -> str:
     """Returns where a candidate's full source is kept on the memory branch."""
-    return f"{CANDIDATES_DIR}/{program.name}/{candidate.id}{_SUFFIXES.get(candidate.language, ".txt")}"
+    return f"{CANDIDATES_DIR}/{program.name}/{candidate.id}{_SUFFIXES.get(candidate.language, '.txt')}"
 
 
 def _size(state: statefile.StateFile) -> int:

@@ -285,4 +285,3 @@ def _problems(c: AdaEvolveConfig) -> list[tuple[str, str]]:
          f"is {c.num_islands}, above max_islands {c.max_islands}; lower it or raise max_islands"),
     ]
     return [(key, problem) for key, ok, problem in checks if not ok]
-

@@ -468,4 +468,3 @@ def _migrant(state: AdaEvolveState, population: Population, source: Candidate, f
         population = _replaced(population, with_archive_status(verdict.evicted, f"evicted@{t}"))
     population = pop.add_candidate(population, _copy(source, dst, population.next_id, "migration", t, "Migrated from"))
     return external_update(state, dst, f, config), population
-
