@@ -79,7 +79,8 @@ def renamed(function: str, name: str, new_name: str, docstring: str | None = Non
     node = _only_function(function, name)
     edits = [_name_edit(function, node, new_name), *_call_edits(node, name, new_name)]
     if docstring is not None:
-        edits.append(_docstring_edit(function, node, _literal(docstring)))
+        literal = '"""' + docstring.replace("\\", "\\\\").replace('"""', '\\"\\"\\"') + '"""'
+        edits.append(_docstring_edit(function, node, literal))
     return _splice(function, edits)
 
 
@@ -136,10 +137,6 @@ def _is_docstring(statement: ast.stmt) -> bool:
         and isinstance(statement.value, ast.Constant)
         and isinstance(statement.value.value, str)
     )
-
-
-def _literal(docstring: str) -> str:
-    return '"""' + docstring.replace("\\", "\\\\").replace('"""', '\\"\\"\\"') + '"""'
 
 
 def _name_edit(text: str, node: FunctionNode, new_name: str) -> _Edit:
