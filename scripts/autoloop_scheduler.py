@@ -795,7 +795,8 @@ def refusal(facts: IssueFacts, is_writer: Callable[[str], bool]) -> str | None:
         return None
     why = "its author has no write access" if not facts.author_writes else "someone without write access edited it"
     return (f"issue #{facts.number} is not run: {why} (since {since:%Y-%m-%d %H:%M} UTC); a maintainer approves "
-            f"the body as it stands by commenting `{APPROVE_COMMAND}` or by applying the `autoloop-program` label again")
+            f"the body as it stands by commenting `{APPROVE_COMMAND}` "
+            "or by applying the `autoloop-program` label again")
 
 
 def is_approval(body: str | None, association: str | None) -> bool:
@@ -913,7 +914,8 @@ def issue_facts(api: RestApi, repo: str, issue: Mapping[str, Any], writers: Call
     approvals += [Approval(_login(e.get("actor")) or "", _when(e.get("created_at")), "label")
                   for e in api.pages(f"/repos/{repo}/issues/{number}/events")
                   if e.get("event") == "labeled" and isinstance(e.get("label"), dict)
-                  and e["label"].get("name") == PROGRAM_LABEL and _login(e.get("actor")) and writers(_login(e["actor"]))]
+                  and e["label"].get("name") == PROGRAM_LABEL
+                  and _login(e.get("actor")) and writers(_login(e["actor"]))]
     return IssueFacts(
         number=number,
         author=_login(issue.get("user")) or "",

@@ -1,1 +1,1 @@
-"""GitHub: the API client, what autoloop writes there (status comment, PR), CI runs, issue programs, the agentic scheduler."""
+"""GitHub: the API client, what autoloop writes there (status comment, PR), CI runs, issue programs, the scheduler."""

@@ -166,7 +166,8 @@ def tick_account(slots: list[Published]) -> IterationOutcome | None:
     lead = next((p for p in recorded if p.record is not None and p.record.commit), recorded[-1])
     account = account_of(lead)
     lines = "; ".join(
-        f"iteration {p.outcome.iteration} {p.record.status} ({'—' if p.record.metric is None else f'{p.record.metric:g}'})"
+        f"iteration {p.outcome.iteration} {p.record.status} "
+        f"({'—' if p.record.metric is None else f'{p.record.metric:g}'})"
         for p in recorded if p.record is not None
     )
     note = f"tick of {len(recorded)} slots: {lines}"
@@ -272,7 +273,8 @@ def _remember_numbers(memory: MemoryStore, program: Program, issue: int, pr: int
         updated = dataclasses.replace(state.machine, pr=wanted[0] or state.machine.pr, issue=wanted[1])
         return statefile.render_state(statefile.with_machine(state, updated))
 
-    memory.update(state_path(program), change, f"[Autoloop: {program.name}] issue #{issue}" + (f", PR #{pr}" if pr else ""))
+    message = f"[Autoloop: {program.name}] issue #{issue}" + (f", PR #{pr}" if pr else "")
+    memory.update(state_path(program), change, message)
 
 
 def _number(value: str | None) -> int | None:

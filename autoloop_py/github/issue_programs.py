@@ -100,7 +100,9 @@ def scheduled(root: Path, environ: Mapping[str, str], taken: Iterable[str]) -> t
     numbers = _scheduled_numbers(Path(environ.get("AUTOLOOP_OUTPUT", "").strip() or OUTPUT_FILE))
     names = set(taken)
     found = [
-        IssueProgram(numbers.get(path.stem, 0), path.stem, path.stem, path.read_text(encoding="utf-8", errors="replace"))
+        IssueProgram(
+            numbers.get(path.stem, 0), path.stem, path.stem, path.read_text(encoding="utf-8", errors="replace")
+        )
         for path in sorted(folder.glob("*.md"))
         if path.stem not in names
     ]

@@ -174,7 +174,8 @@ def parse_frontmatter(text: str, rel: Path, problems: list[ProgramError], warnin
     values: dict[str, Any] = {}
     extra: dict[str, Any] = {}
     for key, value in data.items():
-        line = first_line + _key_line(match.group(2), str(key))
+        rows = enumerate(match.group(2).splitlines())
+        line = first_line + next((i for i, row in rows if row.strip().startswith(f"{key}:")), 0)
         field_name = _KEYS.get(str(key))
         if field_name is None:
             extra[str(key)] = value
@@ -260,10 +261,6 @@ def key_line(text: str, field_name: str) -> int | None:
     spellings = tuple(f"{key}:" for key, name in _KEYS.items() if name == field_name)
     found = next((i for i, line in enumerate(match.group(2).splitlines()) if line.strip().startswith(spellings)), None)
     return None if found is None else match.group(1).count("\n") + 2 + found
-
-
-def _key_line(block: str, key: str) -> int:
-    return next((i for i, line in enumerate(block.splitlines()) if line.strip().startswith(f"{key}:")), 0)
 
 
 _CHOICES = {

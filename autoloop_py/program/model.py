@@ -158,7 +158,9 @@ def _clashes(paths: list[Path]) -> list[ProgramError]:
     """Returns an error for every program whose name another program also has."""
     clashes = program_names.duplicates((program_name(rel), rel) for rel in paths)
     return [
-        ProgramError(program_names.duplicate_message(program_name(rel), clashes[program_name(rel).casefold()], rel), rel)
+        ProgramError(
+            program_names.duplicate_message(program_name(rel), clashes[program_name(rel).casefold()], rel), rel
+        )
         for rel in paths if program_name(rel).casefold() in clashes
     ]
 
@@ -247,5 +249,3 @@ def _parse_evaluation(section: md.Section | None, rel: Path, problems: list[Prog
         )
         return None
     return Evaluation(command.strip(), metric, section.start + 1 + line + 1)
-
-

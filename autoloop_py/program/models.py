@@ -137,7 +137,9 @@ def _value(kind: str, raw: Any) -> Any:
         if kind == "text" and (not text or any(c.isspace() or c in "`|<>" for c in text)):
             raise ValueError(f"must be one word without `, |, < or >, got {raw!r}")
         if kind == "env" and not _ENV_RE.fullmatch(text):
-            raise ValueError(f"must name an environment variable ending in _KEY (e.g. MY_PROVIDER_API_KEY), got {raw!r}")
+            raise ValueError(
+                f"must name an environment variable ending in _KEY (e.g. MY_PROVIDER_API_KEY), got {raw!r}"
+            )
         if kind == "role" and text not in ROLES:
             raise ValueError(f"must be one of {', '.join(ROLES)}, got {raw!r}")
         return text

@@ -30,7 +30,10 @@ def name_problem(name: str) -> str | None:
 
 
 def duplicates(named: Iterable[tuple[str, Path]]) -> dict[str, list[Path]]:
-    """Returns each name (case-folded: one file on a case-insensitive disk) given to more than one program, with their files."""
+    """Returns each name given to more than one program, with their files.
+
+    Names are case-folded: one file on a case-insensitive disk.
+    """
     seen: dict[str, list[Path]] = {}
     for name, path in named:
         seen.setdefault(name.casefold(), []).append(path)

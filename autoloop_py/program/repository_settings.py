@@ -61,7 +61,7 @@ def parse_repository_settings(text: str, path: Path = CONFIG_PATH) -> Repository
         raise SettingsError("must be a mapping of `key: value` lines", path, 1)
     values: dict[str, Any] = {}
     for key, value in data.items():
-        line = _line(text, str(key))
+        line = next((n for n, row in enumerate(text.splitlines(), 1) if row.startswith(f"{key}:")), None)
         if key == "schedule-policy":
             if str(value).strip().lower() not in POLICIES:
                 raise SettingsError(f"`schedule-policy` must be one of {', '.join(POLICIES)}, got {value!r}", path,
@@ -79,7 +79,3 @@ def parse_repository_settings(text: str, path: Path = CONFIG_PATH) -> Repository
             raise SettingsError(f"unknown key `{key}` (known: schedule-policy, max-programs-per-tick, exploration)",
                                 path, line)
     return RepositorySettings(**values)
-
-
-def _line(text: str, key: str) -> int | None:
-    return next((number for number, line in enumerate(text.splitlines(), 1) if line.startswith(f"{key}:")), None)

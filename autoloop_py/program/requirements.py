@@ -106,7 +106,8 @@ def _first_statement(command: str) -> tuple[list[str], str, int]:
     try:
         for token in iter(lexer.get_token, lexer.eof):
             if token and set(token) <= _PUNCTUATION:
-                return words, token, stream.tell() - len(getattr(lexer, "_pushback_chars", ()))  # read ahead, pushed back
+                # read ahead, pushed back
+                return words, token, stream.tell() - len(getattr(lexer, "_pushback_chars", ()))
             words.append(token)
     except ValueError:
         return [], "", 0  # an unterminated quote inside the first statement

@@ -57,7 +57,9 @@ def parse_target(section: md.Section | None, root: Path, base: Path, rel: Path, 
         include = [p for p in prose if looks_like_path(p, root, base)]
     if not include:
         problems.append(ProgramError("`## Target` lists no backticked file paths or globs", rel, section.start + 1))
-    outside = {raw: why for raw in include + exclude if (why := _leaves_repository(root, raw, _resolve(root, base, raw)))}
+    outside = {
+        raw: why for raw in include + exclude if (why := _leaves_repository(root, raw, _resolve(root, base, raw)))
+    }
     for raw, why in outside.items():
         problems.append(ProgramError(f"Target `{raw}` {why}", rel, _line_containing(section, f"`{raw}`")))
     include = [p for p in include if p not in outside]

@@ -83,4 +83,3 @@ def prepare(environ: Mapping[str, str]) -> Path:
         raise SandboxError(f"{closed} is closed to other users, so evaluations run as a uid of their own cannot use "
                            f"the venv made in {folder}; set {VENV_ENV} to a folder every user can read")
     return python
-

@@ -106,7 +106,10 @@ def agent_limits(evaluation: Limits, explicit_memory: bool) -> Limits:
 
 
 def limit_args(limits: Limits, timeout: float, processes_now: int | None, cpus: int) -> list[str]:
-    """Returns `prlimit` options setting the limits (processes counted on top of processes_now; None: no RLIMIT_NPROC)."""
+    """Returns `prlimit` options setting the limits.
+
+    Processes are counted on top of processes_now (None: no RLIMIT_NPROC).
+    """
     args = [] if processes_now is None else [f"--nproc={processes_now + limits.processes}"]
     args.append(f"--fsize={limits.file_size}")
     if limits.cpu_from_timeout:

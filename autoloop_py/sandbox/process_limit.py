@@ -106,8 +106,11 @@ def decide(requested: str, facts: Facts) -> ProcessLimit:
         return cgroup
     if not no_uid:
         return uid
-    return ProcessLimit(NONE, f"running as root, which RLIMIT_NPROC exempts, with no writable pids cgroup, and {no_uid}",
-                        requested=choice)
+    return ProcessLimit(
+        NONE,
+        f"running as root, which RLIMIT_NPROC exempts, with no writable pids cgroup, and {no_uid}",
+        requested=choice,
+    )
 
 
 def _why_not_uid(facts: Facts) -> str:

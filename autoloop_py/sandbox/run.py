@@ -154,7 +154,11 @@ def isolation_for(
     base = SandboxPolicy(
         mode=mode, read_only=shown, hidden=hidden_paths, home=env.get("HOME"), process_limit=choice
     )
-    agent_caps = agent_limits(limits, explicit_memory) if limits is not None else Limits(address_space=None, cpu_from_timeout=True)
+    agent_caps = (
+        agent_limits(limits, explicit_memory)
+        if limits is not None
+        else Limits(address_space=None, cpu_from_timeout=True)
+    )
     agent = replace(base, network=True, outside_only=outside_only, limits=agent_caps)
     evaluation = replace(base, network=network, limits=limits or base.limits)
     return Isolation(evaluation=evaluation, agent=agent, reason=reason)

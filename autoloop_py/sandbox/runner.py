@@ -23,7 +23,7 @@ class Terminated(KeyboardInterrupt):
 
 
 def make_non_dumpable() -> bool:
-    """Makes this process non-dumpable (Linux): other processes of the user cannot read its /proc/<pid>/environ or memory.
+    """Makes this process non-dumpable (Linux): other processes of the user cannot read its /proc/*/environ or memory.
 
     Returns whether it worked (False on other systems).
     """

@@ -1,1 +1,1 @@
-"""The state file `<name>.md` on memory/autoloop: its sections, Machine State, history, Population, traces, the store."""
+"""The state file `<name>.md` on memory/autoloop: sections, Machine State, history, Population, traces, the store."""

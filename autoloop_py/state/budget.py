@@ -55,16 +55,16 @@ def limits(config: ProgramConfig, machine: MachineState, today: date) -> list[Li
     """Returns the program's configured budgets with their spend (a daily one counts only today's)."""
     total = machine.spent or Spend()
     day = machine.spent_today if machine.spent_today and machine.spent_today.day == today else Spend(day=today)
-    found = []
-    for key, cap, spend, dollars, daily in (
-        ("budget-usd", config.budget_usd, total, True, False),
-        ("budget-tokens", config.budget_tokens, total, False, False),
-        ("budget-usd-per-day", config.budget_usd_per_day, day, True, True),
-        ("budget-tokens-per-day", config.budget_tokens_per_day, day, False, True),
-    ):
-        if cap is not None:
-            found.append(Limit(key, cap, spend.usd if dollars else float(spend.tokens), dollars, daily))
-    return found
+    return [
+        Limit(key, cap, spend.usd if dollars else float(spend.tokens), dollars, daily)
+        for key, cap, spend, dollars, daily in (
+            ("budget-usd", config.budget_usd, total, True, False),
+            ("budget-tokens", config.budget_tokens, total, False, False),
+            ("budget-usd-per-day", config.budget_usd_per_day, day, True, True),
+            ("budget-tokens-per-day", config.budget_tokens_per_day, day, False, True),
+        )
+        if cap is not None
+    ]
 
 
 def reached(config: ProgramConfig, machine: MachineState, now: datetime) -> Limit | None:

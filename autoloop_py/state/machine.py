@@ -321,7 +321,9 @@ _FIELDS: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "kept_front": ("Kept Front", _read_front, "objective values such as `score 3 · cost 3; score 4 · cost 5`"),
 }
 # Rows written only once there is something in them, so a table without them stays as upstream writes it.
-_OPTIONAL = frozenset({"resumed_at", "spent", "spent_today", "holdout_metric", "best_base", "stale_reason", "kept_front"})
+_OPTIONAL = frozenset(
+    {"resumed_at", "spent", "spent_today", "holdout_metric", "best_base", "stale_reason", "kept_front"}
+)
 
 
 # ---------------------------------------------------------------- rendering

@@ -205,7 +205,7 @@ class MemoryStore:
         return self.read_many([path])[path]
 
     def read_many(self, paths: builtins.list[str]) -> dict[str, str | None]:
-        """Returns the text of each path at one branch tip, or as a record left to commit wrote it (None when absent)."""
+        """Returns each path's text at one branch tip, or as a record left to commit wrote it (None when absent)."""
         tip, unwritten = self.tip(), self.unwritten()
         return {path: _text(unwritten[path]) if path in unwritten else self._read_at(tip, path) for path in paths}
 
@@ -427,7 +427,10 @@ class MemoryStore:
         time.sleep(delay)
 
     def _tracking_tip(self) -> str | None:
-        """Returns what was last fetched of (or pushed to) the remote branch (see command.tracking_tip), without a process."""
+        """Returns what was last fetched of (or pushed to) the remote branch (see command.tracking_tip).
+
+        Reads it without a process.
+        """
         return self.session.objects.commit_sha(f"refs/remotes/{self.config.remote}/{self.config.branch}")
 
     def _fetch(self, reuse_listing: bool = False) -> str | None:

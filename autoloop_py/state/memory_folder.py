@@ -71,7 +71,8 @@ class FolderMemory:
             return data.decode("utf-8")
         except UnicodeDecodeError as err:
             line = data.count(b"\n", 0, err.start) + 1
-            raise StateError(f"not UTF-8 text (byte {err.start}); fix or delete the file", path=file, line=line) from err
+            message = f"not UTF-8 text (byte {err.start}); fix or delete the file"
+            raise StateError(message, path=file, line=line) from err
 
     def commits(self, path: str, **options: object) -> builtins.list[MemoryCommit]:
         """Returns [] whatever MemoryStore.commits' options: a folder keeps no history, so the record check takes its

@@ -136,7 +136,10 @@ def summary_rows(table: ModelTable) -> list[dict[str, str]]:
 def use_bullets(use: ModelUse) -> tuple[tuple[str, str], ...]:
     """Returns the history bullets saying which model proposed and what each model cost."""
     bullets = [(MODEL_BULLET, use.proposer)] if use.proposer else []
-    spent = [_usage_text(name, tokens, usd) for name, (tokens, usd) in use.spend.items()]
+    spent = [
+        f"{name}: {tokens} tokens" + ("" if usd is None else f", ${format_number(round(usd, 10))}")
+        for name, (tokens, usd) in use.spend.items()
+    ]
     return (*bullets, (SPEND_BULLET, "; ".join(spent))) if spent else tuple(bullets)
 
 
@@ -177,8 +180,3 @@ def with_record(table: ModelTable, record: IterationRecord, improvement: float) 
                           improvement=row.improvement + (max(improvement, 0.0) if kept else 0.0))
         rows[i] = replace(row, tokens=row.tokens + tokens, usd=row.usd + (usd or 0.0))
     return replace(table, rows=tuple(rows)) if use.proposer or use.spend else table
-
-
-def _usage_text(name: str, tokens: int, usd: float | None) -> str:
-    cost = "" if usd is None else f", ${format_number(round(usd, 10))}"
-    return f"{name}: {tokens} tokens{cost}"

@@ -210,4 +210,3 @@ def population_of(state: statefile.StateFile, load: Callable[[str], str | None] 
         return empty_population()
     population = parse_population(text, state.path, statefile.section_line(state, statefile.POPULATION))
     return population if load is None else unfold_entries(population, load, state.path)
-

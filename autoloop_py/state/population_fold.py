@@ -64,7 +64,7 @@ def unfold_entries(population: Population, read: Callable[[str], str | None], pa
 
     An entry in the state file wins over one with the same id in the folded file (a person moved it back).
     """
-    blocks = _folded_blocks(population)
+    blocks = [item for item in population.layout if isinstance(item, RawBlock) and is_folded_block(item.text)]
     if not blocks:
         return population
     known = {c.id for c in population.candidates}
@@ -94,7 +94,3 @@ def id_ranges(ids: Iterable[int]) -> str:
     # Consecutive ids share their distance from their place in the sorted list.
     runs = [[n for _, n in run] for _, run in groupby(enumerate(sorted(set(ids))), lambda pair: pair[1] - pair[0])]
     return ", ".join(f"#{run[0]}" if len(run) == 1 else f"#{run[0]}–#{run[-1]}" for run in runs)
-
-
-def _folded_blocks(population: Population) -> list[RawBlock]:
-    return [item for item in population.layout if isinstance(item, RawBlock) and is_folded_block(item.text)]

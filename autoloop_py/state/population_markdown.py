@@ -101,7 +101,9 @@ def check_writable(candidate: Candidate) -> None:
         raise ValueError(f"candidate {candidate.id} cannot be written to the Population: {error.reason}") from None
     if candidate.code is None:
         back = replace(back, language=candidate.language)
-    differ = [f.name for f in fields(Candidate) if f.name != "raw" and getattr(back, f.name) != getattr(candidate, f.name)]
+    differ = [
+        f.name for f in fields(Candidate) if f.name != "raw" and getattr(back, f.name) != getattr(candidate, f.name)
+    ]
     if differ:
         raise ValueError(f"candidate {candidate.id} would read back with different {', '.join(differ)}")
 

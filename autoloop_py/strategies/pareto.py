@@ -95,14 +95,10 @@ def front_ranks(vectors: Sequence[Sequence[float]]) -> list[int]:
     return ranks
 
 
-def _layers(ranks: Sequence[int]) -> list[list[int]]:
-    return [[i for i, r in enumerate(ranks) if r == rank] for rank in range(max(ranks, default=-1) + 1)]
-
-
 def crowding_distances(vectors: Sequence[Sequence[float]], ranks: Sequence[int]) -> list[float]:
     """Returns each vector's crowding distance within its front (∞ at the ends and in fronts of 1 or 2)."""
     crowding = [0.0] * len(vectors)
-    for layer in _layers(ranks):
+    for layer in ([i for i, r in enumerate(ranks) if r == rank] for rank in range(max(ranks, default=-1) + 1)):
         if len(layer) <= 2:
             for i in layer:
                 crowding[i] = math.inf

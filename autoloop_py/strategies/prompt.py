@@ -250,7 +250,7 @@ def prompt_view(context: PromptContext) -> PromptView:
         strategy=program.strategy_text.strip(),
         metric=program.metric,
         direction=program.direction,
-        best=_format_metric(context.best_metric),
+        best=None if context.best_metric is None else f"{context.best_metric:.6g}",
         iteration=context.iteration,
         files=files,
         include=program.target.include,
@@ -272,7 +272,10 @@ def _file_view(path: str, content: str) -> FileView:
 def _data_blocks(context: PromptContext) -> list[DataBlock]:
     """Returns the non-empty data sections in prompt order."""
     steering = Steering(context.priorities, context.lessons, context.foreclosed, context.directives)
-    more = (data_block(RECENTLY_DELETED, context.recently_deleted), data_block("Recent history", context.recent_history, False))
+    more = (
+        data_block(RECENTLY_DELETED, context.recently_deleted),
+        data_block("Recent history", context.recent_history, False),
+    )
     return [*steering_blocks(steering), *(block for block in more if block is not None)]
 
 
@@ -309,11 +312,6 @@ def fence_for(text: str) -> str:
     """Returns a backtick fence longer than any run of backticks in text (at least three)."""
     longest = max((len(run) for run in _BACKTICK_RUN.findall(text)), default=0)
     return "`" * max(3, longest + 1)
-
-
-def _format_metric(value: float | None) -> str | None:
-    """Returns a metric value as compact text, or None when there is none yet."""
-    return None if value is None else f"{value:.6g}"
 
 
 @dataclass(frozen=True)

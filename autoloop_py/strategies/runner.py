@@ -63,7 +63,9 @@ def load_runner(program: Program, root: Path) -> StrategyRunner | None:
     engine = registry.build_engine(playbook.name, program, playbook, root)
     if engine is None:
         available = ", ".join(registry.names())
-        raise ProgramError(f"strategy '{playbook.name}' cannot run yet; runnable strategies: {available}", playbook.path)
+        raise ProgramError(
+            f"strategy '{playbook.name}' cannot run yet; runnable strategies: {available}", playbook.path
+        )
     prompts = root / playbook.path.parent / "prompts"
     framings = {p.name: p.read_text(encoding="utf-8") for p in sorted(prompts.glob("*.md")) if p.is_file()}
     return StrategyRunner(playbook, engine, primary_target(program, root), framings)
@@ -436,7 +438,7 @@ def _fold_entries(
 
 def code_path(program: Program, candidate: pop.Candidate) -> str:
     """Returns where a candidate's full source is kept on the memory branch."""
-    return f"{CANDIDATES_DIR}/{program.name}/{candidate.id}{_suffix(candidate.language)}"
+    return f"{CANDIDATES_DIR}/{program.name}/{candidate.id}{_SUFFIXES.get(candidate.language, '.txt')}"
 
 
 def _size(state: statefile.StateFile) -> int:
@@ -448,5 +450,4 @@ def language_of(path: str) -> str:
     return {"py": "python", "js": "javascript", "ts": "typescript", "rs": "rust"}.get(suffix, suffix or "text")
 
 
-def _suffix(language: str) -> str:
-    return {"python": ".py", "javascript": ".js", "typescript": ".ts", "rust": ".rs"}.get(language, ".txt")
+_SUFFIXES = {"python": ".py", "javascript": ".js", "typescript": ".ts", "rust": ".rs"}

@@ -1,7 +1,7 @@
 """Everything a run parses of a state file, read at once: the runner's load and `autoloop edit` share it.
 
-A hand edit that `run` would refuse later (an island's G of `lots`, a Models or Prompts row without numbers, a Population
-entry whose fitness is not a number) is refused here, naming file:line, before anything is committed.
+A hand edit that `run` would refuse later (an island's G of `lots`, a Models or Prompts row without numbers, a
+Population entry whose fitness is not a number) is refused here, naming file:line, before anything is committed.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def parse_everything(text: str, path: str, runner: StrategyRunner | None) -> sta
 
 
 def check_everything(state: statefile.StateFile, runner: StrategyRunner | None) -> None:
-    """Raises StateError (naming the line) unless the Models and Prompts tables, the Population and the strategy state read.
+    """Raises StateError (naming the line) unless the Models, Prompts, Population and strategy state all read.
 
     The Machine State and the history are read by `statefile.parse_state` already.
     """

@@ -148,7 +148,9 @@ class AdaEvolveConfig:
 
 
 # Reference keys that are present but never read (§2.3): accepted so a ported config.yaml loads.
-IGNORED_KEYS = frozenset({"stagnation_threshold", "stagnation_multi_child_count", "sibling_context_limit", "archive_size"})
+IGNORED_KEYS = frozenset(
+    {"stagnation_threshold", "stagnation_multi_child_count", "sibling_context_limit", "archive_size"}
+)
 _NONE_WORDS = ("", "—", "–", "-", "none", "null", "~")
 _PRESET_COLUMNS = ("preset", "pareto", "fitness", "novelty", "elite ratio")
 
@@ -283,4 +285,3 @@ def _problems(c: AdaEvolveConfig) -> list[tuple[str, str]]:
          f"is {c.num_islands}, above max_islands {c.max_islands}; lower it or raise max_islands"),
     ]
     return [(key, problem) for key, ok, problem in checks if not ok]
-

@@ -57,7 +57,8 @@ class AdaEvolveEngine(SolutionEngine):
         state = self.state_of(population)
         if guide is None or not adaevolve.wants_paradigms(state, self.config):
             return None
-        best = _best_candidate(state, population, self.config)
+        everyone = archive_of(population.candidates, None, self.config.direction)
+        best = adaevolve.global_best(state, everyone) if everyone else None
         prompt = adaevolve_prompt.render_guide_prompt(
             self.config, program=self.program, best=best, tried=state.tried, framing=self._framing(PARADIGM_FRAMING),
             problem=self.problem, notes=self.notes,
@@ -169,11 +170,6 @@ def _ideas(reply: str) -> list[Paradigm]:
     except GuideReplyError as err:
         log.warning("adaevolve: the guide reply has no usable idea: %s", err.message)
         return []
-
-
-def _best_candidate(state: AdaEvolveState, population: pop.Population, config: AdaEvolveConfig) -> pop.Candidate | None:
-    everyone = archive_of(population.candidates, None, config.direction)
-    return adaevolve.global_best(state, everyone) if everyone else None
 
 
 def build(program: Program, playbook: Playbook, root: Path) -> AdaEvolveEngine:

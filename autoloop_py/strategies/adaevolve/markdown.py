@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass, replace
-from typing import Any, Sequence
+from typing import Sequence
 
 from autoloop_py import markdown as md
 from autoloop_py.render import render
@@ -46,7 +46,10 @@ def render_state_block(state: AdaEvolveState, config: AdaEvolveConfig, populatio
         "fields": _general_rows(state, direction),
         "islands": [_island_row(k, island, state, config, members[k]) for k, island in enumerate(state.islands)],
         "paradigm_fields": _paradigm_rows(state, direction),
-        "ideas": [_idea_view(p, config) for p in state.paradigms],
+        "ideas": [
+            {"tag": f"uses {p.uses}/{config.paradigm_max_uses}" + (" · retired" if p.retired else ""), "p": p}
+            for p in state.paradigms
+        ],
         "tried": [(t.outcome, t.approach_type, t.idea, f"{t.gain:+.4f}") for t in state.tried],
     }
     return render("adaevolve_state.md.j2", view=view)
@@ -85,11 +88,6 @@ def _paradigm_rows(state: AdaEvolveState, direction: str) -> list[tuple[str, str
         ("guide_failed_at", NONE if state.guide_failed_at is None else str(state.guide_failed_at)),
         ("guide_failures", str(state.guide_failures)),
     ]
-
-
-def _idea_view(paradigm: Paradigm, config: AdaEvolveConfig) -> dict[str, Any]:
-    tag = f"uses {paradigm.uses}/{config.paradigm_max_uses}" + (" · retired" if paradigm.retired else "")
-    return {"tag": tag, "p": paradigm}
 
 
 def _fitness_text(f: float, direction: str) -> str:
@@ -262,7 +260,9 @@ def _window(text: str, line: int, reader: _Reader) -> tuple[int, ...]:
     return tuple(int(tick) for tick in ticks)
 
 
-def _idea_lists(lines: list[str], offset: int, reader: _Reader) -> tuple[tuple[Paradigm, ...], tuple[TriedParadigm, ...]]:
+def _idea_lists(
+    lines: list[str], offset: int, reader: _Reader
+) -> tuple[tuple[Paradigm, ...], tuple[TriedParadigm, ...]]:
     """Returns the active ideas (numbered items with their details) and the tried ideas (bullets)."""
     ideas: list[Paradigm] = []
     tried: list[TriedParadigm] = []

@@ -322,7 +322,8 @@ def _seed(state: AdaEvolveState, child: Candidate, f: float, population: Populat
     population = pop.add_candidate(population, child)
     state = _admitted(state, 0, f, child.id, config)
     for k in range(1, len(state.islands)):
-        population = pop.add_candidate(population, _copy(child, k, population.next_id, "seed", child.gen, "Copied from"))
+        copy = _copy(child, k, population.next_id, "seed", child.gen, "Copied from")
+        population = pop.add_candidate(population, copy)
         state = external_update(state, k, f, config)
     return _step(state, population, config)
 
@@ -342,7 +343,8 @@ def _copy(source: Candidate, island: int, new_id: int, mode: str, gen: int, labe
 
 
 def _replaced(population: Population, candidate: Candidate) -> Population:
-    return replace(population, candidates=tuple(candidate if c.id == candidate.id else c for c in population.candidates))
+    candidates = tuple(candidate if c.id == candidate.id else c for c in population.candidates)
+    return replace(population, candidates=candidates)
 
 
 def _step(state: AdaEvolveState, population: Population, config: AdaEvolveConfig) -> Step:
@@ -466,4 +468,3 @@ def _migrant(state: AdaEvolveState, population: Population, source: Candidate, f
         population = _replaced(population, with_archive_status(verdict.evicted, f"evicted@{t}"))
     population = pop.add_candidate(population, _copy(source, dst, population.next_id, "migration", t, "Migrated from"))
     return external_update(state, dst, f, config), population
-

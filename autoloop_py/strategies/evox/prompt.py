@@ -259,5 +259,3 @@ def meta_summary(reply: str) -> str:
         return found.group(1)[:200]
     prose = next((line.strip() for line in reply.splitlines() if line.strip() and not line.startswith("```")), "")
     return " ".join(prose.split())[:200]
-
-

@@ -44,7 +44,8 @@ def function_source(code: str, name: str) -> str | None:
     if node is None:
         return None
     lines = _lines(code)
-    text = "".join(lines[_first_line(node) - 1 : node.end_lineno])
+    first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+    text = "".join(lines[first - 1 : node.end_lineno])
     return textwrap.dedent(text if text.endswith("\n") else text + "\n")
 
 
@@ -78,7 +79,8 @@ def renamed(function: str, name: str, new_name: str, docstring: str | None = Non
     node = _only_function(function, name)
     edits = [_name_edit(function, node, new_name), *_call_edits(node, name, new_name)]
     if docstring is not None:
-        edits.append(_docstring_edit(function, node, _literal(docstring)))
+        literal = '"""' + docstring.replace("\\", "\\\\").replace('"""', '\\"\\"\\"') + '"""'
+        edits.append(_docstring_edit(function, node, literal))
     return _splice(function, edits)
 
 
@@ -129,20 +131,12 @@ def _only_function(text: str, name: str | None) -> FunctionNode:
     return node
 
 
-def _first_line(node: FunctionNode) -> int:
-    return min([node.lineno, *(d.lineno for d in node.decorator_list)])
-
-
 def _is_docstring(statement: ast.stmt) -> bool:
     return (
         isinstance(statement, ast.Expr)
         and isinstance(statement.value, ast.Constant)
         and isinstance(statement.value.value, str)
     )
-
-
-def _literal(docstring: str) -> str:
-    return '"""' + docstring.replace("\\", "\\\\").replace('"""', '\\"\\"\\"') + '"""'
 
 
 def _name_edit(text: str, node: FunctionNode, new_name: str) -> _Edit:

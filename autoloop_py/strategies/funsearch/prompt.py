@@ -105,4 +105,3 @@ def _functions(decision: FunSearchDecision, name: str, current: str, program: Pr
             f"the Target has no function `{name}`; define it or set `function_to_evolve` in the playbook", program.path
         )
     return [source], True
-

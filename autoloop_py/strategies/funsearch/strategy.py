@@ -71,6 +71,7 @@ logger = logging.getLogger(__name__)
 
 SAMPLE, SEED = "sample", "seed"
 DISPOSITIONS = ("stored", "duplicate", "failed", "version-mismatch")
+_COUNTERS = {"duplicate": "duplicates", "failed": "execution_failed", "version-mismatch": "version_mismatch"}
 MIN_PROBABILITY = 1e-6  # Fork: only clusters above this are offered
 MIN_TEMPERATURE = 1e-6  # Fork: below this the cluster choice turns uniform
 SHRINK = 0.9  # Fork: T shrinks by this factor until some cluster is offered
@@ -402,7 +403,8 @@ def record(
     state = replace(state, rng_draws=state.rng_draws + len(decision.uniforms))
     if outcome.disposition != "stored":
         logger.info("funsearch: candidate %d %s: %s", candidate.id, outcome.disposition, outcome.reason)
-        return _counted(state, outcome.disposition)
+        name = _COUNTERS[outcome.disposition]
+        return replace(state, **{name: getattr(state, name) + 1})
     assert outcome.signature is not None and outcome.score is not None
     member = Member(candidate.id, outcome.length, outcome.output_hash)
     targets = seeded(state, config).islands if decision.mode == SEED else state.islands
@@ -416,12 +418,6 @@ def record(
     if state.registrations_since_reset >= config.reset_every_registrations and len(state.islands) >= 2:
         state = reset_islands(state, config, draws, candidate.gen)
     return replace(state, rng_draws=state.rng_draws + len(draws.draws))
-
-
-def _counted(state: FunSearchState, disposition: str) -> FunSearchState:
-    counter = {"duplicate": "duplicates", "failed": "execution_failed", "version-mismatch": "version_mismatch"}
-    name = counter[disposition]
-    return replace(state, **{name: getattr(state, name) + 1})
 
 
 # ---------------------------------------------------------------- the Population entry
