@@ -18,6 +18,7 @@ is not dumpable, and it lacks the runner's GitHub and Actions tokens, which no m
 
 from __future__ import annotations
 
+import abc
 import ctypes
 import dataclasses
 import fnmatch
@@ -59,11 +60,12 @@ _ERRORS: dict[str, type[AutoloopError]] = {
 }
 
 
-class _WorkerCalls:
+class _WorkerCalls(abc.ABC):
     """The ModelCalls of a worker's end: each call is a request whose answer `_submit`'s call waits for."""
 
+    @abc.abstractmethod
     def _submit(self, request: dict[str, Any]) -> Callable[[], dict[str, Any]]:
-        raise NotImplementedError
+        """Sends a request; returns the call that waits for its answer (each end sends its own way)."""
 
     def completion(self, kwargs: dict[str, Any], limits: CallLimits) -> Reply:
         """Returns the reply to one request (litellm's arguments), made by the worker within the limits."""
