@@ -36,8 +36,8 @@ import threading
 import time
 from typing import IO, TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from autoloop_py.errors import AutoloopError, ConfigurationError
-from autoloop_py.proposers.llm_call import CallLimits, ModelCallError, error_line
+from autoloop_py.errors import AutoloopError, ConfigurationError, error_line
+from autoloop_py.proposers.llm_call import CallLimits, ModelCallError
 from autoloop_py.proposers.model_calls import ModelCheck, Reply, Vectors, call, check_model, embed
 from autoloop_py.proposers.model_calls import import_litellm
 from autoloop_py.sandbox.runner import make_non_dumpable
