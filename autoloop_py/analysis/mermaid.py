@@ -7,6 +7,7 @@ buckets and a long lineage keeps its root and newest ancestors.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -135,10 +136,10 @@ def charts_markdown(nodes: Sequence[RunNode], direction: str, metric_name: str) 
 
 
 def program_charts(memory: MemoryStore, program: Program) -> str:
-    """Returns the charts of a program's trace on the memory branch ('' before anything was evaluated)."""
-    metric = program.metric
-    paths = memory.list(trace.trace_dir(program.name) + "/rows/")
-    run = trace.memory_trace(memory.read, paths, program.name, metric, program.direction)
+    """Returns the charts of a program's trace at the memory branch's tip ('' before anything was evaluated)."""
+    metric, at = program.metric, memory.tip()
+    paths = memory.list(trace.trace_dir(program.name) + "/rows/", at)
+    run = trace.memory_trace(functools.partial(memory.read, at=at), paths, program.name, metric, program.direction)
     return charts_markdown(run_nodes(run), program.direction, metric or "metric")
 
 

@@ -123,9 +123,9 @@ def _without_clashes(programs: list[Program], problems: list[ProgramError]) -> t
     return kept, problems + errors
 
 
-def read_state(memory: Memory, program: Program) -> statefile.StateFile | None:
-    """Returns the program's parsed state file (None when it has none yet); a Last Run it cannot add to raises."""
-    text = memory.read(state_path(program))
+def read_state(memory: Memory, program: Program, at: str | None = None) -> statefile.StateFile | None:
+    """Returns the program's parsed state file at commit `at` (None: none yet); a Last Run it cannot add to raises."""
+    text = memory.read(state_path(program), at)
     found = parse_or_new(text, program, state_path(program)) if text else None
     schedule.next_due(program, found.machine if found else None)
     return found
@@ -157,7 +157,7 @@ def readable_states(
 
     One damaged state file must not stop every other program; the forced program's error is raised.
     """
-    states, damaged = states_and_damage(root, programs, session)
+    states, damaged, _ = states_and_damage(root, programs, session)
     for name, err in damaged.items():
         if name == forced:
             raise err
@@ -167,8 +167,9 @@ def readable_states(
 
 def states_and_damage(
     root: Path, programs: list[Program], session: GitSession | None = None
-) -> tuple[dict[str, statefile.StateFile | None], dict[str, StateError]]:
-    """Returns (the readable programs' states, the error of each program whose state file cannot be read)."""
+) -> tuple[dict[str, statefile.StateFile | None], dict[str, StateError], str | None]:
+    """Returns (the readable programs' states, the error of each program whose state file cannot be read, the memory
+    commit all were read at: a run recording meanwhile moves the branch between two programs' reads)."""
     session = session if session is not None else GitSession(root)
     memory = open_memory(root, session=session)
     if isinstance(memory, MemoryStore):
@@ -177,12 +178,13 @@ def states_and_damage(
         memory.sync()
     states: dict[str, statefile.StateFile | None] = {}
     damaged: dict[str, StateError] = {}
+    at = memory.tip()
     for program in programs:
         try:
-            states[program.name] = read_state(memory, program)
+            states[program.name] = read_state(memory, program, at)
         except StateError as err:
             damaged[program.name] = err
-    return states, damaged
+    return states, damaged, at
 
 
 def machines(states: dict[str, statefile.StateFile | None]) -> dict[str, Any]:

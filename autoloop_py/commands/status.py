@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 from datetime import datetime, timezone
 from pathlib import Path
@@ -57,10 +58,12 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
     programs, problems = check_all(root)
     if args.mermaid:
         return _print_mermaid(root, programs, args.program, console)
-    states, damaged = states_and_damage(root, programs)
+    # Every figure comes from one commit of the memory branch, which a run recording meanwhile moves.
+    states, damaged, at = states_and_damage(root, programs)
+    memory = MemoryStore(root)
     now = datetime.now(timezone.utc)
     listed = [find_program(programs, args.program)] if args.program else programs
-    stopped = _blocked(root, listed, states)
+    stopped = _blocked(memory, at, listed, states)
     rows = []
     for program in listed:
         playbook = find_playbook(program, root)
@@ -87,17 +90,16 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
         # Whole here: the overview cuts the status (a pause reason quotes an error) to one line.
         console.print(f"\n[bold]Status[/]: {shown(_status(program, machine, now))}")
         _details(states.get(args.program), console)
-        _stale(root, program, states.get(args.program), console)
+        _stale(memory, at, program, states.get(args.program), console)
     return 1 if args.program in damaged else 0
 
 
 def _blocked(
-    root: Path, programs: list[Program], states: dict[str, statefile.StateFile | None]
+    memory: MemoryStore, at: str | None, programs: list[Program], states: dict[str, statefile.StateFile | None]
 ) -> dict[str, tuple[str, StateError]]:
-    """Returns, per program whose state file lost the runner's records, what it lost and how to restore it."""
-    memory = MemoryStore(root)
+    """Returns, per program whose state file (read at `at`) lost the runner's records, what it lost, how to fix it."""
     return {p.name: stop for p in programs if (state := states.get(p.name)) is not None
-            and (stop := integrity.blocked(memory, state_path(p), p.name, state)) is not None}
+            and (stop := integrity.blocked(memory, state_path(p), p.name, state, at)) is not None}
 
 
 def _print_mermaid(root: Path, programs: list[Program], name: str | None, console: Console) -> int:
@@ -254,17 +256,20 @@ def _prompts_summary(state: statefile.StateFile, console: Console) -> None:
     console.print(table)
 
 
-def _stale(root: Path, program: Program, state: statefile.StateFile | None, console: Console) -> None:
+def _stale(
+    memory: MemoryStore, at: str | None, program: Program, state: statefile.StateFile | None, console: Console
+) -> None:
     """Prints the Population entries whose code conflicts with a later change of the Target on the default branch."""
     if state is None or state.section_text(statefile.POPULATION) is None:
         return
+    root = memory.repo_root
     try:
         primary = primary_target(program, root)
     except ProgramError:
         return
-    memory = MemoryStore(root)
+    read = functools.partial(memory.read, at=at)
     rebased = stale_parents.rebase_at(
-        root, program.name, primary, stale_parents.default_tip(root), memory.read, population_of(state, memory.read)
+        root, program.name, primary, stale_parents.default_tip(root), read, population_of(state, read)
     )
     if rebased.stale:
         ids = ", ".join(f"#{i}" for i in rebased.stale)

@@ -199,14 +199,14 @@ class MemoryStore:
             self.session.landed(self.config.remote, self.config.branch, local)
         return pushed.ok
 
-    def read(self, path: str) -> str | None:
-        """Returns the text of `path` at the branch tip, or as a record left to commit wrote it (None if absent)."""
+    def read(self, path: str, at: str | None = None) -> str | None:
+        """Returns the text of `path` at the branch tip (or commit `at`), or as a record left to commit wrote it."""
         check_path(path)
-        return self.read_many([path])[path]
+        return self.read_many([path], at)[path]
 
-    def read_many(self, paths: builtins.list[str]) -> dict[str, str | None]:
-        """Returns each path's text at one branch tip, or as a record left to commit wrote it (None when absent)."""
-        tip, unwritten = self.tip(), self.unwritten()
+    def read_many(self, paths: builtins.list[str], at: str | None = None) -> dict[str, str | None]:
+        """Returns each path's text at one branch tip (or commit `at`), or as a record left to commit wrote it."""
+        tip, unwritten = at or self.tip(), self.unwritten()
         return {path: _text(unwritten[path]) if path in unwritten else self._read_at(tip, path) for path in paths}
 
     def unwritten(self) -> Mapping[str, str | bytes]:
@@ -268,9 +268,9 @@ class MemoryStore:
             return None
         return MemoryCommit(commit.sha, commit.author, commit.date, commit.message)
 
-    def list(self, prefix: str = "") -> builtins.list[str]:
-        """Returns the sorted paths of files at the branch tip that start with `prefix`, a waiting record's too."""
-        tip = self.tip()
+    def list(self, prefix: str = "", at: str | None = None) -> builtins.list[str]:
+        """Returns the sorted paths at the tip (or commit `at`) starting with `prefix`, a waiting record's too."""
+        tip = at or self.tip()
         paths = set() if tip is None else set(tree_paths(self._repo, tip, prefix))
         return sorted(paths.union(path for path in self.unwritten() if path.startswith(prefix)))
 

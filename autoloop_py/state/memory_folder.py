@@ -59,8 +59,8 @@ class FolderMemory:
         """Returns False: nothing to push from here."""
         return False
 
-    def read(self, path: str) -> str | None:
-        """Returns the text of `path` in the folder (None when absent)."""
+    def read(self, path: str, at: str | None = None) -> str | None:
+        """Returns the text of `path` in the folder (None when absent); a folder has one version, whatever `at`."""
         check_path(path)
         file = self.folder / path
         if not file.is_file():
