@@ -1,0 +1,181 @@
+"""The channels by which a candidate could reach the metric its scorer reports, attacked through the real evaluation
+path (`evaluate_copy`, as an iteration runs it, in bubblewrap).
+
+The scorer (`code/evaluate.py`) calls the candidate's `solve()` through autoloop_py.candidate and reports
+`{"score": <what solve returned>}` to $AUTOLOOP_RESULT; it imports its helper only afterwards. Each hostile
+candidate returns 0.5 and tries to make the recorded metric 1e9 another way: a module or an evaluator it plants
+for the next repeat, a link, fifo or read-only file at the report's path, its ancestors through ptrace or /proc.
+The recorded metric stays the scorer's (or the run is an error saying why), and the runner's tree is unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from autoloop_py.loop.evaluation import checks
+from autoloop_py.loop.evaluation.evaluate import EvaluationResult
+from autoloop_py.loop.evaluation.fresh_copies import evaluate_copy
+from autoloop_py.program.model import load_program
+from autoloop_py.sandbox.run import isolation_for
+
+FORGED = 1e9
+SCORER = """\
+import json, os
+from autoloop_py.candidate import CandidateError, call
+try:
+    report = {"score": float(call("code/solution.py", "solve", timeout=20))}
+except CandidateError as err:
+    report = {"error": str(err)}
+import helper  # imported late: within one run, the candidate shares the tree with it
+report["check"] = helper.check()
+with open(os.environ["AUTOLOOP_RESULT"], "w") as handle:
+    json.dump(report, handle)
+"""
+HELPER = "def check():\n    return 'ok'\n"
+# A json module that is the real one but for dump, which writes the forged report.
+SHADOW_JSON = """\
+import sys
+here = sys.path.pop(0)
+me = sys.modules.pop("json")
+import json as real
+sys.path.insert(0, here)
+sys.modules["json"] = me
+globals().update({k: v for k, v in vars(real).items() if not k.startswith("__")})
+def dump(obj, handle, **kw):
+    handle.write('{"score": 1e9}')
+"""
+# An evaluator that reports 1e9 and puts the real one back, so that the tree looks untouched after it.
+SELF_RESTORING = """\
+import pathlib
+scorer = pathlib.Path(__file__).with_name("evaluate.py")
+real = scorer.read_text()
+scorer.write_text("import os, pathlib\\n"
+                  f"pathlib.Path(__file__).write_text({real!r})\\n"
+                  "open(os.environ['AUTOLOOP_RESULT'], 'w').write('{\\"score\\": 1e9}')\\n")
+"""
+NEXT_RUN = {
+    "shadow-json": f"import pathlib\npathlib.Path(__file__).with_name('json.py').write_text({SHADOW_JSON!r})\n",
+    "self-restoring-evaluator": SELF_RESTORING,
+}
+# Plants at the report's path (found by its folder's name: the candidate has no $AUTOLOOP_RESULT) before the scorer
+# writes it, each holding the forged report: the runner reads the report without following a link or blocking.
+REPORT_PLANT = """\
+import glob, os, pathlib, stat
+FOUND = glob.glob("/tmp/autoloop-report-*/report-*/")
+forged = pathlib.Path(__file__).with_name("forged.json")
+forged.write_text('{"score": 1e9}')
+for folder in FOUND:
+    report = os.path.join(folder, "result.json")
+    if HOW == "symlink":
+        os.symlink(forged, report)
+    elif HOW == "hardlink":
+        try:
+            os.link(forged, report)
+        except OSError:  # another mount: copy it instead, then make it read-only
+            pathlib.Path(report).write_text(forged.read_text())
+    elif HOW == "fifo":
+        os.mkfifo(report)
+    else:
+        pathlib.Path(report).write_text(forged.read_text())
+        os.chmod(report, stat.S_IRUSR)
+        os.chmod(folder, stat.S_IRUSR | stat.S_IXUSR)
+
+def solve():
+    return 0.5 if FOUND else 0.25  # 0.25: the attack found no report folder, so it did not run
+"""
+# Every process the candidate can name in /proc: attach with ptrace, write its memory, read its environment, write
+# its stdout. It records what it reached and returns 0.5 (the scorer reports what solve returned).
+REACH = """\
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+REACHED, ME = [], int(os.readlink("/proc/self"))  # its pid in /proc's namespace (in its own, it may be 1)
+for pid in sorted(int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != ME):
+    for what, attempt in (
+        ("ptrace", lambda: libc.ptrace(16, pid, 0, 0) == 0),  # PTRACE_ATTACH
+        ("seize", lambda: libc.ptrace(0x4206, pid, 0, 0) == 0),  # PTRACE_SEIZE
+        ("mem", lambda: open(f"/proc/{pid}/mem", "r+b").close() is None),
+        ("environ", lambda: b"AUTOLOOP_RESULT" in open(f"/proc/{pid}/environ", "rb").read()),
+        ("stdout", lambda: open(f"/proc/{pid}/fd/1", "w").write('{"score": 1e9}\\n') > 0),
+    ):
+        try:
+            if attempt():
+                REACHED.append(f"{what} of {pid}")
+        except OSError:
+            pass
+
+def solve():
+    if REACHED:
+        raise RuntimeError("reached " + ", ".join(REACHED))
+    return 0.5
+"""
+
+
+def _evaluate(root: Path, attack: str, frontmatter: str = "", timeout: int = 60) -> EvaluationResult:
+    """Evaluates, in bubblewrap, a candidate whose module runs `attack` when loaded (solve() returns 0.5 unless the
+    attack defines it)."""
+    folder = root / ".autoloop/programs/demo"
+    (folder / "code").mkdir(parents=True)
+    solve = "" if "def solve" in attack else "def solve():\n    return 0.5\n"
+    (folder / "code/solution.py").write_text(f"{attack}\n{solve}")
+    (folder / "code/evaluate.py").write_text(SCORER)
+    (folder / "code/helper.py").write_text(HELPER)
+    (folder / "program.md").write_text(
+        f"---\nevaluation-report: file\nevaluation-timeout: {timeout}\n{frontmatter}---\n\n# Demo\n\n## Goal\n\nMore.\n\n"
+        "## Target\n\n- `code/solution.py`\n\n## Evaluation\n\n"
+        '```bash\ncd "$AUTOLOOP_PROGRAM_DIR" && python3 code/evaluate.py\n```\n\n'
+        "The metric is `score`. Higher is better.\n\n## Do NOT modify\n\n- `code/evaluate.py`\n- `code/helper.py`\n"
+    )
+    program = load_program(root, Path(".autoloop/programs/demo/program.md"))
+    before = _tree(root)
+    result = evaluate_copy(program, root, checks.protected_hashes(program, root),
+                           isolation_for("bwrap", network=False).evaluation)  # fmt: skip
+    assert _tree(root) == before  # the runner's tree: every run was in a copy of its own
+    assert FORGED not in result.runs and "1e9" not in repr(result.metrics) and "1000000000" not in repr(result)
+    return result
+
+
+def _tree(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("attack", sorted(NEXT_RUN))
+def test_a_run_cannot_poison_the_next_repeat(tmp_path: Path, bwrap: None, attack: str) -> None:
+    """Before each repeat had a copy of its own, the shadow json made runs 2 and 3 report 1e9: the median was 1e9."""
+    result = _evaluate(tmp_path, NEXT_RUN[attack], "repeats: 3\n")
+    if attack == "shadow-json":  # a new file beside the scorer: harmless in a run of its own
+        assert result.ok and result.runs == (0.5, 0.5, 0.5) and result.metric == 0.5, result
+    else:  # the evaluator changed during the run that loaded the candidate: an error naming it
+        assert not result.ok and result.runs == () and result.metric is None
+        assert result.tampered == ".autoloop/programs/demo/code/evaluate.py", result
+
+
+@pytest.mark.parametrize("how", ["symlink", "hardlink", "fifo", "read-only"])
+def test_a_plant_at_the_reports_path_never_counts(tmp_path: Path, bwrap: None, how: str) -> None:
+    # (The scorer's open() of a fifo waits for a reader that never comes: the run times out.)
+    result = _evaluate(tmp_path, REPORT_PLANT.replace("HOW", repr(how)), timeout=3 if how == "fifo" else 60)
+    if result.ok:  # the scorer's own write replaced the plant (as root, a read-only file is no obstacle)
+        assert result.metric == 0.5 and result.metrics == {"score": 0.5, "check": "ok"}, result
+    else:  # the scorer could not write its report, or wrote it through the link: no report counts
+        assert result.metric is None and result.error, result
+
+
+def test_the_candidate_reaches_no_process_outside_its_own(tmp_path: Path, bwrap: None) -> None:
+    """ptrace, /proc/<pid>/mem, environ and fd/1 of every process it can name (its scorer, the scorer's shell): none.
+
+    solve() raises naming what it reached (the scorer then reports that error), else returns 0.5."""
+    result = _evaluate(tmp_path, REACH)
+    assert result.ok and result.metric == 0.5, result.error
+
+
+@pytest.mark.xfail(strict=True, reason="open: within one run the candidate shares the tree with its scorer, so a "
+                   "module the scorer imports after calling it can be shadowed (docs/security.md)")  # fmt: skip
+def test_a_module_the_scorer_imports_after_the_call_cannot_be_shadowed(tmp_path: Path, bwrap: None) -> None:
+    shadow = "import pathlib\n(pathlib.Path(__file__).parent / 'helper').mkdir()\n" + textwrap.dedent("""\
+        (pathlib.Path(__file__).parent / "helper/__init__.py").write_text("def check():\\n    return 'shadowed'\\n")
+    """)
+    result = _evaluate(tmp_path, shadow)
+    assert result.metrics.get("check") == "ok", result.metrics
