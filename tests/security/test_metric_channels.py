@@ -11,7 +11,6 @@ The recorded metric stays the scorer's (or the run is an error saying why), and 
 from __future__ import annotations
 
 import hashlib
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -34,6 +33,16 @@ import helper  # imported late: within one run, the candidate shares the tree wi
 report["check"] = helper.check()
 with open(os.environ["AUTOLOOP_RESULT"], "w") as handle:
     json.dump(report, handle)
+"""
+# An upstream-style scorer that loads the candidate into its own process (it keeps the sandbox's guarantees, not
+# the split's): its candidate can write the tree, so only a fresh copy per run keeps one run from the next.
+IN_PROCESS = """\
+import importlib.util, json, os
+spec = importlib.util.spec_from_file_location("solution", "code/solution.py")
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+with open(os.environ["AUTOLOOP_RESULT"], "w") as handle:
+    json.dump({"score": float(module.solve())}, handle)
 """
 HELPER = "def check():\n    return 'ok'\n"
 # A json module that is the real one but for dump, which writes the forged report.
@@ -114,14 +123,16 @@ def solve():
 """
 
 
-def _evaluate(root: Path, attack: str, frontmatter: str = "", timeout: int = 60) -> EvaluationResult:
+def _evaluate(
+    root: Path, attack: str, frontmatter: str = "", timeout: int = 60, scorer: str = SCORER
+) -> EvaluationResult:
     """Evaluates, in bubblewrap, a candidate whose module runs `attack` when loaded (solve() returns 0.5 unless the
     attack defines it)."""
     folder = root / ".autoloop/programs/demo"
     (folder / "code").mkdir(parents=True)
     solve = "" if "def solve" in attack else "def solve():\n    return 0.5\n"
     (folder / "code/solution.py").write_text(f"{attack}\n{solve}")
-    (folder / "code/evaluate.py").write_text(SCORER)
+    (folder / "code/evaluate.py").write_text(scorer)
     (folder / "code/helper.py").write_text(HELPER)
     (folder / "program.md").write_text(
         f"---\nevaluation-report: file\nevaluation-timeout: {timeout}\n{frontmatter}---\n\n# Demo\n\n## Goal\n\nMore.\n\n"
@@ -144,8 +155,11 @@ def _tree(root: Path) -> dict[str, str]:
 
 @pytest.mark.parametrize("attack", sorted(NEXT_RUN))
 def test_a_run_cannot_poison_the_next_repeat(tmp_path: Path, bwrap: None, attack: str) -> None:
-    """Before each repeat had a copy of its own, the shadow json made runs 2 and 3 report 1e9: the median was 1e9."""
-    result = _evaluate(tmp_path, NEXT_RUN[attack], "repeats: 3\n")
+    """Before each repeat had a copy of its own, the shadow json made runs 2 and 3 report 1e9: the median was 1e9.
+
+    (Its scorer loads the candidate in-process: a candidate called through autoloop_py.candidate cannot write the
+    tree at all, see below.)"""
+    result = _evaluate(tmp_path, NEXT_RUN[attack], "repeats: 3\n", scorer=IN_PROCESS)
     if attack == "shadow-json":  # a new file beside the scorer: harmless in a run of its own
         assert result.ok and result.runs == (0.5, 0.5, 0.5) and result.metric == 0.5, result
     else:  # the evaluator changed during the run that loaded the candidate: an error naming it
@@ -171,11 +185,36 @@ def test_the_candidate_reaches_no_process_outside_its_own(tmp_path: Path, bwrap:
     assert result.ok and result.metric == 0.5, result.error
 
 
-@pytest.mark.xfail(strict=True, reason="open: within one run the candidate shares the tree with its scorer, so a "
-                   "module the scorer imports after calling it can be shadowed (docs/security.md)")  # fmt: skip
-def test_a_module_the_scorer_imports_after_the_call_cannot_be_shadowed(tmp_path: Path, bwrap: None) -> None:
-    shadow = "import pathlib\n(pathlib.Path(__file__).parent / 'helper').mkdir()\n" + textwrap.dedent("""\
-        (pathlib.Path(__file__).parent / "helper/__init__.py").write_text("def check():\\n    return 'shadowed'\\n")
-    """)
-    result = _evaluate(tmp_path, shadow)
-    assert result.metrics.get("check") == "ok", result.metrics
+WRITE_ANYWHERE = """\
+import glob, os, pathlib, site, tempfile
+here = pathlib.Path(__file__).parent
+WROTE, REFUSED = [], []
+targets = {
+    "a package shadowing the scorer's helper": here / "helper/__init__.py",
+    "usercustomize in $HOME": pathlib.Path(site.getusersitepackages()) / "usercustomize.py",
+    "a .pth in $HOME": pathlib.Path(site.getusersitepackages()) / "planted.pth",
+    "a file in the report's folder": pathlib.Path((glob.glob("/tmp/autoloop-report-*/report-*/") or ["/nowhere"])[0])
+    / "result.json",
+}
+for what, path in targets.items():
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("def check():\\n    return 'shadowed'\\n" if what.startswith("a package") else "import os\\n")
+        WROTE.append(what)
+    except OSError as err:
+        REFUSED.append(err.strerror)
+with tempfile.NamedTemporaryFile(mode="w") as scratch:  # its own scratch stays writable
+    scratch.write("fine")
+
+def solve():
+    if WROTE:
+        raise RuntimeError("wrote " + ", ".join(WROTE))
+    return 0.5 if REFUSED.count("Read-only file system") == 4 else REFUSED
+"""
+
+
+def test_the_candidate_can_write_neither_its_tree_nor_home_nor_the_report_folder(tmp_path: Path, bwrap: None) -> None:
+    """A module the scorer imports after the call, a usercustomize or .pth a later Python of the run would load, a
+    report: all refused (read-only in the candidate's mount namespace); its temp directory stays writable."""
+    result = _evaluate(tmp_path, WRITE_ANYWHERE)
+    assert result.ok and result.metric == 0.5 and result.metrics.get("check") == "ok", result
