@@ -3,9 +3,11 @@ path (`evaluate_copy`, as an iteration runs it, in bubblewrap).
 
 The scorer (`code/evaluate.py`) calls the candidate's `solve()` through autoloop_py.candidate and reports
 `{"score": <what solve returned>}` to $AUTOLOOP_RESULT; it imports its helper only afterwards. Each hostile
-candidate returns 0.5 and tries to make the recorded metric 1e9 another way: a module or an evaluator it plants
-for the next repeat, a link, fifo or read-only file at the report's path, its ancestors through ptrace or /proc.
-The recorded metric stays the scorer's (or the run is an error saying why), and the runner's tree is unchanged.
+candidate returns 0.5 and tries to make the recorded metric 1e9 another way: files it writes for the scorer's later
+imports or Pythons, its ancestors through ptrace or /proc. Where a file is the runner's to guard (the next repeat or
+stage, the held-out run, the report's path), the scorer loads the candidate in its own process (as upstream's do),
+so that the candidate can write what it likes. The recorded metric stays the scorer's (or the run is an error
+saying why), and the runner's tree is unchanged.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from autoloop_py.loop.evaluation import checks
+from autoloop_py.loop.evaluation import holdout as held_out
 from autoloop_py.loop.evaluation.evaluate import EvaluationResult
 from autoloop_py.loop.evaluation.fresh_copies import evaluate_copy
 from autoloop_py.program.model import load_program
@@ -129,7 +132,7 @@ def _evaluate(
     """Evaluates, in bubblewrap, a candidate whose module runs `attack` when loaded (solve() returns 0.5 unless the
     attack defines it)."""
     folder = root / ".autoloop/programs/demo"
-    (folder / "code").mkdir(parents=True)
+    (folder / "code").mkdir(parents=True, exist_ok=True)
     solve = "" if "def solve" in attack else "def solve():\n    return 0.5\n"
     (folder / "code/solution.py").write_text(f"{attack}\n{solve}")
     (folder / "code/evaluate.py").write_text(scorer)
@@ -170,9 +173,10 @@ def test_a_run_cannot_poison_the_next_repeat(tmp_path: Path, bwrap: None, attack
 @pytest.mark.parametrize("how", ["symlink", "hardlink", "fifo", "read-only"])
 def test_a_plant_at_the_reports_path_never_counts(tmp_path: Path, bwrap: None, how: str) -> None:
     # (The scorer's open() of a fifo waits for a reader that never comes: the run times out.)
-    result = _evaluate(tmp_path, REPORT_PLANT.replace("HOW", repr(how)), timeout=3 if how == "fifo" else 60)
+    plant = REPORT_PLANT.replace("HOW", repr(how))
+    result = _evaluate(tmp_path, plant, timeout=3 if how == "fifo" else 60, scorer=IN_PROCESS)
     if result.ok:  # the scorer's own write replaced the plant (as root, a read-only file is no obstacle)
-        assert result.metric == 0.5 and result.metrics == {"score": 0.5, "check": "ok"}, result
+        assert result.metric == 0.5 and result.metrics == {"score": 0.5}, result
     else:  # the scorer could not write its report, or wrote it through the link: no report counts
         assert result.metric is None and result.error, result
 
@@ -218,3 +222,34 @@ def test_the_candidate_can_write_neither_its_tree_nor_home_nor_the_report_folder
     report: all refused (read-only in the candidate's mount namespace); its temp directory stays writable."""
     result = _evaluate(tmp_path, WRITE_ANYWHERE)
     assert result.ok and result.metric == 0.5 and result.metrics.get("check") == "ok", result
+
+
+# At stage 1, an in-process candidate plants what a later Python would run: a usercustomize in $HOME that forges the
+# report at exit, a sitecustomize and a module in /tmp, on PYTHONPATH if stage 2 inherited stage 1's environment.
+LATER_PYTHON = """\
+import os, pathlib, site
+FORGE = "import atexit, os\\natexit.register(lambda: open(os.environ['AUTOLOOP_RESULT'], 'w').write('{\\"score\\": 1e9}'))\\n"
+if os.environ["AUTOLOOP_STAGE"] == "1":
+    user = pathlib.Path(site.getusersitepackages())
+    user.mkdir(parents=True, exist_ok=True)
+    (user / "usercustomize.py").write_text(FORGE)
+    pathlib.Path("/tmp/sitecustomize.py").write_text(FORGE)
+    os.environ["PYTHONPATH"] = "/tmp"
+    os.environ["PYTHONSTARTUP"] = "/tmp/sitecustomize.py"
+"""
+
+
+def test_nothing_a_stage_plants_for_a_later_python_reaches_the_next_stage(tmp_path: Path, bwrap: None) -> None:
+    stages = "evaluation-stages:\n  - name: validity\n  - name: score\n"
+    result = _evaluate(tmp_path, LATER_PYTHON, stages, scorer=IN_PROCESS)
+    assert result.ok and result.metric == 0.5 and [passed for _, _, passed in result.stages] == [True, True], result
+
+
+def test_nothing_the_search_evaluation_plants_reaches_the_held_out_one(tmp_path: Path, bwrap: None) -> None:
+    holdout = "evaluation-holdout: 'cd \"$AUTOLOOP_PROGRAM_DIR\" && python3 code/holdout.py'\n"
+    (tmp_path / ".autoloop/programs/demo/code").mkdir(parents=True)
+    (tmp_path / ".autoloop/programs/demo/code/holdout.py").write_text(IN_PROCESS)
+    searched = _evaluate(tmp_path, NEXT_RUN["shadow-json"], holdout, scorer=IN_PROCESS)
+    assert searched.ok and searched.metric == 0.5, searched
+    program = load_program(tmp_path, Path(".autoloop/programs/demo/program.md"))
+    assert held_out.measure(program, tmp_path, isolation_for("bwrap", network=False).evaluation) == (0.5, "")
