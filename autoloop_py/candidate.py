@@ -26,6 +26,7 @@ import selectors
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -41,6 +42,11 @@ TAIL_BYTES = 4096  # of the child's stderr, quoted in a CandidateError
 MESSAGE_CHARS = 2000  # of the candidate's own exception message
 _CLONE_NEWUSER = 0x10000000
 _CLONE_NEWPID = 0x20000000
+_CLONE_NEWNS = 0x00020000
+_MS_RDONLY, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 32, 4096, 16384, 1 << 18
+# Flags a remount must repeat (the kernel refuses to clear them in a user namespace): statvfs's, as mount's.
+_KEPT_FLAGS = ((os.ST_NOSUID, 2), (os.ST_NODEV, 4), (os.ST_NOEXEC, 8), (os.ST_NOATIME, 1024),
+               (os.ST_NODIRATIME, 2048), (os.ST_RELATIME, 1 << 21)) if sys.platform.startswith("linux") else ()
 _PR_SET_PDEATHSIG = 1
 _PR_SET_DUMPABLE = 4
 _PR_CAPBSET_DROP = 24
@@ -108,7 +114,8 @@ class Session:
         timeout: float = 60.0, env: Mapping[str, str] | None = None, cwd: str | os.PathLike[str] | None = None,
     ) -> None:
         source = Path(path).resolve()
-        header = {"path": str(source), "function": function, "kwargs": dict(kwargs or {})}
+        header = {"path": str(source), "function": function, "kwargs": dict(kwargs or {}),
+                  "read_only": scorer_paths(os.environ)}
         self._header = json.dumps(header).encode() + b"\n"  # sent with the first call
         self._what = f"{source.name}: {function}()"
         self._timeout, self._env, self._cwd = timeout, child_environment(os.environ, env), cwd
@@ -242,6 +249,17 @@ def _readable(fd: int) -> bool:
         return bool(selector.select(0))
 
 
+def scorer_paths(environ: Mapping[str, str]) -> list[str]:
+    """Returns what the candidate sees read-only in an evaluation: its tree, the report's folder and $HOME, where a
+    file it planted could change the scorer's later imports, reads or Python processes ([] run by hand)."""
+    if "AUTOLOOP_REPO_ROOT" not in environ:
+        return []
+    paths = [environ["AUTOLOOP_REPO_ROOT"], os.path.dirname(environ.get("AUTOLOOP_RESULT", "")), environ.get("HOME")]
+    scratch = os.path.realpath(tempfile.gettempdir())
+    real = [os.path.realpath(path) for path in paths if path and os.path.isdir(path)]
+    return [path for path in real if path != "/" and not (scratch + "/").startswith(path + "/")]
+
+
 def child_environment(environ: Mapping[str, str], extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """Returns the child's environment: the allow-listed variables of environ (never AUTOLOOP_*), then extra."""
     kept = {
@@ -349,7 +367,7 @@ def _serve(request_fd: int, reply_fd: int) -> None:
     JSON reply line each, until the scorer closes the pipe; never returns."""
     requests = os.fdopen(request_fd, "rb")
     request = json.loads(requests.readline())
-    _own_pid_namespace()
+    _own_pid_namespace(request.get("read_only", []))
     _drop_capabilities()
     path = Path(request["path"])
     sys.path[0] = str(path.parent)  # as `python3 path` would: the candidate's siblings import
@@ -412,15 +430,21 @@ def _drop_capabilities() -> None:
     libc.capset(header, (ctypes.c_uint32 * 6)())
 
 
-def _own_pid_namespace() -> None:
+def _own_pid_namespace(read_only: list[str]) -> None:
     """Moves the candidate into a PID namespace of its own where the kernel allows one (else nothing changes).
 
     There the scorer has no pid the candidate could signal, and when the candidate (its init) ends, the kernel
     kills all it started. This process stays outside, runs nothing of the candidate, and exits with its status.
+    The namespace's view of the read_only paths is read-only: the candidate can write none of them, nor undo that.
     """
     libc = _libc()
-    if libc is None or libc.unshare(_CLONE_NEWUSER | _CLONE_NEWPID) != 0:
+    if libc is None or libc.unshare(_CLONE_NEWUSER | _CLONE_NEWPID | _CLONE_NEWNS) != 0:
         return
+    libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None)
+    for path in read_only:
+        kept = sum(flag for st_flag, flag in _KEPT_FLAGS if os.statvfs(path).f_flag & st_flag)
+        if libc.mount(path.encode(), path.encode(), None, _MS_BIND | _MS_REC, None) == 0:
+            libc.mount(None, path.encode(), None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | kept, None)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # this process too dies with the scorer
     pid = os.fork()
     if pid == 0:

@@ -11,13 +11,14 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Sequence
 
 import pytest
 
-from autoloop_py.candidate import child_environment
+from autoloop_py.candidate import child_environment, scorer_paths
 from autoloop_py.sandbox.run import bwrap_status
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -247,3 +248,13 @@ def test_without_a_user_namespace_the_tree_still_dies_and_the_scorer_stays_unrea
             "--proc", "/proc", "--dev", "/dev", "--bind", str(tmp_path), str(tmp_path)]  # fmt: skip
     reached = _assert_tree_killed_and_scorer_unreachable(tmp_path, wrap)
     assert reached["pid"] != 1  # no PID namespace of its own here
+
+
+def test_an_evaluations_tree_report_folder_and_home_are_read_only_to_the_candidate(tmp_path: Path) -> None:
+    """The paths the child remounts read-only: none when run by hand; never the temp directory or what holds it."""
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "report").mkdir()
+    assert scorer_paths({"HOME": str(tmp_path)}) == []
+    environ = {"AUTOLOOP_REPO_ROOT": str(tmp_path / "repo"), "AUTOLOOP_RESULT": str(tmp_path / "report/result.json"),
+               "HOME": tempfile.gettempdir()}  # fmt: skip
+    assert scorer_paths(environ) == [str((tmp_path / "repo").resolve()), str((tmp_path / "report").resolve())]

@@ -126,21 +126,41 @@ def evaluate(
             return replace(setup, workdir=tree, env=_environment(program, tree, environ))
 
         if not stages:
-            return place(lambda tree: _runs(in_tree(tree), command, count, started), "")
+            return _repeated(lambda: place(lambda tree: _run(in_tree(tree), command, started), ""), count, started)
 
         def stage(own: str, runs: int, number: int, need_metric: bool) -> EvaluationResult:
             def run(tree: Path) -> EvaluationResult:
                 staged = replace(in_tree(tree), stage=stages[number - 1])
                 staged = replace(staged, env={**staged.env, STAGE_ENV: str(number)})
-                return _runs(staged, own or command, runs, time.monotonic(), need_metric)
+                return _run(staged, own or command, time.monotonic(), need_metric)
 
-            return place(run, label(stages[number - 1], number, len(stages)))
+            began = time.monotonic()
+            return _repeated(lambda: place(run, label(stages[number - 1], number, len(stages))), runs, began)
 
         return run_cascade(program, stage, count, started)
 
 
-def _runs(setup: _Setup, command: str, count: int, started: float, need_metric: bool = True) -> EvaluationResult:
-    """Runs the command count times; returns the median, or the first run's failure or rejection.
+def _repeated(once: Callable[[], EvaluationResult], count: int, started: float) -> EvaluationResult:
+    """Runs once() count times (each run in a tree of its own: nothing one run leaves reaches the next); returns the
+    median, or the first run's failure or rejection."""
+    runs: list[float] = []
+    printed: list[Mapping[str, Any]] = []
+    for _ in range(count):
+        result = once()
+        if not result.ok or (result.metric is None and result.rejection):
+            return replace(result, runs=tuple(runs), duration=time.monotonic() - started)
+        printed.append(result.metrics)
+        if result.metric is not None:
+            runs.append(result.metric)
+        if result.rejection:  # the evaluator judged the candidate invalid: running it again changes nothing
+            break
+    metric = statistics.median(runs) if runs else None
+    return replace(result, metric=metric, runs=tuple(runs), metrics=median_metrics(printed),
+                   duration=time.monotonic() - started)  # fmt: skip
+
+
+def _run(setup: _Setup, command: str, started: float, need_metric: bool = True) -> EvaluationResult:
+    """Runs the command once; returns its metric, or its failure or rejection.
 
     need_metric False (a pass/fail stage): no report, or one without the metric and without an `error`, passes.
     """
@@ -148,43 +168,31 @@ def _runs(setup: _Setup, command: str, count: int, started: float, need_metric: 
         setup.program, setup.workdir, setup.sandbox, setup.mask, setup.limit, setup.channel
     )
     assert program.evaluation is not None
-    runs: list[float] = []
-    printed: list[Mapping[str, Any]] = []
-    result: CommandResult | None = None
-    report = Report(None)
-    for index in range(count):
-        # A fresh folder for each run's report: nothing an earlier run (or stage) left there is read.
-        report_file = Path(tempfile.mkdtemp(prefix="report-", dir=setup.holder)) / "result.json"
-        env = {**setup.env, RESULT_ENV: str(report_file)}
-        taken: list[str] = []
-        try:
-            result = run_sandboxed(
-                command, workdir, sandbox, cwd=workdir, timeout=limit, env=env,
-                writable=[report_file.parent], on_exit=lambda: taken.append(read_channel(report_file)),
-            )
-        except OSError as err:
-            return _result(f"could not start `bash` in {workdir}: {err}", started, runs)
-        text = result.stdout if channel == STDOUT else _settled(taken, read_channel(report_file))
-        result = replace(result, stdout=mask.text(result.stdout), stderr=mask.text(result.stderr))
-        read = None if text is None else mask.text(text)
-        report = _judge(result, read, program.evaluation.metric, limit, channel, setup.stage)
-        logger.info("evaluation of %s, run %d/%d: %s", program.name, index + 1, count,
-                    report.error or report.rejection or report.metric)
-        if report.metric is None and channel == STDOUT and not report.metrics and read_channel(report_file).strip():
-            report = replace(report, missing=False, error=f"{report.error}; it wrote $AUTOLOOP_RESULT, which this "
-                             "program does not read: set `evaluation-report: file` in its frontmatter")
-        if report.metric is None and report.missing and not need_metric:
-            printed.append(report.metrics)
-            continue
-        if report.metric is None and report.rejection:  # a stage rejected the candidate: it needs no second run
-            return _result(None, started, runs, report.metrics, result, report, channel)
-        if report.metric is None:
-            return _result(report.error or "no metric", started, runs, report.metrics, result, report, channel)
-        runs.append(report.metric)
-        printed.append(report.metrics)
-        if report.rejection:  # the evaluator judged the candidate invalid: running it again changes nothing
-            break
-    return _result(None, started, runs, median_metrics(printed), result, report, channel)
+    # A fresh folder for each run's report: nothing an earlier run (or stage) left there is read.
+    report_file = Path(tempfile.mkdtemp(prefix="report-", dir=setup.holder)) / "result.json"
+    env = {**setup.env, RESULT_ENV: str(report_file)}
+    taken: list[str] = []
+    try:
+        result = run_sandboxed(
+            command, workdir, sandbox, cwd=workdir, timeout=limit, env=env,
+            writable=[report_file.parent], on_exit=lambda: taken.append(read_channel(report_file)),
+        )
+    except OSError as err:
+        return _result(f"could not start `bash` in {workdir}: {err}", started, [])
+    text = result.stdout if channel == STDOUT else _settled(taken, read_channel(report_file))
+    result = replace(result, stdout=mask.text(result.stdout), stderr=mask.text(result.stderr))
+    read = None if text is None else mask.text(text)
+    report = _judge(result, read, program.evaluation.metric, limit, channel, setup.stage)
+    logger.info("evaluation of %s: %s", program.name, report.error or report.rejection or report.metric)
+    if report.metric is None and channel == STDOUT and not report.metrics and read_channel(report_file).strip():
+        report = replace(report, missing=False, error=f"{report.error}; it wrote $AUTOLOOP_RESULT, which this "
+                         "program does not read: set `evaluation-report: file` in its frontmatter")
+    if report.metric is None and report.missing and not need_metric:
+        return _result(None, started, [], report.metrics, result, report, channel)
+    if report.metric is None and not report.rejection:
+        return _result(report.error or "no metric", started, [], report.metrics, result, report, channel)
+    runs = [] if report.metric is None else [report.metric]
+    return _result(None, started, runs, report.metrics, result, report, channel)
 
 
 def _settled(taken: list[str], final: str) -> str | None:

@@ -1,8 +1,8 @@
-"""Fresh copies: each stage of an evaluation runs in a standalone copy of the runner's tree made for it alone.
+"""Fresh copies: each run of each stage of an evaluation runs in a standalone copy of the runner's tree of its own.
 
 The evaluated code never runs in the runner's worktree (its `.git` file leads to the user's repository),
 and each stage sees exactly the tree the runner wrote: nothing an agent left behind, and nothing an earlier
-stage left (a rewritten evaluator, a planted module or `.pyc`, a cached result). After each stage its copy
+stage or repeat left (a rewritten evaluator, a planted module or `.pyc`, a cached result). After each run its copy
 is checked for the protected files it changed, and against `max-disk`.
 """
 
@@ -26,7 +26,7 @@ def evaluate_copy(
     program: Program, workdir: Path, guarded: Mapping[str, str] | None = None, sandbox: SandboxPolicy | None = None,
     repeats: int | None = None,
 ) -> EvaluationResult:
-    """Evaluates the tree at `workdir`, each stage in a fresh copy of it; returns the result.
+    """Evaluates the tree at `workdir`, each run of each stage in a fresh copy of it; returns the result.
 
     repeats: the runs (None: the program's `repeats`).
 
