@@ -1,4 +1,5 @@
-"""Tests for autoloop_py/commands/report.py: the trace and the Population come from one commit of the memory branch."""
+"""Tests for autoloop_py/commands/report.py (test_report.py is the e2e page test): the trace and the Population come
+from one commit of the memory branch."""
 
 from __future__ import annotations
 
