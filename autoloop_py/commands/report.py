@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,6 @@ from autoloop_py.analysis.html_report import ReportSource, render_report, report
 from autoloop_py.commands.common import read_state, subparser
 from autoloop_py.commands.trace import opened
 from autoloop_py.program.model import Program
-from autoloop_py.state.memory import MemoryStore
 from autoloop_py.state.population import population_of
 from autoloop_py.state.memory_folder import open_memory
 from autoloop_py.state.population_model import Candidate
@@ -45,17 +45,17 @@ def build_html(target: str, repo: Path | None) -> tuple[str, str, int]:
     from_memory = not Path(target).is_dir()
     with opened(target, repo, strict=False) as run:
         name = target if from_memory else str(run.trace.meta.get("program") or Path(target).name)
-        population = _population(run.root, run.program) if from_memory else ()
+        population = _population(run.root, run.program, run.at) if from_memory else ()
         source = ReportSource(program=name, origin=run.label, metric=run.trace.metric or "score",
                               direction=run.trace.direction)
         return render_report(report_payload(run.trace, source, population)), name, len(run.trace.rows)
 
 
-def _population(root: Path | None, program: Program | None) -> tuple[Candidate, ...]:
-    """Returns the program's Population from its state file (empty for the default flow or an unknown program)."""
+def _population(root: Path | None, program: Program | None, at: str | None) -> tuple[Candidate, ...]:
+    """Returns the program's Population from its state file at the trace's memory commit `at` (empty for the default
+    flow or an unknown program): a run recording meanwhile must not add entries the trace read lacks."""
     if root is None or program is None:
         return ()
     memory = open_memory(root)
-    memory.sync()
-    state = read_state(memory, program)
-    return population_of(state, MemoryStore(root).read).candidates if state is not None else ()
+    state = read_state(memory, program, at)
+    return population_of(state, functools.partial(memory.read, at=at)).candidates if state is not None else ()

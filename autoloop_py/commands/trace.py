@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import tempfile
 from dataclasses import dataclass
@@ -113,12 +114,14 @@ class Target:
         program: the program that made the run, None for a trace directory whose program is not in the repository.
         root: the repository root, None outside a repository.
         label: how the run is named in reports (`memory/autoloop:traces/<name>` or the directory).
+        at: the memory commit the trace was read at, for reading the rest of the run there (None: a directory).
     """
 
     trace: trace.Trace
     program: Program | None
     root: Path | None
     label: str
+    at: str | None = None
 
 
 @contextlib.contextmanager
@@ -141,24 +144,30 @@ def opened(name: str, repo: Path | None, strict: bool = True) -> Iterator[Target
         raise AutoloopError("is not a directory; pass an EvoTrace run directory or a program's name", path=name)
     root = repo_root(repo)
     programs, _ = check_all(root)
+    memory = MemoryStore(root)
+    memory.sync()
+    at = memory.tip()
     with tempdirs.temporary("autoloop-trace-") as tmp:
-        run = trace.load_trace(export_program(root, name, Path(tmp) / name))
+        run = trace.load_trace(export_program(root, name, Path(tmp) / name, at))
         program = find_program(programs, name) if strict else _program(programs, name)
-        yield Target(run, program, root, f"{MEMORY_BRANCH}:{trace.trace_dir(name)}")
+        yield Target(run, program, root, f"{MEMORY_BRANCH}:{trace.trace_dir(name)}", at)
 
 
 def _program(programs: list[Program], name: str) -> Program | None:
     return next((program for program in programs if program.name == name), None)
 
 
-def export_program(root: Path, program: str, out: Path) -> Path:
-    """Exports a program's trace from the memory branch to `out`; raises if nothing was recorded."""
+def export_program(root: Path, program: str, out: Path, at: str | None = None) -> Path:
+    """Exports a program's trace read at one memory commit, `at` (default: the synced tip), to `out`; raises if none
+    was recorded there. One commit: a run recording meanwhile moves the branch between two reads."""
     memory = MemoryStore(root)
-    memory.sync()
-    paths = memory.list(trace.trace_dir(program) + "/")
+    if at is None:
+        memory.sync()
+        at = memory.tip()
+    paths = memory.list(trace.trace_dir(program) + "/", at)
     if not any(path.startswith(f"{trace.trace_dir(program)}/rows/") for path in paths):
         raise AutoloopError(
             f"no trace recorded for '{program}' on {MEMORY_BRANCH}; run `autoloop run --program {program}` first"
         )
-    return trace.export(memory.read, paths, program, out)
+    return trace.export(functools.partial(memory.read, at=at), paths, program, out)
 
