@@ -65,6 +65,11 @@ def add_parser(commands: Any) -> None:
     parser.set_defaults(handler=cmd_new)
 
 
+# Runs read program.md from the remote's default branch, so a new program runs once it is pushed.
+RESOLVED = ("every <CUSTOMIZE…> marker is resolved; `autoloop check` validates the program, then commit and push "
+            "it: `autoloop run` reads it from the remote's default branch")
+
+
 def cmd_new(args: argparse.Namespace, console: Console) -> int:
     """Writes the program folder and lists the markers still to resolve."""
     root = repo_root(args.repo)
@@ -75,8 +80,7 @@ def cmd_new(args: argparse.Namespace, console: Console) -> int:
     folder = PROGRAMS_DIR / name
     write_files(root / folder, files)
     console.print(f"created {folder}/: {', '.join(files)}", markup=False, highlight=False)
-    resolved = "every <CUSTOMIZE…> marker is resolved; `autoloop check` validates the program"
-    if report_markers(console, folder, files, resolved, "resolve"):
+    if report_markers(console, folder, files, RESOLVED, "resolve"):
         console.print(
             f"Resolve them with `autoloop customize {name}` (a model drafts them for review), "
             "with --answers, or by hand; `autoloop check` lists what is left.",
