@@ -460,7 +460,9 @@ def _pick(
     plan = schedule.plan(runnable, states, now, forced, force=force, default_slots=slots, rank=rank)
     held[:] = held or [reason]
     if plan.selected is None:
-        console.print("nothing is due: " + (", ".join(f"{s.name} ({s.reason})" for s in plan.skipped) or "no programs"))
+        skipped = ", ".join(f"{s.name} ({s.reason})" for s in plan.skipped)
+        console.print(f"nothing is due: {skipped}; `autoloop run --program NAME` runs one now" if skipped else
+                      "nothing is due: no configured program (`autoloop check` says why; `autoloop new NAME` adds one)")
         return None
     return find_program(programs, plan.selected)
 
