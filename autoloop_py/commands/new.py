@@ -114,8 +114,8 @@ def write_files(base: Path, files: Mapping[str, str]) -> None:
 def report_markers(console: Console, folder: Path, files: Mapping[str, str], done: str, verb: str) -> list[Marker]:
     """Prints the <CUSTOMIZE…> markers left in the files ("… are left to <verb>:"), or done if none is; returns them."""
     markers = [m for rel, text in files.items() for m in customize_markers(text, folder / rel)]
-    console.print(f"{len(markers)} <CUSTOMIZE…> markers are left to {verb}:" if markers else done, markup=False,
-                  highlight=False)
+    left = "1 <CUSTOMIZE…> marker is" if len(markers) == 1 else f"{len(markers)} <CUSTOMIZE…> markers are"
+    console.print(f"{left} left to {verb}:" if markers else done, markup=False, highlight=False)
     for marker in markers:
         console.print(f"  {marker.path}:{marker.line}: {marker.preview}", markup=False, highlight=False)
     return markers

@@ -109,6 +109,7 @@ def test_new_refuses_to_overwrite_and_names_bad_input(
     git_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["new", "x", "--repo", str(git_repo)]) == 0
+    assert "1 <CUSTOMIZE…> marker is left to resolve:" in capsys.readouterr().out  # the Goal's, in the singular
     assert main(["new", "x", "--strategy", "alphaevolve", "--repo", str(git_repo)]) == 1
     assert "program 'x' already exists at .autoloop/programs/x; pick another name" in capsys.readouterr().err
     assert main(["new", "y", "--strategy", "evolution", "--repo", str(git_repo)]) == 1
