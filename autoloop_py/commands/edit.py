@@ -19,8 +19,8 @@ from autoloop_py.loop.checkout.lock import hand_edit_lock
 from autoloop_py.loop.record import integrity
 from autoloop_py.loop.record.recording import state_path
 from autoloop_py.program.model import Program, find_program, load_programs
-from autoloop_py.state.memory import MemoryStore
 from autoloop_py.state.file import parse_state
+from autoloop_py.state.memory import MemoryStore
 from autoloop_py.state.merge import merge_edit
 from autoloop_py.strategies.runner import StrategyRunner, load_runner
 from autoloop_py.strategies.state_reading import parse_everything
@@ -68,8 +68,7 @@ def cmd_edit(args: argparse.Namespace, console: Console) -> int:
             memory.update(path, change, message)
     except StateError as error:
         raise _kept(error, edited, program.name, args.file) from None
-    console.print(f"{path} updated on {memory.config.branch}; the next `autoloop run --program {program.name}` "
-                  "reads it")
+    console.print(f"{path} updated on {memory.config.branch}; the next `autoloop run` reads it")
     return 0
 
 
