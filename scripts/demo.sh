@@ -21,8 +21,9 @@ autoloop run --program function_minimization --iterations "$iterations" --propos
 echo
 autoloop status
 echo
+# HEAD, not main: a clone of a feature branch has no main
 echo "accepted candidates on autoloop/function_minimization:"
-git log --oneline main..autoloop/function_minimization
+git log --oneline HEAD..autoloop/function_minimization
 echo
 echo "state file on memory/autoloop (function_minimization.md):"
 autoloop state function_minimization

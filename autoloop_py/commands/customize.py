@@ -16,7 +16,8 @@ from rich.console import Console
 
 from autoloop_py.analysis.run_view import unified_diff
 from autoloop_py.commands.common import load_named, repo_root, subparser
-from autoloop_py.commands.new import fill_markers, finish_program_md, load_answers, strategy_templates, write_files
+from autoloop_py.commands.new import RESOLVED, fill_markers, finish_program_md, load_answers, strategy_templates
+from autoloop_py.commands.new import write_files
 from autoloop_py.errors import AutoloopError
 from autoloop_py.loop.iteration.model_use import check_budget, record_spend
 from autoloop_py.program.model import Program
@@ -100,7 +101,7 @@ def _from_answers(root: Path, program: Program, files: Mapping[str, str], answer
             f"  still to resolve: {marker.path}:{marker.line}: {marker.preview}", markup=False, highlight=False
         )
     if not left:
-        console.print("every <CUSTOMIZE…> marker is resolved; `autoloop check` validates the program", markup=False)
+        console.print(RESOLVED, markup=False)
     return 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shlex
 import subprocess
 import tempfile
@@ -18,6 +19,7 @@ from autoloop_py.loop.checkout.lock import hand_edit_lock
 from autoloop_py.loop.record import integrity
 from autoloop_py.loop.record.recording import state_path
 from autoloop_py.program.model import Program, find_program, load_programs
+from autoloop_py.state.file import parse_state
 from autoloop_py.state.memory import MemoryStore
 from autoloop_py.state.merge import merge_edit
 from autoloop_py.strategies.runner import StrategyRunner, load_runner
@@ -61,12 +63,27 @@ def cmd_edit(args: argparse.Namespace, console: Console) -> int:
     message = f"[Autoloop: {program.name}] edited by hand: {args.message or 'autoloop edit'}"
     try:  # the edit itself is checked before the lock is waited for
         check_edit(edited, path, recorded, runner)
+        _check_program_rows(read, edited, path, program)
         with hand_edit_lock(root):
             memory.update(path, change, message)
     except StateError as error:
         raise _kept(error, edited, program.name, args.file) from None
-    console.print(f"{path} updated on {memory.config.branch}")
+    console.print(f"{path} updated on {memory.config.branch}; the next `autoloop run` reads it")
     return 0
+
+
+def _check_program_rows(read: str, edited: str, path: str, program: Program) -> None:
+    """Raises StateError when the edit changes a Machine State row that every run writes back from program.md."""
+    before, after = parse_state(read, path).machine, parse_state(edited, path).machine
+    rows = (("target_metric", "Target Metric", program.config.target_metric, "`target-metric:`"),
+            ("metric_direction", "Metric Direction", program.direction, "`metric_direction:`"))
+    for key, label, value, setting in rows:
+        if getattr(after, key) in (getattr(before, key), value):
+            continue
+        row = re.compile(rf"^\s*\|\s*{label}\s*\|", re.IGNORECASE)
+        line = next((i for i, text in enumerate(edited.splitlines(), 1) if row.match(text)), None)
+        raise StateError(f"'{label}' is rewritten by every run from {setting} in {program.path}: set it there "
+                         "and push it, and leave this row as it was", path, line)
 
 
 def check_edit(

@@ -65,6 +65,11 @@ def add_parser(commands: Any) -> None:
     parser.set_defaults(handler=cmd_new)
 
 
+# Runs read program.md from the remote's default branch, so a new program runs once it is pushed.
+RESOLVED = ("every <CUSTOMIZE…> marker is resolved; `autoloop check` validates the program, then commit and push "
+            "it: `autoloop run` reads it from the remote's default branch")
+
+
 def cmd_new(args: argparse.Namespace, console: Console) -> int:
     """Writes the program folder and lists the markers still to resolve."""
     root = repo_root(args.repo)
@@ -75,8 +80,7 @@ def cmd_new(args: argparse.Namespace, console: Console) -> int:
     folder = PROGRAMS_DIR / name
     write_files(root / folder, files)
     console.print(f"created {folder}/: {', '.join(files)}", markup=False, highlight=False)
-    resolved = "every <CUSTOMIZE…> marker is resolved; `autoloop check` validates the program"
-    if report_markers(console, folder, files, resolved, "resolve"):
+    if report_markers(console, folder, files, RESOLVED, "resolve"):
         console.print(
             f"Resolve them with `autoloop customize {name}` (a model drafts them for review), "
             "with --answers, or by hand; `autoloop check` lists what is left.",
@@ -110,8 +114,8 @@ def write_files(base: Path, files: Mapping[str, str]) -> None:
 def report_markers(console: Console, folder: Path, files: Mapping[str, str], done: str, verb: str) -> list[Marker]:
     """Prints the <CUSTOMIZE…> markers left in the files ("… are left to <verb>:"), or done if none is; returns them."""
     markers = [m for rel, text in files.items() for m in customize_markers(text, folder / rel)]
-    console.print(f"{len(markers)} <CUSTOMIZE…> markers are left to {verb}:" if markers else done, markup=False,
-                  highlight=False)
+    left = "1 <CUSTOMIZE…> marker is" if len(markers) == 1 else f"{len(markers)} <CUSTOMIZE…> markers are"
+    console.print(f"{left} left to {verb}:" if markers else done, markup=False, highlight=False)
     for marker in markers:
         console.print(f"  {marker.path}:{marker.line}: {marker.preview}", markup=False, highlight=False)
     return markers

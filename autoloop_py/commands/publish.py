@@ -34,7 +34,8 @@ def add_parser(commands: Any) -> None:
         help="the outcome directory; several: the slots of one tick (`run --slot I/K`), recorded as one update "
         "with the best improving candidate on the program branch",
     )
-    parser.add_argument("--base-branch", help="branch program branches start from (default: origin's HEAD or main)")
+    parser.add_argument("--base-branch", help="branch program branches start from (default: origin's HEAD branch, "
+                        "else main, else master, else the current one)")
     parser.add_argument("--program", metavar="NAME",
                         help="the program this job publishes (the workflow's matrix): an outcome of another is refused")
     parser.add_argument(

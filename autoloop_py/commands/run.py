@@ -81,7 +81,8 @@ def add_parser(commands: Any) -> None:
         "--force", action="store_true",
         help="run the --program even when it is paused; the pause stays (`autoloop resume` clears it)",
     )
-    parser.add_argument("--base-branch", help="branch program branches start from (default: origin's HEAD or main)")
+    parser.add_argument("--base-branch", help="branch program branches start from (default: origin's HEAD branch, "
+                        "else main, else master, else the current one)")
     parser.add_argument(
         "--ci",
         action="store_true",
@@ -121,6 +122,10 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     """Runs the requested iterations and prints a summary; exit 1 if nothing could run."""
     outcomes = execute(args, console)
     _summary(outcomes, console)
+    if outcomes and not (args.ci or args.outcome_dir or args.dry_run):
+        name = outcomes[-1].program
+        console.print(f"next: `autoloop status {name}` (its history), `autoloop edit {name}` (steer it), `autoloop "
+                      f"report {name}` (an HTML page); kept changes are on branch autoloop/{name}", highlight=False)
     # In CI, waiting for checks or a CI pause is a normal end of the job, not a failure.
     return 0 if outcomes or args.ci else 1
 
@@ -455,7 +460,9 @@ def _pick(
     plan = schedule.plan(runnable, states, now, forced, force=force, default_slots=slots, rank=rank)
     held[:] = held or [reason]
     if plan.selected is None:
-        console.print("nothing is due: " + (", ".join(f"{s.name} ({s.reason})" for s in plan.skipped) or "no programs"))
+        skipped = ", ".join(f"{s.name} ({s.reason})" for s in plan.skipped)
+        console.print(f"nothing is due: {skipped}; `autoloop run --program NAME` runs one now" if skipped else
+                      "nothing is due: no configured program (`autoloop check` says why; `autoloop new NAME` adds one)")
         return None
     return find_program(programs, plan.selected)
 

@@ -162,6 +162,8 @@ def _row(program: Program, state: statefile.StateFile | None, now: datetime) -> 
         _best(machine, best if initial == "—" else f"{best} ({initial})"),
         str(machine.iteration_count if machine else 0),
         _when(machine.last_run, now) if machine and machine.last_run else "never",
+        # A paused, completed or plateaued program is due only once resumed.
+        "—" if schedule.skip_reason(machine, now, program.config.parallel or 1) else
         "now" if due is None or due <= now else _when(due, now),
         budget.describe(program.config, machine or statefile.MachineState(), now),
     ]

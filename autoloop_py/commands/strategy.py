@@ -50,7 +50,7 @@ autoloop strategy add alphaevolve --program perf_sort --answers answers.yaml
   writes .autoloop/programs/perf_sort/strategy/alphaevolve.md (the playbook) and strategy/prompts/*.md,
   points program.md's `## Evolution Strategy` at them, and runs `autoloop check` on the program.
   The program's history stays: the first iteration with the strategy evaluates the current best as it
-  is and seeds the Population with it. Commit the folder so that runs use it.
+  is and seeds the Population with it. Commit and push the folder so that runs use it.
 
   {_ANSWERS_EXAMPLE}"""
 _DESCRIPTION = f"""\
@@ -263,5 +263,6 @@ def _check(root: Path, program: Program, folder: Path, markers: list[Marker], co
     for warning in warnings:
         console.print(f"[yellow]![/] {escape(warning)}", highlight=False)
     if not problems:
-        console.print(f"[green]✓[/] {escape(program.name)}; commit {folder} so that runs use it", highlight=False)
+        console.print(f"[green]✓[/] {escape(program.name)}; commit and push {folder} so that runs use it",
+                      highlight=False)
     return 0

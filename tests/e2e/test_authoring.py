@@ -109,6 +109,7 @@ def test_new_refuses_to_overwrite_and_names_bad_input(
     git_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["new", "x", "--repo", str(git_repo)]) == 0
+    assert "1 <CUSTOMIZE…> marker is left to resolve:" in capsys.readouterr().out  # the Goal's, in the singular
     assert main(["new", "x", "--strategy", "alphaevolve", "--repo", str(git_repo)]) == 1
     assert "program 'x' already exists at .autoloop/programs/x; pick another name" in capsys.readouterr().err
     assert main(["new", "y", "--strategy", "evolution", "--repo", str(git_repo)]) == 1
@@ -270,7 +271,8 @@ def test_new_target_writes_no_stubs_and_customize_answers_resolves_the_markers(
     assert "still to resolve: .autoloop/programs/fast/program.md:25:" in out
     answers.write_text("metric name: seconds\ndirection: Lower\n")
     assert main(["customize", "fast", "--answers", str(answers), "--repo", str(git_repo)]) == 0
-    assert "every <CUSTOMIZE…> marker is resolved" in capsys.readouterr().out
+    said = " ".join(capsys.readouterr().out.split())
+    assert "every <CUSTOMIZE…> marker is resolved" in said and "then commit and push it" in said
     program = load_program(git_repo, PROGRAMS / "fast" / "program.md")
     assert program.evaluation is not None and program.evaluation.metric == "seconds"
     assert program.direction == "lower" and program.target.include == ("lib/fast.py",)

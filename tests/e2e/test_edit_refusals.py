@@ -73,6 +73,11 @@ BROKEN = [
      "terse: Accepted (2) exceeds Calls (1); correct one"),
     ("population-entry", r"^### Candidate 2 · island 1", "### Candidate 1 · island 1", r"^### Candidate 1 · island 0",
      0, "candidate 1 appears twice"),
+    # Rows each run writes back from program.md: an edit there would be silently undone.
+    ("target-metric", r"^\| Target Metric \| — \|", "| Target Metric | 0.2 |", None, 0,
+     f"'Target Metric' is rewritten by every run from `target-metric:` in {PROGRAM}/program.md: set it there"),
+    ("metric-direction", r"^\| Metric Direction \| higher \|", "| Metric Direction | lower |", None, 0,
+     "'Metric Direction' is rewritten by every run from `metric_direction:`"),
 ]
 
 

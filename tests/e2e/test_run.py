@@ -146,6 +146,14 @@ def test_accept_reject_error_paths(counter_repo: Path, tmp_path: Path, capsys: p
     assert _git(counter_repo, "status", "--porcelain") == ""
     assert (counter_repo / PROG / "code/value.py").read_text() == VALUE.format(x=1.0)
     assert "✅ counter · iteration 1 · accepted" in out
+    # The summary ends with the next steps.
+    said = " ".join(out.split())
+    assert "next: `autoloop status counter` (its history), `autoloop edit counter` (steer it)" in said
+    assert "kept changes are on branch autoloop/counter" in said
+    # Run again without --program: nothing is due, and the message says how to run one anyway.
+    assert main(["run", "--repo", str(counter_repo)]) == 1
+    said = " ".join(capsys.readouterr().out.split())
+    assert "nothing is due: counter (not due yet); `autoloop run --program NAME` runs one now" in said
 
 
 def test_three_errors_pause_the_program(counter_repo: Path, tmp_path: Path) -> None:

@@ -97,6 +97,9 @@ def test_a_long_pause_reason_takes_one_line_and_status_program_shows_it_whole(
     table = out.split("\nsandbox:")[0].splitlines()
     row = [line for line in table if "⏸️ paused:" in line]
     assert len(row) == 1 and "…" in row[0], out  # cut on its own line
+    # The paused program is not due (until resumed); the other one, run 8 hours ago every 6 hours, is.
+    assert " now " not in row[0] and " — " in row[0], out
+    assert [line for line in table if line.startswith(" negative_figures") and " now " in line], out
     words = ("failed", "numpy", "repository", "resume")
     assert not [line for line in table if any(word in line for word in words)], out  # and not wrapped further
     out = _status(repo, capsys, monkeypatch, "long_figures_program")

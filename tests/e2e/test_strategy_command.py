@@ -106,7 +106,7 @@ def test_add_to_a_program_that_ran_then_check_and_run(  # type: ignore[no-untype
     assert main(["strategy", "add", strategy, "--program", NAME, "--answers", str(answers), "--repo", str(ran_repo)]) == 0
     out = capsys.readouterr().out
     assert f"every <CUSTOMIZE…> marker is answered from {answers}" in out
-    assert f"✓ {NAME}; commit {PROGRAM} so that runs use it" in out
+    assert f"✓ {NAME}; commit and push {PROGRAM} so that runs use it" in out
     folder = ran_repo / PROGRAM
     program = (folder / "program.md").read_text()
     assert f"`strategy/{strategy}.md`" in program.split("## Evolution Strategy", 1)[1]

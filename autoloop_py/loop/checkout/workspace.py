@@ -344,7 +344,7 @@ class Workspace:
         if sha is None:
             raise GitError(
                 f"base branch {base_name!r} exists neither locally nor on {self.remote!r}; "
-                "create it or name another base branch",
+                "create it (a new repository: commit your files first) or name another with --base-branch",
                 path=self.repo_root,
             )
         return sha

@@ -193,7 +193,10 @@ def _forced_plan(
             f"requested program '{forced}' not found. Available programs: {', '.join(available) or 'none'}"
         )
     if forced in unconfigured:
-        raise ProgramError(f"requested program '{forced}' is unconfigured (has placeholders); configure it first")
+        path = next(p.path for p in programs if p.name == forced)
+        raise ProgramError(f"{forced} still has <CUSTOMIZE…> markers to answer: `autoloop check` lists each with its "
+                           f"line; answer them by hand, with --answers or `autoloop customize {forced}`, then commit "
+                           "and push", path)
     deferred = tuple(n for n in due if n != forced)
     kept = tuple(s for s in skipped if s.name != forced)
     return Plan(forced, (forced, *deferred), deferred, kept, unconfigured, True)

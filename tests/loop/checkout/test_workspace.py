@@ -299,7 +299,8 @@ def test_default_branch(
 
 
 def test_missing_base_branch_is_a_git_error(git_repo: Path) -> None:
-    with pytest.raises(GitError, match="base branch 'release' exists neither locally nor on 'origin'"):
+    with pytest.raises(GitError, match="base branch 'release' exists neither locally nor on 'origin'; create it "
+                       r"\(a new repository: commit your files first\) or name another with --base-branch"):
         Workspace(git_repo, "demo", base_branch="release").prepare()
 
 

@@ -135,8 +135,12 @@ def test_forced_runs_a_paused_program_only_with_force() -> None:
     assert plan.selected == "a" and plan.forced
     with pytest.raises(ProgramError, match="requested program 'zzz' not found. Available programs: a, b"):
         schedule.plan(programs, {}, NOW, forced="zzz")
-    with pytest.raises(ProgramError, match="unconfigured"):
+    # An unanswered template names its file and the way to answer it.
+    with pytest.raises(ProgramError) as raised:
         schedule.plan(programs, {}, NOW, forced="b")
+    assert str(raised.value).startswith(".autoloop/programs/b/program.md: b still has <CUSTOMIZE…> markers to answer")
+    assert "`autoloop check` lists each with its line" in str(raised.value)
+    assert "`autoloop customize b`" in str(raised.value)
 
 
 def test_a_program_with_ticks_plateaus_after_five_ticks_worth_of_rejections_at_most_ten() -> None:
