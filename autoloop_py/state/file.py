@@ -132,11 +132,6 @@ class StateFile:
         """Returns the Foreclosed Avenues items."""
         return prose.items(self.section_text(FORECLOSED))
 
-    @property
-    def future(self) -> tuple[str, ...]:
-        """Returns the Future Directions items."""
-        return prose.items(self.section_text(FUTURE))
-
     def section_text(self, key: str) -> str | None:
         """Returns the text of the first section whose normalised heading is `key`."""
         return next((section.text for section in self.sections if section.key == key), None)
