@@ -24,7 +24,6 @@ SCALES = ("linear", "log")
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 _CODING = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*[-\w.]+")
 _PIN = re.compile(r"#\s*autoloop:\s*fixed\b", re.IGNORECASE)
-PIN_COMMENT = "# autoloop: fixed"
 
 
 @dataclass(frozen=True)
