@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
 from autoloop_py.state.population import Candidate, format_fitness
-from autoloop_py.strategies.base import Decision, DrawRecorder
+from autoloop_py.strategies.base import DrawRecorder
 from autoloop_py.strategies.funsearch.code import function_length
 from autoloop_py.strategies.funsearch.config import FunSearchConfig
 from autoloop_py.strategies.funsearch.islands import (
@@ -46,7 +46,6 @@ __all__ = [
     "FunSearchState",
     "Outcome",
     "Pick",
-    "base_decision",
     "candidate_bullets",
     "choose_clusters",
     "classify",
@@ -302,21 +301,6 @@ def _reason(
         f"#{p.candidate.id} from {format_signature(p.signature)} (p {p.cluster_probability:.3g})" for p in picks
     )
     return f"island {island.index} ({among}), T = {temperature:.6g}: {shown}"
-
-
-def base_decision(decision: FunSearchDecision) -> Decision:
-    """Returns the decision in the runner's common shape (operator `sample` or `seed`)."""
-    labels = {"version": str(decision.version)}
-    if decision.temperature is not None:
-        labels["temperature"] = f"{decision.temperature:.6g}"
-    return Decision(
-        operator=decision.mode,
-        reason=decision.reason,
-        parents=decision.parents,
-        island=decision.island,
-        uniforms=decision.uniforms,
-        labels=labels,
-    )
 
 
 # ---------------------------------------------------------------- registering

@@ -258,13 +258,6 @@ def test_decide_is_deterministic_for_a_seeded_rng() -> None:
     assert first == fs.decide(state, population, CONFIG, random.Random(3))
 
 
-def test_base_decision_carries_operator_parents_and_labels() -> None:
-    state = FunSearchState(islands=(island(0, cluster(0.5, (5, 10)), cluster(0.4, (4, 10)), version=2),))
-    base = fs.base_decision(sample(state, 0.0, 0.0, 0.0, 0.0, 0.0))
-    assert base.operator == "sample" and [p.id for p in base.parents] == [4, 5] and base.island == 0
-    assert base.labels == {"version": "2", "temperature": "0.1"}
-
-
 # ---------------------------------------------------------------- registering
 
 
