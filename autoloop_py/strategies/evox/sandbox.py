@@ -30,7 +30,7 @@ from autoloop_py.strategies.evox.worker import ALLOWED_MODULES, CONTRACT_MODULE,
 
 __all__ = [
     "Genome", "Sample", "SandboxLimits", "StrategyFailure",
-    "check_source", "initial_strategy", "sample", "validate",
+    "initial_strategy", "sample", "validate",
 ]  # fmt: skip
 
 logger = logging.getLogger(__name__)
@@ -114,11 +114,6 @@ class _Problem:
 def initial_strategy() -> str:
     """Returns the source of the initial EvoX strategy shipped with autoloop."""
     return (importlib.resources.files("autoloop_py") / INITIAL_STRATEGY).read_text(encoding="utf-8")
-
-
-def check_source(code: str) -> list[str]:
-    """Returns the static problems of a strategy source as "line N: ..." ([] when it passes)."""
-    return [str(problem) for problem in _static_problems(code)]
 
 
 def sample(

@@ -17,7 +17,6 @@ from autoloop_py.strategies.evox.sandbox import (
     Sample,
     SandboxLimits,
     StrategyFailure,
-    check_source,
     initial_strategy,
     sample,
     validate,
@@ -25,6 +24,11 @@ from autoloop_py.strategies.evox.sandbox import (
 from autoloop_py.strategies.evox.worker import make_audit_hook, write_refused
 
 FAST = SandboxLimits(seconds=5.0, memory_mb=512, cpu_seconds=5)
+
+def check_source(code: str) -> list[str]:
+    """Returns the static problems of a strategy source as "line N: ..." ([] when it passes)."""
+    return [str(problem) for problem in evox_sandbox._static_problems(code)]
+
 
 HEADER = "from autoloop_py.strategies.evox.contract import StrategyBase\n\n\nclass EvolvedStrategy(StrategyBase):\n"
 
