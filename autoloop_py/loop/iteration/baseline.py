@@ -13,13 +13,6 @@ from autoloop_py.sandbox.run import Isolation
 from autoloop_py.state import file as statefile
 
 
-def measure_baseline(
-    program: Program, workdir: Path, state: statefile.StateFile, clock: Clock | None = None
-) -> tuple[float | None, float | None, str | None]:
-    """Returns (best, baseline, failure): evaluates the unchanged code when no best is known yet."""
-    return baseline_outcome(state, evaluate_baseline(program, workdir, state, clock))
-
-
 def evaluate_baseline(
     program: Program, workdir: Path, state: statefile.StateFile, clock: Clock | None, sandbox: Isolation | None = None
 ) -> EvaluationResult | None:

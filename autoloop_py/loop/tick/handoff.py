@@ -25,7 +25,7 @@ from autoloop_py.loop.evaluation.checks import violations
 from autoloop_py.loop.evaluation.evaluate import EvaluationResult, evaluate
 from autoloop_py.loop.evaluation.evaluation_report import Report
 from autoloop_py.loop.iteration import lineage_store, prompt_use
-from autoloop_py.loop.iteration.baseline import measure_baseline
+from autoloop_py.loop.iteration.baseline import baseline_outcome, evaluate_baseline
 from autoloop_py.loop.iteration.iteration import iteration_rng
 from autoloop_py.loop.record import integrity
 from autoloop_py.loop.record.ci_gate import ci_gate_enabled
@@ -291,7 +291,7 @@ def _best_or_baseline(root: Path, program: Program, state: statefile.StateFile) 
         return state.machine.best_metric, None
     with Workspace(root, program.name) as workspace:
         workspace.prepare()
-        best, baseline, failure = measure_baseline(program, workspace.path, state)
+        best, baseline, failure = baseline_outcome(state, evaluate_baseline(program, workspace.path, state, None))
     if failure:
         log.warning(
             "%s: the baseline evaluation failed (%s); the candidate becomes the baseline", program.name, failure
