@@ -18,7 +18,7 @@ from rich.text import Text
 
 from autoloop_py.analysis.mermaid import program_charts
 from autoloop_py.commands.common import format_metric, repo_root, shown, states_and_damage, subparser
-from autoloop_py.errors import AutoloopError, ProgramError, StateError
+from autoloop_py.errors import AutoloopError, ProgramError
 from autoloop_py.github.render import holdout_text
 from autoloop_py.loop.checkout import stale_parents
 from autoloop_py.loop.record import integrity
@@ -63,7 +63,9 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
     memory = MemoryStore(root)
     now = datetime.now(timezone.utc)
     listed = [find_program(programs, args.program)] if args.program else programs
-    stopped = _blocked(memory, at, listed, states)
+    # Per program whose state file (read at `at`) lost the runner's records: what it lost, how to fix it.
+    stopped = {p.name: stop for p in listed if (state := states.get(p.name)) is not None
+               and (stop := integrity.blocked(memory, state_path(p), p.name, state, at)) is not None}
     rows = []
     for program in listed:
         playbook = find_playbook(program, root)
@@ -92,14 +94,6 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
         _details(states.get(args.program), console)
         _stale(memory, at, program, states.get(args.program), console)
     return 1 if args.program in damaged else 0
-
-
-def _blocked(
-    memory: MemoryStore, at: str | None, programs: list[Program], states: dict[str, statefile.StateFile | None]
-) -> dict[str, tuple[str, StateError]]:
-    """Returns, per program whose state file (read at `at`) lost the runner's records, what it lost, how to fix it."""
-    return {p.name: stop for p in programs if (state := states.get(p.name)) is not None
-            and (stop := integrity.blocked(memory, state_path(p), p.name, state, at)) is not None}
 
 
 def _print_mermaid(root: Path, programs: list[Program], name: str | None, console: Console) -> int:
