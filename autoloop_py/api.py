@@ -306,14 +306,9 @@ def _write_program(root: Path, name: str, code: str, scorer: str, goal: str, met
                   frontmatter=yaml.safe_dump(frontmatter, sort_keys=False).strip(), solution=_SOLUTION)
     (folder / "program.md").write_text(text, encoding="utf-8")
     if strategy:
-        _command(["strategy", "--repo", str(root), "add", strategy, "--program", name])
+        args = _parse(["strategy", "--repo", str(root), "add", strategy, "--program", name])
+        args.handler(args, Console(stderr=True, quiet=True))  # its AutoloopError propagates
     repo = open_repo(root)
     run_git(repo, "add", "-A")
     run_git(repo, "commit", "-q", "-m", f"autoloop evolve: the {name} program")
     run_git(repo, "push", "-q", "origin", "HEAD:main")
-
-
-def _command(argv: list[str]) -> None:
-    """Runs an `autoloop` command's handler; its AutoloopError propagates."""
-    args = _parse(argv)
-    args.handler(args, Console(stderr=True, quiet=True))
