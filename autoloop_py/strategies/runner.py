@@ -141,11 +141,6 @@ def island_of(runner: StrategyRunner | None, decision: Any) -> int | None:
     return island(decision) if island is not None else None
 
 
-def evaluates_as_is(runner: StrategyRunner | None, decision: Any) -> bool:
-    """Returns whether the decision records the Target as it is, without a proposal (its `as_is`: the seed)."""
-    return runner is not None and bool(getattr(decision, "as_is", False))
-
-
 def attempts_of(decision: Any) -> int:
     """Returns the attempts the decision's iteration used (1 unless the engine retried)."""
     attempt = getattr(decision, "attempt", 1)

@@ -132,7 +132,8 @@ def try_candidate(ctx: AttemptContext, root: Path) -> Attempt:
         guide = guide_for(ctx.program, ctx.options, drawn, ctx.guide_spent, ctx.proposer)
         ctx = replace(ctx, prompt_variant=prompt_use.choose(ctx.program, ctx.state, ctx.iteration, guide))
         decision, files, prompt = _prepare_prompt(ctx, files, root)
-    as_is = decision is not None and strategy.evaluates_as_is(ctx.runner, decision)
+    # The decision records the Target as it is, without a proposal (its `as_is`: the seed).
+    as_is = decision is not None and ctx.runner is not None and bool(getattr(decision, "as_is", False))
     if as_is:
         attempt, drawn = _as_is(ctx, decision, files), None
     else:
@@ -421,8 +422,9 @@ def _similar(
         neighbours = similarity.population_neighbours(population, strategy.island_of(ctx.runner, decision))
         origins = lineage_store.copy_origins(population)
     else:
-        neighbours = similarity.trace_neighbours(reader, _parent_id(ctx, decision))
-    threshold = similarity.threshold_of(ctx.program)
+        # the parent's lineage and the newest rows, evaluated and scored
+        neighbours = reader.evaluated_sources(reader.lineage(_parent_id(ctx, decision)))
+    threshold = ctx.program.config.novelty_threshold or novelty.DEFAULT_SIMILARITY
     kept = similarity.stored_vectors(reader, neighbours, origins)
     return similarity.screen(source, neighbours, threshold, _embedder(ctx), strategy.language_of(primary), kept)
 

@@ -23,7 +23,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from autoloop_py.analysis import code_vector
 from autoloop_py.loop.iteration.lineage_store import TraceReader
-from autoloop_py.loop.iteration.novelty import DEFAULT_SIMILARITY, SIMILAR, NoveltyVerdict
+from autoloop_py.loop.iteration.novelty import SIMILAR, NoveltyVerdict
 from autoloop_py.program import models
 from autoloop_py.program.model import Program
 from autoloop_py.program.models import ModelSpec
@@ -74,11 +74,6 @@ def embedder_for(program: Program, limits: CallLimits, spent: list[Usage], calls
     specs = program.config.models
     return Embedder(models.with_role(specs, models.EMBEDDING), models.with_role(specs, models.JUDGE), limits, spent,
                     calls)
-
-
-def threshold_of(program: Program) -> float:
-    """Returns the similarity above which a candidate is not evaluated."""
-    return program.config.novelty_threshold or DEFAULT_SIMILARITY
 
 
 def screen(
@@ -133,11 +128,6 @@ def population_neighbours(population: pop.Population, island: int | None) -> dic
     return {str(c.id): c.code for c in population.candidates
             if c.code is not None and c.fitness is not None and c.status != "error"
             and (island is None or c.island == island)}
-
-
-def trace_neighbours(reader: TraceReader, parent_id: str | None) -> dict[str, str]:
-    """Returns {id: source} of the parent's lineage and the newest rows, evaluated and scored."""
-    return reader.evaluated_sources(reader.lineage(parent_id))
 
 
 def _embedded(

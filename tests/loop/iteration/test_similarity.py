@@ -118,7 +118,6 @@ def test_only_the_evolved_region_is_compared() -> None:
     a = "import os\nprint(os.sep)\n" * 30 + block.format(EVALUATED)
     b = "import os\nprint(os.sep)\n" * 30 + block.format(OTHER)
     assert screen(b, {"a": a}, 0.9, Embedder())[0] is None
-    assert similarity.DEFAULT_SIMILARITY == novelty.DEFAULT_SIMILARITY
 
 
 def test_each_candidates_vector_is_kept_in_its_row_and_read_back_instead_of_embedding_it_again() -> None:
