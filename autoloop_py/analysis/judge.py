@@ -286,11 +286,6 @@ def cache_key(model: str, prompt: str) -> str:
     return hashlib.sha256(f"{model}\0{prompt}".encode("utf-8")).hexdigest()
 
 
-def default_cache_dir() -> Path:
-    """Returns the judge's default cache directory, ~/.cache/autoloop/judge."""
-    return Path.home() / ".cache" / "autoloop" / "judge"
-
-
 class VerdictCache:
     """Valid verdicts on disk, one JSON file per key at `<dir>/<key[:2]>/<key>.json`."""
 

@@ -17,7 +17,6 @@ from autoloop_py.analysis.judge import (
     KEYS,
     JudgeSettings,
     VerdictCache,
-    default_cache_dir,
     edits_of,
     judge_all,
     judgement_dict,
@@ -76,7 +75,7 @@ def cmd_judge(args: argparse.Namespace, console: Console) -> int:
         spent: list[Usage] = []
         try:
             judgements = judge_all(edits, settings, functools.partial(ask_judge, spent=spent),
-                                   VerdictCache(args.cache or default_cache_dir()))
+                                   VerdictCache(args.cache or Path.home() / ".cache" / "autoloop" / "judge"))
         finally:
             if target.program is not None and target.root is not None:
                 record_spend(target.root, target.program, spent, "judge")
