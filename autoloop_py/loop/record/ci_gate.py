@@ -35,7 +35,7 @@ from autoloop_py.state.file import (
     with_machine,
 )
 from autoloop_py.state.machine import RECENT_LIMIT, MachineSection, MachineState, accept_metric
-from autoloop_py.state.parts import finite_number, format_number, one_line, trim, utc
+from autoloop_py.state.parts import NO_VALUE, finite_number, format_number, one_line, trim, utc
 
 logger = logging.getLogger(__name__)
 
@@ -188,7 +188,7 @@ def parse_pending(value: str, signatures: str = "") -> PendingCI:
         iteration=int(found.group("iteration")),
         metric=metric,
         attempts=int(found.group("attempts")),
-        signatures=parse_signatures(signatures),
+        signatures=tuple(s.strip() for s in signatures.split(",") if s.strip() not in NO_VALUE),
         failed=found.group("failed") is not None,
     )
 
@@ -198,11 +198,6 @@ def format_pending(pending: PendingCI) -> str:
     text = f"{pending.commit} · iteration {pending.iteration} · metric {format_number(pending.metric)}"
     text += f" · attempts {pending.attempts}"
     return text + (" · ci failed" if pending.failed else "")
-
-
-def parse_signatures(value: str) -> tuple[str, ...]:
-    """Reads the comma-separated `CI Signatures` value."""
-    return tuple(s.strip() for s in value.split(",") if s.strip() and s.strip() not in ("—", "–", "-"))
 
 
 def read_pending(state: StateFile) -> PendingCI | None:
