@@ -128,7 +128,8 @@ def try_candidate(ctx: AttemptContext, root: Path) -> Attempt:
     with ctx.clock("propose"):
         files = ctx.workspace.files(target_files(ctx.program.target, ctx.workspace.path))
         drawn = model_use.draw(ctx.program, ctx.options, ctx.state, ctx.iteration)
-        ctx = replace(ctx, base_files=files, model=drawn, guide_spent=[])
+        # A fresh list, holding what was spent before (embedding the seed, under `novelty: embedding`).
+        ctx = replace(ctx, base_files=files, model=drawn, guide_spent=list(ctx.guide_spent))
         guide = guide_for(ctx.program, ctx.options, drawn, ctx.guide_spent, ctx.proposer)
         ctx = replace(ctx, prompt_variant=prompt_use.choose(ctx.program, ctx.state, ctx.iteration, guide))
         decision, files, prompt = _prepare_prompt(ctx, files, root)

@@ -1,4 +1,5 @@
-"""Tests for iteration.py: a run's records committed while the next model request is in flight (`pipelined`)."""
+"""Tests for iteration.py: a run's records committed while the next model request is in flight (`pipelined`); the
+seed's embedding counted in the first iteration's spend."""
 
 from __future__ import annotations
 
@@ -6,16 +7,22 @@ import random
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from autoloop_py.git.objects import GitSession
 from autoloop_py.loop.checkout.workspace import Worktrees
 from autoloop_py.loop.iteration.iteration import run_iteration
 from autoloop_py.loop.iteration.options import RunOptions
+from autoloop_py.program.model import load_program
+from autoloop_py.proposers import model_calls
 from autoloop_py.proposers.base import Proposal, ProposalRequest
+from autoloop_py.proposers.llm_call import CallLimits
 from autoloop_py.state import file as statefile
 from autoloop_py.state.memory import MEMORY_BRANCH, MemoryStore
 from tests.conftest import GitRunner
-from tests.programs import small_program
+from tests.programs import program_md, small_program
 
 VALUE = ".autoloop/programs/demo/code/value.py"
 EVALUATE = "import json, runpy\nprint(json.dumps({'score': runpy.run_path('code/value.py')['x']}))\n"
@@ -69,3 +76,34 @@ def test_the_next_decision_reads_the_last_record_and_its_commit_is_made_while_th
     assert [(iteration, end) for iteration, _, end in proposer.seen] == [(1, 0), (2, 1)]
     assert _committed_count(git_repo) == 2
     assert run_git(git_repo, "show", f"autoloop/demo:{VALUE}") == "x = 3"
+
+
+def test_the_seeds_embedding_is_counted_in_the_first_iterations_spend(
+    git_repo: Path, run_git: GitRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    requests: list[list[str]] = []
+
+    def embedding(calls: object, kwargs: dict[str, Any], limits: CallLimits) -> model_calls.Vectors:
+        requests.append(kwargs["input"])
+        return model_calls.Vectors(tuple((1.0, float(len(text))) for text in kwargs["input"]), prompt_tokens=7)
+
+    monkeypatch.setattr(model_calls.InProcess, "embedding", embedding)
+    models = "[{model: openai/embed, role: embedding, input-cost-per-token: 0.01}]"
+    folder = git_repo / ".autoloop/programs/demo"
+    (folder / "code").mkdir(parents=True)
+    (folder / "code/value.py").write_text("x = 1\n")
+    (folder / "code/evaluate.py").write_text(EVALUATE)
+    (folder / "program.md").write_text(program_md("Demo", "Grow x.", frontmatter={"novelty": "embedding",
+                                                                                   "models": models}))
+    run_git(git_repo, "add", "-A")
+    run_git(git_repo, "commit", "-qm", "demo")
+    program = load_program(git_repo, Path(".autoloop/programs/demo/program.md"))
+    options = RunOptions(proposer_factory=lambda name, **_: _Grow(git_repo), isolation="none")
+    assert run_iteration(git_repo, program, options).status == "accepted"
+    # The seed's code was embedded for its row, then the candidate: two requests of 7 tokens each, both in the
+    # iteration's cost, Spent and the model's row (the seed's was dropped before).
+    assert requests == [["x = 1\n"], ["x = 2\n"]]
+    state = statefile.parse_state(MemoryStore(git_repo).read("demo.md") or "")
+    assert "- **Cost**: 14 tokens, $0.1400\n" in state.history[0].text
+    assert state.machine.spent is not None and (state.machine.spent.tokens, state.machine.spent.usd) == (14, 0.14)
+    assert [(row.name, row.tokens) for row in statefile.models_of(state).rows] == [("openai/embed", 14)]
