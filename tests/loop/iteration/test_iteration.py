@@ -13,7 +13,7 @@ import pytest
 
 from autoloop_py.git.objects import GitSession
 from autoloop_py.loop.checkout.workspace import Worktrees
-from autoloop_py.loop.iteration.iteration import run_iteration
+from autoloop_py.loop.iteration.iteration import IterationOutcome, run_iteration
 from autoloop_py.loop.iteration.options import RunOptions
 from autoloop_py.program.model import load_program
 from autoloop_py.proposers import model_calls
@@ -78,6 +78,36 @@ def test_the_next_decision_reads_the_last_record_and_its_commit_is_made_while_th
     assert run_git(git_repo, "show", f"autoloop/demo:{VALUE}") == "x = 3"
 
 
+
+class _Propose:
+    """Proposes the given code."""
+
+    name = "fixed"
+
+    def __init__(self, code: str) -> None:
+        self.code = code
+
+    def propose(self, request: ProposalRequest, rng: random.Random) -> Proposal:
+        return Proposal({VALUE: self.code}, "the given code")
+
+
+def _first_iteration(
+    repo: Path, run_git: GitRunner, frontmatter: dict[str, str], code: str
+) -> tuple[IterationOutcome, statefile.StateFile]:
+    """Runs the first iteration of a program whose Target is `x = 1`, proposing code; returns it and the state."""
+    folder = repo / ".autoloop/programs/demo"
+    (folder / "code").mkdir(parents=True)
+    (folder / "code/value.py").write_text("x = 1\n")
+    (folder / "code/evaluate.py").write_text(EVALUATE)
+    (folder / "program.md").write_text(program_md("Demo", "Grow x.", frontmatter=frontmatter))
+    run_git(repo, "add", "-A")
+    run_git(repo, "commit", "-qm", "demo")
+    program = load_program(repo, Path(".autoloop/programs/demo/program.md"))
+    options = RunOptions(proposer_factory=lambda name, **_: _Propose(code), isolation="none")
+    outcome = run_iteration(repo, program, options)
+    return outcome, statefile.parse_state(MemoryStore(repo).read("demo.md") or "")
+
+
 def test_the_seeds_embedding_is_counted_in_the_first_iterations_spend(
     git_repo: Path, run_git: GitRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -85,25 +115,27 @@ def test_the_seeds_embedding_is_counted_in_the_first_iterations_spend(
 
     def embedding(calls: object, kwargs: dict[str, Any], limits: CallLimits) -> model_calls.Vectors:
         requests.append(kwargs["input"])
-        return model_calls.Vectors(tuple((1.0, float(len(text))) for text in kwargs["input"]), prompt_tokens=7)
+        vectors = tuple((1.0, 0.0) if "1" in text else (0.0, 1.0) for text in kwargs["input"])
+        return model_calls.Vectors(vectors, prompt_tokens=7)
 
     monkeypatch.setattr(model_calls.InProcess, "embedding", embedding)
     models = "[{model: openai/embed, role: embedding, input-cost-per-token: 0.01}]"
-    folder = git_repo / ".autoloop/programs/demo"
-    (folder / "code").mkdir(parents=True)
-    (folder / "code/value.py").write_text("x = 1\n")
-    (folder / "code/evaluate.py").write_text(EVALUATE)
-    (folder / "program.md").write_text(program_md("Demo", "Grow x.", frontmatter={"novelty": "embedding",
-                                                                                   "models": models}))
-    run_git(git_repo, "add", "-A")
-    run_git(git_repo, "commit", "-qm", "demo")
-    program = load_program(git_repo, Path(".autoloop/programs/demo/program.md"))
-    options = RunOptions(proposer_factory=lambda name, **_: _Grow(git_repo), isolation="none")
-    assert run_iteration(git_repo, program, options).status == "accepted"
-    # The seed's code was embedded for its row, then the candidate: two requests of 7 tokens each, both in the
-    # iteration's cost, Spent and the model's row (the seed's was dropped before).
+    outcome, state = _first_iteration(git_repo, run_git, {"novelty": "embedding", "models": models}, "x = 2\n")
+    assert outcome.status == "accepted"
+    # The seed's code was embedded for its row, then the candidate (the seed's kept vector read back): two requests
+    # of 7 tokens each, both in the iteration's cost, Spent and the model's row (the seed's was dropped before).
     assert requests == [["x = 1\n"], ["x = 2\n"]]
-    state = statefile.parse_state(MemoryStore(git_repo).read("demo.md") or "")
     assert "- **Cost**: 14 tokens, $0.1400\n" in state.history[0].text
     assert state.machine.spent is not None and (state.machine.spent.tokens, state.machine.spent.usd) == (14, 0.14)
     assert [(row.name, row.tokens) for row in statefile.models_of(state).rows] == [("openai/embed", 14)]
+
+
+def test_the_first_candidate_is_compared_with_the_seed_measured_in_its_iteration(
+    git_repo: Path, run_git: GitRunner
+) -> None:
+    # Before, the seed's row (written with the record) was no neighbour yet: this candidate was evaluated.
+    outcome, state = _first_iteration(git_repo, run_git, {"novelty": "embedding"}, "x = 1  # the same\n")
+    assert outcome.status == "rejected" and "evaluate" not in outcome.timings and outcome.metric is None
+    assert outcome.reason == ("not evaluated: similarity 1.0000 to candidate seed is above novelty-threshold 0.999 "
+                              "(local vectors)")
+    assert state.machine.best_metric == 1
