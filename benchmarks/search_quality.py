@@ -22,7 +22,7 @@ installs it there) its default configuration runs the same landscapes against th
     nice -n 10 python3 benchmarks/search_quality.py [--seeds 5] [--iterations 100] [--landscapes ...] [--flows ...]
     python3 benchmarks/search_quality.py --first-seed 3 --seeds 1 --results r3.jsonl   # one share of a long run
     python3 benchmarks/search_quality.py --report r*.jsonl                             # the tables of the shares
-    python3 benchmarks/search_quality.py --quick     # 1 seed x 10 iterations: a few minutes
+    python3 benchmarks/search_quality.py --quick     # 1 seed x 10 iterations: about a minute
 """
 
 from __future__ import annotations

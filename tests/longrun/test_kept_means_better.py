@@ -8,7 +8,12 @@ the harness asserts:
 - no kept candidate is worse than (one metric) or dominated by (objectives) one kept before it, the baseline included;
 - Best Metric, the history, the Population and the trace agree;
 - the state file reads back to the text written, and every state the runner rendered while recording equals the
-  parse of its text.
+  parse of its text;
+- under `novelty: embedding` (_check_novelty), a skipped candidate was not evaluated, committed or added to the
+  Population, its history entry and trace row name the nearest evaluated candidate and a similarity above the
+  threshold (recomputed from the two sources), an evaluated one lies at most at it from its parent, the embedding
+  model's calls are in each iteration's cost, Spent and the Models table (local vectors spend nothing); at the end
+  the flow skipped some and kept some, and `status` and the report's data list the skips.
 Half way a person edits the state file (a Current Priority, a Population note, a Prompts row), as `autoloop edit`
 would. The `default-prompts` flow proposes with a scripted model on loopback instead (`scripted`, below), whose
 edits improve only under the instruction the person added or the guide wrote.
@@ -32,13 +37,16 @@ from typing import Any, Callable
 
 import pytest
 
+from autoloop_py.analysis import code_vector
+from autoloop_py.analysis.html_report import skipped_data
 from autoloop_py.cli import main
 from autoloop_py.loop.record import recording
+from autoloop_py.program.regions import evolved_code
 from autoloop_py.proposers.model_calls import import_litellm
 from autoloop_py.state import file as statefile
 from autoloop_py.state.memory import MemoryStore
 from autoloop_py.state.population import population_of
-from autoloop_py.state.trace import memory_trace
+from autoloop_py.state.trace import blob_path, memory_trace
 from autoloop_py.strategies import pareto
 from tests.fake_openai import fake_openai
 from tests.programs import install_tiny_strategy_program, program_md
@@ -67,6 +75,12 @@ exec(MEASURE, _NAMES)
 measure: Callable[[str], dict[str, float]] = _NAMES["measure"]
 OBJECTIVES = "[{score: higher}, {cost: lower}]"
 STAGES = "[{name: validity}, {name: score}]"
+# A one-literal edit of the Target scores 0.857 to its parent, a two-literal one 0.714: tune's edits are skipped some
+# of the time. With a `role: embedding` model (a loopback one, pricing each request's TOKENS), its calls are spent.
+NOVELTY = {"novelty": "embedding", "novelty-threshold": "0.8"}
+EMBEDDER = "openai/embedder"
+PRICE = 0.001
+TOKENS = 10
 CONFIGS = {"evox": "auto_generate_variation_operators: false\n", "adaevolve": ""}
 
 
@@ -86,6 +100,16 @@ class Flow:
         """Returns whether the flow draws prompt variants (a scripted model proposes and writes variants)."""
         return "prompt-evolve-every" in self.frontmatter
 
+    @property
+    def threshold(self) -> float | None:
+        """Returns the `novelty-threshold` of a flow under `novelty: embedding` (None: another flow)."""
+        return float(self.frontmatter["novelty-threshold"]) if self.frontmatter.get("novelty") == "embedding" else None
+
+    @property
+    def embeds(self) -> bool:
+        """Returns whether a `role: embedding` model (on loopback) embeds the flow's candidates."""
+        return "role: embedding" in self.frontmatter.get("models", "")
+
 
 FLOWS = [
     Flow("default"),
@@ -100,6 +124,10 @@ FLOWS = [
     Flow("alphaevolve-stages-repeats", "alphaevolve", {"evaluation-stages": STAGES, "repeats": "2"}),
     Flow("alphaevolve-parallel", "alphaevolve", parallel=3),
     Flow("adaevolve-objectives-parallel", "adaevolve", {"objectives": OBJECTIVES}, parallel=3),
+    Flow("default-novelty", frontmatter=NOVELTY),
+    Flow("default-novelty-model", frontmatter={
+        **NOVELTY, "models": f"[{{model: {EMBEDDER}, role: embedding, input-cost-per-token: {PRICE}}}]"}),
+    Flow("adaevolve-novelty", "adaevolve", NOVELTY),
 ]
 
 
@@ -192,6 +220,10 @@ class _Kept:
     metrics: list[float] = field(default_factory=list)
     values: list[dict[str, float]] = field(default_factory=list)
     seen: int = 0
+    # Under `novelty: embedding`: the iterations checked, the skipped ones, and the embedding requests made so far.
+    screened: int = 0
+    skipped: list[int] = field(default_factory=list)
+    requests: int = 0
 
 
 def _show(repo: Path, rev: str) -> str | None:
@@ -268,6 +300,97 @@ def _dominates(a: dict[str, float], b: dict[str, float]) -> bool:
     return pareto.dominates((a["score"], -a["cost"]), (b["score"], -b["cost"]))
 
 
+_SIMILAR_RE = re.compile(r"not evaluated: similarity ([0-9.]+) to candidate (\S+) is above novelty-threshold ([0-9.]+) "
+                         r"\((\S+) vectors\)")
+_COST_RE = re.compile(r"^- \*\*Cost\*\*: (\d+) tokens", re.MULTILINE)
+
+
+def _check_novelty(repo: Path, memory: MemoryStore, flow: Flow, kept: _Kept, server: Any) -> None:
+    """A skipped candidate was neither evaluated nor committed; its history entry and trace row name the nearest
+    evaluated candidate and a similarity above the threshold, the one their sources give; an evaluated one lies at
+    or below it from its parent (default flow); embedding calls are spent."""
+    threshold = flow.threshold
+    assert threshold is not None
+    state = statefile.parse_state(memory.read(f"{NAME}.md") or "", f"{NAME}.md")
+    rows = memory_trace(memory.read, memory.list(f"traces/{NAME}/"), NAME, "score", "higher").rows
+    by_iteration, by_id = {row.iteration_found: row for row in rows}, {row.id: row for row in rows}
+    population = {str(c.id): c for c in population_of(state, memory.read).candidates}
+    branch = subprocess.run(["git", "rev-list", f"main..autoloop/{NAME}"], cwd=repo, capture_output=True, text=True)
+    committed = {_show(repo, sha) for sha in branch.stdout.split()}
+    new = [e for e in state.history if e.is_detailed and e.iteration and e.iteration > kept.screened]
+    for entry in new:
+        row = by_iteration[entry.iteration]
+        verdict = row.extra.get("metadata", {}).get("novelty")
+        found = _SIMILAR_RE.search(entry.text)
+        if verdict is None or verdict["evaluated"]:
+            assert found is None and row.metrics, entry.text
+            parent = by_id.get(row.parent_id or "")
+            if flow.strategy is None and parent is not None and "score" in parent.metrics:  # always a neighbour
+                assert _similarity(_blob(memory, row), _blob(memory, parent)) <= threshold, (
+                    f"iteration {entry.iteration} was evaluated, too similar to its parent {parent.id}")
+            continue
+        source = _blob(memory, row)
+        assert source not in committed, f"iteration {entry.iteration} was not evaluated, but committed: {source}"
+        kept.skipped.append(entry.iteration)
+        if verdict["verdict"] != "similar":  # a repeat (its result reused) or recycled lines
+            continue
+        assert found is not None and entry.status == "rejected" and entry.metric is None, entry.text
+        assert row.metrics == {} and "artifacts" not in row.extra, row
+        assert all(c.code != source for c in population.values()), "a skipped candidate joined the Population"
+        similarity = verdict["similarity"]
+        assert verdict == {"verdict": "similar", "evaluated": False, "of": found.group(2), "similarity": similarity,
+                           "threshold": threshold, "embedder": EMBEDDER if flow.embeds else "local"}
+        assert found.groups() == (f"{similarity:.4f}", verdict["of"], f"{threshold:g}", verdict["embedder"])
+        assert similarity > threshold
+        # The nearest was evaluated and scored, and the two sources give the similarity recorded.
+        if flow.strategy is not None:
+            nearest = population[verdict["of"]]
+            assert nearest.fitness is not None and nearest.code is not None
+            code = nearest.code
+        else:
+            assert "score" in by_id[verdict["of"]].metrics
+            code = _blob(memory, by_id[verdict["of"]])
+        assert _similarity(source, code) == pytest.approx(similarity, abs=1e-6)
+    requests = server.requests if server is not None else 0
+    spent = state.machine.spent
+    if flow.embeds:  # each iteration embeds its candidate at least: its Cost, Spent and the Models table count them
+        assert all("input" in body for body in server.bodies), "a request other than an embedding one"
+        tokens = [int(found.group(1)) if (found := _COST_RE.search(e.text)) else 0 for e in new]
+        assert min(tokens) >= TOKENS and sum(tokens) == (requests - kept.requests) * TOKENS, tokens
+        assert spent is not None and spent.tokens == requests * TOKENS
+        assert spent.usd == pytest.approx(spent.tokens * PRICE)
+        model = {row.name: row for row in statefile.models_of(state).rows}[EMBEDDER]
+        assert (model.calls, model.tokens, model.usd) == (0, spent.tokens, pytest.approx(spent.usd))
+    else:  # local code vectors cost nothing
+        assert (spent is None or spent.tokens == 0) and not any(_COST_RE.search(e.text) for e in new)
+    kept.requests = requests
+    kept.screened = state.machine.iteration_count
+
+
+def _similarity(one: str, other: str) -> float:
+    return code_vector.cosine(*(code_vector.vector(evolved_code(text)) for text in (one, other)))
+
+
+def _blob(memory: MemoryStore, row: Any) -> str:
+    text = memory.read(f"traces/{NAME}/" + blob_path(row.solution_sha256, ".txt"))
+    assert text is not None, row
+    return text
+
+
+def _check_skips_shown(repo: Path, memory: MemoryStore, state: statefile.StateFile, kept: _Kept,
+                       capsys: pytest.CaptureFixture[str]) -> None:
+    """The flow skipped some candidates and kept some; `status` and the report's data list the skips."""
+    assert kept.skipped and len(kept.metrics) > 1, f"skipped {kept.skipped}, kept {kept.metrics[1:]}"
+    detailed = [e.iteration for e in state.history if e.is_detailed]
+    assert main(["status", NAME, "--repo", str(repo)]) == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    counted = len([i for i in kept.skipped if i in detailed])  # none among the latest: status says nothing of skips
+    said = f"Not evaluated (novelty filter): {counted} of the last {len(detailed)} iterations" if counted else ""
+    assert said in shown and (counted or "Not evaluated" not in shown), shown
+    trace = memory_trace(memory.read, memory.list(f"traces/{NAME}/"), NAME, "score", "higher")
+    assert [skip["it"] for skip in skipped_data(trace)] == kept.skipped
+
+
 def _hand_edit(memory: MemoryStore) -> None:
     """Adds a Current Priority, edits a Population note and adds a Prompts variant, as a person would with
     `autoloop edit`."""
@@ -288,15 +411,22 @@ def test_kept_means_better(flow: Flow, git_repo: Path, run_git, monkeypatch: pyt
                            capsys: pytest.CaptureFixture[str]) -> None:
     _install(git_repo, run_git, flow, seed=sum(map(ord, flow.name)))
     stack = ExitStack()
-    if flow.prompts:
+    server = None
+    if flow.prompts or flow.embeds:
         import_litellm()  # once per test process: then `run` calls the model here, starting no worker of its own
         monkeypatch.delenv("AUTOLOOP_MODEL", raising=False)
-        stack.enter_context(fake_openai("reply", monkeypatch, scripted, tokens=10))
+        server = stack.enter_context(fake_openai("reply", monkeypatch, scripted, TOKENS, _embed))
     with stack:
-        _run_flow(flow, git_repo, monkeypatch, capsys)
+        _run_flow(flow, git_repo, monkeypatch, capsys, server)
 
 
-def _run_flow(flow: Flow, git_repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def _embed(text: str) -> list[float]:
+    """The loopback embedding model: the local code vector, so its skips are those the threshold promises."""
+    return list(code_vector.vector(text))
+
+
+def _run_flow(flow: Flow, git_repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+              server: Any) -> None:
     rendered = _Rendered()
     monkeypatch.setattr(recording, "statefile", rendered)
     memory = MemoryStore(git_repo)
@@ -311,8 +441,13 @@ def _run_flow(flow: Flow, git_repo: Path, monkeypatch: pytest.MonkeyPatch, capsy
         said = capsys.readouterr()
         assert code == 0, f"{said.out[-3000:]}\n{said.err[-3000:]}"
         _check(git_repo, memory, flow, kept, rendered)
+        if flow.threshold is not None:
+            _check_novelty(git_repo, memory, flow, kept, server)
     state = statefile.parse_state(memory.read(f"{NAME}.md") or "")
+    if flow.threshold is not None:
+        _check_skips_shown(git_repo, memory, state, kept, capsys)
     assert state.machine.iteration_count >= ITERATIONS and "Keep the third knob an integer." in (state.section_text(
         statefile.PRIORITIES) or "")
     print(json.dumps({"flow": flow.name, "iterations": state.machine.iteration_count, "kept": len(kept.metrics) - 1,
+                      "skipped": len(kept.skipped),
                       "seconds": round(time.monotonic() - started, 1), "best": state.machine.best_metric}))

@@ -103,6 +103,8 @@ class AttemptContext:
     hold_refs: Callable[..., ContextManager[None]] = lambda during="": nullcontext()
     # The prompt variant drawn for this iteration (its instruction goes into every prompt of it).
     prompt_variant: PromptChoice = PromptChoice()
+    # The baseline measured this iteration, as its row (written with the record) keeps it: the tip's code.
+    seed: trace.Evaluated | None = None
 
 
 @dataclass(frozen=True)
@@ -128,7 +130,8 @@ def try_candidate(ctx: AttemptContext, root: Path) -> Attempt:
     with ctx.clock("propose"):
         files = ctx.workspace.files(target_files(ctx.program.target, ctx.workspace.path))
         drawn = model_use.draw(ctx.program, ctx.options, ctx.state, ctx.iteration)
-        ctx = replace(ctx, base_files=files, model=drawn, guide_spent=[])
+        # A fresh list, holding what was spent before (embedding the seed, under `novelty: embedding`).
+        ctx = replace(ctx, base_files=files, model=drawn, guide_spent=list(ctx.guide_spent))
         guide = guide_for(ctx.program, ctx.options, drawn, ctx.guide_spent, ctx.proposer)
         ctx = replace(ctx, prompt_variant=prompt_use.choose(ctx.program, ctx.state, ctx.iteration, guide))
         decision, files, prompt = _prepare_prompt(ctx, files, root)
@@ -424,8 +427,11 @@ def _similar(
     else:
         # the parent's lineage and the newest rows, evaluated and scored
         neighbours = reader.evaluated_sources(reader.lineage(_parent_id(ctx, decision)))
+        if ctx.seed is not None and ctx.tip == trace.SEED_ID:
+            neighbours[trace.SEED_ID] = ctx.seed.source
     threshold = ctx.program.config.novelty_threshold or novelty.DEFAULT_SIMILARITY
-    kept = similarity.stored_vectors(reader, neighbours, origins)
+    unwritten = {trace.SEED_ID: ctx.seed.metadata} if ctx.seed is not None else {}
+    kept = similarity.stored_vectors(reader, neighbours, origins, unwritten)
     return similarity.screen(source, neighbours, threshold, _embedder(ctx), strategy.language_of(primary), kept)
 
 

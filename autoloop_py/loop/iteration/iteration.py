@@ -198,7 +198,7 @@ def _run_locked(
                 history=reader, verify_checkout=verify, hold_refs=hold_refs,
             )
             seed = with_kept_vector(context, seed)
-            attempt = try_candidate(context, root)
+            attempt = try_candidate(replace(context, seed=seed), root)
         verify(during="the proposer and the evaluations ran")
         record = replace(with_baseline(attempt.record, baseline), key=key)
         base = workspace.base_sha

@@ -108,14 +108,16 @@ def screen(
 
 
 def stored_vectors(
-    reader: TraceReader, ids: Iterable[str], origins: Mapping[str, str] | None = None
+    reader: TraceReader, ids: Iterable[str], origins: Mapping[str, str] | None = None,
+    unwritten: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Kept]:
     """Returns the vectors the trace rows of these ids keep (a row without a readable one is left out); origins: the
-    id a Population copy came from (lineage_store.copy_origins), whose row is read when the copy has none."""
+    id a Population copy came from (lineage_store.copy_origins), whose row is read when the copy has none;
+    unwritten: the metadata of rows this iteration writes (the seed's, when it measured the baseline)."""
     found = {}
     for name in ids:
         row = reader.row(name) or (reader.row(origins[name]) if origins and name in origins else None)
-        metadata = row.extra.get("metadata") if row is not None else None
+        metadata = row.extra.get("metadata") if row is not None else (unwritten or {}).get(name)
         data = metadata.get(EMBEDDING) if isinstance(metadata, dict) else None
         vector = code_vector.unpack(data.get("vector")) if isinstance(data, dict) else None
         if vector is not None and isinstance(data, dict):
