@@ -84,15 +84,11 @@ def _stages(runs: object) -> str:
     return ", ".join(shown)
 
 
-def best_node(nodes: Sequence[RunNode], direction: str) -> RunNode | None:
-    """Returns the first node that holds the best valid metric (None when nothing scored)."""
-    scored = [node for node in nodes if node.metric is not None]
-    return max(scored, key=lambda node: (oriented(node.metric or 0.0, direction), -node.iteration), default=None)
-
-
 def best_lineage(nodes: Sequence[RunNode], direction: str) -> list[RunNode]:
     """Returns the ancestors of the best candidate, root first, ending with the best itself."""
-    best = best_node(nodes, direction)
+    scored = [node for node in nodes if node.metric is not None]
+    # the first node that holds the best valid metric
+    best = max(scored, key=lambda node: (oriented(node.metric or 0.0, direction), -node.iteration), default=None)
     if best is None:
         return []
     by_id = {node.id: node for node in nodes}
