@@ -125,14 +125,12 @@ def render_prompt(
         islands_note=config.islands_note,
         validity_checks=config.validity_checks,
         full_rewrite=config.diff_style != "minimal_diff",
-        name_new_island=_opens_unlisted_island(decision, config),
+        # the child opens an island the playbook does not list: the reply must name it
+        name_new_island=(
+            decision.new_island and decision.island is not None and find_island(config, decision.island) is None
+        ),
     )
     return render("alphaevolve_prompt.md.j2", view=view)
-
-
-def _opens_unlisted_island(decision: Decision, config: AlphaEvolveConfig) -> bool:
-    """Returns whether the child opens an island the playbook does not list (the reply must name it)."""
-    return decision.new_island and decision.island is not None and find_island(config, decision.island) is None
 
 
 def _parent_views(
