@@ -134,8 +134,13 @@ def box(tmp_path: Path) -> Sandbox:
     return Sandbox(repo, tmp_path / "memory", tmp_path / "out" / "autoloop.json", tmp_path / "issue-programs")
 
 
+# One instant for every box: two boxes' `ago(2)` read at different moments could straddle a second, and the
+# packaged and bare runs would print next_due times a second apart.
+START = datetime.now(timezone.utc)
+
+
 def ago(hours: float) -> str:
-    return (datetime.now(timezone.utc) - timedelta(hours=hours)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return (START - timedelta(hours=hours)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def test_nothing_configured_bootstraps_an_unconfigured_example(box: Sandbox) -> None:
